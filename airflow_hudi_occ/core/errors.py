@@ -1,0 +1,221 @@
+"""The library's error hierarchy.
+
+Every error a user can meet derives from :class:`HudiOccError` and carries structured fields
+(the instant, the file groups, the other writer) plus a ``remedy`` that says what to do. The
+orchestrator decides what to do from the *type*: a :class:`RetryableError` (a write conflict,
+an early conflict, a lock that could not be had in time) is worth retrying with a fresh
+instant time; anything else is not.
+
+At the storage boundary the built-ins are used, as fsspec does (``FileNotFoundError``,
+``FileExistsError``); they are translated into these types where the meaning is
+table-level (a missing table, a corrupt commit file).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+class HudiOccError(Exception):
+    """Base of every error raised by airflow_hudi_occ."""
+
+    remedy: str = ""
+
+    def __init__(self, message: str, *, remedy: str | None = None):
+        if remedy is not None:
+            self.remedy = remedy
+        self.message = message
+        full = message if not self.remedy else f"{message} (what to do: {self.remedy})"
+        super().__init__(full)
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly form, for the CLI, the spark-submit job's last line and XCom."""
+        out = {"error": type(self).__name__, "message": self.message, "remedy": self.remedy}
+        for key, value in vars(self).items():
+            if key in ("message", "remedy") or key.startswith("_"):
+                continue
+            if isinstance(value, (str, int, float, bool)) or value is None:
+                out[key] = value
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                out[key] = sorted(str(v) for v in value) if isinstance(value, (set, frozenset)) else [
+                    str(v) for v in value
+                ]
+        return out
+
+
+class RetryableError(HudiOccError):
+    """A failure that a retry with a fresh instant time may get past."""
+
+
+# --- configuration and input -------------------------------------------------------------
+
+
+class ConfigError(HudiOccError):
+    """A configuration key has a value that is invalid, or names something unknown."""
+
+    def __init__(self, message: str, *, key: str | None = None, value: object = None,
+                 remedy: str | None = None):
+        self.key = key
+        self.value = None if value is None else str(value)
+        super().__init__(message, remedy=remedy)
+
+
+class UnknownStrategyError(ConfigError):
+    """A conflict-resolution or early-detection strategy name that does not exist."""
+
+
+class UnknownLockProviderError(ConfigError):
+    """A lock provider name or class path that does not exist."""
+
+
+# --- the table on storage -----------------------------------------------------------------
+
+
+class TableError(HudiOccError):
+    """Something about the table on storage."""
+
+    def __init__(self, message: str, *, base_path: str | None = None, remedy: str | None = None):
+        self.base_path = base_path
+        super().__init__(message, remedy=remedy)
+
+
+class TableNotFoundError(TableError):
+    remedy = "check the base path, or create the table first (hudi-occ / Table.create)"
+
+
+class TableExistsError(TableError):
+    remedy = "open the existing table instead of creating it, or choose another base path"
+
+
+class UnsupportedTableVersionError(TableError):
+    def __init__(self, message: str, *, base_path: str | None = None, version: int | None = None,
+                 remedy: str | None = None):
+        self.version = version
+        super().__init__(message, base_path=base_path, remedy=remedy)
+
+
+class CorruptMetadataError(TableError):
+    """A metadata file (hoodie.properties, a commit, a marker, a plan) cannot be parsed."""
+
+    def __init__(self, message: str, *, path: str | None = None, base_path: str | None = None,
+                 remedy: str | None = None):
+        self.path = path
+        super().__init__(message, base_path=base_path, remedy=remedy)
+
+
+class StorageError(HudiOccError):
+    """The storage backend cannot do what the protocol needs (e.g. atomic create-if-absent)."""
+
+    def __init__(self, message: str, *, protocol: str | None = None, remedy: str | None = None):
+        self.protocol = protocol
+        super().__init__(message, remedy=remedy)
+
+
+# --- timeline and transactions ------------------------------------------------------------
+
+
+class InstantStateError(HudiOccError):
+    """An instant is not in the state an operation needs (e.g. completing a completed one)."""
+
+    def __init__(self, message: str, *, instant: str | None = None, remedy: str | None = None):
+        self.instant = instant
+        super().__init__(message, remedy=remedy)
+
+
+class HeartbeatExpiredError(HudiOccError):
+    """This writer's own heartbeat expired: others may already treat it as dead."""
+
+    remedy = ("the write was too slow to beat or was paused; it has been abandoned and will be "
+              "rolled back; retry with a new instant, or raise hoodie.client.heartbeat.interval_in_ms")
+
+    def __init__(self, message: str, *, instant: str | None = None, remedy: str | None = None):
+        self.instant = instant
+        super().__init__(message, remedy=remedy)
+
+
+def _fmt_groups(file_groups: Iterable[tuple[str, str]] | Iterable[str]) -> list[str]:
+    out = []
+    for fg in file_groups:
+        if isinstance(fg, tuple):
+            out.append(f"{fg[0]}/{fg[1]}" if fg[0] else fg[1])
+        else:
+            out.append(str(fg))
+    return sorted(out)
+
+
+class WriteConflictError(RetryableError):
+    """Commit-time conflict resolution decided that this instant must abort."""
+
+    remedy = ("another writer committed to the same file groups first; retry the batch with a "
+              "fresh instant time (the data it read is stale)")
+
+    def __init__(self, message: str | None = None, *, instant: str, other_instant: str,
+                 file_groups: Sequence[tuple[str, str]] | Sequence[str] = (),
+                 other_action: str | None = None, strategy: str | None = None,
+                 remedy: str | None = None):
+        self.instant = instant
+        self.other_instant = other_instant
+        self.other_action = other_action
+        self.strategy = strategy
+        self.file_groups = _fmt_groups(file_groups)
+        if message is None:
+            shown = ", ".join(self.file_groups[:5]) + (" ..." if len(self.file_groups) > 5 else "")
+            message = (f"write conflict: instant {instant} overlaps {other_action or 'instant'} "
+                       f"{other_instant} on file groups [{shown}]")
+        super().__init__(message, remedy=remedy)
+
+
+class EarlyConflictError(WriteConflictError):
+    """Early conflict detection found, before a data file was written, that this write is doomed."""
+
+    remedy = ("an earlier, still running writer holds markers on the same file group; this write "
+              "was stopped before wasting more work: retry with a fresh instant time")
+
+
+class PendingClusteringConflictError(WriteConflictError):
+    """Records target file groups that a pending clustering plan will replace."""
+
+    remedy = ("wait until the clustering instant completes (or roll it back) and retry; writing "
+              "into a file group under clustering would be lost when clustering replaces it")
+
+
+class WriteAbortedError(RetryableError):
+    """An abort signal was raised for this instant (by a sensor, or by another process)."""
+
+    def __init__(self, message: str, *, instant: str | None = None, reason: str | None = None,
+                 remedy: str | None = None):
+        self.instant = instant
+        self.reason = reason
+        super().__init__(message, remedy=remedy)
+
+
+# --- locks ----------------------------------------------------------------------------------
+
+
+class LockError(HudiOccError):
+    def __init__(self, message: str, *, lock: str | None = None, owner: str | None = None,
+                 remedy: str | None = None):
+        self.lock = lock
+        self.owner = owner
+        super().__init__(message, remedy=remedy)
+
+
+class LockAcquireTimeoutError(LockError, RetryableError):
+    remedy = ("another writer held the table lock for too long; retry later or raise "
+              "hoodie.write.lock.wait_time_ms / hoodie.write.lock.client.num_retries")
+
+
+class LockLostError(LockError):
+    """The lock was lost while held (e.g. the ZooKeeper session expired): nothing may complete."""
+
+    remedy = "the commit was not completed; retry the write with a fresh instant time"
+
+
+class LockNotHeldError(LockError):
+    """Release or a guarded action was attempted without holding the lock."""
+
+
+class LockReentryError(LockError):
+    """The same lock object was acquired twice: Hudi's locks are not re-entrant."""
+
+    remedy = "release the lock before acquiring it again; nested transactions are not supported"
