@@ -72,6 +72,7 @@ class Heartbeat:
         self._stopped = False
         self._last_own_beat: float | None = None
         self.beat_errors = 0
+        self.lapsed = False
 
     def start(self) -> "Heartbeat":
         if self._stopped:
@@ -87,8 +88,13 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
+        now = self._clock()
+        if self._last_own_beat is not None and (now - self._last_own_beat) * 1000 > self.config.expiry_ms:
+            # We were paused past expiry: others may have judged us dead in between, so a
+            # fresh beat must not resurrect this instant.
+            self.lapsed = True
         self.table.storage.touch(heartbeat_path(self.table, self.instant_time))
-        self._last_own_beat = self._clock()
+        self._last_own_beat = now
 
     def _run(self) -> None:
         interval = self.config.interval_ms / 1000.0
@@ -112,7 +118,9 @@ class Heartbeat:
 
     def check_alive(self) -> None:
         """Raise HeartbeatExpiredError if others may consider this writer dead."""
-        if is_expired(self.table, self.instant_time, self.config, now=self._clock()):
+        if self.lapsed or (self._last_own_beat is not None and
+                           (self._clock() - self._last_own_beat) * 1000 > self.config.expiry_ms) \
+                or is_expired(self.table, self.instant_time, self.config, now=self._clock()):
             raise HeartbeatExpiredError(
                 f"the heartbeat of instant {self.instant_time} expired (older than "
                 f"{self.config.expiry_ms} ms); another writer may roll it back",

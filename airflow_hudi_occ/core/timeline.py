@@ -207,15 +207,21 @@ def transition_to_inflight(table, instant: Instant, data: bytes = b"") -> Instan
     return inflight
 
 
-def complete(table, instant: Instant, completion_time: str, data: bytes) -> Instant:
-    """Create the completed file (atomic, create-if-absent) and return the completed instant."""
+def complete(table, instant: Instant, completion_time: str, data: bytes,
+             timeline: "Timeline | None" = None) -> Instant:
+    """Create the completed file (atomic, create-if-absent) and return the completed instant.
+
+    The completed file's name carries the completion time, so create-if-absent alone cannot
+    see an earlier completion under another completion time: the caller's timeline snapshot
+    (taken under the table lock) is checked too, or the folder is listed when none is given.
+    """
     done = instant.to(State.COMPLETED, completion_time)
-    timeline_dir = table.timeline_dir
-    for name in table.storage.list_names(timeline_dir):
-        other = parse_file_name(name)
-        if other and other.requested_time == instant.requested_time and other.is_completed:
-            raise InstantStateError(f"instant {instant.requested_time} is already completed",
-                                    instant=instant.requested_time)
+    if timeline is None:
+        timeline = Timeline.load(table)
+    current = timeline.get(instant.requested_time)
+    if current is not None and current.is_completed:
+        raise InstantStateError(f"instant {instant.requested_time} is already completed",
+                                instant=instant.requested_time)
     try:
         table.storage.create_if_absent(_timeline_path(table, done), data)
     except FileExistsError:

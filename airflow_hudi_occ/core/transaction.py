@@ -1,0 +1,366 @@
+"""The OCC write transaction, as an explicit staged pipeline.
+
+::
+
+    begin()                under the table lock: new instant time, <t>.<action>.requested,
+       |                   heartbeat started; snapshot = last completed write + pending set
+    start_inflight()       <t>.inflight (or <t>.<action>.inflight)
+       |
+    create_marker() ...    per data file: abort signal? early conflict check, then the marker
+       |                   (the engine writes the file after the marker exists)
+    commit(stats)          own heartbeat alive? -> table lock -> reload timeline -> still
+       |                   pending, not being rolled back? -> conflict resolution -> lock still
+       |                   held? -> completed file (create-if-absent) -> release lock ->
+       |                   delete markers -> stop heartbeat
+    abort()                stop heartbeat, roll the instant back from its markers
+
+Errors: :class:`WriteConflictError` / :class:`EarlyConflictError` / :class:`WriteAbortedError`
+/ :class:`LockAcquireTimeoutError` are retryable (derive from ``RetryableError``): the caller
+aborts this transaction and starts a new one with a fresh instant time. A retry never reuses
+an instant time. :class:`HeartbeatExpiredError` and :class:`LockLostError` mean the commit was
+not completed; the instant is left for rollback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from . import abort_signal
+from .config import FailedWritesPolicy, WriteConfig
+from .errors import HudiOccError, InstantStateError
+from .heartbeat import Heartbeat
+from .instant import Action, Instant, State
+from .instant_time import InstantTimeGenerator, process_generator
+from .metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
+                       EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
+from .table import Table
+from .timeline import Timeline, complete, create_requested, transition_to_inflight
+
+log = logging.getLogger(__name__)
+
+
+def default_writer_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
+def table_lock_manager(table: Table, config: WriteConfig, *, lock_key: str | None = None):
+    """The LockManager guarding a table (or one key of it) with the configured provider."""
+    from .locks import LockManager, get_lock_provider
+    provider = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                 storage=table.storage, lock_key=lock_key)
+    return LockManager(provider, config.lock)
+
+
+@dataclass
+class Snapshot:
+    """What the write is based on: decides which instants are conflict candidates."""
+
+    last_completed: Instant | None
+    pending_at_start: frozenset[str]
+    completed_at_start: frozenset[str]
+
+
+@dataclass
+class CommitResult:
+    instant: Instant
+    metadata: CommitMetadata
+    lock_attempts: int = 0
+    checked_instants: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"instant": self.instant.requested_time,
+                "completion_time": self.instant.completion_time,
+                "action": self.instant.action.value,
+                "file_groups": sorted(f"{p}/{f}" for p, f in self.metadata.mutated_file_groups()),
+                "checked_instants": self.checked_instants}
+
+
+class WriteTransaction:
+    """One attempt at writing one batch. Not reusable: a retry is a new transaction."""
+
+    def __init__(self, table: Table, config: WriteConfig | None = None, *,
+                 action: Action = Action.COMMIT, operation_type: str = "UPSERT",
+                 writer_id: str | None = None, attempt: int = 1,
+                 checkpoint: str | None = None, batch_key: str | None = None,
+                 lock_manager=None, time_generator: InstantTimeGenerator | None = None,
+                 is_table_service: bool = False):
+        self.table = table
+        self.config = config or WriteConfig()
+        self.action = action
+        self.operation_type = operation_type
+        self.writer_id = writer_id or default_writer_id()
+        self.attempt = attempt
+        self.checkpoint = checkpoint
+        self.batch_key = batch_key
+        self.is_table_service = is_table_service
+        self._lock_manager = lock_manager
+        self._time = time_generator or process_generator(self.config.max_clock_skew_ms)
+        self.instant: Instant | None = None
+        self.snapshot: Snapshot | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._markers = None
+        self._detector = None
+        self.state = "new"
+        self.started_at = 0.0
+
+    # -- collaborators -----------------------------------------------------------------------
+
+    @property
+    def lock_manager(self):
+        if self._lock_manager is None:
+            self._lock_manager = table_lock_manager(self.table, self.config)
+        return self._lock_manager
+
+    @property
+    def instant_time(self) -> str:
+        if self.instant is None:
+            raise InstantStateError("the transaction has not begun", remedy="call begin() first")
+        return self.instant.requested_time
+
+    @property
+    def markers(self):
+        if self._markers is None:
+            from .markers import markers_for
+            self._markers = markers_for(self.table, self.instant_time, self.config.marker_type)
+        return self._markers
+
+    @property
+    def detector(self):
+        if self._detector is None and self.config.early_conflict.enabled:
+            from .early_conflict import create_detector
+            self._detector = create_detector(
+                self.table, self.instant_time, self.config,
+                completed_at_start=set(self.snapshot.completed_at_start))
+            self._detector.start()
+        return self._detector
+
+    # -- stage 1: begin ------------------------------------------------------------------------
+
+    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        if self.config.failed_writes_policy is FailedWritesPolicy.EAGER:
+            from .rollback import rollback_pending_writes
+            rollback_pending_writes(self.table, self.config, lock_manager=self.lock_manager)
+        if plan is not None:
+            requested_data = plan.encode()
+        with self.lock_manager.locked():
+            timeline = self.table.timeline()
+            t = self._time.new_time(floor=timeline.latest_time())
+            inst = Instant(t, self.action, State.REQUESTED)
+            create_requested(self.table, inst, requested_data)
+            # The heartbeat starts before the lock is released, so no one can see this instant
+            # pending without a live heartbeat and roll it back.
+            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+        self.instant = inst
+        self.snapshot = Snapshot(
+            last_completed=timeline.last_completed_write(),
+            pending_at_start=frozenset(i.requested_time for i in timeline.pending()),
+            completed_at_start=frozenset(i.requested_time for i in timeline.completed()),
+        )
+        self.state = "requested"
+        self.started_at = time.time()
+        log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
+        return t
+
+    # -- stage 2: inflight and data files ---------------------------------------------------------
+
+    def start_inflight(self, data: bytes | None = None) -> None:
+        if self.state != "requested":
+            raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
+        if data is None:
+            data = CommitMetadata(operation_type=self.operation_type).encode() \
+                if self.action is Action.COMMIT else b""
+        self.instant = transition_to_inflight(self.table, self.instant, data)
+        self.state = "inflight"
+
+    def check_abort(self) -> None:
+        """Raise if another process asked this write to stop (cheap: one exists call)."""
+        abort_signal.check_abort(self.table, self.instant_time)
+        if self._detector is not None and getattr(self._detector, "has_conflict", False):
+            self._detector.check_sticky()
+
+    def create_marker(self, partition: str, data_file_name: str, io_type: str = "CREATE"):
+        """Before each data file: abort signal, early conflict check, then the marker."""
+        from .markers import IOType
+        io = io_type if isinstance(io_type, IOType) else IOType[str(io_type).upper()]
+        if self.state == "requested":
+            self.start_inflight()
+        abort_signal.check_abort(self.table, self.instant_time)
+        det = self.detector
+        if det is not None:
+            return det.create_marker(self.markers, partition, data_file_name, io)
+        return self.markers.create(partition, data_file_name, io)
+
+    # -- stage 3: commit ------------------------------------------------------------------------
+
+    def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
+                       extra_metadata: Mapping[str, str] | None = None,
+                       replaced: Mapping[str, list[str]] | None = None) -> CommitMetadata:
+        extra = {EXTRA_WRITER_ID: self.writer_id, EXTRA_ATTEMPT: str(self.attempt)}
+        if self.checkpoint is not None:
+            extra[EXTRA_CHECKPOINT] = self.checkpoint
+        if self.batch_key is not None:
+            extra[EXTRA_BATCH_KEY] = self.batch_key
+        if schema:
+            extra[EXTRA_SCHEMA] = schema
+        extra.update(extra_metadata or {})
+        return CommitMetadata.from_stats(
+            stats, operation_type=self.operation_type, extra_metadata=extra,
+            replaced=None if replaced is None else {p: list(v) for p, v in replaced.items()})
+
+    def commit(self, stats: Iterable[WriteStat], *, schema: str | None = None,
+               extra_metadata: Mapping[str, str] | None = None,
+               replaced: Mapping[str, list[str]] | None = None) -> CommitResult:
+        from .conflict import ConcurrentOperation, get_conflict_resolution_strategy, resolve_write_conflicts
+        if self.state not in ("requested", "inflight"):
+            raise InstantStateError(f"cannot commit a transaction that is {self.state}",
+                                    instant=self.instant_time)
+        stats = list(stats)
+        action = self.action
+        if replaced is not None and action is Action.COMMIT:
+            raise InstantStateError("replaced file groups need a replacecommit", instant=self.instant_time,
+                                    remedy="begin the transaction with action=Action.REPLACE_COMMIT")
+        metadata = self.build_metadata(stats, schema=schema, extra_metadata=extra_metadata,
+                                       replaced=replaced if replaced is not None else (
+                                           {} if action is Action.REPLACE_COMMIT else None))
+        if self.state == "requested":
+            self.start_inflight()
+        if self._detector is not None:
+            self._detector.stop()
+            self._detector.check_sticky()
+        strategy = get_conflict_resolution_strategy(self.config.conflict_resolution_strategy,
+                                                    table=self.table,
+                                                    heartbeat_config=self.config.heartbeat)
+        current = ConcurrentOperation.for_current(self.instant, self.operation_type,
+                                                  metadata.mutated_file_groups(),
+                                                  is_table_service=self.is_table_service)
+        # Stage 3a: a writer that others may consider dead must not complete.
+        self.heartbeat.check_alive()
+        lm = self.lock_manager
+        with lm.locked():
+            timeline = self.table.timeline()
+            now = timeline.get(self.instant_time)
+            if now is None or now.is_completed:
+                raise InstantStateError(
+                    f"instant {self.instant_time} is no longer pending (rolled back or completed "
+                    "by another process)", instant=self.instant_time,
+                    remedy="retry the batch with a fresh instant time")
+            _refuse_if_being_rolled_back(timeline, self.instant_time)
+            checked = resolve_write_conflicts(
+                timeline, current, strategy, last_successful=self.snapshot.last_completed,
+                pending_at_start=set(self.snapshot.pending_at_start))
+            completion_time = self._time.new_time(floor=timeline.latest_time())
+            # The lock must still be ours at the moment of completion (a ZooKeeper session can
+            # expire while we resolved conflicts); after this point nothing can be undone.
+            lm.check_held()
+            done = complete(self.table, self.instant, completion_time, metadata.encode(),
+                            timeline=timeline)
+            attempts = getattr(lm, "attempts_used", 0)
+        self.instant = done
+        self.state = "completed"
+        self._cleanup_after_commit()
+        log.info("committed %s at %s", done.requested_time, completion_time)
+        return CommitResult(done, metadata, attempts,
+                            [op.instant.requested_time for op in checked or []])
+
+    def _cleanup_after_commit(self) -> None:
+        try:
+            if self._markers is not None or self.table.storage.exists(
+                    self.table.storage.path(".hoodie", ".temp", self.instant_time)):
+                self.markers.delete_all()
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.stop()
+            abort_signal.clear_abort(self.table, self.instant_time)
+
+    # -- abort -----------------------------------------------------------------------------------
+
+    def abort(self, *, rollback: bool = True, reason: str = "") -> None:
+        """Give up this attempt: files written so far are rolled back (or left to lazy rollback)."""
+        if self.state in ("completed", "aborted", "new"):
+            self.state = "aborted" if self.state == "new" else self.state
+            return
+        if self._detector is not None:
+            try:
+                self._detector.stop()
+            except Exception:  # pragma: no cover - best effort
+                pass
+        try:
+            if rollback:
+                from .rollback import rollback_instant
+                rollback_instant(self.table, self.instant_time, self.config,
+                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer")
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.stop(delete=rollback)
+            self.state = "aborted"
+
+    def close(self) -> None:
+        try:
+            self._lock_manager and getattr(self._lock_manager, "close", lambda: None)()
+        except HudiOccError:  # pragma: no cover
+            pass
+
+    def __enter__(self) -> "WriteTransaction":
+        if self.state == "new":
+            self.begin()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self.state not in ("completed", "aborted"):
+            self.abort(reason=f"{exc_type.__name__}: {exc}")
+
+
+def _refuse_if_being_rolled_back(timeline: Timeline, instant_time: str) -> None:
+    from .metadata import RollbackPlan
+    for inst in timeline.pending():
+        if inst.action is not Action.ROLLBACK:
+            continue
+        path = timeline.table.storage.path(timeline.table.config.timeline_folder,
+                                           Instant(inst.requested_time, Action.ROLLBACK,
+                                                   State.REQUESTED).file_name())
+        try:
+            plan = RollbackPlan.decode(timeline.table.storage.read(path), path)
+        except (FileNotFoundError, HudiOccError):
+            continue
+        if plan.instant_time == instant_time:
+            raise InstantStateError(f"instant {instant_time} is being rolled back by rollback "
+                                    f"{inst.requested_time}", instant=instant_time,
+                                    remedy="this write was presumed dead (its heartbeat expired); "
+                                           "retry with a fresh instant time")
+
+
+def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | None:
+    """The source checkpoint of the newest completed commit that recorded one (exactly-once)."""
+    tl = table.timeline()
+    for inst in reversed(tl.completed_by_completion_time()):
+        if not inst.is_write:
+            continue
+        meta = tl.commit_metadata(inst)
+        cp = meta.extra_metadata.get(EXTRA_CHECKPOINT)
+        if cp is not None and (writer_prefix is None or
+                               meta.extra_metadata.get(EXTRA_WRITER_ID, "").startswith(writer_prefix)):
+            return cp
+    return None
+
+
+def find_committed_batch(table: Table, batch_key: str) -> Instant | None:
+    """The completed instant that recorded ``batch_key``, if any (idempotent orchestration)."""
+    tl = table.timeline()
+    for inst in reversed(tl.completed_by_completion_time()):
+        if inst.is_write and tl.commit_metadata(inst).extra_metadata.get(EXTRA_BATCH_KEY) == batch_key:
+            return inst
+    return None
+
+
+__all__ = ["WriteTransaction", "CommitResult", "Snapshot", "table_lock_manager",
+           "last_checkpoint", "find_committed_batch", "default_writer_id"]
