@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up everything this project needs on a fresh machine, idempotently:
+#   - Java (for Spark and the ZooKeeper server), from Debian if missing;
+#   - Debian's zookeeper package (the real server the lock tests start), and Curator for the
+#     Java-interop lock test (scripts/install-zookeeper.sh);
+#   - a virtualenv in .venv with the package and its test dependencies.
+# A second run does nothing but check: the venv is rebuilt only when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+EXTRAS=${HUDI_OCC_EXTRAS:-test}
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  echo "bootstrap: installing a JDK (openjdk-17-jdk-headless)"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openjdk-17-jdk-headless
+fi
+bash scripts/install-zookeeper.sh
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.airflow_hudi_occ-installed
+want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing airflow_hudi_occ[$EXTRAS] into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+else
+  echo "bootstrap: .venv is up to date"
+fi

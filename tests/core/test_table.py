@@ -1,0 +1,80 @@
+import pytest
+
+from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
+                                          UnsupportedTableVersionError, ConfigError)
+from airflow_hudi_occ.core.table import Table, parse_properties, render_properties, table_checksum
+from airflow_hudi_occ.testing.tables import java_fixture
+
+
+def test_properties_round_trip_with_escapes():
+    props = {"a.b": 'x:y=z {"k":"v"}', "sp ace": " lead", "uni": "é", "empty": ""}
+    assert parse_properties(render_properties(props)) == props
+
+
+def test_checksum_matches_java_hudi(tmp_path):
+    path = java_fixture("v8_simplekeygen_nonhivestyle", tmp_path)
+    t = Table.open(str(path))
+    assert str(table_checksum(t.name, t.config.get("hoodie.database.name"))) == t.config.get("hoodie.table.checksum")
+
+
+def test_create_writes_the_required_keys(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts")
+    props = Table.open(str(tmp_path / "t")).config.properties
+    for k, v in {"hoodie.table.name": "t", "hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "8",
+                 "hoodie.timeline.layout.version": "2", "hoodie.table.partition.fields": "p",
+                 "hoodie.table.recordkey.fields": "id", "hoodie.table.precombine.field": "ts",
+                 "hoodie.datasource.write.drop.partition.columns": "false"}.items():
+        assert props[k] == v
+    assert (tmp_path / "t" / ".hoodie" / "timeline").is_dir()
+    assert t.timeline().instants == []
+
+
+def test_create_twice_is_refused(tmp_path):
+    Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    with pytest.raises(TableExistsError):
+        Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    assert Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], exist_ok=True).name == "t"
+    with pytest.raises(TableExistsError, match="record keys"):
+        Table.create(str(tmp_path / "t"), "t", record_key_fields=["other"], exist_ok=True)
+
+
+def test_missing_table(tmp_path):
+    with pytest.raises(TableNotFoundError) as e:
+        Table.open(str(tmp_path / "nothing"))
+    assert "hoodie.properties" in str(e.value) and e.value.remedy
+
+
+@pytest.mark.parametrize("version", ["5", "7", "10", "x"])
+def test_unsupported_version(tmp_path, version):
+    Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    p = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    text = p.read_text().replace("hoodie.table.version=8", f"hoodie.table.version={version}")
+    p.write_text(text)
+    before = sorted(x.name for x in (tmp_path / "t" / ".hoodie").rglob("*"))
+    with pytest.raises(UnsupportedTableVersionError) as e:
+        Table.open(str(tmp_path / "t"))
+    assert e.value.remedy
+    assert sorted(x.name for x in (tmp_path / "t" / ".hoodie").rglob("*")) == before
+
+
+def test_truncated_properties(tmp_path):
+    Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    p = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    p.write_bytes(p.read_bytes()[:40])
+    with pytest.raises(CorruptMetadataError):
+        Table.open(str(tmp_path / "t"))
+
+
+def test_writes_refused_on_v6_and_v9(tmp_path):
+    for name in ("v6_simplekeygen_nonhivestyle", "v9_txns_simple_overwrite"):
+        t = Table.open(str(java_fixture(name, tmp_path / name)))
+        with pytest.raises(UnsupportedTableVersionError):
+            t.require_writable()
+
+
+def test_bad_table_name_and_missing_keys(tmp_path):
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "t"), "bad name", record_key_fields=["id"])
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "t"), "t", record_key_fields=[])
