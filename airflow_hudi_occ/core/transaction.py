@@ -109,6 +109,7 @@ class WriteTransaction:
         self._detector = None
         self.state = "new"
         self.started_at = 0.0
+        self._strategy = None
 
     # -- collaborators -----------------------------------------------------------------------
 
@@ -147,6 +148,19 @@ class WriteTransaction:
         if self.state != "new":
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
+        # Resolve every pluggable part before touching the table, so a typo in a strategy or
+        # lock provider name changes nothing on storage.
+        from .conflict import strategy_from_options
+        opts = dict(self.config.options)
+        key = "hoodie.write.lock.conflict.resolution.strategy"
+        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
+            opts[key] = self.config.conflict_resolution_strategy  # set on the object, not by key
+        self._strategy = strategy_from_options(opts, table=self.table,
+                                               heartbeat_config=self.config.heartbeat)
+        if self.config.early_conflict.enabled:
+            from .early_conflict import get_detection_strategy
+            get_detection_strategy(self.config.early_conflict.strategy, self.config)
+        _ = self.lock_manager
         if self.config.failed_writes_policy is FailedWritesPolicy.EAGER:
             from .rollback import rollback_pending_writes
             rollback_pending_writes(self.table, self.config, lock_manager=self.lock_manager)
@@ -173,12 +187,16 @@ class WriteTransaction:
 
     # -- stage 2: inflight and data files ---------------------------------------------------------
 
-    def start_inflight(self, data: bytes | None = None) -> None:
+    def start_inflight(self, data: bytes | None = None,
+                       planned_file_groups: Iterable[tuple[str, str]] = ()) -> None:
+        """Go inflight, recording the file groups the write plans to touch (as Hudi's workload
+        profile does), so a table service committing meanwhile can see this write's footprint."""
         if self.state != "requested":
             raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
         if data is None:
-            data = CommitMetadata(operation_type=self.operation_type).encode() \
-                if self.action is Action.COMMIT else b""
+            planned = [WriteStat(file_id=f, path="", partition_path=p)
+                       for p, f in sorted(set(planned_file_groups))]
+            data = CommitMetadata.from_stats(planned, operation_type=self.operation_type).encode()
         self.instant = transition_to_inflight(self.table, self.instant, data)
         self.state = "inflight"
 
@@ -220,7 +238,7 @@ class WriteTransaction:
     def commit(self, stats: Iterable[WriteStat], *, schema: str | None = None,
                extra_metadata: Mapping[str, str] | None = None,
                replaced: Mapping[str, list[str]] | None = None) -> CommitResult:
-        from .conflict import ConcurrentOperation, get_conflict_resolution_strategy, resolve_write_conflicts
+        from .conflict import ConcurrentOperation, resolve_write_conflicts
         if self.state not in ("requested", "inflight"):
             raise InstantStateError(f"cannot commit a transaction that is {self.state}",
                                     instant=self.instant_time)
@@ -237,9 +255,7 @@ class WriteTransaction:
         if self._detector is not None:
             self._detector.stop()
             self._detector.check_sticky()
-        strategy = get_conflict_resolution_strategy(self.config.conflict_resolution_strategy,
-                                                    table=self.table,
-                                                    heartbeat_config=self.config.heartbeat)
+        strategy = self._strategy
         current = ConcurrentOperation.for_current(self.instant, self.operation_type,
                                                   metadata.mutated_file_groups(),
                                                   is_table_service=self.is_table_service)

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from .base_file import (new_file_id, read_parquet, record_keys, with_meta_columns, write_parquet,
                         write_token)
 from .config import WriteConfig
+from .conflict import check_not_in_pending_clustering
 from .errors import ConfigError
 from .file_group import FileSystemView, base_file_name
 from .instant import Action
@@ -115,6 +116,10 @@ class ArrowTableWriter:
             if last is not None and op == "delete":
                 schema_json = tl.commit_metadata(last).schema or schema_json
             work, replaced = self._plan(tx, view, data, op)
+            # Refused before any data file exists: clustering would drop these updates.
+            check_not_in_pending_clustering(view.timeline, [(w.partition, w.file_id) for w in work
+                                                            if w.prev is not None], tx.instant)
+            tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
             stats = []
             for w in work:
                 stats.append(self._write_file(tx, w, before_file))
