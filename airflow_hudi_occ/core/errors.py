@@ -122,7 +122,13 @@ class InstantStateError(HudiOccError):
         super().__init__(message, remedy=remedy)
 
 
-class HeartbeatExpiredError(HudiOccError):
+class InstantRolledBackError(InstantStateError, RetryableError):
+    """This write's instant was rolled back (or completed) by another process meanwhile."""
+
+    remedy = "this write was presumed dead; retry the batch with a fresh instant time"
+
+
+class HeartbeatExpiredError(RetryableError):
     """This writer's own heartbeat expired: others may already treat it as dead."""
 
     remedy = ("the write was too slow to beat or was paused; it has been abandoned and will be "

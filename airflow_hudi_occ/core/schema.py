@@ -97,6 +97,8 @@ def _norm(t: Any) -> Any:
             return ("array", _norm(t.get("items")))
         if kind == "map":
             return ("map", _norm(t.get("values")))
+        if t.get("logicalType") == "decimal":  # fixed or bytes: the same logical type
+            return ("decimal", t.get("precision"), t.get("scale", 0))
         if "logicalType" in t:
             return (kind, t["logicalType"])
         return _norm(kind)
@@ -105,6 +107,19 @@ def _norm(t: Any) -> Any:
 
 def _is_nullable(t: Any) -> bool:
     return isinstance(t, list) and "null" in t
+
+
+def evolve(old_json: str | None, new_json: str) -> str:
+    """The schema to record for a write: the table's own when the data adds nothing (so a
+    table written by Java keeps its exact Avro types), else the data's; refused when
+    incompatible."""
+    check_evolution(old_json, new_json)
+    if old_json:
+        old_names = {f["name"] for f in json.loads(old_json).get("fields", [])}
+        new_names = {f["name"] for f in json.loads(new_json).get("fields", [])}
+        if new_names <= old_names:
+            return old_json
+    return new_json
 
 
 def check_evolution(old_json: str | None, new_json: str) -> None:

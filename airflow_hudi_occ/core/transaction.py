@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from . import abort_signal
 from .config import FailedWritesPolicy, WriteConfig
-from .errors import HudiOccError, InstantStateError
+from .errors import HudiOccError, InstantRolledBackError, InstantStateError
 from .heartbeat import Heartbeat
 from .instant import Action, Instant, State
 from .instant_time import InstantTimeGenerator, process_generator
@@ -266,7 +266,7 @@ class WriteTransaction:
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:
-                raise InstantStateError(
+                raise InstantRolledBackError(
                     f"instant {self.instant_time} is no longer pending (rolled back or completed "
                     "by another process)", instant=self.instant_time,
                     remedy="retry the batch with a fresh instant time")
@@ -349,7 +349,7 @@ def _refuse_if_being_rolled_back(timeline: Timeline, instant_time: str) -> None:
         except (FileNotFoundError, HudiOccError):
             continue
         if plan.instant_time == instant_time:
-            raise InstantStateError(f"instant {instant_time} is being rolled back by rollback "
+            raise InstantRolledBackError(f"instant {instant_time} is being rolled back by rollback "
                                     f"{inst.requested_time}", instant=instant_time,
                                     remedy="this write was presumed dead (its heartbeat expired); "
                                            "retry with a fresh instant time")

@@ -30,7 +30,7 @@ from .errors import ConfigError
 from .file_group import FileSystemView, base_file_name
 from .instant import Action
 from .metadata import WriteStat
-from .schema import avro_schema_json, check_evolution
+from .schema import avro_schema_json, evolve
 from .table import META_COLUMNS, Table
 from .transaction import CommitResult, WriteTransaction
 
@@ -105,7 +105,7 @@ class ArrowTableWriter:
         tl = self.table.timeline()
         last = tl.last_completed_write()
         if last is not None and op != "delete":
-            check_evolution(tl.commit_metadata(last).schema, schema_json)
+            schema_json = evolve(tl.commit_metadata(last).schema, schema_json)
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,

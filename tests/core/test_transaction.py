@@ -8,7 +8,7 @@ import pytest
 
 from airflow_hudi_occ.core import abort_signal
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import (HeartbeatExpiredError, InstantStateError,
+from airflow_hudi_occ.core.errors import (RetryableError, HeartbeatExpiredError, InstantStateError,
                                           PendingClusteringConflictError, UnknownLockProviderError,
                                           UnknownStrategyError, WriteAbortedError, WriteConflictError)
 from airflow_hudi_occ.core.file_group import FileSystemView
@@ -227,8 +227,9 @@ def test_rolled_back_instant_cannot_commit(table, fast_options):
     stats = _stats_of(table, tx)
     from airflow_hudi_occ.core.rollback import rollback_instant
     rollback_instant(table, tx.instant_time, cfg)
-    with pytest.raises(InstantStateError):
+    with pytest.raises((InstantStateError, HeartbeatExpiredError)) as e:
         tx.commit(stats)
+    assert isinstance(e.value, RetryableError)
     assert hudi_read(table.base_uri).num_rows == 0
     tx.heartbeat.stop()
 
