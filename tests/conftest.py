@@ -34,3 +34,13 @@ def fast_options(tmp_path):
         "hoodie.time.generator.max_expected_clock_skew_ms": "2",
         "hoodie.client.heartbeat.interval_in_ms": "1000",
     }
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory):
+    """One real ZooKeeper server (Debian's package) for the whole test session."""
+    from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200)
+    server.start()
+    yield server
+    server.stop()

@@ -1,0 +1,35 @@
+"""Writer processes for concurrency tests (module-level so 'spawn' children can import them)."""
+
+from __future__ import annotations
+
+import traceback
+
+
+def commit_after_barrier(table_path, options, rows, barrier, results, name):
+    """Write ``rows`` (a list of dicts) as one upsert, waiting at ``barrier`` just before the
+    commit so that every writer has begun and written its files before any of them commits."""
+    import pyarrow as pa
+
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.errors import RetryableError
+    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.writer import ArrowTableWriter
+
+    table = Table.open(table_path)
+    writer = ArrowTableWriter(table, WriteConfig.from_options(options), writer_id=name)
+    state = {}
+
+    def before_commit(tx):
+        state["instant"] = tx.instant_time
+        barrier.wait(timeout=120)
+
+    try:
+        res = writer.write(pa.Table.from_pylist(rows), "upsert", before_commit=before_commit)
+        results.put({"name": name, "outcome": "committed", "instant": res.instant.requested_time,
+                     "completion": res.instant.completion_time, "rows": rows})
+    except RetryableError as e:
+        results.put({"name": name, "outcome": "conflict", "instant": state.get("instant"),
+                     "error": e.to_dict(), "rows": rows})
+    except BaseException as e:  # pragma: no cover - reported to the test
+        results.put({"name": name, "outcome": "error", "instant": state.get("instant"),
+                     "error": repr(e), "trace": traceback.format_exc(), "rows": rows})
