@@ -120,6 +120,14 @@ class CuratorCompatibleLock(_KazooLock):
         self.wake_event = _DeadlineEvent(self.wake_event, deadline)
 
 
+def _session_id(client: KazooClient) -> int | None:
+    """The client's session id, also while disconnected (``client_id`` is None then, but the
+    session may well be alive on the server, holding our ephemeral node)."""
+    if client.client_id is not None:
+        return client.client_id[0]
+    return getattr(client, "_session_id", None)
+
+
 class ZookeeperBasedLockProvider(LockProvider):
     provider_name = "zookeeper"
 
@@ -249,8 +257,7 @@ class ZookeeperBasedLockProvider(LockProvider):
                 return False
             if not got:
                 return False
-            session_id = client.client_id[0] if client.client_id else None
-            self._session_id = session_id
+            self._session_id = _session_id(client)
             self._node_path = f"{self.lock_path}/{lock.node}"
             return True
 
@@ -261,7 +268,9 @@ class ZookeeperBasedLockProvider(LockProvider):
         if not self._connected.is_set() or client.state != KazooState.CONNECTED:
             return f"ZooKeeper connection is {client.state}: cannot prove the lock is still ours"
         client_id = client.client_id
-        if client_id is None or client_id[0] != self._session_id:
+        if client_id is None:
+            return "ZooKeeper connection is not live: cannot prove the lock is still ours"
+        if client_id[0] != self._session_id:
             reason = f"ZooKeeper session 0x{(self._session_id or 0):x} was replaced"
             self._mark_lost(reason)
             return reason
@@ -285,8 +294,7 @@ class ZookeeperBasedLockProvider(LockProvider):
         client = self._client
         if node is None or client is None:
             return
-        same_session = client.client_id is not None and client.client_id[0] == session
-        if not same_session:
+        if _session_id(client) != session:
             return  # the session ended, and its ephemeral node with it
         try:
             if not self._connected.is_set():
