@@ -1,0 +1,265 @@
+"""What only a real ZooKeeper server can show: sessions that expire, a server that goes away
+and comes back, ephemeral nodes of a killed process, ACLs, and the node names other lock
+clients (kazoo's plain Lock, Curator) must recognise."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_hudi_occ.core.config import LockConfig
+from airflow_hudi_occ.core.errors import ConfigError, LockError, LockLostError
+from airflow_hudi_occ.core.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
+from airflow_hudi_occ.testing.zookeeper import expire_session
+
+from .conftest import ZK_SESSION_TIMEOUT_MS, zk_lock_config
+
+CURATOR_NODE = re.compile(r"^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lock-\d{10}$")
+
+
+def _provider(config: LockConfig, lock_key: str | None = None) -> ZookeeperBasedLockProvider:
+    return get_lock_provider(config, base_path="/unused", table_name="tbl", lock_key=lock_key)
+
+
+def _wait_until(predicate, bound_s: float, what: str):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not within {bound_s}s: {what}")
+
+
+@pytest.fixture
+def zk(zk_server):
+    client = KazooClient(hosts=zk_server.hosts)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def test_connect_string_adds_the_port_only_where_missing():
+    assert connect_string("zk1,zk2:2182,zk3", 2181) == "zk1:2181,zk2:2182,zk3:2181"
+    assert connect_string("zk1:1/chroot/x", 2181) == "zk1:1/chroot/x"
+    assert connect_string("[::1],[::2]:5", 7) == "[::1]:7,[::2]:5"
+
+
+def test_lock_path_and_missing_settings():
+    config = LockConfig(provider="zookeeper", zk_url="h", zk_base_path="/hudi/locks")
+    assert _provider(config).lock_path == "/hudi/locks/tbl"
+    keyed = dataclasses.replace(config, zk_lock_key="shared_key")
+    assert _provider(keyed).lock_path == "/hudi/locks/shared_key"
+    assert _provider(keyed, lock_key="p=1/fg").lock_path == "/hudi/locks/shared_key.p=1%2Ffg"
+    with pytest.raises(ConfigError, match="hoodie.write.lock.zookeeper.url"):
+        _provider(dataclasses.replace(config, zk_url=""))
+
+
+def test_nodes_have_curators_names_and_carry_the_owner(zk_server, zk):
+    lock = _provider(zk_lock_config(zk_server.hosts))
+    assert lock.try_acquire(5)
+    children = zk.get_children(lock.lock_path)
+    assert len(children) == 1 and CURATOR_NODE.match(children[0]), children
+    data, stat = zk.get(f"{lock.lock_path}/{children[0]}")
+    assert data.decode() == lock.owner
+    assert stat.ephemeralOwner == lock.client.client_id[0]
+    lock.release()
+    assert zk.get_children(lock.lock_path) == []
+    lock.close()
+
+
+def test_session_expiry_while_holding_is_a_lost_lock(zk_server):
+    config = zk_lock_config(zk_server.hosts)
+    holder, other = _provider(config), _provider(config)
+    lost = threading.Event()
+    reasons = []
+
+    def on_lost(provider, reason):
+        reasons.append(reason)
+        lost.set()
+
+    holder.add_lost_listener(on_lost)
+    assert holder.try_acquire(5)
+    assert other.try_acquire(0.2) is False
+    expire_session(holder.client)
+    assert lost.wait(10), "lost listener not called after the session expired"
+    assert "expired" in reasons[0]
+    assert holder.is_held() is False
+    with pytest.raises(LockLostError, match="expired"):
+        holder.check_held()
+    # The ephemeral node went with the session: the lock is free for someone else.
+    assert other.try_acquire(5)
+    holder.release()  # quiet: there is nothing of ours left to delete
+    assert other.is_held(), "releasing the lost lock must not touch the new holder's node"
+    assert holder.try_acquire(0.2) is False
+    other.release()
+    # The same provider works again on the new session.
+    assert holder.try_acquire(5)
+    assert holder.is_held()
+    holder.release()
+    assert len(reasons) == 1
+    holder.close()
+    other.close()
+
+
+def test_manager_check_held_fails_after_expiry(zk_server):
+    config = zk_lock_config(zk_server.hosts)
+    manager = LockManager(_provider(config), config)
+    with pytest.raises(LockLostError):
+        with manager.locked():
+            expire_session(manager.provider.client)
+            manager.check_held()  # what the commit path does before completing an instant
+    assert not manager.is_held()
+    manager.close()
+
+
+def test_server_stop_suspends_and_a_restart_lets_writers_continue(own_zk_server):
+    config = zk_lock_config(own_zk_server.hosts, zk_session_timeout_ms=4000)
+    holder, other = _provider(config), _provider(config)
+    lost = []
+    holder.add_lost_listener(lambda provider, reason: lost.append(reason))
+    assert holder.try_acquire(5)
+    own_zk_server.stop()
+    _wait_until(lambda: not holder.is_held(), 10, "holder distrusts its lock while disconnected")
+    with pytest.raises(LockLostError, match="connection"):
+        holder.check_held()
+    assert other.try_acquire(0.2) is False  # cannot even reach the server
+    own_zk_server.start()
+    # The session survived the restart (the server reloads it), so did our node: valid again.
+    _wait_until(holder.is_held, 15, "holder trusts its lock again after reconnecting")
+    assert lost == [], "a suspension that ends in time is not a loss"
+    assert other.try_acquire(0.3) is False
+    holder.release()
+    assert other.try_acquire(5), "a new acquire works after the restart"
+    other.release()
+    holder.close()
+    other.close()
+
+
+def test_release_while_the_server_is_down_does_not_leave_the_node_behind(own_zk_server):
+    config = zk_lock_config(own_zk_server.hosts, zk_session_timeout_ms=2000)
+    holder, other = _provider(config), _provider(config)
+    assert holder.try_acquire(5)
+    own_zk_server.stop(kill=True)
+    _wait_until(lambda: not holder.is_held(), 10, "holder notices the server is gone")
+    holder.release()  # cannot delete the node: must end the session instead
+    own_zk_server.start()
+    # Without that, the holder's client would reconnect, revive the session and its node.
+    assert other.try_acquire(20), "the node of the released lock blocked the next writer"
+    other.release()
+    holder.close()
+    other.close()
+
+
+_HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from airflow_hudi_occ.core.config import LockConfig
+    from airflow_hudi_occ.core.locks import get_lock_provider
+    lock = get_lock_provider(LockConfig(**json.loads(sys.argv[1])), base_path="/unused",
+                             table_name="tbl")
+    assert lock.try_acquire(10)
+    print("ACQUIRED", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_lock_of_a_killed_process_is_freed_by_its_session_timeout(zk_server):
+    config = zk_lock_config(zk_server.hosts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, json.dumps(dataclasses.asdict(config))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "ACQUIRED", proc.stderr.read() if proc.poll() is not None else line
+        waiter = _provider(config)
+        assert waiter.try_acquire(0.3) is False, "the other process holds the lock"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        # No release ever comes: only the session timeout frees the ephemeral node.
+        assert waiter.try_acquire(ZK_SESSION_TIMEOUT_MS / 1000 * 5)
+        waiter.release()
+        waiter.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_digest_auth(zk_server, zk):
+    config = zk_lock_config(zk_server.hosts, zk_auth="alice:secret")
+    alice = _provider(config)
+    assert alice.try_acquire(5)
+    acls, _ = zk.get_acls(alice.lock_path)
+    # the server masks the digest for clients that may not administer the node
+    assert any(a.id.scheme == "digest" and a.id.id.startswith("alice:") and a.perms == 31
+               for a in acls), acls
+    assert all(a.perms == 1 for a in acls if a.id.scheme == "world"), "others may only read"
+
+    alice_again = _provider(config)
+    assert alice_again.try_acquire(0.2) is False  # the same credentials contend normally
+    for auth in ("", "alice:wrong"):
+        stranger = _provider(dataclasses.replace(config, zk_auth=auth))
+        with pytest.raises(LockError, match="refused") as exc:
+            stranger.try_acquire(0.5)
+        assert "hoodie.write.lock.zookeeper.auth" in exc.value.remedy
+        stranger.close()
+    assert alice.is_held()
+    alice.release()
+    assert alice_again.try_acquire(5)
+    alice_again.release()
+    alice.close()
+    alice_again.close()
+
+
+def test_malformed_auth_is_a_config_error():
+    with pytest.raises(ConfigError, match="user:password"):
+        _provider(LockConfig(provider="zookeeper", zk_url="h", zk_auth="nocolon"))
+
+
+def test_plain_kazoo_lock_holders_are_respected(zk_server, zk):
+    config = zk_lock_config(zk_server.hosts)
+    lock = _provider(config)
+    kazoo_lock = zk.Lock(lock.lock_path, "plain-kazoo")
+    assert kazoo_lock.acquire(timeout=5)
+    assert lock.try_acquire(0.3) is False
+    assert lock.current_owner() == "plain-kazoo"
+    kazoo_lock.release()
+    assert lock.try_acquire(5)
+    lock.release()
+    lock.close()
+
+
+def test_keyed_lock_parent_is_removed_after_release(zk_server, zk):
+    config = zk_lock_config(zk_server.hosts)
+    lock = _provider(config, lock_key="p=1/fg-1")
+    assert lock.try_acquire(5)
+    assert zk.exists(lock.lock_path)
+    lock.release()
+    assert zk.exists(lock.lock_path) is None, "per-key nodes would pile up in ZooKeeper"
+    assert lock.try_acquire(5), "and the key can be locked again"
+    lock.release()
+    lock.close()
+
+
+def test_unreachable_server_fails_the_attempt_with_the_reason(zk_server):
+    from airflow_hudi_occ.testing.zookeeper import free_port
+    config = zk_lock_config(f"127.0.0.1:{free_port()}", zk_connection_timeout_ms=300,
+                            wait_time_ms=100, client_num_retries=1,
+                            client_wait_time_ms_between_retry=0)
+    manager = LockManager(_provider(config), config, sleep=lambda s: None)
+    with pytest.raises(LockError, match="could not connect to ZooKeeper") as exc:
+        manager.acquire()
+    assert exc.value.attempts == 2
+    manager.close()
