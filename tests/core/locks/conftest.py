@@ -23,16 +23,6 @@ ZK_CONNECTION_TIMEOUT_MS = 5000
 PROVIDER_KINDS = ("inprocess", "filesystem", "zookeeper")
 
 
-@pytest.fixture(scope="session")
-def zk_server(tmp_path_factory):
-    """One real ZooKeeper server for the whole test session (tests that stop or restart a
-    server use :func:`own_zk_server` instead, so they cannot disturb the others)."""
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200)
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def own_zk_server(tmp_path):
     server = ZooKeeperServer(tmp_path / "zookeeper", tick_time_ms=200)
