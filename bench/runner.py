@@ -21,6 +21,7 @@ from .common import Figure, default_base_dir, describe_dir, fmt_value
 #: name -> module, in the order they run
 BENCHMARKS: dict[str, str] = {
     "early_conflict": "bench.early_conflict",
+    "commit_latency": "bench.commit_latency",
 }
 
 
