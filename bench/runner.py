@@ -22,6 +22,8 @@ from .common import Figure, default_base_dir, describe_dir, fmt_value
 BENCHMARKS: dict[str, str] = {
     "early_conflict": "bench.early_conflict",
     "commit_latency": "bench.commit_latency",
+    "zk_lock": "bench.zk_lock",
+    "fs_lock": "bench.fs_lock",
 }
 
 
