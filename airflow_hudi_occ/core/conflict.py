@@ -196,6 +196,11 @@ def _compaction_plan_file_groups(timeline, instant: Instant) -> set[FileGroupId]
 # --- strategies ---------------------------------------------------------------------------------
 
 
+def _window(timeline, since: str | None):
+    window = getattr(timeline, "window", None)
+    return window(since) if window is not None else list(timeline)
+
+
 def _completion_order(instant: Instant) -> tuple:
     # Completed instants first, by when they completed (v6 has no completion time: requested
     # time stands in); pending ones after, by requested time.
@@ -236,8 +241,9 @@ class ConflictResolutionStrategy(ABC):
         found: dict[str, Instant] = {}
         for inst in self.strategy_candidates(timeline, current, last_successful):
             found.setdefault(inst.requested_time, inst)
-        for inst in timeline:
-            if (inst.requested_time in pending and inst.is_completed
+        for t in pending:
+            inst = timeline.get(t)
+            if (inst is not None and inst.is_completed
                     and inst.action in _COMPLETED_WRITE_ACTIONS):
                 found.setdefault(inst.requested_time, inst)
         found.pop(current.requested_time, None)
@@ -288,7 +294,8 @@ class SimpleConcurrentFileWritesConflictResolutionStrategy(ConflictResolutionStr
         since = last_successful.requested_time if last_successful is not None else None
         is_mor = getattr(timeline.table.config, "table_type", "") == "MERGE_ON_READ"
         version = getattr(timeline.table.config, "version", 8)
-        for inst in timeline:
+        # Only instants requested after the base snapshot, or still pending, can qualify.
+        for inst in _window(timeline, since):
             if inst.requested_time == current.requested_time:
                 continue
             if inst.is_completed:
@@ -381,7 +388,10 @@ class PreferWriterConflictResolutionStrategy(SimpleConcurrentFileWritesConflictR
         self.clustering_blocks_on_live_ingestion = clustering_blocks_on_live_ingestion
 
     def strategy_candidates(self, timeline, current, last_successful):
-        for inst in timeline:
+        # Anything that completed after this instant was requested was either requested after
+        # the base snapshot or pending at start (added by candidate_instants): the window holds it.
+        since = last_successful.requested_time if last_successful is not None else None
+        for inst in _window(timeline, since):
             if inst.requested_time == current.requested_time:
                 continue
             if inst.is_completed:
