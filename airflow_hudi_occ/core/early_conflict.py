@@ -58,7 +58,7 @@ from .errors import CorruptMetadataError, EarlyConflictError, UnknownStrategyErr
 from .heartbeat import last_beat
 from .instant import Action
 from .markers import (_SUFFIXES, MARKERS_TYPE_FILE, TEMP_FOLDER, IOType, Marker, WriteMarkers,
-                      _group_of_line, file_id_of, markers_file_names, read_marker_file)
+                      _group_of_line, file_id_of, group_key, markers_file_names, read_marker_file)
 
 log = logging.getLogger(__name__)
 
@@ -309,8 +309,8 @@ class _MarkerView:
 
     def has_file_group(self, n: str, partition: str, file_id: str) -> bool:
         if self.is_batched(n):
-            return any(file_id in c.file_ids_by_partition().get(partition, ())
-                       for c in self.batched_contents(n))
+            key = group_key(partition, file_id)
+            return any(key in c.keys for c in self.batched_contents(n))
         names = self.storage.list_names(self._dir(n, partition))
         return _names_have_file_id(names, file_id)
 
@@ -318,12 +318,13 @@ class _MarkerView:
                           by_partition: dict[str, set[str]]) -> set[FileGroup]:
         """Which of ``wanted`` the markers of ``n`` hold."""
         if self.is_batched(n):
-            hit: set[FileGroup] = set()
+            by_key = {group_key(p, f): (p, f) for p, f in wanted}
+            wanted_keys = frozenset(by_key)
+            hit_keys: set[str] = set()
             for c in self.batched_contents(n):
-                groups = c.file_groups
-                hit |= (wanted & groups) if len(wanted) <= len(groups) else (groups & wanted)
-            return hit
-        hit = set()
+                hit_keys |= wanted_keys & c.keys  # C-level, iterates the smaller set
+            return {by_key[k] for k in hit_keys}
+        hit: set[FileGroup] = set()
         for partition, ids in by_partition.items():
             names = self.storage.list_names(self._dir(n, partition))
             if not names:
