@@ -399,14 +399,10 @@ def test_transactional_processes_racing_on_one_file_group(tmp_path):
         assert markers_for(table, earlier[r]).file_ids_in_partition("p") == {f"fg{r}"}
 
 
-@pytest.mark.parametrize("strategy,lock_provider", [("transactional", "inprocess"),
-                                                    ("transactional", "filesystem"),
-                                                    ("simple", "inprocess")])
-def test_check_and_create_are_atomic_only_with_the_lock(tmp_path, strategy, lock_provider):
-    """The earlier writer is held inside marker creation (after its check passed). With the
-    file-group lock the later writer waits and then fails; without it (simple) the later
-    writer checks in the gap and passes: Hudi's documented race, which the race assertion
-    must then report."""
+def _held_race(tmp_path, strategy: str, cfg: WriteConfig):
+    """The earlier writer is held inside marker creation (after its check passed) while the
+    later one tries the same file group. Returns (outcomes, race violations, whether the later
+    writer was still waiting while the earlier one was held)."""
     table = make_table(tmp_path)
     pending(table, T(1))
     pending(table, T(2))
@@ -417,7 +413,6 @@ def test_check_and_create_are_atomic_only_with_the_lock(tmp_path, strategy, lock
         inside.set()
         assert release.wait(60)
 
-    cfg = config(strategy, lock_provider=lock_provider)
     cls = get_detection_strategy(strategy)
     passed: dict = {}
 
@@ -437,21 +432,44 @@ def test_check_and_create_are_atomic_only_with_the_lock(tmp_path, strategy, lock
     try:
         second.start()
         second.join(timeout=0.5)
-        if strategy == "transactional":
-            assert second.is_alive()  # waiting for the earlier writer's file-group lock
+        was_waiting = second.is_alive()
     finally:
         release.set()
     first.join(30)
     second.join(30)
     assert not first.is_alive() and not second.is_alive()
     with open(log_path) as f:
-        violations = race_violations(f.read().splitlines(), passed)
-    if strategy == "transactional":
-        assert passed == {(0, "earlier"): True, (0, "later"): False}
-        assert violations == []
-    else:
-        assert passed == {(0, "earlier"): True, (0, "later"): True}
-        assert violations and "after the earlier one" in violations[0]
+        return passed, race_violations(f.read().splitlines(), passed), was_waiting
+
+
+@pytest.mark.parametrize("lock_provider", ["inprocess", "filesystem"])
+def test_transactional_check_and_create_are_atomic(tmp_path, lock_provider):
+    passed, violations, was_waiting = _held_race(
+        tmp_path, "transactional", config("transactional", lock_provider=lock_provider))
+    assert was_waiting  # on the earlier writer's file-group lock
+    assert passed == {(0, "earlier"): True, (0, "later"): False}
+    assert violations == []
+
+
+def test_simple_has_hudis_documented_race(tmp_path):
+    """Without the lock the later writer checks in the gap and passes (Hudi's documented
+    race, left to the commit-time check); the race assertion must report it."""
+    passed, violations, _ = _held_race(tmp_path, "simple", config("simple", lock_provider="inprocess"))
+    assert passed == {(0, "earlier"): True, (0, "later"): True}
+    assert violations and "after the earlier one" in violations[0]
+
+
+@pytest.mark.zookeeper
+def test_transactional_with_a_zookeeper_lock(tmp_path, zk_server):
+    """Hudi's own setting: the file-group lock is a ZooKeeper node ``<base>/<partition/fileId>``."""
+    cfg = config("transactional").replace(lock=LockConfig(
+        provider="zookeeper", zk_url=zk_server.hosts, zk_base_path=f"/ecd-{os.getpid()}-{time.time_ns()}",
+        wait_time_ms=20_000, client_num_retries=3, client_wait_time_ms_between_retry=10,
+        zk_session_timeout_ms=10_000, zk_connection_timeout_ms=10_000))
+    passed, violations, was_waiting = _held_race(tmp_path, "transactional", cfg)
+    assert was_waiting
+    assert passed == {(0, "earlier"): True, (0, "later"): False}
+    assert violations == []
 
 
 # --- the async checker ----------------------------------------------------------------------------
