@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
+import math
 import re
 import struct
 import threading
@@ -97,7 +98,6 @@ class BloomFilter:
 
     @classmethod
     def for_capacity(cls, capacity: int, fpp: float = 0.01) -> "BloomFilter":
-        import math
         capacity = max(1, capacity)
         m = max(64, int(math.ceil(-capacity * math.log(fpp) / (math.log(2) ** 2))))
         k = max(1, int(round(m / capacity * math.log(2))))
@@ -231,6 +231,7 @@ class _MarkerView:
         self.temp_dir = table.temp_dir
         self._excluded: set[str] = set()
         self._pending: dict[str, str] = {}      # candidate -> its action, for error messages
+        self._unsure: set[str] = set()          # candidates to classify again next time
         self._alive_until: dict[str, float] = {}
         self._batched: set[str] = set()
         self._lock = threading.Lock()
@@ -245,7 +246,7 @@ class _MarkerView:
                           and _INSTANT_DIR_RE.match(n))
             if not todo:
                 return []
-            unknown = [n for n in todo if n not in self._pending]
+            unknown = [n for n in todo if n not in self._pending or n in self._unsure]
             if unknown:
                 self._classify(unknown)
             return [n for n in todo if n in self._pending and self._alive(n)]
@@ -265,14 +266,19 @@ class _MarkerView:
                 try:
                     clustering = timeline.is_clustering(inst)
                 except CorruptMetadataError:
-                    # A plan we cannot read: keep it a candidate this time (a false early
-                    # conflict costs a retry; a missed one costs the whole write), ask again later.
+                    # A plan we cannot read (yet): a candidate this time (a false early conflict
+                    # costs a retry; a missed one costs the whole write), asked again next time.
                     log.warning("cannot tell whether %s is a clustering; treating it as a writer", n)
+                    self._pending[n] = inst.action.value
+                    self._unsure.add(n)
                     continue
                 if clustering:
                     self._excluded.add(n)
+                    self._pending.pop(n, None)
+                    self._unsure.discard(n)
                     continue
             self._pending[n] = inst.action.value
+            self._unsure.discard(n)
 
     def _alive(self, n: str) -> bool:
         now = self.clock()

@@ -162,6 +162,16 @@ def test_table_services_are_not_candidates(tmp_path, strategy, marker_type):
 
 
 @pytest.mark.parametrize("strategy,marker_type", CASES, ids=CASE_IDS)
+def test_an_unreadable_replace_plan_counts_as_a_writer(tmp_path, strategy, marker_type):
+    """Missing a conflict wastes the whole write, a false one only a retry: when the plan of a
+    pending replacecommit cannot be read, the instant stays a candidate."""
+    table = make_table(tmp_path)
+    pending(table, T(1), action=Action.REPLACE_COMMIT, data=b"\x00 not a plan")
+    write_markers(table, T(1), marker_type, ("p", "f"))
+    assert outcome(table, T(2), ("p", "f"), strategy, marker_type) == T(1)
+
+
+@pytest.mark.parametrize("strategy,marker_type", CASES, ids=CASE_IDS)
 def test_completed_and_rolled_back_instants_leave_only_leftovers(tmp_path, strategy, marker_type):
     table = make_table(tmp_path)
     pending(table, T(1))
