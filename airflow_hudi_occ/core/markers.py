@@ -520,11 +520,9 @@ class BatchedWriteMarkers(WriteMarkers):
         markers = [_marker_of(p, n, t) for p, n, t in items]
         with self._lock:
             self._start()
-            new: list[str] = []
-            for m in markers:
-                rel = m.relative_path
-                if rel not in self._known and rel not in new:
-                    new.append(rel)
+            # dict keeps first-seen order and makes the duplicate check O(1) per marker
+            new = list(dict.fromkeys(m.relative_path for m in markers
+                                     if m.relative_path not in self._known))
             while new:
                 if self._own_file is None or len(self._own_lines) >= self.max_lines_per_file:
                     self._claim_file()
