@@ -26,13 +26,13 @@ Errors and what to do with them:
 
 from __future__ import annotations
 
-import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from .config import CONFLICT_RESOLUTION_STRATEGY, ConfigProperty, HeartbeatConfig, parse_bool
+from .plugins import import_class
 from .errors import (ConfigError, PendingClusteringConflictError, UnknownStrategyError,
                      WriteConflictError)
 from .file_group import bucket_id_of
@@ -475,19 +475,10 @@ def strategy_class(name: str) -> type[ConflictResolutionStrategy]:
 
 
 def _import_strategy(value: str) -> type[ConflictResolutionStrategy]:
-    if ":" in value:
-        module_name, _, attr = value.partition(":")
-    elif "." in value and not value.startswith("org.apache."):
-        module_name, _, attr = value.rpartition(".")
-    else:
-        raise _unknown(value)
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise _unknown(value, f" ({type(e).__name__}: {e})") from e
-    if not (isinstance(obj, type) and issubclass(obj, ConflictResolutionStrategy)):
-        raise _unknown(value, " (not a ConflictResolutionStrategy subclass)")
-    return obj
+    found = import_class(value, ConflictResolutionStrategy)
+    if isinstance(found, str):
+        raise _unknown(value, f" ({found})")
+    return found
 
 
 def strategy_from_options(options: Mapping[str, Any], *, table=None,

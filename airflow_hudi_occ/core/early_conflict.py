@@ -43,7 +43,6 @@ strategy name that does not exist. Storage errors pass through.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import math
 import re
@@ -55,6 +54,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, ClassVar, Iterable
 
 from .config import ECD_STRATEGY, MarkerType, WriteConfig
+from .plugins import import_class
 from .errors import CorruptMetadataError, EarlyConflictError, UnknownStrategyError
 from .heartbeat import last_beat
 from .instant import Action
@@ -806,16 +806,12 @@ def get_detection_strategy(name_or_empty: str | None,
     cls = _REGISTRY.get(raw.lower())
     if cls is not None:
         return cls
-    if raw.startswith("org.apache.hudi.") or ("." not in raw and ":" not in raw):
+    if raw.startswith("org.apache.hudi."):
         raise _unknown(raw, "not a known strategy")
-    module_name, sep, attr = raw.partition(":") if ":" in raw else raw.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise _unknown(raw, f"cannot import it ({e})") from e
-    if not (isinstance(obj, type) and issubclass(obj, EarlyConflictDetectionStrategy)):
-        raise _unknown(raw, "not an EarlyConflictDetectionStrategy subclass")
-    return obj
+    found = import_class(raw, EarlyConflictDetectionStrategy)
+    if isinstance(found, str):
+        raise _unknown(raw, found)
+    return found
 
 
 def create_detector(table, instant_time: str, write_config: WriteConfig | None = None,
