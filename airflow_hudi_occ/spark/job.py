@@ -69,6 +69,23 @@ def read_source(spark, source: str, fmt: str):
     return reader.format(fmt).load(source)
 
 
+def _test_barrier():
+    """Test hook: ``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>`` holds this writer before its
+    commit until n writers have reached that point (so concurrency tests provably overlap)."""
+    spec = os.environ.get("HUDI_OCC_TEST_COMMIT_BARRIER")
+    if not spec:
+        return None
+    folder, n = spec.rsplit(":", 1)
+
+    def wait(tx):
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, tx.instant_time), "w").close()
+        deadline = time.time() + 300
+        while len(os.listdir(folder)) < int(n) and time.time() < deadline:
+            time.sleep(0.05)
+    return wait
+
+
 def emit(payload: dict) -> None:
     sys.stdout.flush()
     print(RESULT_PREFIX + json.dumps(payload, sort_keys=True, default=str), flush=True)
@@ -106,7 +123,8 @@ def main(argv=None) -> int:
         df = read_source(spark, args.source, args.source_format)
         writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
         res = writer.write(df, args.operation, checkpoint=args.checkpoint,
-                           batch_key=args.batch_key, attempt=args.attempt)
+                           batch_key=args.batch_key, attempt=args.attempt,
+                           before_commit=_test_barrier())
         emit({**base, **res.to_json()})
         return EXIT_OK
     except RetryableError as e:

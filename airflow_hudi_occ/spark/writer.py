@@ -35,7 +35,7 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
@@ -134,7 +134,10 @@ class SparkHudiWriter:
 
     def write(self, df, operation: str | None = None, *, checkpoint: str | None = None,
               batch_key: str | None = None, attempt: int = 1,
-              extra_metadata: Mapping[str, str] | None = None) -> SparkWriteResult:
+              extra_metadata: Mapping[str, str] | None = None,
+              before_commit: Callable[[WriteTransaction], None] | None = None) -> SparkWriteResult:
+        """Write one batch as one instant. ``before_commit`` lets tests hold writers at the
+        commit step so that they provably overlap."""
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
@@ -228,6 +231,8 @@ class SparkHudiWriter:
             if action is Action.REPLACE_COMMIT:
                 replaced = {p: [s.file_id for s in view.latest_file_slices(p)] for p in partitions}
             extra = {EXTRA_ENGINE: "spark", **dict(extra_metadata or {})}
+            if before_commit is not None:
+                before_commit(tx)
             res = tx.commit(stats, schema=schema_json, replaced=replaced, extra_metadata=extra)
             return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                     opts.operation_type, attempt, stats, replaced or {},

@@ -75,6 +75,9 @@ class Model:
 
 def check(path, model):
     got = hudi_read(path)
+    if got.num_rows == 0:  # hudi-rs gives a column-less table when nothing is visible
+        assert model.rows == {}
+        return
     assert rows_by_key(got, columns=["id", "p", "ts", "v"]) == {k: v[0] for k, v in model.rows.items()}
     times = dict(zip(got.column("id").to_pylist(), got.column("_hoodie_commit_time").to_pylist()))
     assert times == {k: v[1] for k, v in model.rows.items()}
