@@ -28,6 +28,8 @@ def _writer(args) -> dict:
     from airflow_hudi_occ.core.table import Table
     from airflow_hudi_occ.core.writer import ArrowTableWriter
 
+    import logging
+    logging.getLogger("airflow_hudi_occ").setLevel(logging.ERROR)  # conflicts are reported below
     rnd = random.Random(seed)
     table = Table.open(table_path)
     writer = ArrowTableWriter(table, WriteConfig.from_options(options), writer_id=f"demo-writer-{writer_no}")
@@ -42,7 +44,7 @@ def _writer(args) -> dict:
             res = run_with_conflict_retries(
                 lambda n: writer.write(data, "upsert", attempt=n, batch_key=f"w{writer_no}-b{b}"),
                 RetryPolicy(max_conflict_retries=8, base_delay_s=0.05, max_delay_s=1.0), run)
-            report["batches"].append({"batch": b, "instant": res.instant.requested_time,
+            report["batches"].append({"batch": b, "ids": ids, "instant": res.instant.requested_time,
                                       "completion": res.instant.completion_time,
                                       "attempts": run.to_json()})
         except Exception as e:  # reported, not hidden
@@ -55,7 +57,8 @@ def main(argv=None) -> int:
     ap.add_argument("--table", default=os.path.join(".work", "demo_table"))
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--batches", type=int, default=5)
-    ap.add_argument("--keys-per-batch", type=int, default=40)
+    ap.add_argument("--keys-per-batch", type=int, default=12)
+    ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--key-space", type=int, default=400)
     ap.add_argument("--lock", default="filesystem", help="filesystem | zookeeper (with --zk-hosts)")
     ap.add_argument("--zk-hosts", default="")
@@ -73,6 +76,10 @@ def main(argv=None) -> int:
         "hoodie.write.lock.wait_time_ms": "5000",
         "hoodie.write.lock.client.wait_time_ms_between_retry": "100",
         "hoodie.write.concurrency.early.conflict.detection.enable": "true",
+        # The bucket index makes a key's file group a function of the key, so two writers
+        # inserting the same new key conflict instead of storing it twice (simple index hole).
+        "hoodie.index.type": "BUCKET",
+        "hoodie.bucket.index.num.buckets": str(args.buckets),
         "hoodie.client.heartbeat.interval_in_ms": "2000",
         "hoodie.time.generator.max_expected_clock_skew_ms": "20",
     }
@@ -96,14 +103,15 @@ def main(argv=None) -> int:
             print(f"  batch committed as {b['instant']} after {len(lost)} conflict(s): "
                   + "; ".join(f"{e.get('error')} vs {e.get('other_instant')} on {len(e.get('file_groups', []))} file group(s)"
                               for e in lost))
-    ok = _verify(args.table)
+    expected_keys = {i for b in committed for i in b["ids"]}
+    ok = _verify(args.table, expected_keys)
     from airflow_hudi_occ.core.cli import main as cli_main
     print()
     cli_main(["show", args.table])
     return 0 if ok and not failed else 1
 
 
-def _verify(table_path: str) -> bool:
+def _verify(table_path: str, expected_keys: set) -> bool:
     try:
         from airflow_hudi_occ.testing.tables import hudi_read
     except ImportError:  # pragma: no cover
@@ -115,8 +123,11 @@ def _verify(table_path: str) -> bool:
         return True
     keys = t.column("id").to_pylist() if t.num_rows else []
     dupes = len(keys) - len(set(keys))
-    print(f"independent hudi-rs reader: {t.num_rows} rows, {len(set(keys))} distinct keys, {dupes} duplicates")
-    return dupes == 0
+    missing = expected_keys - set(keys)
+    extra = set(keys) - expected_keys
+    print(f"independent hudi-rs reader: {t.num_rows} rows, {len(set(keys))} distinct keys, "
+          f"{dupes} duplicates, {len(missing)} committed keys missing, {len(extra)} unexpected keys")
+    return dupes == 0 and not missing and not extra
 
 
 if __name__ == "__main__":

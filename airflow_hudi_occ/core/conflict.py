@@ -26,13 +26,13 @@ Errors and what to do with them:
 
 from __future__ import annotations
 
-import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from .config import CONFLICT_RESOLUTION_STRATEGY, ConfigProperty, HeartbeatConfig, parse_bool
+from .plugins import import_class
 from .errors import (ConfigError, PendingClusteringConflictError, UnknownStrategyError,
                      WriteConflictError)
 from .file_group import bucket_id_of
@@ -196,6 +196,11 @@ def _compaction_plan_file_groups(timeline, instant: Instant) -> set[FileGroupId]
 # --- strategies ---------------------------------------------------------------------------------
 
 
+def _window(timeline, since: str | None):
+    window = getattr(timeline, "window", None)
+    return window(since) if window is not None else list(timeline)
+
+
 def _completion_order(instant: Instant) -> tuple:
     # Completed instants first, by when they completed (v6 has no completion time: requested
     # time stands in); pending ones after, by requested time.
@@ -236,8 +241,9 @@ class ConflictResolutionStrategy(ABC):
         found: dict[str, Instant] = {}
         for inst in self.strategy_candidates(timeline, current, last_successful):
             found.setdefault(inst.requested_time, inst)
-        for inst in timeline:
-            if (inst.requested_time in pending and inst.is_completed
+        for t in pending:
+            inst = timeline.get(t)
+            if (inst is not None and inst.is_completed
                     and inst.action in _COMPLETED_WRITE_ACTIONS):
                 found.setdefault(inst.requested_time, inst)
         found.pop(current.requested_time, None)
@@ -288,7 +294,8 @@ class SimpleConcurrentFileWritesConflictResolutionStrategy(ConflictResolutionStr
         since = last_successful.requested_time if last_successful is not None else None
         is_mor = getattr(timeline.table.config, "table_type", "") == "MERGE_ON_READ"
         version = getattr(timeline.table.config, "version", 8)
-        for inst in timeline:
+        # Only instants requested after the base snapshot, or still pending, can qualify.
+        for inst in _window(timeline, since):
             if inst.requested_time == current.requested_time:
                 continue
             if inst.is_completed:
@@ -381,7 +388,10 @@ class PreferWriterConflictResolutionStrategy(SimpleConcurrentFileWritesConflictR
         self.clustering_blocks_on_live_ingestion = clustering_blocks_on_live_ingestion
 
     def strategy_candidates(self, timeline, current, last_successful):
-        for inst in timeline:
+        # Anything that completed after this instant was requested was either requested after
+        # the base snapshot or pending at start (added by candidate_instants): the window holds it.
+        since = last_successful.requested_time if last_successful is not None else None
+        for inst in _window(timeline, since):
             if inst.requested_time == current.requested_time:
                 continue
             if inst.is_completed:
@@ -465,19 +475,10 @@ def strategy_class(name: str) -> type[ConflictResolutionStrategy]:
 
 
 def _import_strategy(value: str) -> type[ConflictResolutionStrategy]:
-    if ":" in value:
-        module_name, _, attr = value.partition(":")
-    elif "." in value and not value.startswith("org.apache."):
-        module_name, _, attr = value.rpartition(".")
-    else:
-        raise _unknown(value)
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise _unknown(value, f" ({type(e).__name__}: {e})") from e
-    if not (isinstance(obj, type) and issubclass(obj, ConflictResolutionStrategy)):
-        raise _unknown(value, " (not a ConflictResolutionStrategy subclass)")
-    return obj
+    found = import_class(value, ConflictResolutionStrategy)
+    if isinstance(found, str):
+        raise _unknown(value, f" ({found})")
+    return found
 
 
 def strategy_from_options(options: Mapping[str, Any], *, table=None,

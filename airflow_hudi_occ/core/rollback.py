@@ -72,7 +72,7 @@ def _files_of_instant(table, instant_time: str) -> dict[str, list[str]]:
     return files
 
 
-def _pending_rollback_for(timeline, instant_time: str) -> Instant | None:
+def pending_rollback_for(timeline, instant_time: str) -> Instant | None:
     for inst in timeline.pending():
         if inst.action is not Action.ROLLBACK:
             continue
@@ -114,7 +114,7 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
                 f"instant {instant_time} is completed; rollback only removes failed writes",
                 instant=instant_time, remedy="to undo a completed commit, restore from a savepoint")
         t0 = time.time()
-        existing = _pending_rollback_for(timeline, instant_time)
+        existing = pending_rollback_for(timeline, instant_time)
         if existing is not None:
             rb = existing
             path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))

@@ -154,11 +154,7 @@ class Storage:
     def write(self, path: str, data: bytes) -> None:
         """Write (or replace) a file whole: readers see the old or the new content."""
         if self.is_local:
-            d = os.path.dirname(path)
-            os.makedirs(d, exist_ok=True)
-            tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
+            tmp = _local_tmp_copy(path, data, fsync=False)
             os.replace(tmp, path)
         else:
             self.fs.pipe_file(path, data)
@@ -166,13 +162,7 @@ class Storage:
     def create_if_absent(self, path: str, data: bytes = b"") -> None:
         """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists."""
         if self.is_local:
-            d = os.path.dirname(path)
-            os.makedirs(d, exist_ok=True)
-            tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            tmp = _local_tmp_copy(path, data, fsync=True)
             try:
                 os.link(tmp, path)  # atomic, and refuses an existing name
             finally:
@@ -245,6 +235,20 @@ class Storage:
     def delete_many(self, paths: Iterable[str]) -> None:
         for p in paths:
             self.delete(p)
+
+
+def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
+    """``data`` in a hidden temporary file beside ``path`` (same directory: same file system,
+    so the following link or rename is atomic)."""
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    return tmp
 
 
 def now_ms() -> int:

@@ -14,6 +14,7 @@ completed by someone else and :class:`InstantStateError` is raised.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,33 +39,124 @@ class TimelineEntry:
     files: tuple[str, ...]
 
 
+def _entry(t: str, names: list[str]) -> TimelineEntry | None:
+    items = [(parse_file_name(n), n) for n in names]
+    items = [(i, n) for i, n in items if i is not None]
+    if not items:
+        return None
+    items.sort(key=lambda x: _STATE_RANK[x[0].state])
+    latest = items[-1][0]
+    if latest.state is not State.COMPLETED:
+        # a pending commit's inflight file has no action; take it from the requested file
+        actions = [i.action for i, _ in items if i.state is State.REQUESTED]
+        if actions and latest.action is Action.COMMIT and actions[0] is not Action.COMMIT:
+            latest = Instant(t, actions[0], latest.state)
+    return TimelineEntry(latest, tuple(n for _, n in items))
+
+
+class _LoadedTimeline:
+    """Per-process, per-timeline-folder state kept between loads.
+
+    A reload lists the folder (unavoidable on a plain file system) but parses and rebuilds
+    only the names that appeared or vanished since the previous load, so its cost follows the
+    instants that changed, not the timeline's length (the commit path reloads under the lock).
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.names: set[str] = set()
+        self.names_by_time: dict[str, list[str]] = {}
+        self.entries: dict[str, TimelineEntry] = {}
+        self.times: list[str] = []          # sorted requested times
+        self.sorted_entries: list[TimelineEntry] = []
+        self.pending: set[str] = set()
+        self.max_completion: str | None = None
+
+    def refresh(self, names: set[str]) -> None:
+        added = names - self.names
+        removed = self.names - names
+        if not added and not removed:
+            return
+        touched: set[str] = set()
+        for n in removed:
+            inst = parse_file_name(n)
+            if inst is None:
+                continue
+            lst = self.names_by_time.get(inst.requested_time)
+            if lst and n in lst:
+                lst.remove(n)
+            touched.add(inst.requested_time)
+        for n in added:
+            inst = parse_file_name(n)
+            if inst is None:
+                continue
+            self.names_by_time.setdefault(inst.requested_time, []).append(n)
+            touched.add(inst.requested_time)
+        for t in touched:
+            e = _entry(t, self.names_by_time.get(t, []))
+            had = t in self.entries
+            if e is None:
+                self.names_by_time.pop(t, None)
+                if had:
+                    del self.entries[t]
+                    i = bisect.bisect_left(self.times, t)
+                    del self.times[i]
+                    del self.sorted_entries[i]
+                self.pending.discard(t)
+                continue
+            i = bisect.bisect_left(self.times, t)
+            if had:
+                self.sorted_entries[i] = e
+            else:
+                self.times.insert(i, t)
+                self.sorted_entries.insert(i, e)
+            self.entries[t] = e
+            if e.instant.is_pending:
+                self.pending.add(t)
+            else:
+                self.pending.discard(t)
+                c = e.instant.completion_time
+                if c and len(c) == 17 and (self.max_completion is None or c > self.max_completion):
+                    self.max_completion = c
+        self.names = names
+
+
+_LOADED: dict[tuple[str, str], _LoadedTimeline] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 class Timeline:
-    def __init__(self, table, entries: list[TimelineEntry]):
+    def __init__(self, table, entries: list[TimelineEntry], *, times: list[str] | None = None,
+                 by_time: dict[str, TimelineEntry] | None = None, pending: Iterable[str] | None = None,
+                 max_completion: str | None = None):
         self.table = table
         self._entries = entries
-        self._by_time = {e.instant.requested_time: e for e in entries}
+        self._times = times if times is not None else [e.instant.requested_time for e in entries]
+        self._by_time = by_time if by_time is not None else {e.instant.requested_time: e for e in entries}
+        if pending is None:
+            pending = [e.instant.requested_time for e in entries if e.instant.is_pending]
+        self._pending = sorted(pending)
+        if max_completion is None:
+            done = [e.instant.completion_time for e in entries
+                    if e.instant.completion_time and len(e.instant.completion_time) == 17]
+            max_completion = max(done) if done else None
+        self._max_completion = max_completion
 
     @classmethod
     def load(cls, table) -> "Timeline":
-        names = table.storage.list_names(table.timeline_dir)
-        by_time: dict[str, list[tuple[Instant, str]]] = {}
-        for name in names:
-            inst = parse_file_name(name)
-            if inst is None:
-                continue
-            by_time.setdefault(inst.requested_time, []).append((inst, name))
-        entries = []
-        for t, items in by_time.items():
-            items.sort(key=lambda x: _STATE_RANK[x[0].state])
-            latest = items[-1][0]
-            if latest.state is not State.COMPLETED:
-                # a pending commit's inflight file has no action; take it from the requested file
-                actions = [i.action for i, _ in items if i.state is State.REQUESTED]
-                if actions and latest.action is Action.COMMIT and actions[0] is not Action.COMMIT:
-                    latest = Instant(t, actions[0], latest.state)
-            entries.append(TimelineEntry(latest, tuple(n for _, n in items)))
-        entries.sort(key=lambda e: e.instant.requested_time)
-        return cls(table, entries)
+        folder = table.timeline_dir
+        names = set(table.storage.list_names(folder))
+        key = (table.base_uri, folder)
+        with _LOADED_LOCK:
+            state = _LOADED.get(key)
+            if state is None:
+                state = _LOADED[key] = _LoadedTimeline()
+        with state.lock:
+            state.refresh(names)
+            # Copies of references only: later refreshes must not change this snapshot.
+            return cls(table, list(state.sorted_entries), times=list(state.times),
+                       by_time=dict(state.entries), pending=set(state.pending),
+                       max_completion=state.max_completion)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -90,13 +182,26 @@ class Timeline:
         return [i for i in self if i.is_completed]
 
     def pending(self) -> list[Instant]:
-        return [i for i in self if i.is_pending]
+        return [self._by_time[t].instant for t in self._pending]
+
+    def window(self, since: str | None) -> list[Instant]:
+        """Instants requested after ``since`` plus every pending instant, in requested order.
+
+        Conflict candidates always lie here (a writer's candidates completed after its base
+        snapshot or are still pending), so callers need not walk the whole timeline.
+        """
+        if since is None:
+            return self.instants
+        i = bisect.bisect_right(self._times, since)
+        recent = [e.instant for e in self._entries[i:]]
+        older_pending = [self._by_time[t].instant for t in self._pending if t <= since]
+        return older_pending + recent
 
     def completed_writes(self) -> list[Instant]:
         return [i for i in self if i.is_completed and i.is_write]
 
     def pending_writes(self) -> list[Instant]:
-        return [i for i in self if i.is_pending and i.is_write]
+        return [i for i in self.pending() if i.is_write]
 
     def last_completed_write(self) -> Instant | None:
         done = self.completed_writes()
@@ -112,12 +217,9 @@ class Timeline:
 
     def latest_time(self) -> str | None:
         """The largest requested or completion time on the timeline (a floor for new times)."""
-        best = None
-        for e in self._entries:
-            for t in (e.instant.requested_time, e.instant.completion_time):
-                if t and len(t) == 17 and (best is None or t > best):
-                    best = t
-        return best
+        cands = [t for t in (self._times[-1] if self._times else None, self._max_completion)
+                 if t and len(t) == 17]
+        return max(cands) if cands else None
 
     # -- metadata ----------------------------------------------------------------------------
 

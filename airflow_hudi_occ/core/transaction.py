@@ -337,22 +337,13 @@ class WriteTransaction:
 
 
 def _refuse_if_being_rolled_back(timeline: Timeline, instant_time: str) -> None:
-    from .metadata import RollbackPlan
-    for inst in timeline.pending():
-        if inst.action is not Action.ROLLBACK:
-            continue
-        path = timeline.table.storage.path(timeline.table.config.timeline_folder,
-                                           Instant(inst.requested_time, Action.ROLLBACK,
-                                                   State.REQUESTED).file_name())
-        try:
-            plan = RollbackPlan.decode(timeline.table.storage.read(path), path)
-        except (FileNotFoundError, HudiOccError):
-            continue
-        if plan.instant_time == instant_time:
-            raise InstantRolledBackError(f"instant {instant_time} is being rolled back by rollback "
-                                    f"{inst.requested_time}", instant=instant_time,
-                                    remedy="this write was presumed dead (its heartbeat expired); "
-                                           "retry with a fresh instant time")
+    from .rollback import pending_rollback_for
+    rb = pending_rollback_for(timeline, instant_time)
+    if rb is not None:
+        raise InstantRolledBackError(f"instant {instant_time} is being rolled back by rollback "
+                                     f"{rb.requested_time}", instant=instant_time,
+                                     remedy="this write was presumed dead (its heartbeat expired); "
+                                            "retry with a fresh instant time")
 
 
 def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | None:

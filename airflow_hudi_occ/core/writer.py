@@ -24,10 +24,11 @@ import pyarrow.compute as pc
 
 from .base_file import (new_file_id, read_parquet, record_keys, with_meta_columns, write_parquet,
                         write_token)
+from .bucket_index import HASH_FIELD, bucket_config, bucket_id
 from .config import WriteConfig
 from .conflict import check_not_in_pending_clustering
 from .errors import ConfigError
-from .file_group import FileSystemView, base_file_name
+from .file_group import FileSystemView, base_file_name, bucket_id_of
 from .instant import Action
 from .metadata import WriteStat
 from .schema import avro_schema_json, evolve
@@ -138,9 +139,13 @@ class ArrowTableWriter:
         pre = self.table.config.precombine_field
         work: list[_Work] = []
         replaced: dict[str, list[str]] = {}
+        num_buckets = bucket_config(self.config.options)
         for part, rows in sorted(split_by_partition(self.table, data).items()):
             rows = _dedupe(rows, key_fields, pre)
             slices = view.latest_file_slices(part)
+            if num_buckets is not None and op != "insert_overwrite":
+                work.extend(self._plan_buckets(tx, part, rows, slices, op, num_buckets))
+                continue
             if op == "insert_overwrite":
                 replaced[part] = [s.file_id for s in slices]
                 work.append(_Work(part, new_file_id(), None, rows, [tx.instant_time] * rows.num_rows,
@@ -151,46 +156,88 @@ class ArrowTableWriter:
                     work.append(_Work(part, new_file_id(), None, rows,
                                       [tx.instant_time] * rows.num_rows, inserts=rows.num_rows))
                 continue
-            incoming = dict(zip(record_keys(rows, key_fields), range(rows.num_rows)))
-            claimed: set[str] = set()
-            for s in slices:
-                base = read_parquet(self.table.storage, s.base_file.relative_path)
-                bkeys = base.column("_hoodie_record_key").to_pylist()
-                hit = [k for k in bkeys if k in incoming]
-                if not hit:
-                    continue
-                claimed.update(hit)
-                keep_idx, commit_times, new_rows_idx = [], [], []
-                user = base.drop_columns(list(META_COLUMNS))
-                old_times = base.column("_hoodie_commit_time").to_pylist()
-                updates = deletes = 0
-                for i, k in enumerate(bkeys):
-                    if k not in incoming:
-                        keep_idx.append(i)
-                        commit_times.append(old_times[i])
-                    elif op == "delete":
-                        deletes += 1
-                    elif pre and _older(rows, incoming[k], user, i, pre):
-                        keep_idx.append(i)  # the stored record is newer: keep it as it was
-                        commit_times.append(old_times[i])
-                    else:
-                        new_rows_idx.append(incoming[k])
-                        updates += 1
-                kept = user.take(pa.array(keep_idx, pa.int64()))
-                pieces = [kept]
-                if new_rows_idx:
-                    pieces.append(rows.take(pa.array(new_rows_idx, pa.int64())))
-                merged = pa.concat_tables(pieces, promote_options="permissive") \
-                    if len(pieces) > 1 else kept
-                times = commit_times + [tx.instant_time] * len(new_rows_idx)
-                work.append(_Work(part, s.file_id, s, merged, times, updates=updates, deletes=deletes))
-            if op != "delete":
-                fresh = [i for k, i in incoming.items() if k not in claimed]
-                if fresh:
-                    t = rows.take(pa.array(sorted(fresh), pa.int64()))
-                    work.append(_Work(part, new_file_id(), None, t, [tx.instant_time] * t.num_rows,
-                                      inserts=t.num_rows))
+            work.extend(self._merge_into(tx, part, rows, slices, op, new_groups=True))
         return work, replaced
+
+    def _plan_buckets(self, tx, part, rows, slices, op, num_buckets):
+        """Bucket index: every key of a bucket goes to that bucket's one file group."""
+        hash_fields = [f.strip() for f in (HASH_FIELD.get(self.config.options) or "").split(",")
+                       if f.strip()] or self.table.config.record_key_fields
+        cols = [rows.column(f).to_pylist() for f in hash_fields]
+        by_bucket: dict[int, list[int]] = {}
+        for i, vals in enumerate(zip(*cols)):
+            by_bucket.setdefault(bucket_id(vals, num_buckets), []).append(i)
+        existing = {}
+        for sl in slices:
+            b = bucket_id_of(sl.file_id)
+            if b is not None:
+                existing[int(b)] = sl
+        out = []
+        for b, idx in sorted(by_bucket.items()):
+            sub = rows.take(pa.array(idx, pa.int64()))
+            sl = existing.get(b)
+            if sl is None:
+                if op != "delete":
+                    out.append(_Work(part, new_file_id(bucket=b), None, sub,
+                                     [tx.instant_time] * sub.num_rows, inserts=sub.num_rows))
+                continue
+            out.extend(self._merge_into(tx, part, sub, [sl], op, new_groups=False, append_fresh=True))
+        return out
+
+    def _merge_into(self, tx, part, rows, slices, op, *, new_groups: bool, append_fresh: bool = False):
+        """Merge ``rows`` into the file groups among ``slices`` that hold their keys; fresh keys
+        go to a new file group (simple index) or into the one given slice (bucket index)."""
+        key_fields = self.table.config.record_key_fields
+        pre = self.table.config.precombine_field
+        work: list[_Work] = []
+        incoming = dict(zip(record_keys(rows, key_fields), range(rows.num_rows)))
+        claimed: set[str] = set()
+        for s in slices:
+            base = read_parquet(self.table.storage, s.base_file.relative_path)
+            bkeys = base.column("_hoodie_record_key").to_pylist()
+            hit = [k for k in bkeys if k in incoming]
+            claimed.update(hit)
+            fresh_here: list[int] = []
+            if append_fresh and op != "delete":
+                bset = set(bkeys)
+                fresh_here = [i for k, i in incoming.items() if k not in bset]
+                claimed.update(k for k in incoming if k not in bset)
+            if not hit and not fresh_here:
+                continue
+            keep_idx, commit_times, new_rows_idx = [], [], []
+            user = base.drop_columns(list(META_COLUMNS))
+            old_times = base.column("_hoodie_commit_time").to_pylist()
+            updates = deletes = 0
+            for i, k in enumerate(bkeys):
+                if k not in incoming:
+                    keep_idx.append(i)
+                    commit_times.append(old_times[i])
+                elif op == "delete":
+                    deletes += 1
+                elif pre and _older(rows, incoming[k], user, i, pre):
+                    keep_idx.append(i)  # the stored record is newer: keep it as it was
+                    commit_times.append(old_times[i])
+                else:
+                    new_rows_idx.append(incoming[k])
+                    updates += 1
+            kept = user.take(pa.array(keep_idx, pa.int64()))
+            pieces = [kept]
+            inserts = len(fresh_here)
+            new_rows_idx += sorted(fresh_here)
+            if new_rows_idx:
+                pieces.append(rows.take(pa.array(new_rows_idx, pa.int64())))
+            merged = pa.concat_tables(pieces, promote_options="permissive") \
+                if len(pieces) > 1 else kept
+            times = commit_times + [tx.instant_time] * len(new_rows_idx)
+            work.append(_Work(part, s.file_id, s, merged, times, updates=updates,
+                              deletes=deletes, inserts=inserts))
+        if op != "delete" and new_groups:
+            fresh = [i for k, i in incoming.items() if k not in claimed]
+            if fresh:
+                t = rows.take(pa.array(sorted(fresh), pa.int64()))
+                work.append(_Work(part, new_file_id(), None, t, [tx.instant_time] * t.num_rows,
+                                  inserts=t.num_rows))
+        return work
 
     # -- executing --------------------------------------------------------------------------------
 

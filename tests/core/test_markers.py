@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from airflow_hudi_occ.core.config import MarkerType
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType, Marker,
-                                           list_marker_instants, marker_dir, markers_for,
-                                           parse_marker, read_marker_file)
+                                           MarkerFileContent, group_key, list_marker_instants,
+                                           marker_dir, markers_for, parse_marker, read_marker_file)
 from airflow_hudi_occ.core.table import Table
 
 T1 = "20250101000000001"
@@ -218,6 +218,28 @@ def test_a_growing_file_is_reread(tmp_path):
         lines += f"p/{fname(f'f{i}')}.marker.CREATE\n"
         _write(table, "MARKERS0", lines.encode())
         assert len(read_marker_file(table.storage, path).lines) == i + 1
+
+
+_odd_part = st.lists(st.from_regex(r"[a-z0-9_.=\-]{1,8}", fullmatch=True).filter(lambda c: c not in (".", "..")),
+                     min_size=0, max_size=3).map("/".join)
+_odd_name = st.one_of(
+    st.builds(lambda f, t: f"{f}_{t}_20250101000000001.parquet", _fid, st.from_regex(r"[0-9\-]{1,6}", fullmatch=True)),
+    st.builds(lambda f: f".{f}_20250101000000001.log.1_0-1-2", _fid),   # log file
+    st.builds(lambda f: f"{f}.parquet", _fid),                            # no "_" at all
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_odd_part, _odd_name, st.sampled_from(list(IOType))), max_size=12),
+       st.booleans())
+def test_bulk_file_group_keys_match_the_exact_parser(items, crlf):
+    """The batched checker's fast key extraction must agree with parse_marker on every shape."""
+    markers = [Marker(p, n, t) for p, n, t in items]
+    sep = "\r\n" if crlf else "\n"
+    content = MarkerFileContent("".join(m.relative_path + sep for m in markers))
+    assert set(content.keys) == {group_key(*m.file_group) for m in markers}
+    assert content.file_groups == {m.file_group for m in markers}
+    assert set(content.markers) == set(markers)
 
 
 # --- concurrent writers in real processes -------------------------------------------------------

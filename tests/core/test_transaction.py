@@ -260,3 +260,26 @@ def test_unknown_strategy_and_lock_provider_change_nothing(table, fast_options):
             fast_options | {"hoodie.write.lock.provider": "etcd"})).write(batch([1], "a"))
     assert sorted(os.listdir(table.timeline_dir)) == before
     assert data_files(table) == []
+
+
+def test_corrupt_commit_on_the_timeline_fails_the_write_and_changes_nothing_visible(table, fast_options):
+    from airflow_hudi_occ.core.errors import CorruptMetadataError
+    cfg = WriteConfig.from_options(fast_options)
+    w = ArrowTableWriter(table, cfg)
+    w.write(batch(range(4), "a"))
+    r1 = w.write(batch([10], "b"))  # the latest commit: every writer reads its schema
+    before_rows = rows_by_key(read_table(table))
+    path = table.timeline().file_path(r1.instant)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])  # a truncated completed commit
+    from airflow_hudi_occ.core import timeline as tlmod
+    tlmod._META_CACHE.clear()
+    files_before = data_files(table)
+    with pytest.raises(CorruptMetadataError) as e:
+        w.write(batch([0], "c"))
+    assert path in str(e.value) and e.value.remedy
+    assert data_files(table) == files_before  # no stray base file of the failed write
+    assert [i for i in table.timeline() if i.is_pending] == []
+    open(path, "wb").write(data)
+    tlmod._META_CACHE.clear()
+    assert rows_by_key(read_table(table)) == before_rows

@@ -15,10 +15,10 @@ Errors: :class:`UnknownLockProviderError` names the value and the accepted names
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from ..config import LOCK_PROVIDER, LockConfig
+from ..plugins import import_class
 from ..errors import UnknownLockProviderError
 from .base import LockManager, LockProvider, LostListener, encode_lock_key, make_owner_id
 
@@ -56,23 +56,10 @@ def _unknown(value: str, why: str) -> UnknownLockProviderError:
 
 
 def _import(path: str, value: str) -> type:
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    else:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise _unknown(value, "not a known name and not a dotted path")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise _unknown(value, f"cannot import module {module_name!r} ({e})") from e
-    obj = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise _unknown(value, f"module {module_name!r} has no {attr!r}") from None
-    return obj
+    found = import_class(path, LockProvider)
+    if isinstance(found, str):
+        raise _unknown(value, found)
+    return found
 
 
 def resolve_provider_class(value: str) -> type[LockProvider]:
@@ -91,10 +78,7 @@ def resolve_provider_class(value: str) -> type[LockProvider]:
             raise _unknown(value, "this Java lock provider has no Python implementation here")
         else:
             target = raw
-    cls = _import(target, value)
-    if not (isinstance(cls, type) and issubclass(cls, LockProvider)):
-        raise _unknown(value, f"{target} is not a LockProvider subclass")
-    return cls
+    return _import(target, value)
 
 
 def get_lock_provider(config: LockConfig, *, base_path: str, table_name: str,
