@@ -173,16 +173,27 @@ def assign_new(spark: SparkSession, df: DataFrame, assignment: Assignment) -> Da
              .drop("__rpart", "__rfid", "__lo", "__hi", "__h", "__total")
 
 
-def bucket_of_expr(num_buckets: int):
-    """Hudi's bucket index hashes the key; any stable hash works as long as every writer of
-    the table uses the same one (ours: Spark's xxhash64 of the record key)."""
-    return F.pmod(F.xxhash64(F.col(KEY)), F.lit(num_buckets))
+def bucket_of_expr(num_buckets: int, num_key_fields: int = 1):
+    """The bucket of each record, by Java Hudi's bucket hash (core.bucket_index), so that the
+    Spark writer, the Arrow writer and Java Hudi agree on every key's bucket. The record key
+    column holds the value (one field) or ``f1:v1,f2:v2`` (several): the hash takes the values."""
+    from airflow_hudi_occ.core.bucket_index import bucket_id
+
+    def _bucket(key):
+        if key is None:
+            return bucket_id([None], num_buckets)
+        if num_key_fields == 1:
+            return bucket_id([key], num_buckets)
+        return bucket_id([part.split(":", 1)[1] if ":" in part else part
+                          for part in key.split(",")], num_buckets)
+
+    return F.udf(_bucket, "long", useArrow=True)(F.col(KEY))
 
 
 def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buckets: int,
-                   spark: SparkSession) -> tuple[DataFrame, dict[tuple[str, int], str]]:
+                   spark: SparkSession, num_key_fields: int = 1) -> tuple[DataFrame, dict[tuple[str, int], str]]:
     """Bucket index: FID = the file group of (partition, bucket), a new one if absent."""
-    df = df.withColumn("__bucket", bucket_of_expr(num_buckets))
+    df = df.withColumn("__bucket", bucket_of_expr(num_buckets, num_key_fields))
     needed = [(r[0], int(r[1])) for r in df.select(PART, "__bucket").distinct().collect()]
     mapping = dict(existing)
     for part, b in needed:

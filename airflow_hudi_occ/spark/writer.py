@@ -273,13 +273,13 @@ class SparkHudiWriter:
                 if b is not None:
                     have[(s.partition, int(b))] = s.file_id
             if op == "delete":
-                out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark)
+                out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
                 known = set(have.values())
                 return out.where(F.col(FID).isin(list(known))) if known else out.limit(0)
-            out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark)
+            out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
             return out
         if bucket:  # insert_overwrite with buckets: fresh bucket file groups
-            out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark)
+            out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark, len(table.config.record_key_fields))
             return out
         if op in ("upsert", "delete"):
             tagged = tagging.lookup(spark, prepared, slices, table.storage.root)

@@ -146,6 +146,11 @@ def test_bucket_index_file_ids_carry_the_bucket(spark, tmp_path):
     got = rows_by_key(hudi_read(path))
     assert len(got) == 30 and got[4]["v"] == "w" and got[5]["v"] == "v"
     assert len({(s.partition_path, s.file_id[:8]) for s in r.stats}) == len(r.stats)
+    # the same buckets as the Arrow writer and Java Hudi (core.bucket_index's hash)
+    from airflow_hudi_occ.core.bucket_index import bucket_id
+    t = hudi_read(path)
+    for key, fname in zip(t.column("id").to_pylist(), t.column("_hoodie_file_name").to_pylist()):
+        assert int(fname[:8]) == bucket_id([key], 2)
 
 
 def test_schema_evolution_adds_nullable_columns_and_refuses_incompatible(spark, tmp_path):
