@@ -3,12 +3,14 @@
 #   - Java (for Spark and the ZooKeeper server), from Debian if missing;
 #   - Debian's zookeeper package (the real server the lock tests start), and Curator for the
 #     Java-interop lock test (scripts/install-zookeeper.sh);
-#   - a virtualenv in .venv with the package and its test dependencies.
+#   - a virtualenv in .venv with the package and its test and spark extras
+#     (HUDI_OCC_EXTRAS, default "test,spark"; pyspark is pinned to 4.2.0, the newest
+#     pyspark-client, so the Airflow Spark provider cannot overwrite it with other files).
 # A second run does nothing but check: the venv is rebuilt only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-EXTRAS=${HUDI_OCC_EXTRAS:-test}
+EXTRAS=${HUDI_OCC_EXTRAS:-test,spark}
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,18 @@
+"""Errors of the Spark engine, in core's hierarchy (structured fields plus a remedy)."""
+
+from __future__ import annotations
+
+from ..core.errors import HudiOccError
+
+
+class SparkWriteError(HudiOccError):
+    """The Spark write job failed for a reason that a retry will not fix (bad data, a bug,
+    an executor crash reported by Spark). The instant was rolled back."""
+
+    remedy = "read the executor error above; fix the data or the options, then run the write again"
+
+    def __init__(self, message: str, *, instant: str | None = None, cause: str | None = None,
+                 remedy: str | None = None):
+        self.instant = instant
+        self.cause = cause
+        super().__init__(message, remedy=remedy)

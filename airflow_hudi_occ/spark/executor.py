@@ -1,0 +1,301 @@
+"""The per-file-group write task that runs on Spark executors.
+
+One call of :func:`write_file_group` writes ONE base file for one file group of one instant:
+
+    abort signal? -> delete a previous task attempt's file (found by its marker) ->
+    early conflict check + marker (core) -> merge with the previous base file (Arrow, vectorised)
+    -> parquet with the five meta columns -> one WriteStat row back to the driver
+
+It gets everything from a plain, picklable :class:`TaskContext` built by the driver, and
+reopens the table and the write config from it, so it needs no driver objects. The driver's
+heartbeat keeps the instant alive; executors never beat.
+
+Retries: the write token is ``<spark partition>-<stage>-<attempt>``, so a retried task writes a
+differently named file; before writing, every other file of the same fileId and instant named
+by a marker is deleted, so at most one base file per (fileId, instant) remains (readers reject
+two). A conflict (:class:`EarlyConflictError`) or an abort signal raises here after leaving the
+abort signal for the instant, which the driver watches to cancel the whole job at once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..core import abort_signal
+from ..core.config import WriteConfig
+from ..core.errors import RetryableError, WriteAbortedError
+from ..core.file_group import base_file_name
+from ..core.table import META_COLUMNS, Table
+
+log = logging.getLogger(__name__)
+
+KEY = "_hoodie_record_key"
+PART = "_hoodie_partition_path"
+
+STAT_SCHEMA = pa.schema([
+    ("partition", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
+    ("prev_commit", pa.string()), ("prev_base_file", pa.string()),
+    ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
+    ("num_inserts", pa.int64()), ("file_size", pa.int64()), ("write_ms", pa.int64()),
+])
+STAT_DDL = ("partition string, file_id string, path string, prev_commit string, prev_base_file string, "
+            "num_writes long, num_deletes long, num_update_writes long, num_inserts long, "
+            "file_size long, write_ms long")
+
+MODES = ("merge", "delete", "append", "create")
+
+
+@dataclass
+class TaskContext:
+    """What an executor needs, as plain values (shipped in the closure)."""
+
+    base_uri: str
+    storage_options: dict
+    options: dict  # every hoodie.* key of the write (core rebuilds WriteConfig from it)
+    instant: str
+    mode: str  # merge | delete | append | create
+    user_columns: list[str]
+    target_schema: pa.Schema | None  # of user columns; None keeps the previous file's (delete)
+    precombine: str | None
+    prev: dict = field(default_factory=dict)  # (partition, fileId) -> previous base file rel path
+    completed_at_start: list[str] = field(default_factory=list)
+    batch_rows: int = 65536
+
+
+# Per Python worker process: the table, config, markers and detector of an instant are built
+# once and reused across the file groups the worker writes.
+_CACHE: dict = {}
+
+
+def _env(ctx: TaskContext):
+    key = (ctx.base_uri, ctx.instant)
+    got = _CACHE.get(key)
+    if got is None:
+        if len(_CACHE) > 8:
+            for v in _CACHE.values():
+                if v[3] is not None:
+                    v[3].stop()
+            _CACHE.clear()
+        from ..core.markers import markers_for
+        table = Table.open(ctx.base_uri, ctx.storage_options or None)
+        config = WriteConfig.from_options(ctx.options)
+        markers = markers_for(table, ctx.instant, config.marker_type)
+        detector = None
+        if config.early_conflict.enabled:
+            from ..core.early_conflict import create_detector
+            detector = create_detector(table, ctx.instant, config,
+                                       completed_at_start=set(ctx.completed_at_start))
+            detector.start()
+        got = (table, config, markers, detector)
+        _CACHE[key] = got
+    return got
+
+
+def _task_token() -> str:
+    from pyspark import TaskContext as SparkTaskContext
+    tc = SparkTaskContext.get()
+    if tc is None:  # called outside Spark (unit use)
+        return "0-0-0"
+    return f"{tc.partitionId()}-{tc.stageId()}-{tc.attemptNumber()}"
+
+
+def _signal_and_raise(table: Table, instant: str, err: BaseException) -> None:
+    """Leave the abort signal carrying the error, so the driver cancels the job at once."""
+    body = err.to_dict() if hasattr(err, "to_dict") else {"error": type(err).__name__, "message": str(err)}
+    abort_signal.raise_abort(table, instant, json.dumps(body), source="spark-executor")
+    raise err
+
+
+def _check_abort(table: Table, instant: str, detector) -> None:
+    abort_signal.check_abort(table, instant)
+    if detector is not None and getattr(detector, "has_conflict", False):
+        detector.check_sticky()
+
+
+def _normalize(t: pa.Table | pa.RecordBatch) -> pa.Table:
+    """Spark may hand large_string/large_binary; base files use the plain types."""
+    if isinstance(t, pa.RecordBatch):
+        t = pa.Table.from_batches([t])
+    fields = []
+    changed = False
+    for f in t.schema:
+        ty = f.type
+        if pa.types.is_large_string(ty):
+            ty, changed = pa.string(), True
+        elif pa.types.is_large_binary(ty):
+            ty, changed = pa.binary(), True
+        fields.append(pa.field(f.name, ty, f.nullable))
+    return t.cast(pa.schema(fields)) if changed else t
+
+
+def _conform(user: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The rows in the target schema: missing (added) columns are null, types cast."""
+    cols = []
+    for f in schema:
+        if f.name in user.column_names:
+            c = user.column(f.name)
+            cols.append(c if c.type == f.type else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(user.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _with_meta(user: pa.Table, keys: pa.Array, commit_times: pa.Array, *, instant: str,
+               partition: str, file_name: str, seq_prefix: str) -> pa.Table:
+    n = user.num_rows
+    seq = pc.binary_join_element_wise(pa.array([seq_prefix] * n, pa.string()),
+                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+    meta = [commit_times.cast(pa.string()), seq, keys.cast(pa.string()),
+            pa.array([partition] * n, pa.string()), pa.array([file_name] * n, pa.string())]
+    return pa.Table.from_arrays(meta + list(user.columns), names=list(META_COLUMNS) + user.column_names)
+
+
+def _read_base(table: Table, rel: str) -> pa.Table:
+    return _normalize(pq.read_table(io.BytesIO(table.storage.read(table.storage.path(rel)))))
+
+
+def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table):
+    """(user rows, keys, commit times, updates, inserts, deletes) of the new base file."""
+    bkeys = base.column("_hoodie_record_key").combine_chunks()
+    btimes = base.column("_hoodie_commit_time").combine_chunks()
+    buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
+    if ctx.mode == "delete":
+        hit = pc.is_in(bkeys, value_set=incoming.column(KEY).combine_chunks())
+        keep = pc.invert(hit)
+        return (buser.filter(keep), bkeys.filter(keep), btimes.filter(keep), 0, 0,
+                pc.sum(hit.cast(pa.int64())).as_py() or 0)
+    ikeys = incoming.column(KEY).combine_chunks()
+    iuser = _conform(incoming, ctx.target_schema)
+    now = pa.array([ctx.instant] * incoming.num_rows, pa.string())
+    if ctx.mode == "append":
+        user = pa.concat_tables([_conform(buser, ctx.target_schema), iuser])
+        return user, pa.concat_arrays([bkeys, ikeys]), pa.concat_arrays([btimes, now]), 0, \
+            incoming.num_rows, 0
+    matched_b = pc.is_in(bkeys, value_set=ikeys)
+    keep_old = pa.array([], pa.string())
+    pre = ctx.precombine
+    if pre and pre in buser.column_names and pre in iuser.column_names:
+        old = pa.table({"k": bkeys, "o": buser.column(pre)}).filter(matched_b)
+        new = pa.table({"k": ikeys, "n": iuser.column(pre)})
+        j = old.join(new, "k")
+        if j.num_rows:
+            # core._older: the stored record stays when the incoming one is strictly older.
+            older = pc.fill_null(pc.less(j.column("n"), j.column("o").cast(j.column("n").type)), False)
+            keep_old = j.column("k").filter(older).combine_chunks()
+    base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
+    in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
+    matched_i = pc.is_in(ikeys, value_set=bkeys)
+    updates = pc.sum(pc.and_(matched_i, in_take).cast(pa.int64())).as_py() or 0
+    inserts = pc.sum(pc.invert(matched_i).cast(pa.int64())).as_py() or 0
+    user = pa.concat_tables([_conform(buser.filter(base_keep), ctx.target_schema), iuser.filter(in_take)])
+    keys = pa.concat_arrays([bkeys.filter(base_keep), ikeys.filter(in_take)])
+    times = pa.concat_arrays([btimes.filter(base_keep), now.filter(in_take)])
+    return user, keys, times, updates, inserts, 0
+
+
+def _clear_previous_attempts(table: Table, markers, partition: str, file_id: str, name: str) -> None:
+    """A retried task (or stage) must not leave a second base file for this fileId+instant."""
+    for m in markers.markers_in_partition(partition):
+        if m.file_id == file_id and m.data_file_name != name:
+            table.storage.delete(table.storage.path(m.data_file_path))
+
+
+def write_file_group(ctx: TaskContext, partition: str, file_id: str,
+                     batches: Iterator[pa.RecordBatch]) -> pa.Table:
+    table, config, markers, detector = _env(ctx)
+    t0 = time.time()
+    try:
+        _check_abort(table, ctx.instant, detector)
+        token = _task_token()
+        name = base_file_name(file_id, token, ctx.instant)
+        rel = posixpath.join(partition, name) if partition else name
+        prev_rel = ctx.prev.get((partition, file_id))
+        io_type = "MERGE" if prev_rel else "CREATE"
+        _clear_previous_attempts(table, markers, partition, file_id, name)
+        if detector is not None:
+            detector.create_marker(markers, partition, name, io_type)
+        else:
+            markers.create(partition, name, io_type)
+        if partition:
+            table.write_partition_metadata(partition, ctx.instant)
+        # Collect the group, checking the abort signal between Arrow batches.
+        parts, n_seen, last_check = [], 0, time.time()
+        for b in batches:
+            parts.append(_normalize(b))
+            n_seen += b.num_rows
+            if time.time() - last_check > 0.2:
+                _check_abort(table, ctx.instant, detector)
+                last_check = time.time()
+        incoming = pa.concat_tables(parts) if parts else None
+        if incoming is None:
+            raise ValueError(f"no rows for file group {partition}/{file_id}")
+        if prev_rel:
+            base = _read_base(table, prev_rel)
+            user, keys, times, upd, ins, dels = _merge(ctx, base, incoming)
+        else:
+            user = _conform(incoming, ctx.target_schema)
+            keys = incoming.column(KEY).combine_chunks()
+            times = pa.array([ctx.instant] * incoming.num_rows, pa.string())
+            upd, ins, dels = 0, incoming.num_rows, 0
+        full = _with_meta(user, keys, times, instant=ctx.instant, partition=partition,
+                          file_name=name, seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_")
+        size = _write(table, rel, full, ctx)
+        return pa.Table.from_pylist([{
+            "partition": partition, "file_id": file_id, "path": rel,
+            "prev_commit": _instant_of(prev_rel) if prev_rel else "null",
+            "prev_base_file": posixpath.basename(prev_rel) if prev_rel else None,
+            "num_writes": full.num_rows, "num_deletes": dels, "num_update_writes": upd,
+            "num_inserts": ins, "file_size": size, "write_ms": int((time.time() - t0) * 1000)}],
+            schema=STAT_SCHEMA)
+    except RetryableError as e:
+        _signal_and_raise(table, ctx.instant, e)
+        raise  # unreachable
+
+
+def _instant_of(rel: str) -> str:
+    return posixpath.basename(rel).rsplit("_", 1)[1].split(".")[0]
+
+
+def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
+    """Write the parquet in row groups (abort checked between them), then create it whole."""
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, full.schema, compression="snappy") as w:
+        for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
+            abort_signal.check_abort(table, ctx.instant)
+            w.write_table(full.slice(off, ctx.batch_rows))
+    data = buf.getvalue()
+    path = table.storage.path(rel)
+    table.storage.makedirs(posixpath.dirname(path))
+    abort_signal.check_abort(table, ctx.instant)
+    table.storage.create_if_absent(path, data)
+    # Closes the race with a driver that cancelled and rolled back while we wrote: a file
+    # created after the abort signal is removed by its own writer.
+    if abort_signal.abort_reason(table, ctx.instant) is not None:
+        table.storage.delete(path)
+        raise WriteAbortedError(f"write {ctx.instant} aborted while writing {rel}",
+                                instant=ctx.instant, reason="aborted")
+    return len(data)
+
+
+def make_group_fn(ctx: TaskContext):
+    """The applyInArrow function: (grouping key, iterator of batches) -> one WriteStat row."""
+    def fn(key, batches):
+        partition, file_id = key[0].as_py(), key[1].as_py()
+        out = write_file_group(ctx, partition, file_id, batches)
+        yield from out.to_batches()
+    # PySpark picks the iterator-of-batches form from the type hints; set them as real objects
+    # (this module uses postponed annotations, which would leave strings).
+    fn.__annotations__ = {"key": Tuple[pa.Scalar, ...], "batches": Iterator[pa.RecordBatch],
+                          "return": Iterator[pa.RecordBatch]}
+    return fn

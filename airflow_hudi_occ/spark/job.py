@@ -1,0 +1,161 @@
+"""The spark-submit entry point: one write of one batch, with an exit code an orchestrator reads.
+
+::
+
+    spark-submit --master local[2] airflow_hudi_occ/spark/job.py --table PATH --operation upsert \
+        --source PATH_OR_SQL --source-format parquet|csv|json|sql --option k=v ...
+    python -m airflow_hudi_occ.spark.job ...          (the same, with a local session)
+
+Exit codes: ``0`` committed; ``75`` (:data:`EXIT_RETRYABLE`, EX_TEMPFAIL) a retryable conflict
+(write conflict, early conflict, abort signal, lock timeout): retry with a fresh attempt;
+``1`` anything else (bad options, schema refused, a failed job): do not retry; ``2`` bad
+command-line usage. The last line starting with :data:`RESULT_PREFIX` is ONE JSON object with
+the instant, the attempt, the write stats summary, and on a conflict the other instant, the
+file groups and the seconds of work discarded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_RETRYABLE = 75  # EX_TEMPFAIL (sysexits.h): "temporary failure, try again later"
+RESULT_PREFIX = "HUDI_OCC_RESULT "
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="airflow_hudi_occ.spark.job", description=__doc__.split("\n")[0])
+    p.add_argument("--table", required=True, help="base path of the Hudi table")
+    p.add_argument("--operation", default="upsert",
+                   choices=["upsert", "insert", "bulk_insert", "delete", "insert_overwrite"])
+    p.add_argument("--source", required=True, help="input path, or a SQL query with --source-format sql")
+    p.add_argument("--source-format", default="parquet", choices=["parquet", "csv", "json", "sql"])
+    p.add_argument("--option", action="append", default=[], metavar="K=V",
+                   help="a hoodie.* option (repeatable)")
+    p.add_argument("--attempt", type=int, default=1)
+    p.add_argument("--checkpoint", default=None, help="source position recorded in the commit")
+    p.add_argument("--batch-key", default=None, help="idempotency key recorded in the commit")
+    p.add_argument("--writer-id", default=None)
+    p.add_argument("--master", default=None, help="only when not run by spark-submit (default local[2])")
+    return p.parse_args(argv)
+
+
+def _options(pairs) -> dict:
+    out = {}
+    for kv in pairs:
+        if "=" not in kv:
+            raise SystemExit(f"--option needs K=V, got {kv!r}")
+        k, v = kv.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def read_source(spark, source: str, fmt: str):
+    if fmt == "sql":
+        return spark.sql(source)
+    reader = spark.read
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    return reader.format(fmt).load(source)
+
+
+def _test_barrier():
+    """Test hook: ``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>`` holds this writer before its
+    commit until n writers have reached that point (so concurrency tests provably overlap)."""
+    spec = os.environ.get("HUDI_OCC_TEST_COMMIT_BARRIER")
+    if not spec:
+        return None
+    folder, n = spec.rsplit(":", 1)
+
+    def wait(tx):
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, tx.instant_time), "w").close()
+        deadline = time.time() + 300
+        while len(os.listdir(folder)) < int(n) and time.time() < deadline:
+            time.sleep(0.05)
+    return wait
+
+
+def emit(payload: dict) -> None:
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(payload, sort_keys=True, default=str), flush=True)
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        options = _options(args.option)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            emit({"outcome": "error", "error": {"error": "UsageError", "message": str(e.code)}})
+            return EXIT_USAGE
+        return EXIT_OK
+    from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+    from airflow_hudi_occ.spark.session import ensure_python_env
+    ensure_python_env()
+    from pyspark.sql import SparkSession
+    from airflow_hudi_occ.spark.writer import SparkHudiWriter
+
+    t0 = time.time()
+    builder = SparkSession.builder.appName(f"hudi-occ {args.operation} {os.path.basename(args.table)}")
+    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
+        from airflow_hudi_occ.spark.session import local_session
+        spark = local_session(args.master or "local[2]")
+    else:
+        from airflow_hudi_occ.spark.session import DEFAULT_CONF
+        spark = builder.getOrCreate()
+        submitted = spark.sparkContext.getConf()
+        for k in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone"):
+            if not submitted.contains(k):  # small defaults unless the submitter chose
+                spark.conf.set(k, DEFAULT_CONF[k])
+    base = {"table": args.table, "operation": args.operation, "attempt": args.attempt}
+    try:
+        df = read_source(spark, args.source, args.source_format)
+        writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
+        res = writer.write(df, args.operation, checkpoint=args.checkpoint,
+                           batch_key=args.batch_key, attempt=args.attempt,
+                           before_commit=_test_barrier())
+        emit({**base, **res.to_json()})
+        return EXIT_OK
+    except RetryableError as e:
+        d = e.to_dict()
+        emit({**base, "outcome": "conflict", "instant": d.get("instant"),
+              "other_instant": d.get("other_instant"), "file_groups": d.get("file_groups", []),
+              "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)),
+              "files_discarded": d.get("files_discarded"), "error": d})
+        return EXIT_RETRYABLE
+    except HudiOccError as e:
+        emit({**base, "outcome": "error", "error": e.to_dict()})
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - the orchestrator gets a line, not only a trace
+        traceback.print_exc()
+        emit({**base, "outcome": "error", "error": {"error": type(e).__name__, "message": str(e)[:2000]}})
+        return EXIT_ERROR
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # pragma: no cover
+            pass
+
+
+def parse_result(output: str) -> dict | None:
+    """The job's result from its captured stdout (the last prefixed line)."""
+    found = None
+    for line in output.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            found = json.loads(line[len(RESULT_PREFIX):])
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())

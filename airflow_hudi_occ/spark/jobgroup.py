@@ -1,0 +1,83 @@
+"""Job-wide abort (beyond Hudi): one doomed task stops the whole Spark write job.
+
+Hudi lets each executor task fail on an early conflict, and Spark retries it and keeps the
+other tasks running. Here the write job runs in a job group from a helper thread, while the
+driver watches the instant's abort signal (core ``abort_signal``), which an executor leaves
+when it meets an :class:`EarlyConflictError` and which a sensor or an operator may leave from
+outside. On a signal the driver cancels the job group at once, then waits until no task of
+the group is still running (a killed Python worker may still be writing) before the caller
+rolls the instant back from its markers.
+
+Errors: :class:`JobAborted` carries the signal's content (the executor's error as a dict);
+any other failure of the job is re-raised as it came from Spark.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+from ..core import abort_signal
+
+
+class JobAborted(Exception):
+    def __init__(self, info: dict):
+        self.info = info
+        super().__init__(str(info.get("reason")))
+
+
+def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s: float = 0.1,
+                description: str = "", extra_check: Callable[[], dict | None] | None = None) -> Any:
+    """Run ``action`` (a Spark action) under a fresh job group; cancel it on an abort signal."""
+    sc = spark.sparkContext
+    group = f"hudi-occ-{instant}-{uuid.uuid4().hex[:6]}"
+    box: dict = {}
+
+    def target():
+        try:
+            sc.setJobGroup(group, description or f"hudi write {instant}", interruptOnCancel=True)
+            box["result"] = action()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = e
+
+    th = threading.Thread(target=target, name=f"hudi-write-{instant}", daemon=True)
+    th.start()
+    info = None
+    while th.is_alive():
+        th.join(poll_s)
+        info = abort_signal.abort_reason(table, instant)
+        if info is None and extra_check is not None:
+            info = extra_check()
+        if info is not None:
+            sc.cancelJobGroup(group)
+            break
+    th.join()
+    if info is None:
+        info = abort_signal.abort_reason(table, instant)  # the job failed because of it
+    wait_until_idle(sc, group)
+    if info is not None:  # doomed even if every task happened to finish
+        raise JobAborted(info)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def wait_until_idle(sc, group: str, timeout_s: float = 60.0) -> None:
+    """Until no task of the group runs; then the Python workers' kill timeout on top."""
+    tracker = sc.statusTracker()
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        active = 0
+        for jid in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(jid)
+            if job is None:
+                continue
+            for sid in job.stageIds:
+                st = tracker.getStageInfo(sid)
+                if st is not None:
+                    active += st.numActiveTasks
+        if active == 0:
+            return
+        time.sleep(0.05)

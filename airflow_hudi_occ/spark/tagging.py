@@ -1,0 +1,206 @@
+"""Index tagging on Spark: which file group each incoming record goes to.
+
+Runs on the driver as Spark SQL (joins and hashes, no Python per row):
+
+1. ``prepare``: add ``_hoodie_record_key`` and ``_hoodie_partition_path`` exactly as core's
+   ``record_keys`` / ``partition_path_of`` spell them (so the keys written by executors, by the
+   Arrow reference writer and by Java Hudi agree), then keep one record per key in the batch
+   (the largest precombine value, the later record on a tie: core's ``_dedupe``).
+2. ``lookup`` (simple index): join the incoming keys with the ``_hoodie_record_key`` column of
+   the latest base file of every file group in the touched partitions, as of the
+   transaction's snapshot. A matched record goes to its file group.
+3. ``assign_new``: records with new keys fill small file groups first (below
+   ``hoodie.parquet.small.file.limit``), then new file groups of about
+   ``hoodie.parquet.max.file.size``, by a hash of the key weighted like Hudi's
+   UpsertPartitioner. With the bucket index, the bucket is a hash of the key and the fileId is
+   prefixed with its 8-digit number.
+
+Errors: :class:`ConfigError` for missing key/partition columns or a key type whose string
+form Spark and Python would spell differently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core.base_file import new_file_id
+from ..core.errors import ConfigError
+from ..core.file_group import FileSlice
+
+KEY = "_hoodie_record_key"
+PART = "_hoodie_partition_path"
+FID = "__hudi_file_id"
+SEQ = "__hudi_seq"
+HIVE_DEFAULT = "__HIVE_DEFAULT_PARTITION__"
+
+# Types whose Spark string cast equals Python's str() of the Arrow value (core's spelling).
+_SAFE_KEY_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType)
+
+
+def _string_of(df: DataFrame, name: str, role: str, key: str):
+    if name not in df.columns:
+        raise ConfigError(f"the data lacks the {role} column {name!r}", key=key, value=name,
+                          remedy=f"add the column or change {key}")
+    dt = df.schema[name].dataType
+    if not isinstance(dt, _SAFE_KEY_TYPES):
+        raise ConfigError(f"{role} column {name!r} has type {dt.simpleString()}, which the Spark "
+                          "engine does not use as a key (its string form differs between engines)",
+                          key=key, value=name, remedy="cast it to string, int, bigint or date")
+    return F.col(name).cast("string")
+
+
+def record_key_expr(df: DataFrame, fields: list[str]):
+    key = "hoodie.datasource.write.recordkey.field"
+    if not fields:
+        raise ConfigError("no record key field", key=key, remedy=f"set {key}")
+    if len(fields) == 1:
+        return F.coalesce(_string_of(df, fields[0], "record key", key), F.lit(""))
+    return F.concat_ws(",", *[F.concat(F.lit(f + ":"), F.coalesce(_string_of(df, f, "record key", key),
+                                                                  F.lit(""))) for f in fields])
+
+
+def partition_path_expr(df: DataFrame, fields: list[str], hive_style: bool):
+    key = "hoodie.datasource.write.partitionpath.field"
+    if not fields:
+        return F.lit("")
+    parts = []
+    for f in fields:
+        v = F.coalesce(_string_of(df, f, "partition", key), F.lit(HIVE_DEFAULT))
+        parts.append(F.concat(F.lit(f + "="), v) if hive_style else v)
+    return F.concat_ws("/", *parts)
+
+
+def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
+            precombine: str | None) -> DataFrame:
+    """Key and partition columns, then one record per (partition, key)."""
+    df = df.withColumn(SEQ, F.monotonically_increasing_id())
+    df = df.withColumn(KEY, record_key_expr(df, key_fields)) \
+           .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+    if precombine and precombine in df.columns:
+        p = F.col(precombine)
+        # core._dedupe: the largest non-null value wins, the later one on a tie; a null never
+        # displaces a record already chosen, so with only nulls the first one stays.
+        order = [p.isNull().asc(), p.desc(), F.when(p.isNull(), F.col(SEQ)).otherwise(-F.col(SEQ)).asc()]
+    else:
+        order = [F.col(SEQ).desc()]
+    w = Window.partitionBy(PART, KEY).orderBy(*order)
+    return df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1").drop("__rn")
+
+
+def lookup(spark: SparkSession, df: DataFrame, slices: list[FileSlice], table_root: str) -> DataFrame:
+    """Add FID: the file group holding each key (null for keys not on the table)."""
+    if not slices:
+        return df.withColumn(FID, F.lit(None).cast("string"))
+    names = spark.createDataFrame([(s.base_file.name, s.partition, s.file_id) for s in slices],
+                                  "__fname string, __epart string, __efid string")
+    paths = [f"{table_root}/{s.base_file.relative_path}" for s in slices]
+    existing = spark.read.parquet(*paths).select(F.col(KEY).alias("__ekey"),
+                                                 F.col("_metadata.file_name").alias("__fname"))
+    existing = existing.join(F.broadcast(names), "__fname").select("__ekey", "__epart", "__efid")
+    joined = df.join(existing, (df[KEY] == existing["__ekey"]) & (df[PART] == existing["__epart"]),
+                     "left")
+    return joined.withColumn(FID, F.col("__efid")).drop("__ekey", "__epart", "__efid")
+
+
+@dataclass
+class Bucket:
+    partition: str
+    file_id: str
+    weight: int  # records assigned to it
+    existing: bool  # a small file group topped up
+
+
+@dataclass
+class Assignment:
+    buckets: list[Bucket] = field(default_factory=list)
+
+    def to_rows(self) -> list[tuple[str, str, int, int]]:
+        """(partition, fileId, lo, hi): a key whose hash modulo the partition total falls in
+        [lo, hi) goes to that file group."""
+        out, totals = [], {}
+        for b in self.buckets:
+            lo = totals.get(b.partition, 0)
+            out.append((b.partition, b.file_id, lo, lo + b.weight))
+            totals[b.partition] = lo + b.weight
+        return out
+
+    def totals(self) -> dict[str, int]:
+        t: dict[str, int] = {}
+        for b in self.buckets:
+            t[b.partition] = t.get(b.partition, 0) + b.weight
+        return t
+
+
+def plan_new_file_groups(new_counts: dict[str, int], small_files: dict[str, list[tuple[str, int]]],
+                         *, max_file_size: int, record_size: int) -> Assignment:
+    """Hudi's UpsertPartitioner: fill small files up to the max size, then new file groups."""
+    per_file = max(1, max_file_size // max(1, record_size))
+    out = Assignment()
+    for part in sorted(new_counts):
+        remaining = new_counts[part]
+        for file_id, size in sorted(small_files.get(part, []), key=lambda x: x[1]):
+            if remaining <= 0:
+                break
+            cap = (max_file_size - size) // max(1, record_size)
+            take = min(cap, remaining)
+            if take > 0:
+                out.buckets.append(Bucket(part, file_id, take, True))
+                remaining -= take
+        if remaining > 0:
+            n = math.ceil(remaining / per_file)
+            share = remaining // n
+            for i in range(n):
+                w = share + (1 if i < remaining - share * n else 0)
+                out.buckets.append(Bucket(part, new_file_id(), w, False))
+    return out
+
+
+def assign_new(spark: SparkSession, df: DataFrame, assignment: Assignment) -> DataFrame:
+    """Give FID to every row of ``df`` (all new keys) by the weighted hash ranges."""
+    rows = assignment.to_rows()
+    totals = assignment.totals()
+    ranges = spark.createDataFrame(rows, "__rpart string, __rfid string, __lo long, __hi long")
+    tot = spark.createDataFrame(list(totals.items()), "__tpart string, __total long")
+    df = df.join(F.broadcast(tot), df[PART] == tot["__tpart"]).drop("__tpart")
+    df = df.withColumn("__h", F.pmod(F.xxhash64(F.col(KEY)), F.col("__total")))
+    cond = (df[PART] == ranges["__rpart"]) & (df["__h"] >= ranges["__lo"]) & (df["__h"] < ranges["__hi"])
+    return df.join(F.broadcast(ranges), cond).withColumn(FID, F.col("__rfid")) \
+             .drop("__rpart", "__rfid", "__lo", "__hi", "__h", "__total")
+
+
+def bucket_of_expr(num_buckets: int, num_key_fields: int = 1):
+    """The bucket of each record, by Java Hudi's bucket hash (core.bucket_index), so that the
+    Spark writer, the Arrow writer and Java Hudi agree on every key's bucket. The record key
+    column holds the value (one field) or ``f1:v1,f2:v2`` (several): the hash takes the values."""
+    from airflow_hudi_occ.core.bucket_index import bucket_id
+
+    def _bucket(key):
+        if key is None:
+            return bucket_id([None], num_buckets)
+        if num_key_fields == 1:
+            return bucket_id([key], num_buckets)
+        return bucket_id([part.split(":", 1)[1] if ":" in part else part
+                          for part in key.split(",")], num_buckets)
+
+    return F.udf(_bucket, "long", useArrow=True)(F.col(KEY))
+
+
+def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buckets: int,
+                   spark: SparkSession, num_key_fields: int = 1) -> tuple[DataFrame, dict[tuple[str, int], str]]:
+    """Bucket index: FID = the file group of (partition, bucket), a new one if absent."""
+    df = df.withColumn("__bucket", bucket_of_expr(num_buckets, num_key_fields))
+    needed = [(r[0], int(r[1])) for r in df.select(PART, "__bucket").distinct().collect()]
+    mapping = dict(existing)
+    for part, b in needed:
+        if (part, b) not in mapping:
+            mapping[(part, b)] = new_file_id(bucket=b)
+    m = spark.createDataFrame([(p, b, f) for (p, b), f in mapping.items()],
+                              "__bpart string, __bnum long, __bfid string")
+    out = df.join(F.broadcast(m), (df[PART] == m["__bpart"]) & (df["__bucket"] == m["__bnum"])) \
+            .withColumn(FID, F.col("__bfid")).drop("__bpart", "__bnum", "__bfid", "__bucket")
+    return out, mapping

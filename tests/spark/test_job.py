@@ -1,0 +1,120 @@
+"""Concurrent spark-submit PROCESSES (local master) against one table, checked with hudi-rs."""
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_hudi_occ.core.file_group import list_base_files, list_partitions
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
+from airflow_hudi_occ.spark.writer import SparkHudiWriter
+from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+
+JOB = os.path.join(os.path.dirname(__file__), "..", "..", "airflow_hudi_occ", "spark", "job.py")
+OPTS = {"hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.name": "tbl",
+        "hoodie.write.lock.provider": "filesystem",
+        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
+        "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
+SCHEMA = "id long, p string, ts long, v string"
+
+
+def seed(spark, path, parts):
+    SparkHudiWriter(spark, path, OPTS).write(
+        spark.createDataFrame([(i, p, 1, "seed") for p in parts for i in range(20)
+                               if (i % len(parts)) == parts.index(p)], SCHEMA), "upsert")
+
+
+def source(tmp_path, name, rows):
+    f = str(tmp_path / f"{name}.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(
+        [("id", pa.int64()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.string())])), f)
+    return f
+
+
+def launch(path, src, barrier, n, extra=()):
+    # Output goes to files: a pipe nobody drains yet would block a chatty JVM before the
+    # barrier, and its peer would wait there in vain.
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
+               HUDI_OCC_TEST_COMMIT_BARRIER=f"{barrier}:{n}",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", "local[1]",
+           "--conf", "spark.ui.enabled=false", JOB, "--table", path, "--operation", "upsert",
+           "--source", src, "--source-format", "parquet"]
+    for k, v in {**OPTS, **dict(extra)}.items():
+        cmd += ["--option", f"{k}={v}"]
+    out = open(src + ".out", "w+")
+    err = open(src + ".err", "w+")
+    p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+    p.files = (out, err)
+    return p
+
+
+def finish(procs):
+    out = []
+    for p in procs:
+        p.wait(timeout=400)
+        for f in p.files:
+            f.seek(0)
+        stdout, stderr = p.files[0].read(), p.files[1].read()
+        res = parse_result(stdout)
+        assert res is not None, stderr[-3000:]
+        out.append((p.returncode, res))
+    return out
+
+
+def files_of(path, instant):
+    t = Table.open(path)
+    return [bf.relative_path for part in list_partitions(t) for bf in list_base_files(t, part)
+            if bf.instant_time == instant]
+
+
+def run_writers(spark, tmp_path, batches):
+    path = str(tmp_path / "tbl")
+    seed(spark, path, ["a", "b", "c", "d"][:max(2, len(batches))])
+    srcs = [source(tmp_path, f"w{i}", rows) for i, rows in enumerate(batches)]
+    procs = [launch(path, s, str(tmp_path / "barrier"), len(batches)) for s in srcs]
+    return path, finish(procs)
+
+
+def test_two_writers_on_disjoint_file_groups_both_commit(spark, tmp_path):
+    a = [{"id": i, "p": "a", "ts": 2, "v": "A"} for i in range(0, 20, 2)]
+    b = [{"id": i, "p": "b", "ts": 2, "v": "B"} for i in range(1, 20, 2)]
+    path, results = run_writers(spark, tmp_path, [a, b])
+    assert [code for code, _ in results] == [0, 0], results
+    got = rows_by_key(hudi_read(path))
+    assert {got[i]["v"] for i in range(20)} == {"A", "B"}
+    assert all(got[i]["v"] == ("A" if i % 2 == 0 else "B") for i in range(20))
+
+
+def test_two_writers_on_the_same_file_groups_exactly_one_commits(spark, tmp_path):
+    a = [{"id": i, "p": "a", "ts": 2, "v": "A"} for i in range(0, 20, 2)]
+    b = [{"id": i, "p": "a", "ts": 2, "v": "B"} for i in range(0, 20, 2)]
+    path, results = run_writers(spark, tmp_path, [a, b])
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, EXIT_RETRYABLE], results
+    winner = next(r for c, r in results if c == 0)
+    loser = next(r for c, r in results if c == EXIT_RETRYABLE)
+    assert loser["outcome"] == "conflict" and loser["other_instant"] == winner["instant"]
+    assert loser["file_groups"] and loser["seconds_discarded"] > 0
+    assert files_of(path, loser["instant"]) == []  # rolled back: nothing of the loser remains
+    got = rows_by_key(hudi_read(path))
+    assert {got[i]["v"] for i in range(0, 20, 2)} == {"A" if winner is results[0][1] else "B"}
+
+
+@pytest.mark.slow
+def test_four_writers_overlapping_in_pairs(spark, tmp_path):
+    batches = [[{"id": i, "p": p, "ts": 2, "v": f"{p}{n}"} for i in range(20) if i % 4 == "abcd".index(p)]
+               for p in "ab" for n in (0, 1)]
+    path, results = run_writers(spark, tmp_path, batches)
+    codes = [c for c, _ in results]
+    assert sorted(codes[:2]) == [0, EXIT_RETRYABLE] and sorted(codes[2:]) == [0, EXIT_RETRYABLE], results
+    for c, r in results:
+        if c == EXIT_RETRYABLE:
+            assert files_of(path, r["instant"]) == []
