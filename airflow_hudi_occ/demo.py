@@ -10,7 +10,6 @@ every key once, with the value of the last committed write.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import random
@@ -112,10 +111,7 @@ def main(argv=None) -> int:
 
 
 def _verify(table_path: str, expected_keys: set) -> bool:
-    try:
-        from airflow_hudi_occ.testing.tables import hudi_read
-    except ImportError:  # pragma: no cover
-        return True
+    from airflow_hudi_occ.testing.tables import hudi_read
     try:
         t = hudi_read(table_path)
     except ImportError:

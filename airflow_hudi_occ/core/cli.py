@@ -675,7 +675,7 @@ def cmd_show(ctx: Context) -> Result:
         f"{','.join(d['partition_fields']) or '(none)'}    precombine {d['precombine_field'] or '-'}",
         f"instants     {len(tl)}: " + ", ".join(f"{n} {s}" for s, n in by_state.items())
         + ("  (" + ", ".join(f"{a} {n}" for a, n in sorted(by_action.items())) + ")" if by_action else ""),
-        f"latest       " + (f"{latest['requested_time']} {latest['action']} "
+        "latest       " + (f"{latest['requested_time']} {latest['action']} "
                             f"{latest['operation_type'] or ''} completed {latest['completion_time'] or '-'}"
                             if latest else "-"),
         f"file groups  {len(slices)} in {len(per_part)} partitions",

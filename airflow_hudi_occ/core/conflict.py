@@ -201,6 +201,19 @@ def _window(timeline, since: str | None):
     return window(since) if window is not None else list(timeline)
 
 
+def _candidate_pool(timeline, current: "ConcurrentOperation", last_successful: Instant | None):
+    """Instants that can be candidates at all: requested after the base snapshot or still
+    pending, other than the current one, and, if completed, a write."""
+    since = last_successful.requested_time if last_successful is not None else None
+    for inst in _window(timeline, since):
+        if inst.requested_time == current.requested_time:
+            continue
+        if inst.is_completed and (inst.action not in _COMPLETED_WRITE_ACTIONS or
+                                  (since is not None and inst.requested_time <= since)):
+            continue
+        yield inst
+
+
 def _completion_order(instant: Instant) -> tuple:
     # Completed instants first, by when they completed (v6 has no completion time: requested
     # time stands in); pending ones after, by requested time.
@@ -291,22 +304,15 @@ class SimpleConcurrentFileWritesConflictResolutionStrategy(ConflictResolutionStr
     hudi_class = "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"
 
     def strategy_candidates(self, timeline, current, last_successful):
-        since = last_successful.requested_time if last_successful is not None else None
         is_mor = getattr(timeline.table.config, "table_type", "") == "MERGE_ON_READ"
         version = getattr(timeline.table.config, "version", 8)
-        # Only instants requested after the base snapshot, or still pending, can qualify.
-        for inst in _window(timeline, since):
-            if inst.requested_time == current.requested_time:
-                continue
+        for inst in _candidate_pool(timeline, current, last_successful):
             if inst.is_completed:
-                if inst.action not in _COMPLETED_WRITE_ACTIONS:
-                    continue
                 # On v8 a MOR table's completed "commit" is a compaction: it rewrote file
                 # slices that writers append to, so it is not a conflict for them.
                 if is_mor and version >= 8 and inst.action is Action.COMMIT:
                     continue
-                if since is None or inst.requested_time > since:
-                    yield inst
+                yield inst
             elif inst.action in (Action.REPLACE_COMMIT, Action.CLUSTERING):
                 # A pending clustering plan conflicts whenever it was scheduled: it will replace
                 # the file groups this write is updating. Other pending replaces (insert_overwrite)
@@ -389,14 +395,9 @@ class PreferWriterConflictResolutionStrategy(SimpleConcurrentFileWritesConflictR
 
     def strategy_candidates(self, timeline, current, last_successful):
         # Anything that completed after this instant was requested was either requested after
-        # the base snapshot or pending at start (added by candidate_instants): the window holds it.
-        since = last_successful.requested_time if last_successful is not None else None
-        for inst in _window(timeline, since):
-            if inst.requested_time == current.requested_time:
-                continue
+        # the base snapshot or pending at start (added by candidate_instants): the pool holds it.
+        for inst in _candidate_pool(timeline, current, last_successful):
             if inst.is_completed:
-                if inst.action not in _COMPLETED_WRITE_ACTIONS:
-                    continue
                 done_at = inst.completion_time or inst.requested_time
                 if done_at > current.requested_time:
                     yield inst

@@ -146,6 +146,3 @@ def parse_file_name(name: str) -> Instant | None:
         return None
     return Instant(requested, action, state)
 
-
-def is_valid_instant_time(t: str) -> bool:
-    return bool(re.fullmatch(r"\d{17}", t or ""))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import enum
 import os
-import posixpath
 import re
 import threading
 from abc import ABC, abstractmethod

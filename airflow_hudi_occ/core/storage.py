@@ -23,11 +23,9 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
-import time
 import uuid
 from typing import Any, Iterable
 
-import fsspec
 from fsspec.core import url_to_fs
 
 from .errors import StorageError
@@ -251,12 +249,4 @@ def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
     return tmp
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def open_storage(base_uri: str, storage_options: dict | None = None, **kw) -> Storage:
-    return Storage(base_uri, storage_options, **kw)
-
-
-__all__ = ["Storage", "open_storage", "fsspec"]
+__all__ = ["Storage"]

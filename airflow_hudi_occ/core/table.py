@@ -12,7 +12,6 @@ the same table cannot both succeed.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import zlib
@@ -42,7 +41,7 @@ def _unescape(s: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if n == "u" and i + 5 < len(s) + 0 and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2:i + 6] or ""):
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2:i + 6]):
                 out.append(chr(int(s[i + 2:i + 6], 16)))
                 i += 6
                 continue
@@ -393,6 +392,3 @@ class Table:
                 "partition_fields": c.partition_fields, "precombine_field": c.precombine_field,
                 "hive_style_partitioning": c.hive_style_partitioning}
 
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=str)

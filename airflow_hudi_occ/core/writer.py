@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .base_file import (new_file_id, read_parquet, record_keys, with_meta_columns, write_parquet,
                         write_token)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import posixpath
 import time
 from dataclasses import dataclass, field
