@@ -32,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from . import abort_signal
+from . import abort_signal, attempt_log
 from .config import FailedWritesPolicy, WriteConfig
 from .errors import HudiOccError, InstantRolledBackError, InstantStateError
 from .heartbeat import Heartbeat
@@ -284,6 +284,9 @@ class WriteTransaction:
         self.instant = done
         self.state = "completed"
         self._cleanup_after_commit()
+        rec = self._attempt_record()
+        rec.completion_time = completion_time
+        attempt_log.write_record(self.table, rec)
         log.info("committed %s at %s", done.requested_time, completion_time)
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
@@ -300,11 +303,30 @@ class WriteTransaction:
 
     # -- abort -----------------------------------------------------------------------------------
 
-    def abort(self, *, rollback: bool = True, reason: str = "") -> None:
-        """Give up this attempt: files written so far are rolled back (or left to lazy rollback)."""
+    def _attempt_record(self) -> "attempt_log.AttemptRecord":
+        return attempt_log.AttemptRecord(
+            instant=self.instant_time, action=self.action.value, operation=self.operation_type,
+            writer_id=self.writer_id, attempt=self.attempt, batch_key=self.batch_key,
+            checkpoint=self.checkpoint, labels=attempt_log.parse_labels(self.config.options),
+            started_at_ms=int(self.started_at * 1000))
+
+    def abort(self, *, rollback: bool = True, reason: str = "",
+              error: BaseException | None = None) -> None:
+        """Give up this attempt: files written so far are rolled back (or left to lazy rollback).
+
+        ``error`` (what made the attempt fail) goes to the attempt log, so the timeline page and
+        the CLI can say which instant won and how much work was discarded."""
         if self.state in ("completed", "aborted", "new"):
             self.state = "aborted" if self.state == "new" else self.state
             return
+        rec = attempt_log.record_from_error(self._attempt_record(), error)
+        rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
+        try:
+            rec.files_discarded = len(self.markers.data_files())
+        except Exception:  # markers unreadable: the rollback below still runs
+            pass
+        if error is not None and getattr(error, "seconds_discarded", None) is None:
+            error.seconds_discarded = rec.seconds_discarded
         if self._detector is not None:
             try:
                 self._detector.stop()
@@ -319,6 +341,7 @@ class WriteTransaction:
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=rollback)
             self.state = "aborted"
+            attempt_log.write_record(self.table, rec)
 
     def close(self) -> None:
         try:
@@ -333,7 +356,7 @@ class WriteTransaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None and self.state not in ("completed", "aborted"):
-            self.abort(reason=f"{exc_type.__name__}: {exc}")
+            self.abort(reason=f"{exc_type.__name__}: {exc}", error=exc)
 
 
 def _refuse_if_being_rolled_back(timeline: Timeline, instant_time: str) -> None:

@@ -128,7 +128,7 @@ class ArrowTableWriter:
             return tx.commit(stats, schema=schema_json,
                              replaced=replaced if action is Action.REPLACE_COMMIT else None)
         except BaseException as e:
-            tx.abort(reason=f"{type(e).__name__}: {e}")
+            tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
             raise
 
     # -- tagging --------------------------------------------------------------------------------

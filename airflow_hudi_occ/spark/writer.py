@@ -348,7 +348,7 @@ class SparkHudiWriter:
         except Exception:  # pragma: no cover - markers unreadable: still roll back
             pass
         try:
-            tx.abort(reason=f"{type(err).__name__}: {_short(err)}")
+            tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
         finally:
             if tx.instant is not None:
                 _sweep(table, tx.instant_time, parts)
