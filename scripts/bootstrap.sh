@@ -3,14 +3,16 @@
 #   - Java (for Spark and the ZooKeeper server), from Debian if missing;
 #   - Debian's zookeeper package (the real server the lock tests start), and Curator for the
 #     Java-interop lock test (scripts/install-zookeeper.sh);
-#   - a virtualenv in .venv with the package and its test and spark extras
-#     (HUDI_OCC_EXTRAS, default "test,spark"; pyspark is pinned to 4.2.0, the newest
+#   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
+#     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
+#   - a virtualenv in .venv with the package and its test, spark and airflow extras
+#     (HUDI_OCC_EXTRAS, default "test,spark,airflow"; pyspark is pinned to 4.2.0, the newest
 #     pyspark-client, so the Airflow Spark provider cannot overwrite it with other files).
 # A second run does nothing but check: the venv is rebuilt only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-EXTRAS=${HUDI_OCC_EXTRAS:-test,spark}
+EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow}
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
@@ -20,6 +22,15 @@ if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq openjdk-17-jdk-headless
 fi
 bash scripts/install-zookeeper.sh
+missing=""
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
+command -v docker-compose >/dev/null 2>&1 || missing="$missing docker-compose"
+if [ -n "$missing" ]; then
+  echo "bootstrap: installing$missing from Debian"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq $missing
+fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
