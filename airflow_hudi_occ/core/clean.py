@@ -109,6 +109,7 @@ def _replaced(timeline) -> dict[FileGroupId, Instant]:
 
 
 def _pending_clustering_inputs(timeline) -> tuple[set[FileGroupId], set[str]]:
+    from .clustering import relative_path
     groups: set[FileGroupId] = set()
     files: set[str] = set()
     for inst in timeline.pending():
@@ -118,7 +119,7 @@ def _pending_clustering_inputs(timeline) -> tuple[set[FileGroupId], set[str]]:
                 for part, fid, path in g.slices:
                     groups.add((part, fid))
                     if path:
-                        files.add(path)
+                        files.add(relative_path(timeline.table, path))
     return groups, files
 
 
@@ -171,8 +172,8 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
         doomed: list[BaseFile] = []
         if config.policy is CleanPolicy.KEEP_LATEST_COMMITS:
             e = earliest.requested_time
-            if rep is not None and rep.requested_time < e:
-                doomed = list(vs)  # replaced before every retained commit: nobody reads it
+            if rep is not None and rep.requested_time <= e:
+                doomed = list(vs)  # replaced as of every retained commit: nobody reads it
             else:
                 last_before = next((b for b in vs if b.instant_time < e), None)
                 doomed = [b for b in vs[1:] if b.instant_time < e and b is not last_before]
