@@ -65,6 +65,7 @@ def _service_job(path, args, env_extra=None):
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_service_job_clustering_yields_to_ingestion_under_prefer_writer(spark, tmp_path):
     """The clustering job (its own process) is held before its commit while ingestion updates
     the same file groups and commits; the clustering then exits 75 and is rolled back."""
