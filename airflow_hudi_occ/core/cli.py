@@ -12,6 +12,10 @@ prints either aligned plain-text tables or, with ``--json``, one JSON document o
     hudi-occ early-check TABLE --instant T --partition P --file-id F [--strategy NAME]
                                [--check-commit-conflict]
 
+Table services (these write to the table): ``clean TABLE [--dry-run]``, ``rollback TABLE
+[--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``. A retryable conflict
+(the clustering lost at its commit) exits 75, as the spark-submit jobs do.
+
 Global options (before or after the subcommand): ``--option KEY=VALUE`` (Hudi write options,
 the same keys a writer uses, so heartbeat expiry and the conflict strategy are judged as the
 writers judge them), ``--storage-option KEY=VALUE`` (fsspec options; values are read as JSON
@@ -41,13 +45,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .config import (CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE,
                      ECD_STRATEGY, WriteConfig)
-from .errors import HudiOccError, InstantStateError
+from .errors import HudiOccError, InstantStateError, RetryableError
 from .instant import Action, Instant, State
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_WOULD_ABORT = 3
+EXIT_RETRYABLE = 75
 
 PROG = "hudi-occ"
 
@@ -694,6 +699,59 @@ def cmd_show(ctx: Context) -> Result:
     return doc, "\n".join(lines), EXIT_OK
 
 
+# --- table services (these subcommands write: clean, rollback, clustering) -----------------------
+
+
+def cmd_clean(ctx: Context) -> Result:
+    from .clean import run_clean
+    res = run_clean(ctx.table, ctx.options, dry_run=ctx.args.dry_run)
+    doc = res.to_json()
+    files = res.planned_files if res.dry_run else res.deleted_files
+    head = (f"dry run: would delete {len(files)} files" if res.dry_run else
+            f"clean {res.clean_instant or '(nothing to clean)'}: deleted {len(files)} files, "
+            f"rolled back {len(res.rolled_back)} failed writes")
+    text = head + f" (policy {res.policy}, earliest retained {res.earliest_commit_to_retain or '-'})"
+    if files:
+        text += "\n" + "\n".join(f"  {f}" for f in files)
+    return doc, text, EXIT_OK
+
+
+def cmd_rollback(ctx: Context) -> Result:
+    from .rollback import rollback_failed_writes, rollback_instant
+    if ctx.args.instant:
+        t = _instant_time(ctx.args.instant)
+        _require_instant(ctx, t)
+        res = [rollback_instant(ctx.table, t, ctx.config, reason="requested from the CLI")]
+    else:
+        res = rollback_failed_writes(ctx.table, ctx.config)
+    doc = {"rolled_back": [r.to_json() for r in res]}
+    text = render_table(["INSTANT", "ROLLBACK", "FILES DELETED", "SKIPPED"],
+                        [[r.rolled_back, r.rollback_instant, len(r.deleted_files), r.skipped_reason]
+                         for r in res], empty="no failed writes to roll back")
+    return doc, text, EXIT_OK
+
+
+def cmd_cluster(ctx: Context) -> Result:
+    from .clustering import execute_clustering, schedule_clustering, show_clustering
+    action = ctx.args.action
+    if action == "schedule":
+        t = schedule_clustering(ctx.table, ctx.options)
+        return {"scheduled": t}, (f"scheduled clustering {t}" if t else "nothing to cluster"), EXIT_OK
+    if action == "run":
+        t = _instant_time(ctx.args.instant) if ctx.args.instant else None
+        res = execute_clustering(ctx.table, ctx.options, t)
+        return res.to_json(), (f"clustering {res.instant} committed at {res.completion_time}: "
+                               f"{res.to_json()['replaced_file_groups']} file groups into "
+                               f"{len(res.stats)}"), EXIT_OK
+    plans = show_clustering(ctx.table)
+    text = render_table(["INSTANT", "STATE", "SORT", "GROUPS", "FILE GROUPS", "OUTPUT FGS"],
+                        [[p["instant"], p["state"], p["sort_columns"], len(p["groups"]),
+                          sum(len(g["file_groups"]) for g in p["groups"]),
+                          sum(g["num_output_file_groups"] for g in p["groups"])] for p in plans],
+                        empty="no pending clustering")
+    return {"pending": plans}, text, EXIT_OK
+
+
 # --- the parser --------------------------------------------------------------------------------
 
 
@@ -758,6 +816,20 @@ def build_parser() -> argparse.ArgumentParser:
                    f"default from --option {ECD_STRATEGY.key}")
     p.add_argument("--check-commit-conflict", action="store_true",
                    help=f"also check commits completed since the instant began ({ECD_CHECK_COMMIT_CONFLICT.key})")
+    p = add("clean", cmd_clean, "roll back dead writers (LAZY), then delete file versions the "
+            "clean policy no longer retains (hoodie.clean.policy, ...commits.retained)")
+    p.add_argument("--dry-run", action="store_true", help="only show what would be deleted")
+    p = add("rollback", cmd_rollback, "roll back one pending instant, or every pending write "
+            "whose heartbeat expired")
+    p.add_argument("--instant", metavar="T")
+    p = sub.add_parser("cluster", help="schedule, run (in this process, with Arrow) or show "
+                       "clustering; for big tables run airflow_hudi_occ.spark.service_job",
+                       description="clustering: schedule | run | show")
+    p.add_argument("action", choices=["schedule", "run", "show"])
+    p.add_argument("table", metavar="TABLE", help="base path or URL of the table")
+    p.add_argument("--instant", metavar="T", help="run: this plan (default: the earliest pending)")
+    _add_common(p, top=False)
+    p.set_defaults(func=cmd_cluster)
     return parser
 
 
@@ -809,6 +881,9 @@ def _main(argv: list[str]) -> int:
             print(text)
         sys.stdout.flush()
         return code
+    except RetryableError as e:
+        _print_error(e.to_dict(), as_json)
+        return EXIT_RETRYABLE
     except HudiOccError as e:
         _print_error(e.to_dict(), as_json)
         return EXIT_USAGE

@@ -286,3 +286,124 @@ class WriteConfig:
 
     def replace(self, **changes) -> "WriteConfig":
         return dataclasses.replace(self, **changes)
+
+
+# --- table services: clean and clustering ----------------------------------------------------
+
+
+class CleanPolicy(enum.Enum):
+    KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+    KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+
+
+CLEAN_POLICY = ConfigProperty("hoodie.clean.policy", CleanPolicy.KEEP_LATEST_COMMITS,
+                              parse_enum(CleanPolicy), aliases=("hoodie.cleaner.policy",),
+                              doc="KEEP_LATEST_COMMITS or KEEP_LATEST_FILE_VERSIONS "
+                                  "(KEEP_LATEST_BY_HOURS is not supported)")
+CLEAN_COMMITS_RETAINED = ConfigProperty("hoodie.clean.commits.retained", 10, parse_int,
+                                        aliases=("hoodie.cleaner.commits.retained",))
+CLEAN_FILE_VERSIONS_RETAINED = ConfigProperty("hoodie.clean.fileversions.retained", 3, parse_int,
+                                              aliases=("hoodie.cleaner.fileversions.retained",))
+CLEAN_AUTOMATIC = ConfigProperty("hoodie.clean.automatic", True, parse_bool,
+                                 doc="read by orchestrators deciding whether to clean after a write")
+CLEAN_ASYNC = ConfigProperty("hoodie.clean.async.enabled", False, parse_bool,
+                             aliases=("hoodie.clean.async",))
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    """What a clean keeps, plus the write config it needs (lock, heartbeat, failed-writes policy)."""
+
+    policy: CleanPolicy = CleanPolicy.KEEP_LATEST_COMMITS
+    commits_retained: int = 10
+    file_versions_retained: int = 3
+    automatic: bool = True
+    async_enabled: bool = False
+    write: WriteConfig = field(default_factory=WriteConfig)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
+        options = dict(options or {})
+        cfg = cls(CLEAN_POLICY.get(options), CLEAN_COMMITS_RETAINED.get(options),
+                  CLEAN_FILE_VERSIONS_RETAINED.get(options), CLEAN_AUTOMATIC.get(options),
+                  CLEAN_ASYNC.get(options), WriteConfig.from_options(options))
+        if cfg.commits_retained < 1:
+            raise ConfigError("a clean must retain at least one commit", key=CLEAN_COMMITS_RETAINED.key,
+                              value=cfg.commits_retained, remedy="set it to 1 or more")
+        if cfg.file_versions_retained < 1:
+            raise ConfigError("a clean must retain at least one file version",
+                              key=CLEAN_FILE_VERSIONS_RETAINED.key, value=cfg.file_versions_retained,
+                              remedy="set it to 1 or more")
+        return cfg
+
+
+CLUSTERING_SMALL_FILE_LIMIT = ConfigProperty("hoodie.clustering.plan.strategy.small.file.limit",
+                                             314_572_800, parse_int,
+                                             doc="bytes; base files smaller than this are clustered")
+CLUSTERING_TARGET_FILE_MAX_BYTES = ConfigProperty(
+    "hoodie.clustering.plan.strategy.target.file.max.bytes", 1_073_741_824, parse_int)
+CLUSTERING_MAX_BYTES_PER_GROUP = ConfigProperty(
+    "hoodie.clustering.plan.strategy.max.bytes.per.group", 2_147_483_648, parse_int)
+CLUSTERING_MAX_NUM_GROUPS = ConfigProperty("hoodie.clustering.plan.strategy.max.num.groups", 30,
+                                           parse_int)
+CLUSTERING_SORT_COLUMNS = ConfigProperty("hoodie.clustering.plan.strategy.sort.columns", "", str)
+CLUSTERING_SINGLE_GROUP = ConfigProperty(
+    "hoodie.clustering.plan.strategy.single.group.clustering.enabled", True, parse_bool,
+    doc="whether a group of one file slice is worth clustering (only when it is sorted)")
+CLUSTERING_PARTITION_SELECTED = ConfigProperty("hoodie.clustering.plan.strategy.partition.selected",
+                                               "", str, doc="comma-separated partition paths")
+CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
+    "hoodie.clustering.updates.strategy", "", str,
+    doc="how writes treat file groups under a pending clustering plan: "
+        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy (refuse the "
+        "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
+        "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
+        "Reject otherwise")
+
+REJECT_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy"
+ALLOW_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"
+
+
+def clustering_rejects_updates(options: Mapping[str, Any]) -> bool:
+    """Whether a write must refuse file groups under a pending clustering plan (before writing)."""
+    value = CLUSTERING_UPDATES_STRATEGY.get(options).strip()
+    if not value:
+        strategy = str(CONFLICT_RESOLUTION_STRATEGY.get(options)).strip().lower()
+        return not (strategy in ("prefer-writer", "prefer_writer")
+                    or strategy.endswith("preferwriterconflictresolutionstrategy"))
+    short = value.rsplit(".", 1)[-1].lower()
+    if short in ("sparkrejectupdatestrategy", "reject"):
+        return True
+    if short in ("sparkallowupdatestrategy", "allow"):
+        return False
+    raise ConfigError(f"unknown clustering updates strategy {value!r}",
+                      key=CLUSTERING_UPDATES_STRATEGY.key, value=value,
+                      remedy=f"use {REJECT_UPDATE_STRATEGY} or {ALLOW_UPDATE_STRATEGY}")
+
+
+@dataclass(frozen=True)
+class ClusteringConfig:
+    """How clustering chooses its input (small file groups per partition) and sizes its output."""
+
+    small_file_limit: int = 314_572_800
+    target_file_max_bytes: int = 1_073_741_824
+    max_bytes_per_group: int = 2_147_483_648
+    max_num_groups: int = 30
+    sort_columns: tuple[str, ...] = ()
+    single_group_clustering: bool = True
+    partitions: tuple[str, ...] = ()
+    write: WriteConfig = field(default_factory=WriteConfig)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ClusteringConfig":
+        options = dict(options or {})
+        split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+        cfg = cls(CLUSTERING_SMALL_FILE_LIMIT.get(options), CLUSTERING_TARGET_FILE_MAX_BYTES.get(options),
+                  CLUSTERING_MAX_BYTES_PER_GROUP.get(options), CLUSTERING_MAX_NUM_GROUPS.get(options),
+                  split(CLUSTERING_SORT_COLUMNS.get(options)), CLUSTERING_SINGLE_GROUP.get(options),
+                  split(CLUSTERING_PARTITION_SELECTED.get(options)), WriteConfig.from_options(options))
+        if cfg.target_file_max_bytes <= 0 or cfg.max_num_groups <= 0:
+            raise ConfigError("clustering target size and max groups must be positive",
+                              key=CLUSTERING_TARGET_FILE_MAX_BYTES.key, value=cfg.target_file_max_bytes)
+        clustering_rejects_updates(options)  # validate early
+        return cfg

@@ -225,3 +225,14 @@ class LockReentryError(LockError):
     """The same lock object was acquired twice: Hudi's locks are not re-entrant."""
 
     remedy = "release the lock before acquiring it again; nested transactions are not supported"
+
+
+class CleanedInstantError(HudiOccError):
+    """Time travel to an instant whose file versions a clean has already deleted."""
+
+    def __init__(self, message: str, *, as_of: str, clean_instant: str | None = None,
+                 earliest_retained: str | None = None, remedy: str | None = None):
+        self.as_of = as_of
+        self.clean_instant = clean_instant
+        self.earliest_retained = earliest_retained
+        super().__init__(message, remedy=remedy)

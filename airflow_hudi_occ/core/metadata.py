@@ -372,3 +372,126 @@ class RollbackMetadata:
         except (AttributeError, TypeError, KeyError) as e:
             raise CorruptMetadataError(f"rollback metadata {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
+
+
+# --- clean ----------------------------------------------------------------------------------
+
+#: Hudi 1.x writes clean plans and clean metadata as version 2 (file names, not full paths, in
+#: the metadata's per-partition lists).
+CLEAN_VERSION = 2
+
+
+@dataclass
+class CleanerPlan:
+    """A ``<t>.clean.requested`` (HoodieCleanerPlan): what a clean will delete, decided under the lock.
+
+    ``files_by_partition`` holds paths relative to the base path; the Avro form carries full
+    paths in ``filePathsToBeDeletedPerPartition`` as Java Hudi writes them.
+    """
+
+    policy: str
+    earliest_instant_to_retain: tuple[str, str] | None  # (requested time, action)
+    last_completed_commit: str
+    files_by_partition: dict[str, list[str]]
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+
+    def encode(self, base_uri: str) -> bytes:
+        base = base_uri.rstrip("/")
+        earliest = None
+        if self.earliest_instant_to_retain:
+            t, a = self.earliest_instant_to_retain
+            earliest = {"timestamp": t, "action": a, "state": "COMPLETED"}
+        return avro_encode("HoodieCleanerPlan", {
+            "earliestInstantToRetain": earliest,
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "policy": self.policy,
+            "filesToBeDeletedPerPartition": {},
+            "version": CLEAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                p: [{"filePath": f"{base}/{rel}", "isBootstrapBaseFile": False} for rel in rels]
+                for p, rels in sorted(self.files_by_partition.items())},
+            "partitionsToBeDeleted": [],
+            "extraMetadata": dict(self.extra_metadata) or None,
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, base_uri: str, path: str | None = None) -> "CleanerPlan":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty clean plan {path or ''}", path=path)
+        base = base_uri.rstrip("/") + "/"
+        try:
+            files: dict[str, list[str]] = {}
+            for p, infos in (rec.get("filePathsToBeDeletedPerPartition") or {}).items():
+                for info in infos or []:
+                    fp = info.get("filePath") or ""
+                    if fp.startswith(base):
+                        rel = fp[len(base):]
+                    else:  # another scheme spelling of the same base: keep partition/name
+                        rel = "/".join(x for x in (p, fp.rsplit("/", 1)[-1]) if x)
+                    files.setdefault(p, []).append(rel)
+            for p, names in (rec.get("filesToBeDeletedPerPartition") or {}).items():  # version 1
+                files.setdefault(p, []).extend("/".join(x for x in (p, n) if x) for n in names or [])
+            e = rec.get("earliestInstantToRetain")
+            return cls(rec.get("policy") or "", (e["timestamp"], e["action"]) if e else None,
+                       rec.get("lastCompletedCommitTimestamp") or "", files,
+                       dict(rec.get("extraMetadata") or {}))
+        except (AttributeError, TypeError, KeyError) as e:
+            raise CorruptMetadataError(f"clean plan {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+@dataclass
+class CleanMetadata:
+    """A completed ``<t>_<c>.clean`` (HoodieCleanMetadata)."""
+
+    start_clean_time: str
+    policy: str
+    earliest_commit_to_retain: str
+    last_completed_commit: str
+    deleted_by_partition: dict[str, list[str]]  # partition -> relative paths
+    failed_by_partition: dict[str, list[str]] = field(default_factory=dict)
+    time_taken_ms: int = 0
+
+    def deleted_files(self) -> set[str]:
+        return {f for v in self.deleted_by_partition.values() for f in v}
+
+    def encode(self) -> bytes:
+        parts = sorted(set(self.deleted_by_partition) | set(self.failed_by_partition))
+        name = lambda rel: rel.rsplit("/", 1)[-1]  # noqa: E731
+        return avro_encode("HoodieCleanMetadata", {
+            "startCleanTime": self.start_clean_time,
+            "timeTakenInMillis": int(self.time_taken_ms),
+            "totalFilesDeleted": sum(len(v) for v in self.deleted_by_partition.values()),
+            "earliestCommitToRetain": self.earliest_commit_to_retain,
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "partitionMetadata": {p: {
+                "partitionPath": p, "policy": self.policy,
+                "deletePathPatterns": [name(f) for f in self.deleted_by_partition.get(p, []) +
+                                       self.failed_by_partition.get(p, [])],
+                "successDeleteFiles": [name(f) for f in self.deleted_by_partition.get(p, [])],
+                "failedDeleteFiles": [name(f) for f in self.failed_by_partition.get(p, [])],
+                "isPartitionDeleted": False} for p in parts},
+            "version": CLEAN_VERSION,
+            "bootstrapPartitionMetadata": {},
+            "extraMetadata": None,
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "CleanMetadata":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty clean metadata {path or ''}", path=path)
+        try:
+            join = lambda p, n: "/".join(x for x in (p, n.rsplit("/", 1)[-1]) if x)  # noqa: E731
+            pm = rec.get("partitionMetadata") or {}
+            policy = rec.get("policy") or next((m.get("policy") for m in pm.values()), "") or ""
+            return cls(rec.get("startCleanTime") or "", policy,
+                       rec.get("earliestCommitToRetain") or "",
+                       rec.get("lastCompletedCommitTimestamp") or "",
+                       {p: [join(p, n) for n in m.get("successDeleteFiles") or []] for p, m in pm.items()},
+                       {p: [join(p, n) for n in m.get("failedDeleteFiles") or []] for p, m in pm.items()},
+                       rec.get("timeTakenInMillis") or 0)
+        except (AttributeError, TypeError, KeyError) as e:
+            raise CorruptMetadataError(f"clean metadata {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e

@@ -25,7 +25,7 @@ from .base_file import (new_file_id, read_parquet, record_keys, with_meta_column
                         write_token)
 from .bucket_index import HASH_FIELD, bucket_config, bucket_id
 from .config import WriteConfig
-from .conflict import check_not_in_pending_clustering
+from .clustering import check_write_against_pending_clustering
 from .errors import ConfigError
 from .file_group import FileSystemView, base_file_name, bucket_id_of
 from .instant import Action
@@ -117,8 +117,9 @@ class ArrowTableWriter:
                 schema_json = tl.commit_metadata(last).schema or schema_json
             work, replaced = self._plan(tx, view, data, op)
             # Refused before any data file exists: clustering would drop these updates.
-            check_not_in_pending_clustering(view.timeline, [(w.partition, w.file_id) for w in work
-                                                            if w.prev is not None], tx.instant)
+            touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
+            touched += [(p, f) for p, ids in replaced.items() for f in ids]
+            check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
             tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
             stats = []
             for w in work:
@@ -291,6 +292,9 @@ def _older(rows: pa.Table, new_i: int, base: pa.Table, old_i: int, pre: str) -> 
 def read_table(table: Table, as_of: str | None = None) -> pa.Table:
     """Snapshot (or as-of) read of the whole table through the file-system view."""
     view = FileSystemView(table, as_of=as_of)
+    if as_of is not None:
+        from .clean import check_as_of_readable
+        check_as_of_readable(table, as_of, view.timeline)
     parts = [read_parquet(table.storage, s.base_file.relative_path) for s in view.latest_file_slices()]
     if not parts:
         return pa.table({})

@@ -52,7 +52,8 @@ STAT_DDL = ("partition string, file_id string, path string, prev_commit string, 
             "num_writes long, num_deletes long, num_update_writes long, num_inserts long, "
             "file_size long, write_ms long")
 
-MODES = ("merge", "delete", "append", "create")
+MODES = ("merge", "delete", "append", "create", "cluster")
+COMMIT_TIME = "_hoodie_commit_time"
 
 
 @dataclass
@@ -70,6 +71,7 @@ class TaskContext:
     prev: dict = field(default_factory=dict)  # (partition, fileId) -> previous base file rel path
     completed_at_start: list[str] = field(default_factory=list)
     batch_rows: int = 65536
+    sort_columns: list[str] = field(default_factory=list)  # mode "cluster": sort each new file
 
 
 # Per Python worker process: the table, config, markers and detector of an instant are built
@@ -242,6 +244,15 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         if prev_rel:
             base = _read_base(table, prev_rel)
             user, keys, times, upd, ins, dels = _merge(ctx, base, incoming)
+        elif ctx.mode == "cluster":
+            # Clustering moves records as they are: each keeps its _hoodie_commit_time.
+            if ctx.sort_columns:
+                incoming = incoming.take(pc.sort_indices(
+                    incoming, sort_keys=[(c, "ascending") for c in ctx.sort_columns]))
+            user = _conform(incoming, ctx.target_schema)
+            keys = incoming.column(KEY).combine_chunks()
+            times = incoming.column(COMMIT_TIME).combine_chunks()
+            upd, ins, dels = 0, incoming.num_rows, 0
         else:
             user = _conform(incoming, ctx.target_schema)
             keys = incoming.column(KEY).combine_chunks()

@@ -31,6 +31,9 @@ def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_op
     """The table now, or as of a requested instant time (time travel)."""
     table = Table.open(base_path, storage_options)
     view = FileSystemView(table, as_of=as_of)
+    if as_of is not None:
+        from ..core.clean import check_as_of_readable
+        check_as_of_readable(table, as_of, view.timeline)
     return _read(spark, table, [s.base_file.relative_path for s in view.latest_file_slices()])
 
 

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
-from ..core.conflict import check_not_in_pending_clustering
+from ..core.clustering import check_write_against_pending_clustering
 from ..core.errors import (ConfigError, EarlyConflictError, HudiOccError, RetryableError,
                            TableNotFoundError, WriteAbortedError)
 from ..core.file_group import FileSystemView, bucket_id_of, list_base_files
@@ -199,7 +199,9 @@ class SparkHudiWriter:
             existing = {(s.partition, s.file_id): s for s in slices}
             touched_existing = [g for g in planned if g in existing]
             # Refused before any data file exists: clustering would drop these updates.
-            check_not_in_pending_clustering(view.timeline, touched_existing, tx.instant)
+            replaced_now = [(s.partition, s.file_id) for s in slices] if op == "insert_overwrite" else []
+            check_write_against_pending_clustering(view.timeline, touched_existing + replaced_now,
+                                                   tx.instant, opts.write_config)
             tx.start_inflight(planned_file_groups=planned)
             mode = {"upsert": "merge", "delete": "delete", "insert": "append",
                     "bulk_insert": "create", "insert_overwrite": "create"}[op]

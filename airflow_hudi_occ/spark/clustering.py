@@ -1,0 +1,126 @@
+"""Executing a scheduled clustering plan with Spark.
+
+::
+
+    driver:    ClusteringTransaction.adopt (lock: the plan, heartbeat, snapshot as the plan saw
+               the table) -> inflight
+               -> read the plan's file slices (Spark parquet, schemas merged) -> each row gets
+               its output file group: one of the group's numOutputFileGroups new fileIds, by
+               record-key hash
+    executors: per new file group (executor.py, mode "cluster"): marker -> rows sorted by the
+               plan's sort columns -> one parquet base file; every record keeps its
+               _hoodie_commit_time (incremental readers must not see clustered rows as new)
+    driver:    commit as a table service: replacecommit with partitionToReplaceFileIds, under
+               the lock, with the configured conflict strategy deciding who yields
+
+A conflict aborts the job like a write does (jobgroup.py): the instant, plan included, is
+rolled back, so the clustering can be scheduled again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from typing import Any, Callable, Mapping
+
+from ..core.base_file import new_file_id
+from ..core.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
+                               latest_schema, relative_path, sort_columns_of)
+from ..core.errors import HudiOccError
+from ..core.metadata import WriteStat
+from ..core.table import META_COLUMNS, Table
+from . import tagging
+from .errors import SparkWriteError
+from .executor import STAT_DDL, TaskContext, make_group_fn
+from .jobgroup import JobAborted, run_watched
+
+NAME = "__hudi_src_name"
+
+
+class SparkClusteringExecutor:
+    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *,
+                 storage_options: dict | None = None, writer_id: str | None = None,
+                 lock_manager=None):
+        self.spark = spark
+        self.base_path = base_path
+        self.options = {str(k): str(v) for k, v in options.items() if v is not None}
+        self.storage_options = storage_options
+        self.writer_id = writer_id
+        self._lock_manager = lock_manager
+
+    def execute(self, instant: str | None = None, *,
+                before_commit: Callable | None = None) -> ClusteringResult:
+        """Execute ``instant`` (default: the earliest pending clustering plan) and commit it."""
+        from pyspark.sql import functions as F
+
+        from .writer import EXTRA_ENGINE, _short, _sweep, arrow_schema_of
+        table = Table.open(self.base_path, self.storage_options)
+        cfg = ClusteringConfig.from_options(self.options)
+        t0 = time.time()
+        tx = ClusteringTransaction(table, cfg.write, lock_manager=self._lock_manager,
+                                   writer_id=self.writer_id)
+        plan = tx.adopt(instant)
+        parts = {p for g in plan.input_groups for p, _f, _ in g.slices}
+        try:
+            tx.start_inflight(data=b"")
+            mapping, rels, replaced = [], [], {}
+            for g in plan.input_groups:
+                ids = [new_file_id() for _ in range(max(1, g.num_output_file_groups))]
+                for part, fid, path in g.slices:
+                    rel = relative_path(table, path)
+                    rels.append(rel)
+                    mapping.append((posixpath.basename(rel), part, ids))
+                    replaced.setdefault(part, []).append(fid)
+            root = table.storage.root
+            df = self.spark.read.option("mergeSchema", "true").parquet(*[f"{root}/{r}" for r in rels])
+            df = df.withColumn(NAME, F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1))
+            m = self.spark.createDataFrame(mapping, f"{NAME} string, __part string, __ids array<string>")
+            user_columns = [c for c in df.columns if c not in META_COLUMNS and c != NAME]
+            joined = df.join(F.broadcast(m), NAME)
+            pick = F.element_at(F.col("__ids"), (F.pmod(F.hash(F.col(tagging.KEY)),
+                                                        F.size(F.col("__ids"))) + 1).cast("int"))
+            rows_df = joined.select(*user_columns, tagging.KEY, F.col("__part").alias(tagging.PART),
+                                    pick.alias(tagging.FID), "_hoodie_commit_time")
+            ctx = TaskContext(base_uri=table.base_uri, storage_options=self.storage_options or {},
+                              options=dict(cfg.write.options), instant=tx.instant_time, mode="cluster",
+                              user_columns=user_columns,
+                              target_schema=arrow_schema_of(df.select(*user_columns)),
+                              precombine=None, prev={}, sort_columns=sort_columns_of(plan, cfg),
+                              completed_at_start=sorted(tx.snapshot.completed_at_start))
+            job = rows_df.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+            rows = run_watched(self.spark, table, tx.instant_time, job.collect,
+                               description=f"hudi cluster {table.name} {tx.instant_time}")
+            stats = [WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
+                               num_writes=r.num_writes, num_inserts=r.num_inserts,
+                               file_size_in_bytes=r.file_size, total_write_bytes=r.file_size,
+                               create_time_ms=r.write_ms) for r in rows]
+            if before_commit is not None:
+                before_commit(tx)
+            res = tx.commit(stats, schema=latest_schema(table.timeline()), replaced=replaced,
+                            extra_metadata={EXTRA_ENGINE: "spark"})
+            return ClusteringResult(res.instant.requested_time, res.instant.completion_time,
+                                    replaced, stats, time.time() - t0)
+        except JobAborted as ja:
+            from .writer import SparkHudiWriter
+            err = SparkHudiWriter._error_from_signal(None, ja.info, tx)
+            self._abort(tx, table, parts, err)
+            raise err from None
+        except HudiOccError as e:
+            self._abort(tx, table, parts, e)
+            raise
+        except BaseException as e:
+            self._abort(tx, table, parts, e)
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise SparkWriteError(f"the Spark clustering {tx.instant_time} failed: {_short(e)}",
+                                  instant=tx.instant_time, cause=type(e).__name__) from e
+
+    @staticmethod
+    def _abort(tx, table, parts, err) -> None:
+        from ..core import abort_signal
+        from .writer import _short, _sweep
+        try:
+            tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
+        finally:
+            _sweep(table, tx.instant_time, parts)
+            abort_signal.clear_abort(table, tx.instant_time)

@@ -1,0 +1,128 @@
+"""The spark-submit entry point for table services: clean, rollback, clustering.
+
+::
+
+    python -m airflow_hudi_occ.spark.service_job --table PATH --service clean|rollback|cluster \
+        [--option k=v ...] [--schedule-only | --instant T] [--dry-run]
+
+- ``clean``: LAZY rollback of dead writers, then one clean (``--dry-run``: plan only).
+- ``rollback``: ``--instant T`` rolls back that pending instant; without it, every pending
+  write whose heartbeat expired (newest first).
+- ``cluster``: ``--schedule-only`` plans (under the lock) and exits; ``--instant T`` executes
+  that plan; neither: executes the earliest pending plan, scheduling one if none is pending.
+  Only execution starts Spark.
+
+Exit codes and output as ``job.py``: ``0`` done (also "nothing to do"), ``75`` a retryable
+conflict (the clustering lost to another writer and was rolled back: schedule again later),
+``1`` any other error, ``2`` usage. The last ``HUDI_OCC_RESULT {...}`` line is the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+if __package__ in (None, ""):  # run as a file by spark-submit
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+from airflow_hudi_occ.spark.job import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,  # noqa: E402
+                                        _options, _test_barrier, emit)
+
+SERVICES = ("clean", "rollback", "cluster")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="airflow_hudi_occ.spark.service_job",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--table", required=True)
+    p.add_argument("--service", required=True, choices=SERVICES)
+    p.add_argument("--option", action="append", default=[], metavar="K=V")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--schedule-only", action="store_true")
+    g.add_argument("--instant", default=None)
+    p.add_argument("--dry-run", action="store_true", help="clean: plan only")
+    p.add_argument("--writer-id", default=None)
+    p.add_argument("--master", default=None)
+    return p.parse_args(argv)
+
+
+def _spark(args):
+    from airflow_hudi_occ.spark.session import ensure_python_env, local_session
+    ensure_python_env()
+    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
+        return local_session(args.master or "local[2]")
+    from pyspark.sql import SparkSession
+    return SparkSession.builder.appName(f"hudi-occ cluster {os.path.basename(args.table)}").getOrCreate()
+
+
+def run(args, options: dict) -> dict:
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table import Table
+    table = Table.open(args.table)
+    if args.service == "clean":
+        from airflow_hudi_occ.core.clean import run_clean
+        return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
+    if args.service == "rollback":
+        from airflow_hudi_occ.core.rollback import rollback_failed_writes, rollback_instant
+        cfg = WriteConfig.from_options(options)
+        if args.instant:
+            res = [rollback_instant(table, args.instant, cfg, reason="requested by service job")]
+        else:
+            res = rollback_failed_writes(table, cfg)
+        return {"outcome": "ok", "rolled_back": [r.to_json() for r in res]}
+    from airflow_hudi_occ.core.clustering import pending_clustering, schedule_clustering
+    if args.schedule_only:
+        return {"outcome": "ok", "scheduled": schedule_clustering(table, options)}
+    instant, scheduled = args.instant, None
+    if instant is None and not pending_clustering(table.timeline()):
+        scheduled = instant = schedule_clustering(table, options)
+        if instant is None:
+            return {"outcome": "ok", "scheduled": None, "message": "nothing to cluster"}
+    spark = _spark(args)
+    try:
+        from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
+        res = SparkClusteringExecutor(spark, args.table, options, writer_id=args.writer_id) \
+            .execute(instant, before_commit=_test_barrier())
+        return {**res.to_json(), "scheduled": scheduled}
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # pragma: no cover
+            pass
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        options = _options(args.option)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            emit({"outcome": "error", "error": {"error": "UsageError", "message": str(e.code)}})
+            return EXIT_USAGE
+        return EXIT_OK
+    from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+    t0 = time.time()
+    base = {"table": args.table, "service": args.service}
+    try:
+        emit({**base, **run(args, options)})
+        return EXIT_OK
+    except RetryableError as e:
+        d = e.to_dict()
+        emit({**base, "outcome": "conflict", "instant": d.get("instant"),
+              "other_instant": d.get("other_instant"), "file_groups": d.get("file_groups", []),
+              "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)), "error": d})
+        return EXIT_RETRYABLE
+    except HudiOccError as e:
+        emit({**base, "outcome": "error", "error": e.to_dict()})
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        emit({**base, "outcome": "error", "error": {"error": type(e).__name__, "message": str(e)[:2000]}})
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

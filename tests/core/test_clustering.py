@@ -1,0 +1,148 @@
+"""Clustering in core: planning under the lock, the Arrow executor, writers meeting a pending
+plan, and clustering racing ingestion in separate processes (hudi-rs checks every row once)."""
+
+import multiprocessing as mp
+import os
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.core.clustering import (execute_clustering, plan_clustering,
+                                              schedule_clustering, show_clustering)
+from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig
+from airflow_hudi_occ.core.errors import PendingClusteringConflictError, WriteConflictError
+from airflow_hudi_occ.core.file_group import FileSystemView, list_base_files
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.testing.service_workers import cluster_after_barrier
+from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.workers import commit_after_barrier
+
+PREFER = {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+
+
+def _seed(table, opts, batches=3, per=4, parts=("a",)):
+    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    for b in range(batches):
+        w.write(pa.Table.from_pylist([{"id": b * 100 + i + 1000 * parts.index(p), "p": p, "ts": b,
+                                       "v": f"{(per - i) % per}-{b}"}
+                                      for p in parts for i in range(per)]), "insert")
+
+
+def test_arrow_clustering_rewrites_small_groups_keeping_rows_and_commit_times(table, fast_options):
+    _seed(table, fast_options, parts=("a", "b"))
+    before = hudi_read(table.base_uri)
+    t = schedule_clustering(table, {**fast_options, "hoodie.clustering.plan.strategy.sort.columns": "v"})
+    assert [p["instant"] for p in show_clustering(table)] == [t]
+    res = execute_clustering(table, fast_options)
+    after = hudi_read(table.base_uri)
+    assert rows_by_key(after) == rows_by_key(before)
+    key_time = lambda tb: dict(zip(tb.column("id").to_pylist(), tb.column("_hoodie_commit_time").to_pylist()))  # noqa: E731
+    assert key_time(after) == key_time(before)
+    assert {s.instant_time for s in FileSystemView(table).latest_file_slices()} == {t}
+    assert sum(len(v) for v in res.replaced.values()) == 6
+    assert schedule_clustering(table, fast_options) is None  # one file per partition: nothing to do
+
+
+def test_plan_respects_size_limits_and_skips_pending_work(table, fast_options):
+    w = ArrowTableWriter(table, WriteConfig.from_options(fast_options))
+    for b, n in enumerate((2, 4, 8, 60)):  # four files of growing size
+        w.write(pa.Table.from_pylist([{"id": b * 100 + i, "p": "a", "ts": b, "v": "x" * 20 * i}
+                                      for i in range(n)]), "insert")
+    tl = table.timeline()
+    sizes = sorted(table.storage.size(table.storage.path(s.base_file.relative_path))
+                   for s in FileSystemView(table).latest_file_slices())
+    cfg = ClusteringConfig.from_options({**fast_options,
+                                         "hoodie.clustering.plan.strategy.small.file.limit": sizes[-1],
+                                         "hoodie.clustering.plan.strategy.target.file.max.bytes": sizes[0]})
+    groups = plan_clustering(table, tl, cfg)
+    assert len(groups[0].slices) == 3  # the largest file is not small
+    assert groups[0].num_output_file_groups >= 2
+    t = schedule_clustering(table, cfg)
+    # a second plan does not take file groups of the pending one
+    assert plan_clustering(table, table.timeline(), ClusteringConfig.from_options(fast_options)) == []
+    assert t is not None
+
+
+def test_write_into_pending_clustering_is_refused_before_any_data(table, fast_options):
+    _seed(table, fast_options)
+    t = schedule_clustering(table, fast_options)
+    w = ArrowTableWriter(table, WriteConfig.from_options(fast_options))
+    with pytest.raises(PendingClusteringConflictError) as ei:
+        w.write(pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 9, "v": "new"}]), "upsert")
+    assert ei.value.other_instant == t and t in str(ei.value)
+    refused = ei.value.instant
+    assert not [b for b in list_base_files(table, "a") if b.instant_time == refused]
+    # inserts of new keys go to new file groups: not refused
+    w.write(pa.Table.from_pylist([{"id": 999, "p": "a", "ts": 9, "v": "new"}]), "upsert")
+
+
+def _race(table, options, rows):
+    """Clustering (scheduled now) and an ingestion, separate processes, committing at once."""
+    t = schedule_clustering(table, options)
+    assert t is not None
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=cluster_after_barrier, args=(table.base_uri, options, t, barrier, results)),
+             ctx.Process(target=commit_after_barrier,
+                         args=(table.base_uri, options, rows, barrier, results, "ingestion"))]
+    for p in procs:
+        p.start()
+    out = {r["name"]: r for r in (results.get(timeout=180) for _ in procs)}
+    for p in procs:
+        p.join(timeout=60)
+    assert all(r["outcome"] != "error" for r in out.values()), out
+    return t, out
+
+
+@pytest.mark.parametrize("round_", range(2))
+def test_prefer_writer_ingestion_always_commits_and_clustering_aborts(table, fast_options, round_):
+    opts = {**fast_options, **PREFER}
+    _seed(table, opts)
+    before = rows_by_key(hudi_read(table.base_uri))
+    rows = [{"id": k, "p": "a", "ts": 50, "v": "ingested"} for k in (0, 101, 202)]
+    t, out = _race(table, opts, rows)
+    assert out["ingestion"]["outcome"] == "committed"
+    assert out["clustering"]["outcome"] == "conflict"
+    assert out["clustering"]["error"]["other_instant"] == out["ingestion"]["instant"]
+    got = rows_by_key(hudi_read(table.base_uri))  # raises on a duplicate key
+    expected = {**before, **{r["id"]: r for r in rows}}
+    assert got == expected
+    tl = table.timeline()
+    assert tl.get(t) is None  # the loser is rolled back, plan included ...
+    assert not [b for b in list_base_files(table, "a") if b.instant_time == t]
+    assert schedule_clustering(table, opts) is not None  # ... and can be planned again
+
+
+def test_simple_clustering_wins_and_ingestion_loses(table, fast_options):
+    """Simple (with updates allowed so the ingestion reaches its commit): a pending clustering
+    plan is a candidate for every ingestion (concurrency-semantics 2), and a completed one for
+    a later commit: exactly one of the two commits, the clustering."""
+    opts = {**fast_options, "hoodie.clustering.updates.strategy":
+            "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"}
+    _seed(table, opts)
+    before = rows_by_key(hudi_read(table.base_uri))
+    rows = [{"id": k, "p": "a", "ts": 50, "v": "ingested"} for k in (0, 101)]
+    t, out = _race(table, opts, rows)
+    assert out["clustering"]["outcome"] == "committed"
+    assert out["ingestion"]["outcome"] == "conflict"
+    assert out["ingestion"]["error"]["other_instant"] == t
+    assert rows_by_key(hudi_read(table.base_uri)) == before
+
+
+def test_simple_later_commit_loses(table, fast_options):
+    opts = {**fast_options, "hoodie.clustering.updates.strategy": "allow"}
+    _seed(table, opts)
+    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    t = schedule_clustering(table, opts)
+    held = {}
+
+    def cluster_first(tx):  # the ingestion has written its files; clustering commits now
+        held["res"] = execute_clustering(Table.open(table.base_uri), opts, t)
+
+    with pytest.raises(WriteConflictError) as ei:
+        w.write(pa.Table.from_pylist([{"id": 0, "p": "a", "ts": 9, "v": "late"}]), "upsert",
+                before_commit=cluster_first)
+    assert ei.value.other_instant == t and held["res"].instant == t
+    assert rows_by_key(hudi_read(table.base_uri))[0]["v"] != "late"

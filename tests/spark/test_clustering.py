@@ -1,0 +1,96 @@
+"""Clustering executed with Spark, checked with hudi-rs: same rows, original commit times,
+sorted new files; and the service job's exit codes when the clustering loses to ingestion."""
+
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_hudi_occ.core.clustering import schedule_clustering
+from airflow_hudi_occ.core.file_group import FileSystemView
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
+from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
+from airflow_hudi_occ.spark.writer import SparkHudiWriter
+from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+
+OPTS = {"hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.name": "tbl",
+        "hoodie.write.lock.provider": "filesystem",
+        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
+        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+        "hoodie.parquet.small.file.limit": "0"}
+SCHEMA = "id long, p string, ts long, v string"
+
+
+def _small_files(spark, path, batches=3, per=6):
+    w = SparkHudiWriter(spark, path, OPTS)
+    for b in range(batches):
+        rows = [(b * 100 + (50 if p == "b" else 0) + i, p, b, f"z{(per - i) % per}-{b}") for p in ("a", "b") for i in range(per)]
+        w.write(spark.createDataFrame(rows, SCHEMA), "insert")
+
+
+def test_spark_clustering_keeps_rows_and_commit_times_and_sorts(spark, tmp_path):
+    path = str(tmp_path / "tbl")
+    _small_files(spark, path)
+    table = Table.open(path)
+    before = hudi_read(path)
+    times_before = dict(zip(before.column("id").to_pylist(), before.column("_hoodie_commit_time").to_pylist()))
+    opts = {**OPTS, "hoodie.clustering.plan.strategy.sort.columns": "v"}
+    t = schedule_clustering(table, opts)
+    assert t is not None
+    res = SparkClusteringExecutor(spark, path, opts).execute(t)
+    assert res.instant == t and sum(len(v) for v in res.replaced.values()) == 6
+    after = hudi_read(path)
+    assert rows_by_key(after) == rows_by_key(before)
+    assert dict(zip(after.column("id").to_pylist(), after.column("_hoodie_commit_time").to_pylist())) == times_before
+    slices = FileSystemView(table).latest_file_slices()
+    assert len(slices) == 2 and all(s.instant_time == t for s in slices)
+    for s in slices:
+        v = pq.read_table(os.path.join(path, s.base_file.relative_path)).column("v").to_pylist()
+        assert v == sorted(v)
+    # incremental after the clustering: nothing new was written
+    assert hudi_read(path, start=res.completion_time).num_rows == 0
+
+
+def _service_job(path, args, env_extra=None):
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **(env_extra or {}))
+    cmd = [sys.executable, "-m", "airflow_hudi_occ.spark.service_job", "--table", path] + args
+    for k, v in OPTS.items():
+        cmd += ["--option", f"{k}={v}"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_service_job_clustering_yields_to_ingestion_under_prefer_writer(spark, tmp_path):
+    """The clustering job (its own process) is held before its commit while ingestion updates
+    the same file groups and commits; the clustering then exits 75 and is rolled back."""
+    path = str(tmp_path / "tbl")
+    _small_files(spark, path, batches=2)
+    pw = {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+    barrier = tmp_path / "barrier"
+    p = _service_job(path, ["--service", "cluster"] + [a for k, v in pw.items() for a in ("--option", f"{k}={v}")],
+                     {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2"})
+    import time
+    deadline = time.time() + 240
+    while not (barrier.exists() and os.listdir(barrier)) and time.time() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.2)
+    # the clustering has written its files and waits to commit: ingestion updates key 0
+    res = SparkHudiWriter(spark, path, {**OPTS, **pw}).write(
+        spark.createDataFrame([(0, "a", 9, "ingested")], SCHEMA), "upsert")
+    (barrier / "ingestion").touch()
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == EXIT_RETRYABLE, err[-3000:]
+    result = parse_result(out)
+    assert result["outcome"] == "conflict" and result["other_instant"] == res.instant
+    rows = rows_by_key(hudi_read(path))
+    assert rows[0]["v"] == "ingested" and len(rows) == 24
+    tl = Table.open(path).timeline()
+    assert not [i for i in tl if i.action.value == "replacecommit"]  # rolled back, plan included
+    # and it can be scheduled again
+    assert schedule_clustering(Table.open(path), {**OPTS, **pw}) is not None

@@ -1,0 +1,36 @@
+"""The services entry point as a process: result line and exit codes (clean and scheduling
+need no Spark, so these run fast)."""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.spark.job import EXIT_USAGE, parse_result
+
+
+def _run(args):
+    p = subprocess.run([sys.executable, "-m", "airflow_hudi_occ.spark.service_job", *args],
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, parse_result(p.stdout)
+
+
+def test_clean_schedule_and_usage(table, fast_options):
+    w = ArrowTableWriter(table, WriteConfig.from_options(fast_options))
+    for i in range(3):
+        w.write(pa.Table.from_pylist([{"id": i, "p": "a", "ts": i, "v": "x"}]), "insert")
+    o = [a for k, v in {**fast_options, "hoodie.cleaner.commits.retained": "1"}.items()
+         for a in ("--option", f"{k}={v}")]
+    code, res = _run(["--table", table.base_uri, "--service", "clean", *o])
+    assert code == 0 and res["outcome"] == "ok" and res["clean_instant"] is None  # nothing old
+    code, res = _run(["--table", table.base_uri, "--service", "cluster", "--schedule-only", *o])
+    assert code == 0 and table.timeline().get(res["scheduled"]) is not None
+    code, res = _run(["--table", table.base_uri, "--service", "rollback", "--instant", "1999", *o])
+    assert code == 0 and res["rolled_back"][0]["skipped"] == "not on the timeline"
+    code, res = _run(["--table", table.base_uri, "--service", "clean", *o,
+                      "--option", "hoodie.cleaner.policy=KEEP_EVERYTHING"])
+    assert code == 1 and res["error"]["key"] == "hoodie.cleaner.policy"
+    code, res = _run(["--table", table.base_uri, "--service", "compact"])
+    assert code == EXIT_USAGE and res["error"]["error"] == "UsageError"
