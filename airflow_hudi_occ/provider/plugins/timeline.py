@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
@@ -52,15 +53,11 @@ def _can_read_task_instances(user) -> bool:
         method="GET", access_entity=DagAccessEntity.TASK_INSTANCE, user=user)
 
 
-def _require_reader():
-    from airflow.api_fastapi.core_api.security import GetUserDep
-
-    def require_reader(user: GetUserDep) -> None:
-        if not _can_read_task_instances(user):
-            raise HTTPException(status.HTTP_403_FORBIDDEN,
-                                "reading the Hudi timeline needs read access to DAG task instances")
-
-    return require_reader
+def require_reader(user: GetUserDep) -> None:
+    """401 without a valid Airflow JWT (header or ``_token`` cookie), 403 without DAG read."""
+    if not _can_read_task_instances(user):
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            "reading the Hudi timeline needs read access to DAG task instances")
 
 
 # --- the app -----------------------------------------------------------------------------------
@@ -71,7 +68,7 @@ def _error(status_code: int, err: HudiOccError) -> JSONResponse:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Hudi OCC timeline", dependencies=[Depends(_require_reader())],
+    app = FastAPI(title="Hudi OCC timeline", dependencies=[Depends(require_reader)],
                   docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(HTTPException)
