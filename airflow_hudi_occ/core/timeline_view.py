@@ -30,6 +30,10 @@ OUTCOMES = ("committed", "conflict", "aborted", "error", "running", "stale", "ro
 
 DEFAULT_LIMIT = 500
 
+#: Attempt-log outcomes of an attempt that is over (a record may also be written when an
+#: attempt begins, with any other outcome, e.g. "running", to name its writer early).
+_ENDED = (attempt_log.CONFLICT, attempt_log.ABORTED, attempt_log.ERROR)
+
 
 def _ms(t: str | None) -> int | None:
     if not t:
@@ -186,7 +190,7 @@ def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms, describe_in
                file_groups=list(d.get("file_groups") or []),
                rolled_back=d.get("rolled_back") or [],
                rolled_back_by=rolled_back_by.get(inst.requested_time))
-    if rec is not None and rec.outcome != attempt_log.COMMITTED and not inst.is_completed:
+    if rec is not None and rec.outcome in _ENDED and not inst.is_completed:
         # the attempt already gave up; its rollback has not run yet
         row.update(outcome=rec.outcome, end_ms=rec.ended_at_ms or end, end_kind="attempt_end")
     _add_attempt_facts(row, rec)
@@ -203,9 +207,9 @@ def _row_for_gone_attempt(rec, rolled_back_by: str | None, tl) -> dict[str, Any]
         end, end_kind = _ms(rolled_back_by), "rolled_back"
     else:
         end, end_kind = start, "unknown"
-    outcome = rec.outcome if rec.outcome in OUTCOMES else "rolled_back"
-    if rec.outcome == attempt_log.COMMITTED:
-        outcome = "rolled_back"  # committed once, since rolled back or archived
+    # Committed once (since rolled back or archived), or never finished (its writer died and
+    # only a begin record is left): either way the instant is gone.
+    outcome = rec.outcome if rec.outcome in _ENDED else "rolled_back"
     row = _base_row(rec.instant, rec.action, "gone", start, end, end_kind, outcome, writer,
                     on_timeline=False)
     row.update(operation=rec.operation or None, completion_time=rec.completion_time,

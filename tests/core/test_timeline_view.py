@@ -137,3 +137,23 @@ def test_limit_keeps_newest(tmp_path):
     view = build_timeline_view(Table.open(str(tmp_path / "events")), limit=2)
     assert view["truncated"] is True and len(view["instants"]) == 2
     assert view["instants"][-1]["instant"] >= got["retry"]
+
+
+def test_live_writer_named_by_a_begin_record(table):
+    """A record written when an attempt begins (outcome "running") names a live writer's DAG
+    and task; once its instant is gone without an end record it shows as rolled back."""
+    cfg = _cfg(dag_id="backfill", task_id="rewrite", run_id="bf", try_number="2")
+    tx = WriteTransaction(table, cfg, writer_id="bf")
+    tx.begin()
+    try:
+        rec = tx._attempt_record()
+        rec.outcome = "running"
+        attempt_log.write_record(table, rec)
+        tx.create_marker("p1", "fg1-0_0-0-0_%s.parquet" % tx.instant_time, "CREATE")
+        [w] = build_timeline_view(table)["live_writers"]
+        assert w["lane"] == "backfill \u203a rewrite" and w["writer"]["try_number"] == "2"
+    finally:
+        tx.abort(reason="test over", rollback=True)
+    attempt_log.write_record(table, rec)  # as if the writer died: only the begin record is left
+    row = next(r for r in build_timeline_view(table)["instants"] if r["instant"] == tx.instant_time)
+    assert row["outcome"] == "rolled_back" and row["on_timeline"] is False

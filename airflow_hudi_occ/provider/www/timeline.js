@@ -90,6 +90,46 @@
     d.textContent = lines.join("\n");
   }
 
+  // Time -> pixels, piecewise linear: busy stretches keep their proportions, idle gaps longer
+  // than a tenth of the busy time shrink to a fixed width (drawn as a break), so a writer that
+  // started minutes after the others does not squash everything else into a sliver.
+  function timeScale(rows, nowMs, plotW) {
+    var iv = rows.filter(function (r) { return r.start_ms != null; }).map(function (r) {
+      return [r.start_ms, Math.max(r.end_ms == null ? r.start_ms : r.end_ms, r.start_ms)]; });
+    iv.sort(function (a, b) { return a[0] - b[0]; });
+    var merged = [];
+    iv.forEach(function (v) {
+      var last = merged[merged.length - 1];
+      if (last && v[0] <= last[1]) last[1] = Math.max(last[1], v[1]); else merged.push([v[0], v[1]]);
+    });
+    var busy = merged.reduce(function (a, m) { return a + (m[1] - m[0]); }, 0) || 1;
+    var minGap = Math.max(busy / 10, 1000), gapPx = 28;
+    var blocks = [];
+    merged.forEach(function (m) {
+      var last = blocks[blocks.length - 1];
+      if (last && m[0] - last[1] < minGap) last[1] = Math.max(last[1], m[1]); else blocks.push([m[0], m[1]]);
+    });
+    var span = blocks.reduce(function (a, b) { return a + Math.max(b[1] - b[0], 1); }, 0);
+    var pad = span * 0.02 + 1;
+    blocks[0][0] -= pad; blocks[blocks.length - 1][1] += pad; span += 2 * pad;
+    var avail = plotW - gapPx * (blocks.length - 1), p = 0, segs = [];
+    blocks.forEach(function (b, i) {
+      if (i > 0) { segs.push({gap: true, t0: blocks[i - 1][1], t1: b[0], p0: p, p1: p + gapPx}); p += gapPx; }
+      var w = avail * Math.max(b[1] - b[0], 1) / span;
+      segs.push({gap: false, t0: b[0], t1: b[1], p0: p, p1: p + w}); p += w;
+    });
+    return {segments: segs, px: function (ms) {
+      for (var i = 0; i < segs.length; i++) {
+        var sg = segs[i];
+        if (ms <= sg.t1 || i === segs.length - 1) {
+          if (ms <= sg.t0) return sg.p0;
+          return sg.p0 + (Math.min(ms, sg.t1) - sg.t0) / Math.max(sg.t1 - sg.t0, 1) * (sg.p1 - sg.p0);
+        }
+      }
+      return 0;
+    }};
+  }
+
   function gantt(view) {
     var svg = $("gantt");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -101,11 +141,9 @@
     svg.setAttribute("width", width); svg.setAttribute("height", height);
     svg.setAttribute("viewBox", "0 0 " + width + " " + height);
     if (!rows.length) { svg.appendChild(sv("text", {x: 10, y: 20}, "no instants")); return; }
-    var t0 = view.range.start_ms, t1 = Math.max(view.range.end_ms || t0, t0 + 1);
-    var pad = (t1 - t0) * 0.02;
-    t0 -= pad; t1 += pad;
     var plotW = width - labelW - right;
-    function x(ms) { return labelW + (ms - t0) / (t1 - t0) * plotW; }
+    var scale = timeScale(rows, view.now_ms, plotW);
+    function x(ms) { return labelW + scale.px(ms); }
     function y(lane) { return top + lanes.indexOf(lane) * rowH; }
     var g = sv("g", {"class": "axis"});
     lanes.forEach(function (l, i) {
@@ -113,11 +151,24 @@
                                 fill: i % 2 ? "#f8f9fb" : "#ffffff"}));
       g.appendChild(sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4, "class": "lane-label"}, l));
     });
-    for (var k = 0; k <= 6; k++) {
-      var ms = t0 + (t1 - t0) * k / 6, xx = x(ms);
-      g.appendChild(sv("line", {x1: xx, x2: xx, y1: top - 4, y2: height - 10}));
-      g.appendChild(sv("text", {x: xx - 34, y: top - 10}, hms(ms)));
-    }
+    scale.segments.forEach(function (sg, i) {
+      if (sg.gap) {
+        var gx = labelW + (sg.p0 + sg.p1) / 2;
+        g.appendChild(sv("text", {x: gx - 8, y: top - 10, "class": "gap-label"}, "≈"));
+        g.appendChild(sv("rect", {x: labelW + sg.p0, y: top, width: sg.p1 - sg.p0, height: height - top - 10,
+                                  fill: "#eef0f3", "class": "gap"}));
+        var t = sv("title", {}, "idle " + ((sg.t1 - sg.t0) / 1000).toFixed(1) + " s not to scale");
+        g.lastChild.appendChild(t);
+        return;
+      }
+      var n = Math.max(1, Math.floor((sg.p1 - sg.p0) / 160));
+      for (var k = 0; k <= n; k++) {
+        var ms = sg.t0 + (sg.t1 - sg.t0) * k / n, xx = x(ms);
+        g.appendChild(sv("line", {x1: xx, x2: xx, y1: top - 4, y2: height - 10}));
+        if (k < n || i === scale.segments.length - 1)
+          g.appendChild(sv("text", {x: Math.min(xx - 34, width - 80), y: top - 10}, hms(ms)));
+      }
+    });
     svg.appendChild(g);
     var pos = {};
     var bars = sv("g", {"class": "bars"});
