@@ -285,6 +285,19 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
         assert api_live["instant"] == live.instant_time and api_live["lane"] in live_row.text
         labels = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")]
         assert {"ingest \u203a upsert", "backfill \u203a rewrite", "seed \u203a load"} <= set(labels)
+
+        # The same page inside the Airflow UI, through the nav entry (an iframe at /plugin/...).
+        driver.get(server.base + "/plugin/hudi-occ-timeline")
+        frame = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.TAG_NAME, "iframe"))[0]
+        assert frame.get_attribute("src").rstrip("/").endswith("/hudi-occ")
+        driver.switch_to.frame(frame)
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "events")
+        assert [e.get_attribute("data-instant") for e in
+                driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar.outcome-conflict")] == [got["loser"]]
+        driver.switch_to.default_content()
+        time.sleep(1)  # let the UI's nav finish drawing for the picture
+        driver.save_screenshot(str(shots / "hudi_timeline_in_airflow.png"))
     finally:
         driver.quit()
         live.abort(reason="test over")

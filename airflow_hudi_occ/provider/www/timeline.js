@@ -153,8 +153,6 @@
     });
     scale.segments.forEach(function (sg, i) {
       if (sg.gap) {
-        var gx = labelW + (sg.p0 + sg.p1) / 2;
-        g.appendChild(sv("text", {x: gx - 8, y: top - 10, "class": "gap-label"}, "≈"));
         g.appendChild(sv("rect", {x: labelW + sg.p0, y: top, width: sg.p1 - sg.p0, height: height - top - 10,
                                   fill: "#eef0f3", "class": "gap"}));
         var t = sv("title", {}, "idle " + ((sg.t1 - sg.t0) / 1000).toFixed(1) + " s not to scale");
