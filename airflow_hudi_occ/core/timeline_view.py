@@ -104,13 +104,21 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
     records = {r.instant: r for r in attempt_log.read_records(table)}
     rolled_back_by = rollbacks_by_target(tl)
 
+    # Keep the newest ``limit`` instants (on the timeline or only in the attempt log) before
+    # reading any metadata, so the cost follows what is drawn, not the timeline's length.
+    # Pending instants are always kept: they are the live writers.
+    times = sorted({i.requested_time for i in tl} | set(records))
+    truncated = limit is not None and len(times) > limit
+    kept = set(times[-limit:] if truncated else times) | {i.requested_time for i in tl.pending()}
+
     rows: dict[str, dict[str, Any]] = {}
     live: list[dict[str, Any]] = []
     for inst in tl:
-        rows[inst.requested_time] = _row_for_instant(tl, inst, records.get(inst.requested_time),
-                                                     rolled_back_by, now_ms, describe_instant)
+        if inst.requested_time in kept:
+            rows[inst.requested_time] = _row_for_instant(tl, inst, records.get(inst.requested_time),
+                                                         rolled_back_by, now_ms, describe_instant)
     for t, rec in records.items():
-        if t not in rows:
+        if t not in rows and t in kept:
             rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t), tl)
 
     # Live writers: pending writes, with heartbeat age and the partitions their markers hold.
@@ -139,11 +147,6 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
             })
 
     ordered = sorted(rows.values(), key=lambda r: r["instant"])
-    truncated = limit is not None and len(ordered) > limit
-    if truncated:
-        ordered = ordered[-limit:]
-    kept = {r["instant"] for r in ordered}
-
     retries = _retries(ordered)
     conflicts = _conflicts(ordered, rows, retries)
     for r in ordered:
@@ -161,7 +164,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
         "truncated": truncated,
         "instants": ordered,
         "lanes": _lanes(ordered),
-        "conflicts": [c for c in conflicts if c["instant"] in kept],
+        "conflicts": conflicts,
         "retries": retries,
         "live_writers": live,
         "summary": {o: sum(1 for r in ordered if r["outcome"] == o) for o in OUTCOMES},

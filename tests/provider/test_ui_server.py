@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
@@ -63,8 +64,8 @@ def _http(method, url, *, token=None, cookie=None, body=None, accept="applicatio
 
 
 class Server:
-    def __init__(self, home: Path, port: int, tables: dict, proc: subprocess.Popen):
-        self.home, self.port, self.tables, self.proc = home, port, tables, proc
+    def __init__(self, home: Path, port: int, tables: dict, proc: subprocess.Popen, env: dict):
+        self.home, self.port, self.tables, self.proc, self.env = home, port, tables, proc, env
         self.base = f"http://127.0.0.1:{port}"
 
     def token(self, user: str = "admin") -> str:
@@ -94,6 +95,7 @@ def server(tmp_path_factory):
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "HUDI_OCC_TABLES": f"events={lake / 'events'}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
@@ -102,7 +104,7 @@ def server(tmp_path_factory):
     log = open(home / "api-server.log", "wb")
     proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    srv = Server(home, port, {"events": got, "secret": secret}, proc)
+    srv = Server(home, port, {"events": got, "secret": secret}, proc, env)
     try:
         deadline = time.time() + 180
         while True:
@@ -204,6 +206,77 @@ def test_airflow_lists_the_plugin_and_its_nav_entry(server):
     assert [a["url_prefix"] for a in p["fastapi_apps"]] == ["/hudi-occ"]
     assert [(v["name"], v["href"]) for v in p["external_views"]] == [("Hudi timeline", "/hudi-occ/")]
     assert any("HudiTimelineLink" in link for link in p["operator_extra_links"])
+
+
+# --- the extra link, from a real task run ---------------------------------------------------------
+
+LINK_DAG = """
+import json
+
+import pyarrow as pa
+from airflow.sdk import DAG, BaseOperator
+
+from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.provider.links import HudiTimelineLink
+
+
+class LabelledWrite(BaseOperator):
+    # A stand-in for the provider's write operator: the attributes the link reads, a real
+    # write labelled with the task instance, and the committed instant as return value.
+    operator_extra_links = (HudiTimelineLink(),)
+    template_fields = ("table_path",)
+
+    def __init__(self, table_path, **kw):
+        super().__init__(**kw)
+        self.table_path = table_path
+
+    def execute(self, context):
+        ti = context["ti"]
+        labels = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id,
+                  "try_number": str(ti.try_number)}
+        cfg = WriteConfig.from_options({"hoodie.write.lock.provider": "filesystem",
+                                        attempt_log.LABELS_OPTION: json.dumps(labels)})
+        res = ArrowTableWriter(Table.open(self.table_path), cfg, writer_id="link-test").write(
+            pa.table({"id": [1000], "p": ["p9"], "value": ["from airflow"], "ts": [5]}))
+        return {"instant": res.instant.requested_time, "table_path": self.table_path}
+
+
+with DAG("hudi_link_check", schedule=None, catchup=False):
+    LabelledWrite(task_id="write", table_path=%r)
+"""
+
+
+def test_write_task_links_to_its_table_page(server):
+    token = server.token()
+    path = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])["tables"][0]["path"]
+    dags = Path(server.env["AIRFLOW__CORE__DAGS_FOLDER"])
+    dags.mkdir(exist_ok=True)
+    (dags / "hudi_link_check.py").write_text(LINK_DAG % path)
+    out = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", "hudi_link_check"],
+                         env=server.env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = json.loads(server.get("/api/v2/dags/hudi_link_check/dagRuns", token=token)[1])["dag_runs"]
+    [run] = runs
+    status, body, _ = server.get(f"/api/v2/dags/hudi_link_check/dagRuns/{quote(run['dag_run_id'], safe='')}"
+                                 "/taskInstances/write/links", token=token)
+    assert status == 200, body
+    url = json.loads(body)["extra_links"]["Hudi timeline"]
+    parts = urlsplit(url)
+    assert f"{parts.scheme}://{parts.netloc}" == server.base and parts.path == "/hudi-occ/"
+    q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    assert (q["table"], q["dag_id"], q["task_id"], q["run_id"]) == ("events", "hudi_link_check", "write",
+                                                                    run["dag_run_id"])
+    # The instant in the link is the one the task committed, and the page's API shows it on
+    # the task's own lane.
+    view = json.loads(server.get("/hudi-occ/api/tables/events/timeline", token=token)[1])
+    row = next(r for r in view["instants"] if r["instant"] == q["instant"])
+    assert row["outcome"] == "committed" and row["lane"] == "hudi_link_check \u203a write"
+    assert row["writer"]["run_id"] == run["dag_run_id"]
+    # Following the link with a session gives the page.
+    assert server.get(parts.path + "?" + parts.query, token=token)[0] == 200
 
 
 # --- the page in a real browser ------------------------------------------------------------------
