@@ -1,0 +1,1 @@
+"""Airflow plugins of the provider (loaded from the ``airflow.plugins`` entry point)."""

@@ -1,0 +1,286 @@
+// The Hudi timeline page: draws the JSON of /hudi-occ/api/tables/{name}/timeline as an SVG
+// Gantt chart plus tables of conflicts, retries and live writers. Plain DOM, no build step.
+// Every value from the table goes through textContent or setAttribute, never innerHTML.
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var params = new URLSearchParams(window.location.search);
+  var focus = {dag_id: params.get("dag_id"), task_id: params.get("task_id"),
+               run_id: params.get("run_id"), instant: params.get("instant")};
+  var OUTCOMES = ["committed", "conflict", "aborted", "error", "running", "stale", "rolled_back", "service"];
+  var timer = null;
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function sv(tag, attrs, text) {
+    var e = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function setStatus(s) { $("status").textContent = s; }
+  function showError(msg) { var e = $("errors"); e.hidden = !msg; e.textContent = msg || ""; }
+  function utc(ms) { return ms == null ? "" : new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC"); }
+  function hms(ms) { return new Date(ms).toISOString().substr(11, 12); }
+  function writerText(w) {
+    if (!w) return "";
+    var parts = [];
+    if (w.dag_id || w.task_id) parts.push((w.dag_id || "?") + " \u203a " + (w.task_id || "?"));
+    if (w.run_id) parts.push("run " + w.run_id);
+    if (w.try_number) parts.push("try " + w.try_number);
+    if (w.attempt) parts.push("attempt " + w.attempt);
+    if (!parts.length && w.writer_id) parts.push("writer " + w.writer_id);
+    return parts.join(", ");
+  }
+  function matchesFocus(r) {
+    var w = r.writer || {};
+    if (focus.instant && r.instant === focus.instant) return true;
+    if (!focus.dag_id && !focus.task_id && !focus.run_id) return false;
+    return (!focus.dag_id || w.dag_id === focus.dag_id) && (!focus.task_id || w.task_id === focus.task_id) &&
+           (!focus.run_id || w.run_id === focus.run_id);
+  }
+
+  function api(path) {
+    return fetch(path, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (body) {
+          if (!r.ok) {
+            var d = body && body.detail;
+            var msg = typeof d === "string" ? d : (d && (d.message + (d.remedy ? " (what to do: " + d.remedy + ")" : "")));
+            throw new Error("HTTP " + r.status + ": " + (msg || r.statusText));
+          }
+          return body;
+        });
+      });
+  }
+
+  function legend() {
+    var box = $("legend");
+    box.textContent = "";
+    OUTCOMES.forEach(function (o) {
+      var s = el("span", {"class": "legend-item"});
+      s.appendChild(el("span", {"class": "swatch outcome-" + o}));
+      s.appendChild(document.createTextNode(o.replace("_", " ")));
+      box.appendChild(s);
+    });
+  }
+
+  function showDetail(r) {
+    var d = $("detail");
+    d.hidden = false;
+    var lines = [
+      "instant " + r.instant + " (" + r.action + ", " + r.state + ") \u2014 " + r.outcome,
+      "writer: " + writerText(r.writer),
+      "requested " + utc(r.start_ms) + "; ended " + utc(r.end_ms) + " (" + r.end_kind + ")"];
+    if (r.operation) lines.push("operation: " + r.operation);
+    if (r.other_instant) lines.push("lost to " + r.other_instant);
+    if (r.file_groups && r.file_groups.length) lines.push("file groups: " + r.file_groups.join(", "));
+    if (r.seconds_discarded) lines.push("discarded: " + r.seconds_discarded + " s, " + r.files_discarded + " files");
+    if (r.retry_of) lines.push("retry of " + r.retry_of);
+    if (r.retried_by) lines.push("retried as " + r.retried_by);
+    if (r.rolled_back_by) lines.push("rolled back by " + r.rolled_back_by);
+    if (r.rolled_back && r.rolled_back.length) lines.push("rolled back " + r.rolled_back.join(", "));
+    if (r.heartbeat_age_s != null) lines.push("heartbeat age: " + r.heartbeat_age_s + " s");
+    if (r.message) lines.push("message: " + r.message);
+    d.textContent = lines.join("\n");
+  }
+
+  // Time -> pixels, piecewise linear: busy stretches keep their proportions, idle gaps longer
+  // than a tenth of the busy time shrink to a fixed width (drawn as a break), so a writer that
+  // started minutes after the others does not squash everything else into a sliver.
+  function timeScale(rows, nowMs, plotW) {
+    var iv = rows.filter(function (r) { return r.start_ms != null; }).map(function (r) {
+      return [r.start_ms, Math.max(r.end_ms == null ? r.start_ms : r.end_ms, r.start_ms)]; });
+    iv.sort(function (a, b) { return a[0] - b[0]; });
+    var merged = [];
+    iv.forEach(function (v) {
+      var last = merged[merged.length - 1];
+      if (last && v[0] <= last[1]) last[1] = Math.max(last[1], v[1]); else merged.push([v[0], v[1]]);
+    });
+    var busy = merged.reduce(function (a, m) { return a + (m[1] - m[0]); }, 0) || 1;
+    var minGap = Math.max(busy / 10, 1000), gapPx = 28;
+    var blocks = [];
+    merged.forEach(function (m) {
+      var last = blocks[blocks.length - 1];
+      if (last && m[0] - last[1] < minGap) last[1] = Math.max(last[1], m[1]); else blocks.push([m[0], m[1]]);
+    });
+    var span = blocks.reduce(function (a, b) { return a + Math.max(b[1] - b[0], 1); }, 0);
+    var pad = span * 0.02 + 1;
+    blocks[0][0] -= pad; blocks[blocks.length - 1][1] += pad; span += 2 * pad;
+    var avail = plotW - gapPx * (blocks.length - 1), p = 0, segs = [];
+    blocks.forEach(function (b, i) {
+      if (i > 0) { segs.push({gap: true, t0: blocks[i - 1][1], t1: b[0], p0: p, p1: p + gapPx}); p += gapPx; }
+      var w = avail * Math.max(b[1] - b[0], 1) / span;
+      segs.push({gap: false, t0: b[0], t1: b[1], p0: p, p1: p + w}); p += w;
+    });
+    return {segments: segs, px: function (ms) {
+      for (var i = 0; i < segs.length; i++) {
+        var sg = segs[i];
+        if (ms <= sg.t1 || i === segs.length - 1) {
+          if (ms <= sg.t0) return sg.p0;
+          return sg.p0 + (Math.min(ms, sg.t1) - sg.t0) / Math.max(sg.t1 - sg.t0, 1) * (sg.p1 - sg.p0);
+        }
+      }
+      return 0;
+    }};
+  }
+
+  function gantt(view) {
+    var svg = $("gantt");
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    var lanes = view.lanes.map(function (l) { return l.lane; });
+    var rows = view.instants;
+    var labelW = 260, rowH = 28, top = 30, right = 20;
+    var width = Math.max(900, ($("gantt-wrap").clientWidth || 900) - 2);
+    var height = top + lanes.length * rowH + 10;
+    svg.setAttribute("width", width); svg.setAttribute("height", height);
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    if (!rows.length) { svg.appendChild(sv("text", {x: 10, y: 20}, "no instants")); return; }
+    var plotW = width - labelW - right;
+    var scale = timeScale(rows, view.now_ms, plotW);
+    function x(ms) { return labelW + scale.px(ms); }
+    function y(lane) { return top + lanes.indexOf(lane) * rowH; }
+    var g = sv("g", {"class": "axis"});
+    lanes.forEach(function (l, i) {
+      g.appendChild(sv("rect", {"class": "lane-bg", x: 0, y: top + i * rowH, width: width, height: rowH,
+                                fill: i % 2 ? "#f8f9fb" : "#ffffff"}));
+      g.appendChild(sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4, "class": "lane-label"}, l));
+    });
+    scale.segments.forEach(function (sg, i) {
+      if (sg.gap) {
+        g.appendChild(sv("rect", {x: labelW + sg.p0, y: top, width: sg.p1 - sg.p0, height: height - top - 10,
+                                  fill: "#eef0f3", "class": "gap"}));
+        var t = sv("title", {}, "idle " + ((sg.t1 - sg.t0) / 1000).toFixed(1) + " s not to scale");
+        g.lastChild.appendChild(t);
+        return;
+      }
+      var n = Math.max(1, Math.floor((sg.p1 - sg.p0) / 160));
+      for (var k = 0; k <= n; k++) {
+        var ms = sg.t0 + (sg.t1 - sg.t0) * k / n, xx = x(ms);
+        g.appendChild(sv("line", {x1: xx, x2: xx, y1: top - 4, y2: height - 10}));
+        if (k < n || i === scale.segments.length - 1)
+          g.appendChild(sv("text", {x: Math.min(xx - 34, width - 80), y: top - 10}, hms(ms)));
+      }
+    });
+    svg.appendChild(g);
+    var pos = {};
+    var bars = sv("g", {"class": "bars"});
+    rows.forEach(function (r) {
+      if (r.start_ms == null) return;
+      var x0 = x(r.start_ms), x1 = Math.max(x(r.end_ms == null ? r.start_ms : r.end_ms), x0 + 4);
+      var yy = y(r.lane) + 5, h = rowH - 10;
+      pos[r.instant] = {x0: x0, x1: x1, y: yy + h / 2};
+      var cls = "bar " + r["class"] + (matchesFocus(r) ? " task-match" : "");
+      var rect = sv("rect", {"class": cls, x: x0, y: yy, width: x1 - x0, height: h, rx: 2,
+                             "data-instant": r.instant, "data-outcome": r.outcome});
+      rect.appendChild(sv("title", {}, r.instant + " " + r.action + " " + r.outcome + "\n" + writerText(r.writer) +
+        (r.other_instant ? "\nlost to " + r.other_instant : "") +
+        (r.file_groups && r.file_groups.length ? "\nfile groups: " + r.file_groups.join(", ") : "") +
+        (r.seconds_discarded ? "\ndiscarded " + r.seconds_discarded + " s" : "")));
+      rect.addEventListener("click", function () { showDetail(r); });
+      bars.appendChild(rect);
+    });
+    svg.appendChild(bars);
+    var edges = sv("g", {"class": "edges"});
+    view.conflicts.forEach(function (c) {
+      var a = pos[c.instant], b = pos[c.other_instant];
+      if (a && b) edges.appendChild(sv("line", {"class": "conflict-edge", x1: a.x1, y1: a.y, x2: b.x1, y2: b.y,
+                                                  "data-from": c.instant, "data-to": c.other_instant}));
+    });
+    rows.forEach(function (r) {
+      var a = pos[r.instant], b = r.retried_by && pos[r.retried_by];
+      if (a && b) edges.appendChild(sv("line", {"class": "retry-edge", x1: a.x1, y1: a.y, x2: b.x0, y2: b.y,
+                                                  "data-from": r.instant, "data-to": r.retried_by}));
+    });
+    svg.appendChild(edges);
+  }
+
+  function fillTable(id, items, cells, highlight) {
+    var body = $(id).querySelector("tbody");
+    body.textContent = "";
+    if (!items.length) {
+      var tr = el("tr", {"class": "empty"});
+      tr.appendChild(el("td", {colspan: $(id).querySelectorAll("th").length}, "none"));
+      body.appendChild(tr);
+      return;
+    }
+    items.forEach(function (it) {
+      var tr = el("tr", {"class": "row" + (highlight && highlight(it) ? " highlight" : "")});
+      cells(it).forEach(function (c) { tr.appendChild(el("td", {"class": c[1] || ""}, c[0])); });
+      body.appendChild(tr);
+    });
+  }
+
+  function render(view) {
+    $("table-info").textContent = view.table.name + " \u2014 " + view.table.base_path + " (table version " +
+      view.table.version + "; " + view.instants.length + " instants" + (view.truncated ? ", newest shown" : "") +
+      "; heartbeat expiry " + view.heartbeat.expiry_ms + " ms)";
+    gantt(view);
+    fillTable("conflicts", view.conflicts, function (c) {
+      return [[c.instant, "mono"], [writerText(c.writer)], [c.other_instant || "unknown", "mono"],
+              [c.other_lane || ""], [(c.file_groups || []).join(", "), "mono"], [c.seconds_discarded],
+              [c.files_discarded], [c.retried_by || "\u2014", "mono"]];
+    }, function (c) { return matchesFocus({instant: c.instant, writer: c.writer}); });
+    $("conflict-count").textContent = view.conflicts.length;
+    fillTable("retries", view.retries, function (r) {
+      return [[r.key], [r.attempts.map(function (a) {
+                return "#" + (a.attempt || "?") + " " + a.instant + ": " + a.outcome +
+                  (a.other_instant ? " (lost to " + a.other_instant + ")" : ""); }).join("\n"), "mono"],
+              [r.final_outcome], [r.seconds_discarded]];
+    }, function (r) { return matchesFocus({writer: {dag_id: r.dag_id, task_id: r.task_id, run_id: r.run_id}}); });
+    $("retry-count").textContent = view.retries.length;
+    fillTable("live-writers", view.live_writers, function (w) {
+      return [[w.instant, "mono"], [w.action], [writerText(w.writer) || w.lane], [w.heartbeat_age_s],
+              [(w.partitions || []).join(", ") || "(none yet)"], [(w.file_groups || []).join(", "), "mono"]];
+    });
+    $("live-count").textContent = view.live_writers.length;
+    if (focus.instant) {
+      var r = view.instants.filter(function (i) { return i.instant === focus.instant; })[0];
+      if (r) showDetail(r);
+    }
+  }
+
+  function load() {
+    var name = $("table-select").value;
+    if (!name) return Promise.resolve();
+    setStatus("loading\u2026");
+    return api("api/tables/" + encodeURIComponent(name) + "/timeline").then(function (view) {
+      showError("");
+      render(view);
+      document.body.setAttribute("data-loaded", name);
+      setStatus("updated " + new Date().toISOString().substr(11, 8) + " UTC");
+    }).catch(function (e) { showError(e.message); setStatus(""); document.body.setAttribute("data-loaded", "error"); });
+  }
+
+  function schedule() {
+    if (timer) clearInterval(timer);
+    timer = $("auto-refresh").checked ? setInterval(load, 10000) : null;
+  }
+
+  function init() {
+    legend();
+    api("api/tables").then(function (doc) {
+      var sel = $("table-select");
+      doc.tables.forEach(function (t) { sel.appendChild(el("option", {value: t.name}, t.name)); });
+      if (doc.config_errors && doc.config_errors.length) showError("configuration: " + doc.config_errors.join("; "));
+      if (!doc.tables.length) {
+        showError("No tables configured: set [hudi_occ] tables = NAME=PATH,... in airflow.cfg or HUDI_OCC_TABLES.");
+        document.body.setAttribute("data-loaded", "none");
+        return;
+      }
+      var want = params.get("table");
+      if (want && doc.tables.some(function (t) { return t.name === want; })) sel.value = want;
+      else if (want) showError("table " + want + " is not configured; showing " + sel.value);
+      sel.addEventListener("change", function () { focus = {}; load(); });
+      $("auto-refresh").addEventListener("change", schedule);
+      return load().then(schedule);
+    }).catch(function (e) { showError(e.message); document.body.setAttribute("data-loaded", "error"); });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
+})();

@@ -1,0 +1,376 @@
+"""The timeline page against a REAL Airflow api-server (SQLite, SimpleAuthManager).
+
+One api-server per module (about 20 s to start): the plugin is loaded the way users load it,
+from the ``airflow.plugins`` entry point, with tables configured through ``HUDI_OCC_TABLES``.
+Tokens come from the server's own ``POST /auth/token`` with the passwords it generated. The
+page is then opened in headless Chromium (Debian's chromium + chromedriver via Selenium)
+with the UI's ``_token`` cookie, after a run with a real conflict and retry, and the rendered
+DOM is checked; the screenshot is kept (``HUDI_OCC_SCREENSHOT_DIR``, default the test's tmp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+
+pytest.importorskip("airflow.api_fastapi")
+
+from tests.core.test_timeline_view import _cfg, make_contended_table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_INSTANT_MARK = "secret-backfill"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(method, url, *, token=None, cookie=None, body=None, accept="application/json"):
+    headers = {"Accept": accept}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if cookie:
+        headers["Cookie"] = f"_token={cookie}"
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+class Server:
+    def __init__(self, home: Path, port: int, tables: dict, proc: subprocess.Popen, env: dict):
+        self.home, self.port, self.tables, self.proc, self.env = home, port, tables, proc, env
+        self.base = f"http://127.0.0.1:{port}"
+
+    def token(self, user: str = "admin") -> str:
+        pw = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+        status, body, _ = _http("POST", f"{self.base}/auth/token",
+                                body={"username": user, "password": pw})
+        assert status in (200, 201), body
+        return json.loads(body)["access_token"]
+
+    def get(self, path, **kw):
+        return _http("GET", self.base + path, **kw)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow_home")
+    lake = tmp_path_factory.mktemp("lake")
+    got = make_contended_table(str(lake / "events"))
+    # A table that is NOT configured, beside the configured one, and a symlink to it: no
+    # request may reach either.
+    secret = make_contended_table(str(lake / "secret"))
+    os.symlink(lake / "secret", lake / "events_link")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "HUDI_OCC_TABLES": f"events={lake / 'events'}",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    })
+    airflow = [sys.executable, "-m", "airflow"]
+    subprocess.run([*airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    log = open(home / "api-server.log", "wb")
+    proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    srv = Server(home, port, {"events": got, "secret": secret}, proc, env)
+    try:
+        deadline = time.time() + 180
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError("api-server exited: " + (home / "api-server.log").read_text()[-3000:])
+            try:
+                if srv.get("/api/v2/monitor/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("api-server did not answer: " + (home / "api-server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield srv
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+PROTECTED = ["/hudi-occ/", "/hudi-occ/api/tables", "/hudi-occ/api/tables/events/timeline",
+             "/hudi-occ/static/timeline.js"]
+
+
+def test_plugin_paths_need_credentials(server):
+    # The control: Airflow's own API refuses too, so 401 is the server's answer, not a typo.
+    assert server.get("/api/v2/dags")[0] == 401
+    for path in PROTECTED:
+        status, body, _ = server.get(path)
+        assert status == 401, (path, body)
+        assert b"events" not in body and b"instant" not in body
+
+
+def test_a_browser_without_a_session_is_sent_to_login(server):
+    status, _, headers = server.get("/hudi-occ/", accept="text/html")
+    assert status == 303
+    assert "/auth/login" in headers["location"] and "hudi-occ" in headers["location"]
+
+
+def test_a_forged_token_is_refused(server):
+    for path in PROTECTED:
+        assert server.get(path, token="not-a-jwt")[0] == 403
+        assert server.get(path, cookie="not-a-jwt")[0] == 403
+
+
+@pytest.mark.parametrize("user", ["admin", "viewer"])
+def test_readers_get_the_page_and_api(server, user):
+    token = server.token(user)
+    for path in PROTECTED:
+        assert server.get(path, token=token)[0] == 200, path
+        assert server.get(path, cookie=token)[0] == 200, path
+    status, body, headers = server.get("/hudi-occ/", token=token)
+    assert headers["content-type"].startswith("text/html") and b"static/timeline.js" in body
+    doc = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])
+    assert [t["name"] for t in doc["tables"]] == ["events"] and doc["config_errors"] == []
+
+
+def test_timeline_json_shows_the_conflict_and_the_retry(server):
+    got = server.tables["events"]
+    view = json.loads(server.get("/hudi-occ/api/tables/events/timeline", token=server.token())[1])
+    [c] = view["conflicts"]
+    assert (c["instant"], c["other_instant"], c["retried_by"]) == (got["loser"], got["winner"], got["retry"])
+    assert c["file_groups"] and c["lane"] == "ingest \u203a upsert" and c["other_lane"] == "backfill \u203a rewrite"
+    [r] = view["retries"]
+    assert [a["instant"] for a in r["attempts"]] == [got["loser"], got["retry"]]
+
+
+@pytest.mark.parametrize("name", [
+    "..", "..%2F..%2Fetc", "%2e%2e", "%2e%2e%2fsecret", "..%2Fsecret", "events%2F..%2Fsecret",
+    "events_link", "secret", "%2Fetc%2Fpasswd", "%252e%252e%252fsecret", "events%00", "EVENTS",
+])
+def test_request_paths_cannot_escape_the_configured_tables(server, name, tmp_path):
+    token = server.token()
+    status, body, _ = server.get(f"/hudi-occ/api/tables/{name}/timeline", token=token)
+    assert status == 404, (name, status, body)
+    for instant in server.tables["secret"].values():
+        assert instant.encode() not in body
+
+
+def test_absolute_and_traversing_urls_do_not_reach_other_tables(server):
+    token = server.token()
+    secret = server.tables["secret"]
+    for path in ["/hudi-occ/api/tables/../tables/secret/timeline",
+                 "/hudi-occ/static/..%2Findex.html", "/hudi-occ/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
+                 "/hudi-occ/static/timeline.js%2F..%2F..%2F..%2Fplugins%2Ftimeline.py"]:
+        status, body, _ = server.get(path, token=token)
+        assert status in (404, 401) or not any(i.encode() in body for i in secret.values()), path
+        assert b"HudiOccTimelinePlugin" not in body and b"[project]" not in body, path
+
+
+def test_airflow_lists_the_plugin_and_its_nav_entry(server):
+    doc = json.loads(server.get("/api/v2/plugins", token=server.token())[1])
+    [p] = [p for p in doc["plugins"] if p["name"] == "hudi_occ"]
+    assert [a["url_prefix"] for a in p["fastapi_apps"]] == ["/hudi-occ"]
+    assert [(v["name"], v["href"]) for v in p["external_views"]] == [("Hudi timeline", "/hudi-occ/")]
+    assert any("HudiTimelineLink" in link for link in p["operator_extra_links"])
+
+
+# --- the extra link, from a real task run ---------------------------------------------------------
+
+LINK_DAG = """
+import json
+
+import pyarrow as pa
+from airflow.sdk import DAG, BaseOperator
+
+from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.provider.links import HudiTimelineLink
+
+
+class LabelledWrite(BaseOperator):
+    # A stand-in for the provider's write operator: the attributes the link reads, a real
+    # write labelled with the task instance, and the committed instant as return value.
+    operator_extra_links = (HudiTimelineLink(),)
+    template_fields = ("table_path",)
+
+    def __init__(self, table_path, **kw):
+        super().__init__(**kw)
+        self.table_path = table_path
+
+    def execute(self, context):
+        ti = context["ti"]
+        labels = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id,
+                  "try_number": str(ti.try_number)}
+        cfg = WriteConfig.from_options({"hoodie.write.lock.provider": "filesystem",
+                                        attempt_log.LABELS_OPTION: json.dumps(labels)})
+        res = ArrowTableWriter(Table.open(self.table_path), cfg, writer_id="link-test").write(
+            pa.table({"id": [1000], "p": ["p9"], "value": ["from airflow"], "ts": [5]}))
+        return {"instant": res.instant.requested_time, "table_path": self.table_path}
+
+
+with DAG("hudi_link_check", schedule=None, catchup=False):
+    LabelledWrite(task_id="write", table_path=%r)
+"""
+
+
+def test_write_task_links_to_its_table_page(server):
+    token = server.token()
+    path = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])["tables"][0]["path"]
+    dags = Path(server.env["AIRFLOW__CORE__DAGS_FOLDER"])
+    dags.mkdir(exist_ok=True)
+    (dags / "hudi_link_check.py").write_text(LINK_DAG % path)
+    out = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", "hudi_link_check"],
+                         env=server.env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = json.loads(server.get("/api/v2/dags/hudi_link_check/dagRuns", token=token)[1])["dag_runs"]
+    [run] = runs
+    status, body, _ = server.get(f"/api/v2/dags/hudi_link_check/dagRuns/{quote(run['dag_run_id'], safe='')}"
+                                 "/taskInstances/write/links", token=token)
+    assert status == 200, body
+    url = json.loads(body)["extra_links"]["Hudi timeline"]
+    parts = urlsplit(url)
+    assert f"{parts.scheme}://{parts.netloc}" == server.base and parts.path == "/hudi-occ/"
+    q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    assert (q["table"], q["dag_id"], q["task_id"], q["run_id"]) == ("events", "hudi_link_check", "write",
+                                                                    run["dag_run_id"])
+    # The instant in the link is the one the task committed, and the page's API shows it on
+    # the task's own lane.
+    view = json.loads(server.get("/hudi-occ/api/tables/events/timeline", token=token)[1])
+    row = next(r for r in view["instants"] if r["instant"] == q["instant"])
+    assert row["outcome"] == "committed" and row["lane"] == "hudi_link_check \u203a write"
+    assert row["writer"]["run_id"] == run["dag_run_id"]
+    # Following the link with a session gives the page.
+    assert server.get(parts.path + "?" + parts.query, token=token)[0] == 200
+
+
+# --- the page in a real browser ------------------------------------------------------------------
+
+
+def _chrome(tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not binary or not driver_bin:
+        pytest.skip("chromium and chromedriver are needed (apt-get install chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", "--window-size=1400,1100", f"--user-data-dir={tmp_path / 'chrome'}"):
+        opts.add_argument(a)
+    return webdriver.Chrome(options=opts, service=Service(driver_bin))
+
+
+def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.transaction import WriteTransaction
+    got = server.tables["events"]
+    table = Table.open(json.loads(server.get("/hudi-occ/api/tables", token=server.token())[1])
+                       ["tables"][0]["path"])
+    live = WriteTransaction(table, _cfg(dag_id="backfill", task_id="rewrite", run_id="bf__2",
+                                        try_number="1"), writer_id="backfill")
+    live.begin()
+    driver = _chrome(tmp_path)
+    try:
+        live.create_marker("p3", f"fg-live-0_0-0-0_{live.instant_time}.parquet", "CREATE")
+        driver.get(server.base + "/hudi-occ/api/tables")  # the cookie's origin
+        driver.add_cookie({"name": "_token", "value": server.token(), "path": "/"})
+        driver.get(server.base + "/hudi-occ/?table=events&dag_id=ingest&task_id=upsert&run_id=manual__1")
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "events", \
+            driver.find_element(By.ID, "errors").text
+        shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        png = shots / "hudi_timeline.png"
+        assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
+        print(f"screenshot: {png}")
+
+        bar = lambda outcome: [e.get_attribute("data-instant") for e in
+                               driver.find_elements(By.CSS_SELECTOR, f"#gantt rect.bar.outcome-{outcome}")]
+        assert bar("conflict") == [got["loser"]]
+        assert set(bar("committed")) >= {got["seed"], got["winner"], got["retry"]}
+        assert bar("running") == [live.instant_time]
+        edges = [(e.get_attribute("data-from"), e.get_attribute("data-to"))
+                 for e in driver.find_elements(By.CSS_SELECTOR, "#gantt line.conflict-edge")]
+        assert edges == [(got["loser"], got["winner"])]
+        retry_edges = [(e.get_attribute("data-from"), e.get_attribute("data-to"))
+                       for e in driver.find_elements(By.CSS_SELECTOR, "#gantt line.retry-edge")]
+        assert (got["loser"], got["retry"]) in retry_edges
+        # the linked task's attempts are highlighted
+        assert {e.get_attribute("data-instant") for e in
+                driver.find_elements(By.CSS_SELECTOR, "#gantt rect.task-match")} == {got["loser"], got["retry"]}
+
+        [conflict_row] = driver.find_elements(By.CSS_SELECTOR, "#conflicts tbody tr.row")
+        cells = [td.text for td in conflict_row.find_elements(By.TAG_NAME, "td")]
+        assert cells[0] == got["loser"] and cells[2] == got["winner"] and cells[7] == got["retry"]
+        assert "ingest \u203a upsert" in cells[1] and "p0/" in cells[4]
+        [retry_row] = driver.find_elements(By.CSS_SELECTOR, "#retries tbody tr.row")
+        text = retry_row.text
+        assert f"{got['loser']}: conflict" in text and f"{got['retry']}: committed" in text
+        assert "highlight" in retry_row.get_attribute("class")
+        [live_row] = driver.find_elements(By.CSS_SELECTOR, "#live-writers tbody tr.row")
+        assert live.instant_time in live_row.text and "p3" in live_row.text
+        # Until attempts are recorded when they begin, a live writer's DAG is not known yet:
+        # the row shows what the API says, whatever that is.
+        api_view = json.loads(server.get("/hudi-occ/api/tables/events/timeline", token=server.token())[1])
+        [api_live] = api_view["live_writers"]
+        assert api_live["instant"] == live.instant_time and api_live["lane"] in live_row.text
+        labels = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")]
+        assert {"ingest \u203a upsert", "backfill \u203a rewrite", "seed \u203a load"} <= set(labels)
+
+        # The same page inside the Airflow UI, through the nav entry (an iframe at /plugin/...).
+        driver.get(server.base + "/plugin/hudi-occ-timeline")
+        frame = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.TAG_NAME, "iframe"))[0]
+        assert frame.get_attribute("src").rstrip("/").endswith("/hudi-occ")
+        driver.switch_to.frame(frame)
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "events")
+        assert [e.get_attribute("data-instant") for e in
+                driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar.outcome-conflict")] == [got["loser"]]
+        driver.switch_to.default_content()
+        time.sleep(1)  # let the UI's nav finish drawing for the picture
+        driver.save_screenshot(str(shots / "hudi_timeline_in_airflow.png"))
+    finally:
+        driver.quit()
+        live.abort(reason="test over")
