@@ -4,7 +4,8 @@ Why: a loser of OCC is rolled back, and Hudi's rollback metadata keeps only *tha
 went away, not *why*. Operators and the timeline page need the why: which other instant won,
 on which file groups, how many seconds and files of work were thrown away, and which Airflow
 task (or other writer) made the attempt. Each attempt writes ``.hoodie/.aux/occ/attempts/
-<instant>.json`` once when it ends (committed, conflict, aborted, error). Hudi readers ignore
+<instant>.json`` when it begins (running) and again when it ends (committed, conflict,
+aborted, error); a record left "running" by a writer that died is told apart by its heartbeat. Hudi readers ignore
 ``.aux``; the clean service prunes records of instants no longer on the active timeline.
 
 Writing a record is best effort: a failure to log never fails or un-commits a write.
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 #: ``{"dag_id": "ingest", "task_id": "upsert", "run_id": "...", "try_number": "1"}``.
 LABELS_OPTION = "hoodie.occ.writer.labels"
 
+RUNNING = "running"
 COMMITTED = "committed"
 CONFLICT = "conflict"
 ABORTED = "aborted"
@@ -101,7 +103,7 @@ def record_from_error(base: AttemptRecord, error: BaseException | None) -> Attem
 
 
 def write_record(table, record: AttemptRecord) -> None:
-    if not record.ended_at_ms:
+    if not record.ended_at_ms and record.outcome != RUNNING:
         record.ended_at_ms = int(time.time() * 1000)
     try:
         table.storage.write(table.storage.path(*_DIR, f"{record.instant}.json"),

@@ -182,6 +182,10 @@ class WriteTransaction:
         )
         self.state = "requested"
         self.started_at = time.time()
+        # A "running" record names the writer (DAG, task) while it works; its end overwrites it.
+        rec = self._attempt_record()
+        rec.outcome = attempt_log.RUNNING
+        attempt_log.write_record(self.table, rec)
         log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
         return t
 

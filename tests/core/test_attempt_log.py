@@ -37,3 +37,14 @@ def test_commit_and_conflict_are_recorded_with_labels(table, fast_options):
 def test_unreadable_record_is_skipped(table):
     table.storage.write(table.storage.path(".hoodie", ".aux", "occ", "attempts", "1.json"), b"{garbage")
     assert list(attempt_log.read_records(table)) == []
+
+
+def test_a_running_attempt_is_named_before_it_ends(table, fast_options):
+    cfg = _cfg(table, fast_options, **{attempt_log.LABELS_OPTION: '{"dag_id": "backfill"}'})
+    tx = WriteTransaction(table, cfg, writer_id="W")
+    tx.begin()
+    (rec,) = [r for r in attempt_log.read_records(table) if r.instant == tx.instant_time]
+    assert rec.outcome == "running" and rec.ended_at_ms == 0 and rec.labels == {"dag_id": "backfill"}
+    tx.abort()
+    (rec,) = [r for r in attempt_log.read_records(table) if r.instant == tx.instant_time]
+    assert rec.outcome == "aborted" and rec.ended_at_ms >= rec.started_at_ms
