@@ -39,7 +39,7 @@ with DAG(
 
     batch = make_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir()))
 
-    window = HudiWriteWindowSensor(
+    window = None if os.environ.get("HUDI_OCC_WRITE_WINDOW", "on") == "off" else HudiWriteWindowSensor(
         task_id="wait_for_window",
         table_path=TABLE,
         partitions=examples.PARTITIONS,
@@ -63,15 +63,18 @@ with DAG(
         priority_weight=10,
     )
 
-    watch = HudiEarlyConflictSensor(
-        task_id="watch_rewrite",
-        table_path=TABLE,
-        write_task_id="rewrite",
-        options=examples.TABLE_OPTIONS,
-        poke_interval=2,
-        missing_instant_timeout_s=120,
-        deferrable=True,
-    )
-
-    [batch, window] >> rewrite
-    window >> watch
+    if window is None:  # HUDI_OCC_WRITE_WINDOW=off: raw OCC contention, no window, no watch
+        rewrite.yield_to_windows = False
+        batch >> rewrite
+    else:
+        watch = HudiEarlyConflictSensor(
+            task_id="watch_rewrite",
+            table_path=TABLE,
+            write_task_id="rewrite",
+            options=examples.TABLE_OPTIONS,
+            poke_interval=2,
+            missing_instant_timeout_s=60,
+            deferrable=True,
+        )
+        [batch, window] >> rewrite
+        window >> watch
