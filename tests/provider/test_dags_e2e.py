@@ -62,6 +62,7 @@ def test_ingestion_and_backfill_in_parallel_conflict_retry_and_verify(airflow_en
     check_table(airflow_env.table, airflow_env.staging)
 
 
+@pytest.mark.slow  # ~2 min: one more dags-test process and Spark job
 def test_airflow_retry_of_a_committed_batch_adds_nothing(airflow_env):
     before = committed_batches(airflow_env.table) if os.path.exists(airflow_env.table) else []
     p = airflow_env.dags_test("hudi_occ_test_retry_after_commit", "retry")
