@@ -1,0 +1,326 @@
+"""Hooks: a Hudi table connection and a ZooKeeper (lock) connection, turned into Hudi options.
+
+Why a hook and not plain operator arguments: the table's storage options and its lock (which
+ZooKeeper ensemble, which base path, which credentials) are deployment facts, the same for
+every DAG that writes the table; they belong in one Airflow connection, and the DAG only says
+what it writes. The hook merges, from weakest to strongest:
+
+1. the ZooKeeper connection named by the table connection (``zookeeper_conn_id``), as Hudi's
+   ``hoodie.write.lock.zookeeper.*`` keys;
+2. the table connection's extras: ``lock_provider``, ``storage_options`` and ``options``
+   (a JSON object of ``hoodie.*`` keys; top-level ``hoodie.*`` extras are accepted too);
+3. the operator's own ``options``.
+
+The result is a plain ``{hoodie key: value}`` mapping (what the Spark job takes as
+``--option k=v``) and a typed :class:`~airflow_hudi_occ.core.config.WriteConfig` parsed from it,
+so an invalid value fails in the task with the key named, before Spark starts.
+
+A missing table connection is allowed when the operator gives the table path: the embedded
+defaults (file-system lock) then apply, which is what the example DAGs do out of the box.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from airflow.sdk import BaseHook
+
+from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
+from airflow_hudi_occ.core.errors import ConfigError
+
+ZK_PREFIX = "hoodie.write.lock.zookeeper."
+
+
+def _extras(conn) -> dict:
+    if conn is None:
+        return {}
+    try:
+        return dict(conn.extra_dejson or {})
+    except Exception:  # noqa: BLE001 - unreadable extras are a config error below
+        raise ConfigError(f"the extras of connection {conn.conn_id!r} are not a JSON object",
+                          key="extra", remedy="fix the connection's extra field (JSON)") from None
+
+
+def _json_object(value: Any, what: str) -> dict:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        d = json.loads(value)
+    except (TypeError, ValueError):
+        d = None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{what} must be a JSON object, got {value!r}", key=what,
+                          remedy=f"give {what} as a JSON object, e.g. {{}}")
+    return d
+
+
+def zookeeper_lock_options(conn) -> dict[str, str]:
+    """Hudi's ZooKeeper lock keys from a ``hudi_zookeeper`` connection.
+
+    host = comma-separated hosts (``zk1:2181,zk2``; a chroot may follow), port = default port,
+    schema = lock base path, login/password = digest credentials, extras ``lock_key``,
+    ``session_timeout_ms``, ``connection_timeout_ms``.
+    """
+    if not conn.host:
+        raise ConfigError(f"ZooKeeper connection {conn.conn_id!r} has no hosts",
+                          key="host", remedy="set the connection's host to zk1:2181,zk2:2181")
+    ex = _extras(conn)
+    opts = {"hoodie.write.lock.provider": "zookeeper",
+            ZK_PREFIX + "url": conn.host.strip(),
+            ZK_PREFIX + "port": str(conn.port or 2181)}
+    base = (conn.schema or ex.get("base_path") or "").strip()
+    if base:
+        opts[ZK_PREFIX + "base_path"] = base if base.startswith("/") else "/" + base
+    if conn.login:
+        if not conn.password:
+            raise ConfigError(f"ZooKeeper connection {conn.conn_id!r} has a login but no password",
+                              key="password", remedy="set both login and password for digest auth, or neither")
+        opts[ZK_PREFIX + "auth"] = f"{conn.login}:{conn.password}"
+    for extra, key in (("lock_key", "lock_key"), ("session_timeout_ms", "session_timeout_ms"),
+                       ("connection_timeout_ms", "connection_timeout_ms")):
+        if ex.get(extra) not in (None, ""):
+            opts[ZK_PREFIX + key] = str(ex[extra])
+    return opts
+
+
+class HudiZooKeeperHook(BaseHook):
+    """A ZooKeeper ensemble used as Hudi's lock (Java-compatible lock nodes, see core.locks)."""
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = "hudi_zookeeper_default"
+    conn_type = "hudi_zookeeper"
+    hook_name = "ZooKeeper (Hudi lock)"
+
+    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs):
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+
+    def lock_options(self) -> dict[str, str]:
+        return zookeeper_lock_options(self.get_connection(self.zookeeper_conn_id))
+
+    def get_conn(self):
+        """A started kazoo client for the ensemble (the caller stops it)."""
+        from kazoo.client import KazooClient
+
+        from airflow_hudi_occ.core.locks.zookeeper import connect_string
+        opts = self.lock_options()
+        auth = opts.get(ZK_PREFIX + "auth")
+        client = KazooClient(hosts=connect_string(opts[ZK_PREFIX + "url"], int(opts[ZK_PREFIX + "port"])),
+                             auth_data=[("digest", auth)] if auth else None)
+        client.start(timeout=int(opts.get(ZK_PREFIX + "connection_timeout_ms", 15000)) / 1000)
+        return client
+
+
+class HudiOccHook(BaseHook):
+    """One Hudi table: its path, storage options and lock, as Hudi write options."""
+
+    conn_name_attr = "hudi_conn_id"
+    default_conn_name = "hudi_occ_default"
+    conn_type = "hudi_occ"
+    hook_name = "Hudi table (OCC)"
+
+    def __init__(self, hudi_conn_id: str | None = default_conn_name, *, table_path: str | None = None,
+                 options: Mapping[str, Any] | None = None, lock_provider: str | None = None,
+                 zookeeper_conn_id: str | None = None, storage_options: Mapping[str, Any] | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.hudi_conn_id = hudi_conn_id
+        self._table_path = table_path
+        self._options = {str(k): v for k, v in (options or {}).items() if v is not None}
+        self._lock_provider = lock_provider
+        self._zookeeper_conn_id = zookeeper_conn_id
+        self._storage_options = dict(storage_options) if storage_options is not None else None
+        self._conn = None
+        self._conn_loaded = False
+
+    # -- the connection -------------------------------------------------------------------------
+
+    @property
+    def connection(self):
+        """The table connection, or None when it does not exist and the path is given."""
+        if not self._conn_loaded:
+            self._conn_loaded = True
+            if self.hudi_conn_id:
+                try:
+                    self._conn = self.get_connection(self.hudi_conn_id)
+                except Exception as e:  # noqa: BLE001 - AirflowNotFoundException and friends
+                    if not self._table_path:
+                        raise ConfigError(
+                            f"connection {self.hudi_conn_id!r} not found ({e}) and no table path "
+                            "given", key="hudi_conn_id",
+                            remedy="create the connection (type hudi_occ, host = table base path) "
+                                   "or pass table_path to the operator") from e
+                    self.log.info("no connection %s: using the operator's table path and the "
+                                  "embedded defaults", self.hudi_conn_id)
+        return self._conn
+
+    @property
+    def table_path(self) -> str:
+        if self._table_path:
+            return self._table_path
+        conn = self.connection
+        path = (conn.host or "") if conn is not None else ""
+        if conn is not None and conn.schema and "://" not in path:
+            path = f"{conn.schema}://{path}"  # e.g. schema s3 + host bucket/prefix
+        path = path or _extras(conn).get("base_path", "")
+        if not path:
+            raise ConfigError("no table path: neither the operator nor the connection gives one",
+                              key="table_path", remedy="pass table_path or set the connection's host")
+        return path
+
+    @property
+    def storage_options(self) -> dict:
+        if self._storage_options is not None:
+            return dict(self._storage_options)
+        return _json_object(_extras(self.connection).get("storage_options"), "storage_options")
+
+    # -- options ---------------------------------------------------------------------------------
+
+    def write_options(self, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The merged ``hoodie.*`` options (weakest first: ZooKeeper connection, table
+        connection, hook arguments, ``extra``), as strings."""
+        ex = _extras(self.connection)
+        conn_opts = _json_object(ex.get("options"), "options")
+        conn_opts.update({k: v for k, v in ex.items() if str(k).startswith("hoodie.")})
+        explicit = {**self._options, **{str(k): v for k, v in (extra or {}).items() if v is not None}}
+        provider = (self._lock_provider or explicit.get(LOCK_PROVIDER.key)
+                    or conn_opts.get(LOCK_PROVIDER.key) or ex.get("lock_provider") or "")
+        zk_id = self._zookeeper_conn_id or ex.get("zookeeper_conn_id")
+        merged: dict[str, Any] = {}
+        if str(provider).lower() == "zookeeper" or (zk_id and not provider):
+            merged.update(HudiZooKeeperHook(zk_id or HudiZooKeeperHook.default_conn_name).lock_options())
+        elif provider:
+            merged[LOCK_PROVIDER.key] = provider
+        merged.update(conn_opts)
+        merged.update(explicit)
+        if provider and LOCK_PROVIDER.key not in explicit:
+            merged[LOCK_PROVIDER.key] = provider
+        return {k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in merged.items()}
+
+    def write_config(self, extra: Mapping[str, Any] | None = None) -> WriteConfig:
+        """The typed config; raises ConfigError naming a bad key before anything runs."""
+        return WriteConfig.from_options(self.write_options(extra))
+
+    def get_table(self):
+        from airflow_hudi_occ.core.table import Table
+        return Table.open(self.table_path, self.storage_options or None)
+
+    def get_conn(self):
+        return self.get_table()
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            t = self.get_table()
+            self.write_config()
+            return True, f"table {t.name} (version {t.version}) at {self.table_path}"
+        except Exception as e:  # noqa: BLE001 - shown in the UI
+            return False, str(e)
+
+
+# --- the Spark job ----------------------------------------------------------------------------
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # noqa: E402
+
+
+class HudiSparkJobHook(SparkSubmitHook):
+    """The Apache Spark provider's SparkSubmitHook, with three changes the write needs.
+
+    - spark-submit starts in its own session (``start_new_session``): its process group holds
+      the JVM, the local-mode Python driver and the Python workers, so :meth:`kill_tree` can end
+      all of them. The provider's own ``on_kill`` SIGKILLs spark-submit alone; measured here
+      (tests/provider/test_kill.py), the local-mode Python driver survives it as an orphan and
+      keeps writing (and heartbeating) until its job ends.
+    - Every output line is also given to ``on_line``, so the operator reads the job's
+      ``HUDI_OCC_BEGIN`` / ``HUDI_OCC_RESULT`` lines while the provider logs them as usual.
+    - A non-zero exit is a return code, not an exception: exit 75 (retryable conflict) is a
+      normal outcome for an optimistic writer.
+    - ``spark-submit`` is looked up on PATH, then beside the running interpreter (a venv).
+    """
+
+    def __init__(self, *args, on_line=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._on_line = on_line
+
+    def _resolve_connection(self) -> dict:
+        """As the provider does, except that a missing connection means ``local[*]``, not
+        YARN: the example DAGs run out of the box on one machine."""
+        data = super()._resolve_connection()
+        try:
+            self.get_connection(self._conn_id)
+        except Exception:  # noqa: BLE001 - AirflowNotFoundException
+            data["master"] = "local[*]"
+        return data
+
+    def _get_spark_binary_path(self) -> list[str]:
+        import os
+        import shutil
+        import sys
+        binary = self._connection["spark_binary"] or "spark-submit"
+        found = shutil.which(binary) or shutil.which(binary, path=os.path.dirname(sys.executable))
+        return [found or binary]
+
+    def _process_spark_submit_log(self, itr) -> None:
+        def tee():
+            for line in itr:
+                if self._on_line is not None:
+                    self._on_line(line.rstrip("\n"))
+                yield line
+        super()._process_spark_submit_log(tee())
+
+    def run(self, application: str) -> int:
+        """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+        from airflow.sdk.exceptions import AirflowException
+        try:
+            self.submit(application, start_new_session=True)
+        except AirflowException:
+            if self._submit_sp is None or self._submit_sp.returncode in (None, 0):
+                raise
+        return self._submit_sp.returncode
+
+    @property
+    def pid(self) -> int | None:
+        return self._submit_sp.pid if self._submit_sp is not None else None
+
+    def kill_tree(self, grace_s: float = 5.0) -> list[int]:
+        """SIGTERM the job's process group and every descendant, SIGKILL what outlives
+        ``grace_s``. Returns the pids that were running. Descendants are listed BEFORE the
+        signal: once spark-submit dies its children are re-parented and cannot be found."""
+        import os
+        import signal
+
+        import psutil
+        sp = self._submit_sp
+        if sp is None:
+            return []
+        try:
+            root = psutil.Process(sp.pid)
+            procs = [root] + root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            procs = []
+        pids = [p.pid for p in procs]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(sp.pid, sig)  # the session leader's pid is the group id
+            except (ProcessLookupError, PermissionError):
+                pass
+            for p in procs:
+                try:
+                    p.send_signal(sig)
+                except psutil.NoSuchProcess:
+                    pass
+            _, procs = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 5)
+            if not procs:
+                break
+        try:
+            sp.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - already reaped
+            pass
+        return pids
+
+    def on_kill(self) -> None:
+        pids = self.kill_tree()
+        self.log.info("killed the Spark process tree: %s", pids)
+        super().on_kill()  # cluster modes: the provider kills the remote driver / application

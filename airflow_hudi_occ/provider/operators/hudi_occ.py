@@ -1,0 +1,413 @@
+"""Operators: an optimistic Hudi write as a Spark job, and table services under the table lock.
+
+:class:`HudiWriteOperator` is thin: the write itself (transaction, markers, conflict
+resolution, rollback of a loser) lives in the Spark job (``airflow_hudi_occ/spark/job.py``)
+and in ``core``. What the operator adds is what only an orchestrator can do:
+
+- **conflict retries on fresh instants**: the job exits 75 when it lost a conflict (its
+  instant is already rolled back); the operator waits (exponential backoff, full jitter,
+  :class:`~airflow_hudi_occ.core.retry.RetryPolicy`) and runs the job again, which begins a new
+  instant on the table as it is now. This budget (``conflict_retries``) is separate from
+  Airflow's task ``retries``: losing a race is not a failure of the task. A non-retryable
+  error (exit 1: bad options, a refused schema, a failed job; exit 2: usage) raises
+  ``AirflowFailException``, so Airflow does not burn its retries on it. Retries exhausted
+  raise a plain ``AirflowException`` (Airflow's own retries may try again later).
+- **idempotence**: the batch key (``dag_id/run_id/task_id[/map_index]``, or the source
+  checkpoint you give) is recorded in the commit. Before every attempt the operator looks for a
+  completed commit carrying it (``core.transaction.find_committed_batch``): an Airflow retry or
+  a re-run of a batch that already committed writes nothing and says so.
+- **a record of every attempt**: instant, outcome, the winning instant and file groups on a
+  conflict, seconds discarded; logged, pushed to XCom (``hudi_occ_attempts``) and, through
+  the ``hoodie.occ.writer.labels`` option, kept in the table's attempt log with the task's
+  dag/task/run/try/map index for the timeline page.
+- **kill**: ``on_kill`` ends the whole Spark process tree (see ``HudiSparkJobHook``); the
+  killed instant stays pending with its markers until a rollback (the table-service operator,
+  or any writer's lazy rollback) removes it once its heartbeat expired.
+
+Gap, stated: a job that crashed after writing every file but before completing its instant
+is rolled back and rewritten by the retry, not re-committed: pending instants do not record
+their batch key, so they cannot be matched to the retry safely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from airflow_hudi_occ.core.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError
+from airflow_hudi_occ.core.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
+from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+
+try:  # the UI helper's link (may not be merged yet in this branch)
+    from airflow_hudi_occ.provider.links import HudiTimelineLink
+    _LINKS: tuple = (HudiTimelineLink(),)
+except ImportError:  # pragma: no cover - depends on the merge order
+    _LINKS = ()
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
+RESULT_PREFIX = "HUDI_OCC_RESULT "
+BEGIN_PREFIX = "HUDI_OCC_BEGIN "
+
+#: XCom keys (also read by the sensors and the timeline page)
+XCOM_ATTEMPTS = "hudi_occ_attempts"
+XCOM_RUNNING = "hudi_occ_running_instant"
+XCOM_TABLE = "hudi_occ_table"
+
+SPARK_APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_app.py")
+DEFAULT_SPARK_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+class _JobConflict(RetryableError):
+    def __init__(self, result: dict):
+        self.result = result
+        super().__init__(f"instant {result.get('instant')} lost to {result.get('other_instant')} "
+                         f"on {len(result.get('file_groups') or [])} file group(s)",
+                         remedy="retried with a fresh instant")
+
+
+class _JobFailed(HudiOccError):
+    def __init__(self, code: int, result: dict | None):
+        self.code = code
+        self.result = result or {}
+        err = self.result.get("error") or {}
+        super().__init__(f"the Spark job exited {code}: {err.get('error', 'no result line')}: "
+                         f"{err.get('message', '(see the log above)')}",
+                         remedy=err.get("remedy") or "read the job's log above")
+
+
+def task_labels(context) -> dict:
+    """Who is writing: what the attempt log and the timeline page show for this attempt."""
+    ti = context["ti"]
+    return {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id,
+            "try_number": str(ti.try_number), "map_index": str(getattr(ti, "map_index", -1))}
+
+
+def default_batch_key(context) -> str:
+    ti = context["ti"]
+    key = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}"
+    mi = getattr(ti, "map_index", -1)
+    return key if mi is None or mi < 0 else f"{key}/{mi}"
+
+
+def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
+    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.transaction import find_committed_batch
+    try:
+        table = Table.open(table_path, storage_options or None)
+    except TableNotFoundError:
+        return None
+    return find_committed_batch(table, batch_key)
+
+
+class HudiWriteOperator(BaseOperator):
+    """Write one batch (a parquet/csv/json path or a SQL query) to a Hudi table with OCC.
+
+    :param source: input path, or a SQL query with ``source_format="sql"`` (templated)
+    :param table_path: table base path (templated); default: the connection's host
+    :param operation: upsert | insert | bulk_insert | delete | insert_overwrite
+    :param options: ``hoodie.*`` write options (templated); override the connection's
+    :param hudi_conn_id: the table connection (type ``hudi_occ``); may be absent
+    :param spark_conn_id: the Spark connection (``local[*]`` or a cluster master)
+    :param conflict_retries: attempts after a lost conflict, each on a fresh instant
+    :param batch_key: idempotency key (templated); default dag_id/run_id/task_id
+    :param checkpoint: source position recorded in the commit (templated); also the batch key
+        when ``batch_key`` is not given
+    :param partitions: partitions this write may touch (for write windows); None = unknown
+    :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
+        request of another DAG run covers these partitions (see ``provider/write_window.py``)
+    """
+
+    template_fields: Sequence[str] = ("source", "table_path", "options", "batch_key", "checkpoint",
+                                      "partitions", "spark_conf")
+    template_fields_renderers = {"options": "json", "spark_conf": "json"}
+    ui_color = "#d6ecff"
+    operator_extra_links = _LINKS
+
+    def __init__(self, *, source: str, table_path: str | None = None, source_format: str = "parquet",
+                 operation: str = "upsert", options: dict[str, Any] | None = None,
+                 hudi_conn_id: str | None = HudiOccHook.default_conn_name,
+                 spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                 spark_env: dict[str, str] | None = None, conflict_retries: int = 5,
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
+                 batch_key: str | None = None, checkpoint: str | None = None,
+                 partitions: list[str] | None = None, yield_to_windows: bool = True,
+                 window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0, **kwargs):
+        super().__init__(**kwargs)
+        self.source = source
+        self.table_path = table_path
+        self.source_format = source_format
+        self.operation = operation
+        self.options = options or {}
+        self.hudi_conn_id = hudi_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
+        self.spark_env = spark_env or {}
+        self.conflict_retries = conflict_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.batch_key = batch_key
+        self.checkpoint = checkpoint
+        self.partitions = partitions
+        self.yield_to_windows = yield_to_windows
+        self.window_wait_timeout_s = window_wait_timeout_s
+        self.window_poll_s = window_poll_s
+        self._job_hook: HudiSparkJobHook | None = None
+        self._killed = False
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        import sys
+        env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        env.update({k: str(v) for k, v in self.spark_env.items()})
+        return env
+
+    def _args(self, table_path: str, options: dict, batch_key: str, attempt: int) -> list[str]:
+        args = ["--table", table_path, "--operation", self.operation, "--source", self.source,
+                "--source-format", self.source_format, "--attempt", str(attempt),
+                "--batch-key", batch_key]
+        if self.checkpoint:
+            args += ["--checkpoint", str(self.checkpoint)]
+        for k, v in sorted(options.items()):
+            args += ["--option", f"{k}={v}"]
+        return args
+
+    def _wait_for_window(self, table, owner: dict) -> None:
+        from airflow_hudi_occ.provider import write_window
+        deadline = time.time() + self.window_wait_timeout_s
+        announced = False
+        while True:
+            ahead = write_window.yielding_to(table, self.partitions, owner)
+            if not ahead:
+                return
+            if time.time() >= deadline:
+                self.log.warning("still yielding to write window(s) %s after %.0f s: writing anyway "
+                                 "(OCC keeps the table correct)", [r.request_id for r in ahead],
+                                 self.window_wait_timeout_s)
+                return
+            if not announced:
+                self.log.info("yielding to older write-window request(s) %s on partitions %s",
+                              [(r.request_id, r.owner.get("dag_id")) for r in ahead],
+                              sorted({p for r in ahead for p in (r.partitions or ["*"])}))
+                announced = True
+            time.sleep(self.window_poll_s)
+
+    # -- execute -------------------------------------------------------------------------------
+
+    def execute(self, context) -> dict:
+        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
+        labels = task_labels(context)
+        try:
+            table_path = hook.table_path
+            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            hook.write_config(options)  # a bad key fails here, naming it, before Spark starts
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        storage_options = hook.storage_options
+        batch_key = str(self.batch_key or self.checkpoint or default_batch_key(context))
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_TABLE, value=table_path)
+        owner = {k: labels[k] for k in ("dag_id", "run_id", "task_id")}
+        attempts: list[dict] = []
+
+        def already(inst) -> dict:
+            self.log.info("batch %r is already committed as instant %s (completed %s): this run "
+                          "writes nothing new", batch_key, inst.requested_time, inst.completion_time)
+            return {"outcome": "already_committed", "instant": inst.requested_time,
+                    "completion_time": inst.completion_time, "table": table_path,
+                    "batch_key": batch_key, "attempts": attempts}
+
+        def one(n: int) -> dict:
+            if self._killed:
+                raise AirflowException("the task was killed")
+            found = committed_instant(table_path, storage_options, batch_key)
+            if found is not None:
+                return already(found)
+            if self.yield_to_windows:
+                try:
+                    from airflow_hudi_occ.core.table import Table
+                    self._wait_for_window(Table.open(table_path, storage_options or None), owner)
+                except TableNotFoundError:
+                    pass
+            began: dict = {}
+            result: dict = {}
+
+            def on_line(line: str) -> None:
+                if line.startswith(BEGIN_PREFIX):
+                    began.update(json.loads(line[len(BEGIN_PREFIX):]))
+                    ti.xcom_push(key=XCOM_RUNNING, value={**began, "table": table_path})
+                    self.log.info("attempt %d began instant %s", n, began.get("instant"))
+                elif line.startswith(RESULT_PREFIX):
+                    result.clear()
+                    result.update(json.loads(line[len(RESULT_PREFIX):]))
+
+            self._job_hook = HudiSparkJobHook(
+                conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
+                name=f"hudi-occ {labels['dag_id']}.{labels['task_id']} attempt {n}",
+                application_args=self._args(table_path, options, batch_key, n), on_line=on_line)
+            t0 = time.time()
+            code = self._job_hook.run(SPARK_APP)
+            rec = {"attempt": n, "exit_code": code, "instant": result.get("instant") or began.get("instant"),
+                   "outcome": result.get("outcome") or ("killed" if self._killed else "error"),
+                   "seconds": round(time.time() - t0, 3)}
+            for k in ("completion_time", "other_instant", "file_groups", "seconds_discarded",
+                      "files_discarded", "stats"):
+                if result.get(k) is not None:
+                    rec[k] = result[k]
+            if result.get("error"):
+                rec["error"] = {k: result["error"].get(k) for k in ("error", "message", "remedy")}
+            attempts.append(rec)
+            ti.xcom_push(key=XCOM_ATTEMPTS, value=attempts)
+            if code == EXIT_OK:
+                self.log.info("attempt %d committed instant %s (completed %s): %s", n, rec["instant"],
+                              rec.get("completion_time"), rec.get("stats"))
+                return {**result, "outcome": "committed", "table": table_path, "batch_key": batch_key,
+                        "attempts": attempts}
+            if self._killed:
+                raise AirflowException(f"the task was killed during attempt {n} (instant "
+                                       f"{rec['instant']}; left for rollback)")
+            if code == EXIT_RETRYABLE:
+                self.log.warning("attempt %d: instant %s lost a conflict to %s on file groups %s; "
+                                 "%.1f s of work discarded; retrying with a fresh instant",
+                                 n, rec["instant"], rec.get("other_instant"), rec.get("file_groups"),
+                                 rec.get("seconds_discarded") or 0.0)
+                raise _JobConflict(result)
+            raise _JobFailed(code, result)
+
+        policy = RetryPolicy(max_conflict_retries=self.conflict_retries,
+                             base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
+        try:
+            out = run_with_conflict_retries(one, policy, RetryRun())
+        except RetriesExhaustedError as e:
+            raise AirflowException(f"{len(attempts)} attempts all lost a conflict (batch {batch_key!r}): "
+                                   f"{e.remedy}") from e
+        except _JobFailed as e:
+            if e.code in (EXIT_ERROR, EXIT_USAGE):
+                raise AirflowFailException(str(e)) from e
+            raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
+        finally:
+            try:
+                from airflow_hudi_occ.core.table import Table
+                from airflow_hudi_occ.provider import write_window
+                write_window.release_owned(Table.open(table_path, storage_options or None), owner)
+            except Exception:  # noqa: BLE001 - no table yet, or nothing to release
+                pass
+        conflicts = sum(1 for a in attempts if a["outcome"] == "conflict")
+        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", batch_key, out["outcome"],
+                      len(attempts), conflicts)
+        return out
+
+    def on_kill(self) -> None:
+        self._killed = True
+        if self._job_hook is not None:
+            self._job_hook.on_kill()
+
+
+class HudiTableServiceOperator(BaseOperator):
+    """Run a table service: ``rollback`` (failed writes whose heartbeat expired), ``clean``,
+    or ``cluster`` (planned here under the table lock, executed as a Spark job).
+
+    Every decision that changes the timeline is taken under the table lock by the service
+    itself (core), with the same lock the writers use, taken from the same connection.
+    """
+
+    template_fields: Sequence[str] = ("table_path", "options", "instant")
+    template_fields_renderers = {"options": "json"}
+    ui_color = "#f0e0ff"
+    SERVICES = ("rollback", "clean", "cluster")
+
+    def __init__(self, *, service: str, table_path: str | None = None,
+                 options: dict[str, Any] | None = None,
+                 hudi_conn_id: str | None = HudiOccHook.default_conn_name,
+                 spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                 instant: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if service not in self.SERVICES:
+            raise ValueError(f"service must be one of {self.SERVICES}, got {service!r}")
+        self.service = service
+        self.table_path = table_path
+        self.options = options or {}
+        self.hudi_conn_id = hudi_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
+        self.instant = instant
+        self._job_hook: HudiSparkJobHook | None = None
+
+    def execute(self, context) -> dict:
+        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
+        labels = task_labels(context)
+        try:
+            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            config = hook.write_config(options)
+            table = hook.get_table()
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        try:
+            out = getattr(self, f"_{self.service}")(table, config, options, hook)
+        except ModuleNotFoundError as e:
+            if not (e.name or "").startswith("airflow_hudi_occ.core."):
+                raise
+            raise AirflowSkipException(f"the {self.service} service is not in this build of "
+                                       f"airflow_hudi_occ ({e.name} is missing): install the "
+                                       "release that has the table services") from e
+        except RetryableError as e:  # lock timeout and the like: Airflow's retries may help
+            raise AirflowException(str(e)) from e
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        self.log.info("%s on %s: %s", self.service, table.base_uri, out)
+        return out
+
+    def _rollback(self, table, config, options, hook) -> dict:
+        from airflow_hudi_occ.core.rollback import rollback_failed_writes, rollback_instant
+        if self.instant:
+            res = [rollback_instant(table, self.instant, config, reason="requested by Airflow",
+                                    only_if_expired=True)]
+        else:
+            res = rollback_failed_writes(table, config)
+        return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
+
+    def _clean(self, table, config, options, hook) -> dict:
+        from airflow_hudi_occ.core.clean import run_clean  # the table-services branch
+        return {"service": "clean", **run_clean(table, config).to_json()}
+
+    def _cluster(self, table, config, options, hook) -> dict:
+        from airflow_hudi_occ.core.clustering import schedule_clustering  # the table-services branch
+        instant = self.instant or schedule_clustering(table, config)
+        if instant is None:
+            return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
+        app = os.path.join(os.path.dirname(SPARK_APP), "..", "spark", "service_job.py")
+        args = ["--table", table.base_uri, "--service", "cluster", "--instant", str(instant)]
+        for k, v in sorted(options.items()):
+            args += ["--option", f"{k}={v}"]
+        result: dict = {}
+
+        def on_line(line: str) -> None:
+            if line.startswith(RESULT_PREFIX):
+                result.update(json.loads(line[len(RESULT_PREFIX):]))
+
+        import sys
+        self._job_hook = HudiSparkJobHook(
+            conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=on_line,
+            env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+                      **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})},
+            name=f"hudi-occ cluster {instant}")
+        code = self._job_hook.run(os.path.abspath(app))
+        if code == EXIT_RETRYABLE:
+            raise AirflowException(f"clustering {instant} lost a conflict; it stays planned and "
+                                   f"the next run retries it: {result.get('error')}")
+        if code != EXIT_OK:
+            raise AirflowFailException(f"clustering {instant} failed (exit {code}): {result.get('error')}")
+        return {"service": "cluster", "scheduled": instant, **result}
+
+    def on_kill(self) -> None:
+        if self._job_hook is not None:
+            self._job_hook.on_kill()

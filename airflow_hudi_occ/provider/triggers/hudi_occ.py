@@ -1,0 +1,97 @@
+"""Triggers: the early-conflict watch of a running write, polled in the triggerer.
+
+Why in the triggerer: watching a write that may run for an hour must not hold a worker slot;
+the check is a few listings of ``.hoodie`` (timeline, markers, heartbeats) every few seconds.
+The check itself is :func:`check_instant` (pure ``core``, run in a thread so the triggerer's
+event loop never blocks on storage):
+
+- the watched instant completed, or disappeared (rolled back): the watch ends;
+- its heartbeat expired: the writer is dead, nothing to save; the watch ends;
+- else its file groups (planned in its inflight file, and its markers so far) are compared,
+  with core's early-conflict detector, with (a) the markers of EARLIER live pending writers
+  (of two overlapping writers only the later one fails) and (b) the file groups of writes that
+  completed after it began (it would fail its commit-time check). On a conflict the engine's
+  abort signal is raised (``core.abort_signal.raise_abort``) with the conflict as JSON: the
+  Spark job stops before its next file or batch, rolls back and exits 75, and the write
+  operator retries with a fresh instant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+ABORT_SOURCE = "HudiEarlyConflictSensor"
+
+
+def check_instant(table_path: str, instant: str, options: dict | None = None,
+                  storage_options: dict | None = None) -> dict | None:
+    """One look at a running write; an event dict when the watch should end, else None."""
+    from airflow_hudi_occ.core.abort_signal import raise_abort
+    from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, WriteConfig
+    from airflow_hudi_occ.core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+    from airflow_hudi_occ.core.heartbeat import is_expired
+    from airflow_hudi_occ.core.table import Table
+
+    table = Table.open(table_path, storage_options or None)
+    tl = table.timeline()
+    inst = tl.get(instant)
+    base = {"instant": instant, "table": table_path}
+    if inst is None:
+        return {**base, "status": "gone"}
+    if inst.is_completed:
+        return {**base, "status": "completed", "completion_time": inst.completion_time}
+    cfg = WriteConfig.from_options({**(options or {}), ECD_CHECK_COMMIT_CONFLICT.key: "true"})
+    if is_expired(table, instant, cfg.heartbeat):
+        return {**base, "status": "dead"}
+    completed_at_start = {i.requested_time for i in tl.completed()
+                          if (i.completion_time or i.requested_time) < instant}
+    det = AsyncTimelineServerBasedDetectionStrategy(table, instant, cfg,
+                                                    completed_at_start=completed_at_start)
+    try:
+        for p, f in tl.commit_metadata(inst).mutated_file_groups():
+            det.add_pending(p, f)
+    except Exception:  # noqa: BLE001 - still requested (no plan yet): markers decide
+        pass
+    err = det.run_check_once()
+    if err is None:
+        return None
+    d = err.to_dict()
+    raise_abort(table, instant, json.dumps(d, sort_keys=True), source=ABORT_SOURCE)
+    return {**base, "status": "conflict", "other_instant": d.get("other_instant"),
+            "file_groups": d.get("file_groups", []), "message": d.get("message")}
+
+
+class HudiEarlyConflictTrigger(BaseTrigger):
+    """Polls :func:`check_instant` until the write ends or is found doomed (then aborts it)."""
+
+    def __init__(self, table_path: str, instant: str, options: dict | None = None,
+                 storage_options: dict | None = None, poll_interval: float = 5.0):
+        super().__init__()
+        self.table_path = table_path
+        self.instant = instant
+        self.options = dict(options or {})
+        self.storage_options = dict(storage_options or {})
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"table_path": self.table_path, "instant": self.instant, "options": self.options,
+                 "storage_options": self.storage_options, "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                event = await asyncio.to_thread(check_instant, self.table_path, self.instant,
+                                                self.options, self.storage_options)
+            except Exception as e:  # noqa: BLE001 - reported to the sensor, which fails clearly
+                yield TriggerEvent({"instant": self.instant, "status": "error",
+                                    "message": f"{type(e).__name__}: {e}"})
+                return
+            if event is not None:
+                yield TriggerEvent(event)
+                return
+            await asyncio.sleep(self.poll_interval)

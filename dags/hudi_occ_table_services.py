@@ -1,0 +1,31 @@
+"""Table services for the example table, under the same table lock the writers use:
+roll back failed writes whose heartbeat expired, clean old file versions, then plan and
+run clustering (a Spark job)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_hudi_occ.provider import examples
+from airflow_hudi_occ.provider.operators.hudi_occ import HudiTableServiceOperator
+
+TABLE = examples.setting("hudi_occ_table", examples.default_table_path())
+
+with DAG(
+    dag_id="hudi_occ_table_services",
+    schedule=timedelta(hours=1),
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["hudi", "occ", "example"],
+    doc_md=__doc__,
+) as dag:
+    common = dict(table_path=TABLE, options=examples.TABLE_OPTIONS,
+                  spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"))
+    rollback = HudiTableServiceOperator(task_id="rollback_failed_writes", service="rollback", **common)
+    clean = HudiTableServiceOperator(task_id="clean", service="clean", **common)
+    cluster = HudiTableServiceOperator(task_id="cluster", service="cluster", **common)
+    rollback >> clean >> cluster

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The Airflow demo on embedded defaults: ingestion and backfill DAG runs at the same time
+# (each its own `airflow dags test` process, SQLite), then the table-services DAG, then
+# commits / conflicts / retries from the attempt log and the final table checked with hudi-rs.
+# Installs what it needs first (scripts/bootstrap.sh with the airflow extra). Exit 0/1.
+#   scripts/airflow-demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HUDI_OCC_EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow} bash scripts/bootstrap.sh
+export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
+exec .venv/bin/python -m airflow_hudi_occ.provider.demo "$@"

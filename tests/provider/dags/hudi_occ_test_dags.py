@@ -1,0 +1,48 @@
+"""DAGs used only by the provider tests (copied into the test AIRFLOW_HOME's dags folder)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, task
+
+from airflow_hudi_occ.provider import examples
+from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+
+
+class CrashAfterCommitOperator(HudiWriteOperator):
+    """Commits, then fails its first try: Airflow retries a batch that is already committed."""
+
+    def execute(self, context):
+        out = super().execute(context)
+        if context["ti"].try_number == 1:
+            raise RuntimeError(f"simulated crash after commit of {out.get('instant')}")
+        return out
+
+
+TABLE = examples.setting("hudi_occ_table", examples.default_table_path())
+
+with DAG(dag_id="hudi_occ_test_retry_after_commit", schedule=None, start_date=datetime(2024, 1, 1),
+         catchup=False, default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}) as retry_dag:
+
+    @task
+    def make_batch(staging: str, run_id=None) -> str:
+        return examples.make_batch("ingestion", run_id, staging)
+
+    CrashAfterCommitOperator(
+        task_id="upsert", source=make_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir())),
+        table_path=TABLE, options=examples.TABLE_OPTIONS, conflict_retries=8, backoff_base_s=0.5,
+        backoff_max_s=4.0)
+
+with DAG(dag_id="hudi_occ_test_long_write", schedule=None, start_date=datetime(2024, 1, 1),
+         catchup=False, default_args={"retries": 0}) as long_dag:
+
+    @task
+    def make_big_batch(staging: str, run_id=None) -> str:
+        return examples.make_batch("backfill", run_id, staging.rstrip("/") + "_killed")  # never committed
+
+    HudiWriteOperator(
+        task_id="rewrite", source=make_big_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir())),
+        table_path=TABLE, options={**examples.TABLE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "1000"},
+        conflict_retries=0, spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")})

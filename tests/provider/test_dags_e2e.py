@@ -1,0 +1,121 @@
+"""End to end: ``airflow dags test`` processes (SQLite, real spark-submit, real ZooKeeper lock)
+running the example DAGs at the same time against one table, checked with hudi-rs."""
+
+import glob
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.metadata import EXTRA_BATCH_KEY
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.provider.examples import expected_table
+from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+
+from .conftest import finish
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(900)]
+
+
+def committed_batches(path):
+    t = Table.open(path)
+    tl = t.timeline()
+    return [(i.requested_time, tl.commit_metadata(i).extra_metadata.get(EXTRA_BATCH_KEY))
+            for i in tl.completed_by_completion_time() if i.is_write]
+
+
+def check_table(path, staging):
+    files = sorted(glob.glob(os.path.join(staging, "*", "*.parquet")))
+    want = expected_table(files)
+    got = rows_by_key(hudi_read(path))  # raises on a duplicate key
+    assert sorted(got) == sorted(want), "lost or extra keys"
+    assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {k: (r["v"], r["ts"]) for k, r in want.items()}
+    return got
+
+
+def test_ingestion_and_backfill_in_parallel_conflict_retry_and_verify(airflow_env, tmp_path):
+    env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2", "HUDI_OCC_WRITE_WINDOW": "off"}
+    procs = [airflow_env.dags_test("hudi_occ_backfill", "backfill", env=env),
+             airflow_env.dags_test("hudi_occ_ingestion", "ingestion", env=env)]
+    logs = [finish(p) for p in procs]
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0 and "state=success" in log, log[-4000:]
+    t = Table.open(airflow_env.table)
+    records = list(attempt_log.read_records(t))
+    conflicts = [r for r in records if r.outcome == "conflict"]
+    commits = [r for r in records if r.outcome == "committed"]
+    # Both write the same bucket file groups and are held at the commit until both got there
+    # (or one is stopped earlier by early conflict detection): one loses, is rolled back, and
+    # commits on a later attempt with a fresh instant.
+    assert len(commits) == 2 and conflicts, [r.to_json() for r in records]
+    for loser in conflicts:
+        retry = next(r for r in commits if r.labels.get("dag_id") == loser.labels.get("dag_id"))
+        assert retry.attempt > loser.attempt and retry.instant > loser.instant
+        assert loser.other_instant and loser.file_groups
+    assert {r.labels.get("dag_id") for r in records} == {"hudi_occ_backfill", "hudi_occ_ingestion"}
+    assert all(set(r.labels) >= {"dag_id", "task_id", "run_id", "try_number", "map_index"} for r in records)
+    assert loser.instant not in [i for i, _ in committed_batches(airflow_env.table)]
+    check_table(airflow_env.table, airflow_env.staging)
+
+
+@pytest.mark.slow  # ~2 min: one more dags-test process and Spark job
+def test_airflow_retry_of_a_committed_batch_adds_nothing(airflow_env):
+    before = committed_batches(airflow_env.table) if os.path.exists(airflow_env.table) else []
+    p = airflow_env.dags_test("hudi_occ_test_retry_after_commit", "retry")
+    log = finish(p)
+    assert p.returncode == 0 and "state=success" in log, log[-4000:]
+    assert "simulated crash after commit" in log  # try 1 failed after its commit
+    assert "is already committed as instant" in log  # try 2 found it
+    after = committed_batches(airflow_env.table)
+    new = [b for b in after if b not in before]
+    assert len(new) == 1 and new[0][1].startswith("hudi_occ_test_retry_after_commit/"), new
+    check_table(airflow_env.table, airflow_env.staging)
+
+
+def _job_processes(marker):
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in a for a in (p.info["cmdline"] or [])):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_instant(airflow_env, tmp_path):
+    hold = tmp_path / "hold"
+    p = airflow_env.dags_test("hudi_occ_test_long_write", "long_write",
+                              env={"HUDI_OCC_TEST_HOLD": f"{hold}:99"})  # held before its commit
+    deadline = time.time() + 400
+    while time.time() < deadline and not (hold.exists() and os.listdir(hold)):
+        assert p.poll() is None, finish(p)[-4000:]
+        time.sleep(0.5)
+    assert hold.exists() and os.listdir(hold), "the write never reached its commit"
+    instant = os.listdir(hold)[0]
+    root = psutil.Process(p.pid)
+    tree = root.children(recursive=True)
+    assert any("spark_app.py" in " ".join(c.cmdline()) for c in tree if c.is_running())
+    t = Table.open(airflow_env.table)
+    assert t.timeline().get(instant).is_pending
+    p.send_signal(signal.SIGTERM)  # what Airflow's supervisor sends to a task it kills
+    log = finish(p, timeout=300)
+    assert "killed the Spark process tree" in log, log[-4000:]
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, [(a.pid, a.cmdline()) for a in alive]
+    assert not _job_processes(str(hold)) and not [q for q in _job_processes("spark_app.py")
+                                                   if instant in " ".join(q.cmdline())]
+    # The instant is left pending; once its heartbeat expired, the next rollback removes it.
+    assert Table.open(airflow_env.table).timeline().get(instant).is_pending
+    time.sleep(3)  # heartbeat interval 1 s x 2 misses
+    svc = airflow_env.dags_test("hudi_occ_table_services", "services")
+    log = finish(svc)
+    assert svc.returncode == 0, log[-4000:]
+    t = Table.open(airflow_env.table)
+    assert t.timeline().get(instant) is None
+    assert not any(instant in f for f in t.storage.walk_files(t.base_uri) if f.endswith(".parquet"))
+    check_table(airflow_env.table, airflow_env.staging)
