@@ -183,6 +183,7 @@ class SparkHudiWriter:
         tx.begin()
         persisted = []
         planned_parts: set[str] = set()
+        planned: list = []
         try:
             prepared = tagging.prepare(df, key_fields, part_fields, cfg.hive_style_partitioning, pre)
             prepared = prepared.persist()
@@ -218,7 +219,13 @@ class SparkHudiWriter:
                 job = tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
                             .applyInArrow(make_group_fn(ctx), STAT_DDL)
                 rows = run_watched(self.spark, table, tx.instant_time, job.collect,
-                                   description=f"hudi {op} {table.name} {tx.instant_time}")
+                                   description=f"hudi {op} {table.name} {tx.instant_time}",
+                                   extra_check=self._async_checker(tx, planned))
+                stopped = [r for r in rows if r.stopped]
+                if stopped:  # the signal is gone (cleared by someone): still doomed
+                    raise WriteAbortedError(
+                        f"write {tx.instant_time} stopped on {len(stopped)} file group(s): "
+                        f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
                 stats = [WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
                                    prev_commit=r.prev_commit, num_writes=r.num_writes,
                                    num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
@@ -239,13 +246,17 @@ class SparkHudiWriter:
                                     time.time() - t_start)
         except JobAborted as ja:
             err = self._error_from_signal(ja.info, tx)
-            self._abort(tx, table, planned_parts, err, t_start)
+            err.job_cancelled = bool(ja.info.get("job_cancelled"))
+            for k in ("tasks_done_at_cancel", "tasks_total"):
+                if k in ja.info:
+                    setattr(err, k, ja.info[k])
+            self._abort(tx, table, planned_parts, err, t_start, planned=len(planned))
             raise err from None
         except RetryableError as e:
-            self._abort(tx, table, planned_parts, e, t_start)
+            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
             raise
         except HudiOccError as e:
-            self._abort(tx, table, planned_parts, e, t_start)
+            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
             raise
         except BaseException as e:
             self._abort(tx, table, planned_parts, e, t_start)
@@ -320,6 +331,24 @@ class SparkHudiWriter:
                 return max(1, size // rows)
         return opts.record_size_estimate
 
+    @staticmethod
+    def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:
+        """The async early-conflict checker runs on the driver, told every planned file group
+        up front (Hudi's pending markers), so a conflict is seen before executors write."""
+        from ..core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+        if not tx.config.early_conflict.enabled:
+            return None
+        det = tx.detector  # started here; commit() and abort() stop it
+        if not isinstance(det, AsyncTimelineServerBasedDetectionStrategy):
+            return None
+        for p, f in planned:
+            det.add_pending(p, f)
+
+        def check() -> dict | None:
+            c = det.conflict
+            return None if c is None else c.to_dict()
+        return check
+
     # -- failure --------------------------------------------------------------------------------
 
     def _error_from_signal(self, info: dict, tx: WriteTransaction) -> HudiOccError:
@@ -340,11 +369,13 @@ class SparkHudiWriter:
                                  instant=tx.instant_time, reason=str(reason))
 
     def _abort(self, tx: WriteTransaction, table: Table, parts: set[str], err: BaseException,
-               t_start: float) -> None:
-        files = 0
+               t_start: float, planned: int = 0) -> None:
+        files = written = 0
         try:
             if tx.instant is not None:
                 files = len(tx.markers.data_files())
+                written = sum(1 for p in parts for bf in list_base_files(table, p)
+                              if bf.instant_time == tx.instant_time)
         except Exception:  # pragma: no cover - markers unreadable: still roll back
             pass
         try:
@@ -358,6 +389,9 @@ class SparkHudiWriter:
             err.attempt = tx.attempt
             err.seconds_discarded = round(time.time() - t_start, 3)
             err.files_discarded = files
+            # how far the doomed write got: base files on storage vs file groups it planned
+            err.files_written = written
+            err.file_groups_planned = planned
 
 
 def _sweep(table: Table, instant: str, partitions: set[str]) -> None:
