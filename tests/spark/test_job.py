@@ -126,6 +126,11 @@ def test_four_writers_overlapping_in_pairs(spark, tmp_path):
     for c, r in results:
         if c == EXIT_RETRYABLE:
             assert files_of(path, r["instant"]) == []
+    # the hudi reader sees exactly the winners' rows (one writer per partition) and the seed
+    got = rows_by_key(hudi_read(path))
+    want = {r["id"]: r["v"] for (c, _), rows in zip(results, batches) if c == 0 for r in rows}
+    assert {i: got[i]["v"] for i in want} == want
+    assert all(got[i]["v"] == "seed" for i in range(20) if i not in want) and len(got) == 20
 
 
 def wait_for(cond, what, timeout=300, procs=()):
