@@ -188,14 +188,23 @@ class SparkHudiWriter:
             prepared = tagging.prepare(df, key_fields, part_fields, cfg.hive_style_partitioning, pre)
             prepared = prepared.persist()
             persisted.append(prepared)
-            partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
+            part_counts = None
+            if op in ("insert", "bulk_insert", "insert_overwrite") and not bucket:
+                # No index lookup: one pass gives the partitions and the new records per
+                # partition, and the file groups are those the plan assigns.
+                part_counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
+                partitions = sorted(part_counts)
+            else:
+                partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
             view = FileSystemView(table)  # the snapshot this write reads (after begin)
             slices = [s for p in partitions for s in view.latest_file_slices(p)]
-            tagged = self._tag(prepared, op, opts, table, view, slices, bucket, num_buckets)
-            tagged = tagged.persist()
-            persisted.append(tagged)
-            groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
-            planned = sorted(set(groups))
+            tagged, planned = self._tag(prepared, op, opts, table, view, slices, bucket, num_buckets,
+                                        part_counts)
+            if planned is None:
+                tagged = tagged.persist()
+                persisted.append(tagged)
+                groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
+                planned = sorted(set(groups))
             planned_parts = {p for p, _ in planned}
             existing = {(s.partition, s.file_id): s for s in slices}
             touched_existing = [g for g in planned if g in existing]
@@ -273,7 +282,9 @@ class SparkHudiWriter:
 
     # -- tagging ------------------------------------------------------------------------------
 
-    def _tag(self, prepared, op, opts: SparkWriteOptions, table: Table, view, slices, bucket, num_buckets):
+    def _tag(self, prepared, op, opts: SparkWriteOptions, table: Table, view, slices, bucket,
+             num_buckets, part_counts=None):
+        """(tagged DataFrame, the planned file groups, or None when only the data can tell)."""
         from pyspark.sql import functions as F
         spark = self.spark
         FID, PART = tagging.FID, tagging.PART
@@ -286,22 +297,25 @@ class SparkHudiWriter:
             if op == "delete":
                 out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
                 known = set(have.values())
-                return out.where(F.col(FID).isin(list(known))) if known else out.limit(0)
+                return (out.where(F.col(FID).isin(list(known))) if known else out.limit(0)), None
             out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
-            return out
+            return out, None
         if bucket:  # insert_overwrite with buckets: fresh bucket file groups
             out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark, len(table.config.record_key_fields))
-            return out
+            return out, None
         if op in ("upsert", "delete"):
             tagged = tagging.lookup(spark, prepared, slices, table.storage.root)
         else:
             tagged = prepared.withColumn(FID, F.lit(None).cast("string"))
         if op == "delete":
-            return tagged.where(F.col(FID).isNotNull())
+            return tagged.where(F.col(FID).isNotNull()), None
         new = tagged.where(F.col(FID).isNull())
-        counts = {r[0]: r[1] for r in new.groupBy(PART).count().collect()}
+        if part_counts is not None and op not in ("upsert", "delete"):
+            counts = dict(part_counts)  # no lookup: every record is new
+        else:
+            counts = {r[0]: r[1] for r in new.groupBy(PART).count().collect()}
         if not counts:
-            return tagged
+            return tagged, ([] if part_counts is not None else None)
         small: dict[str, list[tuple[str, int]]] = {}
         if op in ("upsert", "insert") and opts.small_file_limit > 0:
             from ..core.conflict import pending_clustering_file_groups
@@ -315,8 +329,11 @@ class SparkHudiWriter:
         assignment = tagging.plan_new_file_groups(
             counts, small, max_file_size=opts.max_file_size,
             record_size=self._record_size(table, view, opts))
+        if part_counts is not None and op not in ("upsert", "delete"):
+            planned = sorted({(b.partition, b.file_id) for b in assignment.buckets if b.weight > 0})
+            return tagging.assign_new(spark, new, assignment), planned
         old = tagged.where(F.col(FID).isNotNull())
-        return old.unionByName(tagging.assign_new(spark, new, assignment))
+        return old.unionByName(tagging.assign_new(spark, new, assignment)), None
 
     def _record_size(self, table: Table, view, opts: SparkWriteOptions) -> int:
         """Average bytes per record from the last commit that wrote rows (Hudi's estimate)."""
