@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "commit_latency": "bench.commit_latency",
     "zk_lock": "bench.zk_lock",
     "fs_lock": "bench.fs_lock",
+    "spark_write": "bench.spark_write",
 }
 
 

@@ -13,8 +13,14 @@ heartbeat keeps the instant alive; executors never beat.
 Retries: the write token is ``<spark partition>-<stage>-<attempt>``, so a retried task writes a
 differently named file; before writing, every other file of the same fileId and instant named
 by a marker is deleted, so at most one base file per (fileId, instant) remains (readers reject
-two). A conflict (:class:`EarlyConflictError`) or an abort signal raises here after leaving the
-abort signal for the instant, which the driver watches to cancel the whole job at once.
+two).
+
+A conflict (:class:`EarlyConflictError`) or an abort signal does NOT fail the task: the task
+leaves the abort signal for the instant (which the driver watches to cancel the whole job at
+once) and returns a row whose ``stopped`` column names the reason. A failed task would be
+retried by Spark (``spark.task.maxFailures``, 4 on a cluster) for work that is doomed anyway;
+a task that returns is never retried, and every later task of the job stops at its first
+check of the signal.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import pyarrow.parquet as pq
 
 from ..core import abort_signal
 from ..core.config import WriteConfig
+from ..core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from ..core.errors import RetryableError, WriteAbortedError
 from ..core.file_group import base_file_name
 from ..core.table import META_COLUMNS, Table
@@ -47,10 +54,11 @@ STAT_SCHEMA = pa.schema([
     ("prev_commit", pa.string()), ("prev_base_file", pa.string()),
     ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
     ("num_inserts", pa.int64()), ("file_size", pa.int64()), ("write_ms", pa.int64()),
+    ("stopped", pa.string()),
 ])
 STAT_DDL = ("partition string, file_id string, path string, prev_commit string, prev_base_file string, "
             "num_writes long, num_deletes long, num_update_writes long, num_inserts long, "
-            "file_size long, write_ms long")
+            "file_size long, write_ms long, stopped string")
 
 MODES = ("merge", "delete", "append", "create", "cluster")
 COMMIT_TIME = "_hoodie_commit_time"
@@ -97,7 +105,11 @@ def _env(ctx: TaskContext):
             from ..core.early_conflict import create_detector
             detector = create_detector(table, ctx.instant, config,
                                        completed_at_start=set(ctx.completed_at_start))
-            detector.start()
+            # The async checker runs once, on the driver (as Hudi runs it in the timeline
+            # server), over every marker of the instant; a thread per Python worker would only
+            # repeat its work. Executors' detectors then only create markers.
+            if not isinstance(detector, AsyncTimelineServerBasedDetectionStrategy):
+                detector.start()
         got = (table, config, markers, detector)
         _CACHE[key] = got
     return got
@@ -111,11 +123,10 @@ def _task_token() -> str:
     return f"{tc.partitionId()}-{tc.stageId()}-{tc.attemptNumber()}"
 
 
-def _signal_and_raise(table: Table, instant: str, err: BaseException) -> None:
+def _signal(table: Table, instant: str, err: BaseException) -> None:
     """Leave the abort signal carrying the error, so the driver cancels the job at once."""
     body = err.to_dict() if hasattr(err, "to_dict") else {"error": type(err).__name__, "message": str(err)}
     abort_signal.raise_abort(table, instant, json.dumps(body), source="spark-executor")
-    raise err
 
 
 def _check_abort(table: Table, instant: str, detector) -> None:
@@ -266,11 +277,16 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
             "prev_commit": _instant_of(prev_rel) if prev_rel else "null",
             "prev_base_file": posixpath.basename(prev_rel) if prev_rel else None,
             "num_writes": full.num_rows, "num_deletes": dels, "num_update_writes": upd,
-            "num_inserts": ins, "file_size": size, "write_ms": int((time.time() - t0) * 1000)}],
-            schema=STAT_SCHEMA)
+            "num_inserts": ins, "file_size": size, "write_ms": int((time.time() - t0) * 1000),
+            "stopped": None}], schema=STAT_SCHEMA)
     except RetryableError as e:
-        _signal_and_raise(table, ctx.instant, e)
-        raise  # unreachable
+        _signal(table, ctx.instant, e)
+        log.warning("file group %s/%s of %s stopped: %s", partition, file_id, ctx.instant, e)
+        return pa.Table.from_pylist([{
+            "partition": partition, "file_id": file_id, "path": None, "prev_commit": None,
+            "prev_base_file": None, "num_writes": 0, "num_deletes": 0, "num_update_writes": 0,
+            "num_inserts": 0, "file_size": 0, "write_ms": int((time.time() - t0) * 1000),
+            "stopped": type(e).__name__}], schema=STAT_SCHEMA)
 
 
 def _instant_of(rel: str) -> str:

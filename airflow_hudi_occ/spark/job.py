@@ -11,7 +11,9 @@ Exit codes: ``0`` committed; ``75`` (:data:`EXIT_RETRYABLE`, EX_TEMPFAIL) a retr
 ``1`` anything else (bad options, schema refused, a failed job): do not retry; ``2`` bad
 command-line usage. The last line starting with :data:`RESULT_PREFIX` is ONE JSON object with
 the instant, the attempt, the write stats summary, and on a conflict the other instant, the
-file groups and the seconds of work discarded.
+file groups, the seconds of work discarded, the base files the doomed attempt had written
+(``files_written``) of the file groups it planned (``file_groups_planned``), and whether the
+driver cancelled the running Spark job (``job_cancelled``).
 """
 
 from __future__ import annotations
@@ -132,7 +134,9 @@ def main(argv=None) -> int:
         emit({**base, "outcome": "conflict", "instant": d.get("instant"),
               "other_instant": d.get("other_instant"), "file_groups": d.get("file_groups", []),
               "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)),
-              "files_discarded": d.get("files_discarded"), "error": d})
+              "files_discarded": d.get("files_discarded"), "files_written": d.get("files_written"),
+              "file_groups_planned": d.get("file_groups_planned"),
+              "job_cancelled": d.get("job_cancelled", False), "error": d})
         return EXIT_RETRYABLE
     except HudiOccError as e:
         emit({**base, "outcome": "error", "error": e.to_dict()})

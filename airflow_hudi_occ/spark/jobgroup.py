@@ -8,12 +8,18 @@ outside. On a signal the driver cancels the job group at once, then waits until 
 the group is still running (a killed Python worker may still be writing) before the caller
 rolls the instant back from its markers.
 
-Errors: :class:`JobAborted` carries the signal's content (the executor's error as a dict);
-any other failure of the job is re-raised as it came from Spark.
+``extra_check`` is a driver-side watcher (the async early-conflict checker): when it reports
+a conflict, the driver leaves the abort signal itself (so tasks still running stop at their
+next batch) and cancels the job group.
+
+Errors: :class:`JobAborted` carries the signal's content (the executor's error as a dict)
+plus ``job_cancelled`` (the driver cancelled the job while it ran) and the write stage's task
+counts at that moment; any other failure of the job is re-raised as it came from Spark.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -45,23 +51,45 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
     th = threading.Thread(target=target, name=f"hudi-write-{instant}", daemon=True)
     th.start()
     info = None
+    cancel: dict = {}
     while th.is_alive():
         th.join(poll_s)
         info = abort_signal.abort_reason(table, instant)
         if info is None and extra_check is not None:
-            info = extra_check()
+            found = extra_check()
+            if found is not None:
+                abort_signal.raise_abort(table, instant, json.dumps(found), source="spark-driver")
+                info = abort_signal.abort_reason(table, instant) or {"reason": json.dumps(found)}
         if info is not None:
-            sc.cancelJobGroup(group)
+            if th.is_alive():
+                done, total = write_stage_progress(sc, group)
+                sc.cancelJobGroup(group)
+                cancel = {"job_cancelled": True, "tasks_done_at_cancel": done, "tasks_total": total}
             break
     th.join()
     if info is None:
         info = abort_signal.abort_reason(table, instant)  # the job failed because of it
     wait_until_idle(sc, group)
     if info is not None:  # doomed even if every task happened to finish
-        raise JobAborted(info)
+        raise JobAborted({"job_cancelled": False, **info, **cancel})
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def write_stage_progress(sc, group: str) -> tuple[int, int]:
+    """(finished, total) tasks of the group's last stage (the one that writes files)."""
+    tracker = sc.statusTracker()
+    done = total = 0
+    for jid in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(jid)
+        if job is None or not job.stageIds:
+            continue
+        st = tracker.getStageInfo(max(job.stageIds))
+        if st is not None:
+            done += st.numCompletedTasks + st.numFailedTasks
+            total += st.numTasks
+    return done, total
 
 
 def wait_until_idle(sc, group: str, timeout_s: float = 60.0) -> None:

@@ -183,18 +183,28 @@ class SparkHudiWriter:
         tx.begin()
         persisted = []
         planned_parts: set[str] = set()
+        planned: list = []
         try:
             prepared = tagging.prepare(df, key_fields, part_fields, cfg.hive_style_partitioning, pre)
             prepared = prepared.persist()
             persisted.append(prepared)
-            partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
+            part_counts = None
+            if op in ("insert", "bulk_insert", "insert_overwrite") and not bucket:
+                # No index lookup: one pass gives the partitions and the new records per
+                # partition, and the file groups are those the plan assigns.
+                part_counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
+                partitions = sorted(part_counts)
+            else:
+                partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
             view = FileSystemView(table)  # the snapshot this write reads (after begin)
             slices = [s for p in partitions for s in view.latest_file_slices(p)]
-            tagged = self._tag(prepared, op, opts, table, view, slices, bucket, num_buckets)
-            tagged = tagged.persist()
-            persisted.append(tagged)
-            groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
-            planned = sorted(set(groups))
+            tagged, planned = self._tag(prepared, op, opts, table, view, slices, bucket, num_buckets,
+                                        part_counts)
+            if planned is None:
+                tagged = tagged.persist()
+                persisted.append(tagged)
+                groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
+                planned = sorted(set(groups))
             planned_parts = {p for p, _ in planned}
             existing = {(s.partition, s.file_id): s for s in slices}
             touched_existing = [g for g in planned if g in existing]
@@ -220,7 +230,13 @@ class SparkHudiWriter:
                 job = tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
                             .applyInArrow(make_group_fn(ctx), STAT_DDL)
                 rows = run_watched(self.spark, table, tx.instant_time, job.collect,
-                                   description=f"hudi {op} {table.name} {tx.instant_time}")
+                                   description=f"hudi {op} {table.name} {tx.instant_time}",
+                                   extra_check=self._async_checker(tx, planned))
+                stopped = [r for r in rows if r.stopped]
+                if stopped:  # the signal is gone (cleared by someone): still doomed
+                    raise WriteAbortedError(
+                        f"write {tx.instant_time} stopped on {len(stopped)} file group(s): "
+                        f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
                 stats = [WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
                                    prev_commit=r.prev_commit, num_writes=r.num_writes,
                                    num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
@@ -241,13 +257,17 @@ class SparkHudiWriter:
                                     time.time() - t_start)
         except JobAborted as ja:
             err = self._error_from_signal(ja.info, tx)
-            self._abort(tx, table, planned_parts, err, t_start)
+            err.job_cancelled = bool(ja.info.get("job_cancelled"))
+            for k in ("tasks_done_at_cancel", "tasks_total"):
+                if k in ja.info:
+                    setattr(err, k, ja.info[k])
+            self._abort(tx, table, planned_parts, err, t_start, planned=len(planned))
             raise err from None
         except RetryableError as e:
-            self._abort(tx, table, planned_parts, e, t_start)
+            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
             raise
         except HudiOccError as e:
-            self._abort(tx, table, planned_parts, e, t_start)
+            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
             raise
         except BaseException as e:
             self._abort(tx, table, planned_parts, e, t_start)
@@ -264,7 +284,9 @@ class SparkHudiWriter:
 
     # -- tagging ------------------------------------------------------------------------------
 
-    def _tag(self, prepared, op, opts: SparkWriteOptions, table: Table, view, slices, bucket, num_buckets):
+    def _tag(self, prepared, op, opts: SparkWriteOptions, table: Table, view, slices, bucket,
+             num_buckets, part_counts=None):
+        """(tagged DataFrame, the planned file groups, or None when only the data can tell)."""
         from pyspark.sql import functions as F
         spark = self.spark
         FID, PART = tagging.FID, tagging.PART
@@ -277,22 +299,25 @@ class SparkHudiWriter:
             if op == "delete":
                 out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
                 known = set(have.values())
-                return out.where(F.col(FID).isin(list(known))) if known else out.limit(0)
+                return (out.where(F.col(FID).isin(list(known))) if known else out.limit(0)), None
             out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
-            return out
+            return out, None
         if bucket:  # insert_overwrite with buckets: fresh bucket file groups
             out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark, len(table.config.record_key_fields))
-            return out
+            return out, None
         if op in ("upsert", "delete"):
             tagged = tagging.lookup(spark, prepared, slices, table.storage.root)
         else:
             tagged = prepared.withColumn(FID, F.lit(None).cast("string"))
         if op == "delete":
-            return tagged.where(F.col(FID).isNotNull())
+            return tagged.where(F.col(FID).isNotNull()), None
         new = tagged.where(F.col(FID).isNull())
-        counts = {r[0]: r[1] for r in new.groupBy(PART).count().collect()}
+        if part_counts is not None and op not in ("upsert", "delete"):
+            counts = dict(part_counts)  # no lookup: every record is new
+        else:
+            counts = {r[0]: r[1] for r in new.groupBy(PART).count().collect()}
         if not counts:
-            return tagged
+            return tagged, ([] if part_counts is not None else None)
         small: dict[str, list[tuple[str, int]]] = {}
         if op in ("upsert", "insert") and opts.small_file_limit > 0:
             from ..core.conflict import pending_clustering_file_groups
@@ -306,8 +331,11 @@ class SparkHudiWriter:
         assignment = tagging.plan_new_file_groups(
             counts, small, max_file_size=opts.max_file_size,
             record_size=self._record_size(table, view, opts))
+        if part_counts is not None and op not in ("upsert", "delete"):
+            planned = sorted({(b.partition, b.file_id) for b in assignment.buckets if b.weight > 0})
+            return tagging.assign_new(spark, new, assignment), planned
         old = tagged.where(F.col(FID).isNotNull())
-        return old.unionByName(tagging.assign_new(spark, new, assignment))
+        return old.unionByName(tagging.assign_new(spark, new, assignment)), None
 
     def _record_size(self, table: Table, view, opts: SparkWriteOptions) -> int:
         """Average bytes per record from the last commit that wrote rows (Hudi's estimate)."""
@@ -321,6 +349,24 @@ class SparkHudiWriter:
             if rows > 0 and size > 0:
                 return max(1, size // rows)
         return opts.record_size_estimate
+
+    @staticmethod
+    def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:
+        """The async early-conflict checker runs on the driver, told every planned file group
+        up front (Hudi's pending markers), so a conflict is seen before executors write."""
+        from ..core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+        if not tx.config.early_conflict.enabled:
+            return None
+        det = tx.detector  # started here; commit() and abort() stop it
+        if not isinstance(det, AsyncTimelineServerBasedDetectionStrategy):
+            return None
+        for p, f in planned:
+            det.add_pending(p, f)
+
+        def check() -> dict | None:
+            c = det.conflict
+            return None if c is None else c.to_dict()
+        return check
 
     # -- failure --------------------------------------------------------------------------------
 
@@ -342,11 +388,13 @@ class SparkHudiWriter:
                                  instant=tx.instant_time, reason=str(reason))
 
     def _abort(self, tx: WriteTransaction, table: Table, parts: set[str], err: BaseException,
-               t_start: float) -> None:
-        files = 0
+               t_start: float, planned: int = 0) -> None:
+        files = written = 0
         try:
             if tx.instant is not None:
                 files = len(tx.markers.data_files())
+                written = sum(1 for p in parts for bf in list_base_files(table, p)
+                              if bf.instant_time == tx.instant_time)
         except Exception:  # pragma: no cover - markers unreadable: still roll back
             pass
         try:
@@ -360,6 +408,9 @@ class SparkHudiWriter:
             err.attempt = tx.attempt
             err.seconds_discarded = round(time.time() - t_start, 3)
             err.files_discarded = files
+            # how far the doomed write got: base files on storage vs file groups it planned
+            err.files_written = written
+            err.file_groups_planned = planned
 
 
 def _sweep(table: Table, instant: str, partitions: set[str]) -> None:

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,15 +39,22 @@ def source(tmp_path, name, rows):
     return f
 
 
-def launch(path, src, barrier, n, extra=()):
+ECD = {"hoodie.write.concurrency.early.conflict.detection.enable": "true"}
+
+
+def launch(path, src, barrier, n, extra=(), conf=()):
     # Output goes to files: a pipe nobody drains yet would block a chatty JVM before the
     # barrier, and its peer would wait there in vain.
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
-               HUDI_OCC_TEST_COMMIT_BARRIER=f"{barrier}:{n}",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("HUDI_OCC_TEST_COMMIT_BARRIER", None)
+    if barrier is not None:
+        env["HUDI_OCC_TEST_COMMIT_BARRIER"] = f"{barrier}:{n}"
     cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", "local[1]",
-           "--conf", "spark.ui.enabled=false", JOB, "--table", path, "--operation", "upsert",
-           "--source", src, "--source-format", "parquet"]
+           "--conf", "spark.ui.enabled=false"]
+    for c in conf:
+        cmd += ["--conf", c]
+    cmd += [JOB, "--table", path, "--operation", "upsert", "--source", src, "--source-format", "parquet"]
     for k, v in {**OPTS, **dict(extra)}.items():
         cmd += ["--option", f"{k}={v}"]
     out = open(src + ".out", "w+")
@@ -118,3 +126,53 @@ def test_four_writers_overlapping_in_pairs(spark, tmp_path):
     for c, r in results:
         if c == EXIT_RETRYABLE:
             assert files_of(path, r["instant"]) == []
+    # the hudi reader sees exactly the winners' rows (one writer per partition) and the seed
+    got = rows_by_key(hudi_read(path))
+    want = {r["id"]: r["v"] for (c, _), rows in zip(results, batches) if c == 0 for r in rows}
+    assert {i: got[i]["v"] for i in want} == want
+    assert all(got[i]["v"] == "seed" for i in range(20) if i not in want) and len(got) == 20
+
+
+def wait_for(cond, what, timeout=300, procs=()):
+    deadline = time.time() + timeout
+    while not cond():
+        for p in procs:
+            assert p.poll() is None, f"{what}: a writer exited early ({p.returncode})"
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_early_detection_stops_the_later_writer_and_cancels_its_job(spark, tmp_path):
+    """RFC-56 with two spark-submit processes: A has written every file group and waits to
+    commit; B (later, early detection on) plans the same file groups. B's first executor check
+    finds A's markers, leaves the abort signal, and the driver cancels B's whole job while it
+    still has tasks to run; B exits 75 having written no file; A then commits."""
+    path = str(tmp_path / "tbl")
+    parts = list("abcdefgh")
+    seed(spark, path, parts)
+    t = Table.open(path)
+    planned = sum(1 for p in list_partitions(t) for _ in list_base_files(t, p))
+    assert planned == len(parts)
+    rows = [{"id": i, "p": parts[i % len(parts)], "ts": 2, "v": "A"} for i in range(20)]
+    barrier = tmp_path / "barrier"
+    a = launch(path, source(tmp_path, "a", rows), str(barrier), 2)
+    wait_for(lambda: barrier.exists() and len(os.listdir(barrier)) == 1, "A at its commit", procs=[a])
+    # Many (mostly empty) shuffle partitions: B's write stage has tasks left when it is doomed,
+    # so only the driver's cancel can end it early.
+    b = launch(path, source(tmp_path, "b", [dict(r, ts=3, v="B") for r in rows]), None, 1,
+               extra=ECD, conf=["spark.sql.shuffle.partitions=48"])
+    [(code_b, res_b)] = finish([b])
+    open(barrier / "release", "w").close()
+    [(code_a, res_a)] = finish([a])
+    assert (code_a, code_b) == (0, EXIT_RETRYABLE), (res_a, res_b)
+    assert res_b["outcome"] == "conflict" and res_b["other_instant"] == res_a["instant"]
+    assert res_b["error"]["error"] == "EarlyConflictError"
+    assert res_b["job_cancelled"] is True, res_b
+    assert res_b["error"]["tasks_done_at_cancel"] < res_b["error"]["tasks_total"], res_b
+    # Stopped before writing most of its files (here: before its first one).
+    assert res_b["file_groups_planned"] == planned
+    assert res_b["files_written"] == 0, res_b
+    assert files_of(path, res_b["instant"]) == []
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", ".abort", res_b["instant"]))
+    got = rows_by_key(hudi_read(path))
+    assert {got[i]["v"] for i in range(20)} == {"A"}

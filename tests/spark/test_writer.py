@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.schema import SchemaError
 from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.spark.reader import read_snapshot
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
@@ -73,6 +74,17 @@ class Model:
                 self.rows[k] = (r, instant)
 
 
+def check_spark_reader(spark, path, model):
+    """The project's own Spark reader must agree with the model as well."""
+    got = read_snapshot(spark, path).toArrow()
+    if not model.rows:
+        assert got.num_rows == 0
+        return
+    assert rows_by_key(got, columns=["id", "p", "ts", "v"]) == {k: v[0] for k, v in model.rows.items()}
+    times = dict(zip(got.column("id").to_pylist(), got.column("_hoodie_commit_time").to_pylist()))
+    assert times == {k: v[1] for k, v in model.rows.items()}
+
+
 def check(path, model):
     got = hudi_read(path)
     if got.num_rows == 0:  # hudi-rs gives a column-less table when nothing is visible
@@ -89,8 +101,9 @@ step = st.tuples(st.sampled_from(["upsert", "upsert", "delete", "insert", "bulk_
                  st.lists(row, min_size=1, max_size=25))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(steps=st.lists(step, min_size=2, max_size=4))
+# Few examples (each step is a Spark job); the session is shared by every example.
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(step, min_size=2, max_size=3))
 def test_operations_match_the_model(spark, steps):
     path = os.path.join(tempfile.mkdtemp(), "tbl")
     writer = SparkHudiWriter(spark, path, options())
@@ -105,6 +118,7 @@ def test_operations_match_the_model(spark, steps):
         res = writer.write(spark.createDataFrame(batch, SCHEMA), op)
         model.apply(op, batch, res.instant)
         check(path, model)
+    check_spark_reader(spark, path, model)
 
 
 def test_upsert_keeps_unchanged_rows_commit_time_and_precombine(spark, tmp_path):

@@ -1,0 +1,130 @@
+"""The executor task on its own (outside Spark): the abort signal is honoured between the
+Arrow batches of ONE file group, so even a long file stops early, and a stopped task returns
+(it is not failed, so Spark never retries it)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core import abort_signal
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.file_group import list_base_files
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.transaction import WriteTransaction
+from airflow_hudi_occ.spark.executor import KEY, TaskContext, write_file_group
+
+OPTS = {"hoodie.write.lock.provider": "filesystem",
+        "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+RAISE = ("import sys; from airflow_hudi_occ.core.table import Table; "
+         "from airflow_hudi_occ.core.abort_signal import raise_abort; "
+         "raise_abort(Table.open(sys.argv[1]), sys.argv[2], 'sensor: doomed', source='test')")
+
+
+def test_abort_signal_from_another_process_stops_a_file_between_batches(tmp_path):
+    path = str(tmp_path / "tbl")
+    table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=[])
+    tx = WriteTransaction(table, WriteConfig.from_options(OPTS), operation_type="BULK_INSERT")
+    tx.begin()
+    tx.start_inflight(planned_file_groups=[("", "fg-1")])
+    ctx = TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
+                      instant=tx.instant_time, mode="create", user_columns=["id", "v"],
+                      target_schema=SCHEMA, precombine=None)
+    total, signal_at = 200, 3
+    seen = []
+
+    def batches():
+        # A slow upstream (a shuffle read): 200 batches would take 10 s; after batch 3 a
+        # separate process (the sensor's role) leaves the abort signal.
+        for i in range(total):
+            seen.append(i)
+            if i == signal_at:
+                subprocess.run([sys.executable, "-c", RAISE, path, tx.instant_time], check=True,
+                               env=dict(os.environ), timeout=120)
+            time.sleep(0.05)
+            ids = pa.array(range(i * 100, (i + 1) * 100), pa.int64())
+            yield pa.RecordBatch.from_arrays([ids, pa.array(["x"] * 100), ids.cast(pa.string())],
+                                             names=["id", "v", KEY])
+
+    out = write_file_group(ctx, "", "fg-1", batches()).to_pylist()
+    assert out[0]["stopped"] == "WriteAbortedError" and out[0]["path"] is None
+    # Stopped within the check interval (0.2 s = 4 batches here), far from the end.
+    assert signal_at < len(seen) <= signal_at + 8, len(seen)
+    assert list_base_files(Table.open(path), "") == []
+    assert abort_signal.abort_reason(table, tx.instant_time)["reason"] == "sensor: doomed"
+    tx.abort(reason="test")
+
+
+def test_abort_signal_before_the_task_leaves_no_marker_and_no_file(tmp_path):
+    path = str(tmp_path / "tbl")
+    table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=[])
+    tx = WriteTransaction(table, WriteConfig.from_options(OPTS), operation_type="BULK_INSERT")
+    tx.begin()
+    tx.start_inflight(planned_file_groups=[("", "fg-2")])
+    abort_signal.raise_abort(table, tx.instant_time, "doomed", source="test")
+    ctx = TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
+                      instant=tx.instant_time, mode="create", user_columns=["id", "v"],
+                      target_schema=SCHEMA, precombine=None)
+    consumed = []
+
+    def batches():
+        consumed.append(1)
+        yield pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array(["x"]), pa.array(["1"])],
+                                         names=["id", "v", KEY])
+
+    out = write_file_group(ctx, "", "fg-2", batches()).to_pylist()
+    assert out[0]["stopped"] == "WriteAbortedError"
+    assert consumed == []  # not even the first batch was pulled
+    assert tx.markers.data_files() == [] and list_base_files(table, "") == []
+    tx.abort(reason="test")
+
+
+WATCH = r"""
+import os, sys, time
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.abort_signal import raise_abort
+root = os.path.join(sys.argv[1], ".hoodie", ".temp")
+deadline = time.time() + 300
+while time.time() < deadline:
+    for inst in (os.listdir(root) if os.path.isdir(root) else []):
+        if any(".marker." in f for _, _, fs in os.walk(os.path.join(root, inst)) for f in fs):
+            raise_abort(Table.open(sys.argv[1]), inst, "sensor: doomed", source="test")
+            print(inst, flush=True)
+            sys.exit(0)
+    time.sleep(0.02)
+sys.exit(1)
+"""
+
+
+def test_abort_signal_stops_a_spark_write_and_rolls_it_back(spark, tmp_path):
+    """The sensor's path end to end: another process raises the signal as soon as the first
+    marker exists; the Spark write stops, raises a retryable WriteAbortedError, and leaves
+    neither a commit nor a file."""
+    from airflow_hudi_occ.core.errors import WriteAbortedError
+    from airflow_hudi_occ.spark.writer import SparkHudiWriter
+    import pytest
+
+    path = str(tmp_path / "tbl")
+    opts = {**OPTS, "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.table.name": "tbl"}
+    w = SparkHudiWriter(spark, path, opts)
+    w.write(spark.createDataFrame([(0, "seed")], "id long, v string"), "upsert")
+    watcher = subprocess.Popen([sys.executable, "-c", WATCH, path], stdout=subprocess.PIPE, text=True)
+    try:
+        df = spark.range(1, 100_001).selectExpr("id", "cast(id as string) as v")
+        with pytest.raises(WriteAbortedError) as e:
+            w.write(df, "upsert")
+        out, _ = watcher.communicate(timeout=60)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert out.strip() == e.value.instant
+    assert "sensor: doomed" in e.value.message
+    t = Table.open(path)
+    assert [i.requested_time for i in t.timeline().completed()] != [] and \
+        e.value.instant not in {i.requested_time for i in t.timeline().completed()}
+    assert all(bf.instant_time != e.value.instant for bf in list_base_files(t, ""))
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", ".abort", e.value.instant))
