@@ -230,6 +230,20 @@ class Storage:
         except FileNotFoundError:
             pass
 
+    def delete_temp_copies(self, path: str) -> list[str]:
+        """Delete the hidden temporary copies of ``path`` that a local create or write left
+        when its process died before the final link/rename (object stores leave none).
+        Returns the names deleted."""
+        if not self.is_local:
+            return []
+        d, base = os.path.split(path)
+        gone = []
+        for name in self.list_names(d):
+            if name.startswith(f".{base}.") and name.endswith(".tmp"):
+                self.delete(os.path.join(d, name))
+                gone.append(name)
+        return gone
+
     def delete_many(self, paths: Iterable[str]) -> None:
         for p in paths:
             self.delete(p)
