@@ -13,7 +13,6 @@ per provider, plus one file-lock case that waits out the real one-minute expiry.
 from __future__ import annotations
 
 import os
-import time
 
 import pyarrow as pa
 import pytest

@@ -16,7 +16,6 @@ import errno
 import time
 
 import pyarrow as pa
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
