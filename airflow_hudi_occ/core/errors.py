@@ -111,6 +111,20 @@ class StorageError(HudiOccError):
         super().__init__(message, remedy=remedy)
 
 
+class StorageFullError(StorageError):
+    """A write failed because the storage is full (ENOSPC) or over quota (EDQUOT).
+
+    Nothing committed is lost: the write that failed is not completed and is rolled back (now,
+    or lazily once space returns)."""
+
+    remedy = "free space (or raise the quota) on the table's storage, then retry the write"
+
+    def __init__(self, message: str, *, path: str | None = None, protocol: str | None = None,
+                 remedy: str | None = None):
+        self.path = path
+        super().__init__(message, protocol=protocol, remedy=remedy)
+
+
 # --- timeline and transactions ------------------------------------------------------------
 
 

@@ -220,7 +220,7 @@ class CommitMetadata:
                 {p: list(v or []) for p, v in replaced.items()},
                 compacted=bool(rec.get("compacted") or False),
             )
-        except (AttributeError, TypeError) as e:
+        except (AttributeError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"commit metadata {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
 
@@ -292,7 +292,7 @@ class RequestedReplaceMetadata:
             return cls(rec.get("operationType") or ("CLUSTER" if groups else "UNKNOWN"), groups,
                        dict(strategy.get("strategyParams") or {}),
                        dict(rec.get("extraMetadata") or {}))
-        except (AttributeError, TypeError) as e:
+        except (AttributeError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"replace plan {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
 
@@ -325,7 +325,7 @@ class RollbackPlan:
             for r in rec.get("RollbackRequests") or []:
                 files.setdefault(r["partitionPath"], []).extend(r.get("filesToBeDeleted") or [])
             return cls(inst.get("commitTime") or "", inst.get("action") or "", files)
-        except (AttributeError, TypeError, KeyError) as e:
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
             raise CorruptMetadataError(f"rollback plan {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
 
@@ -369,7 +369,7 @@ class RollbackMetadata:
                       for p, m in (rec.get("partitionMetadata") or {}).items()}
             return cls(rec.get("startRollbackTime") or "", rolled, deleted, failed,
                        rec.get("timeTakenInMillis") or 0)
-        except (AttributeError, TypeError, KeyError) as e:
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
             raise CorruptMetadataError(f"rollback metadata {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
 

@@ -131,6 +131,8 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
             for rel in rels:
                 try:
                     table.storage.delete(table.storage.path(rel))
+                    # a writer killed mid-file leaves the hidden temp copy of the atomic create
+                    table.storage.delete_temp_copies(table.storage.path(rel))
                     deleted.setdefault(part, []).append(rel)
                 except OSError:
                     failed.setdefault(part, []).append(rel)

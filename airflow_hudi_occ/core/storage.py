@@ -20,6 +20,8 @@ backend refusals are :class:`StorageError`.
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import posixpath
 import threading
@@ -28,9 +30,24 @@ from typing import Any, Iterable
 
 from fsspec.core import url_to_fs
 
-from .errors import StorageError
+from .errors import StorageError, StorageFullError
 
 _MEMORY_LOCK = threading.Lock()
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _typed_full(method):
+    """A full disk is an expected condition with a remedy, not a crash: raise it typed."""
+    @functools.wraps(method)
+    def wrapper(self, path, *args, **kwargs):
+        try:
+            return method(self, path, *args, **kwargs)
+        except OSError as e:
+            if e.errno in _FULL:
+                raise StorageFullError(f"no space left writing {path}: {e.strerror}", path=path,
+                                       protocol=self.protocol) from e
+            raise
+    return wrapper
 
 
 class Storage:
@@ -143,12 +160,14 @@ class Storage:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @_typed_full
     def makedirs(self, path: str) -> None:
         if self.is_local:
             os.makedirs(path, exist_ok=True)
         else:
             self.fs.makedirs(path, exist_ok=True)
 
+    @_typed_full
     def write(self, path: str, data: bytes) -> None:
         """Write (or replace) a file whole: readers see the old or the new content."""
         if self.is_local:
@@ -157,6 +176,7 @@ class Storage:
         else:
             self.fs.pipe_file(path, data)
 
+    @_typed_full
     def create_if_absent(self, path: str, data: bytes = b"") -> None:
         """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists."""
         if self.is_local:
@@ -200,6 +220,7 @@ class Storage:
             remedy="use local, HDFS-like or S3 storage with conditional writes, or configure a "
                    "lock provider and open the table with assume_locked_creates=True")
 
+    @_typed_full
     def touch(self, path: str) -> None:
         """Create or refresh an empty file so that its modification time is now."""
         if self.is_local:
@@ -230,6 +251,20 @@ class Storage:
         except FileNotFoundError:
             pass
 
+    def delete_temp_copies(self, path: str) -> list[str]:
+        """Delete the hidden temporary copies of ``path`` that a local create or write left
+        when its process died before the final link/rename (object stores leave none).
+        Returns the names deleted."""
+        if not self.is_local:
+            return []
+        d, base = os.path.split(path)
+        gone = []
+        for name in self.list_names(d):
+            if name.startswith(f".{base}.") and name.endswith(".tmp"):
+                self.delete(os.path.join(d, name))
+                gone.append(name)
+        return gone
+
     def delete_many(self, paths: Iterable[str]) -> None:
         for p in paths:
             self.delete(p)
@@ -241,11 +276,18 @@ def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:  # e.g. ENOSPC half-way: leave no partial copy behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return tmp
 
 

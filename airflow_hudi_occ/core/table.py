@@ -50,7 +50,13 @@ def _unescape(s: str) -> str:
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    text = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        try:  # \uD83D\uDE00 (a surrogate pair, as Java writes it) is one character
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:  # a lone surrogate: keep it as read
+            pass
+    return text
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -104,6 +110,9 @@ def _escape(s: str, is_key: bool) -> str:
             out.append("\\t")
         elif c == "\r":
             out.append("\\r")
+        elif ord(c) > 0xFFFF:  # Java writes UTF-16 code units: a surrogate pair
+            hi, lo = divmod(ord(c) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + hi:04x}\\u{0xDC00 + lo:04x}")
         elif ord(c) > 126 or ord(c) < 32:
             out.append(f"\\u{ord(c):04x}")
         else:

@@ -1,0 +1,235 @@
+"""Crash injection: a writer process that kills itself with SIGKILL at a named step.
+
+A timing-based kill ("SIGKILL after 300 ms") lands wherever the scheduler happens to be, so a
+crash test built on it cannot say which step it tested. Here the child itself dies at an exact
+point of the commit protocol, chosen by the environment variable ``HUDI_OCC_CRASH_AT``; SIGKILL
+(not an exception) so that no ``finally``, no ``atexit`` and no lock release runs, exactly as
+when the machine or the container dies.
+
+The points (in protocol order)::
+
+    after_requested     <t>.commit.requested exists; still inside begin(), table lock HELD,
+                        heartbeat not started yet
+    after_first_marker  the first marker exists, its data file does not
+    mid_file            the first data file is half written (local: the hidden temporary copy
+                        the atomic create writes first; S3: the PUT never completes)
+    torn_file           a half-written data file under its final name (what a streaming
+                        writer on HDFS-like storage leaves)
+    after_all_files     every data file written, commit not started
+    commit_lock_held    inside commit(): lock held, conflicts resolved, completed file not yet
+                        written
+    after_completed     <t>_<c>.commit exists (the commit IS visible), lock released, markers
+                        and heartbeat not yet deleted
+
+The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
+before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
+test knows which instant died.
+
+Run a child with :func:`run_writer` (a subprocess of ``python -m airflow_hudi_occ.testing.crash``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+CRASH_ENV = "HUDI_OCC_CRASH_AT"
+MARK = "HUDI_OCC_CRASH"
+RESULT_MARK = "HUDI_OCC_RESULT"
+
+POINTS = ("after_requested", "after_first_marker", "mid_file", "torn_file", "after_all_files",
+          "commit_lock_held", "after_completed")
+#: points at which the dying writer holds the table lock
+LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
+#: points after which the write is committed (visible to readers)
+COMMITTED_POINTS = frozenset({"after_completed"})
+
+_state: dict[str, Any] = {}
+
+
+def crash_now(point: str, **info: Any) -> None:
+    """Print where we die, then SIGKILL ourselves (no cleanup of any kind runs)."""
+    tx = _state.get("tx")
+    rec = {"point": point, "instant": getattr(tx, "instant_time", None) if tx and tx.instant else
+           info.pop("instant", None), "pid": os.getpid(), **info}
+    sys.stdout.write(f"{MARK} {json.dumps(rec)}\n")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_crash(point: str, **info: Any) -> None:
+    if os.environ.get(CRASH_ENV) == point:
+        crash_now(point, **info)
+
+
+def install(point: str | None = None) -> str | None:
+    """Wrap the library so that the writer dies at ``point`` (default: ``$HUDI_OCC_CRASH_AT``)."""
+    point = point or os.environ.get(CRASH_ENV)
+    if not point:
+        return None
+    if point not in POINTS:
+        raise ValueError(f"unknown crash point {point!r}; one of {POINTS}")
+    os.environ[CRASH_ENV] = point
+    from ..core import base_file, storage, transaction, writer
+    WT = transaction.WriteTransaction
+
+    orig_begin = WT.begin
+
+    @functools.wraps(orig_begin)
+    def begin(self, *a, **kw):
+        _state["tx"] = self
+        return orig_begin(self, *a, **kw)
+    WT.begin = begin
+
+    if point == "after_requested":
+        orig = transaction.create_requested
+
+        def create_requested(table, inst, data=b""):
+            orig(table, inst, data)
+            maybe_crash("after_requested", instant=inst.requested_time)
+        transaction.create_requested = create_requested
+
+    elif point == "after_first_marker":
+        orig_marker = WT.create_marker
+
+        def create_marker(self, *a, **kw):
+            out = orig_marker(self, *a, **kw)
+            maybe_crash("after_first_marker")
+            return out
+        WT.create_marker = create_marker
+
+    elif point == "mid_file":
+        orig_tmp = storage._local_tmp_copy
+        orig_create = storage.Storage.create_if_absent
+
+        def _local_tmp_copy(path, data, *, fsync):
+            if path.endswith(".parquet"):
+                orig_tmp(path, data[: len(data) // 2], fsync=True)  # the real temp name
+                maybe_crash("mid_file", path=path)
+            return orig_tmp(path, data, fsync=fsync)
+
+        def create_if_absent(self, path, data=b""):
+            if not self.is_local and path.endswith(".parquet"):
+                maybe_crash("mid_file", path=path)  # an object PUT that never completed
+            return orig_create(self, path, data)
+        storage._local_tmp_copy = _local_tmp_copy
+        storage.Storage.create_if_absent = create_if_absent
+
+    elif point == "torn_file":
+        orig_wp = base_file.write_parquet
+
+        def write_parquet(store, relative_path, table):
+            import io
+
+            import pyarrow.parquet as pq
+            buf = io.BytesIO()
+            pq.write_table(table, buf, compression="snappy")
+            data = buf.getvalue()
+            store.makedirs(os.path.dirname(store.path(relative_path)))
+            store.write(store.path(relative_path), data[: len(data) // 2])
+            maybe_crash("torn_file", path=relative_path)
+            return orig_wp(store, relative_path, table)
+        writer.write_parquet = write_parquet
+
+    elif point == "after_all_files":
+        orig_commit = WT.commit
+
+        def commit(self, *a, **kw):
+            maybe_crash("after_all_files")
+            return orig_commit(self, *a, **kw)
+        WT.commit = commit
+
+    elif point == "commit_lock_held":
+        orig_complete = transaction.complete
+
+        def complete(table, inst, completion_time, data, **kw):
+            tx = _state.get("tx")
+            held = tx.lock_manager.is_held() if tx is not None else None
+            maybe_crash("commit_lock_held", lock_held=held)
+            return orig_complete(table, inst, completion_time, data, **kw)
+        transaction.complete = complete
+
+    elif point == "after_completed":
+        orig_cleanup = WT._cleanup_after_commit
+
+        def _cleanup_after_commit(self):
+            maybe_crash("after_completed", completion_time=self.instant.completion_time)
+            return orig_cleanup(self)
+        WT._cleanup_after_commit = _cleanup_after_commit
+    return point
+
+
+# -- the child ----------------------------------------------------------------------------------
+
+def _child(job: dict) -> int:
+    import pyarrow as pa
+
+    from ..core.config import WriteConfig
+    from ..core.errors import HudiOccError
+    from ..core.table import Table
+    from ..core.writer import ArrowTableWriter
+
+    install()
+    table = Table.open(job["table"], job.get("storage_options"))
+    w = ArrowTableWriter(table, WriteConfig.from_options(job["options"]),
+                         writer_id=job.get("writer_id", "crash-child"))
+    try:
+        res = w.write(pa.Table.from_pylist(job["rows"]), job.get("operation", "upsert"),
+                      batch_key=job.get("batch_key"))
+    except HudiOccError as e:
+        print(f"{RESULT_MARK} {json.dumps({'outcome': 'error', 'error': e.to_dict()}, default=str)}",
+              flush=True)
+        return 2
+    print(f"{RESULT_MARK} {json.dumps({'outcome': 'committed', **res.to_json()})}", flush=True)
+    return 0
+
+
+@dataclass
+class ChildResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+    def line(self, mark: str) -> dict | None:
+        for ln in self.stdout.splitlines():
+            if ln.startswith(mark + " "):
+                return json.loads(ln[len(mark) + 1:])
+        return None
+
+    @property
+    def crash(self) -> dict | None:
+        return self.line(MARK)
+
+    @property
+    def result(self) -> dict | None:
+        return self.line(RESULT_MARK)
+
+
+def run_writer(table: str, options: dict, rows: list[dict], *, crash_at: str | None = None,
+               storage_options: dict | None = None, timeout_s: float = 120,
+               env: dict | None = None, **job: Any) -> ChildResult:
+    """Run one upsert in a fresh Python process, dying at ``crash_at`` (None: no crash)."""
+    payload = {"table": table, "options": options, "rows": rows,
+               "storage_options": storage_options, **job}
+    child_env = dict(os.environ)
+    child_env.pop(CRASH_ENV, None)
+    if crash_at:
+        child_env[CRASH_ENV] = crash_at
+    child_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "airflow_hudi_occ.testing.crash", json.dumps(payload)],
+                          capture_output=True, text=True, timeout=timeout_s, env=child_env)
+    return ChildResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover - runs in the child
+    sys.exit(_child(json.loads(sys.argv[1])))

@@ -1,0 +1,155 @@
+"""Crash matrix: a writer process SIGKILLed at every step of the commit protocol, per lock provider.
+
+After each crash: the independent reader (hudi-rs) returns exactly the committed rows; the lock
+is free (ZooKeeper: the ephemeral node goes with the session; file lock: expires and is taken
+over); lazy rollback of failed writes (what the clean service runs) removes every file of the
+dead instant; and the next writer, touching the same file groups with early conflict detection
+on, commits.
+
+Default run: each point once per provider. ``HUDI_OCC_SLOW=1``: each point ``CRASH_RUNS`` times
+per provider, plus one file-lock case that waits out the real one-minute expiry.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.heartbeat import is_expired
+from airflow_hudi_occ.core.locks import get_lock_provider
+from airflow_hudi_occ.core.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.testing.crash import COMMITTED_POINTS, LOCK_HELD_POINTS, POINTS, run_writer
+
+from .conftest import (ZK_SESSION_MS, age_lock_file, all_files, assert_unique_times, files_naming,
+                       lock_options, read_rows, wait_until)
+
+CRASH_RUNS = int(os.environ.get("HUDI_OCC_CRASH_RUNS", "5"))
+
+SEED = [{"id": i, "p": f"p{i % 2}", "value": "seed", "ts": 0} for i in range(20)]
+CHILD = [{"id": 0, "p": "p0", "value": "child", "ts": 1}, {"id": 1, "p": "p1", "value": "child", "ts": 1},
+         {"id": 100, "p": "p0", "value": "child", "ts": 1}]
+NEXT = [{"id": 0, "p": "p0", "value": "next", "ts": 2}, {"id": 1, "p": "p1", "value": "next", "ts": 2},
+        {"id": 200, "p": "p1", "value": "next", "ts": 2}]
+
+
+def _as_rows(rows):
+    return {r["id"]: {"value": r["value"], "p": r["p"]} for r in rows}
+
+
+def _zk_lock_children(hosts: str, options: dict, table: Table) -> list[str]:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+    path = options["hoodie.write.lock.zookeeper.base_path"].rstrip("/") + "/" + table.name
+    c = KazooClient(hosts=hosts)
+    c.start(timeout=10)
+    try:
+        return c.get_children(path)
+    except NoNodeError:
+        return []
+    finally:
+        c.stop()
+        c.close()
+
+
+def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str | None = None,
+                      storage_options: dict | None = None, age_file_lock: bool = True) -> dict:
+    """One cell of the matrix; returns what happened (for the report)."""
+    cfg = WriteConfig.from_options(options)
+    ArrowTableWriter(table, cfg).write(pa.Table.from_pylist(SEED))
+    before = read_rows(table, storage_options)
+    assert before == _as_rows(SEED)
+
+    child = run_writer(table.base_uri, options, CHILD, crash_at=point, storage_options=storage_options,
+                       writer_id=f"crash-{point}")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    crash = child.crash
+    assert crash and crash["point"] == point and crash["instant"], child.stdout
+    instant = crash["instant"]
+    committed = point in COMMITTED_POINTS
+    if point == "commit_lock_held":
+        assert crash["lock_held"] is True
+
+    # 1. Readers see exactly the committed rows: the dead write is invisible unless it completed.
+    expected = _as_rows(SEED) | (_as_rows(CHILD) if committed else {})
+    assert read_rows(table, storage_options) == expected
+    tl = table.timeline()
+    assert (tl.get(instant) is not None and tl.get(instant).is_completed) == committed
+
+    # 2. The lock is free.
+    kind = options["hoodie.write.lock.provider"]
+    if kind == "filesystem":
+        lock_path = table.storage.path(".hoodie", "lock")
+        if point in LOCK_HELD_POINTS:
+            owner = table.storage.read(lock_path).decode()
+            assert f":{crash['pid']}:" in owner, owner  # the dead writer's lock is still there
+            probe = get_lock_provider(cfg.lock, base_path=table.base_uri, table_name=table.name,
+                                      storage=table.storage)
+            assert not probe.try_acquire(0)  # ... and it still excludes others until it expires
+            if age_file_lock:
+                age_lock_file(lock_path, 61)
+            else:  # the real thing: wait out hoodie.write.lock.filesystem.expire = 1 minute
+                wait_until(lambda: probe.try_acquire(0), 90, "the dead writer's file lock to expire", 1)
+                probe.release()
+        else:
+            assert not table.storage.exists(lock_path)
+    elif kind == "zookeeper":
+        wait_until(lambda: _zk_lock_children(zk_hosts, options, table) == [],
+                   3 * ZK_SESSION_MS / 1000 + 5, "the dead writer's ZooKeeper node to vanish")
+
+    # 3. Lazy rollback (the clean service's first step) removes the garbage of a dead write.
+    if not committed:
+        wait_until(lambda: is_expired(table, instant, cfg.heartbeat), 10, "heartbeat expiry")
+    results = rollback_failed_writes(table, cfg)
+    if committed:
+        assert results == []
+        # the commit is visible; its markers (and heartbeat file) are left over
+        assert table.storage.exists(table.storage.path(".hoodie", ".temp", instant))
+    else:
+        assert [r.rolled_back for r in results] == [instant]
+        assert files_naming(table, instant) == [], "files of the dead instant survived rollback"
+        strays = [f for f in all_files(table) if f.endswith(".tmp")]
+        assert strays == [], f"temporary files survived: {strays}"
+    assert table.timeline().pending_writes() == []
+
+    # 4. The next writer (same file groups, early conflict detection on) commits.
+    ArrowTableWriter(Table.open(table.base_uri, storage_options), cfg).write(pa.Table.from_pylist(NEXT))
+    assert read_rows(table, storage_options) == expected | _as_rows(NEXT)
+    assert_unique_times(table)
+    return {"point": point, "instant": instant, "committed": committed,
+            "rolled_back": [r.rolled_back for r in results]}
+
+
+def _fresh_table(tmp_path, i=0, storage_options=None, base=None):
+    return Table.create(base or str(tmp_path / f"t{i}"), "crash", record_key_fields=["id"],
+                        partition_fields=["p"], precombine_field="ts", storage_options=storage_options)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_point(point, tmp_path, make_options, lock_kind, request):
+    hosts = request.getfixturevalue("zk_server").hosts if lock_kind == "zookeeper" else None
+    crash_and_recover(_fresh_table(tmp_path), make_options(), point, zk_hosts=hosts)
+
+
+def test_crash_inprocess_lock(tmp_path):
+    """In-process lock: the crash takes the whole process (and its lock) with it."""
+    crash_and_recover(_fresh_table(tmp_path), lock_options("inprocess"), "commit_lock_held")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_point_repeated(point, tmp_path, make_options, lock_kind, request):
+    hosts = request.getfixturevalue("zk_server").hosts if lock_kind == "zookeeper" else None
+    for i in range(CRASH_RUNS):
+        crash_and_recover(_fresh_table(tmp_path, i), make_options(), point, zk_hosts=hosts)
+
+
+@pytest.mark.slow
+def test_file_lock_really_expires(tmp_path):
+    """No ageing: a SIGKILLed holder's lock file is taken over after the configured minute."""
+    crash_and_recover(_fresh_table(tmp_path), lock_options("filesystem"), "commit_lock_held",
+                      age_file_lock=False)
