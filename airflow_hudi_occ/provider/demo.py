@@ -126,6 +126,13 @@ def main(argv=None) -> int:
     if mig.returncode != 0:
         print(mig.stdout[-2000:], mig.stderr[-2000:])
         return 1
+    # Parallel `dags test` processes each insert every DAG of the folder into SQLite on first
+    # sight and collide (UNIQUE constraint failed: dag.dag_id); serialize them once, serially.
+    ser = subprocess.run([os.path.join(os.path.dirname(sys.executable), "airflow"), "dags", "reserialize"],
+                         env=env, cwd=home, capture_output=True, text=True)
+    if ser.returncode != 0:
+        print(ser.stdout[-2000:], ser.stderr[-2000:])
+        return 1
     procs = [_start(env, home, "hudi_occ_backfill", "backfill")]
     for i in range(args.ingestion_runs):
         time.sleep(2)  # distinct run ids; still concurrent with the backfill and each other

@@ -79,4 +79,7 @@ def airflow_env(tmp_path_factory, zk_server):
     for f in (Path(__file__).parent / "dags").glob("*.py"):
         shutil.copy(f, env.dags / f.name)
     env.airflow("db", "migrate", timeout=300)
+    # Parallel `dags test` processes would each insert every DAG on first sight and collide in
+    # SQLite (UNIQUE constraint failed: dag.dag_id): serialize once, serially.
+    env.airflow("dags", "reserialize", timeout=300)
     return env
