@@ -54,6 +54,9 @@ class AttemptRecord:
     file_groups: list = field(default_factory=list)
     seconds_discarded: float = 0.0
     files_discarded: int = 0
+    #: set when this attempt re-committed a dead writer's staged instant (core/recovery.py):
+    #: the writer id that wrote the files
+    recovered_from: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -80,7 +83,9 @@ def parse_labels(options: Mapping[str, str] | None) -> dict:
 def outcome_of(error: BaseException | None) -> str:
     if error is None:
         return ABORTED
-    from .errors import RetryableError, WriteAbortedError, WriteConflictError
+    from .errors import BatchAlreadyCommittedError, RetryableError, WriteAbortedError, WriteConflictError
+    if isinstance(error, BatchAlreadyCommittedError):
+        return ABORTED  # nothing wrong: the batch was already in the table (error names why)
     if isinstance(error, WriteConflictError):
         return CONFLICT
     if isinstance(error, WriteAbortedError):

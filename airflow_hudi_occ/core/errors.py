@@ -209,6 +209,41 @@ class WriteAbortedError(RetryableError):
         super().__init__(message, remedy=remedy)
 
 
+class BatchAlreadyCommittedError(HudiOccError):
+    """This batch (its batch key) is already in the table: the attempt completed nothing.
+
+    Not a conflict and not a failure of the data: a retry, a re-run or a zombie twin of the
+    batch got there first. The writer rolls its own attempt back; engines and the Spark job
+    report it as success with nothing new (outcome ``already_committed``)."""
+
+    def __init__(self, message: str | None = None, *, instant: str | None, committed_instant: str,
+                 batch_key: str, committed_completion_time: str | None = None,
+                 remedy: str | None = None):
+        self.instant = instant
+        self.committed_instant = committed_instant
+        self.committed_completion_time = committed_completion_time
+        self.batch_key = batch_key
+        if message is None:
+            message = (f"batch {batch_key!r} is already committed as instant {committed_instant}"
+                       + (f"; attempt {instant} was rolled back" if instant else ""))
+        super().__init__(message, remedy=remedy or (
+            f"nothing to do: the batch's rows are in the table as instant {committed_instant}; "
+            "to write the data again on purpose, use a new batch key"))
+
+
+class StagedCommitError(HudiOccError):
+    """A staged commit cannot be re-committed (a data file it names is missing or has another
+    size, or the staged record is unreadable); the staged instant is rolled back instead."""
+
+    remedy = "nothing to do: the batch is rewritten with a fresh instant"
+
+    def __init__(self, message: str, *, instant: str | None = None, path: str | None = None,
+                 remedy: str | None = None):
+        self.instant = instant
+        self.path = path
+        super().__init__(message, remedy=remedy)
+
+
 # --- locks ----------------------------------------------------------------------------------
 
 

@@ -20,7 +20,10 @@ reused and deletions are idempotent.
 
 LAZY policy (:func:`rollback_failed_writes`): pending non-table-service writes whose heartbeat
 expired, re-checked under the lock, newest first. A slow but live writer keeps beating and is
-never picked.
+never picked. A dead write whose commit was *staged* for a batch (all its files written, see
+``recovery``) is left alone for ``hoodie.occ.recovery.grace_period_ms`` after its last sign of
+life, also re-checked under the lock, so the batch's retry can re-commit it; after that it is
+rolled back like any other. A rollback also deletes the instant's staged commit.
 """
 
 from __future__ import annotations
@@ -90,12 +93,15 @@ def pending_rollback_for(timeline, instant_time: str) -> Instant | None:
 
 def rollback_instant(table, instant_time: str, config: WriteConfig | None = None, *,
                      lock_manager=None, reason: str = "", only_if_expired: bool = False,
-                     now: float | None = None) -> RollbackResult:
+                     respect_grace: bool = False, now: float | None = None) -> RollbackResult:
     """Roll back one pending (failed) instant as its own rollback instant.
 
     ``only_if_expired``: decide under the lock that the writer is still pending *and* dead,
-    so a writer that completed, or beat again, in the meantime is left alone.
+    so a writer that completed, or beat again (or was taken over by a re-commit), in the
+    meantime is left alone. ``respect_grace``: also leave a staged instant of a batch alone
+    while its recovery grace period lasts (the LAZY policy).
     """
+    from . import recovery
     from .transaction import table_lock_manager
     config = config or WriteConfig()
     table.require_writable()
@@ -109,6 +115,8 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
         if only_if_expired and (target.is_completed or not is_expired(
                 table, instant_time, config.heartbeat, now=now)):
             return RollbackResult(instant_time, None, skipped_reason="completed or alive")
+        if respect_grace and recovery.in_grace(table, instant_time, config, now=now):
+            return RollbackResult(instant_time, None, skipped_reason="staged, within recovery grace")
         if target.is_completed:
             raise InstantStateError(
                 f"instant {instant_time} is completed; rollback only removes failed writes",
@@ -143,6 +151,7 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
                 "re-run", instant=instant_time, remedy="check storage permissions and re-run clean")
         table.storage.delete_dir(table.storage.path(".hoodie", ".temp", instant_time))
         delete_heartbeat(table, instant_time)
+        recovery.delete_staged(table, instant_time)
         delete_pending_files(table, instant_time, timeline.files_of(instant_time))
         meta = RollbackMetadata(rb.requested_time, [(instant_time, target.action.value)], deleted,
                                 time_taken_ms=int((time.time() - t0) * 1000))
@@ -174,12 +183,19 @@ def rollback_failed_writes(table, config: WriteConfig | None = None, *, lock_man
     config = config or WriteConfig()
     lm = lock_manager or table_lock_manager(table, config)
     results = []
+    from .recovery import in_grace, prune_staged
     for inst in expired_pending_writes(table, config, now=now):
+        if in_grace(table, inst.requested_time, config, now=now):
+            log.info("leaving %s for its batch's retry to re-commit (staged, within the recovery "
+                     "grace period)", inst.requested_time)
+            continue
         # Re-checked under the lock: the writer may have completed, or beaten again, since.
         res = rollback_instant(table, inst.requested_time, config, lock_manager=lm,
-                               reason="heartbeat expired", only_if_expired=True, now=now)
+                               reason="heartbeat expired", only_if_expired=True,
+                               respect_grace=True, now=now)
         if res.rollback_instant is not None:
             results.append(res)
+    prune_staged(table)
     return results
 
 

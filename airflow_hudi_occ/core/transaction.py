@@ -8,17 +8,25 @@
        |
     create_marker() ...    per data file: abort signal? early conflict check, then the marker
        |                   (the engine writes the file after the marker exists)
-    commit(stats)          own heartbeat alive? -> table lock -> reload timeline -> still
-       |                   pending, not being rolled back? -> conflict resolution -> lock still
-       |                   held? -> completed file (create-if-absent) -> release lock ->
-       |                   delete markers -> stop heartbeat
+    commit(stats)          with a batch key: stage the complete commit (pre-commit, see
+       |                   recovery.py) -> own heartbeat alive? -> table lock -> reload
+       |                   timeline -> still pending, not being rolled back? -> batch key
+       |                   already committed? -> conflict resolution -> lock still held? ->
+       |                   completed file (create-if-absent) -> release lock -> delete markers
+       |                   and the staged commit -> stop heartbeat
     abort()                stop heartbeat, roll the instant back from its markers
+
+    take_over(staged)      recovery: adopt a dead writer's staged instant under the lock (fresh
+                           heartbeat), then commit_metadata() completes it as above
 
 Errors: :class:`WriteConflictError` / :class:`EarlyConflictError` / :class:`WriteAbortedError`
 / :class:`LockAcquireTimeoutError` are retryable (derive from ``RetryableError``): the caller
 aborts this transaction and starts a new one with a fresh instant time. A retry never reuses
-an instant time. :class:`HeartbeatExpiredError` and :class:`LockLostError` mean the commit was
-not completed; the instant is left for rollback.
+an instant time (a re-commit by recovery.py completes the *same* instant; it is not a retry of
+the write). :class:`HeartbeatExpiredError` and :class:`LockLostError` mean the commit was not
+completed; the instant is left for rollback. :class:`BatchAlreadyCommittedError` (not
+retryable, not a conflict) means the batch key is already in a completed instant: this attempt
+was rolled back and there is nothing to do.
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ from typing import Iterable, Mapping
 
 from . import abort_signal, attempt_log
 from .config import FailedWritesPolicy, WriteConfig
-from .errors import HudiOccError, InstantRolledBackError, InstantStateError
-from .heartbeat import Heartbeat
+from .errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
+                     InstantStateError)
+from .heartbeat import Heartbeat, is_expired
 from .instant import Action, Instant, State
 from .instant_time import InstantTimeGenerator, process_generator
 from .metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
@@ -67,15 +76,27 @@ class Snapshot:
     completed_at_start: frozenset[str]
 
 
+#: CommitResult.outcome values
+COMMITTED = "committed"
+ALREADY_COMMITTED = "already_committed"   # the batch key was in the table: nothing new written
+RECOMMITTED = "recommitted"               # a dead writer's staged instant was completed
+
+
 @dataclass
 class CommitResult:
     instant: Instant
     metadata: CommitMetadata
     lock_attempts: int = 0
     checked_instants: list[str] = field(default_factory=list)
+    outcome: str = COMMITTED
+    #: already_committed: the instant this attempt began (and rolled back), if it began one
+    attempted_instant: str | None = None
+    #: recommitted: the writer id that wrote the files
+    recovered_from: str | None = None
 
     def to_json(self) -> dict:
-        return {"instant": self.instant.requested_time,
+        return {"outcome": self.outcome, "instant": self.instant.requested_time,
+                "attempted_instant": self.attempted_instant, "recovered_from": self.recovered_from,
                 "completion_time": self.instant.completion_time,
                 "action": self.instant.action.value,
                 "file_groups": sorted(f"{p}/{f}" for p, f in self.metadata.mutated_file_groups()),
@@ -110,6 +131,11 @@ class WriteTransaction:
         self.state = "new"
         self.started_at = 0.0
         self._strategy = None
+        #: pre-commit (stage the commit before the lock) when the batch has a key: a crash
+        #: between staging and completing is then recovered by re-commit (recovery.py)
+        self.stage_commits = True
+        self.staged = None
+        self.recovered_from: str | None = None
 
     # -- collaborators -----------------------------------------------------------------------
 
@@ -144,10 +170,7 @@ class WriteTransaction:
 
     # -- stage 1: begin ------------------------------------------------------------------------
 
-    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
-        if self.state != "new":
-            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
-        self.table.require_writable()
+    def _resolve_parts(self) -> None:
         # Resolve every pluggable part before touching the table, so a typo in a strategy or
         # lock provider name changes nothing on storage.
         from .conflict import strategy_from_options
@@ -161,6 +184,12 @@ class WriteTransaction:
             from .early_conflict import get_detection_strategy
             get_detection_strategy(self.config.early_conflict.strategy, self.config)
         _ = self.lock_manager
+
+    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        self._resolve_parts()
         if self.config.failed_writes_policy is FailedWritesPolicy.EAGER:
             from .rollback import rollback_pending_writes
             rollback_pending_writes(self.table, self.config, lock_manager=self.lock_manager)
@@ -188,6 +217,46 @@ class WriteTransaction:
         attempt_log.write_record(self.table, rec)
         log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
         return t
+
+    def take_over(self, staged, *, now: float | None = None) -> bool:
+        """Adopt a dead writer's staged instant (recovery.py), deciding under the table lock.
+
+        Under the lock: the instant must still be pending, not named by a pending rollback,
+        and its heartbeat still expired; then a fresh heartbeat starts *before* the lock is
+        released, so a LAZY rollback (which re-checks expiry under the same lock) leaves it
+        alone from here on. This is the one place an instant's heartbeat is restarted; it is
+        safe because the decision that the old writer is dead and the new beat are one step
+        under the lock. Returns False (nothing changed) if the instant is gone or alive."""
+        from .rollback import pending_rollback_for
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        self._resolve_parts()
+        t = staged.instant
+        with self.lock_manager.locked():
+            timeline = self.table.timeline()
+            inst = timeline.get(t)
+            if (inst is None or inst.is_completed or pending_rollback_for(timeline, t) is not None
+                    or not is_expired(self.table, t, self.config.heartbeat, now=now)):
+                return False
+            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+        # commit() goes inflight before staging; a requested-only instant is moved on anyway
+        self.instant = (transition_to_inflight(self.table, inst) if inst.state is State.REQUESTED
+                        else Instant(t, inst.action, State.INFLIGHT))
+        last = (Instant(staged.last_completed, Action.COMMIT, State.COMPLETED)
+                if staged.last_completed else None)
+        self.snapshot = Snapshot(last_completed=last,
+                                 pending_at_start=frozenset(staged.pending_at_start),
+                                 completed_at_start=frozenset())
+        self.recovered_from = staged.writer_id
+        self.staged = staged
+        self.state = "inflight"
+        self.started_at = time.time()
+        rec = self._attempt_record()
+        rec.outcome = attempt_log.RUNNING
+        rec.message = f"taking over staged instant {t} of {staged.writer_id}"
+        attempt_log.write_record(self.table, rec)
+        return True
 
     # -- stage 2: inflight and data files ---------------------------------------------------------
 
@@ -242,7 +311,6 @@ class WriteTransaction:
     def commit(self, stats: Iterable[WriteStat], *, schema: str | None = None,
                extra_metadata: Mapping[str, str] | None = None,
                replaced: Mapping[str, list[str]] | None = None) -> CommitResult:
-        from .conflict import ConcurrentOperation, resolve_write_conflicts
         if self.state not in ("requested", "inflight"):
             raise InstantStateError(f"cannot commit a transaction that is {self.state}",
                                     instant=self.instant_time)
@@ -259,13 +327,38 @@ class WriteTransaction:
         if self._detector is not None:
             self._detector.stop()
             self._detector.check_sticky()
-        strategy = self._strategy
+        if self.batch_key is not None and self.stage_commits:
+            # Pre-commit: every file is written; from here a crash is recovered by re-commit.
+            from . import recovery
+            self.staged = recovery.stage_commit(self.table, self, metadata)
+        return self.commit_metadata(metadata)
+
+    def commit_metadata(self, metadata: CommitMetadata, *,
+                        recovered_from: str | None = None) -> CommitResult:
+        """Complete the instant with ready metadata (the last step of :meth:`commit`, and what a
+        re-commit of a staged instant runs after :meth:`take_over`)."""
+        from .conflict import ConcurrentOperation
+        if self.state != "inflight":
+            raise InstantStateError(f"cannot commit a transaction that is {self.state}",
+                                    instant=self.instant_time)
+        if recovered_from is not None:
+            self.recovered_from = recovered_from
         current = ConcurrentOperation.for_current(self.instant, self.operation_type,
                                                   metadata.mutated_file_groups(),
                                                   is_table_service=self.is_table_service)
         # Stage 3a: a writer that others may consider dead must not complete.
         self.heartbeat.check_alive()
         lm = self.lock_manager
+        try:
+            return self._complete_under_lock(lm, metadata, current)
+        except BatchAlreadyCommittedError as e:
+            # Outside the lock (rollback takes it): this attempt's files must go.
+            self.abort(reason=f"batch {self.batch_key!r} already committed as "
+                              f"{e.committed_instant}", error=e)
+            raise
+
+    def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
+        from .conflict import resolve_write_conflicts
         with lm.locked():
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
@@ -275,8 +368,16 @@ class WriteTransaction:
                     "by another process)", instant=self.instant_time,
                     remedy="retry the batch with a fresh instant time")
             _refuse_if_being_rolled_back(timeline, self.instant_time)
+            if self.batch_key is not None:
+                # Idempotence, decided under the lock: of two attempts of one batch (a zombie
+                # task and its retry) that both reach here, exactly one completes.
+                done = find_committed_batch(self.table, self.batch_key, timeline=timeline)
+                if done is not None:
+                    raise BatchAlreadyCommittedError(
+                        instant=self.instant_time, committed_instant=done.requested_time,
+                        committed_completion_time=done.completion_time, batch_key=self.batch_key)
             checked = resolve_write_conflicts(
-                timeline, current, strategy, last_successful=self.snapshot.last_completed,
+                timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                 pending_at_start=set(self.snapshot.pending_at_start))
             completion_time = self._time.new_time(floor=timeline.latest_time())
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
@@ -290,8 +391,11 @@ class WriteTransaction:
         self._cleanup_after_commit()
         rec = self._attempt_record()
         rec.completion_time = completion_time
+        if self.recovered_from is not None:
+            rec.message = "re-committed staged instant (its files were written by the dead writer)"
         attempt_log.write_record(self.table, rec)
-        log.info("committed %s at %s", done.requested_time, completion_time)
+        log.info("committed %s at %s%s", done.requested_time, completion_time,
+                 " (re-committed)" if self.recovered_from is not None else "")
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
 
@@ -300,6 +404,9 @@ class WriteTransaction:
             if self._markers is not None or self.table.storage.exists(
                     self.table.storage.path(".hoodie", ".temp", self.instant_time)):
                 self.markers.delete_all()
+            if self.staged is not None or self.recovered_from is not None:
+                from .recovery import delete_staged
+                delete_staged(self.table, self.instant_time)
         finally:
             if self.heartbeat is not None:
                 self.heartbeat.stop()
@@ -312,7 +419,7 @@ class WriteTransaction:
             instant=self.instant_time, action=self.action.value, operation=self.operation_type,
             writer_id=self.writer_id, attempt=self.attempt, batch_key=self.batch_key,
             checkpoint=self.checkpoint, labels=attempt_log.parse_labels(self.config.options),
-            started_at_ms=int(self.started_at * 1000))
+            started_at_ms=int(self.started_at * 1000), recovered_from=self.recovered_from)
 
     def abort(self, *, rollback: bool = True, reason: str = "",
               error: BaseException | None = None) -> None:
@@ -387,14 +494,52 @@ def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | 
     return None
 
 
-def find_committed_batch(table: Table, batch_key: str) -> Instant | None:
-    """The completed instant that recorded ``batch_key``, if any (idempotent orchestration)."""
-    tl = table.timeline()
+def find_committed_batch(table: Table, batch_key: str, *, timeline: Timeline | None = None) -> Instant | None:
+    """The completed instant that recorded ``batch_key``, if any (idempotent orchestration).
+
+    Reads the metadata of every completed write on the active timeline (cached per process),
+    so the check under the commit lock costs a read only for instants new since the last one."""
+    tl = timeline or table.timeline()
     for inst in reversed(tl.completed_by_completion_time()):
         if inst.is_write and tl.commit_metadata(inst).extra_metadata.get(EXTRA_BATCH_KEY) == batch_key:
             return inst
     return None
 
 
+def committed_batch_result(table: Table, instant: Instant, *,
+                           attempted_instant: str | None = None) -> CommitResult:
+    """The result an engine returns for a batch that was already committed as ``instant``."""
+    return CommitResult(instant, table.timeline().commit_metadata(instant),
+                        outcome=ALREADY_COMMITTED, attempted_instant=attempted_instant)
+
+
+def prepare_batch(table: Table, config: WriteConfig, batch_key: str | None, *,
+                  writer_id: str | None = None, attempt: int = 1,
+                  lock_manager=None) -> CommitResult | None:
+    """What every engine does first for a keyed batch, before reading its source: the batch
+    already committed -> its result (``already_committed``); a dead writer's staged instant of
+    it -> re-commit it (``recommitted``); else None: write the batch (a staged instant that
+    could not be re-committed has been rolled back)."""
+    if batch_key is None:
+        return None
+    done = find_committed_batch(table, batch_key)
+    if done is not None:
+        return committed_batch_result(table, done)
+    from .recovery import recommit
+    try:
+        rec = recommit(table, config, batch_key, writer_id=writer_id, attempt=attempt,
+                       lock_manager=lock_manager)
+    except BatchAlreadyCommittedError as e:
+        return committed_batch_result(table, table.timeline().get(e.committed_instant),
+                                      attempted_instant=e.instant)
+    if rec is None or rec.commit is None:
+        return None
+    res = rec.commit
+    res.outcome = RECOMMITTED
+    res.recovered_from = rec.recovered_from
+    return res
+
+
 __all__ = ["WriteTransaction", "CommitResult", "Snapshot", "table_lock_manager",
+           "committed_batch_result", "prepare_batch", "COMMITTED", "ALREADY_COMMITTED", "RECOMMITTED",
            "last_checkpoint", "find_committed_batch", "default_writer_id"]

@@ -26,13 +26,13 @@ from .base_file import (new_file_id, read_parquet, record_keys, with_meta_column
 from .bucket_index import HASH_FIELD, bucket_config, bucket_id
 from .config import WriteConfig
 from .clustering import check_write_against_pending_clustering
-from .errors import ConfigError
+from .errors import BatchAlreadyCommittedError, ConfigError
 from .file_group import FileSystemView, base_file_name, bucket_id_of
 from .instant import Action
 from .metadata import WriteStat
 from .schema import avro_schema_json, evolve
 from .table import META_COLUMNS, Table
-from .transaction import CommitResult, WriteTransaction
+from .transaction import CommitResult, WriteTransaction, committed_batch_result, prepare_batch
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": "INSERT_OVERWRITE", "bulk_insert": "BULK_INSERT"}
@@ -89,8 +89,13 @@ class ArrowTableWriter:
     def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
               batch_key: str | None = None, attempt: int = 1,
               before_file: Callable[[WriteTransaction, str, str], None] | None = None,
-              before_commit: Callable[[WriteTransaction], None] | None = None) -> CommitResult:
-        """Write one batch as one instant. Hooks let tests pause or crash at precise steps."""
+              before_commit: Callable[[WriteTransaction], None] | None = None,
+              recover: bool = True) -> CommitResult:
+        """Write one batch as one instant. Hooks let tests pause or crash at precise steps.
+
+        With a ``batch_key`` the write is idempotent: a batch already committed returns that
+        commit (``outcome == "already_committed"``) and writes nothing; a dead writer's staged
+        instant of the batch is re-committed (``"recommitted"``, unless ``recover=False``)."""
         op = operation.lower()
         if op not in OPERATIONS:
             raise ConfigError(f"unknown write operation {operation!r}", key="hoodie.datasource.write.operation",
@@ -100,6 +105,11 @@ class ArrowTableWriter:
         if missing:
             raise ConfigError(f"the data lacks the record key columns {missing}",
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        if recover:
+            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
+                                  attempt=attempt, lock_manager=self._lock_manager)
+            if early is not None:
+                return early
         data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
         schema_json = avro_schema_json(data.schema, self.table.name)
         tl = self.table.timeline()
@@ -128,6 +138,9 @@ class ArrowTableWriter:
                 before_commit(tx)
             return tx.commit(stats, schema=schema_json,
                              replaced=replaced if action is Action.REPLACE_COMMIT else None)
+        except BatchAlreadyCommittedError as e:  # a twin of this batch won under the lock
+            return committed_batch_result(self.table, self.table.timeline().get(e.committed_instant),
+                                          attempted_instant=e.instant)
         except BaseException as e:
             tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
             raise

@@ -16,6 +16,9 @@ The points (in protocol order)::
     torn_file           a half-written data file under its final name (what a streaming
                         writer on HDFS-like storage leaves)
     after_all_files     every data file written, commit not started
+    after_staged        (a batch with a key) the commit is staged (.hoodie/.aux/occ/staged/<t>.commit,
+                        the pre-commit of core/recovery.py), table lock not yet taken: the
+                        batch's retry re-commits this instant
     commit_lock_held    inside commit(): lock held, conflicts resolved, completed file not yet
                         written
     after_completed     <t>_<c>.commit exists (the commit IS visible), lock released, markers
@@ -45,6 +48,8 @@ RESULT_MARK = "HUDI_OCC_RESULT"
 
 POINTS = ("after_requested", "after_first_marker", "mid_file", "torn_file", "after_all_files",
           "commit_lock_held", "after_completed")
+#: points that exist only for a batch with a key (kept out of POINTS, the crash matrix)
+RECOVERY_POINTS = ("after_staged",)
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -73,10 +78,10 @@ def install(point: str | None = None) -> str | None:
     point = point or os.environ.get(CRASH_ENV)
     if not point:
         return None
-    if point not in POINTS:
-        raise ValueError(f"unknown crash point {point!r}; one of {POINTS}")
+    if point not in POINTS + RECOVERY_POINTS:
+        raise ValueError(f"unknown crash point {point!r}; one of {POINTS + RECOVERY_POINTS}")
     os.environ[CRASH_ENV] = point
-    from ..core import base_file, storage, transaction, writer
+    from ..core import base_file, recovery, storage, transaction, writer
     WT = transaction.WriteTransaction
 
     orig_begin = WT.begin
@@ -144,6 +149,15 @@ def install(point: str | None = None) -> str | None:
             maybe_crash("after_all_files")
             return orig_commit(self, *a, **kw)
         WT.commit = commit
+
+    elif point == "after_staged":
+        orig_stage = recovery.stage_commit
+
+        def stage_commit(table, tx, metadata):
+            out = orig_stage(table, tx, metadata)
+            maybe_crash("after_staged", files=[f["path"] for f in out.files])
+            return out
+        recovery.stage_commit = stage_commit
 
     elif point == "commit_lock_held":
         orig_complete = transaction.complete
