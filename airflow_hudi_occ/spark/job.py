@@ -6,7 +6,10 @@
         --source PATH_OR_SQL --source-format parquet|csv|json|sql --option k=v ...
     python -m airflow_hudi_occ.spark.job ...          (the same, with a local session)
 
-Exit codes: ``0`` committed; ``75`` (:data:`EXIT_RETRYABLE`, EX_TEMPFAIL) a retryable conflict
+Exit codes: ``0`` committed (``"outcome"``: ``committed``; ``already_committed`` when the
+``--batch-key`` is already in a completed instant, named by ``"instant"``, and nothing new was
+written; ``recommitted`` when a dead writer's staged instant of the batch was completed
+without rewriting its files, see core/recovery.py); ``75`` (:data:`EXIT_RETRYABLE`, EX_TEMPFAIL) a retryable conflict
 (write conflict, early conflict, abort signal, lock timeout): retry with a fresh attempt;
 ``1`` anything else (bad options, schema refused, a failed job): do not retry; ``2`` bad
 command-line usage. The last line starting with :data:`RESULT_PREFIX` is ONE JSON object with
@@ -103,6 +106,9 @@ def main(argv=None) -> int:
             return EXIT_USAGE
         return EXIT_OK
     from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+    if os.environ.get("HUDI_OCC_CRASH_AT"):  # crash-injection tests only (testing/crash.py)
+        from airflow_hudi_occ.testing.crash import install
+        install()
     from airflow_hudi_occ.spark.session import ensure_python_env
     ensure_python_env()
     from pyspark.sql import SparkSession
@@ -121,12 +127,23 @@ def main(argv=None) -> int:
             if not submitted.contains(k):  # small defaults unless the submitter chose
                 spark.conf.set(k, DEFAULT_CONF[k])
     base = {"table": args.table, "operation": args.operation, "attempt": args.attempt}
+    if args.batch_key is not None:
+        base["batch_key"] = args.batch_key
     try:
-        df = read_source(spark, args.source, args.source_format)
         writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
-        res = writer.write(df, args.operation, checkpoint=args.checkpoint,
-                           batch_key=args.batch_key, attempt=args.attempt,
-                           before_commit=_test_barrier())
+        # Before the source is read: a batch already in the table, or staged by a writer that
+        # died before completing it, needs no data at all.
+        res = writer.prepare(args.batch_key, attempt=args.attempt)
+        if res is None:
+            df = read_source(spark, args.source, args.source_format)
+            res = writer.write(df, args.operation, checkpoint=args.checkpoint,
+                               batch_key=args.batch_key, attempt=args.attempt,
+                               before_commit=_test_barrier(), recover=False)
+        if res.outcome != "committed":
+            print(f"batch {args.batch_key!r}: {res.outcome.replace('_', ' ')} as instant "
+                  f"{res.instant}" + (" (no data written)" if res.outcome == "already_committed"
+                                      else " (its staged files re-committed, none rewritten)"),
+                  flush=True)
         emit({**base, **res.to_json()})
         return EXIT_OK
     except RetryableError as e:

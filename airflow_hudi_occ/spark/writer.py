@@ -21,6 +21,12 @@ removes keys, ``insert_overwrite`` replaces every file group of the touched part
 Beyond that reference, new keys top up small file groups and are split into file groups of
 about ``hoodie.parquet.max.file.size``, as Hudi's Spark writer does.
 
+Idempotence and recovery (``batch_key``): :meth:`SparkHudiWriter.prepare` (run by
+:meth:`~SparkHudiWriter.write` first, and by the job before it reads the source) returns the
+batch's commit if it is already in the table (``already_committed``) or re-commits a dead
+writer's staged instant of it (``recommitted``, core/recovery.py); a twin attempt that loses
+the check under the commit lock also returns ``already_committed`` (its instant rolled back).
+
 Errors: every :class:`RetryableError` (write conflict, early conflict, abort, lock timeout)
 leaves the table as it was and carries ``attempt``, ``seconds_discarded`` and
 ``files_discarded``; retry with a fresh call. :class:`SchemaError` and :class:`ConfigError`
@@ -40,14 +46,15 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from ..core.clustering import check_write_against_pending_clustering
-from ..core.errors import (ConfigError, EarlyConflictError, HudiOccError, RetryableError,
-                           TableNotFoundError, WriteAbortedError)
+from ..core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
+                           HudiOccError, RetryableError, TableNotFoundError, WriteAbortedError)
 from ..core.file_group import FileSystemView, bucket_id_of, list_base_files
 from ..core.instant import Action
 from ..core.metadata import WriteStat
 from ..core.schema import avro_schema_json, evolve
 from ..core.table import META_COLUMNS, Table
-from ..core.transaction import WriteTransaction
+from ..core.transaction import (COMMITTED, CommitResult, WriteTransaction,
+                                committed_batch_result, prepare_batch)
 from . import tagging
 from .errors import SparkWriteError
 from .executor import STAT_DDL, TaskContext, make_group_fn
@@ -68,6 +75,17 @@ class SparkWriteResult:
     stats: list[WriteStat] = field(default_factory=list)
     replaced: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: committed | already_committed (nothing new written) | recommitted (a staged instant)
+    outcome: str = COMMITTED
+    attempted_instant: str | None = None
+    recovered_from: str | None = None
+
+    @classmethod
+    def from_commit(cls, res: CommitResult, attempt: int, seconds: float = 0.0) -> "SparkWriteResult":
+        meta = res.metadata
+        return cls(res.instant.requested_time, res.instant.completion_time, meta.operation_type,
+                   attempt, meta.write_stats(), dict(meta.partition_to_replace_file_ids or {}),
+                   seconds, res.outcome, res.attempted_instant, res.recovered_from)
 
     def summary(self) -> dict:
         s = self.stats
@@ -78,9 +96,14 @@ class SparkWriteResult:
                 "replaced_file_groups": sum(len(v) for v in self.replaced.values())}
 
     def to_json(self) -> dict:
-        return {"outcome": "committed", "instant": self.instant, "completion_time": self.completion_time,
-                "operation": self.operation, "attempt": self.attempt, "seconds": round(self.seconds, 3),
-                "stats": self.summary()}
+        out = {"outcome": self.outcome, "instant": self.instant, "completion_time": self.completion_time,
+               "operation": self.operation, "attempt": self.attempt, "seconds": round(self.seconds, 3),
+               "stats": self.summary()}
+        if self.attempted_instant is not None:
+            out["attempted_instant"] = self.attempted_instant
+        if self.recovered_from is not None:
+            out["recovered_from"] = self.recovered_from
+        return out
 
 
 def arrow_schema_of(df) -> pa.Schema:
@@ -132,12 +155,33 @@ class SparkHudiWriter:
         self.writer_id = writer_id
         self._lock_manager = lock_manager
 
+    def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
+        """Before reading a keyed batch: its commit if already in the table, or the re-commit
+        of a dead writer's staged instant of it; None: write it."""
+        if batch_key is None:
+            return None
+        try:
+            table = Table.open(self.base_path, self.storage_options)
+        except TableNotFoundError:
+            return None
+        t0 = time.time()
+        opts = SparkWriteOptions.from_options(self.options)
+        res = prepare_batch(table, opts.write_config, batch_key, writer_id=self.writer_id,
+                            attempt=attempt, lock_manager=self._lock_manager)
+        return None if res is None else SparkWriteResult.from_commit(res, attempt, time.time() - t0)
+
     def write(self, df, operation: str | None = None, *, checkpoint: str | None = None,
               batch_key: str | None = None, attempt: int = 1,
               extra_metadata: Mapping[str, str] | None = None,
-              before_commit: Callable[[WriteTransaction], None] | None = None) -> SparkWriteResult:
+              before_commit: Callable[[WriteTransaction], None] | None = None,
+              recover: bool = True) -> SparkWriteResult:
         """Write one batch as one instant. ``before_commit`` lets tests hold writers at the
-        commit step so that they provably overlap."""
+        commit step so that they provably overlap. ``recover=False`` skips :meth:`prepare`
+        (the caller ran it already)."""
+        if recover:
+            early = self.prepare(batch_key, attempt=attempt)
+            if early is not None:
+                return early
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
@@ -263,6 +307,11 @@ class SparkHudiWriter:
                     setattr(err, k, ja.info[k])
             self._abort(tx, table, planned_parts, err, t_start, planned=len(planned))
             raise err from None
+        except BatchAlreadyCommittedError as e:  # a twin attempt won under the lock; ours is rolled back
+            _sweep(table, tx.instant_time, planned_parts)
+            done = committed_batch_result(table, table.timeline().get(e.committed_instant),
+                                          attempted_instant=e.instant)
+            return SparkWriteResult.from_commit(done, attempt, time.time() - t_start)
         except RetryableError as e:
             self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
             raise

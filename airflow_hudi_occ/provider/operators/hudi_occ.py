@@ -15,7 +15,10 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
 - **idempotence**: the batch key (``dag_id/run_id/task_id[/map_index]``, or the source
   checkpoint you give) is recorded in the commit. Before every attempt the operator looks for a
   completed commit carrying it (``core.transaction.find_committed_batch``): an Airflow retry or
-  a re-run of a batch that already committed writes nothing and says so.
+  a re-run of a batch that already committed writes nothing and says so. The job decides it
+  again under the commit lock, so a zombie attempt and its retry racing to commit the same batch
+  cannot both complete: the loser exits 0 with ``"outcome": "already_committed"``, which the
+  operator reports as such (not as a new commit).
 - **a record of every attempt**: instant, outcome, the winning instant and file groups on a
   conflict, seconds discarded; logged, pushed to XCom (``hudi_occ_attempts``) and, through
   the ``hoodie.occ.writer.labels`` option, kept in the table's attempt log with the task's
@@ -24,9 +27,13 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
   killed instant stays pending with its markers until a rollback (the table-service operator,
   or any writer's lazy rollback) removes it once its heartbeat expired.
 
-Gap, stated: a job that crashed after writing every file but before completing its instant
-is rolled back and rewritten by the retry, not re-committed: pending instants do not record
-their batch key, so they cannot be matched to the retry safely.
+- **crash recovery by re-commit**: a job that died after writing every file of its instant
+  (the commit was *staged*, core/recovery.py) is not rewritten: the next attempt of the same
+  batch (an Airflow retry, or the next conflict retry) takes the instant over once its writer's
+  heartbeat expired and completes it with the conflict check (``"outcome": "recommitted"``); if
+  that check fails, the staged instant is rolled back and the batch is written afresh. A dead
+  instant that was staged is left by the LAZY rollback for ``hoodie.occ.recovery.grace_period_ms``
+  (default 10 minutes) so that the retry can find it.
 """
 
 from __future__ import annotations
@@ -260,7 +267,7 @@ class HudiWriteOperator(BaseOperator):
                    "outcome": result.get("outcome") or ("killed" if self._killed else "error"),
                    "seconds": round(time.time() - t0, 3)}
             for k in ("completion_time", "other_instant", "file_groups", "seconds_discarded",
-                      "files_discarded", "stats"):
+                      "files_discarded", "stats", "attempted_instant", "recovered_from"):
                 if result.get(k) is not None:
                     rec[k] = result[k]
             if result.get("error"):
@@ -268,9 +275,22 @@ class HudiWriteOperator(BaseOperator):
             attempts.append(rec)
             ti.xcom_push(key=XCOM_ATTEMPTS, value=attempts)
             if code == EXIT_OK:
-                self.log.info("attempt %d committed instant %s (completed %s): %s", n, rec["instant"],
-                              rec.get("completion_time"), rec.get("stats"))
-                return {**result, "outcome": "committed", "table": table_path, "batch_key": batch_key,
+                outcome = result.get("outcome") or "committed"
+                if outcome == "already_committed":
+                    self.log.info("attempt %d: batch %r is already committed as instant %s "
+                                  "(completed %s), found under the commit lock: this run writes "
+                                  "nothing new%s", n, batch_key, rec["instant"],
+                                  rec.get("completion_time"),
+                                  f"; its attempt {result['attempted_instant']} was rolled back"
+                                  if result.get("attempted_instant") else "")
+                elif outcome == "recommitted":
+                    self.log.info("attempt %d re-committed instant %s (completed %s), staged by the "
+                                  "dead writer %s: no data rewritten", n, rec["instant"],
+                                  rec.get("completion_time"), result.get("recovered_from"))
+                else:
+                    self.log.info("attempt %d committed instant %s (completed %s): %s", n,
+                                  rec["instant"], rec.get("completion_time"), rec.get("stats"))
+                return {**result, "outcome": outcome, "table": table_path, "batch_key": batch_key,
                         "attempts": attempts}
             if self._killed:
                 raise AirflowException(f"the task was killed during attempt {n} (instant "
