@@ -115,26 +115,18 @@ def main(argv=None) -> int:
     from airflow_hudi_occ.spark.writer import SparkHudiWriter
 
     t0 = time.time()
-    builder = SparkSession.builder.appName(f"hudi-occ {args.operation} {os.path.basename(args.table)}")
-    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
-        from airflow_hudi_occ.spark.session import local_session
-        spark = local_session(args.master or "local[2]")
-    else:
-        from airflow_hudi_occ.spark.session import DEFAULT_CONF
-        spark = builder.getOrCreate()
-        submitted = spark.sparkContext.getConf()
-        for k in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone"):
-            if not submitted.contains(k):  # small defaults unless the submitter chose
-                spark.conf.set(k, DEFAULT_CONF[k])
     base = {"table": args.table, "operation": args.operation, "attempt": args.attempt}
     if args.batch_key is not None:
         base["batch_key"] = args.batch_key
+    spark = None
     try:
-        writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
-        # Before the source is read: a batch already in the table, or staged by a writer that
-        # died before completing it, needs no data at all.
-        res = writer.prepare(args.batch_key, attempt=args.attempt)
+        # Before Spark starts and the source is read: a batch already in the table, or staged
+        # by a writer that died before completing it, needs neither.
+        res = SparkHudiWriter(None, args.table, options, writer_id=args.writer_id).prepare(
+            args.batch_key, attempt=args.attempt)
         if res is None:
+            spark = _session(SparkSession, args)
+            writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
             df = read_source(spark, args.source, args.source_format)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
@@ -164,9 +156,24 @@ def main(argv=None) -> int:
         return EXIT_ERROR
     finally:
         try:
-            spark.stop()
+            if spark is not None:
+                spark.stop()
         except Exception:  # pragma: no cover
             pass
+
+
+def _session(SparkSession, args):
+    builder = SparkSession.builder.appName(f"hudi-occ {args.operation} {os.path.basename(args.table)}")
+    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
+        from airflow_hudi_occ.spark.session import local_session
+        return local_session(args.master or "local[2]")
+    from airflow_hudi_occ.spark.session import DEFAULT_CONF
+    spark = builder.getOrCreate()
+    submitted = spark.sparkContext.getConf()
+    for k in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone"):
+        if not submitted.contains(k):  # small defaults unless the submitter chose
+            spark.conf.set(k, DEFAULT_CONF[k])
+    return spark
 
 
 def parse_result(output: str) -> dict | None:

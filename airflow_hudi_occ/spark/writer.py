@@ -157,7 +157,8 @@ class SparkHudiWriter:
 
     def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
         """Before reading a keyed batch: its commit if already in the table, or the re-commit
-        of a dead writer's staged instant of it; None: write it."""
+        of a dead writer's staged instant of it; None: write it. Needs no Spark session (the
+        job runs it before starting one)."""
         if batch_key is None:
             return None
         try:
