@@ -99,12 +99,17 @@ def test_rerun_of_committed_batch_writes_nothing(tmp_path):
     assert values(table) == {0: "batch", 1: "batch", 100: "batch"}
 
 
-def test_twin_attempts_of_one_batch_racing_commit_exactly_one(tmp_path):
+@pytest.mark.parametrize("lock", ["filesystem", "zookeeper"])
+def test_twin_attempts_of_one_batch_racing_commit_exactly_one(tmp_path, lock, request):
     """A zombie task and its retry: both pass the pre-check, write, and reach commit together;
     the check under the lock lets exactly one complete. Inserts of new keys into new file
     groups do not conflict, so without it both would commit and every key would be doubled."""
     table = new_table(tmp_path)
-    opts = options(tmp_path)
+    opts = options(tmp_path, **{"hoodie.write.lock.provider": lock})
+    if lock == "zookeeper":
+        opts.update({"hoodie.write.lock.zookeeper.url": request.getfixturevalue("zk_server").hosts,
+                     "hoodie.write.lock.zookeeper.base_path": f"/recovery-{os.getpid()}-{time.time_ns()}",
+                     "hoodie.write.lock.zookeeper.session_timeout_ms": "6000"})
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=keyed_batch_after_barrier,
