@@ -55,7 +55,7 @@ from .config import ConfigProperty, WriteConfig, parse_int
 from .errors import (BatchAlreadyCommittedError, CorruptMetadataError, HudiOccError,
                      InstantRolledBackError, StagedCommitError, WriteConflictError)
 from .heartbeat import is_expired, last_beat
-from .instant import Action, Instant, State
+from .instant import Action
 from .metadata import CommitMetadata
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ import pytest
 
 from airflow_hudi_occ.core import attempt_log, recovery
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.heartbeat import is_expired
 from airflow_hudi_occ.core.instant import Action
 from airflow_hudi_occ.core.metadata import EXTRA_BATCH_KEY
@@ -305,3 +306,21 @@ def test_takeover_refused_after_rollback_started(tmp_path):
     tx = WriteTransaction(table, cfg, writer_id="late", batch_key="k")
     assert tx.take_over(staged) is False and tx.heartbeat is None
     assert recovery.find_recoverable(table, "k", cfg) is None
+
+
+def test_unreadable_staged_commit_is_ignored_and_gets_no_grace(tmp_path):
+    table = new_table(tmp_path)
+    cfg = WriteConfig.from_options(options(tmp_path))
+    tx = WriteTransaction(table, cfg, batch_key="k")
+    t = tx.begin()
+    tx.start_inflight()
+    tx.heartbeat.stop(delete=True)  # the writer is gone: no heartbeat at all
+    table.storage.makedirs(table.storage.path(*recovery.STAGED_DIR))
+    table.storage.write(recovery.staged_path(table, t), b'{"instant": "' + t.encode() + b'", "files": [')
+    with pytest.raises(CorruptMetadataError) as e:
+        recovery.read_staged(table, t)
+    assert e.value.remedy
+    assert recovery.find_recoverable(table, "k", cfg) is None
+    assert not recovery.in_grace(table, t, cfg)
+    assert [r.rolled_back for r in rollback_failed_writes(table, cfg)] == [t]
+    assert recovery.staged_instants(table) == []
