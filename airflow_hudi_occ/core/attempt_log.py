@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 LABELS_OPTION = "hoodie.occ.writer.labels"
 
 RUNNING = "running"
+ROLLED_BACK = "rolled_back"
 COMMITTED = "committed"
 CONFLICT = "conflict"
 ABORTED = "aborted"
@@ -133,3 +134,19 @@ def read_records(table) -> Iterator[AttemptRecord]:
 
 def delete_record(table, instant: str) -> None:
     table.storage.delete(table.storage.path(*_DIR, f"{instant}.json"))
+
+
+def mark_rolled_back(table, instant: str, rollback_instant: str) -> None:
+    """A record left "running" by a writer that died is closed by the rollback that removed it,
+    so history shows the attempt as rolled back instead of forever running."""
+    path = table.storage.path(*_DIR, f"{instant}.json")
+    try:
+        rec = AttemptRecord.from_json(json.loads(table.storage.read(path)))
+    except (FileNotFoundError, ValueError, TypeError):
+        return
+    if rec.outcome != RUNNING:
+        return
+    rec.outcome = ROLLED_BACK
+    rec.message = f"writer died; rolled back by {rollback_instant}"
+    rec.ended_at_ms = int(time.time() * 1000)
+    write_record(table, rec)

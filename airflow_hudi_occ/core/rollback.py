@@ -158,6 +158,8 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
         completion = gen.new_time(floor=rb.requested_time)
         lm.check_held()
         complete(table, rb, completion, meta.encode(), timeline=timeline)
+        from . import attempt_log
+        attempt_log.mark_rolled_back(table, instant_time, rb.requested_time)
     log.info("rolled back %s as %s (%s): %d files", instant_time, rb.requested_time, reason,
              sum(len(v) for v in deleted.values()))
     return RollbackResult(instant_time, rb.requested_time,

@@ -66,7 +66,15 @@ def all_files(table: Table) -> list[str]:
 
 
 def files_naming(table: Table, instant: str) -> list[str]:
-    return [f for f in all_files(table) if instant in f]
+    """Files of the instant, except its attempt record: that is history (the timeline page shows
+    the dead attempt) and must say it was rolled back; clean prunes it later."""
+    from airflow_hudi_occ.core import attempt_log
+    found = [f for f in all_files(table) if instant in f]
+    records = [f for f in found if "/.aux/occ/attempts/" in f.replace(os.sep, "/")]
+    for rec in attempt_log.read_records(table):
+        if rec.instant == instant:
+            assert rec.outcome in ("rolled_back", "conflict", "aborted", "error"), rec
+    return [f for f in found if f not in records]
 
 
 def assert_unique_times(table: Table) -> list[str]:
