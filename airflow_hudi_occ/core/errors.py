@@ -260,8 +260,11 @@ class LockAcquireTimeoutError(LockError, RetryableError):
               "hoodie.write.lock.wait_time_ms / hoodie.write.lock.client.num_retries")
 
 
-class LockLostError(LockError):
-    """The lock was lost while held (e.g. the ZooKeeper session expired): nothing may complete."""
+class LockLostError(LockError, RetryableError):
+    """The lock was lost while held (e.g. the ZooKeeper session expired): nothing may complete.
+
+    Retryable: the attempt is rolled back and a fresh attempt may well get the lock again (the
+    ZooKeeper server came back, the session was re-established)."""
 
     remedy = "the commit was not completed; retry the write with a fresh instant time"
 

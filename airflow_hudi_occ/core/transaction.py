@@ -20,11 +20,12 @@
                            heartbeat), then commit_metadata() completes it as above
 
 Errors: :class:`WriteConflictError` / :class:`EarlyConflictError` / :class:`WriteAbortedError`
-/ :class:`LockAcquireTimeoutError` are retryable (derive from ``RetryableError``): the caller
+/ :class:`LockAcquireTimeoutError` / :class:`LockLostError` are retryable (derive from
+``RetryableError``): the caller
 aborts this transaction and starts a new one with a fresh instant time. A retry never reuses
 an instant time (a re-commit by recovery.py completes the *same* instant; it is not a retry of
 the write). :class:`HeartbeatExpiredError` and :class:`LockLostError` mean the commit was not
-completed; the instant is left for rollback. :class:`BatchAlreadyCommittedError` (not
+completed; an engine rolls the attempt back (or leaves it to lazy rollback) before retrying. :class:`BatchAlreadyCommittedError` (not
 retryable, not a conflict) means the batch key is already in a completed instant: this attempt
 was rolled back and there is nothing to do.
 """
