@@ -131,6 +131,7 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
     from .timeline import create_requested
     cfg = clustering_config(config)
     table.require_writable()
+    _refuse_bucket_index(table, cfg)
     lm = lock_manager or table_lock_manager(table, cfg.write)
     gen = process_generator(cfg.write.max_clock_skew_ms)
     with lm.locked():
@@ -146,6 +147,21 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
     log.info("scheduled clustering %s: %d groups, %d file groups", t, len(groups),
              sum(len(g.slices) for g in groups))
     return t
+
+
+def _refuse_bucket_index(table, cfg: ClusteringConfig) -> None:
+    """Clustering rewrites records into new file groups with fresh ids; under the (simple) bucket
+    index a record's file group *is* its bucket (the file id's prefix), so clustered records
+    would become unreachable by the index and the next upsert would duplicate them. Java Hudi
+    refuses to cluster such tables too."""
+    from .bucket_index import bucket_config
+    from .errors import ConfigError
+    if table.config.bucket_num or bucket_config(cfg.write.options):
+        raise ConfigError(
+            "clustering is not supported on a table with the bucket index: records would leave "
+            "their bucket's file group", key="hoodie.index.type", value="BUCKET",
+            remedy="size the buckets at creation (hoodie.bucket.index.num.buckets); cluster only "
+                   "tables with the simple index")
 
 
 def show_clustering(table) -> list[dict]:

@@ -146,3 +146,14 @@ def test_simple_later_commit_loses(table, fast_options):
                 before_commit=cluster_first)
     assert ei.value.other_instant == t and held["res"].instant == t
     assert rows_by_key(hudi_read(table.base_uri))[0]["v"] != "late"
+
+
+def test_clustering_a_bucket_index_table_is_refused_before_planning(tmp_path):
+    from airflow_hudi_occ.core.errors import ConfigError
+    from airflow_hudi_occ.core.table import Table
+    t = Table.create(str(tmp_path / "b"), "b", record_key_fields=["id"], partition_fields=["p"])
+    opts = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
+            "hoodie.write.lock.provider": "inprocess"}
+    with pytest.raises(ConfigError, match="bucket index") as ei:
+        schedule_clustering(t, opts)
+    assert ei.value.remedy and not t.timeline().pending()

@@ -44,18 +44,16 @@ import time
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_hudi_occ.core.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError
 from airflow_hudi_occ.core.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 
-try:  # the UI helper's link (may not be merged yet in this branch)
-    from airflow_hudi_occ.provider.links import HudiTimelineLink
-    _LINKS: tuple = (HudiTimelineLink(),)
-except ImportError:  # pragma: no cover - depends on the merge order
-    _LINKS = ()
+from airflow_hudi_occ.provider.links import HudiTimelineLink
+
+_LINKS: tuple = (HudiTimelineLink(),)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
 RESULT_PREFIX = "HUDI_OCC_RESULT "
@@ -373,12 +371,6 @@ class HudiTableServiceOperator(BaseOperator):
             raise AirflowFailException(str(e)) from e
         try:
             out = getattr(self, f"_{self.service}")(table, config, options, hook)
-        except ModuleNotFoundError as e:
-            if not (e.name or "").startswith("airflow_hudi_occ.core."):
-                raise
-            raise AirflowSkipException(f"the {self.service} service is not in this build of "
-                                       f"airflow_hudi_occ ({e.name} is missing): install the "
-                                       "release that has the table services") from e
         except RetryableError as e:  # lock timeout and the like: Airflow's retries may help
             raise AirflowException(str(e)) from e
         except HudiOccError as e:
@@ -396,11 +388,11 @@ class HudiTableServiceOperator(BaseOperator):
         return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
 
     def _clean(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.clean import run_clean  # the table-services branch
+        from airflow_hudi_occ.core.clean import run_clean
         return {"service": "clean", **run_clean(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.clustering import schedule_clustering  # the table-services branch
+        from airflow_hudi_occ.core.clustering import schedule_clustering
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
@@ -422,8 +414,9 @@ class HudiTableServiceOperator(BaseOperator):
             name=f"hudi-occ cluster {instant}")
         code = self._job_hook.run(os.path.abspath(app))
         if code == EXIT_RETRYABLE:
-            raise AirflowException(f"clustering {instant} lost a conflict; it stays planned and "
-                                   f"the next run retries it: {result.get('error')}")
+            raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
+                                   f"rolled back, plan included; the next run plans again: "
+                                   f"{result.get('error')}")
         if code != EXIT_OK:
             raise AirflowFailException(f"clustering {instant} failed (exit {code}): {result.get('error')}")
         return {"service": "cluster", "scheduled": instant, **result}
