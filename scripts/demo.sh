@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job on embedded defaults: installs what it needs (scripts/bootstrap.sh), then runs
-# concurrent writers against a local table with the file-system lock and shows the result.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
-exec .venv/bin/python -m airflow_hudi_occ.demo "$@"
+# the example ingestion and backfill DAGs at the same time (each its own `airflow dags test`
+# process, Airflow on SQLite, local Spark, a local table, the file-system lock), then the
+# table-services DAG, and prints commits, conflicts, retries and the final row count checked
+# with the independent hudi-rs reader. Exit 0 when the table is exactly right, 1 otherwise.
+#   scripts/demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window] [--home DIR]
+# The library-only demo (plain Python writer processes, no Airflow or Spark):
+#   .venv/bin/python -m airflow_hudi_occ.demo --writers 8 --batches 10
+exec bash "$(dirname "$0")/airflow-demo.sh" "$@"
