@@ -9,7 +9,13 @@ exists, but checks and stores in two steps without a lock (``moto/s3/responses.p
 (and LocalStack, which locks around the check and the write) never allows. With
 ``atomic_conditional_writes=True`` (the default) this harness serialises every mutating
 request (PUT/POST/DELETE), which makes the check-and-store atomic as on S3; reads stay
-concurrent. ``False`` runs moto as shipped, to measure the race.
+concurrent. ``False`` runs moto as shipped, to measure the race. The wrapper reads each body
+whole first (Content-Length, or chunked to its end); a client that dies mid-body gets
+400 IncompleteBody and nothing is stored, as on S3.
+
+Diagnosis: ``S3Server(request_log=path)`` (or ``HUDI_OCC_S3_LOG=path``) appends one JSON line
+per request (method, path, Range / Content-Length / Transfer-Encoding headers, status,
+seconds); :meth:`S3Server.server_errors` returns what the server wrote to stderr.
 
 Usage::
 
