@@ -66,6 +66,12 @@ class Storage:
         self.is_local = self.protocol in ("file", "local")
         self.assume_locked_creates = assume_locked_creates
 
+    @property
+    def atomic_creates(self) -> bool:
+        """Whether :meth:`create_if_absent` is atomic on the backend itself, as a lock file
+        needs; with ``assume_locked_creates`` on another backend it is a check-then-write."""
+        return self.is_local or self.protocol in ("memory", "s3", "s3a")
+
     # -- paths -------------------------------------------------------------------------------
 
     def path(self, *parts: str) -> str:
@@ -211,14 +217,17 @@ class Storage:
             # Safe only because the caller holds a lock around every create on this table.
             if self.fs.exists(path):
                 raise FileExistsError(path)
+            # a store with real directories (e.g. fsspec dir:// over files) needs the parent
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
             self.fs.pipe_file(path, data)
             return
         raise StorageError(
             f"storage '{self.protocol}' cannot create a file only if it is absent atomically, "
             "which the Hudi timeline needs for safe concurrent commits",
             protocol=self.protocol,
-            remedy="use local, HDFS-like or S3 storage with conditional writes, or configure a "
-                   "lock provider and open the table with assume_locked_creates=True")
+            remedy="use local storage or S3 (conditional writes), or lock every commit with the "
+                   "zookeeper or inprocess lock provider and open the table with "
+                   "assume_locked_creates=True")
 
     @_typed_full
     def touch(self, path: str) -> None:

@@ -9,7 +9,13 @@ exists, but checks and stores in two steps without a lock (``moto/s3/responses.p
 (and LocalStack, which locks around the check and the write) never allows. With
 ``atomic_conditional_writes=True`` (the default) this harness serialises every mutating
 request (PUT/POST/DELETE), which makes the check-and-store atomic as on S3; reads stay
-concurrent. ``False`` runs moto as shipped, to measure the race.
+concurrent. ``False`` runs moto as shipped, to measure the race. The wrapper reads each body
+whole first (Content-Length, or chunked to its end); a client that dies mid-body gets
+400 IncompleteBody and nothing is stored, as on S3.
+
+Diagnosis: ``S3Server(request_log=path)`` (or ``HUDI_OCC_S3_LOG=path``) appends one JSON line
+per request (method, path, Range / Content-Length / Transfer-Encoding headers, status,
+seconds); :meth:`S3Server.server_errors` returns what the server wrote to stderr.
 
 Usage::
 
@@ -25,6 +31,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -41,11 +48,13 @@ def _free_port() -> int:
 
 class S3Server:
     def __init__(self, *, port: int | None = None, atomic_conditional_writes: bool = True,
-                 start_timeout_s: float = 60.0):
+                 start_timeout_s: float = 60.0, request_log: str | None = None):
+        self.request_log = request_log or os.environ.get("HUDI_OCC_S3_LOG") or None
         self.port = port or _free_port()
         self.atomic = atomic_conditional_writes
         self.start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen | None = None
+        self._stderr = None
 
     @property
     def endpoint(self) -> str:
@@ -67,11 +76,17 @@ class S3Server:
         args = [sys.executable, "-m", "airflow_hudi_occ.testing.s3", "--port", str(self.port)]
         if self.atomic:
             args.append("--atomic")
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if self.request_log:
+            args += ["--log", self.request_log]
+        # stderr goes to a file, never to an unread pipe: once a pipe's 64 KiB buffer is full,
+        # every server thread blocks writing its log line and all clients stall (this was the
+        # "hudi-rs hangs for 180 s after a crash" of the S3 tests; see docs/reliability.md).
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"moto server exited: {self._proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"moto server exited: {self.server_errors()[-2000:]}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return self
@@ -89,6 +104,16 @@ class S3Server:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def server_errors(self) -> str:
+        """What the server process wrote to stderr (tracebacks of requests moto failed)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def create_bucket(self, name: str) -> None:
         import boto3
@@ -117,7 +142,9 @@ def hudi_read_s3(base_uri: str, storage_options: dict):
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
-def _serve(port: int, atomic: bool) -> None:  # pragma: no cover - runs in the server process
+def _serve(port: int, atomic: bool, log_path: str | None = None) -> None:  # pragma: no cover
+    import io
+    import logging
     from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
                                                create_backend_app)
     from werkzeug.serving import make_server
@@ -130,19 +157,88 @@ def _serve(port: int, atomic: bool) -> None:  # pragma: no cover - runs in the s
             if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE"):
                 # Read the body before taking the lock: a client killed mid-upload must not
                 # leave the lock held by a thread waiting for bytes that never come.
-                import io
-                n = int(environ.get("CONTENT_LENGTH") or 0)
-                environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(n) if n else b"")
+                body = _whole_body(environ)
+                if body is None:  # the client went away mid-body: S3 stores nothing
+                    start_response("400 Bad Request", [("Content-Type", "application/xml")])
+                    return [_INCOMPLETE_BODY]
+                environ["wsgi.input"] = io.BytesIO(body)
+                environ["CONTENT_LENGTH"] = str(len(body))
                 with lock:
                     return list(inner(environ, start_response))
             return inner(environ, start_response)
+    if log_path:
+        app = _logged(app, log_path)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log: errors only
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler).serve_forever()
+
+
+_INCOMPLETE_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>IncompleteBody</Code>'
+                    b"<Message>You did not provide the number of bytes specified by the "
+                    b"Content-Length HTTP header</Message></Error>")
+
+
+def _whole_body(environ) -> bytes | None:  # pragma: no cover - runs in the server process
+    """The request body, or None if the client sent fewer bytes than it announced.
+
+    A body without Content-Length (``Transfer-Encoding: chunked``; werkzeug de-chunks it and
+    sets ``wsgi.input_terminated``) is read to its end, not taken as empty. s3fs/aiobotocore
+    send Content-Length for every PUT/POST of this suite (checked with ``request_log``).
+    """
+    stream = environ["wsgi.input"]
+    length = environ.get("CONTENT_LENGTH")
+    try:
+        if length:
+            n = int(length)
+            data = stream.read(n)
+            return data if len(data) == n else None
+        if environ.get("wsgi.input_terminated"):
+            return stream.read()
+    except (OSError, ValueError):
+        return None
+    return b""
+
+
+def _logged(inner, log_path: str):  # pragma: no cover - runs in the server process
+    """One JSON line per request (method, path, interesting headers, status, seconds): what a
+    client really sent and got, for diagnosing a stalled reader."""
+    import json
+    out = open(log_path, "a", buffering=1)
+    out_lock = threading.Lock()
+    headers = ("CONTENT_LENGTH", "HTTP_TRANSFER_ENCODING", "HTTP_CONTENT_ENCODING",
+               "HTTP_X_AMZ_CONTENT_SHA256", "HTTP_X_AMZ_DECODED_CONTENT_LENGTH", "HTTP_RANGE",
+               "HTTP_IF_NONE_MATCH", "HTTP_USER_AGENT", "HTTP_CONNECTION")
+
+    def app(environ, start_response):
+        t0 = time.time()
+        seen = {}
+
+        def sr(status, response_headers, exc_info=None):
+            seen["status"] = status
+            return start_response(status, response_headers, exc_info)
+        rec = {"t": round(t0, 3), "m": environ.get("REQUEST_METHOD"),
+               "path": environ.get("PATH_INFO"), "q": environ.get("QUERY_STRING"),
+               "peer": environ.get("REMOTE_PORT"),
+               **{h: environ[h] for h in headers if environ.get(h)}}
+        try:
+            body = list(inner(environ, sr))
+        except BaseException as e:
+            rec.update(error=repr(e), s=round(time.time() - t0, 3))
+            with out_lock:
+                out.write(json.dumps(rec) + "\n")
+            raise
+        rec.update(status=seen.get("status"), bytes=sum(len(b) for b in body),
+                   s=round(time.time() - t0, 3))
+        with out_lock:
+            out.write(json.dumps(rec) + "\n")
+        return body
+    return app
 
 
 if __name__ == "__main__":  # pragma: no cover
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--atomic", action="store_true")
+    p.add_argument("--log", default=None)
     a = p.parse_args()
-    _serve(a.port, a.atomic)
+    _serve(a.port, a.atomic, a.log)

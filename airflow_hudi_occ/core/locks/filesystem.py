@@ -17,8 +17,13 @@ expiry may be taken over. Both are caught where it matters: the holder's :meth:`
 re-reads the file and fails once it is no longer ours (or once our own lock has expired), and
 the commit path calls ``check_held()`` right before completing an instant.
 
-Errors: storage errors pass through (``OSError``); a lock found taken over is reported by
-``check_held()`` as ``LockLostError``.
+The lock file must be created atomically by the storage itself. On a store without
+conditional writes (opened with ``assume_locked_creates=True``, which trusts a *lock* to make
+creates safe) the lock file would be a check-then-write, so two writers could both hold it:
+the provider refuses such a store with :class:`ConfigError` at construction.
+
+Errors: :class:`ConfigError` for a store without atomic creates; storage errors pass through
+(``OSError``); a lock found taken over is reported by ``check_held()`` as ``LockLostError``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import logging
 import time
 from typing import Callable
 
-from ..config import LockConfig
+from ..config import FS_LOCK_PATH, LOCK_PROVIDER, LockConfig
+from ..errors import ConfigError
 from ..storage import Storage
 from .base import LockProvider, encode_lock_key
 
@@ -67,6 +73,15 @@ class FileSystemBasedLockProvider(LockProvider):
         else:
             self.storage = storage if storage is not None else Storage(base_path)
             lock_dir = self.storage.path(".hoodie")
+        if not self.storage.atomic_creates:
+            raise ConfigError(
+                f"the filesystem lock provider cannot lock on '{self.storage.protocol}' storage "
+                f"({self.storage.base_uri}): it has no atomic create-if-absent, so taking the lock "
+                "would be a check-then-write and two writers could both hold it",
+                key=LOCK_PROVIDER.key, value=config.provider,
+                remedy=f"set {LOCK_PROVIDER.key} to zookeeper (writers in several processes or "
+                       "hosts) or inprocess (writers in one process), or point "
+                       f"{FS_LOCK_PATH.key} at local storage or S3")
         self.lock_key = lock_key
         self.lock_path = f"{lock_dir.rstrip('/')}/{lock_file_name(lock_key)}"
         self.expire_minutes = max(0, int(config.fs_expire_minutes))
