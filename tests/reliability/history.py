@@ -49,11 +49,19 @@ def start_workers(table: Table, options: dict, n_workers: int, n_tx: int, log_di
 
 
 def wait_workers(procs, timeout_s: float = 900) -> list[dict]:
+    """Wait for every worker; if anything goes wrong (a failure, a timeout, pytest's own timeout
+    interrupting us), kill the workers still running so no writer outlives its test."""
     out = []
-    for p, _log in procs:
-        stdout, stderr = p.communicate(timeout=timeout_s)
-        assert p.returncode == 0, f"stress worker failed (rc {p.returncode}):\n{stderr[-4000:]}"
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    try:
+        for p, _log in procs:
+            stdout, stderr = p.communicate(timeout=timeout_s)
+            assert p.returncode == 0, f"stress worker failed (rc {p.returncode}):\n{stderr[-4000:]}"
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for p, _log in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     return out
 
 
