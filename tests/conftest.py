@@ -50,5 +50,5 @@ def pytest_unconfigure(config):
     """Kazoo clients of crashed-writer tests may still be reconnecting to a stopped server at
     exit; their warnings would go to streams pytest already closed (a traceback per retry)."""
     import logging
-    logging.getLogger("kazoo").disabled = True
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # children inherit the level
     logging.raiseExceptions = False
