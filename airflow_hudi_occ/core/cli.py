@@ -46,7 +46,9 @@ from typing import Any, Callable, Iterable, Sequence
 from .config import (CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE,
                      ECD_STRATEGY, WriteConfig)
 from .errors import HudiOccError, InstantStateError, RetryableError
-from .instant import Action, Instant, State
+from .instant import Instant, State
+from .timeline_view import describe_instant, rollbacks_by_target
+from .timeline_view import fg_name as _fg, fg_names as _fgs
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -92,14 +94,6 @@ def _instant_time(value: str, what: str = "instant") -> str:
     return v
 
 
-def _fg(partition: str, file_id: str) -> str:
-    return f"{partition}/{file_id}" if partition else file_id
-
-
-def _fgs(groups: Iterable[tuple[str, str]]) -> list[str]:
-    return sorted(_fg(p, f) for p, f in groups)
-
-
 def _parse_file_group(value: str) -> tuple[str, str]:
     partition, _, file_id = value.strip().strip("/").rpartition("/")
     if not file_id:
@@ -108,16 +102,6 @@ def _parse_file_group(value: str) -> tuple[str, str]:
                                 "7b0ea4f9-3768-4e87-b12c-8d33efd22b55-0 (just the fileId for a "
                                 "non-partitioned table)")
     return partition, file_id
-
-
-def _ms_between(start: str | None, end: str | None) -> int | None:
-    from .instant_time import parse_ms
-    if not start or not end:
-        return None
-    try:
-        return parse_ms(end) - parse_ms(start)
-    except ValueError:
-        return None
 
 
 def _iso(epoch_s: float | None) -> str | None:
@@ -205,64 +189,6 @@ def _open_table(path: str, storage_options: dict[str, Any]):
 
 
 # --- what the timeline says about one instant ------------------------------------------------------
-
-
-def _rollback_targets(tl, inst: Instant) -> list[str]:
-    """Instants a rollback removed (completed) or is removing (pending: from its plan)."""
-    from .metadata import RollbackMetadata, RollbackPlan
-    storage = tl.table.storage
-    if inst.is_completed:
-        path = tl.file_path(inst)
-        return [t for t, _a in RollbackMetadata.decode(storage.read(path), path).rolled_back]
-    path = tl.file_path(Instant(inst.requested_time, Action.ROLLBACK, State.REQUESTED))
-    try:
-        data = storage.read(path)
-    except FileNotFoundError:
-        return []
-    return [RollbackPlan.decode(data, path).instant_time] if data else []
-
-
-def rollbacks_by_target(tl) -> dict[str, str]:
-    """Failed instant -> the rollback that removed (or is removing) it. A rolled-back instant
-    is gone from the timeline; only its rollback still names it, and that is the answer a user
-    asking about it needs."""
-    out: dict[str, str] = {}
-    for inst in tl:
-        if inst.action is Action.ROLLBACK:
-            for target in _rollback_targets(tl, inst):
-                out.setdefault(target, inst.requested_time)
-    return out
-
-
-def describe_instant(tl, inst: Instant) -> dict[str, Any]:
-    """One timeline row. Writer id, attempt and checkpoint live only in a completed commit's
-    extraMetadata, the one trace of who wrote it and from where, so they are shown beside it."""
-    from .metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
-    out: dict[str, Any] = {
-        "requested_time": inst.requested_time, "action": inst.action.value,
-        "state": inst.state.value, "completion_time": inst.completion_time,
-        "duration_ms": _ms_between(inst.requested_time, inst.completion_time),
-        "operation_type": None, "writer_id": None, "attempt": None, "checkpoint": None,
-        "batch_key": None, "file_groups": None, "rolled_back": None,
-    }
-    if inst.is_write:
-        if inst.is_completed and inst.action in (Action.COMMIT, Action.DELTA_COMMIT,
-                                                 Action.REPLACE_COMMIT):
-            meta = tl.commit_metadata(inst)
-            extra = meta.extra_metadata
-            attempt = extra.get(EXTRA_ATTEMPT)
-            out.update(operation_type=meta.operation_type, writer_id=extra.get(EXTRA_WRITER_ID),
-                       attempt=int(attempt) if attempt and attempt.isdigit() else attempt,
-                       checkpoint=extra.get(EXTRA_CHECKPOINT), batch_key=extra.get(EXTRA_BATCH_KEY),
-                       file_groups=_fgs(meta.mutated_file_groups()))
-        else:
-            from .conflict import UNKNOWN, ConcurrentOperation
-            op = ConcurrentOperation.from_timeline(tl, inst)
-            out["operation_type"] = None if op.operation_type == UNKNOWN else op.operation_type
-            out["file_groups"] = _fgs(op.mutated_file_groups) or None
-    elif inst.action is Action.ROLLBACK:
-        out["rolled_back"] = _rollback_targets(tl, inst)
-    return out
 
 
 def _require_instant(ctx: Context, t: str) -> Instant:

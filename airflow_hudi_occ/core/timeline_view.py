@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from . import attempt_log
 from .config import WriteConfig
-from .instant import Action, Instant
+from .instant import Action, Instant, State
 from .instant_time import parse_ms
 
 #: Outcomes a bar can have; the page maps each to a colour class ``outcome-<name>``.
@@ -86,6 +86,85 @@ def _group_key(writer: dict[str, Any]) -> str | None:
     return None
 
 
+# --- instants as rows: shared with the CLI ---------------------------------------------------
+
+
+def fg_name(partition: str, file_id: str) -> str:
+    return f"{partition}/{file_id}" if partition else file_id
+
+
+def fg_names(groups: Iterable[tuple[str, str]]) -> list[str]:
+    return sorted(fg_name(p, f) for p, f in groups)
+
+
+def ms_between(start: str | None, end: str | None) -> int | None:
+    if not start or not end:
+        return None
+    try:
+        return parse_ms(end) - parse_ms(start)
+    except ValueError:
+        return None
+
+
+def rollback_targets(tl, inst: Instant) -> list[str]:
+    """Instants a rollback removed (completed) or is removing (pending: from its plan)."""
+    from .metadata import RollbackMetadata, RollbackPlan
+    storage = tl.table.storage
+    if inst.is_completed:
+        path = tl.file_path(inst)
+        return [t for t, _a in RollbackMetadata.decode(storage.read(path), path).rolled_back]
+    path = tl.file_path(Instant(inst.requested_time, Action.ROLLBACK, State.REQUESTED))
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        return []
+    return [RollbackPlan.decode(data, path).instant_time] if data else []
+
+
+def rollbacks_by_target(tl) -> dict[str, str]:
+    """Failed instant -> the rollback that removed (or is removing) it. A rolled-back instant
+    is gone from the timeline; only its rollback still names it, and that is the answer a user
+    asking about it needs."""
+    out: dict[str, str] = {}
+    for inst in tl:
+        if inst.action is Action.ROLLBACK:
+            for target in rollback_targets(tl, inst):
+                out.setdefault(target, inst.requested_time)
+    return out
+
+
+def describe_instant(tl, inst: Instant) -> dict[str, Any]:
+    """One timeline row. Writer id, attempt and checkpoint live only in a completed commit's
+    extraMetadata, the one trace of who wrote it and from where, so they are shown beside it."""
+    from .metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
+    out: dict[str, Any] = {
+        "requested_time": inst.requested_time, "action": inst.action.value,
+        "state": inst.state.value, "completion_time": inst.completion_time,
+        "duration_ms": ms_between(inst.requested_time, inst.completion_time),
+        "operation_type": None, "writer_id": None, "attempt": None, "checkpoint": None,
+        "batch_key": None, "file_groups": None, "rolled_back": None,
+    }
+    if inst.is_write:
+        if inst.is_completed and inst.action in (Action.COMMIT, Action.DELTA_COMMIT,
+                                                 Action.REPLACE_COMMIT):
+            meta = tl.commit_metadata(inst)
+            extra = meta.extra_metadata
+            attempt = extra.get(EXTRA_ATTEMPT)
+            out.update(operation_type=meta.operation_type, writer_id=extra.get(EXTRA_WRITER_ID),
+                       attempt=int(attempt) if attempt and attempt.isdigit() else attempt,
+                       checkpoint=extra.get(EXTRA_CHECKPOINT), batch_key=extra.get(EXTRA_BATCH_KEY),
+                       file_groups=fg_names(meta.mutated_file_groups()))
+        else:
+            from .conflict import UNKNOWN, ConcurrentOperation
+            op = ConcurrentOperation.from_timeline(tl, inst)
+            out["operation_type"] = None if op.operation_type == UNKNOWN else op.operation_type
+            out["file_groups"] = fg_names(op.mutated_file_groups) or None
+    elif inst.action is Action.ROLLBACK:
+        out["rolled_back"] = rollback_targets(tl, inst)
+    return out
+
+
+
 def build_timeline_view(table, *, config: WriteConfig | None = None, now: float | None = None,
                         limit: int | None = DEFAULT_LIMIT, name: str | None = None) -> dict[str, Any]:
     """Everything the timeline page draws for ``table`` (a core ``Table``), as plain JSON.
@@ -93,7 +172,6 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
     ``config`` supplies the heartbeat expiry the writers use (alive vs stale); ``limit`` keeps
     the newest instants (by requested time) so a long timeline stays drawable.
     """
-    from .cli import describe_instant, rollbacks_by_target  # the CLI's own readers of instants
     from .heartbeat import heartbeat_age_s, is_expired
     from .markers import markers_for
 
@@ -116,7 +194,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
     for inst in tl:
         if inst.requested_time in kept:
             rows[inst.requested_time] = _row_for_instant(tl, inst, records.get(inst.requested_time),
-                                                         rolled_back_by, now_ms, describe_instant)
+                                                         rolled_back_by, now_ms)
     for t, rec in records.items():
         if t not in rows and t in kept:
             rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t), tl)
@@ -171,7 +249,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
     }
 
 
-def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms, describe_instant) -> dict[str, Any]:
+def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms) -> dict[str, Any]:
     d = describe_instant(tl, inst)
     writer = _writer(rec, d.get("writer_id"), d.get("batch_key"), d.get("attempt"))
     start = _ms(inst.requested_time)
