@@ -131,6 +131,7 @@ class WriteTransaction:
         self._detector = None
         self.state = "new"
         self.started_at = 0.0
+        self.files_discarded = 0  # data files (by marker) thrown away by abort()
         self._strategy = None
         #: pre-commit (stage the commit before the lock) when the batch has a key: a crash
         #: between staging and completing is then recovered by re-commit (recovery.py)
@@ -434,7 +435,7 @@ class WriteTransaction:
         rec = attempt_log.record_from_error(self._attempt_record(), error)
         rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
         try:
-            rec.files_discarded = len(self.markers.data_files())
+            rec.files_discarded = self.files_discarded = len(self.markers.data_files())
         except Exception:  # markers unreadable: the rollback below still runs
             pass
         if error is not None and getattr(error, "seconds_discarded", None) is None:

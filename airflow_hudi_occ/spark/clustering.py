@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 from ..core.base_file import new_file_id
 from ..core.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
@@ -33,27 +33,20 @@ from . import tagging
 from .errors import SparkWriteError
 from .executor import STAT_DDL, TaskContext, make_group_fn
 from .jobgroup import JobAborted, run_watched
+from .writer import SparkTableJob
 
 NAME = "__hudi_src_name"
 
 
-class SparkClusteringExecutor:
-    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *,
-                 storage_options: dict | None = None, writer_id: str | None = None,
-                 lock_manager=None):
-        self.spark = spark
-        self.base_path = base_path
-        self.options = {str(k): str(v) for k, v in options.items() if v is not None}
-        self.storage_options = storage_options
-        self.writer_id = writer_id
-        self._lock_manager = lock_manager
+class SparkClusteringExecutor(SparkTableJob):
+    """Executes a scheduled clustering plan on Spark and commits it as a table service."""
 
     def execute(self, instant: str | None = None, *,
                 before_commit: Callable | None = None) -> ClusteringResult:
         """Execute ``instant`` (default: the earliest pending clustering plan) and commit it."""
         from pyspark.sql import functions as F
 
-        from .writer import EXTRA_ENGINE, _short, _sweep, arrow_schema_of
+        from .writer import EXTRA_ENGINE, _short, arrow_schema_of
         table = Table.open(self.base_path, self.storage_options)
         cfg = ClusteringConfig.from_options(self.options)
         t0 = time.time()

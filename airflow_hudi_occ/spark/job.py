@@ -96,15 +96,24 @@ def emit(payload: dict) -> None:
     print(RESULT_PREFIX + json.dumps(payload, sort_keys=True, default=str), flush=True)
 
 
-def main(argv=None) -> int:
+def parse_command_line(parse_args, argv):
+    """``(args, options)``; or, when the command line is wrong (or ``--help``), the exit code,
+    after one result line saying so, so that an orchestrator always finds a result."""
     try:
         args = parse_args(argv)
-        options = _options(args.option)
+        return args, _options(args.option)
     except SystemExit as e:
         if e.code not in (0, None):
             emit({"outcome": "error", "error": {"error": "UsageError", "message": str(e.code)}})
             return EXIT_USAGE
         return EXIT_OK
+
+
+def main(argv=None) -> int:
+    parsed = parse_command_line(parse_args, argv)
+    if isinstance(parsed, int):
+        return parsed
+    args, options = parsed
     from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
     if os.environ.get("HUDI_OCC_CRASH_AT"):  # crash-injection tests only (testing/crash.py)
         from airflow_hudi_occ.testing.crash import install

@@ -28,8 +28,8 @@ import traceback
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from airflow_hudi_occ.spark.job import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,  # noqa: E402
-                                        _options, _test_barrier, emit)
+from airflow_hudi_occ.spark.job import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE,  # noqa: E402
+                                        _test_barrier, emit, parse_command_line)
 
 SERVICES = ("clean", "rollback", "cluster")
 
@@ -95,14 +95,10 @@ def run(args, options: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-        options = _options(args.option)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            emit({"outcome": "error", "error": {"error": "UsageError", "message": str(e.code)}})
-            return EXIT_USAGE
-        return EXIT_OK
+    parsed = parse_command_line(parse_args, argv)
+    if isinstance(parsed, int):
+        return parsed
+    args, options = parsed
     from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
     t0 = time.time()
     base = {"table": args.table, "service": args.service}

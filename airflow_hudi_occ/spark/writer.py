@@ -142,8 +142,9 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
     return table
 
 
-class SparkHudiWriter:
-    """Writes DataFrames to one table; one :meth:`write` call is one attempt (one instant)."""
+class SparkTableJob:
+    """What every Spark action on one table carries: the session, the table, Hudi options as
+    strings (as Spark's own options are), and an optional shared lock manager."""
 
     def __init__(self, spark, base_path: str, options: Mapping[str, Any], *,
                  storage_options: dict | None = None, writer_id: str | None = None,
@@ -154,6 +155,10 @@ class SparkHudiWriter:
         self.storage_options = storage_options
         self.writer_id = writer_id
         self._lock_manager = lock_manager
+
+
+class SparkHudiWriter(SparkTableJob):
+    """Writes DataFrames to one table; one :meth:`write` call is one attempt (one instant)."""
 
     def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
         """Before reading a keyed batch: its commit if already in the table, or the re-commit
@@ -439,13 +444,12 @@ class SparkHudiWriter:
 
     def _abort(self, tx: WriteTransaction, table: Table, parts: set[str], err: BaseException,
                t_start: float, planned: int = 0) -> None:
-        files = written = 0
+        written = 0
         try:
             if tx.instant is not None:
-                files = len(tx.markers.data_files())
                 written = sum(1 for p in parts for bf in list_base_files(table, p)
                               if bf.instant_time == tx.instant_time)
-        except Exception:  # pragma: no cover - markers unreadable: still roll back
+        except Exception:  # pragma: no cover - storage unreadable: still roll back
             pass
         try:
             tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
@@ -457,7 +461,7 @@ class SparkHudiWriter:
         if isinstance(err, HudiOccError):
             err.attempt = tx.attempt
             err.seconds_discarded = round(time.time() - t_start, 3)
-            err.files_discarded = files
+            err.files_discarded = tx.files_discarded  # counted by tx.abort from the markers
             # how far the doomed write got: base files on storage vs file groups it planned
             err.files_written = written
             err.file_groups_planned = planned
