@@ -24,7 +24,7 @@ from airflow_hudi_occ.core.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.table import Table
 from airflow_hudi_occ.core.transaction import WriteTransaction, find_committed_batch
 from airflow_hudi_occ.core.writer import ArrowTableWriter
-from airflow_hudi_occ.testing.batch_workers import keyed_batch_after_barrier
+from airflow_hudi_occ.testing.workers import keyed_batch_after_barrier
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

@@ -12,7 +12,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-pytest.importorskip("airflow.api_fastapi")
 
 from airflow_hudi_occ.core.errors import ConfigError  # noqa: E402
 from airflow_hudi_occ.provider import links, tables_config  # noqa: E402
