@@ -40,13 +40,37 @@ def abort_reason(table, instant_time: str) -> dict | None:
         return {"instant": instant_time, "reason": "abort requested (unreadable reason)"}
 
 
+_CONFLICTS = ("EarlyConflictError", "WriteConflictError", "PendingClusteringConflictError")
+
+
+def error_for(instant_time: str, info: dict):
+    """The error a stopped write reports for a signal. A reason that is a JSON error document
+    (written by an executor, the driver's checker or the Airflow trigger) naming a conflict
+    becomes an :class:`EarlyConflictError` with the other instant and the file groups, so every
+    engine reports a signalled conflict as the conflict it is."""
+    from .errors import EarlyConflictError
+    reason = info.get("reason")
+    try:
+        d = json.loads(reason) if isinstance(reason, str) else None
+    except ValueError:
+        d = None
+    if isinstance(d, dict) and d.get("error") in _CONFLICTS:
+        return EarlyConflictError(instant=instant_time, other_instant=d.get("other_instant") or "",
+                                  file_groups=d.get("file_groups") or [],
+                                  other_action=d.get("other_action"), strategy=d.get("strategy"))
+    if isinstance(d, dict) and d.get("error"):
+        return WriteAbortedError(f"write {instant_time} stopped: {d.get('message')}",
+                                 instant=instant_time, reason=d.get("error"))
+    return WriteAbortedError(f"write {instant_time} was asked to abort: {reason}",
+                             instant=instant_time, reason=None if reason is None else str(reason),
+                             remedy="the write is doomed (usually an early conflict seen by a "
+                                    "sensor); retry with a fresh instant time")
+
+
 def check_abort(table, instant_time: str) -> None:
     info = abort_reason(table, instant_time)
     if info is not None:
-        raise WriteAbortedError(f"write {instant_time} was asked to abort: {info.get('reason')}",
-                                instant=instant_time, reason=info.get("reason"),
-                                remedy="the write is doomed (usually an early conflict seen by a "
-                                       "sensor); retry with a fresh instant time")
+        raise error_for(instant_time, info)
 
 
 def clear_abort(table, instant_time: str) -> None:

@@ -84,15 +84,13 @@ def parse_labels(options: Mapping[str, str] | None) -> dict:
 def outcome_of(error: BaseException | None) -> str:
     if error is None:
         return ABORTED
-    from .errors import BatchAlreadyCommittedError, RetryableError, WriteAbortedError, WriteConflictError
+    from .errors import BatchAlreadyCommittedError, RetryableError, WriteConflictError
     if isinstance(error, BatchAlreadyCommittedError):
         return ABORTED  # nothing wrong: the batch was already in the table (error names why)
     if isinstance(error, WriteConflictError):
         return CONFLICT
-    if isinstance(error, WriteAbortedError):
-        return CONFLICT if getattr(error, "reason", None) and "onflict" in str(error.reason) else ABORTED
-    if isinstance(error, RetryableError):
-        return ABORTED
+    if isinstance(error, RetryableError):  # WriteAbortedError included: a signalled conflict
+        return ABORTED                      # arrives as EarlyConflictError (abort_signal.error_for)
     return ERROR
 
 

@@ -23,6 +23,7 @@ import posixpath
 import time
 from typing import Callable
 
+from ..core import abort_signal
 from ..core.base_file import new_file_id
 from ..core.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
                                latest_schema, relative_path, sort_columns_of)
@@ -94,8 +95,7 @@ class SparkClusteringExecutor(SparkTableJob):
             return ClusteringResult(res.instant.requested_time, res.instant.completion_time,
                                     replaced, stats, time.time() - t0)
         except JobAborted as ja:
-            from .writer import SparkHudiWriter
-            err = SparkHudiWriter._error_from_signal(None, ja.info, tx)
+            err = abort_signal.error_for(tx.instant_time, ja.info)
             self._abort(tx, table, parts, err)
             raise err from None
         except HudiOccError as e:
@@ -110,7 +110,6 @@ class SparkClusteringExecutor(SparkTableJob):
 
     @staticmethod
     def _abort(tx, table, parts, err) -> None:
-        from ..core import abort_signal
         from .writer import _short, _sweep
         try:
             tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)

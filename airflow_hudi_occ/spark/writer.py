@@ -35,7 +35,6 @@ are raised before anything is written. Any other job failure is a :class:`SparkW
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import re
@@ -45,8 +44,9 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
+from ..core import abort_signal
 from ..core.clustering import check_write_against_pending_clustering
-from ..core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
+from ..core.errors import (BatchAlreadyCommittedError, ConfigError,
                            HudiOccError, RetryableError, TableNotFoundError, WriteAbortedError)
 from ..core.file_group import FileSystemView, bucket_id_of, list_base_files
 from ..core.instant import Action
@@ -306,7 +306,7 @@ class SparkHudiWriter(SparkTableJob):
                                     opts.operation_type, attempt, stats, replaced or {},
                                     time.time() - t_start)
         except JobAborted as ja:
-            err = self._error_from_signal(ja.info, tx)
+            err = abort_signal.error_for(tx.instant_time, ja.info)
             err.job_cancelled = bool(ja.info.get("job_cancelled"))
             for k in ("tasks_done_at_cancel", "tasks_total"):
                 if k in ja.info:
@@ -425,23 +425,6 @@ class SparkHudiWriter(SparkTableJob):
 
     # -- failure --------------------------------------------------------------------------------
 
-    def _error_from_signal(self, info: dict, tx: WriteTransaction) -> HudiOccError:
-        reason = info.get("reason")
-        try:
-            d = json.loads(reason) if isinstance(reason, str) else None
-        except ValueError:
-            d = None
-        if isinstance(d, dict) and d.get("error") in ("EarlyConflictError", "WriteConflictError",
-                                                      "PendingClusteringConflictError"):
-            return EarlyConflictError(instant=tx.instant_time, other_instant=d.get("other_instant") or "",
-                                      file_groups=d.get("file_groups") or [],
-                                      other_action=d.get("other_action"), strategy=d.get("strategy"))
-        if isinstance(d, dict) and d.get("error"):
-            return WriteAbortedError(f"write {tx.instant_time} stopped: {d.get('message')}",
-                                     instant=tx.instant_time, reason=d.get("error"))
-        return WriteAbortedError(f"write {tx.instant_time} was asked to abort: {reason}",
-                                 instant=tx.instant_time, reason=str(reason))
-
     def _abort(self, tx: WriteTransaction, table: Table, parts: set[str], err: BaseException,
                t_start: float, planned: int = 0) -> None:
         written = 0
@@ -456,7 +439,6 @@ class SparkHudiWriter(SparkTableJob):
         finally:
             if tx.instant is not None:
                 _sweep(table, tx.instant_time, parts)
-                from ..core import abort_signal
                 abort_signal.clear_abort(table, tx.instant_time)
         if isinstance(err, HudiOccError):
             err.attempt = tx.attempt

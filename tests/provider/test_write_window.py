@@ -8,7 +8,7 @@ import pytest
 
 from airflow_hudi_occ.core import abort_signal
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.errors import WriteAbortedError
+from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.metadata import WriteStat
 from airflow_hudi_occ.core.transaction import WriteTransaction
 from airflow_hudi_occ.provider import write_window as ww
@@ -73,8 +73,9 @@ def test_trigger_aborts_a_write_that_a_completed_write_has_doomed(table, fast_op
     assert len(ev["file_groups"]) == 1 and "fg2" in str(ev["file_groups"])  # not fg1: no overlap there
     reason = json.loads(abort_signal.abort_reason(table, slow.instant_time)["reason"])
     assert reason["error"] == "EarlyConflictError" and reason["other_instant"] == fast.instant_time
-    with pytest.raises(WriteAbortedError):
-        slow.create_marker("p1", f"fg3_0-1-0_{slow.instant_time}.parquet")  # the writer stops
+    with pytest.raises(EarlyConflictError) as stopped:  # the writer stops, naming the winner
+        slow.create_marker("p1", f"fg3_0-1-0_{slow.instant_time}.parquet")
+    assert stopped.value.other_instant == fast.instant_time
     slow.abort(reason="test")
     assert check_instant(table.base_uri, slow.instant_time, fast_options)["status"] == "gone"
 
