@@ -26,14 +26,8 @@ def table(tmp_path):
 @pytest.fixture
 def fast_options(tmp_path):
     """Write options for tests: file lock, quick lock retries, small clock-skew wait."""
-    return {
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.wait_time_ms": "2000",
-        "hoodie.write.lock.client.num_retries": "30",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-        "hoodie.client.heartbeat.interval_in_ms": "1000",
-    }
+    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+    return dict(FAST_WRITE_OPTIONS)
 
 
 @pytest.fixture(scope="session")

@@ -67,3 +67,15 @@ def rows_by_key(t: pa.Table, key: str = "id", columns: list[str] | None = None) 
             raise AssertionError(f"duplicate key {k!r} in table read")
         out[k] = row
     return out
+
+
+#: Write options for tests: the file lock, quick lock retries, a small clock-skew wait and a
+#: one-second heartbeat, so contended tests finish fast without changing any semantics.
+FAST_WRITE_OPTIONS = {
+    "hoodie.write.lock.provider": "filesystem",
+    "hoodie.write.lock.wait_time_ms": "2000",
+    "hoodie.write.lock.client.num_retries": "30",
+    "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
+    "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+    "hoodie.client.heartbeat.interval_in_ms": "1000",
+}

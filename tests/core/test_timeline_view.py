@@ -19,19 +19,10 @@ from airflow_hudi_occ.core.table import Table
 from airflow_hudi_occ.core.timeline_view import build_timeline_view
 from airflow_hudi_occ.core.transaction import WriteTransaction
 from airflow_hudi_occ.core.writer import ArrowTableWriter
-
-FAST = {
-    "hoodie.write.lock.provider": "filesystem",
-    "hoodie.write.lock.wait_time_ms": "2000",
-    "hoodie.write.lock.client.num_retries": "30",
-    "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-    "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-    "hoodie.client.heartbeat.interval_in_ms": "1000",
-}
-
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 def _cfg(**labels) -> WriteConfig:
-    return WriteConfig.from_options({**FAST, attempt_log.LABELS_OPTION: json.dumps(labels)})
+    return WriteConfig.from_options({**FAST_WRITE_OPTIONS, attempt_log.LABELS_OPTION: json.dumps(labels)})
 
 
 def _rows(ids, value, p="p0"):
