@@ -23,9 +23,9 @@ def _writer(args) -> dict:
     import pyarrow as pa
 
     from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.retry import RetryPolicy, RetryRun, run_with_conflict_retries
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy, RetryRun, run_with_conflict_retries
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
     import logging
     logging.getLogger("airflow_hudi_occ").setLevel(logging.ERROR)  # conflicts are reported below
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="append to an existing demo table")
     args = ap.parse_args(argv)
 
-    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.table.table import Table
 
     if os.path.exists(args.table) and not args.keep:
         shutil.rmtree(args.table)
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                               for e in lost))
     expected_keys = {i for b in committed for i in b["ids"]}
     ok = _verify(args.table, expected_keys)
-    from airflow_hudi_occ.core.cli import main as cli_main
+    from airflow_hudi_occ.cli.main import main as cli_main
     print()
     cli_main(["show", args.table])
     return 0 if ok and not failed else 1

@@ -29,20 +29,20 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core import conflict as conflict_mod
-from airflow_hudi_occ.core import transaction as tx_mod
-from airflow_hudi_occ.core.base_file import (base_file_path, new_file_id, with_meta_columns,
+from airflow_hudi_occ.core.concurrency import conflict as conflict_mod
+from airflow_hudi_occ.core.commit import transaction as tx_mod
+from airflow_hudi_occ.core.format.base_file import (base_file_path, new_file_id, with_meta_columns,
                                              write_parquet, write_token)
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.heartbeat import Heartbeat
-from airflow_hudi_occ.core.instant import Action, Instant, State
-from airflow_hudi_occ.core.instant_time import InstantTimeGenerator, format_ms
-from airflow_hudi_occ.core.locks.base import LockManager
-from airflow_hudi_occ.core.metadata import CommitMetadata, WriteStat
-from airflow_hudi_occ.core.storage import Storage
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.timeline import Timeline
-from airflow_hudi_occ.core.transaction import WriteTransaction
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, format_ms
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.timeline import Timeline
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 
 from .common import Figure, work_dir
 

@@ -35,16 +35,16 @@ import os
 import time
 import uuid
 
-from airflow_hudi_occ.core import markers as markers_mod
+from airflow_hudi_occ.core.concurrency import markers as markers_mod
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.early_conflict import create_detector
+from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
 from airflow_hudi_occ.core.errors import EarlyConflictError
-from airflow_hudi_occ.core.heartbeat import Heartbeat
-from airflow_hudi_occ.core.instant import Action, Instant, State
-from airflow_hudi_occ.core.instant_time import format_ms
-from airflow_hudi_occ.core.markers import BatchedWriteMarkers, markers_file_names
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.timeline import create_requested, transition_to_inflight
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.instant_time import format_ms
+from airflow_hudi_occ.core.concurrency.markers import BatchedWriteMarkers, markers_file_names
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.timeline import create_requested, transition_to_inflight
 
 from .common import Figure, sample_pair, work_dir
 

@@ -67,7 +67,7 @@ def bare_arrow_write(spark, df, out_dir: str) -> int:
     import pyarrow.parquet as pq
     from typing import Iterator, Tuple
 
-    from airflow_hudi_occ.core.file_group import base_file_name
+    from airflow_hudi_occ.core.table.file_system_view import base_file_name
     from airflow_hudi_occ.spark import tagging
     from airflow_hudi_occ.spark.executor import STAT_DDL, STAT_SCHEMA, _conform, _normalize, _with_meta
     from airflow_hudi_occ.spark.options import SparkWriteOptions

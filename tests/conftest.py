@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.table import Table
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from .errors import ConfigError
+from airflow_hudi_occ.core.errors import ConfigError
 
 T = TypeVar("T")
 

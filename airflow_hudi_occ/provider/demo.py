@@ -66,8 +66,8 @@ def _ok(p) -> bool:
 
 
 def report(table_path: str, staging: str) -> tuple[bool, list[str]]:
-    from airflow_hudi_occ.core import attempt_log
-    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.commit import attempt_log
+    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.provider.examples import expected_table
     from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

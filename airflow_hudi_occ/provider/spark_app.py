@@ -21,7 +21,7 @@ BEGIN_PREFIX = "HUDI_OCC_BEGIN "
 
 
 def _announce_begin() -> None:
-    from airflow_hudi_occ.core import transaction
+    from airflow_hudi_occ.core.commit import transaction
 
     original = transaction.WriteTransaction.begin
     if getattr(original, "_announces", False):

@@ -38,7 +38,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from airflow_hudi_occ.core.heartbeat import is_expired
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
 _DIR = (".hoodie", ".aux", "occ", "windows")
@@ -129,7 +129,7 @@ def live_writers(table, partitions: Iterable[str] | None, heartbeat: HeartbeatCo
                  *, now: float | None = None) -> dict[str, list[str]]:
     """Pending write instants with a live heartbeat -> the wanted partitions they hold
     (through markers, or the file groups planned in their inflight file)."""
-    from airflow_hudi_occ.core.markers import markers_for
+    from airflow_hudi_occ.core.concurrency.markers import markers_for
     wanted = None if partitions is None else set(partitions)
     tl = table.timeline()
     out: dict[str, list[str]] = {}

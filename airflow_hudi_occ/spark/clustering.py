@@ -23,18 +23,19 @@ import posixpath
 import time
 from typing import Callable
 
-from ..core import abort_signal
-from ..core.base_file import new_file_id
-from ..core.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
-                               latest_schema, relative_path, sort_columns_of)
-from ..core.errors import HudiOccError
-from ..core.metadata import WriteStat
-from ..core.table import META_COLUMNS, Table
-from . import tagging
-from .errors import SparkWriteError
-from .executor import STAT_DDL, TaskContext, make_group_fn
-from .jobgroup import JobAborted, run_watched
-from .writer import SparkTableJob
+from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.format.base_file import new_file_id
+from airflow_hudi_occ.core.services.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
+                               latest_schema, sort_columns_of)
+from airflow_hudi_occ.core.table.file_system_view import relative_path
+from airflow_hudi_occ.core.errors import HudiOccError
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark.errors import SparkWriteError
+from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
+from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
+from airflow_hudi_occ.spark.writer import SparkTableJob
 
 NAME = "__hudi_src_name"
 
@@ -47,7 +48,7 @@ class SparkClusteringExecutor(SparkTableJob):
         """Execute ``instant`` (default: the earliest pending clustering plan) and commit it."""
         from pyspark.sql import functions as F
 
-        from .writer import EXTRA_ENGINE, _short, arrow_schema_of
+        from airflow_hudi_occ.spark.writer import EXTRA_ENGINE, _short, arrow_schema_of
         table = Table.open(self.base_path, self.storage_options)
         cfg = ClusteringConfig.from_options(self.options)
         t0 = time.time()
@@ -110,7 +111,7 @@ class SparkClusteringExecutor(SparkTableJob):
 
     @staticmethod
     def _abort(tx, table, parts, err) -> None:
-        from .writer import _short, _sweep
+        from airflow_hudi_occ.spark.writer import _short, _sweep
         try:
             tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
         finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.errors import HudiOccError
+from airflow_hudi_occ.core.errors import HudiOccError
 
 
 class SparkWriteError(HudiOccError):

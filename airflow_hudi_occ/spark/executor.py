@@ -37,12 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core import abort_signal
-from ..core.config import WriteConfig
-from ..core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
-from ..core.errors import RetryableError, WriteAbortedError
-from ..core.file_group import base_file_name
-from ..core.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.errors import RetryableError, WriteAbortedError
+from airflow_hudi_occ.core.table.file_system_view import base_file_name
+from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +96,13 @@ def _env(ctx: TaskContext):
                 if v[3] is not None:
                     v[3].stop()
             _CACHE.clear()
-        from ..core.markers import markers_for
+        from airflow_hudi_occ.core.concurrency.markers import markers_for
         table = Table.open(ctx.base_uri, ctx.storage_options or None)
         config = WriteConfig.from_options(ctx.options)
         markers = markers_for(table, ctx.instant, config.marker_type)
         detector = None
         if config.early_conflict.enabled:
-            from ..core.early_conflict import create_detector
+            from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
             detector = create_detector(table, ctx.instant, config,
                                        completed_at_start=set(ctx.completed_at_start))
             # The async checker runs once, on the driver (as Hudi runs it in the timeline

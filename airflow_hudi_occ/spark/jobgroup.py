@@ -25,7 +25,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from ..core import abort_signal
+from airflow_hudi_occ.core.concurrency import abort_signal
 
 
 class JobAborted(Exception):

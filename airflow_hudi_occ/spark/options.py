@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..core.config import ConfigProperty, WriteConfig, parse_bool, parse_int
-from ..core.errors import ConfigError
+from airflow_hudi_occ.core.config import ConfigProperty, WriteConfig, parse_bool, parse_int
+from airflow_hudi_occ.core.errors import ConfigError
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "bulk_insert": "BULK_INSERT", "insert_overwrite": "INSERT_OVERWRITE"}

@@ -16,8 +16,8 @@ as an empty DataFrame with the meta columns.
 
 from __future__ import annotations
 
-from ..core.file_group import FileSystemView
-from ..core.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 
 
 def _read(spark, table: Table, rels: list[str]):
@@ -32,7 +32,7 @@ def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_op
     table = Table.open(base_path, storage_options)
     view = FileSystemView(table, as_of=as_of)
     if as_of is not None:
-        from ..core.clean import check_as_of_readable
+        from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
         check_as_of_readable(table, as_of, view.timeline)
     return _read(spark, table, [s.base_file.relative_path for s in view.latest_file_slices()])
 

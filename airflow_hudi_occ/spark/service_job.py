@@ -60,20 +60,20 @@ def _spark(args):
 
 def run(args, options: dict) -> dict:
     from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.table.table import Table
     table = Table.open(args.table)
     if args.service == "clean":
-        from airflow_hudi_occ.core.clean import run_clean
+        from airflow_hudi_occ.core.services.clean import run_clean
         return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
     if args.service == "rollback":
-        from airflow_hudi_occ.core.rollback import rollback_failed_writes, rollback_instant
+        from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
         cfg = WriteConfig.from_options(options)
         if args.instant:
             res = [rollback_instant(table, args.instant, cfg, reason="requested by service job")]
         else:
             res = rollback_failed_writes(table, cfg)
         return {"outcome": "ok", "rolled_back": [r.to_json() for r in res]}
-    from airflow_hudi_occ.core.clustering import pending_clustering, schedule_clustering
+    from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering
     if args.schedule_only:
         return {"outcome": "ok", "scheduled": schedule_clustering(table, options)}
     instant, scheduled = args.instant, None

@@ -28,9 +28,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.base_file import new_file_id
-from ..core.errors import ConfigError
-from ..core.file_group import FileSlice
+from airflow_hudi_occ.core.format.base_file import new_file_id
+from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.table.file_system_view import FileSlice
 
 KEY = "_hoodie_record_key"
 PART = "_hoodie_partition_path"
@@ -177,7 +177,7 @@ def bucket_of_expr(num_buckets: int, num_key_fields: int = 1):
     """The bucket of each record, by Java Hudi's bucket hash (core.bucket_index), so that the
     Spark writer, the Arrow writer and Java Hudi agree on every key's bucket. The record key
     column holds the value (one field) or ``f1:v1,f2:v2`` (several): the hash takes the values."""
-    from airflow_hudi_occ.core.bucket_index import bucket_id
+    from airflow_hudi_occ.core.format.bucket_index import bucket_id
 
     def _bucket(key):
         if key is None:

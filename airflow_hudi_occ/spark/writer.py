@@ -14,7 +14,7 @@ The driver owns the transaction: the heartbeat, the lock and the timeline never 
 The write job runs under a job group that the driver cancels as soon as any executor meets
 a conflict or an abort signal (jobgroup.py), then the instant is rolled back from its markers.
 
-Semantics mirror core's :class:`~airflow_hudi_occ.core.writer.ArrowTableWriter` (the
+Semantics mirror core's :class:`~airflow_hudi_occ.core.commit.writer.ArrowTableWriter` (the
 single-process reference): ``upsert`` merges by key (the larger precombine wins, ties go to
 the incoming record), ``insert`` / ``bulk_insert`` write new keys without a lookup, ``delete``
 removes keys, ``insert_overwrite`` replaces every file group of the touched partitions.
@@ -44,22 +44,22 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
-from ..core import abort_signal
-from ..core.clustering import check_write_against_pending_clustering
-from ..core.errors import (BatchAlreadyCommittedError, ConfigError,
+from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.services.clustering import check_write_against_pending_clustering
+from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError,
                            HudiOccError, RetryableError, TableNotFoundError, WriteAbortedError)
-from ..core.file_group import FileSystemView, bucket_id_of, list_base_files
-from ..core.instant import Action
-from ..core.metadata import WriteStat
-from ..core.schema import avro_schema_json, evolve
-from ..core.table import META_COLUMNS, Table
-from ..core.transaction import (COMMITTED, CommitResult, WriteTransaction,
-                                committed_batch_result, prepare_batch)
-from . import tagging
-from .errors import SparkWriteError
-from .executor import STAT_DDL, TaskContext, make_group_fn
-from .jobgroup import JobAborted, run_watched
-from .options import SparkWriteOptions
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView, bucket_id_of, list_base_files
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
+from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
+from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark.errors import SparkWriteError
+from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
+from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
+from airflow_hudi_occ.spark.options import SparkWriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ class SparkHudiWriter(SparkTableJob):
             return tagged, ([] if part_counts is not None else None)
         small: dict[str, list[tuple[str, int]]] = {}
         if op in ("upsert", "insert") and opts.small_file_limit > 0:
-            from ..core.conflict import pending_clustering_file_groups
+            from airflow_hudi_occ.core.concurrency.conflict import pending_clustering_file_groups
             clustering = pending_clustering_file_groups(view.timeline)
             for s in slices:
                 if s.file_group in clustering:
@@ -409,7 +409,7 @@ class SparkHudiWriter(SparkTableJob):
     def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:
         """The async early-conflict checker runs on the driver, told every planned file group
         up front (Hudi's pending markers), so a conflict is seen before executors write."""
-        from ..core.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+        from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
         if not tx.config.early_conflict.enabled:
             return None
         det = tx.detector  # started here; commit() and abort() stop it

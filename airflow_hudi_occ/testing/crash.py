@@ -81,7 +81,10 @@ def install(point: str | None = None) -> str | None:
     if point not in POINTS + RECOVERY_POINTS:
         raise ValueError(f"unknown crash point {point!r}; one of {POINTS + RECOVERY_POINTS}")
     os.environ[CRASH_ENV] = point
-    from ..core import base_file, recovery, storage, transaction, writer
+    from airflow_hudi_occ.core.format import base_file
+    from airflow_hudi_occ.core.format import storage
+    from airflow_hudi_occ.core.commit import transaction
+    from airflow_hudi_occ.core.commit import writer
     WT = transaction.WriteTransaction
 
     orig_begin = WT.begin
@@ -151,13 +154,13 @@ def install(point: str | None = None) -> str | None:
         WT.commit = commit
 
     elif point == "after_staged":
-        orig_stage = recovery.stage_commit
+        orig_stage = transaction.stage_commit
 
         def stage_commit(table, tx, metadata):
             out = orig_stage(table, tx, metadata)
             maybe_crash("after_staged", files=[f["path"] for f in out.files])
             return out
-        recovery.stage_commit = stage_commit
+        transaction.stage_commit = stage_commit
 
     elif point == "commit_lock_held":
         orig_complete = transaction.complete
@@ -184,10 +187,10 @@ def install(point: str | None = None) -> str | None:
 def _child(job: dict) -> int:
     import pyarrow as pa
 
-    from ..core.config import WriteConfig
-    from ..core.errors import HudiOccError
-    from ..core.table import Table
-    from ..core.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.errors import HudiOccError
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
     install()
     table = Table.open(job["table"], job.get("storage_options"))

@@ -9,8 +9,8 @@ import traceback
 
 def _writer(table_path, options, name):
     from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
     return ArrowTableWriter(Table.open(table_path), WriteConfig.from_options(options), writer_id=name)
 
 
@@ -48,9 +48,9 @@ def write_when_told(table_path, options, rows, ready_path, go_path, results):
 
 def cluster_after_barrier(table_path, options, instant, barrier, results):
     """Execute a scheduled clustering; wait at ``barrier`` just before its commit."""
-    from airflow_hudi_occ.core.clustering import execute_clustering
+    from airflow_hudi_occ.core.services.clustering import execute_clustering
     from airflow_hudi_occ.core.errors import RetryableError
-    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.table.table import Table
     try:
         res = execute_clustering(Table.open(table_path), options, instant,
                                  before_commit=lambda tx: barrier.wait(timeout=120))

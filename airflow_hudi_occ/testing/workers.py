@@ -9,8 +9,8 @@ def _barrier_writer(table_path, options, barrier, name):
     """A writer of ``table_path`` whose ``before_commit`` hook waits at ``barrier``, and the
     state it records (the instant it began) for the report."""
     from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
     writer = ArrowTableWriter(Table.open(table_path), WriteConfig.from_options(options), writer_id=name)
     state = {}

@@ -2,9 +2,9 @@
 
 import pytest
 
-from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import WriteConflictError
-from airflow_hudi_occ.core.transaction import WriteTransaction
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.core.config import WriteConfig
 
 
@@ -18,7 +18,7 @@ def test_commit_and_conflict_are_recorded_with_labels(table, fast_options):
     a = WriteTransaction(table, cfg, writer_id="A", batch_key="b1")
     b = WriteTransaction(table, cfg, writer_id="B", attempt=2)
     a.begin(); b.begin()
-    from airflow_hudi_occ.core.metadata import WriteStat
+    from airflow_hudi_occ.core.format.metadata import WriteStat
     stat = lambda t: WriteStat(file_id="fg1", path=f"p/fg1_0-0-0_{t}.parquet", partition_path="p",
                                num_writes=1, num_inserts=1)
     a.commit([stat(a.instant_time)])

@@ -10,16 +10,18 @@ import time
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core import abort_signal, attempt_log
-from airflow_hudi_occ.core.clean import run_clean
-from airflow_hudi_occ.core.cli import main as cli_main
-from airflow_hudi_occ.core.clustering import execute_clustering, schedule_clustering
+from airflow_hudi_occ.core.concurrency import abort_signal
+
+from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.services.clean import run_clean
+from airflow_hudi_occ.cli.main import main as cli_main
+from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import CleanedInstantError
-from airflow_hudi_occ.core.file_group import list_base_files
-from airflow_hudi_occ.core.instant import Action
-from airflow_hudi_occ.core.metadata import CleanerPlan, CleanMetadata
-from airflow_hudi_occ.core.writer import ArrowTableWriter, read_table
+from airflow_hudi_occ.core.table.file_system_view import list_base_files
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.testing.service_workers import write_then_hang, write_when_told
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core.cli import main, render_table
+from airflow_hudi_occ.cli.main import main, render_table
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.file_group import FileSystemView
-from airflow_hudi_occ.core.heartbeat import is_expired
-from airflow_hudi_occ.core.metadata import WriteStat
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.transaction import WriteTransaction
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.tables import java_fixture
 
 OPTS = {"hoodie.write.lock.provider": "filesystem",

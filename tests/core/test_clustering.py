@@ -7,13 +7,13 @@ import os
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core.clustering import (execute_clustering, plan_clustering,
+from airflow_hudi_occ.core.services.clustering import (execute_clustering, plan_clustering,
                                               schedule_clustering, show_clustering)
 from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig
 from airflow_hudi_occ.core.errors import PendingClusteringConflictError, WriteConflictError
-from airflow_hudi_occ.core.file_group import FileSystemView, list_base_files
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.service_workers import cluster_after_barrier
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.workers import commit_after_barrier
@@ -150,7 +150,7 @@ def test_simple_later_commit_loses(table, fast_options):
 
 def test_clustering_a_bucket_index_table_is_refused_before_planning(tmp_path):
     from airflow_hudi_occ.core.errors import ConfigError
-    from airflow_hudi_occ.core.table import Table
+    from airflow_hudi_occ.core.table.table import Table
     t = Table.create(str(tmp_path / "b"), "b", record_key_fields=["id"], partition_fields=["p"])
     opts = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
             "hoodie.write.lock.provider": "inprocess"}

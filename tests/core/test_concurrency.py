@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.workers import commit_after_barrier
 

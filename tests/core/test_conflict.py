@@ -13,7 +13,7 @@ import fastavro
 import pytest
 
 from airflow_hudi_occ.core.config import HeartbeatConfig
-from airflow_hudi_occ.core.conflict import (
+from airflow_hudi_occ.core.concurrency.conflict import (
     BucketIndexConcurrentFileWritesConflictResolutionStrategy, ConcurrentOperation,
     ConflictResolutionStrategy, PreferWriterConflictResolutionStrategy,
     SimpleConcurrentFileWritesConflictResolutionStrategy, check_not_in_pending_clustering,
@@ -21,12 +21,12 @@ from airflow_hudi_occ.core.conflict import (
     resolve_write_conflicts, strategy_from_options)
 from airflow_hudi_occ.core.errors import (ConfigError, PendingClusteringConflictError,
                                           RetryableError, UnknownStrategyError, WriteConflictError)
-from airflow_hudi_occ.core.heartbeat import Heartbeat
-from airflow_hudi_occ.core.instant import Action, Instant, State
-from airflow_hudi_occ.core.metadata import (ClusteringGroup, CommitMetadata,
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.metadata import (ClusteringGroup, CommitMetadata,
                                             RequestedReplaceMetadata, WriteStat)
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.timeline import complete, create_requested, transition_to_inflight
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
 
 
 def T(n: int) -> str:
@@ -547,7 +547,7 @@ def test_write_into_pending_clustering_is_rejected_before_writing(table):
     ("prefer_writer", PreferWriterConflictResolutionStrategy),
     ("org.apache.hudi.client.transaction.PreferWriterConflictResolutionStrategy",
      PreferWriterConflictResolutionStrategy),
-    ("airflow_hudi_occ.core.conflict:BucketIndexConcurrentFileWritesConflictResolutionStrategy",
+    ("airflow_hudi_occ.core.concurrency.conflict:BucketIndexConcurrentFileWritesConflictResolutionStrategy",
      BucketIndexConcurrentFileWritesConflictResolutionStrategy),
 ])
 def test_registry_names(name, cls):
@@ -558,9 +558,9 @@ def test_registry_names(name, cls):
 @pytest.mark.parametrize("name", [
     "optimistic", "",
     "org.apache.hudi.client.transaction.IngestionPrimaryWriterBasedConflictResolutionStrategy",
-    "airflow_hudi_occ.core.conflict:NoSuchClass",
+    "airflow_hudi_occ.core.concurrency.conflict:NoSuchClass",
     "no_such_module_xyz:Strategy",
-    "airflow_hudi_occ.core.conflict:ConcurrentOperation",     # exists, but is not a strategy
+    "airflow_hudi_occ.core.concurrency.conflict:ConcurrentOperation",     # exists, but is not a strategy
 ])
 def test_unknown_strategy_names_the_value_and_the_choices(name):
     with pytest.raises(UnknownStrategyError) as ei:

@@ -17,20 +17,20 @@ from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.config import (ECD_STRATEGY, EarlyConflictConfig, HeartbeatConfig,
                                           LockConfig, MarkerType, WriteConfig)
-from airflow_hudi_occ.core.early_conflict import (
+from airflow_hudi_occ.core.concurrency.early_conflict import (
     AsyncTimelineServerBasedDetectionStrategy, BloomAsyncTimelineServerBasedDetectionStrategy,
     BloomDirectMarkerBasedDetectionStrategy, BloomFilter, EarlyConflictDetectionStrategy,
     SimpleDirectMarkerBasedDetectionStrategy, SimpleTransactionDirectMarkerBasedDetectionStrategy,
     bloom_key, create_detector, get_detection_strategy)
 from airflow_hudi_occ.core.errors import EarlyConflictError, UnknownStrategyError
-from airflow_hudi_occ.core.heartbeat import Heartbeat
-from airflow_hudi_occ.core.instant import Action, Instant, State
-from airflow_hudi_occ.core.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType,
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType,
                                            marker_dir, markers_for)
-from airflow_hudi_occ.core.metadata import (ClusteringGroup, CommitMetadata, RequestedReplaceMetadata,
+from airflow_hudi_occ.core.format.metadata import (ClusteringGroup, CommitMetadata, RequestedReplaceMetadata,
                                             WriteStat)
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.timeline import complete, create_requested, delete_pending_files
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.timeline import complete, create_requested, delete_pending_files
 
 DIRECT = MarkerType.DIRECT
 BATCHED = MarkerType.TIMELINE_SERVER_BASED

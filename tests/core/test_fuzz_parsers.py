@@ -16,18 +16,18 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import HudiOccError
-from airflow_hudi_occ.core.heartbeat import is_expired, list_heartbeats
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired, list_heartbeats
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.instant import parse_file_name
-from airflow_hudi_occ.core.locks.filesystem import _parse as parse_lock_file
-from airflow_hudi_occ.core.markers import (MarkerFileContent, parse_marker, parse_marker_lines,
+from airflow_hudi_occ.core.format.instant import parse_file_name
+from airflow_hudi_occ.core.concurrency.locks.filesystem import _parse as parse_lock_file
+from airflow_hudi_occ.core.concurrency.markers import (MarkerFileContent, parse_marker, parse_marker_lines,
                                            read_marker_file)
-from airflow_hudi_occ.core.metadata import (CommitMetadata, RequestedReplaceMetadata, RollbackMetadata,
+from airflow_hudi_occ.core.format.metadata import (CommitMetadata, RequestedReplaceMetadata, RollbackMetadata,
                                             RollbackPlan, WriteStat, decode_record)
-from airflow_hudi_occ.core.table import Table, parse_properties, render_properties
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.table import Table, parse_properties, render_properties
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
 FUZZ = settings(max_examples=int(os.environ.get("HUDI_OCC_FUZZ_EXAMPLES", "150")), deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -153,7 +153,7 @@ def test_marker_file_parsers(data):
 
 
 def test_marker_file_reader_on_garbage(tmp_path):
-    from airflow_hudi_occ.core.storage import Storage
+    from airflow_hudi_occ.core.format.storage import Storage
     s = Storage(str(tmp_path))
     for i, data in enumerate([b"", b"\x00" * 10, b"p0/a_1-0-1_1.parquet.marker.CREATE\np0/trunc",
                               os.urandom(300), "é\r\n".encode() * 5]):

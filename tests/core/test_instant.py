@@ -1,8 +1,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from airflow_hudi_occ.core.instant import Action, Instant, State, parse_file_name
-from airflow_hudi_occ.core.instant_time import InstantTimeGenerator, format_ms, parse_ms
+from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, format_ms, parse_ms
 
 times = st.integers(min_value=946684800000, max_value=4102444799999).map(format_ms)
 

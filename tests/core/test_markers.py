@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.config import MarkerType
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType, Marker,
+from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType, Marker,
                                            MarkerFileContent, group_key, list_marker_instants,
                                            marker_dir, markers_for, parse_marker, read_marker_file)
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.table import Table
 
 T1 = "20250101000000001"
 T2 = "20250101000000002"

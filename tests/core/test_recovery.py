@@ -14,16 +14,18 @@ import time
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core import attempt_log, recovery
+from airflow_hudi_occ.core.commit import attempt_log
+
+from airflow_hudi_occ.core.commit import recovery, staging
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.heartbeat import is_expired
-from airflow_hudi_occ.core.instant import Action
-from airflow_hudi_occ.core.metadata import EXTRA_BATCH_KEY
-from airflow_hudi_occ.core.rollback import rollback_failed_writes
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.transaction import WriteTransaction, find_committed_batch
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction, find_committed_batch
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.workers import keyed_batch_after_barrier
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -152,7 +154,7 @@ def test_crash_after_staging_is_recommitted_not_rewritten(tmp_path):
     dead = crash_staged(table, opts, BATCH, "dag/run/task")
     files = base_files_of(table, dead)
     assert len(files) == 3  # p0: key 0 merged, key 100 in a new group; p1: key 1 merged
-    assert recovery.read_staged(table, dead).batch_key == "dag/run/task"
+    assert staging.read_staged(table, dead).batch_key == "dag/run/task"
     assert values(table) == {r["id"]: "seed" for r in SEED}  # pending: invisible
 
     wait_expired(table, dead, cfg)
@@ -166,9 +168,9 @@ def test_crash_after_staging_is_recommitted_not_rewritten(tmp_path):
     tl = table.timeline()
     meta = tl.commit_metadata(tl.get(dead))
     assert meta.extra_metadata[EXTRA_BATCH_KEY] == "dag/run/task"
-    assert meta.extra_metadata[recovery.EXTRA_RECOVERED_BY] == "retry"
+    assert meta.extra_metadata[staging.EXTRA_RECOVERED_BY] == "retry"
     assert tl.pending() == []
-    assert recovery.staged_instants(table) == []
+    assert staging.staged_instants(table) == []
     assert not table.storage.exists(table.storage.path(".hoodie", ".temp", dead))  # markers gone
     rec = {r.instant: r for r in attempt_log.read_records(table)}[dead]
     assert (rec.outcome, rec.recovered_from, rec.writer_id) == ("committed", "dead-writer", "retry")
@@ -187,16 +189,16 @@ def test_staged_instant_of_a_live_writer_is_not_taken_over(tmp_path):
     def before_commit(tx):  # staging happens inside commit(); stage by hand to pause after it
         seen["t"] = tx.instant_time
         meta = tx.build_metadata([], schema=None)
-        recovery.stage_commit(table, tx, meta)
+        staging.stage_commit(table, tx, meta)
         seen["found"] = recovery.find_recoverable(table, "k", cfg)
         tx.stage_commits = False
-        tx.staged = recovery.read_staged(table, tx.instant_time)
+        tx.staged = staging.read_staged(table, tx.instant_time)
 
     res = ArrowTableWriter(table, cfg).write(pa.Table.from_pylist(BATCH), batch_key="k",
                                              before_commit=before_commit)
     assert seen["found"] is None  # heartbeat alive
     assert res.outcome == "committed" and res.instant.requested_time == seen["t"]
-    assert recovery.staged_instants(table) == []  # the committer deletes its staged commit
+    assert staging.staged_instants(table) == []  # the committer deletes its staged commit
 
 
 def test_takeover_conflict_rolls_back_the_staged_instant_and_rewrites(tmp_path):
@@ -216,7 +218,7 @@ def test_takeover_conflict_rolls_back_the_staged_instant_and_rewrites(tmp_path):
     assert res.instant.requested_time > other.instant.requested_time > dead  # ... on a fresh instant
     tl = table.timeline()
     assert tl.get(dead) is None and base_files_of(table, dead) == {}
-    assert recovery.staged_instants(table) == []
+    assert staging.staged_instants(table) == []
     rec = {r.instant: r for r in attempt_log.read_records(table)}[dead]
     assert rec.outcome == "conflict" and rec.other_instant == other.instant.requested_time
     # the rewrite merged on top of the other writer's commit: ts 1 beats ts 0
@@ -249,7 +251,7 @@ def test_lazy_rollback_leaves_a_staged_instant_alone_for_the_grace_period_only(t
     staged = crash_staged(table, opts, BATCH, "k")
     unstaged = crash_staged(table, opts, [{"id": 7, "p": "p1", "value": "x", "ts": 1}], "k2",
                             point="after_all_files")  # died before staging: nothing to recover
-    assert recovery.staged_instants(table) == [staged]
+    assert staging.staged_instants(table) == [staged]
     wait_expired(table, staged, cfg)
     wait_expired(table, unstaged, cfg)
 
@@ -257,16 +259,16 @@ def test_lazy_rollback_leaves_a_staged_instant_alone_for_the_grace_period_only(t
     first = rollback_failed_writes(table, cfg, now=now)
     assert [r.rolled_back for r in first] == [unstaged]  # no grace without a staged commit
     assert table.timeline().get(staged).is_pending
-    assert recovery.staged_instants(table) == [staged]
+    assert staging.staged_instants(table) == [staged]
     # under the lock too: a direct LAZY-style rollback of it is refused during the grace
-    from airflow_hudi_occ.core.rollback import rollback_instant
+    from airflow_hudi_occ.core.commit.rollback import rollback_instant
     skip = rollback_instant(table, staged, cfg, only_if_expired=True, respect_grace=True, now=now)
     assert skip.rollback_instant is None and "grace" in skip.skipped_reason
 
     later = rollback_failed_writes(table, cfg, now=now + 61)  # nobody came: rolled back
     assert [r.rolled_back for r in later] == [staged]
     assert table.timeline().get(staged) is None and base_files_of(table, staged) == {}
-    assert recovery.staged_instants(table) == []
+    assert staging.staged_instants(table) == []
     assert values(table) == {}
     # the batch's late retry finds nothing to recover and writes it afresh
     res = ArrowTableWriter(table, cfg).write(pa.Table.from_pylist(BATCH), batch_key="k")
@@ -315,12 +317,12 @@ def test_unreadable_staged_commit_is_ignored_and_gets_no_grace(tmp_path):
     t = tx.begin()
     tx.start_inflight()
     tx.heartbeat.stop(delete=True)  # the writer is gone: no heartbeat at all
-    table.storage.makedirs(table.storage.path(*recovery.STAGED_DIR))
-    table.storage.write(recovery.staged_path(table, t), b'{"instant": "' + t.encode() + b'", "files": [')
+    table.storage.makedirs(table.storage.path(*staging.STAGED_DIR))
+    table.storage.write(staging.staged_path(table, t), b'{"instant": "' + t.encode() + b'", "files": [')
     with pytest.raises(CorruptMetadataError) as e:
-        recovery.read_staged(table, t)
+        staging.read_staged(table, t)
     assert e.value.remedy
     assert recovery.find_recoverable(table, "k", cfg) is None
-    assert not recovery.in_grace(table, t, cfg)
+    assert not staging.in_grace(table, t, cfg)
     assert [r.rolled_back for r in rollback_failed_writes(table, cfg)] == [t]
-    assert recovery.staged_instants(table) == []
+    assert staging.staged_instants(table) == []

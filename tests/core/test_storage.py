@@ -8,7 +8,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_hudi_occ.core.errors import StorageError
-from airflow_hudi_occ.core.storage import Storage
+from airflow_hudi_occ.core.format.storage import Storage
 
 
 class NoConditionalWritesFS(MemoryFileSystem):

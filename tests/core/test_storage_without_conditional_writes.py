@@ -14,8 +14,8 @@ import pytest
 
 from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.errors import ConfigError, StorageError
-from airflow_hudi_occ.core.locks import get_lock_provider
-from airflow_hudi_occ.core.storage import Storage
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.format.storage import Storage
 
 
 def _dir_store(tmp_path, **kw) -> Storage:

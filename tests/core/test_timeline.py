@@ -3,10 +3,10 @@
 import pytest
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.file_group import FileSystemView
-from airflow_hudi_occ.core.instant import Action, State
-from airflow_hudi_occ.core.metadata import CommitMetadata
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.format.instant import Action, State
+from airflow_hudi_occ.core.format.metadata import CommitMetadata
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import java_fixture
 
 FIXTURES = ["v6_simplekeygen_nonhivestyle", "v6_simplekeygen_nonhivestyle_overwritetable",
@@ -55,7 +55,7 @@ def test_v6_replacecommit_json_is_read(tmp_path):
 
 
 def test_time_travel_matches_hudi_rs(tmp_path):
-    from airflow_hudi_occ.core.writer import read_table
+    from airflow_hudi_occ.core.commit.writer import read_table
     from airflow_hudi_occ.testing.tables import hudi_read
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
     t = Table.open(str(path))

@@ -12,13 +12,13 @@ import json
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import WriteConflictError
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.timeline_view import build_timeline_view
-from airflow_hudi_occ.core.transaction import WriteTransaction
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 def _cfg(**labels) -> WriteConfig:

@@ -6,20 +6,20 @@ import time
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core import abort_signal
+from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import (RetryableError, HeartbeatExpiredError, InstantStateError,
                                           PendingClusteringConflictError, UnknownLockProviderError,
                                           UnknownStrategyError, WriteAbortedError, WriteConflictError)
-from airflow_hudi_occ.core.file_group import FileSystemView
-from airflow_hudi_occ.core.heartbeat import heartbeat_path
-from airflow_hudi_occ.core.instant import Action, State
-from airflow_hudi_occ.core.metadata import (EXTRA_ATTEMPT, EXTRA_CHECKPOINT, EXTRA_WRITER_ID,
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_path
+from airflow_hudi_occ.core.format.instant import Action, State
+from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_CHECKPOINT, EXTRA_WRITER_ID,
                                             ClusteringGroup, RequestedReplaceMetadata)
-from airflow_hudi_occ.core.rollback import rollback_failed_writes
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.transaction import WriteTransaction, find_committed_batch, last_checkpoint
-from airflow_hudi_occ.core.writer import ArrowTableWriter, read_table
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction, find_committed_batch, last_checkpoint
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.testing.tables import hudi_read, java_fixture, rows_by_key
 
 
@@ -153,8 +153,8 @@ def test_overlapping_writers_exactly_one_wins_and_loser_is_rolled_back(table, fa
 
 def _stats_of(table, tx):
     """Write stats of a pending transaction, rebuilt from the base files its markers name."""
-    from airflow_hudi_occ.core.file_group import parse_base_file_name
-    from airflow_hudi_occ.core.metadata import WriteStat
+    from airflow_hudi_occ.core.table.file_system_view import parse_base_file_name
+    from airflow_hudi_occ.core.format.metadata import WriteStat
     out = []
     for rel in tx.markers.data_files():
         part, name = rel.rsplit("/", 1)
@@ -225,7 +225,7 @@ def test_rolled_back_instant_cannot_commit(table, fast_options):
     cfg = WriteConfig.from_options(fast_options)
     tx = _begin_with_file(table, cfg, [0], "x")
     stats = _stats_of(table, tx)
-    from airflow_hudi_occ.core.rollback import rollback_instant
+    from airflow_hudi_occ.core.commit.rollback import rollback_instant
     rollback_instant(table, tx.instant_time, cfg)
     with pytest.raises((InstantStateError, HeartbeatExpiredError)) as e:
         tx.commit(stats)
@@ -272,7 +272,7 @@ def test_corrupt_commit_on_the_timeline_fails_the_write_and_changes_nothing_visi
     path = table.timeline().file_path(r1.instant)
     data = open(path, "rb").read()
     open(path, "wb").write(data[: len(data) // 2])  # a truncated completed commit
-    from airflow_hudi_occ.core import timeline as tlmod
+    from airflow_hudi_occ.core.table import timeline as tlmod
     tlmod._META_CACHE.clear()
     files_before = data_files(table)
     with pytest.raises(CorruptMetadataError) as e:

@@ -10,9 +10,9 @@ import time
 import psutil
 import pytest
 
-from airflow_hudi_occ.core import attempt_log
-from airflow_hudi_occ.core.metadata import EXTRA_BATCH_KEY
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.examples import expected_table
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

@@ -215,10 +215,10 @@ import json
 import pyarrow as pa
 from airflow.sdk import DAG, BaseOperator
 
-from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.provider.links import HudiTimelineLink
 
 
@@ -302,8 +302,8 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.transaction import WriteTransaction
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
     got = server.tables["events"]
     table = Table.open(json.loads(server.get("/hudi-occ/api/tables", token=server.token())[1])
                        ["tables"][0]["path"])

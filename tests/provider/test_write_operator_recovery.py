@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.heartbeat import is_expired
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.operators import hudi_occ as ops
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from airflow_hudi_occ.core import abort_signal
+from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
-from airflow_hudi_occ.core.metadata import WriteStat
-from airflow_hudi_occ.core.transaction import WriteTransaction
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.provider import write_window as ww
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger, check_instant
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
 HEARTBEAT_MS = 400  # expiry = 2 misses = 0.8 s: a dead writer is found quickly
@@ -68,7 +68,7 @@ def all_files(table: Table) -> list[str]:
 def files_naming(table: Table, instant: str) -> list[str]:
     """Files of the instant, except its attempt record: that is history (the timeline page shows
     the dead attempt) and must say it was rolled back; clean prunes it later."""
-    from airflow_hudi_occ.core import attempt_log
+    from airflow_hudi_occ.core.commit import attempt_log
     found = [f for f in all_files(table) if instant in f]
     records = [f for f in found if "/.aux/occ/attempts/" in f.replace(os.sep, "/")]
     for rec in attempt_log.read_records(table):

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.instant import Action
-from airflow_hudi_occ.core.metadata import EXTRA_BATCH_KEY, RollbackMetadata
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY, RollbackMetadata
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
 from .conftest import read_rows
 

@@ -23,9 +23,9 @@ def main(job: dict) -> int:
 
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.errors import LockError, StorageError
-    from airflow_hudi_occ.core.retry import RetryPolicy, run_with_conflict_retries
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy, run_with_conflict_retries
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
     rng = random.Random(job["seed"])
     name = job["name"]

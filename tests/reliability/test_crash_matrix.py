@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.heartbeat import is_expired
-from airflow_hudi_occ.core.locks import get_lock_provider
-from airflow_hudi_occ.core.rollback import rollback_failed_writes
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.crash import COMMITTED_POINTS, LOCK_HELD_POINTS, POINTS, run_writer
 
 from .conftest import (ZK_SESSION_MS, age_lock_file, all_files, assert_unique_times, files_naming,

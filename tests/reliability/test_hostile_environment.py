@@ -19,13 +19,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_hudi_occ.core import storage as storage_mod
+from airflow_hudi_occ.core.format import storage as storage_mod
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import HudiOccError
-from airflow_hudi_occ.core.instant_time import InstantTimeGenerator, parse_ms
-from airflow_hudi_occ.core.rollback import rollback_failed_writes
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, parse_ms
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
 from .conftest import all_files, assert_unique_times, lock_options, read_rows
 

@@ -21,8 +21,8 @@ import uuid
 
 import pytest
 
-from airflow_hudi_occ.core.storage import Storage
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import LOCK_HELD_POINTS, POINTS
 from airflow_hudi_occ.testing.s3 import S3Server
 

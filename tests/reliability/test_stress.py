@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
 from .conftest import lock_options
 from .history import check_history, seed_rows, start_workers, wait_workers, write_figures

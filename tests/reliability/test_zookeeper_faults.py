@@ -17,13 +17,13 @@ import time
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core import conflict
+from airflow_hudi_occ.core.concurrency import conflict
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import LockLostError
-from airflow_hudi_occ.core.rollback import rollback_failed_writes
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.transaction import table_lock_manager
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer, expire_session
 

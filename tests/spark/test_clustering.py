@@ -8,9 +8,9 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_hudi_occ.core.clustering import schedule_clustering
-from airflow_hudi_occ.core.file_group import FileSystemView
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.services.clustering import schedule_clustering
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
 from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
 from airflow_hudi_occ.spark.writer import SparkHudiWriter

@@ -9,18 +9,18 @@ import time
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core import abort_signal
+from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.file_group import list_base_files
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.transaction import WriteTransaction
+from airflow_hudi_occ.core.table.file_system_view import list_base_files
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.spark.executor import KEY, TaskContext, write_file_group
 
 OPTS = {"hoodie.write.lock.provider": "filesystem",
         "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
-RAISE = ("import sys; from airflow_hudi_occ.core.table import Table; "
-         "from airflow_hudi_occ.core.abort_signal import raise_abort; "
+RAISE = ("import sys; from airflow_hudi_occ.core.table.table import Table; "
+         "from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort; "
          "raise_abort(Table.open(sys.argv[1]), sys.argv[2], 'sensor: doomed', source='test')")
 
 
@@ -84,8 +84,8 @@ def test_abort_signal_before_the_task_leaves_no_marker_and_no_file(tmp_path):
 
 WATCH = r"""
 import os, sys, time
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.abort_signal import raise_abort
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort
 root = os.path.join(sys.argv[1], ".hoodie", ".temp")
 deadline = time.time() + 300
 while time.time() < deadline:

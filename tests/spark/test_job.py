@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_hudi_occ.core.file_group import list_base_files, list_partitions
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.heartbeat import is_expired
-from airflow_hudi_occ.core.table import Table
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.spark.job import EXIT_OK, parse_result
 from airflow_hudi_occ.testing.crash import CRASH_ENV, MARK
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key

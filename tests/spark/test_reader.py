@@ -1,6 +1,6 @@
 """Spark readers against hudi-rs: snapshot, time travel, incremental by completion time."""
 
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.reader import read_incremental, read_snapshot
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read

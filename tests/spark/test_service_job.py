@@ -7,7 +7,7 @@ import sys
 import pyarrow as pa
 
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.spark.job import EXIT_USAGE, parse_result
 
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.schema import SchemaError
-from airflow_hudi_occ.core.table import Table
+from airflow_hudi_occ.core.format.schema import SchemaError
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.reader import read_snapshot
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -140,7 +140,7 @@ def test_new_keys_split_by_target_file_size_and_top_up_small_files(spark, tmp_pa
     res = w.write(spark.createDataFrame([(i, "a", 1, "v") for i in range(0, 300, 3)], SCHEMA), "bulk_insert")
     assert res.summary()["file_groups"] > 1  # 100 rows of ~100 bytes into 2 kB files
     t = Table.open(path)
-    groups_before = {s.file_id for s in __import__("airflow_hudi_occ.core.file_group", fromlist=["x"])
+    groups_before = {s.file_id for s in __import__("airflow_hudi_occ.core.table.file_system_view", fromlist=["x"])
                      .FileSystemView(t).latest_file_slices()}
     w2 = SparkHudiWriter(spark, path, options(**{"hoodie.parquet.small.file.limit": "100000",
                                                  "hoodie.parquet.max.file.size": "100000"}))
@@ -161,7 +161,7 @@ def test_bucket_index_file_ids_carry_the_bucket(spark, tmp_path):
     assert len(got) == 30 and got[4]["v"] == "w" and got[5]["v"] == "v"
     assert len({(s.partition_path, s.file_id[:8]) for s in r.stats}) == len(r.stats)
     # the same buckets as the Arrow writer and Java Hudi (core.bucket_index's hash)
-    from airflow_hudi_occ.core.bucket_index import bucket_id
+    from airflow_hudi_occ.core.format.bucket_index import bucket_id
     t = hudi_read(path)
     for key, fname in zip(t.column("id").to_pylist(), t.column("_hoodie_file_name").to_pylist()):
         assert int(fname[:8]) == bucket_id([key], 2)

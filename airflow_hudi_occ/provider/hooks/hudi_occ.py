@@ -105,7 +105,7 @@ class HudiZooKeeperHook(BaseHook):
         """A started kazoo client for the ensemble (the caller stops it)."""
         from kazoo.client import KazooClient
 
-        from airflow_hudi_occ.core.locks.zookeeper import connect_string
+        from airflow_hudi_occ.core.concurrency.locks.zookeeper import connect_string
         opts = self.lock_options()
         auth = opts.get(ZK_PREFIX + "auth")
         client = KazooClient(hosts=connect_string(opts[ZK_PREFIX + "url"], int(opts[ZK_PREFIX + "port"])),
@@ -205,7 +205,7 @@ class HudiOccHook(BaseHook):
         return WriteConfig.from_options(self.write_options(extra))
 
     def get_table(self):
-        from airflow_hudi_occ.core.table import Table
+        from airflow_hudi_occ.core.table.table import Table
         return Table.open(self.table_path, self.storage_options or None)
 
     def get_conn(self):

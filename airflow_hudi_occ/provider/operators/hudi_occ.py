@@ -6,7 +6,7 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
 
 - **conflict retries on fresh instants**: the job exits 75 when it lost a conflict (its
   instant is already rolled back); the operator waits (exponential backoff, full jitter,
-  :class:`~airflow_hudi_occ.core.retry.RetryPolicy`) and runs the job again, which begins a new
+  :class:`~airflow_hudi_occ.core.commit.retry.RetryPolicy`) and runs the job again, which begins a new
   instant on the table as it is now. This budget (``conflict_retries``) is separate from
   Airflow's task ``retries``: losing a race is not a failure of the task. A non-retryable
   error (exit 1: bad options, a refused schema, a failed job; exit 2: usage) raises
@@ -46,9 +46,9 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_hudi_occ.core.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError
-from airflow_hudi_occ.core.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
+from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 
 from airflow_hudi_occ.provider.links import HudiTimelineLink
@@ -101,8 +101,8 @@ def default_batch_key(context) -> str:
 
 
 def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
-    from airflow_hudi_occ.core.table import Table
-    from airflow_hudi_occ.core.transaction import find_committed_batch
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.transaction import find_committed_batch
     try:
         table = Table.open(table_path, storage_options or None)
     except TableNotFoundError:
@@ -239,7 +239,7 @@ class HudiWriteOperator(BaseOperator):
                 return already(found)
             if self.yield_to_windows:
                 try:
-                    from airflow_hudi_occ.core.table import Table
+                    from airflow_hudi_occ.core.table.table import Table
                     self._wait_for_window(Table.open(table_path, storage_options or None), owner)
                 except TableNotFoundError:
                     pass
@@ -314,7 +314,7 @@ class HudiWriteOperator(BaseOperator):
             raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
         finally:
             try:
-                from airflow_hudi_occ.core.table import Table
+                from airflow_hudi_occ.core.table.table import Table
                 from airflow_hudi_occ.provider import write_window
                 write_window.release_owned(Table.open(table_path, storage_options or None), owner)
             except Exception:  # noqa: BLE001 - no table yet, or nothing to release
@@ -379,7 +379,7 @@ class HudiTableServiceOperator(BaseOperator):
         return out
 
     def _rollback(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.rollback import rollback_failed_writes, rollback_instant
+        from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
         if self.instant:
             res = [rollback_instant(table, self.instant, config, reason="requested by Airflow",
                                     only_if_expired=True)]
@@ -388,11 +388,11 @@ class HudiTableServiceOperator(BaseOperator):
         return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
 
     def _clean(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.clean import run_clean
+        from airflow_hudi_occ.core.services.clean import run_clean
         return {"service": "clean", **run_clean(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.clustering import schedule_clustering
+        from airflow_hudi_occ.core.services.clustering import schedule_clustering
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}

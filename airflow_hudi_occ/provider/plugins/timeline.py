@@ -2,7 +2,7 @@
 
 What it serves: ``/hudi-occ/`` (a static HTML+JS+SVG page, no build step), ``/hudi-occ/static/
 <file>``, and the JSON API behind it, ``/hudi-occ/api/tables`` and ``/hudi-occ/api/tables/
-{name}/timeline`` (the document of :func:`airflow_hudi_occ.core.timeline_view.build_timeline_view`).
+{name}/timeline`` (the document of :func:`airflow_hudi_occ.core.inspection.timeline_view.build_timeline_view`).
 A nav entry (``external_views``) shows the page in the UI; :class:`HudiTimelineLink` links
 every write task instance to it.
 
@@ -104,8 +104,8 @@ def create_app() -> FastAPI:
     @app.get("/api/tables/{name}/timeline")
     def timeline(name: str, limit: int = Query(500, ge=1, le=20000)):
         from airflow_hudi_occ.core.config import WriteConfig
-        from airflow_hudi_occ.core.table import Table
-        from airflow_hudi_occ.core.timeline_view import build_timeline_view
+        from airflow_hudi_occ.core.table.table import Table
+        from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
         cfg = tables_config.load()
         try:
             path = tables_config.resolve(cfg, name)

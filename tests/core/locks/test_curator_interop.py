@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_hudi_occ.core.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
 
 from .conftest import zk_lock_config
 

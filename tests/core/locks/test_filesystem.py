@@ -11,9 +11,9 @@ import pytest
 
 from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.errors import LockLostError
-from airflow_hudi_occ.core.locks import get_lock_provider
-from airflow_hudi_occ.core.locks.filesystem import FileSystemBasedLockProvider
-from airflow_hudi_occ.core.storage import Storage
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
+from airflow_hudi_occ.core.format.storage import Storage
 
 
 def _provider(tmp_path, expire_minutes=0, **kwargs) -> FileSystemBasedLockProvider:

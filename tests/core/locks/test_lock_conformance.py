@@ -28,14 +28,14 @@ from airflow_hudi_occ.core.errors import (
     RetryableError,
     UnknownLockProviderError,
 )
-from airflow_hudi_occ.core.locks import (
+from airflow_hudi_occ.core.concurrency.locks import (
     LockManager,
     LockProvider,
     get_lock_provider,
     resolve_provider_class,
 )
-from airflow_hudi_occ.core.locks.filesystem import FileSystemBasedLockProvider
-from airflow_hudi_occ.core.locks.inprocess import InProcessLockProvider
+from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
+from airflow_hudi_occ.core.concurrency.locks.inprocess import InProcessLockProvider
 
 # -- the contract ------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_mutual_exclusion_between_threads(make_provider, tmp_path):
 _WORKER = textwrap.dedent("""
     import json, os, sys, time
     from airflow_hudi_occ.core.config import LockConfig
-    from airflow_hudi_occ.core.locks import get_lock_provider
+    from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
 
     args = json.loads(sys.argv[1])
     lock = get_lock_provider(LockConfig(**args["config"]), base_path=args["base_path"],
@@ -210,7 +210,7 @@ def test_mutual_exclusion_between_processes(make_provider, tmp_path):
         assert holder.try_acquire(5)
         other = subprocess.run(
             [sys.executable, "-c", "import sys\nfrom airflow_hudi_occ.core.config import LockConfig\n"
-             "from airflow_hudi_occ.core.locks import get_lock_provider\n"
+             "from airflow_hudi_occ.core.concurrency.locks import get_lock_provider\n"
              "p = get_lock_provider(LockConfig(provider='inprocess'), base_path=sys.argv[1], table_name='tbl')\n"
              "sys.exit(0 if p.try_acquire(0) else 3)", make_provider.base_path],
             capture_output=True, text=True, timeout=60)
@@ -333,8 +333,8 @@ def test_manager_check_held_reports_a_lost_lock():
     ("org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider", "ZookeeperBasedLockProvider"),
     ("org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider", "FileSystemBasedLockProvider"),
     ("org.apache.hudi.client.transaction.lock.InProcessLockProvider", "InProcessLockProvider"),
-    ("airflow_hudi_occ.core.locks.inprocess:InProcessLockProvider", "InProcessLockProvider"),
-    ("airflow_hudi_occ.core.locks.filesystem.FileSystemBasedLockProvider", "FileSystemBasedLockProvider"),
+    ("airflow_hudi_occ.core.concurrency.locks.inprocess:InProcessLockProvider", "InProcessLockProvider"),
+    ("airflow_hudi_occ.core.concurrency.locks.filesystem.FileSystemBasedLockProvider", "FileSystemBasedLockProvider"),
 ])
 def test_provider_names_resolve(value, expected):
     assert resolve_provider_class(value).__name__ == expected

@@ -20,8 +20,8 @@ from kazoo.client import KazooClient
 
 from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.errors import ConfigError, LockError, LockLostError
-from airflow_hudi_occ.core.locks import LockManager, get_lock_provider
-from airflow_hudi_occ.core.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
+from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
 from airflow_hudi_occ.testing.zookeeper import expire_session
 
 from .conftest import ZK_SESSION_TIMEOUT_MS, zk_lock_config
@@ -166,7 +166,7 @@ def test_release_while_the_server_is_down_does_not_leave_the_node_behind(own_zk_
 _HOLDER = textwrap.dedent("""
     import json, sys, time
     from airflow_hudi_occ.core.config import LockConfig
-    from airflow_hudi_occ.core.locks import get_lock_provider
+    from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
     lock = get_lock_provider(LockConfig(**json.loads(sys.argv[1])), base_path="/unused",
                              table_name="tbl")
     assert lock.try_acquire(10)

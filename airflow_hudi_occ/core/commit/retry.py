@@ -1,0 +1,90 @@
+"""Bounded conflict retries with exponential backoff and full jitter.
+
+A write that lost a conflict is retried as a *new* transaction (a fresh instant time, a fresh
+read of the table); only :class:`RetryableError` is retried, anything else fails at once. The
+number of conflict retries is its own budget, separate from an orchestrator's task retries,
+and every attempt is recorded so that the orchestrator (and the UI) can show it. ``sleep`` and
+``random`` are injectable, as in kazoo's ``KazooRetry``, so tests never sleep.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+
+
+@dataclass
+class Attempt:
+    number: int
+    started_at: float
+    ended_at: float = 0.0
+    outcome: str = "running"  # committed | conflict | error
+    error: dict | None = None
+    result: Any = None
+
+    def to_json(self) -> dict:
+        out = {"attempt": self.number, "outcome": self.outcome,
+               "seconds": round(self.ended_at - self.started_at, 3)}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class RetryPolicy:
+    max_conflict_retries: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    multiplier: float = 2.0
+    sleep: Callable[[float], None] = time.sleep
+    random: Callable[[], float] = _random.random
+
+    def delay(self, retry_number: int) -> float:
+        """Full jitter: uniform in [0, min(max, base * multiplier**n)] (AWS architecture blog)."""
+        cap = min(self.max_delay_s, self.base_delay_s * (self.multiplier ** max(0, retry_number - 1)))
+        return cap * self.random()
+
+
+class RetriesExhaustedError(RetryableError):
+    def __init__(self, message: str, *, attempts: list[Attempt], remedy: str | None = None):
+        self.attempts = attempts
+        self.attempt_count = len(attempts)
+        super().__init__(message, remedy=remedy or "contention is high: widen the write window, "
+                         "raise max_conflict_retries, or schedule the writers apart")
+
+
+@dataclass
+class RetryRun:
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def to_json(self) -> list[dict]:
+        return [a.to_json() for a in self.attempts]
+
+
+def run_with_conflict_retries(fn: Callable[[int], Any], policy: RetryPolicy | None = None,
+                              run: RetryRun | None = None) -> Any:
+    """Call ``fn(attempt_number)`` until it returns, retrying RetryableError with backoff."""
+    policy = policy or RetryPolicy()
+    run = run if run is not None else RetryRun()
+    for n in range(1, policy.max_conflict_retries + 2):
+        att = Attempt(n, time.time())
+        run.attempts.append(att)
+        try:
+            att.result = fn(n)
+            att.outcome = "committed"
+            att.ended_at = time.time()
+            return att.result
+        except RetryableError as e:
+            att.outcome, att.error, att.ended_at = "conflict", e.to_dict(), time.time()
+            if n > policy.max_conflict_retries:
+                raise RetriesExhaustedError(
+                    f"gave up after {n} attempts; last: {e.message}", attempts=run.attempts) from e
+            policy.sleep(policy.delay(n))
+        except HudiOccError as e:
+            att.outcome, att.error, att.ended_at = "error", e.to_dict(), time.time()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover

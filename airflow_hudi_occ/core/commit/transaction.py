@@ -1,0 +1,501 @@
+"""The OCC write transaction, as an explicit staged pipeline.
+
+::
+
+    begin()                under the table lock: new instant time, <t>.<action>.requested,
+       |                   heartbeat started; snapshot = last completed write + pending set
+    start_inflight()       <t>.inflight (or <t>.<action>.inflight)
+       |
+    create_marker() ...    per data file: abort signal? early conflict check, then the marker
+       |                   (the engine writes the file after the marker exists)
+    commit(stats)          with a batch key: stage the complete commit (pre-commit, see
+       |                   recovery.py) -> own heartbeat alive? -> table lock -> reload
+       |                   timeline -> still pending, not being rolled back? -> batch key
+       |                   already committed? -> conflict resolution -> lock still held? ->
+       |                   completed file (create-if-absent) -> release lock -> delete markers
+       |                   and the staged commit -> stop heartbeat
+    abort()                stop heartbeat, roll the instant back from its markers
+
+    take_over(staged)      recovery: adopt a dead writer's staged instant under the lock (fresh
+                           heartbeat), then commit_metadata() completes it as above
+
+Errors: :class:`WriteConflictError` / :class:`EarlyConflictError` / :class:`WriteAbortedError`
+/ :class:`LockAcquireTimeoutError` / :class:`LockLostError` are retryable (derive from
+``RetryableError``): the caller
+aborts this transaction and starts a new one with a fresh instant time. A retry never reuses
+an instant time (a re-commit by recovery.py completes the *same* instant; it is not a retry of
+the write). :class:`HeartbeatExpiredError` and :class:`LockLostError` mean the commit was not
+completed; an engine rolls the attempt back (or leaves it to lazy rollback) before retrying. :class:`BatchAlreadyCommittedError` (not
+retryable, not a conflict) means the batch key is already in a completed instant: this attempt
+was rolled back and there is nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from airflow_hudi_occ.core.concurrency import abort_signal
+
+from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.commit.rollback import rollback_instant, rollback_pending_writes
+from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
+from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, resolve_write_conflicts,
+                                                       strategy_from_options)
+from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
+from airflow_hudi_occ.core.concurrency.locks import table_lock_manager  # noqa: F401  (old import path)
+from airflow_hudi_occ.core.concurrency.markers import IOType, markers_for
+from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
+                     InstantStateError)
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
+from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
+                       EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
+                                                  transition_to_inflight)
+
+log = logging.getLogger(__name__)
+
+
+def default_writer_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Snapshot:
+    """What the write is based on: decides which instants are conflict candidates."""
+
+    last_completed: Instant | None
+    pending_at_start: frozenset[str]
+    completed_at_start: frozenset[str]
+
+
+#: CommitResult.outcome values
+COMMITTED = "committed"
+ALREADY_COMMITTED = "already_committed"   # the batch key was in the table: nothing new written
+RECOMMITTED = "recommitted"               # a dead writer's staged instant was completed
+
+
+@dataclass
+class CommitResult:
+    instant: Instant
+    metadata: CommitMetadata
+    lock_attempts: int = 0
+    checked_instants: list[str] = field(default_factory=list)
+    outcome: str = COMMITTED
+    #: already_committed: the instant this attempt began (and rolled back), if it began one
+    attempted_instant: str | None = None
+    #: recommitted: the writer id that wrote the files
+    recovered_from: str | None = None
+
+    def to_json(self) -> dict:
+        return {"outcome": self.outcome, "instant": self.instant.requested_time,
+                "attempted_instant": self.attempted_instant, "recovered_from": self.recovered_from,
+                "completion_time": self.instant.completion_time,
+                "action": self.instant.action.value,
+                "file_groups": sorted(f"{p}/{f}" for p, f in self.metadata.mutated_file_groups()),
+                "checked_instants": self.checked_instants}
+
+
+class WriteTransaction:
+    """One attempt at writing one batch. Not reusable: a retry is a new transaction."""
+
+    def __init__(self, table: Table, config: WriteConfig | None = None, *,
+                 action: Action = Action.COMMIT, operation_type: str = "UPSERT",
+                 writer_id: str | None = None, attempt: int = 1,
+                 checkpoint: str | None = None, batch_key: str | None = None,
+                 lock_manager=None, time_generator: InstantTimeGenerator | None = None,
+                 is_table_service: bool = False):
+        self.table = table
+        self.config = config or WriteConfig()
+        self.action = action
+        self.operation_type = operation_type
+        self.writer_id = writer_id or default_writer_id()
+        self.attempt = attempt
+        self.checkpoint = checkpoint
+        self.batch_key = batch_key
+        self.is_table_service = is_table_service
+        self._lock_manager = lock_manager
+        self._time = time_generator or process_generator(self.config.max_clock_skew_ms)
+        self.instant: Instant | None = None
+        self.snapshot: Snapshot | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._markers = None
+        self._detector = None
+        self.state = "new"
+        self.started_at = 0.0
+        self.files_discarded = 0  # data files (by marker) thrown away by abort()
+        self._strategy = None
+        #: pre-commit (stage the commit before the lock) when the batch has a key: a crash
+        #: between staging and completing is then recovered by re-commit (recovery.py)
+        self.stage_commits = True
+        self.staged = None
+        self.recovered_from: str | None = None
+
+    # -- collaborators -----------------------------------------------------------------------
+
+    @property
+    def lock_manager(self):
+        if self._lock_manager is None:
+            self._lock_manager = table_lock_manager(self.table, self.config)
+        return self._lock_manager
+
+    @property
+    def instant_time(self) -> str:
+        if self.instant is None:
+            raise InstantStateError("the transaction has not begun", remedy="call begin() first")
+        return self.instant.requested_time
+
+    @property
+    def markers(self):
+        if self._markers is None:
+            self._markers = markers_for(self.table, self.instant_time, self.config.marker_type)
+        return self._markers
+
+    @property
+    def detector(self):
+        if self._detector is None and self.config.early_conflict.enabled:
+            self._detector = create_detector(
+                self.table, self.instant_time, self.config,
+                completed_at_start=set(self.snapshot.completed_at_start))
+            self._detector.start()
+        return self._detector
+
+    # -- stage 1: begin ------------------------------------------------------------------------
+
+    def _resolve_parts(self) -> None:
+        # Resolve every pluggable part before touching the table, so a typo in a strategy or
+        # lock provider name changes nothing on storage.
+        opts = dict(self.config.options)
+        key = "hoodie.write.lock.conflict.resolution.strategy"
+        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
+            opts[key] = self.config.conflict_resolution_strategy  # set on the object, not by key
+        self._strategy = strategy_from_options(opts, table=self.table,
+                                               heartbeat_config=self.config.heartbeat)
+        if self.config.early_conflict.enabled:
+            get_detection_strategy(self.config.early_conflict.strategy, self.config)
+        _ = self.lock_manager
+
+    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        self._resolve_parts()
+        if self.config.failed_writes_policy is FailedWritesPolicy.EAGER:
+            rollback_pending_writes(self.table, self.config, lock_manager=self.lock_manager)
+        if plan is not None:
+            requested_data = plan.encode()
+        with self.lock_manager.locked():
+            timeline = self.table.timeline()
+            t = self._time.new_time(floor=timeline.latest_time())
+            inst = Instant(t, self.action, State.REQUESTED)
+            create_requested(self.table, inst, requested_data)
+            # The heartbeat starts before the lock is released, so no one can see this instant
+            # pending without a live heartbeat and roll it back.
+            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+        self.instant = inst
+        self.snapshot = Snapshot(
+            last_completed=timeline.last_completed_write(),
+            pending_at_start=frozenset(i.requested_time for i in timeline.pending()),
+            completed_at_start=frozenset(i.requested_time for i in timeline.completed()),
+        )
+        self.state = "requested"
+        self.started_at = time.time()
+        # A "running" record names the writer (DAG, task) while it works; its end overwrites it.
+        rec = self._attempt_record()
+        rec.outcome = attempt_log.RUNNING
+        attempt_log.write_record(self.table, rec)
+        log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
+        return t
+
+    def take_over(self, staged, *, now: float | None = None) -> bool:
+        """Adopt a dead writer's staged instant (recovery.py), deciding under the table lock.
+
+        Under the lock: the instant must still be pending, not named by a pending rollback,
+        and its heartbeat still expired; then a fresh heartbeat starts *before* the lock is
+        released, so a LAZY rollback (which re-checks expiry under the same lock) leaves it
+        alone from here on. This is the one place an instant's heartbeat is restarted; it is
+        safe because the decision that the old writer is dead and the new beat are one step
+        under the lock. Returns False (nothing changed) if the instant is gone or alive."""
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        self._resolve_parts()
+        t = staged.instant
+        with self.lock_manager.locked():
+            timeline = self.table.timeline()
+            inst = timeline.get(t)
+            if (inst is None or inst.is_completed or pending_rollback_for(timeline, t) is not None
+                    or not is_expired(self.table, t, self.config.heartbeat, now=now)):
+                return False
+            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+        # commit() goes inflight before staging; a requested-only instant is moved on anyway
+        self.instant = (transition_to_inflight(self.table, inst) if inst.state is State.REQUESTED
+                        else Instant(t, inst.action, State.INFLIGHT))
+        last = (Instant(staged.last_completed, Action.COMMIT, State.COMPLETED)
+                if staged.last_completed else None)
+        self.snapshot = Snapshot(last_completed=last,
+                                 pending_at_start=frozenset(staged.pending_at_start),
+                                 completed_at_start=frozenset())
+        self.recovered_from = staged.writer_id
+        self.staged = staged
+        self.state = "inflight"
+        self.started_at = time.time()
+        rec = self._attempt_record()
+        rec.outcome = attempt_log.RUNNING
+        rec.message = f"taking over staged instant {t} of {staged.writer_id}"
+        attempt_log.write_record(self.table, rec)
+        return True
+
+    # -- stage 2: inflight and data files ---------------------------------------------------------
+
+    def start_inflight(self, data: bytes | None = None,
+                       planned_file_groups: Iterable[tuple[str, str]] = ()) -> None:
+        """Go inflight, recording the file groups the write plans to touch (as Hudi's workload
+        profile does), so a table service committing meanwhile can see this write's footprint."""
+        if self.state != "requested":
+            raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
+        if data is None:
+            planned = [WriteStat(file_id=f, path="", partition_path=p)
+                       for p, f in sorted(set(planned_file_groups))]
+            data = CommitMetadata.from_stats(planned, operation_type=self.operation_type).encode()
+        self.instant = transition_to_inflight(self.table, self.instant, data)
+        self.state = "inflight"
+
+    def check_abort(self) -> None:
+        """Raise if another process asked this write to stop (cheap: one exists call)."""
+        abort_signal.check_abort(self.table, self.instant_time)
+        if self._detector is not None and getattr(self._detector, "has_conflict", False):
+            self._detector.check_sticky()
+
+    def create_marker(self, partition: str, data_file_name: str, io_type: str = "CREATE"):
+        """Before each data file: abort signal, early conflict check, then the marker."""
+        io = io_type if isinstance(io_type, IOType) else IOType[str(io_type).upper()]
+        if self.state == "requested":
+            self.start_inflight()
+        abort_signal.check_abort(self.table, self.instant_time)
+        det = self.detector
+        if det is not None:
+            return det.create_marker(self.markers, partition, data_file_name, io)
+        return self.markers.create(partition, data_file_name, io)
+
+    # -- stage 3: commit ------------------------------------------------------------------------
+
+    def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
+                       extra_metadata: Mapping[str, str] | None = None,
+                       replaced: Mapping[str, list[str]] | None = None) -> CommitMetadata:
+        extra = {EXTRA_WRITER_ID: self.writer_id, EXTRA_ATTEMPT: str(self.attempt)}
+        if self.checkpoint is not None:
+            extra[EXTRA_CHECKPOINT] = self.checkpoint
+        if self.batch_key is not None:
+            extra[EXTRA_BATCH_KEY] = self.batch_key
+        if schema:
+            extra[EXTRA_SCHEMA] = schema
+        extra.update(extra_metadata or {})
+        return CommitMetadata.from_stats(
+            stats, operation_type=self.operation_type, extra_metadata=extra,
+            replaced=None if replaced is None else {p: list(v) for p, v in replaced.items()})
+
+    def commit(self, stats: Iterable[WriteStat], *, schema: str | None = None,
+               extra_metadata: Mapping[str, str] | None = None,
+               replaced: Mapping[str, list[str]] | None = None) -> CommitResult:
+        if self.state not in ("requested", "inflight"):
+            raise InstantStateError(f"cannot commit a transaction that is {self.state}",
+                                    instant=self.instant_time)
+        stats = list(stats)
+        action = self.action
+        if replaced is not None and action is Action.COMMIT:
+            raise InstantStateError("replaced file groups need a replacecommit", instant=self.instant_time,
+                                    remedy="begin the transaction with action=Action.REPLACE_COMMIT")
+        metadata = self.build_metadata(stats, schema=schema, extra_metadata=extra_metadata,
+                                       replaced=replaced if replaced is not None else (
+                                           {} if action is Action.REPLACE_COMMIT else None))
+        if self.state == "requested":
+            self.start_inflight()
+        if self._detector is not None:
+            self._detector.stop()
+            self._detector.check_sticky()
+        if self.batch_key is not None and self.stage_commits:
+            # Pre-commit: every file is written; from here a crash is recovered by re-commit.
+            self.staged = stage_commit(self.table, self, metadata)
+        return self.commit_metadata(metadata)
+
+    def commit_metadata(self, metadata: CommitMetadata, *,
+                        recovered_from: str | None = None) -> CommitResult:
+        """Complete the instant with ready metadata (the last step of :meth:`commit`, and what a
+        re-commit of a staged instant runs after :meth:`take_over`)."""
+        if self.state != "inflight":
+            raise InstantStateError(f"cannot commit a transaction that is {self.state}",
+                                    instant=self.instant_time)
+        if recovered_from is not None:
+            self.recovered_from = recovered_from
+        current = ConcurrentOperation.for_current(self.instant, self.operation_type,
+                                                  metadata.mutated_file_groups(),
+                                                  is_table_service=self.is_table_service)
+        # Stage 3a: a writer that others may consider dead must not complete.
+        self.heartbeat.check_alive()
+        lm = self.lock_manager
+        try:
+            return self._complete_under_lock(lm, metadata, current)
+        except BatchAlreadyCommittedError as e:
+            # Outside the lock (rollback takes it): this attempt's files must go.
+            self.abort(reason=f"batch {self.batch_key!r} already committed as "
+                              f"{e.committed_instant}", error=e)
+            raise
+
+    def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
+        with lm.locked():
+            timeline = self.table.timeline()
+            now = timeline.get(self.instant_time)
+            if now is None or now.is_completed:
+                raise InstantRolledBackError(
+                    f"instant {self.instant_time} is no longer pending (rolled back or completed "
+                    "by another process)", instant=self.instant_time,
+                    remedy="retry the batch with a fresh instant time")
+            _refuse_if_being_rolled_back(timeline, self.instant_time)
+            if self.batch_key is not None:
+                # Idempotence, decided under the lock: of two attempts of one batch (a zombie
+                # task and its retry) that both reach here, exactly one completes.
+                done = find_committed_batch(self.table, self.batch_key, timeline=timeline)
+                if done is not None:
+                    raise BatchAlreadyCommittedError(
+                        instant=self.instant_time, committed_instant=done.requested_time,
+                        committed_completion_time=done.completion_time, batch_key=self.batch_key)
+            checked = resolve_write_conflicts(
+                timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
+                pending_at_start=set(self.snapshot.pending_at_start))
+            completion_time = self._time.new_time(floor=timeline.latest_time())
+            # The lock must still be ours at the moment of completion (a ZooKeeper session can
+            # expire while we resolved conflicts); after this point nothing can be undone.
+            lm.check_held()
+            done = complete(self.table, self.instant, completion_time, metadata.encode(),
+                            timeline=timeline)
+            attempts = getattr(lm, "attempts_used", 0)
+        self.instant = done
+        self.state = "completed"
+        self._cleanup_after_commit()
+        rec = self._attempt_record()
+        rec.completion_time = completion_time
+        if self.recovered_from is not None:
+            rec.message = "re-committed staged instant (its files were written by the dead writer)"
+        attempt_log.write_record(self.table, rec)
+        log.info("committed %s at %s%s", done.requested_time, completion_time,
+                 " (re-committed)" if self.recovered_from is not None else "")
+        return CommitResult(done, metadata, attempts,
+                            [op.instant.requested_time for op in checked or []])
+
+    def _cleanup_after_commit(self) -> None:
+        try:
+            if self._markers is not None or self.table.storage.exists(
+                    self.table.storage.path(".hoodie", ".temp", self.instant_time)):
+                self.markers.delete_all()
+            if self.staged is not None or self.recovered_from is not None:
+                delete_staged(self.table, self.instant_time)
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.stop()
+            abort_signal.clear_abort(self.table, self.instant_time)
+
+    # -- abort -----------------------------------------------------------------------------------
+
+    def _attempt_record(self) -> "attempt_log.AttemptRecord":
+        return attempt_log.AttemptRecord(
+            instant=self.instant_time, action=self.action.value, operation=self.operation_type,
+            writer_id=self.writer_id, attempt=self.attempt, batch_key=self.batch_key,
+            checkpoint=self.checkpoint, labels=attempt_log.parse_labels(self.config.options),
+            started_at_ms=int(self.started_at * 1000), recovered_from=self.recovered_from)
+
+    def abort(self, *, rollback: bool = True, reason: str = "",
+              error: BaseException | None = None) -> None:
+        """Give up this attempt: files written so far are rolled back (or left to lazy rollback).
+
+        ``error`` (what made the attempt fail) goes to the attempt log, so the timeline page and
+        the CLI can say which instant won and how much work was discarded."""
+        if self.state in ("completed", "aborted", "new"):
+            self.state = "aborted" if self.state == "new" else self.state
+            return
+        rec = attempt_log.record_from_error(self._attempt_record(), error)
+        rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
+        try:
+            rec.files_discarded = self.files_discarded = len(self.markers.data_files())
+        except Exception:  # markers unreadable: the rollback below still runs
+            pass
+        if error is not None and getattr(error, "seconds_discarded", None) is None:
+            error.seconds_discarded = rec.seconds_discarded
+        if self._detector is not None:
+            try:
+                self._detector.stop()
+            except Exception:  # pragma: no cover - best effort
+                pass
+        try:
+            if rollback:
+                rollback_instant(self.table, self.instant_time, self.config,
+                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer")
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.stop(delete=rollback)
+            self.state = "aborted"
+            attempt_log.write_record(self.table, rec)
+
+    def close(self) -> None:
+        try:
+            self._lock_manager and getattr(self._lock_manager, "close", lambda: None)()
+        except HudiOccError:  # pragma: no cover
+            pass
+
+    def __enter__(self) -> "WriteTransaction":
+        if self.state == "new":
+            self.begin()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self.state not in ("completed", "aborted"):
+            self.abort(reason=f"{exc_type.__name__}: {exc}", error=exc)
+
+
+def _refuse_if_being_rolled_back(timeline: Timeline, instant_time: str) -> None:
+    rb = pending_rollback_for(timeline, instant_time)
+    if rb is not None:
+        raise InstantRolledBackError(f"instant {instant_time} is being rolled back by rollback "
+                                     f"{rb.requested_time}", instant=instant_time,
+                                     remedy="this write was presumed dead (its heartbeat expired); "
+                                            "retry with a fresh instant time")
+
+
+def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | None:
+    """The source checkpoint of the newest completed commit that recorded one (exactly-once)."""
+    tl = table.timeline()
+    for inst in reversed(tl.completed_by_completion_time()):
+        if not inst.is_write:
+            continue
+        meta = tl.commit_metadata(inst)
+        cp = meta.extra_metadata.get(EXTRA_CHECKPOINT)
+        if cp is not None and (writer_prefix is None or
+                               meta.extra_metadata.get(EXTRA_WRITER_ID, "").startswith(writer_prefix)):
+            return cp
+    return None
+
+
+def find_committed_batch(table: Table, batch_key: str, *, timeline: Timeline | None = None) -> Instant | None:
+    """The completed instant that recorded ``batch_key``, if any (idempotent orchestration).
+
+    Reads the metadata of every completed write on the active timeline (cached per process),
+    so the check under the commit lock costs a read only for instants new since the last one."""
+    tl = timeline or table.timeline()
+    for inst in reversed(tl.completed_by_completion_time()):
+        if inst.is_write and tl.commit_metadata(inst).extra_metadata.get(EXTRA_BATCH_KEY) == batch_key:
+            return inst
+    return None
+
+
+__all__ = ["WriteTransaction", "CommitResult", "Snapshot", "COMMITTED", "ALREADY_COMMITTED", "RECOMMITTED",
+           "last_checkpoint", "find_committed_batch", "default_writer_id"]

@@ -1,0 +1,77 @@
+"""An abort signal another process can raise for a running write.
+
+The early-conflict sensor in Airflow (or an operator, or the CLI) learns that a running write
+is doomed; it cannot reach into the Spark job, but it can leave a file. Writers check for it
+before every marker and between Arrow batches, so even a long file stops early.
+
+The signal is ``.hoodie/.aux/.abort/<instant>`` holding a JSON reason. It is advisory: the
+commit-time conflict check stays the judge of correctness; the signal only saves work.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from airflow_hudi_occ.core.errors import WriteAbortedError
+from airflow_hudi_occ.core.errors import EarlyConflictError
+
+
+def _path(table, instant_time: str) -> str:
+    return table.storage.path(".hoodie", ".aux", ".abort", instant_time)
+
+
+def raise_abort(table, instant_time: str, reason: str, *, source: str = "") -> None:
+    body = json.dumps({"instant": instant_time, "reason": reason, "source": source,
+                       "at_ms": int(time.time() * 1000)}).encode()
+    try:
+        table.storage.create_if_absent(_path(table, instant_time), body)
+    except FileExistsError:
+        pass  # already signalled; the first reason stands
+
+
+def abort_reason(table, instant_time: str) -> dict | None:
+    try:
+        data = table.storage.read(_path(table, instant_time))
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(data.decode() or "{}")
+    except ValueError:
+        return {"instant": instant_time, "reason": "abort requested (unreadable reason)"}
+
+
+_CONFLICTS = ("EarlyConflictError", "WriteConflictError", "PendingClusteringConflictError")
+
+
+def error_for(instant_time: str, info: dict):
+    """The error a stopped write reports for a signal. A reason that is a JSON error document
+    (written by an executor, the driver's checker or the Airflow trigger) naming a conflict
+    becomes an :class:`EarlyConflictError` with the other instant and the file groups, so every
+    engine reports a signalled conflict as the conflict it is."""
+    reason = info.get("reason")
+    try:
+        d = json.loads(reason) if isinstance(reason, str) else None
+    except ValueError:
+        d = None
+    if isinstance(d, dict) and d.get("error") in _CONFLICTS:
+        return EarlyConflictError(instant=instant_time, other_instant=d.get("other_instant") or "",
+                                  file_groups=d.get("file_groups") or [],
+                                  other_action=d.get("other_action"), strategy=d.get("strategy"))
+    if isinstance(d, dict) and d.get("error"):
+        return WriteAbortedError(f"write {instant_time} stopped: {d.get('message')}",
+                                 instant=instant_time, reason=d.get("error"))
+    return WriteAbortedError(f"write {instant_time} was asked to abort: {reason}",
+                             instant=instant_time, reason=None if reason is None else str(reason),
+                             remedy="the write is doomed (usually an early conflict seen by a "
+                                    "sensor); retry with a fresh instant time")
+
+
+def check_abort(table, instant_time: str) -> None:
+    info = abort_reason(table, instant_time)
+    if info is not None:
+        raise error_for(instant_time, info)
+
+
+def clear_abort(table, instant_time: str) -> None:
+    table.storage.delete(_path(table, instant_time))

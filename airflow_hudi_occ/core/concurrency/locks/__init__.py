@@ -1,0 +1,127 @@
+"""Lock providers for the commit critical section, chosen by ``hoodie.write.lock.provider``.
+
+The value may be a short name (``zookeeper``, ``filesystem``, ``inprocess``; case and
+underscores ignored), the Java class name Hudi users already have in their configs, or a
+dotted Python path (``pkg.module:Class`` or ``pkg.module.Class``) to a :class:`LockProvider`
+subclass of your own. Providers are imported only when chosen (as fsspec's registry does),
+so kazoo is not imported by a writer that locks with files.
+
+Every provider is built as ``cls(config, base_path=..., table_name=..., storage=...,
+lock_key=...)``. ``lock_key`` asks for a separate lock (a different node or file) per key,
+for example per file group ``partition/fileId``; without it the table-wide lock is used.
+
+Errors: :class:`UnknownLockProviderError` names the value and the accepted names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_hudi_occ.core.config import LOCK_PROVIDER, LockConfig
+from airflow_hudi_occ.core.plugins import import_class
+from airflow_hudi_occ.core.errors import UnknownLockProviderError
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager, LockProvider, LostListener, encode_lock_key, make_owner_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.format.storage import Storage
+
+_BUILTIN: dict[str, str] = {
+    "zookeeper": "airflow_hudi_occ.core.concurrency.locks.zookeeper:ZookeeperBasedLockProvider",
+    "filesystem": "airflow_hudi_occ.core.concurrency.locks.filesystem:FileSystemBasedLockProvider",
+    "inprocess": "airflow_hudi_occ.core.concurrency.locks.inprocess:InProcessLockProvider",
+}
+
+_JAVA_PACKAGE = "org.apache.hudi.client.transaction.lock."
+JAVA_CLASS_NAMES: dict[str, str] = {
+    _JAVA_PACKAGE + "ZookeeperBasedLockProvider": "zookeeper",
+    _JAVA_PACKAGE + "FileSystemBasedLockProvider": "filesystem",
+    _JAVA_PACKAGE + "InProcessLockProvider": "inprocess",
+}
+
+
+def _short(value: str) -> str:
+    return value.strip().lower().replace("_", "").replace("-", "")
+
+
+def valid_provider_names() -> list[str]:
+    return [*_BUILTIN, *JAVA_CLASS_NAMES, "<python.module>:<Class>"]
+
+
+def _unknown(value: str, why: str) -> UnknownLockProviderError:
+    return UnknownLockProviderError(
+        f"unknown lock provider {value!r}: {why}; valid: {', '.join(valid_provider_names())}",
+        key=LOCK_PROVIDER.key, value=value,
+        remedy=f"set {LOCK_PROVIDER.key} to zookeeper, filesystem or inprocess (or Hudi's Java "
+               "class name for one of them), or to an importable LockProvider subclass")
+
+
+def _import(path: str, value: str) -> type:
+    found = import_class(path, LockProvider)
+    if isinstance(found, str):
+        raise _unknown(value, found)
+    return found
+
+
+def resolve_provider_class(value: str) -> type[LockProvider]:
+    """The LockProvider class named by a ``hoodie.write.lock.provider`` value."""
+    raw = (value or "").strip()
+    if not raw:
+        raise _unknown(value, "empty")
+    short = _short(raw)
+    if short in _BUILTIN:
+        target = _BUILTIN[short]
+    else:
+        java = {k.lower(): v for k, v in JAVA_CLASS_NAMES.items()}.get(raw.lower())
+        if java is not None:
+            target = _BUILTIN[java]
+        elif raw.startswith(_JAVA_PACKAGE) or raw.startswith("org.apache.hudi."):
+            raise _unknown(value, "this Java lock provider has no Python implementation here")
+        else:
+            target = raw
+    return _import(target, value)
+
+
+def get_lock_provider(config: LockConfig, *, base_path: str, table_name: str,
+                      storage: "Storage | None" = None, lock_key: str | None = None) -> LockProvider:
+    cls = resolve_provider_class(config.provider)
+    return cls(config, base_path=base_path, table_name=table_name, storage=storage,
+               lock_key=lock_key)
+
+
+_LAZY_CLASSES = {
+    "ZookeeperBasedLockProvider": "zookeeper",
+    "FileSystemBasedLockProvider": "filesystem",
+    "InProcessLockProvider": "inprocess",
+}
+
+
+def table_lock_manager(table, config: "WriteConfig", *, lock_key: str | None = None):
+    """The LockManager guarding a table (or one key of it) with the configured provider."""
+    provider = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                 storage=table.storage, lock_key=lock_key)
+    return LockManager(provider, config.lock)
+
+
+def __getattr__(name: str):
+    # Re-export the provider classes without importing kazoo for writers that never use it.
+    if name in _LAZY_CLASSES:
+        return _import(_BUILTIN[_LAZY_CLASSES[name]], name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "table_lock_manager",
+    "FileSystemBasedLockProvider",
+    "InProcessLockProvider",
+    "JAVA_CLASS_NAMES",
+    "LockManager",
+    "LockProvider",
+    "LostListener",
+    "encode_lock_key",
+    "get_lock_provider",
+    "make_owner_id",
+    "resolve_provider_class",
+    "valid_provider_names",
+    "ZookeeperBasedLockProvider",
+]

@@ -1,0 +1,287 @@
+"""The lock-provider contract and Hudi's client-side retry loop around it.
+
+Hudi serialises the critical section of an optimistic-concurrency commit (conflict check,
+then writing the completed instant) with one table-wide lock. A provider implements a
+few primitives (:meth:`LockProvider._try_acquire`, :meth:`~LockProvider._release`,
+:meth:`~LockProvider._validity`); the bookkeeping every provider must get the same way
+(no re-entry, release-without-holding, loss notification) lives here once.
+
+A held lock can stop being trustworthy without this process doing anything: a ZooKeeper
+session expires, a file lock expires and is taken over. Callers must therefore call
+:meth:`LockProvider.check_held` (or :meth:`LockManager.check_held`) immediately before the
+action the lock protects; it raises :class:`LockLostError`, and the right reaction is to
+abandon the commit (a retry with a fresh instant time may succeed).
+
+Errors: :class:`LockReentryError` (acquire while held), :class:`LockNotHeldError` (release or
+check without an acquire), :class:`LockLostError` (held but no longer valid),
+:class:`LockAcquireTimeoutError` from :class:`LockManager` when every attempt failed.
+Anything else a provider raises (for example, ZooKeeper refusing our credentials) is a
+configuration problem that retrying will not fix, and is not retried.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from typing import Callable, Iterator
+
+from airflow_hudi_occ.core.config import LockConfig
+from airflow_hudi_occ.core.errors import (
+    LockAcquireTimeoutError,
+    LockError,
+    LockLostError,
+    LockNotHeldError,
+    LockReentryError,
+)
+
+log = logging.getLogger(__name__)
+
+LostListener = Callable[["LockProvider", str], None]
+
+
+def make_owner_id() -> str:
+    """host:pid:thread:uuid: enough to find the holder of a lock that is in the way."""
+    return (f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}:"
+            f"{uuid.uuid4().hex[:12]}")
+
+
+def encode_lock_key(key: str) -> str:
+    """A per-key lock name that is one path component and differs for every distinct key.
+
+    Percent-encoding (with ``%`` itself encoded) is injective, so ``a/b`` and ``a%2Fb`` never
+    share a lock; ``=`` stays readable because Hive-style partitions are full of it.
+    """
+    return urllib.parse.quote(key, safe="=,")
+
+
+class LockProvider(abc.ABC):
+    """One lock (a table, or one key of it) as seen by one writer.
+
+    An instance is one contender: two writers that must exclude each other each use their own
+    instance (even inside one process). Not re-entrant, as in Hudi.
+    """
+
+    #: short name used by :func:`~airflow_hudi_occ.core.concurrency.locks.get_lock_provider`
+    provider_name: str = ""
+
+    def __init__(self, *, name: str, owner: str | None = None):
+        self.name = name
+        self.owner = owner or make_owner_id()
+        #: why the last try_acquire failed without contention (connectivity), for error messages
+        self.last_failure: str | None = None
+        self._state_lock = threading.RLock()
+        self._held = False
+        self._lost_reason: str | None = None
+        self._listeners: list[LostListener] = []
+
+    # -- primitives each provider implements ---------------------------------------------
+
+    @abc.abstractmethod
+    def _try_acquire(self, timeout_s: float) -> bool:
+        """Try to become the holder within ``timeout_s`` (0 = one attempt, no waiting)."""
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Give the lock up; called only after a successful acquire, also after a loss
+        (then best effort: it must not raise because the lock is already gone)."""
+
+    @abc.abstractmethod
+    def _validity(self) -> str | None:
+        """None while the held lock is still ours and trustworthy, else the reason it is not.
+
+        A provider that finds the lock gone for good calls :meth:`_mark_lost` as well.
+        """
+
+    def current_owner(self) -> str | None:
+        """Who holds the lock now, if the provider can tell (for error messages)."""
+        return None
+
+    def close(self) -> None:
+        """Release (best effort) and free connections; the object may be reused afterwards."""
+        with self._state_lock:
+            if self._held:
+                try:
+                    self.release()
+                except Exception:  # closing must not fail because the lock is unreachable
+                    log.warning("could not release %s while closing", self.name, exc_info=True)
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def try_acquire(self, timeout_s: float) -> bool:
+        with self._state_lock:
+            if self._held:
+                raise LockReentryError(f"lock {self.name} is already held by this provider "
+                                       f"(owner {self.owner})", lock=self.name, owner=self.owner)
+        self.last_failure = None
+        got = self._try_acquire(max(0.0, float(timeout_s)))
+        if got:
+            with self._state_lock:
+                self._held = True
+                self._lost_reason = None
+        return got
+
+    def release(self) -> None:
+        with self._state_lock:
+            if not self._held:
+                raise LockNotHeldError(f"lock {self.name} is not held by {self.owner}",
+                                       lock=self.name, owner=self.owner)
+            try:
+                self._release()
+            finally:
+                self._held = False
+                self._lost_reason = None
+
+    def is_held(self) -> bool:
+        """Held by this object AND still valid right now (may ask the lock service)."""
+        return self._invalid_reason() is None
+
+    def check_held(self) -> None:
+        """Raise unless the lock is held and valid; call it right before the guarded action."""
+        reason = self._invalid_reason()
+        if reason is None:
+            return
+        with self._state_lock:
+            held = self._held
+        if not held:
+            raise LockNotHeldError(f"lock {self.name} is not held by {self.owner}",
+                                   lock=self.name, owner=self.owner)
+        raise LockLostError(f"lock {self.name} is no longer held by {self.owner}: {reason}",
+                            lock=self.name, owner=self.owner)
+
+    def add_lost_listener(self, callback: LostListener) -> None:
+        """``callback(provider, reason)`` runs once per acquisition when the lock is lost for
+        good, on whichever thread notices (a ZooKeeper event thread, or the caller of
+        :meth:`is_held`). It must not block."""
+        with self._state_lock:
+            self._listeners.append(callback)
+
+    def remove_lost_listener(self, callback: LostListener) -> None:
+        with self._state_lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    # -- helpers for providers -------------------------------------------------------------
+
+    @property
+    def lost_reason(self) -> str | None:
+        return self._lost_reason
+
+    def _invalid_reason(self) -> str | None:
+        with self._state_lock:
+            if not self._held:
+                return "not acquired"
+            if self._lost_reason is not None:
+                return self._lost_reason
+        return self._validity()
+
+    def _mark_lost(self, reason: str) -> None:
+        """Record a permanent loss and tell the listeners (once per acquisition)."""
+        with self._state_lock:
+            if not self._held or self._lost_reason is not None:
+                return
+            self._lost_reason = reason
+            listeners = list(self._listeners)
+        log.warning("lock %s lost by %s: %s", self.name, self.owner, reason)
+        for cb in listeners:
+            try:
+                cb(self, reason)
+            except Exception:  # one bad listener must not hide the loss from the others
+                log.exception("lock-lost listener %r failed", cb)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, owner={self.owner!r}, held={self._held})"
+
+
+class LockManager:
+    """Hudi's ``LockManager.lock()``: retry ``try_acquire`` a bounded number of times.
+
+    Each attempt waits up to ``wait_time_ms`` inside the provider; between attempts the
+    manager sleeps ``client_wait_time_ms_between_retry``. As in Hudi (``retryCount <=
+    maxRetries``), ``client_num_retries`` counts retries AFTER the first attempt, so at most
+    ``client_num_retries + 1`` attempts are made; :attr:`attempts_used` reports how many.
+    ``sleep`` and ``clock`` are injectable so that tests need not wait.
+    """
+
+    def __init__(self, provider: LockProvider, config: LockConfig, *,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
+        self.provider = provider
+        self.config = config
+        self._sleep = sleep
+        self._clock = clock
+        self.max_attempts = max(0, int(config.client_num_retries)) + 1
+        self.attempts_used = 0
+        self.waited_s = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+    def acquire(self) -> None:
+        wait_s = max(0, self.config.wait_time_ms) / 1000.0
+        between_s = max(0, self.config.client_wait_time_ms_between_retry) / 1000.0
+        start = self._clock()
+        self.attempts_used = 0
+        for attempt in range(1, self.max_attempts + 1):
+            self.attempts_used = attempt
+            if self.provider.try_acquire(wait_s):
+                self.waited_s = self._clock() - start
+                return
+            if attempt < self.max_attempts:
+                log.info("lock %s busy (attempt %d of %d); retrying in %.3fs", self.name, attempt,
+                         self.max_attempts, between_s)
+                self._sleep(between_s)
+        self.waited_s = self._clock() - start
+        try:
+            holder = self.provider.current_owner()
+        except Exception:  # the error we are about to raise matters more than who holds it
+            holder = None
+        detail = f"; last attempt: {self.provider.last_failure}" if self.provider.last_failure else ""
+        err = LockAcquireTimeoutError(
+            f"could not acquire lock {self.name} after {self.attempts_used} attempts over "
+            f"{self.waited_s:.1f}s (held by {holder or 'unknown'}){detail}",
+            lock=self.name, owner=holder)
+        err.attempts = self.attempts_used
+        err.waited_s = round(self.waited_s, 3)
+        err.requested_by = self.provider.owner
+        raise err
+
+    def release(self) -> None:
+        self.provider.release()
+
+    def is_held(self) -> bool:
+        return self.provider.is_held()
+
+    def check_held(self) -> None:
+        self.provider.check_held()
+
+    def add_lost_listener(self, callback: LostListener) -> None:
+        self.provider.add_lost_listener(callback)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator["LockManager"]:
+        """Hold the lock for the block; release it even when the block fails."""
+        self.acquire()
+        try:
+            yield self
+        except BaseException:
+            try:
+                self.release()
+            except LockError:  # never hide the block's own error behind a release problem
+                log.warning("releasing %s after a failure also failed", self.name, exc_info=True)
+            raise
+        else:
+            self.release()
+
+    def close(self) -> None:
+        self.provider.close()
+
+
+__all__ = ["LockProvider", "LockManager", "LostListener", "encode_lock_key", "make_owner_id"]

@@ -1,0 +1,347 @@
+"""Hudi's ZookeeperBasedLockProvider, written with kazoo and compatible with Java writers.
+
+Java Hudi locks ``<hoodie.write.lock.zookeeper.base_path>/<lock_key>`` with Curator's
+``InterProcessMutex``: each contender creates an ephemeral sequential child
+``_c_<uuid>-lock-<10-digit sequence>`` and the lowest sequence holds the lock. kazoo's own
+``Lock`` names its nodes ``<hex>__lock__<seq>``; Curator sorts those by their whole name and
+kazoo ignores Curator's nodes, so the two would not exclude each other. This module's recipe
+creates nodes in Curator's exact form and counts both Curator's and kazoo's nodes as
+contenders, so a Python writer and a Java writer exclude each other in both directions.
+
+Session handling is what makes a ZooKeeper lock safe or not:
+
+- SUSPENDED (connection dropped, session maybe alive): the lock is not trustworthy;
+  ``is_held()`` is False and ``check_held()`` raises ``LockLostError``, but the lock is not
+  given up: if the client reconnects to the same session, our node is still there and
+  nobody else can have acquired in between, so the lock is valid again.
+- LOST (session expired): the ephemeral node is gone and someone else may hold the lock:
+  lost for good. The lost listeners run (on a short-lived thread, because kazoo's event
+  thread must not block) and ``check_held()`` raises ``LockLostError`` until release.
+- ``is_held()`` also asks the server that our node still exists and belongs to our session.
+
+A release that cannot reach the server closes the client instead, so that the session, and
+with it the node, ends on the server rather than lingering after a reconnect.
+
+Per-key locks (``lock_key=...``, used for per-file-group locks) live beside the table's lock,
+at ``<base_path>/<table key>.<percent-encoded key>``, and their parent node is deleted after
+release when empty, because kazoo has no container nodes and there can be very many keys.
+
+Errors: a server that refuses our credentials raises ``LockError`` (a retry cannot fix it);
+connection failures make ``try_acquire`` return False with the cause in ``last_failure``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    LockTimeout,
+    NoAuthError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.lock import Lock as _KazooLock
+from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
+
+from airflow_hudi_occ.core.config import ZK_AUTH, ZK_LOCK_KEY, ZK_URL, LockConfig
+from airflow_hudi_occ.core.errors import ConfigError, LockError
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
+
+log = logging.getLogger(__name__)
+
+#: what Curator's InterProcessMutex puts between the protection prefix and the sequence
+CURATOR_LOCK_NAME = "-lock-"
+
+
+def connect_string(zk_url: str, zk_port: int) -> str:
+    """``zk_url`` with ``zk_port`` added to every host that names no port (chroot kept)."""
+    hosts, slash, chroot = zk_url.strip().partition("/")
+    out = []
+    for host in hosts.split(","):
+        host = host.strip()
+        if not host:
+            continue
+        has_port = ("]:" in host) if host.startswith("[") else (":" in host)
+        out.append(host if has_port else f"{host}:{zk_port}")
+    return ",".join(out) + (slash + chroot if slash else "")
+
+
+class _DeadlineEvent:
+    """kazoo's Lock waits the full timeout again after every predecessor change; waiting only
+    for what is left of one deadline keeps ``try_acquire(t)`` within ``t``."""
+
+    def __init__(self, event, deadline: float | None):
+        self._event = event
+        self._deadline = deadline
+
+    def set(self):
+        self._event.set()
+
+    def clear(self):
+        self._event.clear()
+
+    def is_set(self):
+        return self._event.is_set()
+
+    def wait(self, timeout=None):
+        if self._deadline is not None:
+            left = max(0.0, self._deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
+        return self._event.wait(timeout)
+
+
+class CuratorCompatibleLock(_KazooLock):
+    """kazoo's lock recipe with Curator's node names (``_c_<uuid>-lock-<seq>``).
+
+    kazoo compares contenders by the 10-digit sequence after the node name, as Curator does
+    (Curator sorts by what follows the last ``lock-``); the ``_c_<uuid>`` prefix is Curator's
+    protection id, which also lets kazoo find its node again after a connection loss during
+    create.
+    """
+
+    _NODE_NAME = CURATOR_LOCK_NAME
+    _EXCLUDE_NAMES = [CURATOR_LOCK_NAME, "__lock__"]  # Curator's and plain kazoo's contenders
+
+    def __init__(self, client, path, identifier=None, *, deadline: float | None = None):
+        super().__init__(client, path, identifier)
+        self.prefix = f"_c_{uuid.uuid4()}{self._NODE_NAME}"
+        self.create_path = self.path + "/" + self.prefix
+        self.wake_event = _DeadlineEvent(self.wake_event, deadline)
+
+
+def _session_id(client: KazooClient) -> int | None:
+    """The client's session id, also while disconnected (``client_id`` is None then, but the
+    session may well be alive on the server, holding our ephemeral node)."""
+    if client.client_id is not None:
+        return client.client_id[0]
+    return getattr(client, "_session_id", None)
+
+
+class ZookeeperBasedLockProvider(LockProvider):
+    provider_name = "zookeeper"
+
+    def __init__(self, config: LockConfig, *, base_path: str = "", table_name: str = "",
+                 storage: Storage | None = None, lock_key: str | None = None):
+        if not config.zk_url:
+            raise ConfigError("the ZooKeeper lock provider needs a ZooKeeper address",
+                              key=ZK_URL.key, value=config.zk_url,
+                              remedy=f"set {ZK_URL.key} (host[:port][,host[:port]...])")
+        table_key = config.zk_lock_key or table_name
+        if not table_key:
+            raise ConfigError("the ZooKeeper lock provider needs a lock key", key=ZK_LOCK_KEY.key,
+                              remedy=f"set {ZK_LOCK_KEY.key} or the table name")
+        self.hosts = connect_string(config.zk_url, config.zk_port)
+        zk_base = "/" + config.zk_base_path.strip("/") if config.zk_base_path.strip("/") else ""
+        self.table_lock_path = f"{zk_base}/{table_key.strip('/')}"
+        self.lock_key = lock_key
+        self.lock_path = (self.table_lock_path if not lock_key
+                          else f"{self.table_lock_path}.{encode_lock_key(lock_key)}")
+        self.session_timeout_s = max(0.001, config.zk_session_timeout_ms / 1000.0)
+        self.connection_timeout_s = max(0.001, config.zk_connection_timeout_ms / 1000.0)
+        self._auth = config.zk_auth or ""
+        if self._auth and ":" not in self._auth:
+            raise ConfigError("ZooKeeper digest credentials must look like user:password",
+                              key=ZK_AUTH.key, value="<hidden>")
+        super().__init__(name=f"zookeeper://{self.hosts}{self.lock_path}")
+        self._client: KazooClient | None = None
+        self._client_lock = threading.Lock()
+        self._connected = threading.Event()
+        self._node_path: str | None = None
+        self._session_id: int | None = None
+
+    # -- connection ----------------------------------------------------------------------
+
+    def _new_client(self) -> KazooClient:
+        kwargs = {}
+        if self._auth:
+            user, _, password = self._auth.partition(":")
+            kwargs["auth_data"] = [("digest", self._auth)]
+            # Nodes we create can be changed only by these credentials; others may look.
+            kwargs["default_acl"] = [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
+        client = KazooClient(
+            hosts=self.hosts, timeout=self.session_timeout_s,
+            # reconnect fast after a server restart: the session may still be alive
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
+            **kwargs)
+        client.add_listener(self._on_state)
+        return client
+
+    def _on_state(self, state) -> bool:
+        # Runs on kazoo's connection thread: flags only, never block or call ZooKeeper here.
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if state == KazooState.LOST and self._node_path is not None:
+            session = f"0x{self._session_id:x}" if self._session_id is not None else "?"
+            threading.Thread(target=self._mark_lost, name="zk-lock-lost", daemon=True,
+                             args=(f"ZooKeeper session {session} expired",)).start()
+        return False  # stay registered
+
+    def _connected_client(self, deadline: float) -> KazooClient | None:
+        with self._client_lock:
+            if self._client is None:
+                client = self._new_client()
+                try:
+                    client.start(timeout=self.connection_timeout_s)
+                except KazooTimeoutError:
+                    self.last_failure = (f"could not connect to ZooKeeper at {self.hosts} within "
+                                         f"{self.connection_timeout_s:g}s")
+                    return None
+                self._client = client
+                self._connected.set()
+            client = self._client
+        if not self._connected.wait(max(0.0, deadline - time.monotonic())):
+            self.last_failure = f"not connected to ZooKeeper at {self.hosts} (state {client.state})"
+            return None
+        return client
+
+    def _stop_client(self) -> None:
+        with self._client_lock:
+            client, self._client = self._client, None
+        self._connected.clear()
+        if client is not None:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # already broken: nothing more to free
+                log.debug("closing ZooKeeper client failed", exc_info=True)
+
+    @property
+    def client(self) -> KazooClient | None:
+        """The live kazoo client, if any (tests use it to expire the session)."""
+        return self._client
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def _try_acquire(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        client = self._connected_client(deadline)
+        if client is None:
+            return False
+        while True:
+            lock = CuratorCompatibleLock(client, self.lock_path, self.owner, deadline=deadline)
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                if timeout_s > 0:
+                    got = lock.acquire(blocking=True, timeout=remaining)
+                else:
+                    got = lock.acquire(blocking=False)
+            except LockTimeout:
+                return False
+            except NoNodeError:
+                # A per-key parent was deleted (empty) by a releasing writer between our
+                # ensure_path and create: make it again while time is left.
+                if time.monotonic() < deadline:
+                    continue
+                return False
+            except NoAuthError as e:
+                raise LockError(
+                    f"ZooKeeper refused {'our credentials' if self._auth else 'an unauthenticated client'} "
+                    f"on {self.lock_path}", lock=self.name,
+                    remedy=f"set {ZK_AUTH.key} to the digest user:password that owns the lock path") from e
+            except (ConnectionLoss, ConnectionClosedError, SessionExpiredError,
+                    KazooTimeoutError) as e:
+                self.last_failure = f"ZooKeeper connection problem while acquiring: {e!r}"
+                return False
+            if not got:
+                return False
+            self._session_id = _session_id(client)
+            self._node_path = f"{self.lock_path}/{lock.node}"
+            return True
+
+    def _validity(self) -> str | None:
+        client, node = self._client, self._node_path
+        if client is None or node is None:
+            return "no ZooKeeper client"
+        if not self._connected.is_set() or client.state != KazooState.CONNECTED:
+            return f"ZooKeeper connection is {client.state}: cannot prove the lock is still ours"
+        client_id = client.client_id
+        if client_id is None:
+            return "ZooKeeper connection is not live: cannot prove the lock is still ours"
+        if client_id[0] != self._session_id:
+            reason = f"ZooKeeper session 0x{(self._session_id or 0):x} was replaced"
+            self._mark_lost(reason)
+            return reason
+        try:
+            stat = client.exists_async(node).get(timeout=self.connection_timeout_s)
+        except (KazooException, KazooTimeoutError) as e:
+            return f"cannot check lock node {node}: {e!r}"
+        if stat is None:
+            reason = f"lock node {node} is gone"
+            self._mark_lost(reason)
+            return reason
+        if stat.ephemeralOwner != self._session_id:
+            reason = f"lock node {node} belongs to session 0x{stat.ephemeralOwner:x}"
+            self._mark_lost(reason)
+            return reason
+        return None
+
+    def _release(self) -> None:
+        node, self._node_path = self._node_path, None
+        session, self._session_id = self._session_id, None
+        client = self._client
+        if node is None or client is None:
+            return
+        if _session_id(client) != session:
+            return  # the session ended, and its ephemeral node with it
+        try:
+            if not self._connected.is_set():
+                raise ConnectionLoss("not connected")
+            client.delete_async(node).get(timeout=self.connection_timeout_s)
+        except NoNodeError:
+            return
+        except (KazooException, KazooTimeoutError) as e:
+            # If we keep the session, a reconnect would revive our node and block everyone.
+            log.warning("could not delete lock node %s (%r); closing the ZooKeeper session so "
+                        "the server drops it", node, e)
+            self._stop_client()
+            return
+        if self.lock_key:
+            try:
+                client.delete_async(self.lock_path).get(timeout=self.connection_timeout_s)
+            except (NotEmptyError, NoNodeError):
+                pass
+            except (KazooException, KazooTimeoutError):
+                log.debug("could not remove empty lock parent %s", self.lock_path, exc_info=True)
+
+    def current_owner(self) -> str | None:
+        client = self._client
+        if client is None or not self._connected.is_set():
+            return None
+        try:
+            children = client.get_children_async(self.lock_path).get(timeout=self.connection_timeout_s)
+        except NoNodeError:
+            return None
+        contenders = []
+        for child in children:
+            for name in CuratorCompatibleLock._EXCLUDE_NAMES:
+                idx = child.rfind(name)
+                seq = child[idx + len(name):] if idx >= 0 else ""
+                if len(seq) == 10 and seq.isdigit():
+                    contenders.append((seq, child))
+                    break
+        if not contenders:
+            return None
+        first = min(contenders)[1]
+        try:
+            data, _ = client.get_async(f"{self.lock_path}/{first}").get(timeout=self.connection_timeout_s)
+        except NoNodeError:
+            return None
+        text = (data or b"").decode("utf-8", errors="replace")
+        return text or first
+
+    def close(self) -> None:
+        super().close()
+        self._stop_client()

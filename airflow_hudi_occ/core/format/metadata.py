@@ -1,0 +1,497 @@
+"""Instant metadata: commit / replacecommit metadata, clustering plans, rollback plans.
+
+Table version 8 stores these as Avro object container files with one record (the schemas in
+``schemas/`` are Hudi's, as Java Hudi writes them); version 6 stored commits as JSON. Readers
+here accept both, chosen by the file's magic bytes, so a table is read the same whoever wrote
+it. Anything that does not parse is a :class:`CorruptMetadataError` naming the file: a
+truncated commit must never be mistaken for an empty one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterable
+
+import fastavro
+
+from airflow_hudi_occ.core.errors import CorruptMetadataError
+from airflow_hudi_occ.core.format.layout import FileGroupId  # noqa: F401
+
+AVRO_MAGIC = b"Obj\x01"
+
+#: This project's own keys in ``extraMetadata``.
+EXTRA_WRITER_ID = "airflow_hudi_occ.writer_id"
+EXTRA_CHECKPOINT = "airflow_hudi_occ.checkpoint"
+EXTRA_ATTEMPT = "airflow_hudi_occ.attempt"
+EXTRA_BATCH_KEY = "airflow_hudi_occ.batch_key"
+EXTRA_SCHEMA = "schema"
+
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> Any:
+    text = resources.files(__package__).joinpath("schemas", f"{name}.avsc").read_text()
+    return fastavro.parse_schema(json.loads(text))
+
+
+def avro_encode(schema_name: str, record: dict) -> bytes:
+    buf = io.BytesIO()
+    fastavro.writer(buf, load_schema(schema_name), [record], codec="null")
+    return buf.getvalue()
+
+
+def decode_record(data: bytes, path: str | None = None) -> dict | None:
+    """The single record of an Avro or JSON metadata file; None for an empty file."""
+    if not data:
+        return None
+    try:
+        if data[:4] == AVRO_MAGIC:
+            records = list(fastavro.reader(io.BytesIO(data)))
+            if len(records) != 1:
+                raise ValueError(f"expected one record, found {len(records)}")
+            rec = records[0]
+        else:
+            rec = json.loads(data.decode("utf-8"))
+        if not isinstance(rec, dict):
+            raise ValueError("metadata is not a record")
+        return rec
+    except CorruptMetadataError:
+        raise
+    except Exception as e:  # fastavro raises a zoo of types on truncated input
+        raise CorruptMetadataError(
+            f"cannot parse instant metadata {path or ''}: {type(e).__name__}: {e}", path=path,
+            remedy="the file is truncated or not Hudi metadata; if it is a completed instant, "
+                   "restore it from a backup; a pending one can be rolled back") from e
+
+
+# --- write stats and commit metadata ------------------------------------------------------
+
+_STAT_LONGS = ("numWrites", "numDeletes", "numUpdateWrites", "numInserts", "totalWriteBytes",
+               "totalWriteErrors", "fileSizeInBytes", "totalLogRecords",
+               "totalUpdatedRecordsCompacted", "totalLogBlocks", "totalCorruptLogBlock",
+               "totalRollbackBlocks", "totalLogFilesCompacted", "totalLogReadTimeMs",
+               "totalLogSizeCompacted", "numUpdates")
+
+
+@dataclass
+class WriteStat:
+    """One base file written by an instant (Hudi's HoodieWriteStat)."""
+
+    file_id: str
+    path: str  # relative to the base path: <partition>/<file>.parquet
+    partition_path: str
+    prev_commit: str = "null"
+    num_writes: int = 0
+    num_deletes: int = 0
+    num_update_writes: int = 0
+    num_inserts: int = 0
+    file_size_in_bytes: int = 0
+    total_write_bytes: int = 0
+    total_write_errors: int = 0
+    prev_base_file: str | None = None
+    create_time_ms: int = 0
+    upsert_time_ms: int = 0
+
+    @property
+    def file_group(self) -> FileGroupId:
+        return (self.partition_path, self.file_id)
+
+    def to_avro(self) -> dict:
+        rec: dict[str, Any] = {k: 0 for k in _STAT_LONGS}
+        rec.update({
+            "fileId": self.file_id, "path": self.path, "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes, "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes, "numInserts": self.num_inserts,
+            "totalWriteBytes": self.total_write_bytes or self.file_size_in_bytes,
+            "totalWriteErrors": self.total_write_errors, "partitionPath": self.partition_path,
+            "fileSizeInBytes": self.file_size_in_bytes, "prevBaseFile": self.prev_base_file,
+            "totalLogFiles": None, "logVersion": None, "logOffset": None, "baseFile": None,
+            "logFiles": None, "cdcStats": None, "minEventTime": None, "maxEventTime": None,
+            "tempPath": None,
+            "runtimeStats": {"totalScanTime": 0, "totalCreateTime": self.create_time_ms,
+                             "totalUpsertTime": self.upsert_time_ms},
+        })
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict, partition: str) -> "WriteStat":
+        rt = rec.get("runtimeStats") or {}
+        return cls(
+            file_id=rec.get("fileId") or "",
+            path=rec.get("path") or "",
+            partition_path=rec.get("partitionPath") if rec.get("partitionPath") is not None else partition,
+            prev_commit=rec.get("prevCommit") or "null",
+            num_writes=rec.get("numWrites") or 0,
+            num_deletes=rec.get("numDeletes") or 0,
+            num_update_writes=rec.get("numUpdateWrites") or 0,
+            num_inserts=rec.get("numInserts") or 0,
+            file_size_in_bytes=rec.get("fileSizeInBytes") or 0,
+            total_write_bytes=rec.get("totalWriteBytes") or 0,
+            total_write_errors=rec.get("totalWriteErrors") or 0,
+            prev_base_file=rec.get("prevBaseFile"),
+            create_time_ms=(rt.get("totalCreateTime") or 0) if isinstance(rt, dict) else 0,
+            upsert_time_ms=(rt.get("totalUpsertTime") or 0) if isinstance(rt, dict) else 0,
+        )
+
+    def to_json(self) -> dict:
+        return {"fileId": self.file_id, "path": self.path, "partitionPath": self.partition_path,
+                "prevCommit": self.prev_commit, "numWrites": self.num_writes,
+                "numDeletes": self.num_deletes, "numUpdateWrites": self.num_update_writes,
+                "numInserts": self.num_inserts, "fileSizeInBytes": self.file_size_in_bytes}
+
+
+@dataclass
+class CommitMetadata:
+    """A commit's or replacecommit's metadata (HoodieCommitMetadata / HoodieReplaceCommitMetadata)."""
+
+    partition_to_write_stats: dict[str, list[WriteStat]] = field(default_factory=dict)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    operation_type: str = "UNKNOWN"
+    partition_to_replace_file_ids: dict[str, list[str]] | None = None
+    compacted: bool = False
+
+    @classmethod
+    def from_stats(cls, stats: Iterable[WriteStat], *, operation_type: str,
+                   extra_metadata: dict[str, str] | None = None,
+                   replaced: dict[str, list[str]] | None = None) -> "CommitMetadata":
+        by_part: dict[str, list[WriteStat]] = {}
+        for s in stats:
+            by_part.setdefault(s.partition_path, []).append(s)
+        return cls(by_part, dict(extra_metadata or {}), operation_type, replaced)
+
+    @property
+    def is_replace(self) -> bool:
+        return self.partition_to_replace_file_ids is not None
+
+    def write_stats(self) -> list[WriteStat]:
+        return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    def written_file_groups(self) -> set[FileGroupId]:
+        return {(s.partition_path, s.file_id) for s in self.write_stats() if s.file_id}
+
+    def replaced_file_groups(self) -> set[FileGroupId]:
+        out: set[FileGroupId] = set()
+        for part, ids in (self.partition_to_replace_file_ids or {}).items():
+            out.update((part, fid) for fid in ids)
+        return out
+
+    def mutated_file_groups(self) -> set[FileGroupId]:
+        """What conflict resolution compares: written plus replaced file groups."""
+        return self.written_file_groups() | self.replaced_file_groups()
+
+    @property
+    def schema(self) -> str | None:
+        return self.extra_metadata.get(EXTRA_SCHEMA)
+
+    def encode(self) -> bytes:
+        rec = {
+            "partitionToWriteStats": {p: [s.to_avro() for s in stats]
+                                      for p, stats in self.partition_to_write_stats.items()},
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extra_metadata),
+            "version": 1,
+            "operationType": self.operation_type,
+        }
+        if self.partition_to_replace_file_ids is not None:
+            rec["partitionToReplaceFileIds"] = {p: list(v) for p, v in
+                                                self.partition_to_replace_file_ids.items()}
+            return avro_encode("HoodieReplaceCommitMetadata", rec)
+        return avro_encode("HoodieCommitMetadata", rec)
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "CommitMetadata":
+        rec = decode_record(data, path)
+        if rec is None:
+            return cls()
+        try:
+            stats = {}
+            for part, items in (rec.get("partitionToWriteStats") or {}).items():
+                stats[part] = [WriteStat.from_record(it, part) for it in (items or [])]
+            replaced = rec.get("partitionToReplaceFileIds")
+            return cls(
+                partition_to_write_stats=stats,
+                extra_metadata={str(k): str(v) for k, v in (rec.get("extraMetadata") or {}).items()},
+                operation_type=rec.get("operationType") or "UNKNOWN",
+                partition_to_replace_file_ids=None if replaced is None else
+                {p: list(v or []) for p, v in replaced.items()},
+                compacted=bool(rec.get("compacted") or False),
+            )
+        except (AttributeError, TypeError, ValueError) as e:
+            raise CorruptMetadataError(f"commit metadata {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+    def to_json(self) -> dict:
+        out = {"operationType": self.operation_type,
+               "partitionToWriteStats": {p: [s.to_json() for s in v]
+                                         for p, v in self.partition_to_write_stats.items()},
+               "extraMetadata": {k: v for k, v in self.extra_metadata.items() if k != EXTRA_SCHEMA}}
+        if self.partition_to_replace_file_ids is not None:
+            out["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids
+        return out
+
+
+# --- requested replacecommit (clustering plan / insert_overwrite) ----------------------------
+
+
+@dataclass
+class ClusteringGroup:
+    slices: list[tuple[str, str, str | None]]  # (partition, fileId, data file path)
+    num_output_file_groups: int = 1
+
+
+@dataclass
+class RequestedReplaceMetadata:
+    operation_type: str  # "CLUSTER" or "INSERT_OVERWRITE" ...
+    input_groups: list[ClusteringGroup] = field(default_factory=list)
+    strategy_params: dict[str, str] = field(default_factory=dict)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def has_plan(self) -> bool:
+        return bool(self.input_groups)
+
+    def input_file_groups(self) -> set[FileGroupId]:
+        return {(p, f) for g in self.input_groups for (p, f, _path) in g.slices}
+
+    def encode(self) -> bytes:
+        plan = None
+        if self.input_groups:
+            plan = {
+                "inputGroups": [{
+                    "slices": [{"dataFilePath": path, "deltaFilePaths": [], "fileId": fid,
+                                "partitionPath": part, "bootstrapFilePath": None, "version": 1}
+                               for (part, fid, path) in g.slices],
+                    "metrics": {}, "numOutputFileGroups": g.num_output_file_groups,
+                    "extraMetadata": None, "version": 1} for g in self.input_groups],
+                "strategy": {"strategyClassName": "airflow_hudi_occ.spark.clustering",
+                             "strategyParams": dict(self.strategy_params), "version": 1},
+                "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True,
+                "missingSchedulePartitions": None,
+            }
+        rec = {"operationType": self.operation_type, "clusteringPlan": plan,
+               "extraMetadata": dict(self.extra_metadata), "version": 1}
+        return avro_encode("HoodieRequestedReplaceMetadata", rec)
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "RequestedReplaceMetadata":
+        rec = decode_record(data, path)
+        if rec is None:
+            return cls(operation_type="UNKNOWN")
+        try:
+            plan = rec.get("clusteringPlan") or {}
+            groups = []
+            for g in plan.get("inputGroups") or []:
+                slices = [(s.get("partitionPath") or "", s.get("fileId") or "", s.get("dataFilePath"))
+                          for s in g.get("slices") or []]
+                groups.append(ClusteringGroup(slices, g.get("numOutputFileGroups") or 1))
+            strategy = plan.get("strategy") or {}
+            return cls(rec.get("operationType") or ("CLUSTER" if groups else "UNKNOWN"), groups,
+                       dict(strategy.get("strategyParams") or {}),
+                       dict(rec.get("extraMetadata") or {}))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise CorruptMetadataError(f"replace plan {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+# --- rollback -----------------------------------------------------------------------------
+
+
+@dataclass
+class RollbackPlan:
+    instant_time: str
+    action: str
+    files_by_partition: dict[str, list[str]]  # partition -> base file paths (relative)
+
+    def encode(self) -> bytes:
+        return avro_encode("HoodieRollbackPlan", {
+            "instantToRollback": {"commitTime": self.instant_time, "action": self.action},
+            "RollbackRequests": [{"partitionPath": p, "fileId": None, "latestBaseInstant": None,
+                                  "filesToBeDeleted": list(files), "logBlocksToBeDeleted": None}
+                                 for p, files in sorted(self.files_by_partition.items())],
+            "version": 1})
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "RollbackPlan":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty rollback plan {path or ''}", path=path)
+        try:
+            inst = rec.get("instantToRollback") or {}
+            files: dict[str, list[str]] = {}
+            for r in rec.get("RollbackRequests") or []:
+                files.setdefault(r["partitionPath"], []).extend(r.get("filesToBeDeleted") or [])
+            return cls(inst.get("commitTime") or "", inst.get("action") or "", files)
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            raise CorruptMetadataError(f"rollback plan {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+@dataclass
+class RollbackMetadata:
+    start_rollback_time: str
+    rolled_back: list[tuple[str, str]]  # (instant time, action)
+    deleted_by_partition: dict[str, list[str]]
+    failed_by_partition: dict[str, list[str]] = field(default_factory=dict)
+    time_taken_ms: int = 0
+
+    def encode(self) -> bytes:
+        parts = set(self.deleted_by_partition) | set(self.failed_by_partition)
+        return avro_encode("HoodieRollbackMetadata", {
+            "startRollbackTime": self.start_rollback_time,
+            "timeTakenInMillis": int(self.time_taken_ms),
+            "totalFilesDeleted": sum(len(v) for v in self.deleted_by_partition.values()),
+            "commitsRollback": [t for t, _a in self.rolled_back],
+            "partitionMetadata": {p: {"partitionPath": p,
+                                      "successDeleteFiles": list(self.deleted_by_partition.get(p, [])),
+                                      "failedDeleteFiles": list(self.failed_by_partition.get(p, [])),
+                                      "rollbackLogFiles": None, "writtenLogFiles": None}
+                                  for p in sorted(parts)},
+            "version": 1,
+            "instantsRollback": [{"commitTime": t, "action": a} for t, a in self.rolled_back],
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "RollbackMetadata":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty rollback metadata {path or ''}", path=path)
+        try:
+            rolled = [(i["commitTime"], i["action"]) for i in rec.get("instantsRollback") or []]
+            if not rolled:
+                rolled = [(t, "") for t in rec.get("commitsRollback") or []]
+            deleted = {p: list(m.get("successDeleteFiles") or [])
+                       for p, m in (rec.get("partitionMetadata") or {}).items()}
+            failed = {p: list(m.get("failedDeleteFiles") or [])
+                      for p, m in (rec.get("partitionMetadata") or {}).items()}
+            return cls(rec.get("startRollbackTime") or "", rolled, deleted, failed,
+                       rec.get("timeTakenInMillis") or 0)
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            raise CorruptMetadataError(f"rollback metadata {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+# --- clean ----------------------------------------------------------------------------------
+
+#: Hudi 1.x writes clean plans and clean metadata as version 2 (file names, not full paths, in
+#: the metadata's per-partition lists).
+CLEAN_VERSION = 2
+
+
+@dataclass
+class CleanerPlan:
+    """A ``<t>.clean.requested`` (HoodieCleanerPlan): what a clean will delete, decided under the lock.
+
+    ``files_by_partition`` holds paths relative to the base path; the Avro form carries full
+    paths in ``filePathsToBeDeletedPerPartition`` as Java Hudi writes them.
+    """
+
+    policy: str
+    earliest_instant_to_retain: tuple[str, str] | None  # (requested time, action)
+    last_completed_commit: str
+    files_by_partition: dict[str, list[str]]
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+
+    def encode(self, base_uri: str) -> bytes:
+        base = base_uri.rstrip("/")
+        earliest = None
+        if self.earliest_instant_to_retain:
+            t, a = self.earliest_instant_to_retain
+            earliest = {"timestamp": t, "action": a, "state": "COMPLETED"}
+        return avro_encode("HoodieCleanerPlan", {
+            "earliestInstantToRetain": earliest,
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "policy": self.policy,
+            "filesToBeDeletedPerPartition": {},
+            "version": CLEAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                p: [{"filePath": f"{base}/{rel}", "isBootstrapBaseFile": False} for rel in rels]
+                for p, rels in sorted(self.files_by_partition.items())},
+            "partitionsToBeDeleted": [],
+            "extraMetadata": dict(self.extra_metadata) or None,
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, base_uri: str, path: str | None = None) -> "CleanerPlan":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty clean plan {path or ''}", path=path)
+        base = base_uri.rstrip("/") + "/"
+        try:
+            files: dict[str, list[str]] = {}
+            for p, infos in (rec.get("filePathsToBeDeletedPerPartition") or {}).items():
+                for info in infos or []:
+                    fp = info.get("filePath") or ""
+                    if fp.startswith(base):
+                        rel = fp[len(base):]
+                    else:  # another scheme spelling of the same base: keep partition/name
+                        rel = "/".join(x for x in (p, fp.rsplit("/", 1)[-1]) if x)
+                    files.setdefault(p, []).append(rel)
+            for p, names in (rec.get("filesToBeDeletedPerPartition") or {}).items():  # version 1
+                files.setdefault(p, []).extend("/".join(x for x in (p, n) if x) for n in names or [])
+            e = rec.get("earliestInstantToRetain")
+            return cls(rec.get("policy") or "", (e["timestamp"], e["action"]) if e else None,
+                       rec.get("lastCompletedCommitTimestamp") or "", files,
+                       dict(rec.get("extraMetadata") or {}))
+        except (AttributeError, TypeError, KeyError) as e:
+            raise CorruptMetadataError(f"clean plan {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+@dataclass
+class CleanMetadata:
+    """A completed ``<t>_<c>.clean`` (HoodieCleanMetadata)."""
+
+    start_clean_time: str
+    policy: str
+    earliest_commit_to_retain: str
+    last_completed_commit: str
+    deleted_by_partition: dict[str, list[str]]  # partition -> relative paths
+    failed_by_partition: dict[str, list[str]] = field(default_factory=dict)
+    time_taken_ms: int = 0
+
+    def deleted_files(self) -> set[str]:
+        return {f for v in self.deleted_by_partition.values() for f in v}
+
+    def encode(self) -> bytes:
+        parts = sorted(set(self.deleted_by_partition) | set(self.failed_by_partition))
+        name = lambda rel: rel.rsplit("/", 1)[-1]  # noqa: E731
+        return avro_encode("HoodieCleanMetadata", {
+            "startCleanTime": self.start_clean_time,
+            "timeTakenInMillis": int(self.time_taken_ms),
+            "totalFilesDeleted": sum(len(v) for v in self.deleted_by_partition.values()),
+            "earliestCommitToRetain": self.earliest_commit_to_retain,
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "partitionMetadata": {p: {
+                "partitionPath": p, "policy": self.policy,
+                "deletePathPatterns": [name(f) for f in self.deleted_by_partition.get(p, []) +
+                                       self.failed_by_partition.get(p, [])],
+                "successDeleteFiles": [name(f) for f in self.deleted_by_partition.get(p, [])],
+                "failedDeleteFiles": [name(f) for f in self.failed_by_partition.get(p, [])],
+                "isPartitionDeleted": False} for p in parts},
+            "version": CLEAN_VERSION,
+            "bootstrapPartitionMetadata": {},
+            "extraMetadata": None,
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "CleanMetadata":
+        rec = decode_record(data, path)
+        if rec is None:
+            raise CorruptMetadataError(f"empty clean metadata {path or ''}", path=path)
+        try:
+            join = lambda p, n: "/".join(x for x in (p, n.rsplit("/", 1)[-1]) if x)  # noqa: E731
+            pm = rec.get("partitionMetadata") or {}
+            policy = rec.get("policy") or next((m.get("policy") for m in pm.values()), "") or ""
+            return cls(rec.get("startCleanTime") or "", policy,
+                       rec.get("earliestCommitToRetain") or "",
+                       rec.get("lastCompletedCommitTimestamp") or "",
+                       {p: [join(p, n) for n in m.get("successDeleteFiles") or []] for p, m in pm.items()},
+                       {p: [join(p, n) for n in m.get("failedDeleteFiles") or []] for p, m in pm.items()},
+                       rec.get("timeTakenInMillis") or 0)
+        except (AttributeError, TypeError, KeyError) as e:
+            raise CorruptMetadataError(f"clean metadata {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e

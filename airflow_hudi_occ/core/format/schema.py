@@ -1,0 +1,148 @@
+"""Table schemas: Arrow <-> the Avro schema Hudi records in every commit.
+
+Readers (Java Hudi, hudi-rs) take the table schema from the latest commit's
+``extraMetadata.schema`` and cast parquet columns to it, so the schema written there must
+describe the data exactly: nullable columns are ``["null", T]`` unions with default null, as
+Java Hudi writes them. Evolution follows Hudi's default rule: new nullable columns may be
+added; dropping a column or changing a type is refused *before* any data is written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core.errors import HudiOccError
+from airflow_hudi_occ.core.table.table import META_COLUMNS
+
+
+class SchemaError(HudiOccError):
+    """The incoming data's schema cannot be written to this table."""
+
+    def __init__(self, message: str, *, columns: list[str] | None = None, remedy: str | None = None):
+        self.columns = columns or []
+        super().__init__(message, remedy=remedy)
+
+
+def _avro_type(t: pa.DataType, name: str, namespace: str) -> Any:
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_uint8(t) \
+            or pa.types.is_uint16(t):
+        return "int"
+    if pa.types.is_integer(t):
+        return "long"
+    if pa.types.is_float16(t) or pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    if pa.types.is_date32(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(t):
+        lt = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
+        return {"type": "long", "logicalType": lt}
+    if pa.types.is_decimal(t):
+        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {"type": "array", "items": _nullable(_avro_type(t.value_type, name, namespace))}
+    if pa.types.is_map(t):
+        return {"type": "map", "values": _nullable(_avro_type(t.item_type, name, namespace))}
+    if pa.types.is_struct(t):
+        return {"type": "record", "name": name, "namespace": namespace,
+                "fields": [_field(f, f"{namespace}.{name}") for f in t]}
+    raise SchemaError(f"column {name!r} has type {t}, which Hudi tables cannot store",
+                      columns=[name], remedy="cast it to a supported type before writing")
+
+
+def _nullable(avro: Any) -> Any:
+    return ["null", avro]
+
+
+def _field(f: pa.Field, namespace: str) -> dict:
+    t = _avro_type(f.type, f.name, namespace)
+    return {"name": f.name, "type": _nullable(t), "default": None}
+
+
+def arrow_to_avro(schema: pa.Schema, table_name: str) -> dict:
+    ns = f"hoodie.{table_name}"
+    return {"type": "record", "name": f"{table_name}_record", "namespace": ns,
+            "fields": [_field(f, ns) for f in schema if f.name not in META_COLUMNS]}
+
+
+def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
+    return json.dumps(arrow_to_avro(schema, table_name), separators=(",", ":"))
+
+
+def _strip_null(t: Any) -> Any:
+    if isinstance(t, list):
+        rest = [x for x in t if x != "null"]
+        return rest[0] if len(rest) == 1 else rest
+    return t
+
+
+def _norm(t: Any) -> Any:
+    """A comparable form of an Avro type, ignoring names, namespaces and docs."""
+    t = _strip_null(t)
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "record":
+            return ("record", tuple((f["name"], _norm(f["type"])) for f in t.get("fields", [])))
+        if kind == "array":
+            return ("array", _norm(t.get("items")))
+        if kind == "map":
+            return ("map", _norm(t.get("values")))
+        if t.get("logicalType") == "decimal":  # fixed or bytes: the same logical type
+            return ("decimal", t.get("precision"), t.get("scale", 0))
+        if "logicalType" in t:
+            return (kind, t["logicalType"])
+        return _norm(kind)
+    return t
+
+
+def _is_nullable(t: Any) -> bool:
+    return isinstance(t, list) and "null" in t
+
+
+def evolve(old_json: str | None, new_json: str) -> str:
+    """The schema to record for a write: the table's own when the data adds nothing (so a
+    table written by Java keeps its exact Avro types), else the data's; refused when
+    incompatible."""
+    check_evolution(old_json, new_json)
+    if old_json:
+        old_names = {f["name"] for f in json.loads(old_json).get("fields", [])}
+        new_names = {f["name"] for f in json.loads(new_json).get("fields", [])}
+        if new_names <= old_names:
+            return old_json
+    return new_json
+
+
+def check_evolution(old_json: str | None, new_json: str) -> None:
+    """Refuse an incompatible schema change; allow identical schemas and added nullable columns."""
+    if not old_json:
+        return
+    try:
+        old = json.loads(old_json)
+        new = json.loads(new_json)
+    except ValueError as e:
+        raise SchemaError(f"the table's recorded schema is not valid JSON: {e}") from e
+    old_fields = {f["name"]: f for f in old.get("fields", [])}
+    new_fields = {f["name"]: f for f in new.get("fields", [])}
+    missing = [n for n in old_fields if n not in new_fields]
+    if missing:
+        raise SchemaError(f"the data lacks columns the table has: {missing}", columns=missing,
+                          remedy="add the columns (null is fine) or write to a new table")
+    changed = [n for n in old_fields if _norm(old_fields[n]["type"]) != _norm(new_fields[n]["type"])]
+    if changed:
+        detail = ", ".join(f"{n}: {_norm(old_fields[n]['type'])} -> {_norm(new_fields[n]['type'])}"
+                           for n in changed)
+        raise SchemaError(f"incompatible type change for columns {detail}", columns=changed,
+                          remedy="cast the columns to the table's types")
+    added_required = [n for n in new_fields if n not in old_fields and not _is_nullable(new_fields[n]["type"])]
+    if added_required:
+        raise SchemaError(f"new columns must be nullable: {added_required}", columns=added_required)

@@ -1,0 +1,303 @@
+"""A thin layer over fsspec with the one primitive OCC needs: create-if-absent.
+
+Hudi's timeline relies on "bare minimum atomic puts": a completed instant file must appear
+whole or not at all, and must never replace one that exists. fsspec has no such call, so it is
+implemented here *truthfully per backend*:
+
+- local: the bytes go to a temporary file, which is then ``os.link``-ed to its final name.
+  ``link`` fails with EEXIST when the name exists, and readers see either no file or the
+  whole file (never a half-written one).
+- s3 (s3fs): a conditional put (``If-None-Match: *``) through ``pipe_file(mode="create")``.
+- memory: a process-wide lock (the memory file system is only shared inside one process).
+
+Any other backend is refused with a :class:`StorageError` unless the caller declares that a
+lock provider serialises every create (``assume_locked_creates=True``), because a
+check-then-write on a backend without conditional writes would let two writers both "win".
+
+Errors: ``FileNotFoundError`` / ``FileExistsError`` pass through as fsspec raises them;
+backend refusals are :class:`StorageError`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import posixpath
+import threading
+import uuid
+from typing import Any, Iterable
+
+from fsspec.core import url_to_fs
+
+from airflow_hudi_occ.core.errors import StorageError, StorageFullError
+
+_MEMORY_LOCK = threading.Lock()
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _typed_full(method):
+    """A full disk is an expected condition with a remedy, not a crash: raise it typed."""
+    @functools.wraps(method)
+    def wrapper(self, path, *args, **kwargs):
+        try:
+            return method(self, path, *args, **kwargs)
+        except OSError as e:
+            if e.errno in _FULL:
+                raise StorageFullError(f"no space left writing {path}: {e.strerror}", path=path,
+                                       protocol=self.protocol) from e
+            raise
+    return wrapper
+
+
+class Storage:
+    """Storage rooted at a table's base path (a local path or any fsspec URL)."""
+
+    def __init__(self, base_uri: str, storage_options: dict[str, Any] | None = None, *,
+                 assume_locked_creates: bool = False):
+        self.storage_options = dict(storage_options or {})
+        if "://" not in base_uri:
+            base_uri = os.path.abspath(os.path.expanduser(base_uri))
+        self.base_uri = base_uri.rstrip("/") or "/"
+        self.fs, root = url_to_fs(self.base_uri, **self.storage_options)
+        self.root = root.rstrip("/") or "/"
+        protocol = self.fs.protocol
+        self.protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
+        self.is_local = self.protocol in ("file", "local")
+        self.assume_locked_creates = assume_locked_creates
+
+    @property
+    def atomic_creates(self) -> bool:
+        """Whether :meth:`create_if_absent` is atomic on the backend itself, as a lock file
+        needs; with ``assume_locked_creates`` on another backend it is a check-then-write."""
+        return self.is_local or self.protocol in ("memory", "s3", "s3a")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def path(self, *parts: str) -> str:
+        """Absolute backend path of ``parts`` relative to the base path."""
+        parts = [p.strip("/") for p in parts if p not in ("", None)]
+        return posixpath.join(self.root, *parts) if parts else self.root
+
+    def uri(self, *parts: str) -> str:
+        """A URL another process (or the hudi-rs reader) can open."""
+        p = self.path(*parts)
+        if self.is_local:
+            return p
+        return f"{self.protocol}://{p.lstrip('/')}"
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        if self.is_local:
+            with open(path, "rb") as f:
+                return f.read()
+        return self.fs.cat_file(path)
+
+    def exists(self, path: str) -> bool:
+        if self.is_local:
+            return os.path.exists(path)
+        return self.fs.exists(path)
+
+    def list_names(self, path: str) -> list[str]:
+        """Names (not paths) directly under ``path``; a missing directory lists as empty."""
+        if self.is_local:
+            try:
+                return os.listdir(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        try:
+            entries = self.fs.ls(path, detail=False, refresh=True) if self.protocol != "memory" \
+                else self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        out = []
+        for e in entries:
+            name = posixpath.basename(e.rstrip("/"))
+            if name:
+                out.append(name)
+        return out
+
+    def list_dirs(self, path: str) -> list[str]:
+        if self.is_local:
+            try:
+                with os.scandir(path) as it:
+                    return [e.name for e in it if e.is_dir()]
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        return [posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "directory"]
+
+    def walk_files(self, path: str) -> list[str]:
+        """Every file below ``path``, as paths relative to it."""
+        if self.is_local:
+            out = []
+            for dirpath, _dirs, files in os.walk(path):
+                rel = os.path.relpath(dirpath, path)
+                for f in files:
+                    out.append(f if rel == "." else posixpath.join(rel.replace(os.sep, "/"), f))
+            return out
+        try:
+            found = self.fs.find(path)
+        except FileNotFoundError:
+            return []
+        prefix = path.rstrip("/") + "/"
+        return [f[len(prefix):] if f.startswith(prefix) else f for f in found]
+
+    def mtime(self, path: str) -> float:
+        """Modification time in epoch seconds; FileNotFoundError if missing."""
+        if self.is_local:
+            return os.stat(path).st_mtime
+        info = self.fs.info(path)
+        for key in ("mtime", "LastModified", "last_modified", "created"):
+            if key in info and info[key] is not None:
+                v = info[key]
+                return v.timestamp() if hasattr(v, "timestamp") else float(v)
+        raise StorageError(f"{self.protocol} gives no modification time for {path}",
+                           protocol=self.protocol)
+
+    def size(self, path: str) -> int:
+        if self.is_local:
+            return os.stat(path).st_size
+        return int(self.fs.info(path)["size"])
+
+    # -- writes ------------------------------------------------------------------------------
+
+    @_typed_full
+    def makedirs(self, path: str) -> None:
+        if self.is_local:
+            os.makedirs(path, exist_ok=True)
+        else:
+            self.fs.makedirs(path, exist_ok=True)
+
+    @_typed_full
+    def write(self, path: str, data: bytes) -> None:
+        """Write (or replace) a file whole: readers see the old or the new content."""
+        if self.is_local:
+            tmp = _local_tmp_copy(path, data, fsync=False)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, data)
+
+    @_typed_full
+    def create_if_absent(self, path: str, data: bytes = b"") -> None:
+        """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists."""
+        if self.is_local:
+            tmp = _local_tmp_copy(path, data, fsync=True)
+            try:
+                os.link(tmp, path)  # atomic, and refuses an existing name
+            finally:
+                os.unlink(tmp)
+            return
+        if self.protocol == "memory":
+            with _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    raise FileExistsError(path)
+                self.fs.pipe_file(path, data)
+            return
+        if self.protocol in ("s3", "s3a"):
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                raise
+            except TypeError as e:  # an s3fs too old to know mode="create"
+                raise StorageError(
+                    "this s3fs cannot do conditional writes (If-None-Match)", protocol=self.protocol,
+                    remedy="upgrade s3fs to 2024.12 or newer") from e
+            except OSError as e:
+                msg = str(e)
+                if "PreconditionFailed" in msg or "412" in msg or "ConditionalRequestConflict" in msg:
+                    raise FileExistsError(path) from e
+                raise
+            return
+        if self.assume_locked_creates:
+            # Safe only because the caller holds a lock around every create on this table.
+            if self.fs.exists(path):
+                raise FileExistsError(path)
+            # a store with real directories (e.g. fsspec dir:// over files) needs the parent
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            self.fs.pipe_file(path, data)
+            return
+        raise StorageError(
+            f"storage '{self.protocol}' cannot create a file only if it is absent atomically, "
+            "which the Hudi timeline needs for safe concurrent commits",
+            protocol=self.protocol,
+            remedy="use local storage or S3 (conditional writes), or lock every commit with the "
+                   "zookeeper or inprocess lock provider and open the table with "
+                   "assume_locked_creates=True")
+
+    @_typed_full
+    def touch(self, path: str) -> None:
+        """Create or refresh an empty file so that its modification time is now."""
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "ab"):
+                pass
+            os.utime(path, None)
+        else:
+            self.fs.pipe_file(path, b"")
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        try:
+            if self.is_local:
+                os.unlink(path)
+            else:
+                self.fs.rm_file(path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_dir(self, path: str) -> None:
+        if self.is_local:
+            import shutil
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        try:
+            self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def delete_temp_copies(self, path: str) -> list[str]:
+        """Delete the hidden temporary copies of ``path`` that a local create or write left
+        when its process died before the final link/rename (object stores leave none).
+        Returns the names deleted."""
+        if not self.is_local:
+            return []
+        d, base = os.path.split(path)
+        gone = []
+        for name in self.list_names(d):
+            if name.startswith(f".{base}.") and name.endswith(".tmp"):
+                self.delete(os.path.join(d, name))
+                gone.append(name)
+        return gone
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            self.delete(p)
+
+
+def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
+    """``data`` in a hidden temporary file beside ``path`` (same directory: same file system,
+    so the following link or rename is atomic)."""
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:  # e.g. ENOSPC half-way: leave no partial copy behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return tmp
+
+
+__all__ = ["Storage"]

@@ -1,0 +1,336 @@
+"""Clustering: rewrite small file groups into fewer, larger (optionally sorted) ones.
+
+Scheduling (:func:`schedule_clustering`) happens under the table lock, so the plan sees a
+static table: per partition, the latest file slices smaller than
+``hoodie.clustering.plan.strategy.small.file.limit``, largest first, packed into groups of at
+most ``...max.bytes.per.group``, each written back as ceil(size / ``...target.file.max.bytes``)
+new file groups, at most ``...max.num.groups`` groups. File groups already in a pending
+clustering plan, or in the recorded footprint of a pending write (its inflight file), are left
+out: clustering them would only produce a doomed instant. The plan is a
+``<t>.replacecommit.requested`` holding HoodieRequestedReplaceMetadata (operationType CLUSTER).
+
+Executing needs no lock (:class:`ClusteringTransaction` adopts the scheduled instant, starts its
+heartbeat, writes new file groups behind markers, keeping each record's original
+``_hoodie_commit_time``); completing is an ordinary commit with conflict resolution, as a table
+service, with ``partitionToReplaceFileIds`` naming the input file groups. The configured
+strategy decides who yields: under prefer-writer an overlapping ingestion that completed first
+wins and the clustering aborts; under simple the later commit loses. A loser is rolled back
+(the plan goes with it) and can be scheduled again.
+
+Writers and pending plans: ``hoodie.clustering.updates.strategy`` (inferred as Hudi does:
+Allow under prefer-writer, Reject otherwise) decides whether a write may touch file groups of a
+pending plan; see :func:`check_write_against_pending_clustering`.
+
+:func:`execute_clustering` is the pure-Arrow executor for tables one process can rewrite; the
+Spark executor is ``airflow_hudi_occ.spark.clustering``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig, clustering_rejects_updates
+from airflow_hudi_occ.core.errors import InstantStateError
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.instant_time import process_generator
+from airflow_hudi_occ.core.format.metadata import ClusteringGroup, FileGroupId, RequestedReplaceMetadata, WriteStat
+from airflow_hudi_occ.core.commit.transaction import Snapshot, WriteTransaction
+from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
+from airflow_hudi_occ.core.table.file_system_view import relative_path
+from airflow_hudi_occ.core.concurrency.conflict import pending_clustering_file_groups
+from airflow_hudi_occ.core.table.timeline import create_requested
+from airflow_hudi_occ.core.format.bucket_index import bucket_config
+from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.concurrency.conflict import check_not_in_pending_clustering
+from airflow_hudi_occ.core.concurrency.conflict import strategy_from_options
+from airflow_hudi_occ.core.commit.rollback import files_of_instant
+from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
+from airflow_hudi_occ.core.table.file_system_view import base_file_name
+from airflow_hudi_occ.core.table.table import META_COLUMNS
+
+log = logging.getLogger(__name__)
+
+CLUSTER = "CLUSTER"
+COMMIT_TIME = "_hoodie_commit_time"
+
+
+def clustering_config(config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None) -> ClusteringConfig:
+    if isinstance(config, ClusteringConfig):
+        return config
+    if isinstance(config, WriteConfig):
+        return ClusteringConfig.from_options(config.options)
+    return ClusteringConfig.from_options(config or {})
+
+
+# --- scheduling ----------------------------------------------------------------------------
+
+
+def pending_clustering(timeline) -> list[Instant]:
+    return [i for i in timeline.pending()
+            if i.action in (Action.REPLACE_COMMIT, Action.CLUSTERING) and timeline.is_clustering(i)]
+
+
+def _pending_write_footprints(timeline) -> set[FileGroupId]:
+    out: set[FileGroupId] = set()
+    for inst in timeline.pending():
+        if not inst.is_write or inst.state is not State.INFLIGHT or timeline.is_clustering(inst):
+            continue
+        out |= timeline.commit_metadata(inst).mutated_file_groups()
+    return out
+
+
+def plan_clustering(table, timeline, config: ClusteringConfig) -> list[ClusteringGroup]:
+    view = FileSystemView(table, timeline)
+    excluded = set(pending_clustering_file_groups(timeline)) | _pending_write_footprints(timeline)
+    slices = view.latest_file_slices()
+    parts = list(config.partitions) or sorted({s.partition for s in slices})
+    base = table.base_uri.rstrip("/")
+    groups: list[ClusteringGroup] = []
+    for part in parts:
+        cands = []
+        for s in view.latest_file_slices(part):
+            if s.file_group in excluded:
+                continue
+            size = table.storage.size(table.storage.path(s.base_file.relative_path))
+            if size < config.small_file_limit:
+                cands.append((size, s))
+        cands.sort(key=lambda x: (-x[0], x[1].file_id))
+        current: list = []
+        current_bytes = 0
+        packed: list[tuple[list, int]] = []
+        for size, s in cands:
+            if current and current_bytes + size > config.max_bytes_per_group:
+                packed.append((current, current_bytes))
+                current, current_bytes = [], 0
+            current.append(s)
+            current_bytes += size
+        if current:
+            packed.append((current, current_bytes))
+        for members, nbytes in packed:
+            if len(members) < 2 and not (config.sort_columns and config.single_group_clustering):
+                continue  # one unsorted file rewritten as itself gains nothing
+            n = max(1, math.ceil(nbytes / config.target_file_max_bytes))
+            groups.append(ClusteringGroup(
+                [(s.partition, s.file_id, f"{base}/{s.base_file.relative_path}") for s in members], n))
+            if len(groups) >= config.max_num_groups:
+                return groups
+    return groups
+
+
+def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
+                        *, lock_manager=None) -> str | None:
+    """Plan clustering under the table lock; the new instant's time, or None if nothing to do."""
+    cfg = clustering_config(config)
+    table.require_writable()
+    _refuse_bucket_index(table, cfg)
+    lm = lock_manager or table_lock_manager(table, cfg.write)
+    gen = process_generator(cfg.write.max_clock_skew_ms)
+    with lm.locked():
+        timeline = table.timeline()
+        groups = plan_clustering(table, timeline, cfg)
+        if not groups:
+            return None
+        t = gen.new_time(floor=timeline.latest_time())
+        params = {"hoodie.clustering.plan.strategy.sort.columns": ",".join(cfg.sort_columns)} \
+            if cfg.sort_columns else {}
+        plan = RequestedReplaceMetadata(CLUSTER, groups, params)
+        create_requested(table, Instant(t, Action.REPLACE_COMMIT, State.REQUESTED), plan.encode())
+    log.info("scheduled clustering %s: %d groups, %d file groups", t, len(groups),
+             sum(len(g.slices) for g in groups))
+    return t
+
+
+def _refuse_bucket_index(table, cfg: ClusteringConfig) -> None:
+    """Clustering rewrites records into new file groups with fresh ids; under the (simple) bucket
+    index a record's file group *is* its bucket (the file id's prefix), so clustered records
+    would become unreachable by the index and the next upsert would duplicate them. Java Hudi
+    refuses to cluster such tables too."""
+    if table.config.bucket_num or bucket_config(cfg.write.options):
+        raise ConfigError(
+            "clustering is not supported on a table with the bucket index: records would leave "
+            "their bucket's file group", key="hoodie.index.type", value="BUCKET",
+            remedy="size the buckets at creation (hoodie.bucket.index.num.buckets); cluster only "
+                   "tables with the simple index")
+
+
+def show_clustering(table) -> list[dict]:
+    """Pending clustering plans, for the CLI and operators."""
+    tl = table.timeline()
+    out = []
+    for inst in pending_clustering(tl):
+        plan = tl.requested_replace_metadata(inst)
+        out.append({"instant": inst.requested_time, "state": inst.state.value,
+                    "sort_columns": (plan.strategy_params.get("hoodie.clustering.plan.strategy.sort.columns")
+                                     if plan else None) or None,
+                    "groups": [{"num_output_file_groups": g.num_output_file_groups,
+                                "file_groups": [f"{p}/{f}" if p else f for p, f, _ in g.slices]}
+                               for g in (plan.input_groups if plan else [])]})
+    return out
+
+
+# --- writers meeting a pending plan --------------------------------------------------------
+
+
+def check_write_against_pending_clustering(timeline, file_groups: Iterable[FileGroupId], instant,
+                                           config: WriteConfig) -> None:
+    """Refuse (before any data is written) a write into file groups of a pending clustering
+    plan, unless the updates strategy allows it (then the clustering loses at its commit)."""
+    if clustering_rejects_updates(config.options):
+        check_not_in_pending_clustering(timeline, file_groups, instant)
+
+
+# --- executing -----------------------------------------------------------------------------
+
+
+class ClusteringTransaction(WriteTransaction):
+    """A WriteTransaction that adopts an instant scheduled earlier instead of creating one."""
+
+    def __init__(self, table, config: WriteConfig | None = None, **kw):
+        super().__init__(table, config, action=Action.REPLACE_COMMIT, operation_type=CLUSTER,
+                         is_table_service=True, **kw)
+        self.plan: RequestedReplaceMetadata | None = None
+
+    def adopt(self, instant_time: str | None = None) -> RequestedReplaceMetadata:
+        """Take over the scheduled clustering ``instant_time`` (default: the earliest pending).
+
+        The snapshot is the table as the plan saw it: candidates for conflict resolution are
+        the instants that completed after the plan was written, and those still pending.
+        An inflight plan whose executor's heartbeat is alive is refused; a dead executor's
+        files are deleted and the plan is executed again.
+        """
+        if self.state != "new":
+            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+        self.table.require_writable()
+        opts = dict(self.config.options)
+        key = "hoodie.write.lock.conflict.resolution.strategy"
+        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
+            opts[key] = self.config.conflict_resolution_strategy
+        self._strategy = strategy_from_options(opts, table=self.table,
+                                               heartbeat_config=self.config.heartbeat)
+        with self.lock_manager.locked():
+            timeline = self.table.timeline()
+            plans = pending_clustering(timeline)
+            if instant_time is None:
+                if not plans:
+                    raise InstantStateError("no pending clustering plan to execute",
+                                            remedy="schedule one first (hudi-occ cluster schedule)")
+                inst = plans[0]
+            else:
+                inst = timeline.get(instant_time)
+                if inst is None or inst.is_completed or inst not in plans:
+                    raise InstantStateError(
+                        f"{instant_time} is not a pending clustering instant", instant=instant_time,
+                        remedy="list pending plans with `hudi-occ cluster show TABLE`")
+            t = inst.requested_time
+            if inst.state is State.INFLIGHT:
+                if not is_expired(self.table, t, self.config.heartbeat):
+                    raise InstantStateError(f"clustering {t} is being executed by a live executor",
+                                            instant=t, remedy="wait for it, or run another plan")
+                for rels in files_of_instant(self.table, t).values():
+                    for rel in rels:
+                        self.table.storage.delete(self.table.storage.path(rel))
+                self.table.storage.delete_dir(self.table.storage.path(".hoodie", ".temp", t))
+            self.plan = timeline.requested_replace_metadata(inst)
+            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+        done_before = [i for i in timeline.completed()
+                       if i.is_write and (i.completion_time or i.requested_time) < t]
+        self.instant = Instant(t, Action.REPLACE_COMMIT, State.REQUESTED)
+        self.snapshot = Snapshot(
+            last_completed=max(done_before, key=lambda i: i.requested_time) if done_before else None,
+            pending_at_start=frozenset(
+                i.requested_time for i in timeline if i.requested_time != t and (
+                    i.is_pending or (i.completion_time or i.requested_time) > t)),
+            completed_at_start=frozenset(i.requested_time for i in done_before))
+        self.state = "requested"
+        self.started_at = time.time()
+        return self.plan
+
+
+@dataclass
+class ClusteringResult:
+    instant: str
+    completion_time: str | None
+    replaced: dict[str, list[str]] = field(default_factory=dict)
+    stats: list[WriteStat] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"outcome": "committed", "instant": self.instant, "completion_time": self.completion_time,
+                "operation": CLUSTER, "seconds": round(self.seconds, 3),
+                "replaced_file_groups": sum(len(v) for v in self.replaced.values()),
+                "new_file_groups": len(self.stats),
+                "rows_written": sum(s.num_writes for s in self.stats)}
+
+
+def latest_schema(timeline) -> str | None:
+    last = timeline.last_completed_write()
+    return timeline.commit_metadata(last).schema if last is not None else None
+
+
+def sort_columns_of(plan: RequestedReplaceMetadata, config: ClusteringConfig) -> list[str]:
+    v = plan.strategy_params.get("hoodie.clustering.plan.strategy.sort.columns")
+    return [c.strip() for c in v.split(",") if c.strip()] if v else list(config.sort_columns)
+
+
+def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
+                       instant: str | None = None, *, lock_manager=None, writer_id: str | None = None,
+                       before_commit=None) -> ClusteringResult:
+    """Run a scheduled plan in this process with Arrow (small tables), then commit it."""
+    cfg = clustering_config(config)
+    t0 = time.time()
+    tx = ClusteringTransaction(table, cfg.write, lock_manager=lock_manager, writer_id=writer_id)
+    plan = tx.adopt(instant)
+    try:
+        tx.start_inflight(data=b"")
+        sort_cols = sort_columns_of(plan, cfg)
+        stats: list[WriteStat] = []
+        replaced: dict[str, list[str]] = {}
+        for g in plan.input_groups:
+            pieces = [read_parquet(table.storage, relative_path(table, path)) for _p, _f, path in g.slices]
+            data = pa.concat_tables(pieces, promote_options="permissive")
+            if sort_cols:
+                data = data.sort_by([(c, "ascending") for c in sort_cols])
+            part = g.slices[0][0]
+            n = max(1, g.num_output_file_groups)
+            per = math.ceil(data.num_rows / n) if data.num_rows else 0
+            for i in range(n):
+                chunk = data.slice(i * per, per) if per else data.slice(0, 0)
+                if chunk.num_rows == 0 and i > 0:
+                    continue
+                fid = new_file_id()
+                name = base_file_name(fid, write_token(0, 0, tx.attempt), tx.instant_time)
+                rel = posixpath.join(part, name) if part else name
+                tx.check_abort()
+                tx.create_marker(part, name, "CREATE")
+                full = with_meta_columns(chunk.drop_columns([c for c in META_COLUMNS if c in chunk.column_names]),
+                                         instant_time=tx.instant_time, partition=part, file_name=name,
+                                         key_fields=table.config.record_key_fields,
+                                         commit_times=chunk.column(COMMIT_TIME).to_pylist())
+                size = write_parquet(table.storage, rel, full)
+                stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, num_writes=full.num_rows,
+                                       num_inserts=full.num_rows, file_size_in_bytes=size,
+                                       total_write_bytes=size))
+            for p, f, _ in g.slices:
+                replaced.setdefault(p, []).append(f)
+        if before_commit is not None:
+            before_commit(tx)
+        res = tx.commit(stats, schema=latest_schema(table.timeline()), replaced=replaced)
+        return ClusteringResult(res.instant.requested_time, res.instant.completion_time, replaced, stats,
+                                time.time() - t0)
+    except BaseException as e:
+        tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
+        raise
+
+
+__all__ = ["schedule_clustering", "plan_clustering", "execute_clustering", "show_clustering",
+           "ClusteringTransaction", "ClusteringResult", "check_write_against_pending_clustering",
+           "pending_clustering", "clustering_config"]

@@ -1,0 +1,398 @@
+"""A Hudi copy-on-write table on storage: ``hoodie.properties`` and the table's folders.
+
+The project writes table version 8 (timeline layout 2, Avro metadata, completion times) and
+reads versions 6, 8 and 9 (Java Hudi's fixtures among them). Writing is refused on anything but
+version 8 with :class:`UnsupportedTableVersionError`, because a v6 or v9 writer would expect
+files (JSON commits, a metadata table, ...) that this writer does not maintain.
+
+``hoodie.properties`` is Java's ``Properties`` text format (``\\:`` escapes, ``#`` comments);
+it is parsed and rendered here and written with create-if-absent, so two processes creating
+the same table cannot both succeed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
+                     UnsupportedTableVersionError)
+from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE  # noqa: F401
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.table.timeline import Timeline
+
+READABLE_VERSIONS = (6, 8, 9)
+WRITABLE_VERSION = 8
+
+
+
+# --- Java properties codec ------------------------------------------------------------------
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2:i + 6]):
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f"}.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    text = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        try:  # \uD83D\uDE00 (a surrogate pair, as Java writes it) is one character
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:  # a lone surrogate: keep it as read
+            pass
+    return text
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (continuation lines, escapes, ``=``/``:`` separators)."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not buf and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            buf += line[:-1]
+            continue
+        logical.append(buf + line)
+        buf = ""
+    if buf:
+        logical.append(buf)
+    for line in logical:
+        i, key_end = 0, None
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=: \t":
+                key_end = i
+                break
+            i += 1
+        if key_end is None:
+            key, value = line, ""
+        else:
+            key = line[:key_end]
+            rest = line[key_end:].lstrip(" \t")
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:].lstrip(" \t")
+            value = rest
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _escape(s: str, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(s):
+        if c in "\\=:#!" or (c == " " and (is_key or i == 0)):
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif ord(c) > 0xFFFF:  # Java writes UTF-16 code units: a surrogate pair
+            hi, lo = divmod(ord(c) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + hi:04x}\\u{0xDC00 + lo:04x}")
+        elif ord(c) > 126 or ord(c) < 32:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def render_properties(props: Mapping[str, str], comment: str | None = None) -> str:
+    now = datetime.now(timezone.utc)
+    lines = [f"#{comment or 'Properties saved on ' + now.isoformat()}",
+             f"#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}"]
+    for k in sorted(props):
+        lines.append(f"{_escape(k, True)}={_escape(str(props[k]), False)}")
+    return "\n".join(lines) + "\n"
+
+
+def table_checksum(table_name: str, database: str | None) -> int:
+    """``hoodie.table.checksum`` as Java Hudi computes it: CRC32 of ``[database.]table``."""
+    name = f"{database}.{table_name}" if database else table_name
+    return zlib.crc32(name.encode("utf-8"))
+
+
+# --- table config ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The typed view of ``hoodie.properties`` (unknown keys are kept in ``properties``)."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.properties.get(key, default)
+
+    @property
+    def name(self) -> str:
+        return self.properties.get("hoodie.table.name", "")
+
+    @property
+    def table_type(self) -> str:
+        return self.properties.get("hoodie.table.type", "COPY_ON_WRITE")
+
+    @property
+    def version(self) -> int:
+        try:
+            return int(self.properties.get("hoodie.table.version", "0"))
+        except ValueError:
+            return -1
+
+    @property
+    def layout_version(self) -> int:
+        raw = self.properties.get("hoodie.timeline.layout.version")
+        if raw is None:
+            return 2 if self.version >= 8 else 1
+        return int(raw)
+
+    @property
+    def timeline_folder(self) -> str:
+        if self.layout_version >= 2:
+            return posixpath.join(META_FOLDER, self.properties.get("hoodie.timeline.path", "timeline"))
+        return META_FOLDER
+
+    @property
+    def partition_fields(self) -> list[str]:
+        raw = self.properties.get("hoodie.table.partition.fields", "")
+        return [f.strip() for f in raw.split(",") if f.strip()]
+
+    @property
+    def record_key_fields(self) -> list[str]:
+        raw = self.properties.get("hoodie.table.recordkey.fields", "")
+        return [f.strip() for f in raw.split(",") if f.strip()]
+
+    @property
+    def precombine_field(self) -> str | None:
+        return (self.properties.get("hoodie.table.precombine.field")
+                or self.properties.get("hoodie.table.ordering.fields") or None)
+
+    @property
+    def hive_style_partitioning(self) -> bool:
+        return self.properties.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
+
+    @property
+    def base_file_format(self) -> str:
+        return self.properties.get("hoodie.table.base.file.format", "PARQUET")
+
+    @property
+    def bucket_num(self) -> int | None:
+        raw = self.properties.get("hoodie.bucket.index.num.buckets")
+        return int(raw) if raw else None
+
+    @classmethod
+    def for_new_table(cls, table_name: str, *, record_key_fields: Iterable[str],
+                      partition_fields: Iterable[str] = (), precombine_field: str | None = None,
+                      hive_style_partitioning: bool = False, database: str = "default",
+                      create_schema: str | None = None,
+                      extra: Mapping[str, Any] | None = None) -> "TableConfig":
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table_name or ""):
+            raise ConfigError(f"invalid table name {table_name!r}", key="hoodie.table.name",
+                              value=table_name,
+                              remedy="use letters, digits and underscores, starting with a letter")
+        keys = [k for k in record_key_fields]
+        if not keys:
+            raise ConfigError("a table needs at least one record key field",
+                              key="hoodie.table.recordkey.fields",
+                              remedy="set hoodie.datasource.write.recordkey.field")
+        parts = list(partition_fields)
+        p = {
+            "hoodie.table.name": table_name,
+            "hoodie.database.name": database,
+            "hoodie.table.type": "COPY_ON_WRITE",
+            "hoodie.table.version": "8",
+            "hoodie.table.initial.version": "8",
+            "hoodie.timeline.layout.version": "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.recordkey.fields": ",".join(keys),
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.table.keygenerator.type": "COMPLEX" if len(keys) > 1 or len(parts) > 1 else (
+                "SIMPLE" if parts else "NON_PARTITION"),
+            "hoodie.datasource.write.hive_style_partitioning": str(hive_style_partitioning).lower(),
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.record.merge.mode": "EVENT_TIME_ORDERING" if precombine_field else "COMMIT_TIME_ORDERING",
+            "hoodie.table.checksum": str(table_checksum(table_name, database)),
+        }
+        if parts:
+            p["hoodie.table.partition.fields"] = ",".join(parts)
+        if precombine_field:
+            p["hoodie.table.precombine.field"] = precombine_field
+        if create_schema:
+            p["hoodie.table.create.schema"] = create_schema
+        for k, v in (extra or {}).items():
+            p[k] = str(v)
+        return cls(p)
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+class Table:
+    """A table at a base path. Cheap to construct; the timeline is loaded on demand."""
+
+    def __init__(self, storage: Storage, config: TableConfig):
+        self.storage = storage
+        self.config = config
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, base_uri: str, storage_options: dict | None = None, **storage_kw) -> "Table":
+        storage = Storage(base_uri, storage_options, **storage_kw)
+        path = storage.path(META_FOLDER, PROPERTIES_FILE)
+        try:
+            data = storage.read(path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
+                                     base_path=storage.base_uri) from None
+        try:
+            props = parse_properties(data.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
+                                       base_path=storage.base_uri) from e
+        if "hoodie.table.name" not in props or "hoodie.table.version" not in props:
+            raise CorruptMetadataError(
+                f"hoodie.properties at {path} lacks hoodie.table.name or hoodie.table.version",
+                path=path, base_path=storage.base_uri,
+                remedy="the file is truncated or not a Hudi table's; restore it from a backup")
+        config = TableConfig(props)
+        if config.version not in READABLE_VERSIONS:
+            raise UnsupportedTableVersionError(
+                f"table {config.name} at {storage.base_uri} has version "
+                f"{props.get('hoodie.table.version')}; readable versions are {READABLE_VERSIONS}",
+                base_path=storage.base_uri, version=config.version,
+                remedy="upgrade or downgrade the table with Hudi's upgrade tool to version 8")
+        if config.table_type != "COPY_ON_WRITE":
+            raise UnsupportedTableVersionError(
+                f"table {config.name} is {config.table_type}; only COPY_ON_WRITE is supported",
+                base_path=storage.base_uri, version=config.version,
+                remedy="use a copy-on-write table")
+        return cls(storage, config)
+
+    @classmethod
+    def create(cls, base_uri: str, table_name: str, *, record_key_fields: Iterable[str],
+               partition_fields: Iterable[str] = (), precombine_field: str | None = None,
+               hive_style_partitioning: bool = False, storage_options: dict | None = None,
+               extra_properties: Mapping[str, Any] | None = None, exist_ok: bool = False,
+               **storage_kw) -> "Table":
+        config = TableConfig.for_new_table(
+            table_name, record_key_fields=record_key_fields, partition_fields=partition_fields,
+            precombine_field=precombine_field, hive_style_partitioning=hive_style_partitioning,
+            extra=extra_properties)
+        storage = Storage(base_uri, storage_options, **storage_kw)
+        path = storage.path(META_FOLDER, PROPERTIES_FILE)
+        try:
+            storage.create_if_absent(path, render_properties(config.properties).encode("utf-8"))
+        except FileExistsError:
+            if exist_ok:
+                table = cls.open(base_uri, storage_options, **storage_kw)
+                want = (list(record_key_fields), list(partition_fields))
+                have = (table.config.record_key_fields, table.config.partition_fields)
+                if want != have:
+                    raise TableExistsError(
+                        f"table at {storage.base_uri} exists with record keys {have[0]} and "
+                        f"partition fields {have[1]}, not {want[0]} and {want[1]}",
+                        base_path=storage.base_uri) from None
+                return table
+            raise TableExistsError(f"a Hudi table already exists at {storage.base_uri}",
+                                   base_path=storage.base_uri) from None
+        for folder in (config.timeline_folder, posixpath.join(config.timeline_folder, "history"),
+                       posixpath.join(META_FOLDER, ".temp"), posixpath.join(META_FOLDER, ".heartbeat")):
+            storage.makedirs(storage.path(folder))
+        return cls(storage, config)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    @property
+    def base_uri(self) -> str:
+        return self.storage.base_uri
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def version(self) -> int:
+        return self.config.version
+
+    def require_writable(self) -> None:
+        if self.config.version != WRITABLE_VERSION:
+            raise UnsupportedTableVersionError(
+                f"table {self.name} has version {self.config.version}; this writer writes only "
+                f"version {WRITABLE_VERSION} tables",
+                base_path=self.base_uri, version=self.config.version,
+                remedy="read it, or upgrade/downgrade it to version 8 with Hudi first")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def path(self, *parts: str) -> str:
+        return self.storage.path(*parts)
+
+    @property
+    def timeline_dir(self) -> str:
+        return self.storage.path(self.config.timeline_folder)
+
+    @property
+    def temp_dir(self) -> str:
+        return self.storage.path(META_FOLDER, ".temp")
+
+    @property
+    def heartbeat_dir(self) -> str:
+        return self.storage.path(META_FOLDER, ".heartbeat")
+
+    @property
+    def meta_dir(self) -> str:
+        return self.storage.path(META_FOLDER)
+
+    def timeline(self):
+        """A freshly loaded timeline (see :mod:`.timeline`)."""
+        return Timeline.load(self)
+
+    def write_partition_metadata(self, partition: str, instant_time: str) -> None:
+        """``<partition>/.hoodie_partition_metadata``, which Hudi uses to find partitions."""
+        if not partition:
+            path = self.storage.path(PARTITION_METADATA_FILE)
+            depth = 0
+        else:
+            path = self.storage.path(partition, PARTITION_METADATA_FILE)
+            depth = partition.count("/") + 1
+        if self.storage.exists(path):
+            return
+        text = render_properties({"commitTime": instant_time, "partitionDepth": str(depth)},
+                                 comment="partition metadata")
+        try:
+            self.storage.create_if_absent(path, text.encode())
+        except FileExistsError:
+            pass
+
+    def describe(self) -> dict:
+        c = self.config
+        return {"base_path": self.base_uri, "name": c.name, "version": c.version,
+                "type": c.table_type, "record_key_fields": c.record_key_fields,
+                "partition_fields": c.partition_fields, "precombine_field": c.precombine_field,
+                "hive_style_partitioning": c.hive_style_partitioning}
+

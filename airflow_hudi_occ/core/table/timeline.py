@@ -1,0 +1,361 @@
+"""The active timeline: which instants exist, in which state, and their metadata.
+
+A :class:`Timeline` is an immutable snapshot taken by listing the timeline folder once; call
+``table.timeline()`` again to see newer instants (the commit protocol reloads under the lock).
+Metadata of *completed* instants is immutable, so it is cached per process by file name:
+conflict resolution then reads only the few instants that completed since a write began, and
+its cost follows those instants, not the timeline's length.
+
+Writing: :func:`create_requested`, :func:`transition_to_inflight` and :func:`complete`
+implement the state machine ``requested -> inflight -> completed``. The completed file is
+created with create-if-absent and never overwritten: if it exists, the instant was already
+completed by someone else and :class:`InstantStateError` is raised.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
+from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, RequestedReplaceMetadata, RollbackPlan
+
+_STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+
+_CACHE_LOCK = threading.Lock()
+_META_CACHE: "OrderedDict[tuple[str, str], CommitMetadata]" = OrderedDict()
+_META_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """An instant with every file it has on the timeline folder."""
+
+    instant: Instant
+    files: tuple[str, ...]
+
+
+def _entry(t: str, names: list[str]) -> TimelineEntry | None:
+    items = [(parse_file_name(n), n) for n in names]
+    items = [(i, n) for i, n in items if i is not None]
+    if not items:
+        return None
+    items.sort(key=lambda x: _STATE_RANK[x[0].state])
+    latest = items[-1][0]
+    if latest.state is not State.COMPLETED:
+        # a pending commit's inflight file has no action; take it from the requested file
+        actions = [i.action for i, _ in items if i.state is State.REQUESTED]
+        if actions and latest.action is Action.COMMIT and actions[0] is not Action.COMMIT:
+            latest = Instant(t, actions[0], latest.state)
+    return TimelineEntry(latest, tuple(n for _, n in items))
+
+
+class _LoadedTimeline:
+    """Per-process, per-timeline-folder state kept between loads.
+
+    A reload lists the folder (unavoidable on a plain file system) but parses and rebuilds
+    only the names that appeared or vanished since the previous load, so its cost follows the
+    instants that changed, not the timeline's length (the commit path reloads under the lock).
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.names: set[str] = set()
+        self.names_by_time: dict[str, list[str]] = {}
+        self.entries: dict[str, TimelineEntry] = {}
+        self.times: list[str] = []          # sorted requested times
+        self.sorted_entries: list[TimelineEntry] = []
+        self.pending: set[str] = set()
+        self.max_completion: str | None = None
+
+    def refresh(self, names: set[str]) -> None:
+        added = names - self.names
+        removed = self.names - names
+        if not added and not removed:
+            return
+        touched: set[str] = set()
+        for n in removed:
+            inst = parse_file_name(n)
+            if inst is None:
+                continue
+            lst = self.names_by_time.get(inst.requested_time)
+            if lst and n in lst:
+                lst.remove(n)
+            touched.add(inst.requested_time)
+        for n in added:
+            inst = parse_file_name(n)
+            if inst is None:
+                continue
+            self.names_by_time.setdefault(inst.requested_time, []).append(n)
+            touched.add(inst.requested_time)
+        for t in touched:
+            e = _entry(t, self.names_by_time.get(t, []))
+            had = t in self.entries
+            if e is None:
+                self.names_by_time.pop(t, None)
+                if had:
+                    del self.entries[t]
+                    i = bisect.bisect_left(self.times, t)
+                    del self.times[i]
+                    del self.sorted_entries[i]
+                self.pending.discard(t)
+                continue
+            i = bisect.bisect_left(self.times, t)
+            if had:
+                self.sorted_entries[i] = e
+            else:
+                self.times.insert(i, t)
+                self.sorted_entries.insert(i, e)
+            self.entries[t] = e
+            if e.instant.is_pending:
+                self.pending.add(t)
+            else:
+                self.pending.discard(t)
+                c = e.instant.completion_time
+                if c and len(c) == 17 and (self.max_completion is None or c > self.max_completion):
+                    self.max_completion = c
+        self.names = names
+
+
+_LOADED: dict[tuple[str, str], _LoadedTimeline] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+class Timeline:
+    def __init__(self, table, entries: list[TimelineEntry], *, times: list[str] | None = None,
+                 by_time: dict[str, TimelineEntry] | None = None, pending: Iterable[str] | None = None,
+                 max_completion: str | None = None):
+        self.table = table
+        self._entries = entries
+        self._times = times if times is not None else [e.instant.requested_time for e in entries]
+        self._by_time = by_time if by_time is not None else {e.instant.requested_time: e for e in entries}
+        if pending is None:
+            pending = [e.instant.requested_time for e in entries if e.instant.is_pending]
+        self._pending = sorted(pending)
+        if max_completion is None:
+            done = [e.instant.completion_time for e in entries
+                    if e.instant.completion_time and len(e.instant.completion_time) == 17]
+            max_completion = max(done) if done else None
+        self._max_completion = max_completion
+
+    @classmethod
+    def load(cls, table) -> "Timeline":
+        folder = table.timeline_dir
+        names = set(table.storage.list_names(folder))
+        key = (table.base_uri, folder)
+        with _LOADED_LOCK:
+            state = _LOADED.get(key)
+            if state is None:
+                state = _LOADED[key] = _LoadedTimeline()
+        with state.lock:
+            state.refresh(names)
+            # Copies of references only: later refreshes must not change this snapshot.
+            return cls(table, list(state.sorted_entries), times=list(state.times),
+                       by_time=dict(state.entries), pending=set(state.pending),
+                       max_completion=state.max_completion)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Instant]:
+        return (e.instant for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def instants(self) -> list[Instant]:
+        return [e.instant for e in self._entries]
+
+    def get(self, requested_time: str) -> Instant | None:
+        e = self._by_time.get(requested_time)
+        return e.instant if e else None
+
+    def files_of(self, requested_time: str) -> tuple[str, ...]:
+        e = self._by_time.get(requested_time)
+        return e.files if e else ()
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self if i.is_completed]
+
+    def pending(self) -> list[Instant]:
+        return [self._by_time[t].instant for t in self._pending]
+
+    def window(self, since: str | None) -> list[Instant]:
+        """Instants requested after ``since`` plus every pending instant, in requested order.
+
+        Conflict candidates always lie here (a writer's candidates completed after its base
+        snapshot or are still pending), so callers need not walk the whole timeline.
+        """
+        if since is None:
+            return self.instants
+        i = bisect.bisect_right(self._times, since)
+        recent = [e.instant for e in self._entries[i:]]
+        older_pending = [self._by_time[t].instant for t in self._pending if t <= since]
+        return older_pending + recent
+
+    def completed_writes(self) -> list[Instant]:
+        return [i for i in self if i.is_completed and i.is_write]
+
+    def pending_writes(self) -> list[Instant]:
+        return [i for i in self.pending() if i.is_write]
+
+    def last_completed_write(self) -> Instant | None:
+        done = self.completed_writes()
+        return done[-1] if done else None
+
+    def completed_by_completion_time(self) -> list[Instant]:
+        """Completed instants in the order they completed (v6 has no completion time: requested)."""
+        return sorted(self.completed(), key=lambda i: (i.completion_time or i.requested_time,
+                                                       i.requested_time))
+
+    def earliest(self) -> Instant | None:
+        return self._entries[0].instant if self._entries else None
+
+    def latest_time(self) -> str | None:
+        """The largest requested or completion time on the timeline (a floor for new times)."""
+        cands = [t for t in (self._times[-1] if self._times else None, self._max_completion)
+                 if t and len(t) == 17]
+        return max(cands) if cands else None
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    def file_path(self, instant: Instant) -> str:
+        return self.table.storage.path(self.table.config.timeline_folder,
+                                       instant.file_name(self.table.config.layout_version))
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """Metadata of a completed write instant (cached), or of an inflight one (not cached)."""
+        path = self.file_path(instant)
+        if instant.is_completed:
+            key = (self.table.base_uri, path)
+            with _CACHE_LOCK:
+                hit = _META_CACHE.get(key)
+                if hit is not None:
+                    _META_CACHE.move_to_end(key)
+                    return hit
+        try:
+            data = self.table.storage.read(path)
+        except FileNotFoundError:
+            if instant.is_completed:
+                raise CorruptMetadataError(f"completed instant {instant} vanished from the timeline",
+                                           path=path, base_path=self.table.base_uri) from None
+            return CommitMetadata()
+        meta = CommitMetadata.decode(data, path)
+        if instant.is_completed:
+            with _CACHE_LOCK:
+                _META_CACHE[key] = meta
+                if len(_META_CACHE) > _META_CACHE_SIZE:
+                    _META_CACHE.popitem(last=False)
+        return meta
+
+    def requested_replace_metadata(self, instant: Instant) -> RequestedReplaceMetadata | None:
+        """The plan in a replacecommit/clustering ``.requested`` file, if any."""
+        req = Instant(instant.requested_time, instant.action if instant.is_pending else
+                      Action.REPLACE_COMMIT, State.REQUESTED)
+        for action in (req.action, Action.CLUSTERING, Action.REPLACE_COMMIT):
+            path = self.table.storage.path(self.table.config.timeline_folder,
+                                           Instant(instant.requested_time, action, State.REQUESTED).file_name())
+            try:
+                data = self.table.storage.read(path)
+            except FileNotFoundError:
+                continue
+            return RequestedReplaceMetadata.decode(data, path)
+        return None
+
+    def is_clustering(self, instant: Instant) -> bool:
+        if instant.action is Action.CLUSTERING:
+            return True
+        if instant.action is not Action.REPLACE_COMMIT:
+            return False
+        if instant.is_completed:
+            return self.commit_metadata(instant).operation_type == "CLUSTER"
+        plan = self.requested_replace_metadata(instant)
+        return bool(plan and (plan.operation_type == "CLUSTER" or plan.has_plan))
+
+    def to_json(self) -> list[dict]:
+        return [{"requested_time": i.requested_time, "action": i.action.value,
+                 "state": i.state.value, "completion_time": i.completion_time} for i in self]
+
+
+# --- writing the state machine ---------------------------------------------------------------
+
+
+def _timeline_path(table, instant: Instant) -> str:
+    return table.storage.path(table.config.timeline_folder, instant.file_name(table.config.layout_version))
+
+
+def create_requested(table, instant: Instant, data: bytes = b"") -> None:
+    table.require_writable()
+    req = Instant(instant.requested_time, instant.action, State.REQUESTED)
+    try:
+        table.storage.create_if_absent(_timeline_path(table, req), data)
+    except FileExistsError:
+        raise InstantStateError(f"instant {instant.requested_time} already exists on the timeline",
+                                instant=instant.requested_time,
+                                remedy="instant times must be unique: generate a new one under "
+                                       "the table lock") from None
+
+
+def transition_to_inflight(table, instant: Instant, data: bytes = b"") -> Instant:
+    inflight = Instant(instant.requested_time, instant.action, State.INFLIGHT)
+    try:
+        table.storage.create_if_absent(_timeline_path(table, inflight), data)
+    except FileExistsError:
+        pass  # a retried transition: inflight is only a marker of progress
+    return inflight
+
+
+def complete(table, instant: Instant, completion_time: str, data: bytes,
+             timeline: "Timeline | None" = None) -> Instant:
+    """Create the completed file (atomic, create-if-absent) and return the completed instant.
+
+    The completed file's name carries the completion time, so create-if-absent alone cannot
+    see an earlier completion under another completion time: the caller's timeline snapshot
+    (taken under the table lock) is checked too, or the folder is listed when none is given.
+    """
+    done = instant.to(State.COMPLETED, completion_time)
+    if timeline is None:
+        timeline = Timeline.load(table)
+    current = timeline.get(instant.requested_time)
+    if current is not None and current.is_completed:
+        raise InstantStateError(f"instant {instant.requested_time} is already completed",
+                                instant=instant.requested_time)
+    try:
+        table.storage.create_if_absent(_timeline_path(table, done), data)
+    except FileExistsError:
+        raise InstantStateError(f"instant {instant.requested_time} is already completed",
+                                instant=instant.requested_time) from None
+    return done
+
+
+def delete_pending_files(table, requested_time: str, names: Iterable[str]) -> None:
+    """Remove a failed instant's requested/inflight files, inflight first (Hudi's order), so a
+    crash in between leaves a requested-only instant that is still recognised as pending."""
+    ordered = sorted(names, key=lambda n: 0 if n.endswith("inflight") else 1)
+    for n in ordered:
+        inst = parse_file_name(n)
+        if inst is None or inst.requested_time != requested_time or inst.is_completed:
+            continue
+        table.storage.delete(table.storage.path(table.config.timeline_folder, n))
+
+
+def pending_rollback_for(timeline, instant_time: str) -> Instant | None:
+    """The pending rollback whose plan names ``instant_time``, if any: such an instant is
+    presumed dead and must not be completed or taken over."""
+    for inst in timeline.pending():
+        if inst.action is not Action.ROLLBACK:
+            continue
+        path = timeline.table.storage.path(timeline.table.config.timeline_folder,
+                                           Instant(inst.requested_time, Action.ROLLBACK,
+                                                   State.REQUESTED).file_name())
+        try:
+            plan = RollbackPlan.decode(timeline.table.storage.read(path), path)
+        except (CorruptMetadataError, FileNotFoundError):
+            continue
+        if plan.instant_time == instant_time:
+            return inst
+    return None
