@@ -1,0 +1,115 @@
+"""How a job talks to whoever runs it: exit codes, the prefixed JSON lines, ``K=V`` options.
+
+One definition for both spark-submit jobs (writes and table services), the Spark app the
+operator submits, the operators and hooks that read the job's output, and the ``hudi-occ``
+CLI. The contract an orchestrator relies on:
+
+- exit ``0`` done; ``75`` (EX_TEMPFAIL) a retryable conflict: retry as a fresh attempt; ``1``
+  an error not worth retrying; ``2`` the command line itself is wrong; ``3`` (CLI only) a
+  diagnosis that says the write would abort;
+- ``HUDI_OCC_BEGIN {...}`` as soon as the instant is requested (instant, attempt, writer id,
+  pid), so a watcher can follow the write before it ends;
+- exactly one ``HUDI_OCC_RESULT {...}`` line last, whatever happened, usage errors included.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable, TextIO
+
+from airflow_hudi_occ.core.errors import RetryableError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_WOULD_ABORT = 3
+EXIT_RETRYABLE = 75  # EX_TEMPFAIL (sysexits.h): "temporary failure, try again later"
+
+RESULT_PREFIX = "HUDI_OCC_RESULT "
+BEGIN_PREFIX = "HUDI_OCC_BEGIN "
+
+
+def emit(prefix: str, payload: dict, stream: TextIO | None = None) -> None:
+    """Print one protocol line (flushing what the job printed before, so the line stays whole)."""
+    stream = stream or sys.stdout
+    stream.flush()
+    print(prefix + json.dumps(payload, sort_keys=True, default=str), file=stream, flush=True)
+
+
+def emit_result(payload: dict, stream: TextIO | None = None) -> None:
+    emit(RESULT_PREFIX, payload, stream)
+
+
+def emit_begin(payload: dict, stream: TextIO | None = None) -> None:
+    emit(BEGIN_PREFIX, payload, stream)
+
+
+def parse_line(line: str, prefix: str) -> dict | None:
+    """The payload of ``line`` if it is a ``prefix`` line (leading log noise allowed)."""
+    i = line.find(prefix)
+    if i < 0:
+        return None
+    try:
+        out = json.loads(line[i + len(prefix):])
+    except ValueError:
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def last_payload(lines: str | Iterable[str], prefix: str = RESULT_PREFIX) -> dict | None:
+    """The last ``prefix`` payload in a job's output (a string or an iterable of lines)."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    found = None
+    for line in lines:
+        payload = parse_line(line, prefix)
+        if payload is not None:
+            found = payload
+    return found
+
+
+def usage_result(message: str) -> dict:
+    """The result line of a job whose command line was wrong."""
+    return {"outcome": "error", "error": {"error": "UsageError", "message": message}}
+
+
+def parse_options(items: Iterable[str] | None, flag: str = "--option", *,
+                  coerce: bool = False) -> dict[str, Any]:
+    """``["k=v", ...]`` as a dict; ``coerce`` reads JSON values (numbers, booleans, objects).
+
+    Raises ValueError naming the flag and the bad item; callers turn it into their usage error.
+    """
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{flag} expects KEY=VALUE, got {item!r}; write it as "
+                             f"{flag} some.key=value (no spaces around '=')")
+        if coerce:
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass  # a plain string, e.g. a region name or a URL
+        out[key] = value
+    return out
+
+
+def format_options(options: dict[str, Any], flag: str = "--option") -> list[str]:
+    """The command-line form of ``options``: ``[flag, "k=v", flag, "k=v", ...]`` (sorted)."""
+    out: list[str] = []
+    for k in sorted(options):
+        v = options[k]
+        out += [flag, f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}"]
+    return out
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code a job returns for ``error``: 75 for a retryable conflict, else 1."""
+    return EXIT_RETRYABLE if isinstance(error, RetryableError) else EXIT_ERROR
+
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_WOULD_ABORT", "EXIT_RETRYABLE",
+           "RESULT_PREFIX", "BEGIN_PREFIX", "emit", "emit_result", "emit_begin", "parse_line",
+           "last_payload", "usage_result", "parse_options", "format_options", "exit_code_for"]
