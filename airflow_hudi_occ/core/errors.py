@@ -288,3 +288,41 @@ class CleanedInstantError(HudiOccError):
         self.clean_instant = clean_instant
         self.earliest_retained = earliest_retained
         super().__init__(message, remedy=remedy)
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+def _all_error_classes() -> dict[str, type[HudiOccError]]:
+    out: dict[str, type[HudiOccError]] = {}
+    todo = [HudiOccError]
+    while todo:
+        cls = todo.pop()
+        out.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def from_dict(d: dict) -> HudiOccError | None:
+    """The error a :meth:`HudiOccError.to_dict` document describes (another process wrote it:
+    an executor's abort signal, a job's result line), as an instance of its own class, with
+    its structured fields; None when ``d`` names no error of this hierarchy.
+
+    Built without calling the class's ``__init__`` (each has its own signature); ``message``,
+    ``remedy`` and the scalar/list fields are restored as they were sent."""
+    if not isinstance(d, dict):
+        return None
+    cls = _all_error_classes().get(str(d.get("error") or ""))
+    if cls is None:
+        return None
+    err = cls.__new__(cls)
+    message = str(d.get("message") or cls.__name__)
+    remedy = d.get("remedy")
+    err.message = message
+    if remedy:
+        err.remedy = str(remedy)
+    for key, value in d.items():
+        if key not in ("error", "message", "remedy"):
+            setattr(err, key, value)
+    Exception.__init__(err, message if not err.remedy else f"{message} (what to do: {err.remedy})")
+    return err

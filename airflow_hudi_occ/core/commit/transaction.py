@@ -39,6 +39,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency import abort_signal
@@ -56,6 +57,7 @@ from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccErr
                      InstantStateError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
@@ -102,8 +104,24 @@ class CommitResult:
                 "attempted_instant": self.attempted_instant, "recovered_from": self.recovered_from,
                 "completion_time": self.instant.completion_time,
                 "action": self.instant.action.value,
-                "file_groups": sorted(f"{p}/{f}" for p, f in self.metadata.mutated_file_groups()),
+                "file_groups": file_group_names(self.metadata.mutated_file_groups()),
                 "checked_instants": self.checked_instants}
+
+
+class TransactionState(StrEnum):
+    """Where an attempt is: new -> requested -> inflight -> completed, or aborted from any.
+
+    A ``StrEnum``, so it prints and compares as the words the attempt log and messages use."""
+
+    NEW = "new"
+    REQUESTED = "requested"
+    INFLIGHT = "inflight"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+#: the states in which an attempt still holds an instant it must complete or roll back
+OPEN_STATES = (TransactionState.REQUESTED, TransactionState.INFLIGHT)
 
 
 class WriteTransaction:
@@ -114,8 +132,11 @@ class WriteTransaction:
                  writer_id: str | None = None, attempt: int = 1,
                  checkpoint: str | None = None, batch_key: str | None = None,
                  lock_manager=None, time_generator: InstantTimeGenerator | None = None,
-                 is_table_service: bool = False):
+                 is_table_service: bool = False, on_begin=None):
         self.table = table
+        #: called with this transaction once its instant is requested (and the lock released):
+        #: lets a runner announce the instant (the Spark app's HUDI_OCC_BEGIN line)
+        self.on_begin = on_begin
         self.config = config or WriteConfig()
         self.action = action
         self.operation_type = operation_type
@@ -131,7 +152,7 @@ class WriteTransaction:
         self.heartbeat: Heartbeat | None = None
         self._markers = None
         self._detector = None
-        self.state = "new"
+        self.state = TransactionState.NEW
         self.started_at = 0.0
         self.files_discarded = 0  # data files (by marker) thrown away by abort()
         self._strategy = None
@@ -186,7 +207,7 @@ class WriteTransaction:
         _ = self.lock_manager
 
     def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
-        if self.state != "new":
+        if self.state is not TransactionState.NEW:
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
         self._resolve_parts()
@@ -208,13 +229,15 @@ class WriteTransaction:
             pending_at_start=frozenset(i.requested_time for i in timeline.pending()),
             completed_at_start=frozenset(i.requested_time for i in timeline.completed()),
         )
-        self.state = "requested"
+        self.state = TransactionState.REQUESTED
         self.started_at = time.time()
         # A "running" record names the writer (DAG, task) while it works; its end overwrites it.
         rec = self._attempt_record()
         rec.outcome = attempt_log.RUNNING
         attempt_log.write_record(self.table, rec)
         log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
+        if self.on_begin is not None:
+            self.on_begin(self)
         return t
 
     def take_over(self, staged, *, now: float | None = None) -> bool:
@@ -226,7 +249,7 @@ class WriteTransaction:
         alone from here on. This is the one place an instant's heartbeat is restarted; it is
         safe because the decision that the old writer is dead and the new beat are one step
         under the lock. Returns False (nothing changed) if the instant is gone or alive."""
-        if self.state != "new":
+        if self.state is not TransactionState.NEW:
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
         self._resolve_parts()
@@ -248,7 +271,7 @@ class WriteTransaction:
                                  completed_at_start=frozenset())
         self.recovered_from = staged.writer_id
         self.staged = staged
-        self.state = "inflight"
+        self.state = TransactionState.INFLIGHT
         self.started_at = time.time()
         rec = self._attempt_record()
         rec.outcome = attempt_log.RUNNING
@@ -262,14 +285,14 @@ class WriteTransaction:
                        planned_file_groups: Iterable[tuple[str, str]] = ()) -> None:
         """Go inflight, recording the file groups the write plans to touch (as Hudi's workload
         profile does), so a table service committing meanwhile can see this write's footprint."""
-        if self.state != "requested":
+        if self.state is not TransactionState.REQUESTED:
             raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
         if data is None:
             planned = [WriteStat(file_id=f, path="", partition_path=p)
                        for p, f in sorted(set(planned_file_groups))]
             data = CommitMetadata.from_stats(planned, operation_type=self.operation_type).encode()
         self.instant = transition_to_inflight(self.table, self.instant, data)
-        self.state = "inflight"
+        self.state = TransactionState.INFLIGHT
 
     def check_abort(self) -> None:
         """Raise if another process asked this write to stop (cheap: one exists call)."""
@@ -280,7 +303,7 @@ class WriteTransaction:
     def create_marker(self, partition: str, data_file_name: str, io_type: str = "CREATE"):
         """Before each data file: abort signal, early conflict check, then the marker."""
         io = io_type if isinstance(io_type, IOType) else IOType[str(io_type).upper()]
-        if self.state == "requested":
+        if self.state is TransactionState.REQUESTED:
             self.start_inflight()
         abort_signal.check_abort(self.table, self.instant_time)
         det = self.detector
@@ -308,7 +331,7 @@ class WriteTransaction:
     def commit(self, stats: Iterable[WriteStat], *, schema: str | None = None,
                extra_metadata: Mapping[str, str] | None = None,
                replaced: Mapping[str, list[str]] | None = None) -> CommitResult:
-        if self.state not in ("requested", "inflight"):
+        if self.state not in OPEN_STATES:
             raise InstantStateError(f"cannot commit a transaction that is {self.state}",
                                     instant=self.instant_time)
         stats = list(stats)
@@ -319,7 +342,7 @@ class WriteTransaction:
         metadata = self.build_metadata(stats, schema=schema, extra_metadata=extra_metadata,
                                        replaced=replaced if replaced is not None else (
                                            {} if action is Action.REPLACE_COMMIT else None))
-        if self.state == "requested":
+        if self.state is TransactionState.REQUESTED:
             self.start_inflight()
         if self._detector is not None:
             self._detector.stop()
@@ -333,7 +356,7 @@ class WriteTransaction:
                         recovered_from: str | None = None) -> CommitResult:
         """Complete the instant with ready metadata (the last step of :meth:`commit`, and what a
         re-commit of a staged instant runs after :meth:`take_over`)."""
-        if self.state != "inflight":
+        if self.state is not TransactionState.INFLIGHT:
             raise InstantStateError(f"cannot commit a transaction that is {self.state}",
                                     instant=self.instant_time)
         if recovered_from is not None:
@@ -381,7 +404,7 @@ class WriteTransaction:
                             timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
         self.instant = done
-        self.state = "completed"
+        self.state = TransactionState.COMPLETED
         self._cleanup_after_commit()
         rec = self._attempt_record()
         rec.completion_time = completion_time
@@ -420,8 +443,8 @@ class WriteTransaction:
 
         ``error`` (what made the attempt fail) goes to the attempt log, so the timeline page and
         the CLI can say which instant won and how much work was discarded."""
-        if self.state in ("completed", "aborted", "new"):
-            self.state = "aborted" if self.state == "new" else self.state
+        if self.state in (TransactionState.COMPLETED, TransactionState.ABORTED, TransactionState.NEW):
+            self.state = TransactionState.ABORTED if self.state is TransactionState.NEW else self.state
             return
         rec = attempt_log.record_from_error(self._attempt_record(), error)
         rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
@@ -443,7 +466,7 @@ class WriteTransaction:
         finally:
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=rollback)
-            self.state = "aborted"
+            self.state = TransactionState.ABORTED
             attempt_log.write_record(self.table, rec)
 
     def close(self) -> None:
@@ -453,12 +476,12 @@ class WriteTransaction:
             pass
 
     def __enter__(self) -> "WriteTransaction":
-        if self.state == "new":
+        if self.state is TransactionState.NEW:
             self.begin()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None and self.state not in ("completed", "aborted"):
+        if exc_type is not None and self.state not in (TransactionState.COMPLETED, TransactionState.ABORTED):
             self.abort(reason=f"{exc_type.__name__}: {exc}", error=exc)
 
 
@@ -497,5 +520,5 @@ def find_committed_batch(table: Table, batch_key: str, *, timeline: Timeline | N
     return None
 
 
-__all__ = ["WriteTransaction", "CommitResult", "Snapshot", "COMMITTED", "ALREADY_COMMITTED", "RECOMMITTED",
+__all__ = ["WriteTransaction", "TransactionState", "OPEN_STATES", "CommitResult", "Snapshot", "COMMITTED", "ALREADY_COMMITTED", "RECOMMITTED",
            "last_checkpoint", "find_committed_batch", "default_writer_id"]

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import time
 
-from airflow_hudi_occ.core.errors import WriteAbortedError
-from airflow_hudi_occ.core.errors import EarlyConflictError
+from airflow_hudi_occ.core.errors import EarlyConflictError, WriteAbortedError, WriteConflictError, from_dict
 
 
 def _path(table, instant_time: str) -> str:
@@ -41,9 +40,6 @@ def abort_reason(table, instant_time: str) -> dict | None:
         return {"instant": instant_time, "reason": "abort requested (unreadable reason)"}
 
 
-_CONFLICTS = ("EarlyConflictError", "WriteConflictError", "PendingClusteringConflictError")
-
-
 def error_for(instant_time: str, info: dict):
     """The error a stopped write reports for a signal. A reason that is a JSON error document
     (written by an executor, the driver's checker or the Airflow trigger) naming a conflict
@@ -54,10 +50,12 @@ def error_for(instant_time: str, info: dict):
         d = json.loads(reason) if isinstance(reason, str) else None
     except ValueError:
         d = None
-    if isinstance(d, dict) and d.get("error") in _CONFLICTS:
-        return EarlyConflictError(instant=instant_time, other_instant=d.get("other_instant") or "",
-                                  file_groups=d.get("file_groups") or [],
-                                  other_action=d.get("other_action"), strategy=d.get("strategy"))
+    sent = from_dict(d) if isinstance(d, dict) else None
+    if isinstance(sent, WriteConflictError):
+        return EarlyConflictError(instant=instant_time, other_instant=getattr(sent, "other_instant", None) or "",
+                                  file_groups=getattr(sent, "file_groups", None) or [],
+                                  other_action=getattr(sent, "other_action", None),
+                                  strategy=getattr(sent, "strategy", None))
     if isinstance(d, dict) and d.get("error"):
         return WriteAbortedError(f"write {instant_time} stopped: {d.get('message')}",
                                  instant=instant_time, reason=d.get("error"))

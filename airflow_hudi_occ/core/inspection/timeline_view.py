@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format.layout import FileGroupId, file_group_names
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import parse_ms
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
@@ -95,7 +96,7 @@ def _group_key(writer: dict[str, Any]) -> str | None:
 
 
 def fg_name(partition: str, file_id: str) -> str:
-    return f"{partition}/{file_id}" if partition else file_id
+    return str(FileGroupId(partition, file_id))
 
 
 def fg_names(groups: Iterable[tuple[str, str]]) -> list[str]:
@@ -219,7 +220,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
                 "state": inst.state.value, "heartbeat_age_s": row["heartbeat_age_s"],
                 "status": status,
                 "partitions": sorted({p for p, _f in groups}),
-                "file_groups": sorted(f"{p}/{f}" if p else f for p, f in groups)
+                "file_groups": file_group_names(groups)
                 or row.get("file_groups") or [],
                 "writer": row["writer"], "lane": row["lane"],
             })

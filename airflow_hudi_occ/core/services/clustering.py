@@ -40,10 +40,11 @@ from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig, clusteri
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
-from airflow_hudi_occ.core.format.metadata import ClusteringGroup, FileGroupId, RequestedReplaceMetadata, WriteStat
-from airflow_hudi_occ.core.commit.transaction import Snapshot, WriteTransaction
+from airflow_hudi_occ.core.format.metadata import ClusteringGroup, RequestedReplaceMetadata, WriteStat
+from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.file_system_view import relative_path
 from airflow_hudi_occ.core.concurrency.conflict import pending_clustering_file_groups
@@ -172,7 +173,7 @@ def show_clustering(table) -> list[dict]:
                     "sort_columns": (plan.strategy_params.get("hoodie.clustering.plan.strategy.sort.columns")
                                      if plan else None) or None,
                     "groups": [{"num_output_file_groups": g.num_output_file_groups,
-                                "file_groups": [f"{p}/{f}" if p else f for p, f, _ in g.slices]}
+                                "file_groups": [str(FileGroupId(p, f)) for p, f, _ in g.slices]}
                                for g in (plan.input_groups if plan else [])]})
     return out
 
@@ -207,7 +208,7 @@ class ClusteringTransaction(WriteTransaction):
         An inflight plan whose executor's heartbeat is alive is refused; a dead executor's
         files are deleted and the plan is executed again.
         """
-        if self.state != "new":
+        if self.state is not TransactionState.NEW:
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
         opts = dict(self.config.options)
@@ -250,7 +251,7 @@ class ClusteringTransaction(WriteTransaction):
                 i.requested_time for i in timeline if i.requested_time != t and (
                     i.is_pending or (i.completion_time or i.requested_time) > t)),
             completed_at_start=frozenset(i.requested_time for i in done_before))
-        self.state = "requested"
+        self.state = TransactionState.REQUESTED
         self.started_at = time.time()
         return self.plan
 
