@@ -35,7 +35,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     f"{_C}.locks.filesystem": (f"{_C}.concurrency.locks.filesystem",),
     f"{_C}.locks.inprocess": (f"{_C}.concurrency.locks.inprocess",),
     f"{_C}.locks.zookeeper": (f"{_C}.concurrency.locks.zookeeper",),
-    f"{_C}.conflict": (f"{_C}.concurrency.conflict",),
+    f"{_C}.conflict": (f"{_C}.concurrency.conflict", f"{_C}.concurrency.clustering_gate"),
     f"{_C}.early_conflict": (f"{_C}.concurrency.early_conflict",),
     f"{_C}.abort_signal": (f"{_C}.concurrency.abort_signal",),
     f"{_C}.transaction": (f"{_C}.commit.transaction", f"{_C}.commit.recovery",
@@ -46,7 +46,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     f"{_C}.writer": (f"{_C}.commit.writer",),
     f"{_C}.rollback": (f"{_C}.commit.rollback", f"{_C}.table.timeline"),
     f"{_C}.clean": (f"{_C}.services.clean", f"{_C}.table.time_travel"),
-    f"{_C}.clustering": (f"{_C}.services.clustering", f"{_C}.table.file_system_view"),
+    f"{_C}.clustering": (f"{_C}.services.clustering", f"{_C}.table.file_system_view",
+                           f"{_C}.concurrency.clustering_gate"),
     f"{_C}.timeline_view": (f"{_C}.inspection.timeline_view",),
     f"{_C}.cli": ("airflow_hudi_occ.cli.main",),
 }

@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.services.clustering import check_write_against_pending_clustering
+from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError,
                            HudiOccError, RetryableError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, bucket_id_of, list_base_files
@@ -375,7 +375,7 @@ class SparkHudiWriter(SparkTableJob):
             return tagged, ([] if part_counts is not None else None)
         small: dict[str, list[tuple[str, int]]] = {}
         if op in ("upsert", "insert") and opts.small_file_limit > 0:
-            from airflow_hudi_occ.core.concurrency.conflict import pending_clustering_file_groups
+            from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
             clustering = pending_clustering_file_groups(view.timeline)
             for s in slices:
                 if s.file_group in clustering:

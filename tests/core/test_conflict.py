@@ -13,11 +13,12 @@ import fastavro
 import pytest
 
 from airflow_hudi_occ.core.config import HeartbeatConfig
+from airflow_hudi_occ.core.concurrency.clustering_gate import check_not_in_pending_clustering, pending_clustering_file_groups
 from airflow_hudi_occ.core.concurrency.conflict import (
     BucketIndexConcurrentFileWritesConflictResolutionStrategy, ConcurrentOperation,
     ConflictResolutionStrategy, PreferWriterConflictResolutionStrategy,
-    SimpleConcurrentFileWritesConflictResolutionStrategy, check_not_in_pending_clustering,
-    find_conflicts, get_conflict_resolution_strategy, pending_clustering_file_groups,
+    SimpleConcurrentFileWritesConflictResolutionStrategy,
+    find_conflicts, get_conflict_resolution_strategy,
     resolve_write_conflicts, strategy_from_options)
 from airflow_hudi_occ.core.errors import (ConfigError, PendingClusteringConflictError,
                                           RetryableError, UnknownStrategyError, WriteConflictError)

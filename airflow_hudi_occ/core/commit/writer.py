@@ -25,7 +25,7 @@ from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, r
                         write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.services.clustering import check_write_against_pending_clustering
+from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action

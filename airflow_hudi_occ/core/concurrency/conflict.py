@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ConfigProperty, HeartbeatConfig, parse_bool
 from airflow_hudi_occ.core.plugins import import_class
-from airflow_hudi_occ.core.errors import (ConfigError, PendingClusteringConflictError, UnknownStrategyError,
+from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
@@ -548,46 +548,3 @@ def find_conflicts(timeline, current: ConcurrentOperation, strategy: ConflictRes
     return out
 
 
-# --- pending clustering at write time ----------------------------------------------------------
-
-
-def pending_clustering_file_groups(timeline) -> dict[FileGroupId, str]:
-    """File groups that pending clustering plans will replace -> the plan's instant time."""
-    out: dict[FileGroupId, str] = {}
-    for inst in timeline.pending():
-        if inst.action not in (Action.CLUSTERING, Action.REPLACE_COMMIT) or not timeline.is_clustering(inst):
-            continue
-        plan = timeline.requested_replace_metadata(inst)
-        if plan is None:
-            continue
-        for fg in plan.input_file_groups():
-            out.setdefault(fg, inst.requested_time)  # timeline is sorted: earliest plan wins
-    return out
-
-
-def check_not_in_pending_clustering(timeline, file_groups: Iterable[FileGroupId],
-                                    instant: Instant | str) -> None:
-    """Refuse, before any data is written, to update file groups a pending clustering covers.
-
-    Clustering would replace them, dropping this write's new version; failing at commit
-    instead would waste the whole write.
-    """
-    this = instant.requested_time if isinstance(instant, Instant) else str(instant)
-    covered = pending_clustering_file_groups(timeline)
-    by_plan: dict[str, list[FileGroupId]] = {}
-    for fg in file_groups:
-        plan_time = covered.get(fg)
-        if plan_time is not None and plan_time != this:
-            by_plan.setdefault(plan_time, []).append(fg)
-    if not by_plan:
-        return
-    plan_time = min(by_plan)
-    groups = sorted(by_plan[plan_time])
-    plan_instant = timeline.get(plan_time)
-    action = plan_instant.action.value if plan_instant is not None else Action.CLUSTERING.value
-    shown = ", ".join(f"{p}/{f}" if p else f for p, f in groups[:5])
-    raise PendingClusteringConflictError(
-        f"instant {this} would write file groups [{shown}{' ...' if len(groups) > 5 else ''}] "
-        f"that pending clustering {plan_time} is replacing",
-        instant=this, other_instant=plan_time, file_groups=groups, other_action=action,
-        strategy=None)

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_hudi_occ.core.errors import HudiOccError
-from airflow_hudi_occ.core.table.table import META_COLUMNS
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 
 class SchemaError(HudiOccError):

@@ -32,11 +32,11 @@ import math
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig, clustering_rejects_updates
+from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
@@ -47,11 +47,11 @@ from airflow_hudi_occ.core.format.metadata import ClusteringGroup, RequestedRepl
 from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.file_system_view import relative_path
-from airflow_hudi_occ.core.concurrency.conflict import pending_clustering_file_groups
+from airflow_hudi_occ.core.concurrency.clustering_gate import (check_write_against_pending_clustering,  # noqa: F401
+                                                              pending_clustering_file_groups)
 from airflow_hudi_occ.core.table.timeline import create_requested
 from airflow_hudi_occ.core.format.bucket_index import bucket_config
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.concurrency.conflict import check_not_in_pending_clustering
 from airflow_hudi_occ.core.concurrency.conflict import strategy_from_options
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
@@ -179,14 +179,6 @@ def show_clustering(table) -> list[dict]:
 
 
 # --- writers meeting a pending plan --------------------------------------------------------
-
-
-def check_write_against_pending_clustering(timeline, file_groups: Iterable[FileGroupId], instant,
-                                           config: WriteConfig) -> None:
-    """Refuse (before any data is written) a write into file groups of a pending clustering
-    plan, unless the updates strategy allows it (then the clustering loses at its commit)."""
-    if clustering_rejects_updates(config.options):
-        check_not_in_pending_clustering(timeline, file_groups, instant)
 
 
 # --- executing -----------------------------------------------------------------------------
