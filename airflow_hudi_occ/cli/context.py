@@ -1,0 +1,110 @@
+"""What every subcommand gets: the parsed arguments, the table, the writers' options, one clock.
+
+Also the argument checks that turn a typo into a :class:`UsageError` (exit 2) before the table
+is read, so a mistyped instant is reported as a typo and not as a missing instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Iterable
+
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import HudiOccError, InstantStateError
+from airflow_hudi_occ.core.format.instant import Instant
+from airflow_hudi_occ.core.inspection.timeline_view import rollbacks_by_target
+from airflow_hudi_occ.core.job_protocol import parse_options
+from airflow_hudi_occ.core.table.table import Table
+
+PROG = "hudi-occ"
+
+#: what a subcommand returns: (JSON document, human text, exit code)
+Result = tuple[Any, str, int]
+
+
+class UsageError(HudiOccError):
+    """The command line itself is wrong (a malformed option, an impossible instant time)."""
+
+    remedy = f"see `{PROG} --help` or `{PROG} <subcommand> --help`"
+
+
+def _parse_pairs(items: Iterable[str] | None, flag: str, *, coerce: bool = False) -> dict[str, Any]:
+    try:
+        return parse_options(items, flag, coerce=coerce)
+    except ValueError as e:
+        raise UsageError(str(e).split("; ")[0],
+                         remedy=f"write it as {flag} some.key=value (no spaces around '=')") from None
+
+
+def _instant_time(value: str, what: str = "instant") -> str:
+    v = (value or "").strip()
+    if not (v.isdigit() and len(v) in (14, 17)):
+        raise UsageError(f"{what} {value!r} is not an instant time",
+                         remedy="instant times are 17 digits, yyyyMMddHHmmssSSS (older tables: "
+                                f"14 digits); list them with `{PROG} timeline TABLE`")
+    return v
+
+
+def _parse_file_group(value: str) -> tuple[str, str]:
+    partition, _, file_id = value.strip().strip("/").rpartition("/")
+    if not file_id:
+        raise UsageError(f"--file-group expects PARTITION/FILEID, got {value!r}",
+                         remedy="give the partition path and the fileId, e.g. 2024/01/01/"
+                                "7b0ea4f9-3768-4e87-b12c-8d33efd22b55-0 (just the fileId for a "
+                                "non-partitioned table)")
+    return partition, file_id
+
+
+class Context:
+    """One table, the writers' own options and one clock reading per run, so that heartbeat
+    ages and expiry verdicts in one output agree with each other and with the writers."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.options: dict[str, Any] = _parse_pairs(
+            [*(args.global_option or []), *(getattr(args, "option", None) or [])], "--option")
+        self.storage_options = _parse_pairs(
+            [*(args.global_storage_option or []), *(getattr(args, "storage_option", None) or [])],
+            "--storage-option", coerce=True)
+        self.config = WriteConfig.from_options(self.options)
+        self.table = _open_table(args.table, self.storage_options)
+        self.now = time.time()
+        self._timeline = None
+
+    @property
+    def timeline(self):
+        if self._timeline is None:
+            self._timeline = self.table.timeline()
+        return self._timeline
+
+    def with_options(self, **changes: Any) -> WriteConfig:
+        return WriteConfig.from_options({**self.options, **changes})
+
+
+def _open_table(path: str, storage_options: dict[str, Any]):
+    try:
+        return Table.open(path, storage_options or None)
+    except HudiOccError:
+        raise
+    except (ValueError, ImportError) as e:
+        # fsspec: "Protocol not known", or the backend package (s3fs, gcsfs) is not installed.
+        raise UsageError(f"cannot open storage for {path!r}: {e}",
+                         remedy="check the URL scheme, install its fsspec backend (e.g. s3fs) "
+                                "and pass credentials with --storage-option KEY=VALUE") from e
+
+
+def _require_instant(ctx: Context, t: str) -> Instant:
+    inst = ctx.timeline.get(t)
+    if inst is not None:
+        return inst
+    by = rollbacks_by_target(ctx.timeline).get(t)
+    if by is not None:
+        raise InstantStateError(
+            f"instant {t} is not on the timeline: rollback {by} rolled it back", instant=t,
+            remedy=f"its write failed or was aborted and its files are gone; `{PROG} timeline` "
+                   "shows the rollback, and the writer's own log says why it gave up")
+    raise InstantStateError(
+        f"instant {t} is not on the timeline of {ctx.table.base_uri}", instant=t,
+        remedy=f"list instants with `{PROG} timeline TABLE`; an instant archived or rolled back "
+               "before the archive is no longer visible")

@@ -1,0 +1,58 @@
+"""The subcommands that write: clean, rollback, cluster (each under the table lock, as a
+table service; a clustering that loses at its commit exits 75 like the spark-submit jobs)."""
+
+from __future__ import annotations
+
+from airflow_hudi_occ.cli.context import Context, Result, _instant_time, _require_instant
+from airflow_hudi_occ.cli.render import render_table
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
+from airflow_hudi_occ.core.job_protocol import EXIT_OK
+from airflow_hudi_occ.core.services.clean import run_clean
+from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering, show_clustering
+
+
+def cmd_clean(ctx: Context) -> Result:
+    res = run_clean(ctx.table, ctx.options, dry_run=ctx.args.dry_run)
+    doc = res.to_json()
+    files = res.planned_files if res.dry_run else res.deleted_files
+    head = (f"dry run: would delete {len(files)} files" if res.dry_run else
+            f"clean {res.clean_instant or '(nothing to clean)'}: deleted {len(files)} files, "
+            f"rolled back {len(res.rolled_back)} failed writes")
+    text = head + f" (policy {res.policy}, earliest retained {res.earliest_commit_to_retain or '-'})"
+    if files:
+        text += "\n" + "\n".join(f"  {f}" for f in files)
+    return doc, text, EXIT_OK
+
+
+def cmd_rollback(ctx: Context) -> Result:
+    if ctx.args.instant:
+        t = _instant_time(ctx.args.instant)
+        _require_instant(ctx, t)
+        res = [rollback_instant(ctx.table, t, ctx.config, reason="requested from the CLI")]
+    else:
+        res = rollback_failed_writes(ctx.table, ctx.config)
+    doc = {"rolled_back": [r.to_json() for r in res]}
+    text = render_table(["INSTANT", "ROLLBACK", "FILES DELETED", "SKIPPED"],
+                        [[r.rolled_back, r.rollback_instant, len(r.deleted_files), r.skipped_reason]
+                         for r in res], empty="no failed writes to roll back")
+    return doc, text, EXIT_OK
+
+
+def cmd_cluster(ctx: Context) -> Result:
+    action = ctx.args.action
+    if action == "schedule":
+        t = schedule_clustering(ctx.table, ctx.options)
+        return {"scheduled": t}, (f"scheduled clustering {t}" if t else "nothing to cluster"), EXIT_OK
+    if action == "run":
+        t = _instant_time(ctx.args.instant) if ctx.args.instant else None
+        res = execute_clustering(ctx.table, ctx.options, t)
+        return res.to_json(), (f"clustering {res.instant} committed at {res.completion_time}: "
+                               f"{res.to_json()['replaced_file_groups']} file groups into "
+                               f"{len(res.stats)}"), EXIT_OK
+    plans = show_clustering(ctx.table)
+    text = render_table(["INSTANT", "STATE", "SORT", "GROUPS", "FILE GROUPS", "OUTPUT FGS"],
+                        [[p["instant"], p["state"], p["sort_columns"], len(p["groups"]),
+                          sum(len(g["file_groups"]) for g in p["groups"]),
+                          sum(g["num_output_file_groups"] for g in p["groups"])] for p in plans],
+                        empty="no pending clustering")
+    return {"pending": plans}, text, EXIT_OK
