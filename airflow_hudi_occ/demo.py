@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                               for e in lost))
     expected_keys = {i for b in committed for i in b["ids"]}
     ok = _verify(args.table, expected_keys)
-    from airflow_hudi_occ.cli.main import main as cli_main
+    from airflow_hudi_occ.cli import main as cli_main
     print()
     cli_main(["show", args.table])
     return 0 if ok and not failed else 1

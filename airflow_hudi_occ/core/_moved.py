@@ -49,7 +49,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     f"{_C}.clustering": (f"{_C}.services.clustering", f"{_C}.table.file_system_view",
                            f"{_C}.concurrency.clustering_gate"),
     f"{_C}.timeline_view": (f"{_C}.inspection.timeline_view",),
-    f"{_C}.cli": ("airflow_hudi_occ.cli.main",),
+    f"{_C}.cli": ("airflow_hudi_occ.cli", "airflow_hudi_occ.cli.app", "airflow_hudi_occ.cli.context"),
 }
 
 

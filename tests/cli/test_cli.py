@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.cli.main import main, render_table
+from airflow_hudi_occ.cli import main, render_table
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired

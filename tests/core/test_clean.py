@@ -14,7 +14,7 @@ from airflow_hudi_occ.core.concurrency import abort_signal
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.services.clean import run_clean
-from airflow_hudi_occ.cli.main import main as cli_main
+from airflow_hudi_occ.cli import main as cli_main
 from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import CleanedInstantError
