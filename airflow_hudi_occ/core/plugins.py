@@ -32,3 +32,52 @@ def import_class(value: str, base: type) -> type | str:
     if not (isinstance(obj, type) and issubclass(obj, base)):
         return f"not a {base.__name__} subclass"
     return obj
+
+
+class Registry:
+    """The names one plug-in point accepts: built-in short names, Hudi's Java class names and
+    other aliases, each mapped to a class or to a ``"module:Class"`` path imported only when
+    chosen (so kazoo is imported only by a writer that locks with ZooKeeper); any other value
+    is tried as a dotted path to a user's subclass of ``base``.
+
+    ``error(value, why)`` builds the plug-in point's own typed error, so a user sees which key
+    was wrong and the valid names. ``reserved_prefix`` names a namespace (Hudi's Java classes)
+    whose unknown members are refused with ``reserved_reason`` instead of being imported.
+    """
+
+    def __init__(self, base: type, error, *, normalize=str.lower, reserved_prefix: str | None = None,
+                 reserved_reason: str = "not a known name", empty_reason: str | None = None):
+        self.base = base
+        self._error = error
+        self._normalize = normalize
+        self._reserved_prefix = reserved_prefix
+        self._reserved_reason = reserved_reason
+        self._empty_reason = empty_reason
+        self._targets: dict[str, type | str] = {}
+
+    def add(self, target: type | str, *names: str | None) -> None:
+        """Register ``target`` under each of ``names`` (None and '' are skipped)."""
+        for name in names:
+            if name:
+                self._targets[self._normalize(name)] = target
+
+    def lookup(self, value: str) -> type | str | None:
+        """The registered target of ``value``, without importing it; None if unregistered."""
+        return self._targets.get(self._normalize((value or "").strip()))
+
+    def resolve(self, value: str) -> type:
+        """The class ``value`` names, imported if it is given as a path."""
+        raw = (value or "").strip()
+        if not raw and self._empty_reason is not None:
+            raise self._error(value, self._empty_reason)
+        target = self._targets.get(self._normalize(raw)) if raw else None
+        if target is None:
+            if self._reserved_prefix and raw.startswith(self._reserved_prefix):
+                raise self._error(value, self._reserved_reason)
+            target = raw
+        if isinstance(target, type):
+            return target
+        found = import_class(target, self.base)
+        if isinstance(found, str):
+            raise self._error(value, found)
+        return found

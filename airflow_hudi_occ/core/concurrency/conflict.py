@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ConfigProperty, HeartbeatConfig, parse_bool
-from airflow_hudi_occ.core.plugins import import_class
+from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
@@ -434,16 +434,6 @@ _BUILTINS: tuple[type[ConflictResolutionStrategy], ...] = (
 )
 
 
-def _registry() -> dict[str, type[ConflictResolutionStrategy]]:
-    out: dict[str, type[ConflictResolutionStrategy]] = {}
-    for cls in _BUILTINS:
-        for alias in (cls.name, cls.name.replace("-", "_"), cls.hudi_class,
-                      cls.hudi_class.rsplit(".", 1)[-1] if cls.hudi_class else None):
-            if alias:
-                out[alias.lower()] = cls
-    return out
-
-
 def strategy_names() -> list[str]:
     """Valid names, short first, for help texts and errors."""
     return [c.name for c in _BUILTINS] + [c.hudi_class for c in _BUILTINS if c.hudi_class]
@@ -469,17 +459,15 @@ def get_conflict_resolution_strategy(name: str | ConflictResolutionStrategy,
     return strategy_class(name)(**kwargs)
 
 
+_REGISTRY = Registry(ConflictResolutionStrategy, lambda value, why: _unknown(value, f" ({why})"))
+for _cls in _BUILTINS:
+    _REGISTRY.add(_cls, _cls.name, _cls.name.replace("-", "_"), _cls.hudi_class,
+                  _cls.hudi_class.rsplit(".", 1)[-1] if _cls.hudi_class else None)
+
+
 def strategy_class(name: str) -> type[ConflictResolutionStrategy]:
     """The class a name stands for, without constructing it."""
-    value = (name or "").strip()
-    return _registry().get(value.lower()) or _import_strategy(value)
-
-
-def _import_strategy(value: str) -> type[ConflictResolutionStrategy]:
-    found = import_class(value, ConflictResolutionStrategy)
-    if isinstance(found, str):
-        raise _unknown(value, f" ({found})")
-    return found
+    return _REGISTRY.resolve(name)
 
 
 def strategy_from_options(options: Mapping[str, Any], *, table=None,

@@ -54,7 +54,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, ClassVar, Iterable
 
 from airflow_hudi_occ.core.config import ECD_STRATEGY, MarkerType, WriteConfig
-from airflow_hudi_occ.core.plugins import import_class
+from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import CorruptMetadataError, EarlyConflictError, UnknownStrategyError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.instant import Action
@@ -775,12 +775,6 @@ STRATEGIES: tuple[type[EarlyConflictDetectionStrategy], ...] = (
     BloomAsyncTimelineServerBasedDetectionStrategy,
 )
 
-_REGISTRY: dict[str, type[EarlyConflictDetectionStrategy]] = {}
-for _cls in STRATEGIES:
-    for _n in (_cls.name, _cls.hudi_class, _cls.hudi_class.rsplit(".", 1)[-1], *_cls.aliases):
-        _REGISTRY[_n.lower()] = _cls
-
-
 def valid_strategy_names() -> list[str]:
     return [n for cls in STRATEGIES for n in (cls.name, cls.hudi_class)] + ["<python.module>:<Class>"]
 
@@ -794,6 +788,12 @@ def _unknown(value: str, why: str) -> UnknownStrategyError:
                "bloom-async (or Hudi's class name), or leave it empty for the marker type's default")
 
 
+_REGISTRY = Registry(EarlyConflictDetectionStrategy, _unknown, reserved_prefix="org.apache.hudi.",
+                     reserved_reason="not a known strategy")
+for _cls in STRATEGIES:
+    _REGISTRY.add(_cls, _cls.name, _cls.hudi_class, _cls.hudi_class.rsplit(".", 1)[-1], *_cls.aliases)
+
+
 def get_detection_strategy(name_or_empty: str | None,
                            write_config: WriteConfig | None = None) -> type[EarlyConflictDetectionStrategy]:
     """The strategy class for a config value; empty picks the marker type's default."""
@@ -803,15 +803,7 @@ def get_detection_strategy(name_or_empty: str | None,
         return (AsyncTimelineServerBasedDetectionStrategy
                 if marker_type is MarkerType.TIMELINE_SERVER_BASED
                 else SimpleDirectMarkerBasedDetectionStrategy)
-    cls = _REGISTRY.get(raw.lower())
-    if cls is not None:
-        return cls
-    if raw.startswith("org.apache.hudi."):
-        raise _unknown(raw, "not a known strategy")
-    found = import_class(raw, EarlyConflictDetectionStrategy)
-    if isinstance(found, str):
-        raise _unknown(raw, found)
-    return found
+    return _REGISTRY.resolve(raw)
 
 
 def create_detector(table, instant_time: str, write_config: WriteConfig | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, LockConfig
-from airflow_hudi_occ.core.plugins import import_class
+from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import UnknownLockProviderError
 from airflow_hudi_occ.core.concurrency.locks.base import LockManager, LockProvider, LostListener, encode_lock_key, make_owner_id
 
@@ -56,30 +56,18 @@ def _unknown(value: str, why: str) -> UnknownLockProviderError:
                "class name for one of them), or to an importable LockProvider subclass")
 
 
-def _import(path: str, value: str) -> type:
-    found = import_class(path, LockProvider)
-    if isinstance(found, str):
-        raise _unknown(value, found)
-    return found
+_REGISTRY = Registry(LockProvider, _unknown, normalize=_short, reserved_prefix="org.apache.hudi.",
+                     reserved_reason="this Java lock provider has no Python implementation here",
+                     empty_reason="empty")
+for _name, _path in _BUILTIN.items():
+    _REGISTRY.add(_path, _name)
+for _java, _name in JAVA_CLASS_NAMES.items():
+    _REGISTRY.add(_BUILTIN[_name], _java)
 
 
 def resolve_provider_class(value: str) -> type[LockProvider]:
     """The LockProvider class named by a ``hoodie.write.lock.provider`` value."""
-    raw = (value or "").strip()
-    if not raw:
-        raise _unknown(value, "empty")
-    short = _short(raw)
-    if short in _BUILTIN:
-        target = _BUILTIN[short]
-    else:
-        java = {k.lower(): v for k, v in JAVA_CLASS_NAMES.items()}.get(raw.lower())
-        if java is not None:
-            target = _BUILTIN[java]
-        elif raw.startswith(_JAVA_PACKAGE) or raw.startswith("org.apache.hudi."):
-            raise _unknown(value, "this Java lock provider has no Python implementation here")
-        else:
-            target = raw
-    return _import(target, value)
+    return _REGISTRY.resolve(value)
 
 
 def get_lock_provider(config: LockConfig, *, base_path: str, table_name: str,
@@ -106,7 +94,7 @@ def table_lock_manager(table, config: "WriteConfig", *, lock_key: str | None = N
 def __getattr__(name: str):
     # Re-export the provider classes without importing kazoo for writers that never use it.
     if name in _LAZY_CLASSES:
-        return _import(_BUILTIN[_LAZY_CLASSES[name]], name)
+        return _REGISTRY.resolve(_LAZY_CLASSES[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
