@@ -45,7 +45,7 @@ MARKER_INFIX = ".marker."
 MARKERS_TYPE_FILE = "MARKERS.type"
 MARKERS_FILE_PREFIX = "MARKERS"
 MARKERS_FILE_RE = re.compile(r"^MARKERS(\d+)$")
-_INSTANT_DIR_RE = re.compile(r"^(\d{14}|\d{17})$")
+INSTANT_DIR_RE = re.compile(r"^(\d{14}|\d{17})$")
 
 #: Lines a writer puts in one MARKERS file before it claims a new one. Each marker rewrites its
 #: file whole, so this bounds the cost of one create, not the number of markers.
@@ -61,7 +61,7 @@ class IOType(str, enum.Enum):
         return self.value
 
 
-_SUFFIXES = tuple(f"{MARKER_INFIX}{t.value}" for t in IOType)
+MARKER_SUFFIXES = tuple(f"{MARKER_INFIX}{t.value}" for t in IOType)
 
 
 def file_id_of(data_file_name: str) -> str:
@@ -148,7 +148,7 @@ def _try_parse(relative_path: str) -> Marker | None:
         return None
 
 
-def _group_of_line(line: str) -> tuple[str, str]:
+def group_of_line(line: str) -> tuple[str, str]:
     """(partition, fileId) of a line already known to end with a marker suffix."""
     i = line.rfind("/")
     name = line[i + 1:]
@@ -186,10 +186,10 @@ def _keys_of_text(text: str, lines) -> frozenset[str] | set[str]:
     """
     if "/." not in text and "\n." not in text and not text.startswith(".") and "\r" not in text:
         keys = {line[:line.find("_", line.rfind("/") + 1)]
-                for line in text.split("\n") if line.endswith(_SUFFIXES)}
+                for line in text.split("\n") if line.endswith(MARKER_SUFFIXES)}
         if MARKER_INFIX not in "\n".join(keys):
             return keys
-    return frozenset(group_key(*_group_of_line(line)) for line in lines())
+    return frozenset(group_key(*group_of_line(line)) for line in lines())
 
 
 # --- batched marker files: tolerant parsing, cached by (size, mtime) -------------------------
@@ -264,7 +264,7 @@ def parse_marker_lines(data: bytes) -> tuple[str, ...]:
 def _lines_of(text: str) -> tuple[str, ...]:
     if "\r" in text:  # written on Windows: tolerate CRLF
         text = text.replace("\r\n", "\n")
-    return tuple([line for line in text.split("\n") if line.endswith(_SUFFIXES)])
+    return tuple([line for line in text.split("\n") if line.endswith(MARKER_SUFFIXES)])
 
 
 _CACHE_LOCK = threading.Lock()
@@ -431,7 +431,7 @@ class DirectWriteMarkers(WriteMarkers):
     def all_markers(self) -> list[Marker]:
         out = []
         for rel in sorted(self.storage.walk_files(self.dir)):
-            if rel.endswith(_SUFFIXES):
+            if rel.endswith(MARKER_SUFFIXES):
                 m = _try_parse(rel)
                 if m is not None:
                     out.append(m)
@@ -442,7 +442,7 @@ class DirectWriteMarkers(WriteMarkers):
         folder = self.storage.path(*TEMP_FOLDER, self.instant_time, partition)
         out = []
         for name in sorted(self.storage.list_names(folder)):
-            if name.endswith(_SUFFIXES):
+            if name.endswith(MARKER_SUFFIXES):
                 m = _try_parse(f"{partition}/{name}" if partition else name)
                 if m is not None:
                     out.append(m)
@@ -579,7 +579,7 @@ def markers_for(table, instant_time: str, marker_type: MarkerType | None = None)
 
 def list_marker_instants(table) -> list[str]:
     """Instant times that have a marker folder under ``.hoodie/.temp`` (ascending)."""
-    return sorted(n for n in table.storage.list_dirs(table.temp_dir) if _INSTANT_DIR_RE.match(n))
+    return sorted(n for n in table.storage.list_dirs(table.temp_dir) if INSTANT_DIR_RE.match(n))
 
 
 __all__ = [

@@ -1,0 +1,118 @@
+"""Early conflict detection (ECD, Hudi RFC-56): stop a doomed write before it writes data.
+
+Commit-time conflict resolution finds an overlap only after all the data is written. ECD
+looks at the *markers* of other, still running writers just before this writer creates each
+of its own markers, and aborts at once if one of them is writing the same file group.
+
+Where this sits in a write (see ``transaction.py``)::
+
+    begin -> inflight -> for each data file: detector.create_marker(...) -> write the file
+          -> commit (conflict resolution under the table lock still runs: ECD only saves work)
+
+Candidates (section 3 of the design): marker folders under ``.hoodie/.temp/`` of instants
+strictly EARLIER than this one (of two overlapping writers only the later one fails, the same
+rule as commit-time resolution), that are pending on the timeline (completed or rolled-back
+instants leave only leftovers), not a compaction or clustering, and whose heartbeat is alive.
+
+Strategies, named as Hudi names them (and by short names):
+
+- ``simple`` (:class:`SimpleDirectMarkerBasedDetectionStrategy`): list
+  ``<candidate>/<partition>`` only and look for the fileId. Two writers checking the same file
+  group at the same moment can both pass (then the commit-time check catches it).
+- ``transactional`` (:class:`SimpleTransactionDirectMarkerBasedDetectionStrategy`): the same,
+  with check and marker creation under a lock keyed ``partition/fileId``, which closes that race.
+- ``async`` (:class:`AsyncTimelineServerBasedDetectionStrategy`): for batched markers. A
+  background thread periodically compares this writer's file groups with the candidates' and
+  raises a sticky flag; marker creation only reads the flag, so it costs nothing.
+- ``bloom-direct`` / ``bloom-async``: as above, and every writer also keeps a bloom filter of
+  its file groups (``.hoodie/.temp/<t>/BLOOM``); the checker reads it first and skips candidates
+  that cannot hold the file group. A missing or unreadable bloom means "may contain".
+
+Optionally (``...early.conflict.check.commit.conflict``) an instant that *completed* after this
+write began and touched the file group is a conflict as well: its markers are gone by then.
+
+Beyond Hudi, deliberately: every strategy reads both marker layouts (a direct-marker writer
+sees a batched-marker writer and vice versa), and a pending insert-overwrite replacecommit is a
+candidate (Hudi skips every pending replacecommit; only clustering yields here).
+
+Errors: :class:`EarlyConflictError` (retryable: retry with a fresh instant time); once raised,
+the detector keeps raising it (the write is doomed). :class:`UnknownStrategyError` for a
+strategy name that does not exist. Storage errors pass through.
+"""
+
+from __future__ import annotations
+
+from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import (
+    AsyncTimelineServerBasedDetectionStrategy, BloomAsyncTimelineServerBasedDetectionStrategy)
+from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BLOOM_FILE, BloomFilter, bloom_key
+from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (
+    BloomDirectMarkerBasedDetectionStrategy, EarlyConflictDetectionStrategy,
+    SimpleDirectMarkerBasedDetectionStrategy, SimpleTransactionDirectMarkerBasedDetectionStrategy)
+from airflow_hudi_occ.core.config import ECD_STRATEGY, MarkerType, WriteConfig
+from airflow_hudi_occ.core.errors import UnknownStrategyError
+from airflow_hudi_occ.core.plugins import Registry
+
+
+STRATEGIES: tuple[type[EarlyConflictDetectionStrategy], ...] = (
+    SimpleDirectMarkerBasedDetectionStrategy,
+    SimpleTransactionDirectMarkerBasedDetectionStrategy,
+    AsyncTimelineServerBasedDetectionStrategy,
+    BloomDirectMarkerBasedDetectionStrategy,
+    BloomAsyncTimelineServerBasedDetectionStrategy,
+)
+
+
+def valid_strategy_names() -> list[str]:
+    return [n for cls in STRATEGIES for n in (cls.name, cls.hudi_class)] + ["<python.module>:<Class>"]
+
+
+def _unknown(value: str, why: str) -> UnknownStrategyError:
+    return UnknownStrategyError(
+        f"unknown early conflict detection strategy {value!r}: {why}; valid: "
+        f"{', '.join(valid_strategy_names())}",
+        key=ECD_STRATEGY.key, value=value,
+        remedy=f"set {ECD_STRATEGY.key} to one of simple, transactional, async, bloom-direct, "
+               "bloom-async (or Hudi's class name), or leave it empty for the marker type's default")
+
+
+_REGISTRY = Registry(EarlyConflictDetectionStrategy, _unknown, reserved_prefix="org.apache.hudi.",
+                     reserved_reason="not a known strategy")
+for _cls in STRATEGIES:
+    _REGISTRY.add(_cls, _cls.name, _cls.hudi_class, _cls.hudi_class.rsplit(".", 1)[-1], *_cls.aliases)
+
+
+def get_detection_strategy(name_or_empty: str | None,
+                           write_config: WriteConfig | None = None) -> type[EarlyConflictDetectionStrategy]:
+    """The strategy class for a config value; empty picks the marker type's default."""
+    raw = (name_or_empty or "").strip()
+    if not raw:
+        marker_type = (write_config or WriteConfig()).marker_type
+        return (AsyncTimelineServerBasedDetectionStrategy
+                if marker_type is MarkerType.TIMELINE_SERVER_BASED
+                else SimpleDirectMarkerBasedDetectionStrategy)
+    return _REGISTRY.resolve(raw)
+
+
+def create_detector(table, instant_time: str, write_config: WriteConfig | None = None,
+                    **kwargs) -> EarlyConflictDetectionStrategy:
+    """The detector ``write_config`` asks for (strategy by name, else by marker type)."""
+    write_config = write_config or WriteConfig()
+    cls = get_detection_strategy(write_config.early_conflict.strategy, write_config)
+    return cls(table, instant_time, write_config, **kwargs)
+
+
+__all__ = [
+    "AsyncTimelineServerBasedDetectionStrategy",
+    "BloomAsyncTimelineServerBasedDetectionStrategy",
+    "BloomDirectMarkerBasedDetectionStrategy",
+    "BLOOM_FILE",
+    "BloomFilter",
+    "EarlyConflictDetectionStrategy",
+    "STRATEGIES",
+    "SimpleDirectMarkerBasedDetectionStrategy",
+    "SimpleTransactionDirectMarkerBasedDetectionStrategy",
+    "bloom_key",
+    "create_detector",
+    "get_detection_strategy",
+    "valid_strategy_names",
+]
