@@ -69,7 +69,9 @@ def bare_arrow_write(spark, df, out_dir: str) -> int:
 
     from airflow_hudi_occ.core.table.file_system_view import base_file_name
     from airflow_hudi_occ.spark import tagging
-    from airflow_hudi_occ.spark.executor import STAT_DDL, STAT_SCHEMA, _conform, _normalize, _with_meta
+    from airflow_hudi_occ.core.commit.merge import conform
+    from airflow_hudi_occ.core.format.base_file import with_meta_columns
+    from airflow_hudi_occ.spark.executor import STAT_DDL, STAT_SCHEMA, _normalize
     from airflow_hudi_occ.spark.options import SparkWriteOptions
     from airflow_hudi_occ.spark.writer import arrow_schema_of
 
@@ -88,9 +90,9 @@ def bare_arrow_write(spark, df, out_dir: str) -> int:
         part, fid = key[0].as_py(), key[1].as_py()
         t = pa.concat_tables([_normalize(b) for b in batches])
         name = base_file_name(fid, "0-0-0", instant)
-        full = _with_meta(_conform(t, schema), t.column(tagging.KEY).combine_chunks(),
-                          pa.array([instant] * t.num_rows, pa.string()), instant=instant,
-                          partition=part, file_name=name, seq_prefix=f"{instant}_0_")
+        full = with_meta_columns(conform(t, schema), instant_time=instant, partition=part,
+                                 file_name=name, keys=t.column(tagging.KEY).combine_chunks(),
+                                 seq_prefix=f"{instant}_0_")
         d = os.path.join(out_dir, part)
         os.makedirs(d, exist_ok=True)
         pq.write_table(full, os.path.join(d, name), compression="snappy")

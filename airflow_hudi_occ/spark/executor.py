@@ -37,12 +37,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.format.base_file import with_meta_columns
+from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import RetryableError, WriteAbortedError
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -151,69 +154,18 @@ def _normalize(t: pa.Table | pa.RecordBatch) -> pa.Table:
     return t.cast(pa.schema(fields)) if changed else t
 
 
-def _conform(user: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The rows in the target schema: missing (added) columns are null, types cast."""
-    cols = []
-    for f in schema:
-        if f.name in user.column_names:
-            c = user.column(f.name)
-            cols.append(c if c.type == f.type else c.cast(f.type))
-        else:
-            cols.append(pa.nulls(user.num_rows, f.type))
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
-def _with_meta(user: pa.Table, keys: pa.Array, commit_times: pa.Array, *, instant: str,
-               partition: str, file_name: str, seq_prefix: str) -> pa.Table:
-    n = user.num_rows
-    seq = pc.binary_join_element_wise(pa.array([seq_prefix] * n, pa.string()),
-                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
-    meta = [commit_times.cast(pa.string()), seq, keys.cast(pa.string()),
-            pa.array([partition] * n, pa.string()), pa.array([file_name] * n, pa.string())]
-    return pa.Table.from_arrays(meta + list(user.columns), names=list(META_COLUMNS) + user.column_names)
-
-
 def _read_base(table: Table, rel: str) -> pa.Table:
     return _normalize(pq.read_table(io.BytesIO(table.storage.read(table.storage.path(rel)))))
 
 
-def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table):
-    """(user rows, keys, commit times, updates, inserts, deletes) of the new base file."""
-    bkeys = base.column("_hoodie_record_key").combine_chunks()
-    btimes = base.column("_hoodie_commit_time").combine_chunks()
-    buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
-    if ctx.mode == "delete":
-        hit = pc.is_in(bkeys, value_set=incoming.column(KEY).combine_chunks())
-        keep = pc.invert(hit)
-        return (buser.filter(keep), bkeys.filter(keep), btimes.filter(keep), 0, 0,
-                pc.sum(hit.cast(pa.int64())).as_py() or 0)
-    ikeys = incoming.column(KEY).combine_chunks()
-    iuser = _conform(incoming, ctx.target_schema)
-    now = pa.array([ctx.instant] * incoming.num_rows, pa.string())
-    if ctx.mode == "append":
-        user = pa.concat_tables([_conform(buser, ctx.target_schema), iuser])
-        return user, pa.concat_arrays([bkeys, ikeys]), pa.concat_arrays([btimes, now]), 0, \
-            incoming.num_rows, 0
-    matched_b = pc.is_in(bkeys, value_set=ikeys)
-    keep_old = pa.array([], pa.string())
-    pre = ctx.precombine
-    if pre and pre in buser.column_names and pre in iuser.column_names:
-        old = pa.table({"k": bkeys, "o": buser.column(pre)}).filter(matched_b)
-        new = pa.table({"k": ikeys, "n": iuser.column(pre)})
-        j = old.join(new, "k")
-        if j.num_rows:
-            # core._older: the stored record stays when the incoming one is strictly older.
-            older = pc.fill_null(pc.less(j.column("n"), j.column("o").cast(j.column("n").type)), False)
-            keep_old = j.column("k").filter(older).combine_chunks()
-    base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
-    in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
-    matched_i = pc.is_in(ikeys, value_set=bkeys)
-    updates = pc.sum(pc.and_(matched_i, in_take).cast(pa.int64())).as_py() or 0
-    inserts = pc.sum(pc.invert(matched_i).cast(pa.int64())).as_py() or 0
-    user = pa.concat_tables([_conform(buser.filter(base_keep), ctx.target_schema), iuser.filter(in_take)])
-    keys = pa.concat_arrays([bkeys.filter(base_keep), ikeys.filter(in_take)])
-    times = pa.concat_arrays([btimes.filter(base_keep), now.filter(in_take)])
-    return user, keys, times, updates, inserts, 0
+def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table) -> merge.MergeResult:
+    """The new base file of a file group that has one: ``core.commit.merge`` in this task's mode."""
+    mode = {"delete": merge.DELETE, "append": merge.APPEND}.get(ctx.mode, merge.UPSERT)
+    return merge.merge_file_group(base, incoming.drop_columns([c for c in (KEY, COMMIT_TIME)
+                                                              if c in incoming.column_names]),
+                                  incoming.column(KEY).combine_chunks(), mode=mode,
+                                  instant=ctx.instant, precombine=ctx.precombine,
+                                  schema=ctx.target_schema)
 
 
 def _clear_previous_attempts(table: Table, markers, partition: str, file_id: str, name: str) -> None:
@@ -231,7 +183,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         _check_abort(table, ctx.instant, detector)
         token = _task_token()
         name = base_file_name(file_id, token, ctx.instant)
-        rel = posixpath.join(partition, name) if partition else name
+        rel = join_partition(partition, name)
         prev_rel = ctx.prev.get((partition, file_id))
         io_type = "MERGE" if prev_rel else "CREATE"
         _clear_previous_attempts(table, markers, partition, file_id, name)
@@ -253,24 +205,26 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         if incoming is None:
             raise ValueError(f"no rows for file group {partition}/{file_id}")
         if prev_rel:
-            base = _read_base(table, prev_rel)
-            user, keys, times, upd, ins, dels = _merge(ctx, base, incoming)
+            res = _merge(ctx, _read_base(table, prev_rel), incoming)
+            user, keys, times = res.user, res.keys, res.commit_times
+            upd, ins, dels = res.updates, res.inserts, res.deletes
         elif ctx.mode == "cluster":
             # Clustering moves records as they are: each keeps its _hoodie_commit_time.
             if ctx.sort_columns:
                 incoming = incoming.take(pc.sort_indices(
                     incoming, sort_keys=[(c, "ascending") for c in ctx.sort_columns]))
-            user = _conform(incoming, ctx.target_schema)
+            user = merge.conform(incoming, ctx.target_schema)
             keys = incoming.column(KEY).combine_chunks()
             times = incoming.column(COMMIT_TIME).combine_chunks()
             upd, ins, dels = 0, incoming.num_rows, 0
         else:
-            user = _conform(incoming, ctx.target_schema)
+            user = merge.conform(incoming, ctx.target_schema)
             keys = incoming.column(KEY).combine_chunks()
             times = pa.array([ctx.instant] * incoming.num_rows, pa.string())
             upd, ins, dels = 0, incoming.num_rows, 0
-        full = _with_meta(user, keys, times, instant=ctx.instant, partition=partition,
-                          file_name=name, seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_")
+        full = with_meta_columns(user, instant_time=ctx.instant, partition=partition, file_name=name,
+                                 keys=keys, commit_times=times,
+                                 seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_")
         size = _write(table, rel, full, ctx)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel,

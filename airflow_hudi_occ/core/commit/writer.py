@@ -14,21 +14,23 @@ as Hudi's EVENT_TIME_ORDERING), ``insert`` (new file groups, no lookup), ``delet
 
 from __future__ import annotations
 
-import posixpath
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, record_keys, with_meta_columns, write_parquet,
-                        write_token)
+from airflow_hudi_occ.core.commit import merge
+from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, record_key_array, with_meta_columns,
+                                                    write_parquet, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
@@ -74,10 +76,11 @@ class _Work:
     file_id: str
     prev: object | None  # FileSlice
     rows: pa.Table  # final user rows (without meta columns)
-    commit_times: list[str]
+    commit_times: pa.Array | None  # None: every row takes this instant
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
+    keys: pa.Array | None = None  # record keys of ``rows`` (None: computed from the key fields)
 
 
 class ArrowTableWriter:
@@ -156,20 +159,20 @@ class ArrowTableWriter:
         replaced: dict[str, list[str]] = {}
         num_buckets = bucket_config(self.config.options)
         for part, rows in sorted(split_by_partition(self.table, data).items()):
-            rows = _dedupe(rows, key_fields, pre)
+            rows = merge.dedupe(rows, key_fields, pre)
             slices = view.latest_file_slices(part)
             if num_buckets is not None and op != "insert_overwrite":
                 work.extend(self._plan_buckets(tx, part, rows, slices, op, num_buckets))
                 continue
             if op == "insert_overwrite":
                 replaced[part] = [s.file_id for s in slices]
-                work.append(_Work(part, new_file_id(), None, rows, [tx.instant_time] * rows.num_rows,
+                work.append(_Work(part, new_file_id(), None, rows, None,
                                   inserts=rows.num_rows))
                 continue
             if op in ("insert", "bulk_insert") or not slices:
                 if op != "delete" and rows.num_rows:
                     work.append(_Work(part, new_file_id(), None, rows,
-                                      [tx.instant_time] * rows.num_rows, inserts=rows.num_rows))
+                                      None, inserts=rows.num_rows))
                 continue
             work.extend(self._merge_into(tx, part, rows, slices, op, new_groups=True))
         return work, replaced
@@ -194,7 +197,7 @@ class ArrowTableWriter:
             if sl is None:
                 if op != "delete":
                     out.append(_Work(part, new_file_id(bucket=b), None, sub,
-                                     [tx.instant_time] * sub.num_rows, inserts=sub.num_rows))
+                                     None, inserts=sub.num_rows))
                 continue
             out.extend(self._merge_into(tx, part, sub, [sl], op, new_groups=False, append_fresh=True))
         return out
@@ -202,56 +205,28 @@ class ArrowTableWriter:
     def _merge_into(self, tx, part, rows, slices, op, *, new_groups: bool, append_fresh: bool = False):
         """Merge ``rows`` into the file groups among ``slices`` that hold their keys; fresh keys
         go to a new file group (simple index) or into the one given slice (bucket index)."""
-        key_fields = self.table.config.record_key_fields
-        pre = self.table.config.precombine_field
+        keys = record_key_array(rows, self.table.config.record_key_fields)
+        mode = merge.DELETE if op == "delete" else merge.UPSERT
         work: list[_Work] = []
-        incoming = dict(zip(record_keys(rows, key_fields), range(rows.num_rows)))
-        claimed: set[str] = set()
+        claimed = pa.array([False] * rows.num_rows, pa.bool_())
         for s in slices:
             base = read_parquet(self.table.storage, s.base_file.relative_path)
-            bkeys = base.column("_hoodie_record_key").to_pylist()
-            hit = [k for k in bkeys if k in incoming]
-            claimed.update(hit)
-            fresh_here: list[int] = []
-            if append_fresh and op != "delete":
-                bset = set(bkeys)
-                fresh_here = [i for k, i in incoming.items() if k not in bset]
-                claimed.update(k for k in incoming if k not in bset)
-            if not hit and not fresh_here:
+            bkeys = base.column("_hoodie_record_key").combine_chunks()
+            hits = pc.is_in(keys, value_set=bkeys)
+            mine = hits if not append_fresh or op == "delete" else pa.array([True] * rows.num_rows)
+            if not pc.any(mine).as_py():
                 continue
-            keep_idx, commit_times, new_rows_idx = [], [], []
-            user = base.drop_columns(list(META_COLUMNS))
-            old_times = base.column("_hoodie_commit_time").to_pylist()
-            updates = deletes = 0
-            for i, k in enumerate(bkeys):
-                if k not in incoming:
-                    keep_idx.append(i)
-                    commit_times.append(old_times[i])
-                elif op == "delete":
-                    deletes += 1
-                elif pre and _older(rows, incoming[k], user, i, pre):
-                    keep_idx.append(i)  # the stored record is newer: keep it as it was
-                    commit_times.append(old_times[i])
-                else:
-                    new_rows_idx.append(incoming[k])
-                    updates += 1
-            kept = user.take(pa.array(keep_idx, pa.int64()))
-            pieces = [kept]
-            inserts = len(fresh_here)
-            new_rows_idx += sorted(fresh_here)
-            if new_rows_idx:
-                pieces.append(rows.take(pa.array(new_rows_idx, pa.int64())))
-            merged = pa.concat_tables(pieces, promote_options="permissive") \
-                if len(pieces) > 1 else kept
-            times = commit_times + [tx.instant_time] * len(new_rows_idx)
-            work.append(_Work(part, s.file_id, s, merged, times, updates=updates,
-                              deletes=deletes, inserts=inserts))
+            claimed = pc.or_(claimed, mine)
+            res = merge.merge_file_group(base, rows.filter(mine), keys.filter(mine), mode=mode,
+                                         instant=tx.instant_time, precombine=self.table.config.precombine_field)
+            work.append(_Work(part, s.file_id, s, res.user, res.commit_times, updates=res.updates,
+                              deletes=res.deletes, inserts=res.inserts, keys=res.keys))
         if op != "delete" and new_groups:
-            fresh = [i for k, i in incoming.items() if k not in claimed]
-            if fresh:
-                t = rows.take(pa.array(sorted(fresh), pa.int64()))
-                work.append(_Work(part, new_file_id(), None, t, [tx.instant_time] * t.num_rows,
-                                  inserts=t.num_rows))
+            fresh = pc.invert(claimed)
+            if pc.any(fresh).as_py():
+                t = rows.filter(fresh)
+                work.append(_Work(part, new_file_id(), None, t, None, inserts=t.num_rows,
+                                  keys=keys.filter(fresh)))
         return work
 
     # -- executing --------------------------------------------------------------------------------
@@ -259,7 +234,7 @@ class ArrowTableWriter:
     def _write_file(self, tx: WriteTransaction, w: _Work, before_file) -> WriteStat:
         token = write_token(0, 0, tx.attempt)
         name = base_file_name(w.file_id, token, tx.instant_time)
-        rel = posixpath.join(w.partition, name) if w.partition else name
+        rel = join_partition(w.partition, name)
         io_type = "MERGE" if w.prev is not None else "CREATE"
         if before_file:
             before_file(tx, w.partition, w.file_id)
@@ -269,7 +244,7 @@ class ArrowTableWriter:
         t0 = time.time()
         full = with_meta_columns(w.rows, instant_time=tx.instant_time, partition=w.partition,
                                  file_name=name, key_fields=self.table.config.record_key_fields,
-                                 commit_times=w.commit_times)
+                                 keys=w.keys, commit_times=w.commit_times)
         size = write_parquet(self.table.storage, rel, full)
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
@@ -280,28 +255,6 @@ class ArrowTableWriter:
                          prev_base_file=w.prev.base_file.name if w.prev is not None else None,
                          create_time_ms=ms if w.prev is None else 0,
                          upsert_time_ms=ms if w.prev is not None else 0)
-
-
-def _dedupe(rows: pa.Table, key_fields, pre: str | None) -> pa.Table:
-    """One record per key within a batch: the last one, or the one with the largest precombine."""
-    keys = record_keys(rows, key_fields)
-    best: dict[str, int] = {}
-    prevals = rows.column(pre).to_pylist() if pre and pre in rows.column_names else None
-    for i, k in enumerate(keys):
-        j = best.get(k)
-        if j is None or prevals is None or (prevals[i] is not None and (prevals[j] is None or prevals[i] >= prevals[j])):
-            best[k] = i
-    if len(best) == rows.num_rows:
-        return rows
-    return rows.take(pa.array(sorted(best.values()), pa.int64()))
-
-
-def _older(rows: pa.Table, new_i: int, base: pa.Table, old_i: int, pre: str) -> bool:
-    if pre not in rows.column_names or pre not in base.column_names:
-        return False
-    new_v = rows.column(pre)[new_i].as_py()
-    old_v = base.column(pre)[old_i].as_py()
-    return new_v is not None and old_v is not None and new_v < old_v
 
 
 def read_table(table: Table, as_of: str | None = None) -> pa.Table:

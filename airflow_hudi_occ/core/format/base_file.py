@@ -14,6 +14,7 @@ import uuid
 from typing import Iterable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, base_file_path  # noqa: F401
@@ -30,26 +31,59 @@ def write_token(partition_id: int = 0, stage_id: int = 0, attempt_id: int = 0) -
     return f"{partition_id}-{stage_id}-{attempt_id}"
 
 
+_PLAIN_TO_STRING = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
+
+
+def _key_part(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One key field as Hudi's record-key text: the value as a string, '' for null."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if any(test(col.type) for test in _PLAIN_TO_STRING):
+        text = pc.cast(col, pa.string())  # equal to str() for these types
+    else:  # floats, dates, decimals, ...: keep Python's str() of the value, as before
+        text = pa.array([None if v is None else str(v) for v in col.to_pylist()], pa.string())
+    return pc.fill_null(text, "")
+
+
+def record_key_array(table: pa.Table, key_fields) -> pa.Array:
+    """Hudi's record key of every row: the field's value for one field, ``f1:v1,f2:v2`` for several."""
+    fields = list(key_fields)
+    if len(fields) == 1:
+        return _key_part(table.column(fields[0]))
+    parts = []
+    for f in fields:
+        parts.append(pc.binary_join_element_wise(
+            pa.array([f"{f}:"] * table.num_rows, pa.string()), _key_part(table.column(f)), ""))
+    return pc.binary_join_element_wise(*parts, ",")
+
+
 def record_keys(table: pa.Table, key_fields: Sequence[str]) -> list[str]:
-    """Hudi's record key: the field's value for one field, ``f1:v1,f2:v2`` for several."""
-    cols = [table.column(f).to_pylist() for f in key_fields]
-    if len(key_fields) == 1:
-        return ["" if v is None else str(v) for v in cols[0]]
-    return [",".join(f"{f}:{'' if v is None else v}" for f, v in zip(key_fields, row))
-            for row in zip(*cols)]
+    """:func:`record_key_array` as a list."""
+    return record_key_array(table, key_fields).to_pylist()
 
 
 def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file_name: str,
-                      key_fields: Sequence[str], commit_times: Iterable[str] | None = None,
-                      seqno_start: int = 0, partition_id: int = 0) -> pa.Table:
-    """Prepend the meta columns. ``commit_times`` keeps unchanged rows' original commit time."""
+                      key_fields: Sequence[str] | None = None, keys: pa.Array | None = None,
+                      commit_times: Iterable[str] | pa.Array | None = None, seqno_start: int = 0,
+                      partition_id: int = 0, seq_prefix: str | None = None) -> pa.Table:
+    """Prepend the meta columns. ``keys`` (else computed from ``key_fields``) are the record
+    keys; ``commit_times`` keeps unchanged rows' original commit time; the sequence number is
+    ``<seq_prefix><n>`` (default prefix ``<instant>_<partition_id>_``)."""
     n = data.num_rows
     data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-    times = list(commit_times) if commit_times is not None else [instant_time] * n
-    seq = [f"{instant_time}_{partition_id}_{seqno_start + i}" for i in range(n)]
-    meta = [pa.array(times, pa.string()), pa.array(seq, pa.string()),
-            pa.array(record_keys(data, key_fields), pa.string()),
-            pa.array([partition] * n, pa.string()), pa.array([file_name] * n, pa.string())]
+    if keys is None:
+        keys = record_key_array(data, key_fields)
+    if commit_times is None:
+        times = pa.array([instant_time] * n, pa.string())
+    elif isinstance(commit_times, (pa.Array, pa.ChunkedArray)):
+        times = commit_times.cast(pa.string())
+    else:
+        times = pa.array(list(commit_times), pa.string())
+    prefix = f"{instant_time}_{partition_id}_" if seq_prefix is None else seq_prefix
+    seq = pc.binary_join_element_wise(pa.array([prefix] * n, pa.string()),
+                                      pc.cast(pa.array(range(seqno_start, seqno_start + n), pa.int64()),
+                                              pa.string()), "")
+    meta = [times, seq, keys.cast(pa.string()), pa.array([partition] * n, pa.string()),
+            pa.array([file_name] * n, pa.string())]
     return pa.Table.from_arrays(meta + list(data.columns),
                                 names=list(META_COLUMNS) + data.column_names)
 

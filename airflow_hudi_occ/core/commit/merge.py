@@ -1,0 +1,133 @@
+"""The record merge: what a file group's new base file holds after a batch, in Arrow compute.
+
+One implementation for every engine: the single-process writer (``commit/writer``) and the
+Spark executor (``spark/executor``) both call :func:`merge_file_group`, and the writer also
+calls :func:`dedupe` (Spark dedupes in its own SQL before the executors see the rows). No
+per-row Python: keys are matched with ``is_in``/joins, winners chosen with sorts.
+
+The rules, Hudi's with the default ``EVENT_TIME_ORDERING`` payload:
+
+- within a batch one record per key: the one with the largest ordering (precombine) value,
+  the later row on a tie; a null ordering value loses to any other (all null: the first row);
+  without an ordering field, the last row;
+- ``upsert``: a stored record whose key is in the batch is replaced by the incoming one unless
+  the incoming ordering value is strictly smaller (both non-null); replaced and new records
+  take this instant as ``_hoodie_commit_time``, untouched records keep theirs; keys not in the
+  file group are appended (the caller passes only the keys that belong here);
+- ``delete``: stored records whose key is in the batch are dropped;
+- ``append``: the batch is appended without matching (inserts into a small file group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_hudi_occ.core.format.base_file import record_key_array
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
+
+UPSERT, DELETE, APPEND = "upsert", "delete", "append"
+
+def dedupe(rows: pa.Table, key_fields, precombine: str | None, keys: pa.Array | None = None) -> pa.Table:
+    """One record per key within a batch (the rules in the module docstring), in batch order."""
+    keys = record_key_array(rows, key_fields) if keys is None else keys
+    n = rows.num_rows
+    if n == 0 or pc.count_distinct(keys).as_py() == n:
+        return rows
+    idx = pa.array(range(n), pa.int64())
+    if precombine and precombine in rows.column_names:
+        pre = rows.column(precombine).combine_chunks()
+        valid = pc.is_valid(pre)
+        # among non-null values: largest, then latest; all null: the first row
+        tie = pc.if_else(valid, idx, pc.negate(idx))
+        order = [("v", valid), ("p", pre), ("t", tie)]
+    else:
+        order = [("t", idx)]
+    t = pa.table({"k": keys, **{name: arr for name, arr in order}, "i": idx})
+    perm = pc.sort_indices(t, sort_keys=[("k", "ascending")] + [(name, "ascending") for name, _ in order])
+    ks = pc.take(keys, perm)
+    last = pa.concat_arrays([pc.not_equal(ks.slice(0, n - 1), ks.slice(1)), pa.array([True])])
+    chosen = pc.take(idx, perm).filter(last)
+    return rows.take(pc.take(chosen, pc.sort_indices(chosen)))
+
+
+def conform(user: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    """The rows in the target schema: missing (added) columns are null, types cast."""
+    if schema is None:
+        return user
+    cols = []
+    for f in schema:
+        if f.name in user.column_names:
+            c = user.column(f.name)
+            cols.append(c if c.type == f.type else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(user.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+@dataclass
+class MergeResult:
+    """The new base file's user rows, their record keys and commit times, and the counts."""
+
+    user: pa.Table
+    keys: pa.Array
+    commit_times: pa.Array
+    updates: int = 0
+    inserts: int = 0
+    deletes: int = 0
+
+
+def _count(mask) -> int:
+    return pc.sum(mask.cast(pa.int64())).as_py() or 0
+
+
+def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array, *, mode: str,
+                     instant: str, precombine: str | None = None,
+                     schema: pa.Schema | None = None) -> MergeResult:
+    """Merge a deduped batch into one file group's stored base file (meta columns included).
+
+    ``schema`` is the target schema of the user columns (the batch's schema when None; stored
+    rows are conformed to it: new columns null)."""
+    bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
+    btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
+    buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
+    ikeys = incoming_keys.cast(pa.string())
+    if mode == DELETE:
+        hit = pc.is_in(bkeys, value_set=ikeys)
+        keep = pc.invert(hit)
+        return MergeResult(conform(buser.filter(keep), schema), bkeys.filter(keep),
+                           btimes.filter(keep), deletes=_count(hit))
+    iuser = incoming.drop_columns([c for c in META_COLUMNS if c in incoming.column_names])
+    target = schema if schema is not None else iuser.schema
+    iuser = conform(iuser, target)
+    now = pa.array([instant] * incoming.num_rows, pa.string())
+    if mode == APPEND:
+        return MergeResult(pa.concat_tables([conform(buser, target), iuser]),
+                           pa.concat_arrays([bkeys, ikeys]), pa.concat_arrays([btimes, now]),
+                           inserts=incoming.num_rows)
+    if mode != UPSERT:
+        raise ValueError(f"unknown merge mode {mode!r}")
+    matched_b = pc.is_in(bkeys, value_set=ikeys)
+    keep_old = pa.array([], pa.string())
+    if precombine and precombine in buser.column_names and precombine in iuser.column_names:
+        old = pa.table({"k": bkeys, "o": buser.column(precombine)}).filter(matched_b)
+        new = pa.table({"k": ikeys, "n": iuser.column(precombine)})
+        j = old.join(new, "k")
+        if j.num_rows:
+            # the stored record stays when the incoming one is strictly older
+            older = pc.fill_null(pc.less(j.column("n"), j.column("o").cast(j.column("n").type)), False)
+            keep_old = j.column("k").filter(older).combine_chunks()
+    base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
+    in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
+    matched_i = pc.is_in(ikeys, value_set=bkeys)
+    return MergeResult(
+        pa.concat_tables([conform(buser.filter(base_keep), target), iuser.filter(in_take)]),
+        pa.concat_arrays([bkeys.filter(base_keep), ikeys.filter(in_take)]),
+        pa.concat_arrays([btimes.filter(base_keep), now.filter(in_take)]),
+        updates=_count(pc.and_(matched_i, in_take)), inserts=_count(pc.invert(matched_i)))
+
+
+__all__ = ["UPSERT", "DELETE", "APPEND", "MergeResult", "merge_file_group", "dedupe",
+           "conform"]
