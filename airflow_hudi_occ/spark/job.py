@@ -22,7 +22,6 @@ driver cancelled the running Spark job (``job_cancelled``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,11 +30,10 @@ import traceback
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_RETRYABLE = 75  # EX_TEMPFAIL (sysexits.h): "temporary failure, try again later"
-RESULT_PREFIX = "HUDI_OCC_RESULT "
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError  # noqa: E402
+from airflow_hudi_occ.core.job_protocol import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE,  # noqa: E402,F401
+                                                EXIT_USAGE, RESULT_PREFIX, emit_begin, emit_result,
+                                                last_payload, parse_options, usage_result)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -55,16 +53,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _options(pairs) -> dict:
-    out = {}
-    for kv in pairs:
-        if "=" not in kv:
-            raise SystemExit(f"--option needs K=V, got {kv!r}")
-        k, v = kv.split("=", 1)
-        out[k.strip()] = v
-    return out
-
-
 def read_source(spark, source: str, fmt: str):
     if fmt == "sql":
         return spark.sql(source)
@@ -74,26 +62,15 @@ def read_source(spark, source: str, fmt: str):
     return reader.format(fmt).load(source)
 
 
-def _test_barrier():
-    """Test hook: ``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>`` holds this writer before its
-    commit until n writers have reached that point (so concurrency tests provably overlap)."""
-    spec = os.environ.get("HUDI_OCC_TEST_COMMIT_BARRIER")
-    if not spec:
-        return None
-    folder, n = spec.rsplit(":", 1)
-
-    def wait(tx):
-        os.makedirs(folder, exist_ok=True)
-        open(os.path.join(folder, tx.instant_time), "w").close()
-        deadline = time.time() + 300
-        while len(os.listdir(folder)) < int(n) and time.time() < deadline:
-            time.sleep(0.05)
-    return wait
-
-
 def emit(payload: dict) -> None:
-    sys.stdout.flush()
-    print(RESULT_PREFIX + json.dumps(payload, sort_keys=True, default=str), flush=True)
+    emit_result(payload)
+
+
+def announce_begin(tx) -> None:
+    """The ``HUDI_OCC_BEGIN`` line, as soon as the instant is requested: a watcher (the
+    operator, the early-conflict sensor) can follow the write before it ends."""
+    emit_begin({"instant": tx.instant_time, "attempt": tx.attempt, "writer_id": tx.writer_id,
+                "pid": os.getpid()})
 
 
 def parse_command_line(parse_args, argv):
@@ -101,23 +78,24 @@ def parse_command_line(parse_args, argv):
     after one result line saying so, so that an orchestrator always finds a result."""
     try:
         args = parse_args(argv)
-        return args, _options(args.option)
+        return args, parse_options(args.option)
+    except ValueError as e:  # a malformed --option
+        emit(usage_result(str(e)))
+        return EXIT_USAGE
     except SystemExit as e:
         if e.code not in (0, None):
-            emit({"outcome": "error", "error": {"error": "UsageError", "message": str(e.code)}})
+            emit(usage_result(str(e.code)))
             return EXIT_USAGE
         return EXIT_OK
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, before_commit=None) -> int:
+    """Run one write; ``before_commit(tx)`` is called once all files are written, just before
+    the commit (a seam for harnesses such as airflow_hudi_occ/testing/spark_job.py)."""
     parsed = parse_command_line(parse_args, argv)
     if isinstance(parsed, int):
         return parsed
     args, options = parsed
-    from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
-    if os.environ.get("HUDI_OCC_CRASH_AT"):  # crash-injection tests only (testing/crash.py)
-        from airflow_hudi_occ.testing.crash import install
-        install()
     from airflow_hudi_occ.spark.session import ensure_python_env
     ensure_python_env()
     from pyspark.sql import SparkSession
@@ -135,11 +113,12 @@ def main(argv=None) -> int:
             args.batch_key, attempt=args.attempt)
         if res is None:
             spark = _session(SparkSession, args)
-            writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id)
+            writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
+                                     on_begin=announce_begin)
             df = read_source(spark, args.source, args.source_format)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
-                               before_commit=_test_barrier(), recover=False)
+                               before_commit=before_commit, recover=False)
         if res.outcome != "committed":
             print(f"batch {args.batch_key!r}: {res.outcome.replace('_', ' ')} as instant "
                   f"{res.instant}" + (" (no data written)" if res.outcome == "already_committed"
@@ -187,11 +166,7 @@ def _session(SparkSession, args):
 
 def parse_result(output: str) -> dict | None:
     """The job's result from its captured stdout (the last prefixed line)."""
-    found = None
-    for line in output.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            found = json.loads(line[len(RESULT_PREFIX):])
-    return found
+    return last_payload(output)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ import traceback
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from airflow_hudi_occ.spark.job import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE,  # noqa: E402
-                                        _test_barrier, emit, parse_command_line)
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError  # noqa: E402
+from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE  # noqa: E402
+from airflow_hudi_occ.spark.job import emit, parse_command_line  # noqa: E402
 
 SERVICES = ("clean", "rollback", "cluster")
 
@@ -58,7 +59,7 @@ def _spark(args):
     return SparkSession.builder.appName(f"hudi-occ cluster {os.path.basename(args.table)}").getOrCreate()
 
 
-def run(args, options: dict) -> dict:
+def run(args, options: dict, *, before_commit=None) -> dict:
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.table.table import Table
     table = Table.open(args.table)
@@ -85,7 +86,7 @@ def run(args, options: dict) -> dict:
     try:
         from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
         res = SparkClusteringExecutor(spark, args.table, options, writer_id=args.writer_id) \
-            .execute(instant, before_commit=_test_barrier())
+            .execute(instant, before_commit=before_commit)
         return {**res.to_json(), "scheduled": scheduled}
     finally:
         try:
@@ -94,16 +95,16 @@ def run(args, options: dict) -> dict:
             pass
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, before_commit=None) -> int:
+    """Run one service; ``before_commit(tx)`` is the clustering's seam before its commit."""
     parsed = parse_command_line(parse_args, argv)
     if isinstance(parsed, int):
         return parsed
     args, options = parsed
-    from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
     t0 = time.time()
     base = {"table": args.table, "service": args.service}
     try:
-        emit({**base, **run(args, options)})
+        emit({**base, **run(args, options, before_commit=before_commit)})
         return EXIT_OK
     except RetryableError as e:
         d = e.to_dict()

@@ -158,7 +158,14 @@ class SparkTableJob:
 
 
 class SparkHudiWriter(SparkTableJob):
-    """Writes DataFrames to one table; one :meth:`write` call is one attempt (one instant)."""
+    """Writes DataFrames to one table; one :meth:`write` call is one attempt (one instant).
+
+    ``on_begin(tx)`` is called as soon as an attempt's instant is requested (the job prints
+    its ``HUDI_OCC_BEGIN`` line from it)."""
+
+    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *, on_begin=None, **kw):
+        super().__init__(spark, base_path, options, **kw)
+        self.on_begin = on_begin
 
     def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
         """Before reading a keyed batch: its commit if already in the table, or the re-commit
@@ -228,7 +235,8 @@ class SparkHudiWriter(SparkTableJob):
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
         tx = WriteTransaction(table, opts.write_config, action=action, operation_type=opts.operation_type,
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
-                              batch_key=batch_key, lock_manager=self._lock_manager)
+                              batch_key=batch_key, lock_manager=self._lock_manager,
+                              on_begin=self.on_begin)
         t_start = time.time()
         tx.begin()
         persisted = []

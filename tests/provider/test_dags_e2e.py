@@ -2,7 +2,6 @@
 running the example DAGs at the same time against one table, checked with hudi-rs."""
 
 import glob
-import json
 import os
 import signal
 import time
@@ -14,6 +13,8 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.examples import expected_table
+from airflow_hudi_occ.provider.operators.hudi_occ import APPLICATION_ENV
+from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
 from .conftest import finish
@@ -38,7 +39,8 @@ def check_table(path, staging):
 
 
 def test_ingestion_and_backfill_in_parallel_conflict_retry_and_verify(airflow_env, tmp_path):
-    env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2", "HUDI_OCC_WRITE_WINDOW": "off"}
+    env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2", "HUDI_OCC_WRITE_WINDOW": "off",
+           APPLICATION_ENV: TEST_JOB}
     procs = [airflow_env.dags_test("hudi_occ_backfill", "backfill", env=env),
              airflow_env.dags_test("hudi_occ_ingestion", "ingestion", env=env)]
     logs = [finish(p) for p in procs]
@@ -99,7 +101,7 @@ def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_i
     instant = os.listdir(hold)[0]
     root = psutil.Process(p.pid)
     tree = root.children(recursive=True)
-    assert any("spark_app.py" in " ".join(c.cmdline()) for c in tree if c.is_running())
+    assert any("spark_job.py" in " ".join(c.cmdline()) for c in tree if c.is_running())
     t = Table.open(airflow_env.table)
     assert t.timeline().get(instant).is_pending
     p.send_signal(signal.SIGTERM)  # what Airflow's supervisor sends to a task it kills
@@ -107,7 +109,7 @@ def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_i
     assert "killed the Spark process tree" in log, log[-4000:]
     gone, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive, [(a.pid, a.cmdline()) for a in alive]
-    assert not _job_processes(str(hold)) and not [q for q in _job_processes("spark_app.py")
+    assert not _job_processes(str(hold)) and not [q for q in _job_processes("spark_job.py")
                                                    if instant in " ".join(q.cmdline())]
     # The instant is left pending; once its heartbeat expired, the next rollback removes it.
     assert Table.open(airflow_env.table).timeline().get(instant).is_pending

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
-from airflow_hudi_occ.provider.operators.hudi_occ import SPARK_APP
+from airflow_hudi_occ.testing.spark_job import PATH as SPARK_APP
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def _quiet(fn):
 
 def _drivers(tree):
     return [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-            and "spark_app.py" in " ".join(p.cmdline()) and "python" in os.path.basename(p.cmdline()[0])]
+            and "spark_job.py" in " ".join(p.cmdline()) and "python" in os.path.basename(p.cmdline()[0])]
 
 
 def test_provider_on_kill_orphans_the_local_python_driver_ours_does_not(tmp_path):

@@ -20,10 +20,7 @@ from airflow_hudi_occ.provider.operators import hudi_occ as ops
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
-OPTS = {"hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-        "hoodie.client.heartbeat.interval_in_ms": "400",
+OPTS = {**FAST_WRITE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "400",
         "hoodie.client.heartbeat.tolerable.misses": "2"}
 ROWS = [{"id": 1, "p": "a", "ts": 1, "value": "x"}, {"id": 2, "p": "b", "ts": 1, "value": "x"}]
 

@@ -59,7 +59,7 @@ def test_spark_clustering_keeps_rows_and_commit_times_and_sorts(spark, tmp_path)
 
 def _service_job(path, args, env_extra=None):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **(env_extra or {}))
-    cmd = [sys.executable, "-m", "airflow_hudi_occ.spark.service_job", "--table", path] + args
+    cmd = [sys.executable, "-m", "airflow_hudi_occ.testing.spark_job", "--table", path] + args
     for k, v in OPTS.items():
         cmd += ["--option", f"{k}={v}"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

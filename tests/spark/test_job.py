@@ -12,10 +12,11 @@ import pytest
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
+from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
-JOB = os.path.join(os.path.dirname(__file__), "..", "..", "airflow_hudi_occ", "spark", "job.py")
+JOB = TEST_JOB  # the engine's job inside the test harness (commit barrier)
 OPTS = {"hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "p",
         "hoodie.datasource.write.precombine.field": "ts",

@@ -20,10 +20,7 @@ from airflow_hudi_occ.spark.job import EXIT_OK, parse_result
 from airflow_hudi_occ.testing.crash import CRASH_ENV, MARK
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
-OPTS = {"hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-        "hoodie.client.heartbeat.interval_in_ms": "400",
+OPTS = {**FAST_WRITE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "400",
         "hoodie.client.heartbeat.tolerable.misses": "2"}
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("ts", pa.int64()), ("value", pa.string())])
 KEY = "ingest/scheduled__2024-01-01/upsert"
@@ -34,7 +31,7 @@ def job(table, src, *, crash_at=None, writer_id="job"):
     env.pop(CRASH_ENV, None)
     if crash_at:
         env[CRASH_ENV] = crash_at
-    cmd = [sys.executable, "-m", "airflow_hudi_occ.spark.job", "--table", table, "--operation", "upsert",
+    cmd = [sys.executable, "-m", "airflow_hudi_occ.testing.spark_job", "--table", table, "--operation", "upsert",
            "--source", src, "--batch-key", KEY, "--master", "local[1]", "--writer-id", writer_id]
     for k, v in OPTS.items():
         cmd += ["--option", f"{k}={v}"]

@@ -3,7 +3,6 @@
 import os
 import tempfile
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
@@ -49,22 +51,36 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
+from airflow_hudi_occ.core.commit.transaction import find_committed_batch
+from airflow_hudi_occ.core.services.clean import run_clean
+from airflow_hudi_occ.core.services.clustering import schedule_clustering
+from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
+                                                RESULT_PREFIX, format_options, parse_line)
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider import write_window
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 
 from airflow_hudi_occ.provider.links import HudiTimelineLink
 
 _LINKS: tuple = (HudiTimelineLink(),)
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
-RESULT_PREFIX = "HUDI_OCC_RESULT "
-BEGIN_PREFIX = "HUDI_OCC_BEGIN "
 
 #: XCom keys (also read by the sensors and the timeline page)
 XCOM_ATTEMPTS = "hudi_occ_attempts"
 XCOM_RUNNING = "hudi_occ_running_instant"
 XCOM_TABLE = "hudi_occ_table"
 
-SPARK_APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_app.py")
+_SPARK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "spark")
+#: the applications spark-submit runs (``application=`` or ``HUDI_OCC_SPARK_APPLICATION`` point
+#: both operators at another build of them, e.g. a ``local://`` path inside a cluster image)
+SPARK_APP = os.path.join(_SPARK_DIR, "job.py")
+SERVICE_APP = os.path.join(_SPARK_DIR, "service_job.py")
+APPLICATION_ENV = "HUDI_OCC_SPARK_APPLICATION"
+
+
+def _application(given: str | None, default: str) -> str:
+    return given or os.environ.get(APPLICATION_ENV) or default
 DEFAULT_SPARK_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 
 
@@ -101,13 +117,28 @@ def default_batch_key(context) -> str:
 
 
 def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
-    from airflow_hudi_occ.core.table.table import Table
-    from airflow_hudi_occ.core.commit.transaction import find_committed_batch
     try:
         table = Table.open(table_path, storage_options or None)
     except TableNotFoundError:
         return None
     return find_committed_batch(table, batch_key)
+
+
+@dataclass
+class _WriteRun:
+    """What every attempt of one task's write shares."""
+
+    table_path: str
+    options: dict
+    storage_options: dict | None
+    batch_key: str
+    labels: dict
+    ti: Any
+    attempts: list = field(default_factory=list)
+
+    @property
+    def owner(self) -> dict:
+        return {k: self.labels[k] for k in ("dag_id", "run_id", "task_id")}
 
 
 class HudiWriteOperator(BaseOperator):
@@ -124,6 +155,8 @@ class HudiWriteOperator(BaseOperator):
     :param checkpoint: source position recorded in the commit (templated); also the batch key
         when ``batch_key`` is not given
     :param partitions: partitions this write may touch (for write windows); None = unknown
+    :param application: the spark-submit application (default: the engine's
+        ``airflow_hudi_occ/spark/job.py``, or ``$HUDI_OCC_SPARK_APPLICATION``)
     :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
         request of another DAG run covers these partitions (see ``provider/write_window.py``)
     """
@@ -142,8 +175,10 @@ class HudiWriteOperator(BaseOperator):
                  backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
                  batch_key: str | None = None, checkpoint: str | None = None,
                  partitions: list[str] | None = None, yield_to_windows: bool = True,
-                 window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0, **kwargs):
+                 window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
+                 application: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        self.application = application
         self.source = source
         self.table_path = table_path
         self.source_format = source_format
@@ -168,7 +203,6 @@ class HudiWriteOperator(BaseOperator):
     # -- helpers -------------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
-        import sys
         env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
         if os.environ.get("PYTHONPATH"):
@@ -182,12 +216,9 @@ class HudiWriteOperator(BaseOperator):
                 "--batch-key", batch_key]
         if self.checkpoint:
             args += ["--checkpoint", str(self.checkpoint)]
-        for k, v in sorted(options.items()):
-            args += ["--option", f"{k}={v}"]
-        return args
+        return args + format_options(options)
 
     def _wait_for_window(self, table, owner: dict) -> None:
-        from airflow_hudi_occ.provider import write_window
         deadline = time.time() + self.window_wait_timeout_s
         announced = False
         while True:
@@ -206,123 +237,149 @@ class HudiWriteOperator(BaseOperator):
                 announced = True
             time.sleep(self.window_poll_s)
 
-    # -- execute -------------------------------------------------------------------------------
+    # -- execute: resolve the write, then attempts until one commits ---------------------------
 
     def execute(self, context) -> dict:
-        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
-        labels = task_labels(context)
-        try:
-            table_path = hook.table_path
-            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
-            hook.write_config(options)  # a bad key fails here, naming it, before Spark starts
-        except HudiOccError as e:
-            raise AirflowFailException(str(e)) from e
-        storage_options = hook.storage_options
-        batch_key = str(self.batch_key or self.checkpoint or default_batch_key(context))
-        ti = context["ti"]
-        ti.xcom_push(key=XCOM_TABLE, value=table_path)
-        owner = {k: labels[k] for k in ("dag_id", "run_id", "task_id")}
-        attempts: list[dict] = []
-
-        def already(inst) -> dict:
-            self.log.info("batch %r is already committed as instant %s (completed %s): this run "
-                          "writes nothing new", batch_key, inst.requested_time, inst.completion_time)
-            return {"outcome": "already_committed", "instant": inst.requested_time,
-                    "completion_time": inst.completion_time, "table": table_path,
-                    "batch_key": batch_key, "attempts": attempts}
-
-        def one(n: int) -> dict:
-            if self._killed:
-                raise AirflowException("the task was killed")
-            found = committed_instant(table_path, storage_options, batch_key)
-            if found is not None:
-                return already(found)
-            if self.yield_to_windows:
-                try:
-                    from airflow_hudi_occ.core.table.table import Table
-                    self._wait_for_window(Table.open(table_path, storage_options or None), owner)
-                except TableNotFoundError:
-                    pass
-            began: dict = {}
-            result: dict = {}
-
-            def on_line(line: str) -> None:
-                if line.startswith(BEGIN_PREFIX):
-                    began.update(json.loads(line[len(BEGIN_PREFIX):]))
-                    ti.xcom_push(key=XCOM_RUNNING, value={**began, "table": table_path})
-                    self.log.info("attempt %d began instant %s", n, began.get("instant"))
-                elif line.startswith(RESULT_PREFIX):
-                    result.clear()
-                    result.update(json.loads(line[len(RESULT_PREFIX):]))
-
-            self._job_hook = HudiSparkJobHook(
-                conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
-                name=f"hudi-occ {labels['dag_id']}.{labels['task_id']} attempt {n}",
-                application_args=self._args(table_path, options, batch_key, n), on_line=on_line)
-            t0 = time.time()
-            code = self._job_hook.run(SPARK_APP)
-            rec = {"attempt": n, "exit_code": code, "instant": result.get("instant") or began.get("instant"),
-                   "outcome": result.get("outcome") or ("killed" if self._killed else "error"),
-                   "seconds": round(time.time() - t0, 3)}
-            for k in ("completion_time", "other_instant", "file_groups", "seconds_discarded",
-                      "files_discarded", "stats", "attempted_instant", "recovered_from"):
-                if result.get(k) is not None:
-                    rec[k] = result[k]
-            if result.get("error"):
-                rec["error"] = {k: result["error"].get(k) for k in ("error", "message", "remedy")}
-            attempts.append(rec)
-            ti.xcom_push(key=XCOM_ATTEMPTS, value=attempts)
-            if code == EXIT_OK:
-                outcome = result.get("outcome") or "committed"
-                if outcome == "already_committed":
-                    self.log.info("attempt %d: batch %r is already committed as instant %s "
-                                  "(completed %s), found under the commit lock: this run writes "
-                                  "nothing new%s", n, batch_key, rec["instant"],
-                                  rec.get("completion_time"),
-                                  f"; its attempt {result['attempted_instant']} was rolled back"
-                                  if result.get("attempted_instant") else "")
-                elif outcome == "recommitted":
-                    self.log.info("attempt %d re-committed instant %s (completed %s), staged by the "
-                                  "dead writer %s: no data rewritten", n, rec["instant"],
-                                  rec.get("completion_time"), result.get("recovered_from"))
-                else:
-                    self.log.info("attempt %d committed instant %s (completed %s): %s", n,
-                                  rec["instant"], rec.get("completion_time"), rec.get("stats"))
-                return {**result, "outcome": outcome, "table": table_path, "batch_key": batch_key,
-                        "attempts": attempts}
-            if self._killed:
-                raise AirflowException(f"the task was killed during attempt {n} (instant "
-                                       f"{rec['instant']}; left for rollback)")
-            if code == EXIT_RETRYABLE:
-                self.log.warning("attempt %d: instant %s lost a conflict to %s on file groups %s; "
-                                 "%.1f s of work discarded; retrying with a fresh instant",
-                                 n, rec["instant"], rec.get("other_instant"), rec.get("file_groups"),
-                                 rec.get("seconds_discarded") or 0.0)
-                raise _JobConflict(result)
-            raise _JobFailed(code, result)
-
+        run = self._resolve(context)
         policy = RetryPolicy(max_conflict_retries=self.conflict_retries,
                              base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
         try:
-            out = run_with_conflict_retries(one, policy, RetryRun())
+            out = run_with_conflict_retries(lambda n: self._attempt(run, n), policy, RetryRun())
         except RetriesExhaustedError as e:
-            raise AirflowException(f"{len(attempts)} attempts all lost a conflict (batch {batch_key!r}): "
-                                   f"{e.remedy}") from e
+            raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
+                                   f"{run.batch_key!r}): {e.remedy}") from e
         except _JobFailed as e:
             if e.code in (EXIT_ERROR, EXIT_USAGE):
                 raise AirflowFailException(str(e)) from e
             raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
         finally:
-            try:
-                from airflow_hudi_occ.core.table.table import Table
-                from airflow_hudi_occ.provider import write_window
-                write_window.release_owned(Table.open(table_path, storage_options or None), owner)
-            except Exception:  # noqa: BLE001 - no table yet, or nothing to release
-                pass
-        conflicts = sum(1 for a in attempts if a["outcome"] == "conflict")
-        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", batch_key, out["outcome"],
-                      len(attempts), conflicts)
+            self._release_windows(run)
+        conflicts = sum(1 for a in run.attempts if a["outcome"] == "conflict")
+        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", run.batch_key,
+                      out["outcome"], len(run.attempts), conflicts)
         return out
+
+    def _resolve(self, context) -> "_WriteRun":
+        """The connection, options and batch key of this write; a bad key fails here, naming
+        it, before Spark starts."""
+        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
+        labels = task_labels(context)
+        try:
+            table_path = hook.table_path
+            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            hook.write_config(options)
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_TABLE, value=table_path)
+        return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
+                         batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
+                         labels=labels, ti=ti)
+
+    def _attempt(self, run: "_WriteRun", n: int) -> dict:
+        """One attempt: the batch already committed? wait for write windows, submit, decide."""
+        if self._killed:
+            raise AirflowException("the task was killed")
+        found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        if found is not None:
+            return self._already_committed(run, found)
+        if self.yield_to_windows:
+            self._yield_to_windows(run)
+        code, began, result, seconds = self._submit(run, n)
+        rec = self._record(run, n, code, began, result, seconds)
+        return self._decide(run, n, code, result, rec)
+
+    def _already_committed(self, run: "_WriteRun", inst) -> dict:
+        self.log.info("batch %r is already committed as instant %s (completed %s): this run "
+                      "writes nothing new", run.batch_key, inst.requested_time, inst.completion_time)
+        return {"outcome": "already_committed", "instant": inst.requested_time,
+                "completion_time": inst.completion_time, "table": run.table_path,
+                "batch_key": run.batch_key, "attempts": run.attempts}
+
+    def _yield_to_windows(self, run: "_WriteRun") -> None:
+        try:
+            self._wait_for_window(Table.open(run.table_path, run.storage_options or None), run.owner)
+        except TableNotFoundError:
+            pass
+
+    def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
+        """spark-submit one attempt; the BEGIN line publishes the running instant at once."""
+        began: dict = {}
+        result: dict = {}
+
+        def on_line(line: str) -> None:
+            payload = parse_line(line, BEGIN_PREFIX)
+            if payload is not None:
+                began.update(payload)
+                run.ti.xcom_push(key=XCOM_RUNNING, value={**began, "table": run.table_path})
+                self.log.info("attempt %d began instant %s", n, began.get("instant"))
+                return
+            payload = parse_line(line, RESULT_PREFIX)
+            if payload is not None:
+                result.clear()
+                result.update(payload)
+
+        self._job_hook = HudiSparkJobHook(
+            conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
+            name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
+            application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=on_line)
+        t0 = time.time()
+        code = self._job_hook.run(_application(self.application, SPARK_APP))
+        return code, began, result, round(time.time() - t0, 3)
+
+    def _record(self, run: "_WriteRun", n: int, code: int, began: dict, result: dict,
+                seconds: float) -> dict:
+        """The attempt as XCom and the timeline page see it."""
+        rec = {"attempt": n, "exit_code": code, "instant": result.get("instant") or began.get("instant"),
+               "outcome": result.get("outcome") or ("killed" if self._killed else "error"),
+               "seconds": seconds}
+        for k in ("completion_time", "other_instant", "file_groups", "seconds_discarded",
+                  "files_discarded", "stats", "attempted_instant", "recovered_from"):
+            if result.get(k) is not None:
+                rec[k] = result[k]
+        if result.get("error"):
+            rec["error"] = {k: result["error"].get(k) for k in ("error", "message", "remedy")}
+        run.attempts.append(rec)
+        run.ti.xcom_push(key=XCOM_ATTEMPTS, value=run.attempts)
+        return rec
+
+    def _decide(self, run: "_WriteRun", n: int, code: int, result: dict, rec: dict) -> dict:
+        """Done, retry on a fresh instant (:class:`_JobConflict`), or fail (:class:`_JobFailed`)."""
+        if code == EXIT_OK:
+            outcome = result.get("outcome") or "committed"
+            if outcome == "already_committed":
+                self.log.info("attempt %d: batch %r is already committed as instant %s "
+                              "(completed %s), found under the commit lock: this run writes "
+                              "nothing new%s", n, run.batch_key, rec["instant"],
+                              rec.get("completion_time"),
+                              f"; its attempt {result['attempted_instant']} was rolled back"
+                              if result.get("attempted_instant") else "")
+            elif outcome == "recommitted":
+                self.log.info("attempt %d re-committed instant %s (completed %s), staged by the "
+                              "dead writer %s: no data rewritten", n, rec["instant"],
+                              rec.get("completion_time"), result.get("recovered_from"))
+            else:
+                self.log.info("attempt %d committed instant %s (completed %s): %s", n,
+                              rec["instant"], rec.get("completion_time"), rec.get("stats"))
+            return {**result, "outcome": outcome, "table": run.table_path,
+                    "batch_key": run.batch_key, "attempts": run.attempts}
+        if self._killed:
+            raise AirflowException(f"the task was killed during attempt {n} (instant "
+                                   f"{rec['instant']}; left for rollback)")
+        if code == EXIT_RETRYABLE:
+            self.log.warning("attempt %d: instant %s lost a conflict to %s on file groups %s; "
+                             "%.1f s of work discarded; retrying with a fresh instant",
+                             n, rec["instant"], rec.get("other_instant"), rec.get("file_groups"),
+                             rec.get("seconds_discarded") or 0.0)
+            raise _JobConflict(result)
+        raise _JobFailed(code, result)
+
+    def _release_windows(self, run: "_WriteRun") -> None:
+        try:
+            write_window.release_owned(Table.open(run.table_path, run.storage_options or None),
+                                       run.owner)
+        except Exception:  # noqa: BLE001 - no table yet, or nothing to release
+            pass
 
     def on_kill(self) -> None:
         self._killed = True
@@ -347,8 +404,9 @@ class HudiTableServiceOperator(BaseOperator):
                  options: dict[str, Any] | None = None,
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
-                 instant: str | None = None, **kwargs):
+                 instant: str | None = None, application: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        self.application = application
         if service not in self.SERVICES:
             raise ValueError(f"service must be one of {self.SERVICES}, got {service!r}")
         self.service = service
@@ -379,7 +437,7 @@ class HudiTableServiceOperator(BaseOperator):
         return out
 
     def _rollback(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
+
         if self.instant:
             res = [rollback_instant(table, self.instant, config, reason="requested by Airflow",
                                     only_if_expired=True)]
@@ -388,31 +446,29 @@ class HudiTableServiceOperator(BaseOperator):
         return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
 
     def _clean(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.services.clean import run_clean
+
         return {"service": "clean", **run_clean(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
-        from airflow_hudi_occ.core.services.clustering import schedule_clustering
+
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
-        app = os.path.join(os.path.dirname(SPARK_APP), "..", "spark", "service_job.py")
-        args = ["--table", table.base_uri, "--service", "cluster", "--instant", str(instant)]
-        for k, v in sorted(options.items()):
-            args += ["--option", f"{k}={v}"]
+        args = ["--table", table.base_uri, "--service", "cluster", "--instant", str(instant),
+                *format_options(options)]
         result: dict = {}
 
         def on_line(line: str) -> None:
-            if line.startswith(RESULT_PREFIX):
-                result.update(json.loads(line[len(RESULT_PREFIX):]))
+            payload = parse_line(line, RESULT_PREFIX)
+            if payload is not None:
+                result.update(payload)
 
-        import sys
         self._job_hook = HudiSparkJobHook(
             conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=on_line,
             env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                       **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})},
             name=f"hudi-occ cluster {instant}")
-        code = self._job_hook.run(os.path.abspath(app))
+        code = self._job_hook.run(_application(self.application, SERVICE_APP))
         if code == EXIT_RETRYABLE:
             raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
                                    f"rolled back, plan included; the next run plans again: "

@@ -9,6 +9,7 @@ from airflow.sdk import DAG, task
 
 from airflow_hudi_occ.provider import examples
 from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 
 
 class CrashAfterCommitOperator(HudiWriteOperator):
@@ -45,4 +46,5 @@ with DAG(dag_id="hudi_occ_test_long_write", schedule=None, start_date=datetime(2
     HudiWriteOperator(
         task_id="rewrite", source=make_big_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir())),
         table_path=TABLE, options={**examples.TABLE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "1000"},
-        conflict_retries=0, spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")})
+        conflict_retries=0, spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")},
+        application=TEST_JOB)

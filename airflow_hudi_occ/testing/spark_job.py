@@ -1,0 +1,54 @@
+"""The Spark jobs with the test harness around them: crash points and a commit barrier.
+
+Production code reads no test switch. Tests that need a job to die at a point of the commit
+protocol (``HUDI_OCC_CRASH_AT``, see :mod:`airflow_hudi_occ.testing.crash`) or to wait before
+its commit until N writers got there (``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>``, so that
+concurrency tests provably overlap) run this file instead of the engine's job, with the same
+arguments: by path under spark-submit (or the operators' ``application=`` /
+``$HUDI_OCC_SPARK_APPLICATION``), or as ``python -m airflow_hudi_occ.testing.spark_job``.
+A command line with ``--service`` goes to the table-service job, any other to the write job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+if __package__ in (None, ""):  # run as a file by spark-submit
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+BARRIER_ENV = "HUDI_OCC_TEST_COMMIT_BARRIER"
+PATH = os.path.abspath(__file__)
+
+
+def commit_barrier():
+    """``before_commit`` that holds the writer until ``n`` writers have reached their commit."""
+    spec = os.environ.get(BARRIER_ENV)
+    if not spec:
+        return None
+    folder, n = spec.rsplit(":", 1)
+
+    def wait(tx):
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, tx.instant_time), "w").close()
+        deadline = time.time() + 300
+        while len(os.listdir(folder)) < int(n) and time.time() < deadline:
+            time.sleep(0.05)
+    return wait
+
+
+def main(argv=None) -> int:
+    from airflow_hudi_occ.testing.crash import CRASH_ENV, install
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(CRASH_ENV):
+        install()
+    if "--service" in argv:
+        from airflow_hudi_occ.spark import service_job
+        return service_job.main(argv, before_commit=commit_barrier())
+    from airflow_hudi_occ.spark import job
+    return job.main(argv, before_commit=commit_barrier())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
