@@ -157,6 +157,8 @@ def test_sigkilled_writer_rolled_back_by_clean_live_slow_writer_survives(table, 
     assert [b for b in list_base_files(table, "c") if b.instant_time == dead_t]  # it wrote files
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.join()
+    # A real wait, not now=: the live writer keeps beating meanwhile, so the clean must tell a
+    # dead heartbeat from a live one as of the same clock (a future now= would age both).
     time.sleep(1.5)  # > interval x misses: the killed writer's heartbeat has expired
     res = run_clean(table, opts)
     assert [r["rolled_back"] for r in res.rolled_back] == [dead_t]

@@ -2,7 +2,6 @@
 plan, and clustering racing ingestion in separate processes (hudi-rs checks every row once)."""
 
 import multiprocessing as mp
-import os
 
 import pyarrow as pa
 import pytest

@@ -231,8 +231,17 @@ def test_same_file_id_in_another_partition_is_no_conflict(table):
     base = commit(table, 10, 11, [("p1", "f1")])
     current = writer(table, 20, [("p1", "f1")])
     commit(table, 25, 26, [("p2", "f1")])
-    resolve_write_conflicts(table.timeline(), current, strategy("simple"),
-                            last_successful=base, pending_at_start=set())
+    checked = resolve_write_conflicts(table.timeline(), current, strategy("simple"),
+                                      last_successful=base, pending_at_start=set())
+    # the other commit was a candidate and was judged, not skipped: same fileId, other partition
+    assert [op.requested_time for op in checked] == [T(25)]
+    [finding] = find_conflicts(table.timeline(), current, strategy("simple"), last_successful=base)
+    assert finding.file_groups == frozenset() and finding.would_abort is False
+    # the same fileId in the same partition is a conflict: the test tells the two apart
+    commit(table, 27, 28, [("p1", "f1")])
+    with pytest.raises(WriteConflictError):
+        resolve_write_conflicts(table.timeline(), current, strategy("simple"),
+                                last_successful=base, pending_at_start=set())
 
 
 def test_first_conflict_in_completion_order_is_reported(table):

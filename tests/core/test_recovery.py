@@ -38,11 +38,7 @@ BATCH = [{"id": 0, "p": "p0", "value": "batch", "ts": 1}, {"id": 1, "p": "p1", "
 
 
 def options(tmp_path, **extra) -> dict:
-    return {"hoodie.write.lock.provider": "filesystem",
-            "hoodie.write.lock.wait_time_ms": "5000",
-            "hoodie.write.lock.client.num_retries": "30",
-            "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-            "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+    return {**FAST_WRITE_OPTIONS, "hoodie.write.lock.wait_time_ms": "5000",
             "hoodie.client.heartbeat.interval_in_ms": str(HEARTBEAT_MS),
             "hoodie.client.heartbeat.tolerable.misses": "2", **extra}
 

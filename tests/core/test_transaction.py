@@ -13,7 +13,7 @@ from airflow_hudi_occ.core.errors import (RetryableError, HeartbeatExpiredError,
                                           UnknownStrategyError, WriteAbortedError, WriteConflictError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_path
-from airflow_hudi_occ.core.format.instant import Action, State
+from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_CHECKPOINT, EXTRA_WRITER_ID,
                                             ClusteringGroup, RequestedReplaceMetadata)
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes

@@ -17,11 +17,7 @@ ZK_SESSION_MS = 2000
 
 
 def lock_options(kind: str, zk_hosts: str | None = None, **extra) -> dict:
-    opts = {"hoodie.write.lock.provider": kind,
-            "hoodie.write.lock.wait_time_ms": "2000",
-            "hoodie.write.lock.client.num_retries": "30",
-            "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-            "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.write.lock.provider": kind,
             "hoodie.client.heartbeat.interval_in_ms": str(HEARTBEAT_MS),
             # a killed holder's lock file is taken over after a minute (Hudi's knob is minutes)
             "hoodie.write.lock.filesystem.expire": "1",

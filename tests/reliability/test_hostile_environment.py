@@ -157,8 +157,8 @@ def test_disk_full_at_every_write(tmp_path, monkeypatch):
         strays = [f for f in all_files(table) if f.endswith(".tmp")]
         assert strays == [], f"disk full at write {n} left partial temp files {strays}"
         # space is back: dead attempts are rolled back, the next write commits
-        time.sleep(cfg.heartbeat.expiry_ms / 1000 + 0.1)
-        rollback_failed_writes(table, cfg)
+        # no writer is alive now: judge the dead attempts' heartbeats as of just past expiry
+        rollback_failed_writes(table, cfg, now=time.time() + cfg.heartbeat.expiry_ms / 1000 + 0.1)
         assert table.timeline().pending_writes() == []
         ArrowTableWriter(table, cfg).write(pa.Table.from_pylist(
             [{"id": 7, "p": "p1", "value": "after", "ts": 2}]))

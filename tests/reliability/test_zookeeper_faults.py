@@ -152,8 +152,8 @@ def test_writers_survive_server_restart(tmp_path, own_zk, n_workers, n_tx):
     outs = wait_workers(procs)
     # Leftovers of attempts cut off by the outage are dead writes: lazy rollback removes them.
     cfg = WriteConfig.from_options(options)
-    time.sleep(cfg.heartbeat.expiry_ms / 1000 + 0.2)
-    rollback_failed_writes(table, cfg)
+    # every worker has exited: judge the leftovers' heartbeats as of just past expiry
+    rollback_failed_writes(table, cfg, now=time.time() + cfg.heartbeat.expiry_ms / 1000 + 0.2)
     assert table.timeline().pending_writes() == []
     figures = check_history(table, procs, str(tmp_path / "replay"), seed=seed)
     assert figures["transactions"] == n_workers * n_tx
