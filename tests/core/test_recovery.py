@@ -29,6 +29,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.workers import keyed_batch_after_barrier
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 HEARTBEAT_MS = 400  # expiry: 2 misses = 0.8 s
 

@@ -19,6 +19,7 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.operators import hudi_occ as ops
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 OPTS = {**FAST_WRITE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "400",
         "hoodie.client.heartbeat.tolerable.misses": "2"}

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 HEARTBEAT_MS = 400  # expiry = 2 misses = 0.8 s: a dead writer is found quickly
 ZK_SESSION_MS = 2000

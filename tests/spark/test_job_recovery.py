@@ -19,6 +19,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.spark.job import EXIT_OK, parse_result
 from airflow_hudi_occ.testing.crash import CRASH_ENV, MARK
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 OPTS = {**FAST_WRITE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "400",
         "hoodie.client.heartbeat.tolerable.misses": "2"}
