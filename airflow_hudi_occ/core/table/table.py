@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
                      UnsupportedTableVersionError)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE  # noqa: F401
+from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.timeline import Timeline
@@ -29,108 +28,6 @@ from airflow_hudi_occ.core.table.timeline import Timeline
 READABLE_VERSIONS = (6, 8, 9)
 WRITABLE_VERSION = 8
 
-
-
-# --- Java properties codec ------------------------------------------------------------------
-
-def _unescape(s: str) -> str:
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            n = s[i + 1]
-            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2:i + 6]):
-                out.append(chr(int(s[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f"}.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    text = "".join(out)
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
-        try:  # \uD83D\uDE00 (a surrogate pair, as Java writes it) is one character
-            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-        except UnicodeDecodeError:  # a lone surrogate: keep it as read
-            pass
-    return text
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (continuation lines, escapes, ``=``/``:`` separators)."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    buf = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not buf and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            buf += line[:-1]
-            continue
-        logical.append(buf + line)
-        buf = ""
-    if buf:
-        logical.append(buf)
-    for line in logical:
-        i, key_end = 0, None
-        while i < len(line):
-            c = line[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c in "=: \t":
-                key_end = i
-                break
-            i += 1
-        if key_end is None:
-            key, value = line, ""
-        else:
-            key = line[:key_end]
-            rest = line[key_end:].lstrip(" \t")
-            if rest[:1] in ("=", ":"):
-                rest = rest[1:].lstrip(" \t")
-            value = rest
-        props[_unescape(key)] = _unescape(value)
-    return props
-
-
-def _escape(s: str, is_key: bool) -> str:
-    out = []
-    for i, c in enumerate(s):
-        if c in "\\=:#!" or (c == " " and (is_key or i == 0)):
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\r":
-            out.append("\\r")
-        elif ord(c) > 0xFFFF:  # Java writes UTF-16 code units: a surrogate pair
-            hi, lo = divmod(ord(c) - 0x10000, 0x400)
-            out.append(f"\\u{0xD800 + hi:04x}\\u{0xDC00 + lo:04x}")
-        elif ord(c) > 126 or ord(c) < 32:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def render_properties(props: Mapping[str, str], comment: str | None = None) -> str:
-    now = datetime.now(timezone.utc)
-    lines = [f"#{comment or 'Properties saved on ' + now.isoformat()}",
-             f"#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}"]
-    for k in sorted(props):
-        lines.append(f"{_escape(k, True)}={_escape(str(props[k]), False)}")
-    return "\n".join(lines) + "\n"
-
-
-def table_checksum(table_name: str, database: str | None) -> int:
-    """``hoodie.table.checksum`` as Java Hudi computes it: CRC32 of ``[database.]table``."""
-    name = f"{database}.{table_name}" if database else table_name
-    return zlib.crc32(name.encode("utf-8"))
 
 
 # --- table config ---------------------------------------------------------------------------
@@ -270,7 +167,7 @@ class Table:
             raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
                                      base_path=storage.base_uri) from None
         try:
-            props = parse_properties(data.decode("utf-8"))
+            props = parse_properties(data.decode("utf-8"), path)
         except UnicodeDecodeError as e:
             raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
                                        base_path=storage.base_uri) from e
