@@ -29,7 +29,7 @@ else
   $SUDO apt-get install -y -qq zookeeper
 fi
 
-# Curator (for tests/core/locks/test_curator_interop.py): optional, installed when available.
+# Curator (for tests/core/concurrency/locks/test_curator_interop.py): optional, installed when available.
 for pkg in libcurator-client-java libcurator-framework-java libcurator-recipes-java; do
   if installed "$pkg"; then
     echo "install-zookeeper: $pkg already installed"

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 
-from tests.core.test_timeline_view import _cfg, make_contended_table  # noqa: E402
+from tests.core.inspection.test_timeline_view import _cfg, make_contended_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_INSTANT_MARK = "secret-backfill"
