@@ -33,7 +33,9 @@ def _parse_pairs(items: Iterable[str] | None, flag: str, *, coerce: bool = False
     try:
         return parse_options(items, flag, coerce=coerce)
     except ValueError as e:
-        raise UsageError(str(e).split("; ")[0],
+        # job_protocol's message ends with the remedy; the item itself may contain "; "
+        message, sep, _ = str(e).rpartition("; write it as ")
+        raise UsageError(message if sep else str(e),
                          remedy=f"write it as {flag} some.key=value (no spaces around '=')") from None
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_time, _require_instant
-from airflow_hudi_occ.cli.render import _duration, _heartbeat_json, _iso, render_table
+from airflow_hudi_occ.cli.render import _duration, _iso, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired, list_heartbeats
 from airflow_hudi_occ.core.concurrency.markers import list_marker_instants, markers_for, read_marker_type
 from airflow_hudi_occ.core.format.instant import Instant, State
 from airflow_hudi_occ.core.format.layout import FileGroupId, file_group_names
+from airflow_hudi_occ.core.inspection.diagnose import heartbeat_doc
 from airflow_hudi_occ.core.inspection.timeline_view import describe_instant, rollbacks_by_target
 from airflow_hudi_occ.core.job_protocol import EXIT_OK
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_partitions
@@ -84,7 +85,7 @@ def cmd_writers(ctx: Context) -> Result:
     writers = [writer_status(ctx, i, by) for i in ctx.timeline.pending_writes()]
     pending = {i.requested_time for i in ctx.timeline.pending()}
     orphans = [t for t in list_heartbeats(ctx.table) if t not in pending]
-    doc = {"table": ctx.table.base_uri, "now": _iso(ctx.now), "heartbeat": _heartbeat_json(ctx.config),
+    doc = {"table": ctx.table.base_uri, "now": _iso(ctx.now), "heartbeat": heartbeat_doc(ctx.config),
            "writers": writers, "orphan_heartbeats": orphans}
     text = render_table(
         ["INSTANT", "ACTION", "STATE", "HEARTBEAT_AGE_S", "STATUS", "MARKERS", "NOTE"],
@@ -163,7 +164,7 @@ def cmd_show(ctx: Context) -> Result:
                         "by_partition": dict(sorted(per_part.items()))},
         "writers": {"pending": len(writers), "alive": sum(w["alive"] for w in writers),
                     "expired": sum(not w["alive"] for w in writers),
-                    "heartbeat": _heartbeat_json(ctx.config), "instants": writers},
+                    "heartbeat": heartbeat_doc(ctx.config), "instants": writers},
         "marker_instants": list_marker_instants(ctx.table),
     }
     d = ctx.table.describe()

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
-from airflow_hudi_occ.core.config import WriteConfig
-
 
 def _iso(epoch_s: float | None) -> str | None:
     if epoch_s is None:
@@ -48,9 +46,3 @@ def _duration(ms: int | None) -> str | None:
     if ms < 60_000:
         return f"{ms / 1000:.3f}s"
     return f"{ms // 60_000}m{(ms % 60_000) / 1000:06.3f}s"
-
-
-def _heartbeat_json(cfg: WriteConfig) -> dict[str, int]:
-    hb = cfg.heartbeat
-    return {"interval_ms": hb.interval_ms, "tolerable_misses": hb.tolerable_misses,
-            "expiry_ms": hb.expiry_ms}
