@@ -75,6 +75,11 @@ class Registry:
             if self._reserved_prefix and raw.startswith(self._reserved_prefix):
                 raise self._error(value, self._reserved_reason)
             target = raw
+        return self.load(target, value)
+
+    def load(self, target: type | str, value: str) -> type:
+        """The class of ``target`` (a class, or a path imported now); a failure is reported as
+        the plug-in point's error about ``value``, the name the user or caller gave."""
         if isinstance(target, type):
             return target
         found = import_class(target, self.base)

@@ -323,7 +323,7 @@ for _cls in _BUILTINS:
 
 def strategy_class(name: str) -> type[ConflictResolutionStrategy]:
     """The class a name stands for, without constructing it."""
-    return _REGISTRY.resolve(name)
+    return _REGISTRY.resolve((name or "").strip())  # errors name the stripped value
 
 
 def strategy_from_options(options: Mapping[str, Any], *, table=None,

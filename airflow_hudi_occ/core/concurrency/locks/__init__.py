@@ -40,8 +40,11 @@ JAVA_CLASS_NAMES: dict[str, str] = {
 }
 
 
-def _short(value: str) -> str:
-    return value.strip().lower().replace("_", "").replace("-", "")
+def _normalize(value: str) -> str:
+    # A short name ignores case, "_" and "-"; a Java class name (dotted) only case, as before.
+    if "." in value:
+        return value.lower()
+    return value.lower().replace("_", "").replace("-", "")
 
 
 def valid_provider_names() -> list[str]:
@@ -56,7 +59,7 @@ def _unknown(value: str, why: str) -> UnknownLockProviderError:
                "class name for one of them), or to an importable LockProvider subclass")
 
 
-_REGISTRY = Registry(LockProvider, _unknown, normalize=_short, reserved_prefix="org.apache.hudi.",
+_REGISTRY = Registry(LockProvider, _unknown, normalize=_normalize, reserved_prefix="org.apache.hudi.",
                      reserved_reason="this Java lock provider has no Python implementation here",
                      empty_reason="empty")
 for _name, _path in _BUILTIN.items():
@@ -94,7 +97,7 @@ def table_lock_manager(table, config: "WriteConfig", *, lock_key: str | None = N
 def __getattr__(name: str):
     # Re-export the provider classes without importing kazoo for writers that never use it.
     if name in _LAZY_CLASSES:
-        return _REGISTRY.resolve(_LAZY_CLASSES[name])
+        return _REGISTRY.load(_BUILTIN[_LAZY_CLASSES[name]], name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
