@@ -11,15 +11,13 @@ from typing import Callable
 
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
-from airflow_hudi_occ.core.format.layout import FileGroupId
-from airflow_hudi_occ.core.concurrency.markers import (IOType, Marker, WriteMarkers,
-                      file_id_of)
+from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, bloom_key
-from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (EarlyConflictDetectionStrategy, _partition)
+from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup
+from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (
+    EarlyConflictDetectionStrategy, clean_partition)
 
 log = logging.getLogger(__name__)
-
-FileGroup = FileGroupId
 
 
 class AsyncTimelineServerBasedDetectionStrategy(EarlyConflictDetectionStrategy):
@@ -87,7 +85,7 @@ class AsyncTimelineServerBasedDetectionStrategy(EarlyConflictDetectionStrategy):
     def add_pending(self, partition: str, file_id: str) -> None:
         """Announce a file group this writer is about to write (Hudi's pending markers)."""
         with self._state_lock:
-            self._pending.add((_partition(partition), file_id))
+            self._pending.add((clean_partition(partition), file_id))
 
     def own_file_groups(self) -> set[FileGroup]:
         with self._state_lock:
@@ -134,7 +132,7 @@ class AsyncTimelineServerBasedDetectionStrategy(EarlyConflictDetectionStrategy):
     def create_marker(self, markers: WriteMarkers, partition: str, data_file_name: str,
                       io_type: IOType | str) -> Marker:
         self._same_instant(markers)
-        partition = _partition(partition)
+        partition = clean_partition(partition)
         file_id = file_id_of(data_file_name)
         self.add_pending(partition, file_id)
         self.check(partition, file_id)

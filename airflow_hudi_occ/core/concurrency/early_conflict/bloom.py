@@ -1,6 +1,7 @@
 """The bloom filter of a writer's file groups (``.hoodie/.temp/<t>/BLOOM``): a checker reads it
 first and skips candidates that cannot hold the file group (a missing or unreadable bloom
-means "may contain"). The hashing is Java-compatible so Java writers' filters read the same."""
+means "may contain"). The format is this library's own (blake2b, a checksum); Hudi's Java
+writers write no such file, so a Java candidate is always checked by its markers."""
 
 from __future__ import annotations
 
@@ -13,18 +14,18 @@ import threading
 import zlib
 from typing import Iterable
 
-from airflow_hudi_occ.core.format.layout import FileGroupId
-from airflow_hudi_occ.core.concurrency.markers import (TEMP_FOLDER)
+from airflow_hudi_occ.core.concurrency.markers import TEMP_FOLDER
 
 log = logging.getLogger(__name__)
 
-FileGroup = FileGroupId
-
-
+BLOOM_FILE = "BLOOM"
 _BLOOM_FILE_RE = re.compile(r"^BLOOM(\d*)$")
 
 
-BLOOM_FILE = "BLOOM"
+def is_bloom_file(name: str) -> bool:
+    """Whether a name in an instant's marker folder is one of its bloom files (``BLOOM``,
+    ``BLOOM1``, ...: one per process of the write, see :class:`OwnBloom`)."""
+    return _BLOOM_FILE_RE.match(name) is not None
 
 
 class BloomFilter:

@@ -12,15 +12,15 @@ from typing import Callable
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.instant import Action
-from airflow_hudi_occ.core.format.layout import FileGroupId
-from airflow_hudi_occ.core.concurrency.markers import (INSTANT_DIR_RE, MARKER_SUFFIXES, MARKERS_TYPE_FILE, TEMP_FOLDER, group_of_line, group_key, markers_file_names, read_marker_file)
-from airflow_hudi_occ.core.concurrency.early_conflict.bloom import _BLOOM_FILE_RE, BloomFilter
+from airflow_hudi_occ.core.concurrency.markers import (
+    INSTANT_DIR_RE, MARKER_SUFFIXES, MARKERS_TYPE_FILE, TEMP_FOLDER, group_key, group_of_line,
+    markers_file_names, read_marker_file)
+from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, is_bloom_file
 
 log = logging.getLogger(__name__)
 
-FileGroup = FileGroupId
-
-
+#: (partition, fileId) as the markers spell it; a FileGroupId compares and hashes equal.
+FileGroup = tuple[str, str]
 
 
 class MarkerView:
@@ -167,7 +167,7 @@ class MarkerView:
 
     def blooms(self, n: str) -> list[BloomFilter] | None:
         """The candidate's bloom filters, or None when it has none or one is unreadable."""
-        names = [x for x in self.storage.list_names(self._dir(n)) if _BLOOM_FILE_RE.match(x)]
+        names = [x for x in self.storage.list_names(self._dir(n)) if is_bloom_file(x)]
         if not names:
             return None
         out = []

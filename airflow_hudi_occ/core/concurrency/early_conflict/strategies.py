@@ -12,16 +12,12 @@ from typing import Callable, ClassVar, Iterable
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.format.layout import FileGroupId
-from airflow_hudi_occ.core.concurrency.markers import (IOType, Marker, WriteMarkers,
-                      file_id_of)
+from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
 from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, OwnBloom, bloom_key
-from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import MarkerView
+from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup, MarkerView
 
 log = logging.getLogger(__name__)
-
-FileGroup = FileGroupId
-
 
 _COMMIT_CONFLICT_REMEDY = ("an instant that completed after this write began already rewrote the "
                            "same file group; this write read stale data: retry with a fresh "
@@ -90,7 +86,7 @@ class EarlyConflictDetectionStrategy(ABC):
 
     def check(self, partition: str, file_id: str) -> None:
         """Raise :class:`EarlyConflictError` if writing ``(partition, file_id)`` is doomed."""
-        partition = _partition(partition)
+        partition = clean_partition(partition)
         if not file_id:
             raise ValueError("file_id must not be empty")
         self.check_sticky()
@@ -106,7 +102,7 @@ class EarlyConflictDetectionStrategy(ABC):
                       io_type: IOType | str) -> Marker:
         """Check, then create the marker (only if the check passed)."""
         self._same_instant(markers)
-        partition = _partition(partition)
+        partition = clean_partition(partition)
         self.check(partition, file_id_of(data_file_name))
         return self._create(markers, partition, data_file_name, io_type)
 
@@ -184,7 +180,8 @@ class EarlyConflictDetectionStrategy(ABC):
         return f"{type(self).__name__}({self.instant_time}, conflict={self.has_conflict})"
 
 
-def _partition(partition: str | None) -> str:
+def clean_partition(partition: str | None) -> str:
+    """A partition path as markers and locks spell it: no leading or trailing "/"."""
     return (partition or "").strip("/")
 
 
@@ -222,7 +219,7 @@ class SimpleTransactionDirectMarkerBasedDetectionStrategy(SimpleDirectMarkerBase
     def create_marker(self, markers: WriteMarkers, partition: str, data_file_name: str,
                       io_type: IOType | str) -> Marker:
         self._same_instant(markers)
-        partition = _partition(partition)
+        partition = clean_partition(partition)
         file_id = file_id_of(data_file_name)
         self.check_sticky()
         manager = self._lock_manager(partition, file_id)
