@@ -9,10 +9,12 @@
 Exit codes: ``0`` committed (``"outcome"``: ``committed``; ``already_committed`` when the
 ``--batch-key`` is already in a completed instant, named by ``"instant"``, and nothing new was
 written; ``recommitted`` when a dead writer's staged instant of the batch was completed
-without rewriting its files, see core/recovery.py); ``75`` (:data:`EXIT_RETRYABLE`, EX_TEMPFAIL) a retryable conflict
+without rewriting its files, see core/recovery.py); ``75`` (EX_TEMPFAIL) a retryable conflict
 (write conflict, early conflict, abort signal, lock timeout): retry with a fresh attempt;
 ``1`` anything else (bad options, schema refused, a failed job): do not retry; ``2`` bad
-command-line usage. The last line starting with :data:`RESULT_PREFIX` is ONE JSON object with
+command-line usage (all as :mod:`airflow_hudi_occ.core.job_protocol` defines them). A
+``HUDI_OCC_BEGIN`` line names the instant once it is requested. The last ``HUDI_OCC_RESULT``
+line is ONE JSON object with
 the instant, the attempt, the write stats summary, and on a conflict the other instant, the
 file groups, the seconds of work discarded, the base files the doomed attempt had written
 (``files_written``) of the file groups it planned (``file_groups_planned``), and whether the
@@ -31,9 +33,11 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError  # noqa: E402
-from airflow_hudi_occ.core.job_protocol import (EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE,  # noqa: E402,F401
-                                                EXIT_USAGE, RESULT_PREFIX, emit_begin, emit_result,
-                                                last_payload, parse_options, usage_result)
+from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, emit_begin, emit_result,  # noqa: E402
+                                                exit_code_for, parse_options, usage_result)
+
+#: what a lost write reports beyond the instants and file groups: how far the doomed attempt got
+WRITE_CONFLICT_DETAILS = ("files_discarded", "files_written", "file_groups_planned")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -62,10 +66,6 @@ def read_source(spark, source: str, fmt: str):
     return reader.format(fmt).load(source)
 
 
-def emit(payload: dict) -> None:
-    emit_result(payload)
-
-
 def announce_begin(tx) -> None:
     """The ``HUDI_OCC_BEGIN`` line, as soon as the instant is requested: a watcher (the
     operator, the early-conflict sensor) can follow the write before it ends."""
@@ -80,18 +80,37 @@ def parse_command_line(parse_args, argv):
         args = parse_args(argv)
         return args, parse_options(args.option)
     except ValueError as e:  # a malformed --option
-        emit(usage_result(str(e)))
+        emit_result(usage_result(str(e)))
         return EXIT_USAGE
     except SystemExit as e:
         if e.code not in (0, None):
-            emit(usage_result(str(e.code)))
+            emit_result(usage_result(str(e.code)))
             return EXIT_USAGE
         return EXIT_OK
 
 
-def main(argv=None, *, before_commit=None) -> int:
-    """Run one write; ``before_commit(tx)`` is called once all files are written, just before
-    the commit (a seam for harnesses such as airflow_hudi_occ/testing/spark_job.py)."""
+def conflict_result(error: RetryableError, t0: float, details: tuple[str, ...] = ()) -> dict:
+    """The result of a job that lost a conflict (its instant already rolled back)."""
+    d = error.to_dict()
+    out = {"outcome": "conflict", "instant": d.get("instant"), "other_instant": d.get("other_instant"),
+           "file_groups": d.get("file_groups", []),
+           "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)), "error": d}
+    return {**out, **{k: d.get(k) for k in details}}
+
+
+def error_result(error: BaseException) -> dict:
+    """The result of a job that failed; a foreign exception is traced on stderr too, the
+    orchestrator gets a line, not only a trace."""
+    if isinstance(error, HudiOccError):
+        return {"outcome": "error", "error": error.to_dict()}
+    traceback.print_exc()
+    return {"outcome": "error", "error": {"error": type(error).__name__, "message": str(error)[:2000]}}
+
+
+def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
+    """Run one write. ``on_begin(tx)`` is called once the instant is requested (default: the
+    ``HUDI_OCC_BEGIN`` line); ``before_commit(tx)`` once all files are written, just before the
+    commit (the seams harnesses such as airflow_hudi_occ/testing/spark_job.py use)."""
     parsed = parse_command_line(parse_args, argv)
     if isinstance(parsed, int):
         return parsed
@@ -114,7 +133,7 @@ def main(argv=None, *, before_commit=None) -> int:
         if res is None:
             spark = _session(SparkSession, args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
-                                     on_begin=announce_begin)
+                                     on_begin=on_begin)
             df = read_source(spark, args.source, args.source_format)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
@@ -124,24 +143,16 @@ def main(argv=None, *, before_commit=None) -> int:
                   f"{res.instant}" + (" (no data written)" if res.outcome == "already_committed"
                                       else " (its staged files re-committed, none rewritten)"),
                   flush=True)
-        emit({**base, **res.to_json()})
+        emit_result({**base, **res.to_json()})
         return EXIT_OK
     except RetryableError as e:
         d = e.to_dict()
-        emit({**base, "outcome": "conflict", "instant": d.get("instant"),
-              "other_instant": d.get("other_instant"), "file_groups": d.get("file_groups", []),
-              "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)),
-              "files_discarded": d.get("files_discarded"), "files_written": d.get("files_written"),
-              "file_groups_planned": d.get("file_groups_planned"),
-              "job_cancelled": d.get("job_cancelled", False), "error": d})
-        return EXIT_RETRYABLE
-    except HudiOccError as e:
-        emit({**base, "outcome": "error", "error": e.to_dict()})
-        return EXIT_ERROR
-    except Exception as e:  # noqa: BLE001 - the orchestrator gets a line, not only a trace
-        traceback.print_exc()
-        emit({**base, "outcome": "error", "error": {"error": type(e).__name__, "message": str(e)[:2000]}})
-        return EXIT_ERROR
+        emit_result({**base, **conflict_result(e, t0, WRITE_CONFLICT_DETAILS),
+                     "job_cancelled": d.get("job_cancelled", False)})
+        return exit_code_for(e)
+    except Exception as e:  # noqa: BLE001 - every failure ends with a result line
+        emit_result({**base, **error_result(e)})
+        return exit_code_for(e)
     finally:
         try:
             if spark is not None:
@@ -162,11 +173,6 @@ def _session(SparkSession, args):
         if not submitted.contains(k):  # small defaults unless the submitter chose
             spark.conf.set(k, DEFAULT_CONF[k])
     return spark
-
-
-def parse_result(output: str) -> dict | None:
-    """The job's result from its captured stdout (the last prefixed line)."""
-    return last_payload(output)
 
 
 if __name__ == "__main__":

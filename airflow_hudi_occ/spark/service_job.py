@@ -23,14 +23,18 @@ import argparse
 import os
 import sys
 import time
-import traceback
 
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError  # noqa: E402
-from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE  # noqa: E402
-from airflow_hudi_occ.spark.job import emit, parse_command_line  # noqa: E402
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant  # noqa: E402
+from airflow_hudi_occ.core.config import WriteConfig  # noqa: E402
+from airflow_hudi_occ.core.errors import RetryableError  # noqa: E402
+from airflow_hudi_occ.core.job_protocol import EXIT_OK, emit_result, exit_code_for  # noqa: E402
+from airflow_hudi_occ.core.services.clean import run_clean  # noqa: E402
+from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering  # noqa: E402
+from airflow_hudi_occ.core.table.table import Table  # noqa: E402
+from airflow_hudi_occ.spark.job import conflict_result, error_result, parse_command_line  # noqa: E402
 
 SERVICES = ("clean", "rollback", "cluster")
 
@@ -60,21 +64,16 @@ def _spark(args):
 
 
 def run(args, options: dict, *, before_commit=None) -> dict:
-    from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table.table import Table
     table = Table.open(args.table)
     if args.service == "clean":
-        from airflow_hudi_occ.core.services.clean import run_clean
         return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
     if args.service == "rollback":
-        from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
         cfg = WriteConfig.from_options(options)
         if args.instant:
             res = [rollback_instant(table, args.instant, cfg, reason="requested by service job")]
         else:
             res = rollback_failed_writes(table, cfg)
         return {"outcome": "ok", "rolled_back": [r.to_json() for r in res]}
-    from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering
     if args.schedule_only:
         return {"outcome": "ok", "scheduled": schedule_clustering(table, options)}
     instant, scheduled = args.instant, None
@@ -104,21 +103,14 @@ def main(argv=None, *, before_commit=None) -> int:
     t0 = time.time()
     base = {"table": args.table, "service": args.service}
     try:
-        emit({**base, **run(args, options, before_commit=before_commit)})
+        emit_result({**base, **run(args, options, before_commit=before_commit)})
         return EXIT_OK
     except RetryableError as e:
-        d = e.to_dict()
-        emit({**base, "outcome": "conflict", "instant": d.get("instant"),
-              "other_instant": d.get("other_instant"), "file_groups": d.get("file_groups", []),
-              "seconds_discarded": d.get("seconds_discarded", round(time.time() - t0, 3)), "error": d})
-        return EXIT_RETRYABLE
-    except HudiOccError as e:
-        emit({**base, "outcome": "error", "error": e.to_dict()})
-        return EXIT_ERROR
-    except Exception as e:  # noqa: BLE001
-        traceback.print_exc()
-        emit({**base, "outcome": "error", "error": {"error": type(e).__name__, "message": str(e)[:2000]}})
-        return EXIT_ERROR
+        emit_result({**base, **conflict_result(e, t0)})
+        return exit_code_for(e)
+    except Exception as e:  # noqa: BLE001 - every failure ends with a result line
+        emit_result({**base, **error_result(e)})
+        return exit_code_for(e)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_hudi_occ.core.job_protocol import RESULT_PREFIX, emit_result, parse_line
+
 CRASH_ENV = "HUDI_OCC_CRASH_AT"
 MARK = "HUDI_OCC_CRASH"
-RESULT_MARK = "HUDI_OCC_RESULT"
 
 POINTS = ("after_requested", "after_first_marker", "mid_file", "torn_file", "after_all_files",
           "commit_lock_held", "after_completed")
@@ -200,10 +201,9 @@ def _child(job: dict) -> int:
         res = w.write(pa.Table.from_pylist(job["rows"]), job.get("operation", "upsert"),
                       batch_key=job.get("batch_key"))
     except HudiOccError as e:
-        print(f"{RESULT_MARK} {json.dumps({'outcome': 'error', 'error': e.to_dict()}, default=str)}",
-              flush=True)
+        emit_result({"outcome": "error", "error": e.to_dict()})
         return 2
-    print(f"{RESULT_MARK} {json.dumps({'outcome': 'committed', **res.to_json()})}", flush=True)
+    emit_result({"outcome": "committed", **res.to_json()})
     return 0
 
 
@@ -229,7 +229,11 @@ class ChildResult:
 
     @property
     def result(self) -> dict | None:
-        return self.line(RESULT_MARK)
+        """The child's result line (the job protocol's, as the Spark job prints it)."""
+        for ln in self.stdout.splitlines():
+            if ln.startswith(RESULT_PREFIX):
+                return parse_line(ln, RESULT_PREFIX)
+        return None
 
 
 def run_writer(table: str, options: dict, rows: list[dict], *, crash_at: str | None = None,

@@ -18,6 +18,9 @@ import time
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
+from airflow_hudi_occ.spark import job, service_job  # noqa: E402
+from airflow_hudi_occ.testing.crash import CRASH_ENV, install  # noqa: E402
+
 BARRIER_ENV = "HUDI_OCC_TEST_COMMIT_BARRIER"
 PATH = os.path.abspath(__file__)
 
@@ -39,14 +42,11 @@ def commit_barrier():
 
 
 def main(argv=None) -> int:
-    from airflow_hudi_occ.testing.crash import CRASH_ENV, install
     argv = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(CRASH_ENV):
         install()
     if "--service" in argv:
-        from airflow_hudi_occ.spark import service_job
         return service_job.main(argv, before_commit=commit_barrier())
-    from airflow_hudi_occ.spark import job
     return job.main(argv, before_commit=commit_barrier())
 
 

@@ -12,7 +12,7 @@ from airflow_hudi_occ.core.services.clustering import schedule_clustering
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
-from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
+from airflow_hudi_occ.core.job_protocol import EXIT_RETRYABLE, last_payload
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
@@ -86,7 +86,7 @@ def test_service_job_clustering_yields_to_ingestion_under_prefer_writer(spark, t
     (barrier / "ingestion").touch()
     out, err = p.communicate(timeout=240)
     assert p.returncode == EXIT_RETRYABLE, err[-3000:]
-    result = parse_result(out)
+    result = last_payload(out)
     assert result["outcome"] == "conflict" and result["other_instant"] == res.instant
     rows = rows_by_key(hudi_read(path))
     assert rows[0]["v"] == "ingested" and len(rows) == 24

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.spark.job import EXIT_RETRYABLE, parse_result
+from airflow_hudi_occ.core.job_protocol import EXIT_RETRYABLE, last_payload
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -72,7 +72,7 @@ def finish(procs):
         for f in p.files:
             f.seek(0)
         stdout, stderr = p.files[0].read(), p.files[1].read()
-        res = parse_result(stdout)
+        res = last_payload(stdout)
         assert res is not None, stderr[-3000:]
         out.append((p.returncode, res))
     return out

@@ -16,7 +16,7 @@ from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-from airflow_hudi_occ.spark.job import EXIT_OK, parse_result
+from airflow_hudi_occ.core.job_protocol import EXIT_OK, last_payload
 from airflow_hudi_occ.testing.crash import CRASH_ENV, MARK
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
@@ -70,7 +70,7 @@ def test_killed_job_is_recommitted_by_its_retry_then_already_committed(tmp_path)
         assert time.monotonic() < deadline
         time.sleep(0.05)
     retry = job(table.base_uri, src + ".gone", writer_id="try2")  # the source is not even read
-    res = parse_result(retry.stdout)
+    res = last_payload(retry.stdout)
     assert retry.returncode == EXIT_OK, retry.stdout[-2000:] + retry.stderr[-3000:]
     assert (res["outcome"], res["instant"], res["recovered_from"]) == ("recommitted", dead, "try1")
     assert "re-committed" in retry.stdout
@@ -80,7 +80,7 @@ def test_killed_job_is_recommitted_by_its_retry_then_already_committed(tmp_path)
     assert got == {**{r["id"]: "seed" for r in seed}, 0: "job", 7: "job"}
 
     rerun = job(table.base_uri, src, writer_id="try3")
-    res = parse_result(rerun.stdout)
+    res = last_payload(rerun.stdout)
     assert rerun.returncode == EXIT_OK
     assert (res["outcome"], res["instant"], res["batch_key"]) == ("already_committed", dead, KEY)
     assert len(table.timeline().completed_writes()) == 2

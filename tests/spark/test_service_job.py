@@ -8,13 +8,13 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-from airflow_hudi_occ.spark.job import EXIT_USAGE, parse_result
+from airflow_hudi_occ.core.job_protocol import EXIT_USAGE, last_payload
 
 
 def _run(args):
     p = subprocess.run([sys.executable, "-m", "airflow_hudi_occ.spark.service_job", *args],
                        capture_output=True, text=True, timeout=120)
-    return p.returncode, parse_result(p.stdout)
+    return p.returncode, last_payload(p.stdout)
 
 
 def test_clean_schedule_and_usage(table, fast_options):
