@@ -22,12 +22,20 @@ defaults (file-system lock) then apply, which is what the example DAGs do out of
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import sys
 from typing import Any, Mapping
 
+import psutil
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.table.table import Table
 
 ZK_PREFIX = "hoodie.write.lock.zookeeper."
 
@@ -205,7 +213,6 @@ class HudiOccHook(BaseHook):
         return WriteConfig.from_options(self.write_options(extra))
 
     def get_table(self):
-        from airflow_hudi_occ.core.table.table import Table
         return Table.open(self.table_path, self.storage_options or None)
 
     def get_conn(self):
@@ -221,8 +228,6 @@ class HudiOccHook(BaseHook):
 
 
 # --- the Spark job ----------------------------------------------------------------------------
-
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook  # noqa: E402
 
 
 class HudiSparkJobHook(SparkSubmitHook):
@@ -255,9 +260,6 @@ class HudiSparkJobHook(SparkSubmitHook):
         return data
 
     def _get_spark_binary_path(self) -> list[str]:
-        import os
-        import shutil
-        import sys
         binary = self._connection["spark_binary"] or "spark-submit"
         found = shutil.which(binary) or shutil.which(binary, path=os.path.dirname(sys.executable))
         return [found or binary]
@@ -272,7 +274,6 @@ class HudiSparkJobHook(SparkSubmitHook):
 
     def run(self, application: str) -> int:
         """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
-        from airflow.sdk.exceptions import AirflowException
         try:
             self.submit(application, start_new_session=True)
         except AirflowException:
@@ -288,10 +289,6 @@ class HudiSparkJobHook(SparkSubmitHook):
         """SIGTERM the job's process group and every descendant, SIGKILL what outlives
         ``grace_s``. Returns the pids that were running. Descendants are listed BEFORE the
         signal: once spark-submit dies its children are re-parented and cannot be found."""
-        import os
-        import signal
-
-        import psutil
         sp = self._submit_sp
         if sp is None:
             return []

@@ -81,7 +81,30 @@ APPLICATION_ENV = "HUDI_OCC_SPARK_APPLICATION"
 
 def _application(given: str | None, default: str) -> str:
     return given or os.environ.get(APPLICATION_ENV) or default
+
+
 DEFAULT_SPARK_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+class _JobOutput:
+    """What a job said on its way: the ``HUDI_OCC_BEGIN`` payload (the running instant, handed
+    to ``on_begin`` at once) and the last ``HUDI_OCC_RESULT`` payload. The hook's ``on_line``."""
+
+    def __init__(self, on_begin=None):
+        self.began: dict = {}
+        self.result: dict = {}
+        self._on_begin = on_begin
+
+    def __call__(self, line: str) -> None:
+        payload = parse_line(line, BEGIN_PREFIX)
+        if payload is not None:
+            self.began.update(payload)
+            if self._on_begin is not None:
+                self._on_begin(self.began)
+            return
+        payload = parse_line(line, RESULT_PREFIX)
+        if payload is not None:
+            self.result = payload
 
 
 class _JobConflict(RetryableError):
@@ -304,28 +327,19 @@ class HudiWriteOperator(BaseOperator):
 
     def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
         """spark-submit one attempt; the BEGIN line publishes the running instant at once."""
-        began: dict = {}
-        result: dict = {}
 
-        def on_line(line: str) -> None:
-            payload = parse_line(line, BEGIN_PREFIX)
-            if payload is not None:
-                began.update(payload)
-                run.ti.xcom_push(key=XCOM_RUNNING, value={**began, "table": run.table_path})
-                self.log.info("attempt %d began instant %s", n, began.get("instant"))
-                return
-            payload = parse_line(line, RESULT_PREFIX)
-            if payload is not None:
-                result.clear()
-                result.update(payload)
+        def began(payload: dict) -> None:
+            run.ti.xcom_push(key=XCOM_RUNNING, value={**payload, "table": run.table_path})
+            self.log.info("attempt %d began instant %s", n, payload.get("instant"))
 
+        out = _JobOutput(on_begin=began)
         self._job_hook = HudiSparkJobHook(
             conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
             name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
-            application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=on_line)
+            application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=out)
         t0 = time.time()
         code = self._job_hook.run(_application(self.application, SPARK_APP))
-        return code, began, result, round(time.time() - t0, 3)
+        return code, out.began, out.result, round(time.time() - t0, 3)
 
     def _record(self, run: "_WriteRun", n: int, code: int, began: dict, result: dict,
                 seconds: float) -> dict:
@@ -437,7 +451,6 @@ class HudiTableServiceOperator(BaseOperator):
         return out
 
     def _rollback(self, table, config, options, hook) -> dict:
-
         if self.instant:
             res = [rollback_instant(table, self.instant, config, reason="requested by Airflow",
                                     only_if_expired=True)]
@@ -446,29 +459,22 @@ class HudiTableServiceOperator(BaseOperator):
         return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
 
     def _clean(self, table, config, options, hook) -> dict:
-
         return {"service": "clean", **run_clean(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
-
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
         args = ["--table", table.base_uri, "--service", "cluster", "--instant", str(instant),
                 *format_options(options)]
-        result: dict = {}
-
-        def on_line(line: str) -> None:
-            payload = parse_line(line, RESULT_PREFIX)
-            if payload is not None:
-                result.update(payload)
-
+        out = _JobOutput()
         self._job_hook = HudiSparkJobHook(
-            conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=on_line,
+            conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=out,
             env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                       **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})},
             name=f"hudi-occ cluster {instant}")
         code = self._job_hook.run(_application(self.application, SERVICE_APP))
+        result = out.result
         if code == EXIT_RETRYABLE:
             raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
                                    f"rolled back, plan included; the next run plans again: "

@@ -21,6 +21,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_hudi_occ.core.errors import TableNotFoundError
+from airflow_hudi_occ.provider import write_window
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook
 from airflow_hudi_occ.provider.operators.hudi_occ import XCOM_RUNNING, task_labels
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger, check_instant
@@ -145,7 +146,6 @@ class HudiWriteWindowSensor(BaseSensorOperator):
         self.hold_s = hold_s
 
     def poke(self, context) -> PokeReturnValue:
-        from airflow_hudi_occ.provider import write_window
         hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
         try:
             table = hook.get_table()

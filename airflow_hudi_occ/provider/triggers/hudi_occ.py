@@ -24,18 +24,18 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort
+from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, WriteConfig
+from airflow_hudi_occ.core.table.table import Table
+
 ABORT_SOURCE = "HudiEarlyConflictSensor"
 
 
 def check_instant(table_path: str, instant: str, options: dict | None = None,
                   storage_options: dict | None = None) -> dict | None:
     """One look at a running write; an event dict when the watch should end, else None."""
-    from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort
-    from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, WriteConfig
-    from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
-    from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
-    from airflow_hudi_occ.core.table.table import Table
-
     table = Table.open(table_path, storage_options or None)
     tl = table.timeline()
     inst = tl.get(instant)
