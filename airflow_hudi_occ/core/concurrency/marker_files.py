@@ -135,3 +135,9 @@ def read_marker_file(storage, path: str) -> MarkerFileContent:
             while len(_FILE_CACHE) > _FILE_CACHE_SIZE:
                 _FILE_CACHE.popitem(last=False)
     return content
+
+
+def clear_cache() -> None:
+    """Forget every parsed MARKERS file (a cold reader: benchmarks, tests)."""
+    with _CACHE_LOCK:
+        _FILE_CACHE.clear()
