@@ -37,6 +37,7 @@ from airflow_hudi_occ.core.commit.staging import in_grace, prune_staged
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.concurrency.heartbeat import delete_heartbeat, is_expired
@@ -119,17 +120,9 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
             rb = Instant(rb_time, Action.ROLLBACK, State.REQUESTED)
             create_requested(table, rb, plan.encode())
         rb = transition_to_inflight(table, rb)
-        deleted: dict[str, list[str]] = {}
-        failed: dict[str, list[str]] = {}
-        for part, rels in plan.files_by_partition.items():
-            for rel in rels:
-                try:
-                    table.storage.delete(table.storage.path(rel))
-                    # a writer killed mid-file leaves the hidden temp copy of the atomic create
-                    table.storage.delete_temp_copies(table.storage.path(rel))
-                    deleted.setdefault(part, []).append(rel)
-                except OSError:
-                    failed.setdefault(part, []).append(rel)
+        # a writer killed mid-file leaves the hidden temp copy of the atomic create: it goes too
+        deleted, failed = delete_planned_files(table.storage, plan.files_by_partition,
+                                               with_temp_copies=True)
         if failed:
             raise InstantStateError(
                 f"rollback {rb.requested_time} of {instant_time} could not delete "

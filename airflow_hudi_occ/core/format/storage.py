@@ -300,4 +300,26 @@ def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
     return tmp
 
 
+def delete_planned_files(storage, files_by_partition, *, with_temp_copies: bool = False,
+                         on_error=None) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Delete a plan's files (relative paths by partition), as rollback and clean do: a missing
+    file counts as deleted (a re-run), a file that cannot be deleted is reported, not raised.
+    ``with_temp_copies`` also removes the hidden temp copy a writer killed mid-file leaves.
+    Returns ``(deleted, failed)``, both by partition."""
+    deleted: dict[str, list[str]] = {}
+    failed: dict[str, list[str]] = {}
+    for part, rels in files_by_partition.items():
+        for rel in rels:
+            try:
+                storage.delete(storage.path(rel))
+                if with_temp_copies:
+                    storage.delete_temp_copies(storage.path(rel))
+                deleted.setdefault(part, []).append(rel)
+            except OSError as e:
+                if on_error is not None:
+                    on_error(rel, e)
+                failed.setdefault(part, []).append(rel)
+    return deleted, failed
+
+
 __all__ = ["Storage"]

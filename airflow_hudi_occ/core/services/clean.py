@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.config import CleanConfig, CleanPolicy, FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.table.file_system_view import BaseFile, TimelineCompletionView, list_base_files, list_partitions
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
@@ -205,16 +206,9 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
 def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
     t0 = time.time()
     inflight = transition_to_inflight(table, inst)
-    deleted: dict[str, list[str]] = {}
-    failed: dict[str, list[str]] = {}
-    for part, rels in plan.files_by_partition.items():
-        for rel in rels:
-            try:
-                table.storage.delete(table.storage.path(rel))  # missing is fine (re-run)
-                deleted.setdefault(part, []).append(rel)
-            except OSError as e:
-                log.warning("clean %s could not delete %s: %s", inst.requested_time, rel, e)
-                failed.setdefault(part, []).append(rel)
+    deleted, failed = delete_planned_files(  # a missing file is fine (a re-run)
+        table.storage, plan.files_by_partition,
+        on_error=lambda rel, e: log.warning("clean %s could not delete %s: %s", inst.requested_time, rel, e))
     earliest = plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else ""
     meta = CleanMetadata(inst.requested_time, plan.policy, earliest, plan.last_completed_commit,
                          deleted, failed, int((time.time() - t0) * 1000))
