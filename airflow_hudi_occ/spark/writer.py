@@ -2,13 +2,16 @@
 
 ::
 
-    driver:    options -> table (created on first write) -> schema check (refused BEFORE the
-               instant exists) -> WriteTransaction.begin (lock, instant, heartbeat)
-               -> tagging (tagging.py: keys, dedupe, simple/bucket index, file sizing)
-               -> pending-clustering check -> inflight with the planned file groups
-    executors: per file group (executor.py): abort? -> early conflict check + marker ->
-               merge with the previous base file -> one parquet base file -> WriteStat
-    driver:    commit under the lock with conflict resolution (core) -> result
+    driver:    _validate: options -> table (created on first write) -> schema check
+               (refused BEFORE the instant exists)
+               -> _begin: WriteTransaction.begin (lock, instant, heartbeat; on_begin told)
+               -> _plan_file_groups: tagging (tagging.py: keys, dedupe, simple/bucket index,
+                  file sizing; file_group_plan.py: which of them per operation)
+               -> _start_inflight: pending-clustering check, inflight with the planned groups
+    executors: _write_files, per file group (executor.py): abort? -> early conflict check +
+               marker -> merge with the previous base file -> one parquet base file -> WriteStat
+    driver:    _commit under the lock with conflict resolution (core) -> result
+               (or _cancelled / _lost_to_twin / _abort: the instant rolled back)
 
 The driver owns the transaction: the heartbeat, the lock and the timeline never leave it.
 The write job runs under a job group that the driver cancels as soon as any executor meets
@@ -46,9 +49,10 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
+from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError,
-                           HudiOccError, RetryableError, TableNotFoundError, WriteAbortedError)
-from airflow_hudi_occ.core.table.file_system_view import FileSystemView, bucket_id_of, list_base_files
+                           HudiOccError, TableNotFoundError, WriteAbortedError)
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
@@ -58,6 +62,7 @@ from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, Wr
 from airflow_hudi_occ.spark import tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
+from airflow_hudi_occ.spark.file_group_plan import tag_file_groups
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.options import SparkWriteOptions
 
@@ -195,6 +200,36 @@ class SparkHudiWriter(SparkTableJob):
             early = self.prepare(batch_key, attempt=attempt)
             if early is not None:
                 return early
+        batch = self._validate(df, operation)
+        run = self._begin(batch, attempt, checkpoint, batch_key)
+        table = batch.table
+        try:
+            plan = self._plan_file_groups(batch, run)
+            self._start_inflight(batch, run, plan)
+            stats = self._write_files(batch, run, plan)
+            return self._commit(batch, run, plan, stats, extra_metadata, before_commit)
+        except JobAborted as ja:
+            raise self._cancelled(table, run, ja) from None
+        except BatchAlreadyCommittedError as e:
+            return self._lost_to_twin(table, run, e)
+        except HudiOccError as e:  # retryable or not, the instant is rolled back
+            self._abort(run, table, e)
+            raise
+        except BaseException as e:
+            self._abort(run, table, e)
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise SparkWriteError(f"the Spark write of instant {run.tx.instant_time} failed: "
+                                  f"{_short(e)}", instant=run.tx.instant_time,
+                                  cause=type(e).__name__) from e
+        finally:
+            _unpersist(run.persisted)
+
+    # -- the stages of one write, in order -----------------------------------------------------
+
+    def _validate(self, df, operation: str | None) -> "_Batch":
+        """Options, the table (created on a first write), the schema and the key columns:
+        everything that can refuse the batch does so before the instant exists."""
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
@@ -207,217 +242,132 @@ class SparkHudiWriter(SparkTableJob):
                                   key="hoodie.datasource.write.recordkey.field",
                                   remedy="set hoodie.datasource.write.recordkey.field") from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
-        op = opts.operation
         cfg = table.config
-        key_fields, part_fields = cfg.record_key_fields, cfg.partition_fields
-        pre = cfg.precombine_field
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
-        num_buckets = cfg.bucket_num or opts.bucket_num
-
-        # -- schema: refused before the instant exists ---------------------------------------
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         arrow_schema = arrow_schema_of(df)
         schema_json = avro_schema_json(arrow_schema, table.name)
         tl = table.timeline()
         last = tl.last_completed_write()
         prev_schema = tl.commit_metadata(last).schema if last is not None else None
-        if op == "delete":
+        if opts.operation == "delete":
             schema_json = prev_schema or schema_json
             target_schema = None
         else:
             schema_json = evolve(prev_schema, schema_json)
             target_schema = arrow_schema
-        user_columns = list(df.columns)
         # Key/partition columns and their types, also before anything is written.
-        tagging.record_key_expr(df, key_fields)
-        tagging.partition_path_expr(df, part_fields, cfg.hive_style_partitioning)
+        tagging.record_key_expr(df, cfg.record_key_fields)
+        tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
+        return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
+                      target_schema=target_schema, bucket=bucket,
+                      num_buckets=cfg.bucket_num or opts.bucket_num)
 
-        action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
-        tx = WriteTransaction(table, opts.write_config, action=action, operation_type=opts.operation_type,
-                              writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
-                              batch_key=batch_key, lock_manager=self._lock_manager,
-                              on_begin=self.on_begin)
-        t_start = time.time()
+    def _begin(self, batch: "_Batch", attempt: int, checkpoint: str | None,
+               batch_key: str | None) -> "_Attempt":
+        """Lock, requested instant (``on_begin`` is told), heartbeat."""
+        tx = WriteTransaction(batch.table, batch.opts.write_config, action=batch.action,
+                              operation_type=batch.opts.operation_type, writer_id=self.writer_id,
+                              attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
+                              lock_manager=self._lock_manager, on_begin=self.on_begin)
+        run = _Attempt(tx=tx, t_start=time.time())
         tx.begin()
-        persisted = []
-        planned_parts: set[str] = set()
-        planned: list = []
-        try:
-            prepared = tagging.prepare(df, key_fields, part_fields, cfg.hive_style_partitioning, pre)
-            prepared = prepared.persist()
-            persisted.append(prepared)
-            part_counts = None
-            if op in ("insert", "bulk_insert", "insert_overwrite") and not bucket:
-                # No index lookup: one pass gives the partitions and the new records per
-                # partition, and the file groups are those the plan assigns.
-                part_counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
-                partitions = sorted(part_counts)
-            else:
-                partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
-            view = FileSystemView(table)  # the snapshot this write reads (after begin)
-            slices = [s for p in partitions for s in view.latest_file_slices(p)]
-            tagged, planned = self._tag(prepared, op, opts, table, view, slices, bucket, num_buckets,
-                                        part_counts)
-            if planned is None:
-                tagged = tagged.persist()
-                persisted.append(tagged)
-                groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
-                planned = sorted(set(groups))
-            planned_parts = {p for p, _ in planned}
-            existing = {(s.partition, s.file_id): s for s in slices}
-            touched_existing = [g for g in planned if g in existing]
-            # Refused before any data file exists: clustering would drop these updates.
-            replaced_now = [(s.partition, s.file_id) for s in slices] if op == "insert_overwrite" else []
-            check_write_against_pending_clustering(view.timeline, touched_existing + replaced_now,
-                                                   tx.instant, opts.write_config)
-            tx.start_inflight(planned_file_groups=planned)
-            mode = {"upsert": "merge", "delete": "delete", "insert": "append",
-                    "bulk_insert": "create", "insert_overwrite": "create"}[op]
-            prev = {} if mode == "create" else {
-                g: existing[g].base_file.relative_path for g in touched_existing}
-            if bucket and mode == "append":
-                mode = "merge"  # a bucket holds each key once
-            ctx = TaskContext(base_uri=table.base_uri, storage_options=self.storage_options or {},
-                              options=dict(opts.options), instant=tx.instant_time, mode=mode,
-                              user_columns=user_columns, target_schema=target_schema,
-                              precombine=pre, prev=prev,
-                              completed_at_start=sorted(tx.snapshot.completed_at_start))
-            stats = []
-            if planned:
-                cols = user_columns + [tagging.KEY, tagging.PART, tagging.FID]
-                job = tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
-                            .applyInArrow(make_group_fn(ctx), STAT_DDL)
-                rows = run_watched(self.spark, table, tx.instant_time, job.collect,
-                                   description=f"hudi {op} {table.name} {tx.instant_time}",
-                                   extra_check=self._async_checker(tx, planned))
-                stopped = [r for r in rows if r.stopped]
-                if stopped:  # the signal is gone (cleared by someone): still doomed
-                    raise WriteAbortedError(
-                        f"write {tx.instant_time} stopped on {len(stopped)} file group(s): "
-                        f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
-                stats = [WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
-                                   prev_commit=r.prev_commit, num_writes=r.num_writes,
-                                   num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
-                                   num_inserts=r.num_inserts, file_size_in_bytes=r.file_size,
-                                   total_write_bytes=r.file_size, prev_base_file=r.prev_base_file,
-                                   create_time_ms=r.write_ms if r.prev_commit == "null" else 0,
-                                   upsert_time_ms=r.write_ms if r.prev_commit != "null" else 0)
-                         for r in rows]
-            replaced = None
-            if action is Action.REPLACE_COMMIT:
-                replaced = {p: [s.file_id for s in view.latest_file_slices(p)] for p in partitions}
-            extra = {EXTRA_ENGINE: "spark", **dict(extra_metadata or {})}
-            if before_commit is not None:
-                before_commit(tx)
-            res = tx.commit(stats, schema=schema_json, replaced=replaced, extra_metadata=extra)
-            return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
-                                    opts.operation_type, attempt, stats, replaced or {},
-                                    time.time() - t_start)
-        except JobAborted as ja:
-            err = abort_signal.error_for(tx.instant_time, ja.info)
-            err.job_cancelled = bool(ja.info.get("job_cancelled"))
-            for k in ("tasks_done_at_cancel", "tasks_total"):
-                if k in ja.info:
-                    setattr(err, k, ja.info[k])
-            self._abort(tx, table, planned_parts, err, t_start, planned=len(planned))
-            raise err from None
-        except BatchAlreadyCommittedError as e:  # a twin attempt won under the lock; ours is rolled back
-            _sweep(table, tx.instant_time, planned_parts)
-            done = committed_batch_result(table, table.timeline().get(e.committed_instant),
-                                          attempted_instant=e.instant)
-            return SparkWriteResult.from_commit(done, attempt, time.time() - t_start)
-        except RetryableError as e:
-            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
-            raise
-        except HudiOccError as e:
-            self._abort(tx, table, planned_parts, e, t_start, planned=len(planned))
-            raise
-        except BaseException as e:
-            self._abort(tx, table, planned_parts, e, t_start)
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            raise SparkWriteError(f"the Spark write of instant {tx.instant_time} failed: "
-                                  f"{_short(e)}", instant=tx.instant_time, cause=type(e).__name__) from e
-        finally:
-            for d in persisted:
-                try:
-                    d.unpersist()
-                except Exception:  # pragma: no cover - best effort
-                    pass
+        return run
 
-    # -- tagging ------------------------------------------------------------------------------
-
-    def _tag(self, prepared, op, opts: SparkWriteOptions, table: Table, view, slices, bucket,
-             num_buckets, part_counts=None):
-        """(tagged DataFrame, the planned file groups, or None when only the data can tell)."""
-        from pyspark.sql import functions as F
-        spark = self.spark
-        FID, PART = tagging.FID, tagging.PART
-        if bucket and op != "insert_overwrite":
-            have = {}
-            for s in slices:
-                b = bucket_id_of(s.file_id)
-                if b is not None:
-                    have[(s.partition, int(b))] = s.file_id
-            if op == "delete":
-                out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
-                known = set(have.values())
-                return (out.where(F.col(FID).isin(list(known))) if known else out.limit(0)), None
-            out, _ = tagging.assign_buckets(prepared, have, num_buckets, spark, len(table.config.record_key_fields))
-            return out, None
-        if bucket:  # insert_overwrite with buckets: fresh bucket file groups
-            out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark, len(table.config.record_key_fields))
-            return out, None
-        if op in ("upsert", "delete"):
-            tagged = tagging.lookup(spark, prepared, slices, table.storage.root)
+    def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> "_FilePlan":
+        """Tag the records (keys, partitions, file groups) against the snapshot read after
+        begin, and settle which file groups the write touches."""
+        cfg = batch.table.config
+        op = batch.op
+        prepared = tagging.prepare(batch.df, cfg.record_key_fields, cfg.partition_fields,
+                                   cfg.hive_style_partitioning, cfg.precombine_field)
+        prepared = prepared.persist()
+        run.persisted.append(prepared)
+        part_counts = None
+        if op in ("insert", "bulk_insert", "insert_overwrite") and not batch.bucket:
+            # No index lookup: one pass gives the partitions and the new records per
+            # partition, and the file groups are those the plan assigns.
+            part_counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
+            partitions = sorted(part_counts)
         else:
-            tagged = prepared.withColumn(FID, F.lit(None).cast("string"))
-        if op == "delete":
-            return tagged.where(F.col(FID).isNotNull()), None
-        new = tagged.where(F.col(FID).isNull())
-        if part_counts is not None and op not in ("upsert", "delete"):
-            counts = dict(part_counts)  # no lookup: every record is new
-        else:
-            counts = {r[0]: r[1] for r in new.groupBy(PART).count().collect()}
-        if not counts:
-            return tagged, ([] if part_counts is not None else None)
-        small: dict[str, list[tuple[str, int]]] = {}
-        if op in ("upsert", "insert") and opts.small_file_limit > 0:
-            from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
-            clustering = pending_clustering_file_groups(view.timeline)
-            for s in slices:
-                if s.file_group in clustering:
-                    continue
-                size = table.storage.size(table.storage.path(s.base_file.relative_path))
-                if size < opts.small_file_limit:
-                    small.setdefault(s.partition, []).append((s.file_id, size))
-        assignment = tagging.plan_new_file_groups(
-            counts, small, max_file_size=opts.max_file_size,
-            record_size=self._record_size(table, view, opts))
-        if part_counts is not None and op not in ("upsert", "delete"):
-            planned = sorted({(b.partition, b.file_id) for b in assignment.buckets if b.weight > 0})
-            return tagging.assign_new(spark, new, assignment), planned
-        old = tagged.where(F.col(FID).isNotNull())
-        return old.unionByName(tagging.assign_new(spark, new, assignment)), None
+            partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
+        view = FileSystemView(batch.table)  # the snapshot this write reads (after begin)
+        slices = [s for p in partitions for s in view.latest_file_slices(p)]
+        tagged, planned = tag_file_groups(self.spark, prepared, op, batch.opts, batch.table, view,
+                                          slices, batch.bucket, batch.num_buckets, part_counts)
+        if planned is None:
+            tagged = tagged.persist()
+            run.persisted.append(tagged)
+            groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
+            planned = sorted(set(groups))
+        run.planned = planned
+        return _FilePlan(tagged=tagged, partitions=partitions, view=view, slices=slices)
 
-    def _record_size(self, table: Table, view, opts: SparkWriteOptions) -> int:
-        """Average bytes per record from the last commit that wrote rows (Hudi's estimate)."""
-        tl = view.timeline
-        for inst in reversed(tl.completed_by_completion_time()):
-            if not inst.is_write:
-                continue
-            stats = tl.commit_metadata(inst).write_stats()
-            rows = sum(s.num_writes for s in stats)
-            size = sum(s.file_size_in_bytes for s in stats)
-            if rows > 0 and size > 0:
-                return max(1, size // rows)
-        return opts.record_size_estimate
+    def _start_inflight(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> None:
+        """Refused before any data file exists if clustering would drop these updates; then
+        inflight with the planned file groups."""
+        existing = plan.existing
+        touched = [g for g in run.planned if g in existing]
+        replaced_now = ([(s.partition, s.file_id) for s in plan.slices]
+                        if batch.op == "insert_overwrite" else [])
+        check_write_against_pending_clustering(plan.view.timeline, touched + replaced_now,
+                                               run.tx.instant, batch.opts.write_config)
+        run.tx.start_inflight(planned_file_groups=run.planned)
+
+    def _write_files(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> list[WriteStat]:
+        """The Spark job: one task per planned file group, in a job group the driver cancels
+        on a conflict or an abort signal."""
+        if not run.planned:
+            return []
+        tx, table = run.tx, batch.table
+        cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
+        job = plan.tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
+                  .applyInArrow(make_group_fn(self._task_context(batch, run, plan)), STAT_DDL)
+        rows = run_watched(self.spark, table, tx.instant_time, job.collect,
+                           description=f"hudi {batch.op} {table.name} {tx.instant_time}",
+                           extra_check=self._async_checker(tx, run.planned))
+        stopped = [r for r in rows if r.stopped]
+        if stopped:  # the signal is gone (cleared by someone): still doomed
+            raise WriteAbortedError(
+                f"write {tx.instant_time} stopped on {len(stopped)} file group(s): "
+                f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
+        return [_write_stat(r) for r in rows]
+
+    def _task_context(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> TaskContext:
+        """What every executor task needs: how to write (create, append, merge, delete) and
+        the base file each touched file group had."""
+        mode = {"upsert": "merge", "delete": "delete", "insert": "append",
+                "bulk_insert": "create", "insert_overwrite": "create"}[batch.op]
+        existing = plan.existing
+        prev = {} if mode == "create" else {
+            g: existing[g].base_file.relative_path for g in run.planned if g in existing}
+        if batch.bucket and mode == "append":
+            mode = "merge"  # a bucket holds each key once
+        return TaskContext(base_uri=batch.table.base_uri, storage_options=self.storage_options or {},
+                           options=dict(batch.opts.options), instant=run.tx.instant_time, mode=mode,
+                           user_columns=batch.user_columns, target_schema=batch.target_schema,
+                           precombine=batch.table.config.precombine_field, prev=prev,
+                           completed_at_start=sorted(run.tx.snapshot.completed_at_start))
+
+    def _commit(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan", stats: list[WriteStat],
+                extra_metadata: Mapping[str, str] | None,
+                before_commit: Callable[[WriteTransaction], None] | None) -> SparkWriteResult:
+        """Commit under the lock with conflict resolution (core)."""
+        replaced = None
+        if batch.action is Action.REPLACE_COMMIT:
+            replaced = {p: [s.file_id for s in plan.view.latest_file_slices(p)] for p in plan.partitions}
+        extra = {EXTRA_ENGINE: "spark", **dict(extra_metadata or {})}
+        if before_commit is not None:
+            before_commit(run.tx)
+        res = run.tx.commit(stats, schema=batch.schema_json, replaced=replaced, extra_metadata=extra)
+        return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
+                                batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
+                                time.time() - run.t_start)
 
     @staticmethod
     def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:
         """The async early-conflict checker runs on the driver, told every planned file group
         up front (Hudi's pending markers), so a conflict is seen before executors write."""
-        from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
         if not tx.config.early_conflict.enabled:
             return None
         det = tx.detector  # started here; commit() and abort() stop it
@@ -433,8 +383,27 @@ class SparkHudiWriter(SparkTableJob):
 
     # -- failure --------------------------------------------------------------------------------
 
-    def _abort(self, tx: WriteTransaction, table: Table, parts: set[str], err: BaseException,
-               t_start: float, planned: int = 0) -> None:
+    def _cancelled(self, table: Table, run: "_Attempt", ja: JobAborted) -> HudiOccError:
+        """The driver cancelled the job (a conflict or an abort signal): the error to raise,
+        once the instant is rolled back."""
+        err = abort_signal.error_for(run.tx.instant_time, ja.info)
+        err.job_cancelled = bool(ja.info.get("job_cancelled"))
+        for k in ("tasks_done_at_cancel", "tasks_total"):
+            if k in ja.info:
+                setattr(err, k, ja.info[k])
+        self._abort(run, table, err)
+        return err
+
+    def _lost_to_twin(self, table: Table, run: "_Attempt",
+                      e: BatchAlreadyCommittedError) -> SparkWriteResult:
+        """A twin attempt of the batch won under the lock; ours is rolled back: its result."""
+        _sweep(table, run.tx.instant_time, run.planned_parts)
+        done = committed_batch_result(table, table.timeline().get(e.committed_instant),
+                                      attempted_instant=e.instant)
+        return SparkWriteResult.from_commit(done, run.tx.attempt, time.time() - run.t_start)
+
+    def _abort(self, run: "_Attempt", table: Table, err: BaseException) -> None:
+        tx, parts = run.tx, run.planned_parts
         written = 0
         try:
             if tx.instant is not None:
@@ -450,11 +419,84 @@ class SparkHudiWriter(SparkTableJob):
                 abort_signal.clear_abort(table, tx.instant_time)
         if isinstance(err, HudiOccError):
             err.attempt = tx.attempt
-            err.seconds_discarded = round(time.time() - t_start, 3)
+            err.seconds_discarded = round(time.time() - run.t_start, 3)
             err.files_discarded = tx.files_discarded  # counted by tx.abort from the markers
             # how far the doomed write got: base files on storage vs file groups it planned
             err.files_written = written
-            err.file_groups_planned = planned
+            err.file_groups_planned = len(run.planned)
+
+
+@dataclass
+class _Batch:
+    """One batch checked against the table; nothing of it is on the timeline yet."""
+
+    df: Any  #: the user's columns (meta columns dropped)
+    table: Table
+    opts: SparkWriteOptions
+    schema_json: str
+    target_schema: pa.Schema | None  #: None for a delete (no rows are written)
+    bucket: bool
+    num_buckets: int
+
+    @property
+    def op(self) -> str:
+        return self.opts.operation
+
+    @property
+    def action(self) -> Action:
+        return Action.REPLACE_COMMIT if self.op == "insert_overwrite" else Action.COMMIT
+
+    @property
+    def user_columns(self) -> list[str]:
+        return list(self.df.columns)
+
+
+@dataclass
+class _Attempt:
+    """One attempt in flight: what an abort must undo (the instant, the files of the planned
+    partitions, the cached DataFrames) and report (time spent, file groups planned)."""
+
+    tx: WriteTransaction
+    t_start: float
+    persisted: list = field(default_factory=list)
+    planned: list = field(default_factory=list)
+
+    @property
+    def planned_parts(self) -> set[str]:
+        return {p for p, _ in self.planned}
+
+
+@dataclass
+class _FilePlan:
+    """Where the batch goes: the tagged records, and the snapshot they were tagged against."""
+
+    tagged: Any
+    partitions: list[str]
+    view: FileSystemView
+    slices: list
+
+    @property
+    def existing(self) -> dict:
+        return {(s.partition, s.file_id): s for s in self.slices}
+
+
+def _write_stat(r) -> WriteStat:
+    """A task's row (STAT_DDL) as the commit metadata's write stat."""
+    return WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
+                     prev_commit=r.prev_commit, num_writes=r.num_writes,
+                     num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
+                     num_inserts=r.num_inserts, file_size_in_bytes=r.file_size,
+                     total_write_bytes=r.file_size, prev_base_file=r.prev_base_file,
+                     create_time_ms=r.write_ms if r.prev_commit == "null" else 0,
+                     upsert_time_ms=r.write_ms if r.prev_commit != "null" else 0)
+
+
+def _unpersist(frames: list) -> None:
+    for d in frames:
+        try:
+            d.unpersist()
+        except Exception:  # pragma: no cover - best effort
+            pass
 
 
 def _sweep(table: Table, instant: str, partitions: set[str]) -> None:
