@@ -1,15 +1,40 @@
 """The import rules of docs/architecture.md, checked on the source (AST), so a wrong import
 fails here before it becomes a cycle that only shows at run time.
 
-Every import counts, also those inside functions and under ``TYPE_CHECKING``: a lazy import
-hides a dependency, it does not remove it. ``core/_moved.py`` names old module paths as
-strings only and is not an import.
+Rules (each failure names the file, the line, the importing module and the rule):
+
+(a) ``core`` never imports ``spark``, ``provider``, ``cli``, ``testing``, ``demo``, ``pyspark``
+    or ``airflow``;
+(b) inside ``core`` the folders import downward only: root (``errors``, ``config``,
+    ``plugins``, ``job_protocol``, ``_moved``) < ``format`` < ``table`` < ``concurrency`` <
+    ``commit`` < ``services`` < ``inspection``; a module may import its own folder;
+(c) no import cycle between the package's modules;
+(d) ``spark`` never imports ``provider``, ``cli`` or ``airflow``; ``cli`` never imports
+    ``spark``, ``provider``, ``pyspark`` or ``airflow``.
+
+Which imports count:
+
+- module-level and function-level imports count for every rule: a lazy import hides a
+  dependency, it does not remove it. For (c) the module-level graph is checked, and also the
+  graph with function-level imports added (neither has a cycle today);
+- importing ``a.b.c`` also runs the packages ``a.b`` (``__init__``), so those count as edges
+  of the graph for (c), except the importer's own enclosing packages (Python has them
+  partly initialised already, which is no cycle);
+- imports under ``if TYPE_CHECKING:`` never run. They obey (a) and (d) (naming Spark or
+  Airflow types in core would still make the layer know of them), but may point anywhere
+  within core (an annotation may name an upper layer's type without loading it), and they
+  are no edges for (c);
+- ``core/_moved.py``, the deprecation shim, names old and new module paths as strings and
+  imports them with ``importlib``: strings are not imports, so only its real ``import``
+  statements are checked (the standard library today).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
+from typing import NamedTuple
 
 import pytest
 
@@ -26,13 +51,22 @@ CORE_LAYERS = [
     {"services"},
     {"inspection"},
 ]
-#: what each top-level part may never import
+#: what each top-level part may never import (rules a and d)
 FORBIDDEN = {
     "core": ("airflow_hudi_occ.spark", "airflow_hudi_occ.provider", "airflow_hudi_occ.cli",
              "airflow_hudi_occ.testing", "airflow_hudi_occ.demo", "pyspark", "airflow"),
     "spark": ("airflow_hudi_occ.provider", "airflow_hudi_occ.cli", "airflow"),
     "cli": ("airflow_hudi_occ.spark", "airflow_hudi_occ.provider", "pyspark", "airflow"),
 }
+RULE = {"core": "a", "spark": "d", "cli": "d"}
+
+MODULE, FUNCTION, TYPE_ONLY = "module-level", "function-level", "TYPE_CHECKING"
+
+
+class Import(NamedTuple):
+    line: int
+    target: str
+    kind: str  # MODULE, FUNCTION or TYPE_ONLY
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -43,37 +77,79 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: pathlib.Path, text: str | None = None) -> list[tuple[int, str, bool]]:
-    """(line, imported module, at module level?) for every import in the file."""
-    tree = ast.parse(path.read_text() if text is None else text, str(path))
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _is_module(dotted: str) -> bool:
+    base = PKG.parent / dotted.replace(".", "/")
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+class _Collector(ast.NodeVisitor):
+    """Every import with its kind: inside a function (or lambda) body, under ``if
+    TYPE_CHECKING:``, or run when the module is imported (module and class bodies, module-level
+    ``if``/``try``/``with``)."""
+
+    def __init__(self, package: str):
+        self.package = package
+        self.in_function = 0
+        self.type_only = 0
+        self.found: list[Import] = []
+
+    def _kind(self) -> str:
+        return TYPE_ONLY if self.type_only else FUNCTION if self.in_function else MODULE
+
+    def _function(self, node):
+        self.in_function += 1
+        self.generic_visit(node)
+        self.in_function -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_If(self, node: ast.If):
+        if not _is_type_checking(node.test):
+            return self.generic_visit(node)
+        self.type_only += 1
+        for n in node.body:
+            self.visit(n)
+        self.type_only -= 1
+        for n in node.orelse:
+            self.visit(n)
+
+    def visit_Import(self, node: ast.Import):
+        self.found += [Import(node.lineno, a.name, self._kind()) for a in node.names]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom):
+        if node.level:
+            base = self.package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        self.found.append(Import(node.lineno, target, self._kind()))
+        for a in node.names:  # `from pkg import module` imports the module
+            if a.name != "*" and _is_module(f"{target}.{a.name}"):
+                self.found.append(Import(node.lineno, f"{target}.{a.name}", self._kind()))
+
+
+def imports_of(path: pathlib.Path, text: str | None = None) -> list[Import]:
+    """Every import in the file, with its line and kind."""
+    return _imports_of(path, path.read_text() if text is None else text)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(path: pathlib.Path, text: str) -> list[Import]:
+    tree = ast.parse(text, str(path))
     me = module_name(path)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-    top_level = {id(n) for n in tree.body}
-    for node in tree.body:  # `if TYPE_CHECKING:` and try/except blocks at module level
-        if isinstance(node, (ast.If, ast.Try)):
-            top_level |= {id(n) for n in ast.walk(node)}
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name, id(node) in top_level) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            out.append((node.lineno, target, id(node) in top_level))
-            # `from pkg import module` imports the module
-            for a in node.names:
-                if (PKG.parent / (target.replace(".", "/") + "/" + a.name + ".py")).exists() or \
-                        (PKG.parent / target.replace(".", "/") / a.name / "__init__.py").exists():
-                    out.append((node.lineno, f"{target}.{a.name}", id(node) in top_level))
-    return out
+    collector = _Collector(me if path.name == "__init__.py" else me.rpartition(".")[0])
+    collector.visit(tree)
+    return collector.found
 
 
 def sources():
-    return sorted(p for p in PKG.rglob("*.py") if p.name != "_moved.py")
+    return sorted(PKG.rglob("*.py"))
 
 
 def core_layer(mod: str) -> int | None:
@@ -88,6 +164,10 @@ def core_layer(mod: str) -> int | None:
                          "docs/architecture.md")
 
 
+def _layer_name(i: int) -> str:
+    return "/".join(sorted(CORE_LAYERS[i]))
+
+
 def violations(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
     """Every broken rule; ``extra`` adds virtual modules (path -> source) to the check."""
     found = []
@@ -96,29 +176,46 @@ def violations(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
         me = module_name(path)
         part = me.split(".")[1] if "." in me else ""
         my_layer = core_layer(me)
-        for line, target, _top in imports_of(path, text):
-            where = f"{path.relative_to(PKG.parent)}:{line}"
+        for imp in imports_of(path, text):
+            where = f"{path.relative_to(PKG.parent)}:{imp.line}"
             for bad in FORBIDDEN.get(part, ()):
-                if target == bad or target.startswith(bad + "."):
-                    found.append(f"{where}: {me} imports {target}, which the {part} layer never "
-                                 "imports (docs/architecture.md, Layers)")
-            their = core_layer(target) if target.startswith(ROOT + ".core") else None
-            if my_layer is not None and their is not None and their > my_layer:
-                found.append(f"{where}: {me} (core layer {my_layer}: "
-                             f"{'/'.join(sorted(CORE_LAYERS[my_layer]))}) imports {target} "
-                             f"(layer {their}: {'/'.join(sorted(CORE_LAYERS[their]))}); core "
-                             "imports point down only")
+                if imp.target == bad or imp.target.startswith(bad + "."):
+                    found.append(f"{where}: rule ({RULE[part]}): {me} imports {imp.target} "
+                                 f"({imp.kind}), which the {part} layer never imports "
+                                 "(docs/architecture.md, Layers)")
+            their = core_layer(imp.target)
+            if imp.kind != TYPE_ONLY and None not in (my_layer, their) and their > my_layer:
+                found.append(f"{where}: rule (b): {me} (core layer {my_layer}: "
+                             f"{_layer_name(my_layer)}) imports {imp.target} ({imp.kind}; layer "
+                             f"{their}: {_layer_name(their)}); core imports point down only")
     return found
 
 
-def cycles(include_function_level: bool) -> list[list[str]]:
-    """Strongly connected components (>1 module) of the package's import graph."""
+def import_graph(include_function_level: bool,
+                 extra: dict[pathlib.Path, str] | None = None) -> dict[str, dict[str, str]]:
+    """module -> {imported module: where (file:line)}; imports that run, within the package.
+    ``extra`` replaces a module's source (path -> source)."""
+    extra = extra or {}
     mods = {module_name(p): p for p in sources()}
-    graph = {m: set() for m in mods}
+    kinds = {MODULE, FUNCTION} if include_function_level else {MODULE}
+    graph: dict[str, dict[str, str]] = {m: {} for m in mods}
     for m, p in mods.items():
-        for _line, target, top in imports_of(p):
-            if (top or include_function_level) and target in mods and target != m:
-                graph[m].add(target)
+        mine = {".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 2)}
+        for imp in imports_of(p, extra.get(p)):
+            if imp.kind not in kinds:
+                continue
+            parts = imp.target.split(".")
+            # the target and the packages importing it initialises on the way
+            for t in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+                if t in mods and t not in mine:
+                    graph[m].setdefault(t, f"{p.relative_to(PKG.parent)}:{imp.line}")
+    return graph
+
+
+def cycles(include_function_level: bool,
+           extra: dict[pathlib.Path, str] | None = None) -> list[list[str]]:
+    """Strongly connected components (>1 module) of the package's import graph (Tarjan)."""
+    graph = import_graph(include_function_level, extra)
     index, low, stack, on, out = {}, {}, [], set(), []
     counter = [0]
 
@@ -150,6 +247,13 @@ def cycles(include_function_level: bool) -> list[list[str]]:
     return out
 
 
+def describe_cycle(component: list[str], include_function_level: bool) -> str:
+    graph = import_graph(include_function_level)
+    edges = [f"    {graph[a][b]}: {a} -> {b}" for a in component for b in sorted(graph[a])
+             if b in component]
+    return "rule (c): import cycle among " + ", ".join(component) + "\n" + "\n".join(edges)
+
+
 def test_layers_import_downward_only():
     found = violations()
     assert not found, "import-layer violations:\n" + "\n".join(found)
@@ -158,17 +262,51 @@ def test_layers_import_downward_only():
 @pytest.mark.parametrize("include_function_level", [False, True], ids=["module-level", "all-imports"])
 def test_no_import_cycle(include_function_level):
     found = cycles(include_function_level)
-    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+    assert not found, "import cycles:\n" + "\n".join(describe_cycle(c, include_function_level)
+                                                     for c in found)
+
+
+def test_every_core_module_is_in_a_layer():
+    for p in sources():
+        core_layer(module_name(p))  # raises for a core folder missing from CORE_LAYERS
 
 
 @pytest.mark.parametrize("where, source, expect", [
-    ("core/format/_probe.py", "from airflow_hudi_occ.spark import writer\n", "airflow_hudi_occ.spark"),
+    ("core/format/_probe.py", "from airflow_hudi_occ.spark import writer\n", "rule (a)"),
+    ("core/format/_probe.py", "if TYPE_CHECKING:\n    import pyspark\n", "rule (a)"),
     ("core/table/_probe.py", "def f():\n    from airflow_hudi_occ.core.commit import transaction\n",
-     "core imports point down only"),
-    ("core/commit/_probe.py", "from ..services import clean\n", "core imports point down only"),
-    ("spark/_probe.py", "import airflow\n", "the spark layer never imports"),
+     "rule (b)"),
+    ("core/commit/_probe.py", "from ..services import clean\n", "rule (b)"),
+    ("core/commit/_probe.py", "class C:\n    from airflow_hudi_occ.core.inspection import diagnose\n",
+     "rule (b)"),
+    ("spark/_probe.py", "import airflow\n", "rule (d)"),
+    ("spark/_probe.py", "def f():\n    from airflow_hudi_occ.provider import hooks\n", "rule (d)"),
+    ("cli/_probe.py", "from airflow_hudi_occ.spark import session\n", "rule (d)"),
 ])
 def test_the_check_sees_a_wrong_import(where, source, expect):
-    """The rules are live: each kind of wrong import is reported with its file and line."""
+    """The rules are live: each kind of wrong import is reported with its file, line and rule."""
     found = violations({PKG / where: source})
     assert any("_probe.py:" in f and expect in f for f in found), found
+
+
+@pytest.mark.parametrize("added, module_level_cycle", [
+    ("from airflow_hudi_occ.core.commit import transaction\n", True),
+    ("def f():\n    import airflow_hudi_occ.core.commit.transaction\n", False),
+    ("if TYPE_CHECKING:\n    from airflow_hudi_occ.core.commit import transaction\n", None),
+])
+def test_the_check_sees_a_cycle(added, module_level_cycle):
+    """An import back up from format.storage closes a cycle (storage is imported by commit);
+    a function-level one counts only in the all-imports graph, a TYPE_CHECKING one in none."""
+    storage = PKG / "core/format/storage.py"
+    extra = {storage: storage.read_text() + added}
+    for include_function_level, expected in ((False, bool(module_level_cycle)),
+                                             (True, module_level_cycle is not None)):
+        found = [c for c in cycles(include_function_level, extra)
+                 if "airflow_hudi_occ.core.format.storage" in c]
+        assert bool(found) is expected, (include_function_level, found)
+
+
+def test_type_checking_imports_may_point_up_within_core():
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+              "    from airflow_hudi_occ.core.commit.transaction import WriteTransaction\n")
+    assert [f for f in violations({PKG / "core/format/_probe.py": source}) if "_probe.py:" in f] == []
