@@ -109,12 +109,7 @@ def test_metadata_bit_flips(noise, pos):
 @FUZZ
 @given(st.text(max_size=300))
 def test_properties_parser_never_raises(text):
-    """Any text gives a dict, except a malformed \\uXXXX escape, which Java refuses too: that
-    is a typed CorruptMetadataError naming the escape, never another exception."""
-    try:
-        assert isinstance(parse_properties(text), dict)
-    except CorruptMetadataError as e:
-        assert "\\u" in text and "escape" in str(e)
+    assert isinstance(parse_properties(text), dict)
 
 
 @FUZZ

@@ -5,9 +5,10 @@ reads versions 6, 8 and 9 (Java Hudi's fixtures among them). Writing is refused 
 version 8 with :class:`UnsupportedTableVersionError`, because a v6 or v9 writer would expect
 files (JSON commits, a metadata table, ...) that this writer does not maintain.
 
-``hoodie.properties`` is Java's ``Properties`` text format (``\\:`` escapes, ``#`` comments);
-it is parsed and rendered here and written with create-if-absent, so two processes creating
-the same table cannot both succeed.
+``hoodie.properties`` is Java's ``Properties`` text format (``\\:`` escapes, ``#`` comments),
+parsed and rendered by :mod:`airflow_hudi_occ.core.format.properties` (its names re-exported
+here) and written with create-if-absent, so two processes creating the same table cannot both
+succeed.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ class Table:
             raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
                                      base_path=storage.base_uri) from None
         try:
-            props = parse_properties(data.decode("utf-8"), path)
+            props = parse_properties(data.decode("utf-8"))
         except UnicodeDecodeError as e:
             raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
                                        base_path=storage.base_uri) from e
