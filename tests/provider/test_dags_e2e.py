@@ -113,6 +113,8 @@ def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_i
                                                    if instant in " ".join(q.cmdline())]
     # The instant is left pending; once its heartbeat expired, the next rollback removes it.
     assert Table.open(airflow_env.table).timeline().get(instant).is_pending
+    # A real wait, not now=: the services DAG runs in its own process (airflow dags test) and
+    # judges the heartbeat by its own clock; the point is that the real DAG finds it expired.
     time.sleep(3)  # heartbeat interval 1 s x 2 misses
     svc = airflow_env.dags_test("hudi_occ_table_services", "services")
     log = finish(svc)
