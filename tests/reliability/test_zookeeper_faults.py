@@ -17,7 +17,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core.concurrency import conflict
+from airflow_hudi_occ.core.commit import transaction
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import LockLostError
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
@@ -53,8 +53,9 @@ def _seeded(tmp_path, options):
 
 
 def _inside_commit(monkeypatch, action):
-    """Run ``action()`` once, inside commit() with the table lock held (before conflict checks)."""
-    orig = conflict.resolve_write_conflicts
+    """Run ``action()`` once, inside commit() with the table lock held (before conflict checks).
+    Patched where commit() looks the name up: the transaction module imports it at its top."""
+    orig = transaction.resolve_write_conflicts
     done = []
 
     def wrapped(*a, **kw):
@@ -62,7 +63,7 @@ def _inside_commit(monkeypatch, action):
             done.append(True)
             action()
         return orig(*a, **kw)
-    monkeypatch.setattr(conflict, "resolve_write_conflicts", wrapped)
+    monkeypatch.setattr(transaction, "resolve_write_conflicts", wrapped)
     return done
 
 
