@@ -165,7 +165,7 @@ def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table) -> merge.MergeR
                                                               if c in incoming.column_names]),
                                   incoming.column(KEY).combine_chunks(), mode=mode,
                                   instant=ctx.instant, precombine=ctx.precombine,
-                                  schema=ctx.target_schema)
+                                  schema=ctx.target_schema, order=merge.BATCH_ORDER)
 
 
 def _clear_previous_attempts(table: Table, markers, partition: str, file_id: str, name: str) -> None:

@@ -3,7 +3,7 @@
 One implementation for every engine: the single-process writer (``commit/writer``) and the
 Spark executor (``spark/executor``) both call :func:`merge_file_group`, and the writer also
 calls :func:`dedupe` (Spark dedupes in its own SQL before the executors see the rows). No
-per-row Python: keys are matched with ``is_in``/joins, winners chosen with sorts.
+per-row Python: keys are matched with ``is_in``/``index_in``, winners chosen with sorts.
 
 The rules, Hudi's with the default ``EVENT_TIME_ORDERING`` payload:
 
@@ -16,6 +16,19 @@ The rules, Hudi's with the default ``EVENT_TIME_ORDERING`` payload:
   file group are appended (the caller passes only the keys that belong here);
 - ``delete``: stored records whose key is in the batch are dropped;
 - ``append``: the batch is appended without matching (inserts into a small file group).
+
+The two engines wrote the same records in different row orders (and so with different
+``_hoodie_commit_seqno`` values), and the order is kept per engine (``order=``):
+
+- :data:`STORED_ORDER` (the core writer): the kept stored records, then the replacing records
+  in the order of the stored records they replace, then the new keys in batch order; each
+  stored record is judged on its own (a key stored twice is replaced, or kept, per copy);
+- :data:`BATCH_ORDER` (the Spark executor): the kept stored records, then the incoming records
+  in batch order; a key is judged once (kept if any stored copy is newer).
+
+Without a target ``schema`` (the core writer) the stored and incoming rows are concatenated
+with Arrow's permissive promotion (stored column order first, added columns after); with one
+(Spark) both are conformed to it.
 """
 
 from __future__ import annotations
@@ -29,6 +42,8 @@ from airflow_hudi_occ.core.format.base_file import record_key_array
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 UPSERT, DELETE, APPEND = "upsert", "delete", "append"
+STORED_ORDER, BATCH_ORDER = "stored", "batch"
+
 
 def dedupe(rows: pa.Table, key_fields, precombine: str | None, keys: pa.Array | None = None) -> pa.Table:
     """One record per key within a batch (the rules in the module docstring), in batch order."""
@@ -83,13 +98,36 @@ def _count(mask) -> int:
     return pc.sum(mask.cast(pa.int64())).as_py() or 0
 
 
+def _less(new: pa.Array, old: pa.Array) -> pa.Array:
+    """``new < old`` per row, false where either is null; the stored values are read in the
+    incoming type (a common type when they do not fit it)."""
+    try:
+        old_c = old if old.type == new.type else old.cast(new.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        common = pa.unify_schemas([pa.schema([("x", new.type)]), pa.schema([("x", old.type)])],
+                                  promote_options="permissive").field("x").type
+        new, old_c = new.cast(common), old.cast(common)
+    return pc.fill_null(pc.less(new, old_c), False)
+
+
+def _combine(stored: pa.Table, incoming: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    if schema is not None:
+        return pa.concat_tables([conform(stored, schema), conform(incoming, schema)])
+    if incoming.num_rows == 0:
+        return stored
+    return pa.concat_tables([stored, incoming], promote_options="permissive")
+
+
 def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array, *, mode: str,
-                     instant: str, precombine: str | None = None,
-                     schema: pa.Schema | None = None) -> MergeResult:
+                     instant: str, precombine: str | None = None, schema: pa.Schema | None = None,
+                     order: str = BATCH_ORDER) -> MergeResult:
     """Merge a deduped batch into one file group's stored base file (meta columns included).
 
-    ``schema`` is the target schema of the user columns (the batch's schema when None; stored
-    rows are conformed to it: new columns null)."""
+    ``schema`` is the target schema of the user columns (None: see the module docstring; a
+    delete keeps the stored schema either way); ``order`` is :data:`STORED_ORDER` or
+    :data:`BATCH_ORDER`."""
+    if order not in (STORED_ORDER, BATCH_ORDER):
+        raise ValueError(f"unknown merge order {order!r}")
     bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
     btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
     buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
@@ -97,37 +135,44 @@ def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array
     if mode == DELETE:
         hit = pc.is_in(bkeys, value_set=ikeys)
         keep = pc.invert(hit)
-        return MergeResult(conform(buser.filter(keep), schema), bkeys.filter(keep),
-                           btimes.filter(keep), deletes=_count(hit))
+        return MergeResult(buser.filter(keep), bkeys.filter(keep), btimes.filter(keep),
+                           deletes=_count(hit))
     iuser = incoming.drop_columns([c for c in META_COLUMNS if c in incoming.column_names])
-    target = schema if schema is not None else iuser.schema
-    iuser = conform(iuser, target)
+    iuser = conform(iuser, schema)
     now = pa.array([instant] * incoming.num_rows, pa.string())
     if mode == APPEND:
-        return MergeResult(pa.concat_tables([conform(buser, target), iuser]),
-                           pa.concat_arrays([bkeys, ikeys]), pa.concat_arrays([btimes, now]),
-                           inserts=incoming.num_rows)
+        return MergeResult(_combine(buser, iuser, schema), pa.concat_arrays([bkeys, ikeys]),
+                           pa.concat_arrays([btimes, now]), inserts=incoming.num_rows)
     if mode != UPSERT:
         raise ValueError(f"unknown merge mode {mode!r}")
-    matched_b = pc.is_in(bkeys, value_set=ikeys)
-    keep_old = pa.array([], pa.string())
-    if precombine and precombine in buser.column_names and precombine in iuser.column_names:
-        old = pa.table({"k": bkeys, "o": buser.column(precombine)}).filter(matched_b)
-        new = pa.table({"k": ikeys, "n": iuser.column(precombine)})
-        j = old.join(new, "k")
-        if j.num_rows:
-            # the stored record stays when the incoming one is strictly older
-            older = pc.fill_null(pc.less(j.column("n"), j.column("o").cast(j.column("n").type)), False)
-            keep_old = j.column("k").filter(older).combine_chunks()
-    base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
-    in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
+    # for every stored row, the incoming row of its key (null: not in the batch)
+    pos = pc.index_in(bkeys, value_set=ikeys)
+    matched_b = pc.is_valid(pos)
     matched_i = pc.is_in(ikeys, value_set=bkeys)
+    older = pa.array([False] * base.num_rows, pa.bool_())
+    if precombine and precombine in buser.column_names and precombine in iuser.column_names:
+        # the stored record stays when the incoming one is strictly older
+        incoming_pre = pc.take(iuser.column(precombine).combine_chunks(), pos)
+        older = _less(incoming_pre, buser.column(precombine).combine_chunks())
+    if order == BATCH_ORDER:
+        keep_old = bkeys.filter(older)
+        base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
+        in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
+        taken = iuser.filter(in_take)
+        taken_keys, updates = ikeys.filter(in_take), _count(pc.and_(matched_i, in_take))
+    else:
+        base_keep = pc.or_(pc.invert(matched_b), older)
+        replaced = pc.and_(matched_b, pc.invert(older))
+        fresh = pc.invert(matched_i)
+        take = pa.concat_arrays([pos.filter(replaced).cast(pa.int64()),
+                                 pa.array(range(incoming.num_rows), pa.int64()).filter(fresh)])
+        taken, taken_keys, updates = iuser.take(take), ikeys.take(take), _count(replaced)
     return MergeResult(
-        pa.concat_tables([conform(buser.filter(base_keep), target), iuser.filter(in_take)]),
-        pa.concat_arrays([bkeys.filter(base_keep), ikeys.filter(in_take)]),
-        pa.concat_arrays([btimes.filter(base_keep), now.filter(in_take)]),
-        updates=_count(pc.and_(matched_i, in_take)), inserts=_count(pc.invert(matched_i)))
+        _combine(buser.filter(base_keep), taken, schema),
+        pa.concat_arrays([bkeys.filter(base_keep), taken_keys]),
+        pa.concat_arrays([btimes.filter(base_keep), pa.array([instant] * len(taken_keys), pa.string())]),
+        updates=updates, inserts=_count(pc.invert(matched_i)))
 
 
-__all__ = ["UPSERT", "DELETE", "APPEND", "MergeResult", "merge_file_group", "dedupe",
-           "conform"]
+__all__ = ["UPSERT", "DELETE", "APPEND", "STORED_ORDER", "BATCH_ORDER", "MergeResult",
+           "merge_file_group", "dedupe", "conform"]

@@ -218,9 +218,11 @@ class ArrowTableWriter:
                 continue
             claimed = pc.or_(claimed, mine)
             res = merge.merge_file_group(base, rows.filter(mine), keys.filter(mine), mode=mode,
-                                         instant=tx.instant_time, precombine=self.table.config.precombine_field)
+                                         instant=tx.instant_time, precombine=self.table.config.precombine_field,
+                                         order=merge.STORED_ORDER)
+            # keys=None: the keys are spelled again from the merged rows, as this writer always did
             work.append(_Work(part, s.file_id, s, res.user, res.commit_times, updates=res.updates,
-                              deletes=res.deletes, inserts=res.inserts, keys=res.keys))
+                              deletes=res.deletes, inserts=res.inserts))
         if op != "delete" and new_groups:
             fresh = pc.invert(claimed)
             if pc.any(fresh).as_py():
