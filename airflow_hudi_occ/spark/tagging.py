@@ -5,7 +5,7 @@ Runs on the driver as Spark SQL (joins and hashes, no Python per row):
 1. ``prepare``: add ``_hoodie_record_key`` and ``_hoodie_partition_path`` exactly as core's
    ``record_keys`` / ``partition_path_of`` spell them (so the keys written by executors, by the
    Arrow reference writer and by Java Hudi agree), then keep one record per key in the batch
-   (the largest precombine value, the later record on a tie: core's ``_dedupe``).
+   (the largest precombine value, the later record on a tie: ``core.commit.merge.dedupe``).
 2. ``lookup`` (simple index): join the incoming keys with the ``_hoodie_record_key`` column of
    the latest base file of every file group in the touched partitions, as of the
    transaction's snapshot. A matched record goes to its file group.
@@ -83,7 +83,7 @@ def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], h
            .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
     if precombine and precombine in df.columns:
         p = F.col(precombine)
-        # core._dedupe: the largest non-null value wins, the later one on a tie; a null never
+        # core.commit.merge.dedupe: the largest non-null value wins, the later one on a tie; a null never
         # displaces a record already chosen, so with only nulls the first one stays.
         order = [p.isNull().asc(), p.desc(), F.when(p.isNull(), F.col(SEQ)).otherwise(-F.col(SEQ)).asc()]
     else:
