@@ -56,7 +56,7 @@ PHASES = [
     ("timeline_load", Timeline, "load", False),
     ("  listdir", Storage, "list_names", True),
     ("rollback_check", tx_mod, "_refuse_if_being_rolled_back", False),
-    ("conflict_resolution", conflict_mod, "resolve_write_conflicts", False),
+    ("conflict_resolution", tx_mod, "resolve_write_conflicts", False),  # where commit() looks it up
     ("  candidate_selection", conflict_mod.ConflictResolutionStrategy, "candidate_instants", True),
     ("  metadata_reads", Timeline, "commit_metadata", True),
     ("latest_time", Timeline, "latest_time", False),

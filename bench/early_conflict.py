@@ -35,7 +35,7 @@ import os
 import time
 import uuid
 
-from airflow_hudi_occ.core.concurrency import marker_files
+from airflow_hudi_occ.core.concurrency import marker_files as marker_file_cache
 from airflow_hudi_occ.core.concurrency import markers as markers_mod
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
@@ -237,7 +237,7 @@ def run(ctx) -> list[Figure]:
                 # marker_files keeps parsed MARKERS files by (size, mtime), process-wide; empty
                 # it so that the round reads and parses every file, as Hudi's checker does
                 # every round, and take a new detector so nothing it learnt is reused either.
-                marker_files.clear_cache()
+                marker_file_cache.clear_cache()
                 holder["det"] = batched.detector("async")
 
             def one_round():
