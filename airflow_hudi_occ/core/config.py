@@ -407,3 +407,13 @@ class ClusteringConfig:
                               key=CLUSTERING_TARGET_FILE_MAX_BYTES.key, value=cfg.target_file_max_bytes)
         clustering_rejects_updates(options)  # validate early
         return cfg
+
+
+def service_config(cls, config):
+    """A table service's typed config from what its caller has: the typed config itself, a
+    :class:`WriteConfig` (its ``hoodie.*`` options) or the options as a mapping."""
+    if isinstance(config, cls):
+        return config
+    if isinstance(config, WriteConfig):
+        return cls.from_options(config.options)
+    return cls.from_options(config or {})

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.format.storage import delete_planned_files
-from airflow_hudi_occ.core.config import CleanConfig, CleanPolicy, FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.config import service_config, CleanConfig, CleanPolicy, FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.table.file_system_view import BaseFile, TimelineCompletionView, list_base_files, list_partitions
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
@@ -84,11 +84,7 @@ class CleanResult:
 
 def clean_config(config: CleanConfig | WriteConfig | Mapping[str, Any] | None) -> CleanConfig:
     """Accept what callers have: a CleanConfig, a WriteConfig (its options) or hoodie.* options."""
-    if isinstance(config, CleanConfig):
-        return config
-    if isinstance(config, WriteConfig):
-        return CleanConfig.from_options(config.options)
-    return CleanConfig.from_options(config or {})
+    return service_config(CleanConfig, config)
 
 
 # --- planning ------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core.config import ClusteringConfig, WriteConfig
+from airflow_hudi_occ.core.config import service_config, ClusteringConfig, WriteConfig
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
@@ -65,11 +65,8 @@ COMMIT_TIME = "_hoodie_commit_time"
 
 
 def clustering_config(config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None) -> ClusteringConfig:
-    if isinstance(config, ClusteringConfig):
-        return config
-    if isinstance(config, WriteConfig):
-        return ClusteringConfig.from_options(config.options)
-    return ClusteringConfig.from_options(config or {})
+    """Accept what callers have: a ClusteringConfig, a WriteConfig (its options) or hoodie.* options."""
+    return service_config(ClusteringConfig, config)
 
 
 # --- scheduling ----------------------------------------------------------------------------
