@@ -13,8 +13,9 @@ from typing import Any, Iterable
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import HudiOccError, InstantStateError
 from airflow_hudi_occ.core.format.instant import Instant
+from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.inspection.timeline_view import rollbacks_by_target
-from airflow_hudi_occ.core.job_protocol import parse_options
+from airflow_hudi_occ.core.job_protocol import OptionError, parse_options
 from airflow_hudi_occ.core.table.table import Table
 
 PROG = "hudi-occ"
@@ -32,11 +33,8 @@ class UsageError(HudiOccError):
 def _parse_pairs(items: Iterable[str] | None, flag: str, *, coerce: bool = False) -> dict[str, Any]:
     try:
         return parse_options(items, flag, coerce=coerce)
-    except ValueError as e:
-        # job_protocol's message ends with the remedy; the item itself may contain "; "
-        message, sep, _ = str(e).rpartition("; write it as ")
-        raise UsageError(message if sep else str(e),
-                         remedy=f"write it as {flag} some.key=value (no spaces around '=')") from None
+    except OptionError as e:
+        raise UsageError(e.message, remedy=e.remedy) from None
 
 
 def _instant_time(value: str, what: str = "instant") -> str:
@@ -49,7 +47,7 @@ def _instant_time(value: str, what: str = "instant") -> str:
 
 
 def _parse_file_group(value: str) -> tuple[str, str]:
-    partition, _, file_id = value.strip().strip("/").rpartition("/")
+    partition, file_id = FileGroupId.parse(value.strip().strip("/"))
     if not file_id:
         raise UsageError(f"--file-group expects PARTITION/FILEID, got {value!r}",
                          remedy="give the partition path and the fileId, e.g. 2024/01/01/"

@@ -1,7 +1,6 @@
 """How a job talks to whoever runs it: exit codes, the prefixed JSON lines, ``K=V`` options.
 
-One definition for both spark-submit jobs (writes and table services), the Spark app the
-operator submits, the operators and hooks that read the job's output, and the ``hudi-occ``
+One definition for both spark-submit jobs (writes and table services), the operators and hooks that read the job's output, and the ``hudi-occ``
 CLI. The contract an orchestrator relies on:
 
 - exit ``0`` done; ``75`` (EX_TEMPFAIL) a retryable conflict: retry as a fresh attempt; ``1``
@@ -74,19 +73,28 @@ def usage_result(message: str) -> dict:
     return {"outcome": "error", "error": {"error": "UsageError", "message": message}}
 
 
+class OptionError(ValueError):
+    """A malformed ``KEY=VALUE`` item; ``message`` says what, ``remedy`` how to write it."""
+
+    def __init__(self, message: str, remedy: str):
+        self.message, self.remedy = message, remedy
+        super().__init__(f"{message}; {remedy}")
+
+
 def parse_options(items: Iterable[str] | None, flag: str = "--option", *,
                   coerce: bool = False) -> dict[str, Any]:
     """``["k=v", ...]`` as a dict; ``coerce`` reads JSON values (numbers, booleans, objects).
 
-    Raises ValueError naming the flag and the bad item; callers turn it into their usage error.
+    Raises :class:`OptionError` naming the flag and the bad item; callers turn it into their
+    usage error.
     """
     out: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = str(item).partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValueError(f"{flag} expects KEY=VALUE, got {item!r}; write it as "
-                             f"{flag} some.key=value (no spaces around '=')")
+            raise OptionError(f"{flag} expects KEY=VALUE, got {item!r}",
+                              f"write it as {flag} some.key=value (no spaces around '=')")
         if coerce:
             try:
                 value = json.loads(value)
@@ -111,5 +119,5 @@ def exit_code_for(error: BaseException) -> int:
 
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_WOULD_ABORT", "EXIT_RETRYABLE",
-           "RESULT_PREFIX", "BEGIN_PREFIX", "emit", "emit_result", "emit_begin", "parse_line",
+           "RESULT_PREFIX", "BEGIN_PREFIX", "OptionError", "emit", "emit_result", "emit_begin", "parse_line",
            "last_payload", "usage_result", "parse_options", "format_options", "exit_code_for"]

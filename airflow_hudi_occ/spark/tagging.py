@@ -3,7 +3,7 @@
 Runs on the driver as Spark SQL (joins and hashes, no Python per row):
 
 1. ``prepare``: add ``_hoodie_record_key`` and ``_hoodie_partition_path`` exactly as core's
-   ``record_keys`` / ``partition_path_of`` spell them (so the keys written by executors, by the
+   ``record_key_array`` / ``partition_path_of`` spell them (so the keys written by executors, by the
    Arrow reference writer and by Java Hudi agree), then keep one record per key in the batch
    (the largest precombine value, the later record on a tie: ``core.commit.merge.dedupe``).
 2. ``lookup`` (simple index): join the incoming keys with the ``_hoodie_record_key`` column of

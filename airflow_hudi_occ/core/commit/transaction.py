@@ -50,7 +50,7 @@ from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
 from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, resolve_write_conflicts,
                                                        strategy_from_options)
 from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
-from airflow_hudi_occ.core.concurrency.locks import table_lock_manager  # noqa: F401  (old import path)
+from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.concurrency.markers import IOType, markers_for
 from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,

@@ -56,11 +56,6 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
     return pc.binary_join_element_wise(*parts, ",")
 
 
-def record_keys(table: pa.Table, key_fields: Sequence[str]) -> list[str]:
-    """:func:`record_key_array` as a list."""
-    return record_key_array(table, key_fields).to_pylist()
-
-
 def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file_name: str,
                       key_fields: Sequence[str] | None = None, keys: pa.Array | None = None,
                       commit_times: Iterable[str] | pa.Array | None = None, seqno_start: int = 0,

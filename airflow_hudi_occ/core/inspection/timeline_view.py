@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.format.layout import FileGroupId, file_group_names
+from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import parse_ms
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
@@ -95,14 +95,6 @@ def _group_key(writer: dict[str, Any]) -> str | None:
 # --- instants as rows: shared with the CLI ---------------------------------------------------
 
 
-def fg_name(partition: str, file_id: str) -> str:
-    return str(FileGroupId(partition, file_id))
-
-
-def fg_names(groups: Iterable[tuple[str, str]]) -> list[str]:
-    return sorted(fg_name(p, f) for p, f in groups)
-
-
 def ms_between(start: str | None, end: str | None) -> int | None:
     if not start or not end:
         return None
@@ -157,11 +149,11 @@ def describe_instant(tl, inst: Instant) -> dict[str, Any]:
             out.update(operation_type=meta.operation_type, writer_id=extra.get(EXTRA_WRITER_ID),
                        attempt=int(attempt) if attempt and attempt.isdigit() else attempt,
                        checkpoint=extra.get(EXTRA_CHECKPOINT), batch_key=extra.get(EXTRA_BATCH_KEY),
-                       file_groups=fg_names(meta.mutated_file_groups()))
+                       file_groups=file_group_names(meta.mutated_file_groups()))
         else:
             op = ConcurrentOperation.from_timeline(tl, inst)
             out["operation_type"] = None if op.operation_type == UNKNOWN else op.operation_type
-            out["file_groups"] = fg_names(op.mutated_file_groups) or None
+            out["file_groups"] = file_group_names(op.mutated_file_groups) or None
     elif inst.action is Action.ROLLBACK:
         out["rolled_back"] = rollback_targets(tl, inst)
     return out
