@@ -13,6 +13,7 @@ Where this project deliberately departs from a Hudi default it says so in ``doc`
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, TypeVar
@@ -20,6 +21,10 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 from airflow_hudi_occ.core.errors import ConfigError
 
 T = TypeVar("T")
+
+#: every key (and alias) a :class:`ConfigProperty` reads, filled as the properties are defined;
+#: :func:`check_option_keys` refuses what is in neither this nor :data:`ACCEPTED_HUDI_KEYS`
+_KNOWN_KEYS: dict[str, "ConfigProperty"] = {}
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,10 @@ class ConfigProperty(Generic[T]):
     parse: Callable[[Any], T] = lambda v: v  # noqa: E731
     aliases: tuple[str, ...] = ()
     doc: str = ""
+
+    def __post_init__(self):
+        for k in (self.key, *self.aliases):
+            _KNOWN_KEYS.setdefault(k, self)
 
     def get(self, options: Mapping[str, Any]) -> T:
         for k in (self.key, *self.aliases):
@@ -73,6 +82,65 @@ def parse_enum(cls: type[enum.Enum]) -> Callable[[Any], enum.Enum]:
             raise ValueError(f"allowed values: {allowed}") from None
 
     return _p
+
+
+# --- which keys exist ------------------------------------------------------------------------
+
+#: Hudi keys a Hudi user routinely sets that this project reads elsewhere or has no use for,
+#: with why: accepted (a copied Hudi config keeps working) but never silently misread.
+ACCEPTED_HUDI_KEYS: dict[str, str] = {
+    **{f"hoodie.{op}.shuffle.parallelism": "Spark's own partitioning decides the parallelism"
+       for op in ("upsert", "insert", "bulkinsert", "delete")},
+    "hoodie.datasource.write.keygenerator.class": "the key generator follows from the key and "
+                                                  "partition fields (SIMPLE, COMPLEX or NON_PARTITION)",
+    "hoodie.datasource.write.keygenerator.type": "as hoodie.datasource.write.keygenerator.class",
+    "hoodie.datasource.write.payload.class": "records merge by the precombine (ordering) field",
+    "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
+    "hoodie.auto.commit": "a write always commits (or rolls back) itself",
+    "hoodie.combine.before.insert": "duplicates in a batch are always combined by key",
+    "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
+    "hoodie.metadata.enable": "this writer does not maintain Hudi's metadata table",
+    "hoodie.datasource.write.partitionpath.urlencode": "a table property, fixed at false",
+    "hoodie.datasource.write.drop.partition.columns": "a table property, fixed at false",
+    "hoodie.database.name": "a table property (hoodie.properties)",
+}
+
+OPTIONS_STRICT_KEY = "hoodie.occ.options.strict"
+OPTIONS_STRICT = ConfigProperty(OPTIONS_STRICT_KEY, True, parse_bool,
+                                doc="this project's key: false lets unknown keys through (warned)")
+
+
+def known_keys() -> set[str]:
+    """Every ``hoodie.*`` key this project reads or accepts (of the modules imported so far:
+    callers that check keys import the modules that define them first)."""
+    return set(_KNOWN_KEYS) | set(ACCEPTED_HUDI_KEYS)
+
+
+def closest_key(key: str, known: set[str] | None = None) -> str | None:
+    """The known key ``key`` most likely misspells (``difflib``), or None."""
+    found = difflib.get_close_matches(key, sorted(known or known_keys()), n=1, cutoff=0.85)
+    return found[0] if found else None
+
+
+def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None) -> list[str]:
+    """Refuse a key nothing reads: a misspelt ``hoodie.write.lock.providr`` must not fall back
+    to the default lock. ``hoodie.occ.options.strict=false`` turns the refusal into the return
+    value (the unknown keys, for the caller to warn about), for configs shared with other tools.
+    """
+    known = known if known is not None else known_keys()
+    unknown = sorted(k for k in options if k not in known)
+    if not unknown:
+        return []
+    if not OPTIONS_STRICT.get(options):
+        return unknown
+    key = unknown[0]
+    hint = closest_key(key, known)
+    more = f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+    raise ConfigError(
+        f"unknown option {key!r}{more}" + (f": did you mean {hint!r}?" if hint else ""),
+        key=key, value=options[key],
+        remedy=(f"rename it to {hint}" if hint else "remove it, or use a key from docs/configuration.md")
+               + f" (or set {OPTIONS_STRICT_KEY}=false to only warn about keys nothing reads)")
 
 
 class ConcurrencyMode(enum.Enum):
@@ -236,7 +304,21 @@ CONFLICT_RESOLUTION_STRATEGY = ConfigProperty(
     doc="simple | bucket | prefer-writer, or Hudi's Java class names")
 FAILED_WRITES_POLICY = ConfigProperty("hoodie.clean.failed.writes.policy", FailedWritesPolicy.LAZY,
                                       parse_enum(FailedWritesPolicy),
+                                      aliases=("hoodie.cleaner.policy.failed.writes",),
                                       doc="LAZY with OCC (Hudi infers LAZY for multi-writer)")
+def _table_type(v: Any) -> str:
+    t = str(v).strip().upper()
+    if t == "COPY_ON_WRITE":
+        return t
+    if t == "MERGE_ON_READ":
+        raise ConfigError("merge-on-read tables are not written by this project yet",
+                          key=TABLE_TYPE_KEY, value=v,
+                          remedy="write a COPY_ON_WRITE table (the default), or use Java Hudi for this table")
+    raise ValueError("allowed values: COPY_ON_WRITE")
+
+
+TABLE_TYPE_KEY = "hoodie.datasource.write.table.type"
+TABLE_TYPE = ConfigProperty(TABLE_TYPE_KEY, "COPY_ON_WRITE", _table_type, aliases=("hoodie.table.type",))
 MAX_CLOCK_SKEW_MS = ConfigProperty("hoodie.time.generator.max_expected_clock_skew_ms", 200, parse_int)
 TABLE_NAME = ConfigProperty("hoodie.table.name", "", str, aliases=("hoodie.datasource.write.table.name",))
 

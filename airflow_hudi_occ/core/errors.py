@@ -68,6 +68,14 @@ class UnknownLockProviderError(ConfigError):
     """A lock provider name or class path that does not exist."""
 
 
+class SourceNotFoundError(HudiOccError):
+    """A write's input path does not exist (found before a Spark session is started)."""
+
+    def __init__(self, message: str, *, source: str | None = None, remedy: str | None = None):
+        self.source = source
+        super().__init__(message, remedy=remedy)
+
+
 # --- the table on storage -----------------------------------------------------------------
 
 
@@ -85,6 +93,16 @@ class TableNotFoundError(TableError):
 
 class TableExistsError(TableError):
     remedy = "open the existing table instead of creating it, or choose another base path"
+
+
+class TableLocationNotEmptyError(TableError):
+    """The base path of a new table holds files that are not a Hudi table's: adopting them
+    would show them to every Hudi reader as stray data, so the table is not created."""
+
+    def __init__(self, message: str, *, base_path: str | None = None,
+                 entries: list[str] | None = None, remedy: str | None = None):
+        self.entries = list(entries or [])
+        super().__init__(message, base_path=base_path, remedy=remedy)
 
 
 class UnsupportedTableVersionError(TableError):

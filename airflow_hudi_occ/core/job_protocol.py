@@ -13,6 +13,7 @@ CLI. The contract an orchestrator relies on:
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any, Iterable, TextIO
@@ -68,9 +69,28 @@ def last_payload(lines: str | Iterable[str], prefix: str = RESULT_PREFIX) -> dic
     return found
 
 
-def usage_result(message: str) -> dict:
+def usage_result(message: str, remedy: str | None = None) -> dict:
     """The result line of a job whose command line was wrong."""
-    return {"outcome": "error", "error": {"error": "UsageError", "message": message}}
+    return {"outcome": "error", "error": {"error": "UsageError", "message": message,
+                                          "remedy": remedy or "fix the command line (--help lists it)"}}
+
+
+class UsageError(Exception):
+    """A wrong command line, with argparse's own words (``argument --operation: invalid
+    choice: 'upsertt' ...``) rather than a bare exit status 2."""
+
+    def __init__(self, message: str, usage: str = ""):
+        self.message, self.usage = message, usage
+        super().__init__(message)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, except that a usage error raises :class:`UsageError` instead of printing to
+    stderr and exiting 2: the job puts the message in its result line, where the operator
+    (and the Airflow task's exception) can quote it."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}", self.format_usage())
 
 
 class OptionError(ValueError):
@@ -120,4 +140,4 @@ def exit_code_for(error: BaseException) -> int:
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_WOULD_ABORT", "EXIT_RETRYABLE",
            "RESULT_PREFIX", "BEGIN_PREFIX", "OptionError", "emit", "emit_result", "emit_begin", "parse_line",
-           "last_payload", "usage_result", "parse_options", "format_options", "exit_code_for"]
+           "last_payload", "usage_result", "UsageError", "ArgumentParser", "parse_options", "format_options", "exit_code_for"]

@@ -7,6 +7,7 @@ here into its own typed error, so the user sees which key was wrong and the vali
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 
@@ -54,12 +55,14 @@ class Registry:
         self._reserved_reason = reserved_reason
         self._empty_reason = empty_reason
         self._targets: dict[str, type | str] = {}
+        self._spelling: dict[str, str] = {}  # normalised name -> as registered, for hints
 
     def add(self, target: type | str, *names: str | None) -> None:
         """Register ``target`` under each of ``names`` (None and '' are skipped)."""
         for name in names:
             if name:
                 self._targets[self._normalize(name)] = target
+                self._spelling.setdefault(self._normalize(name), name)
 
     def lookup(self, value: str) -> type | str | None:
         """The registered target of ``value``, without importing it; None if unregistered."""
@@ -73,9 +76,33 @@ class Registry:
         target = self._targets.get(self._normalize(raw)) if raw else None
         if target is None:
             if self._reserved_prefix and raw.startswith(self._reserved_prefix):
-                raise self._error(value, self._reserved_reason)
+                raise self._error(value, self._with_hint(raw, self._reserved_reason))
             target = raw
+        if isinstance(target, str) and target == raw and ":" not in raw and "." not in raw:
+            raise self._error(value, self._with_hint(raw, "not a known name and not a dotted Python path"))
         return self.load(target, value)
+
+    def check(self, value: str) -> None:
+        """Raise the plug-in point's error if ``value`` names nothing, without importing a
+        registered target (a DAG file checks its lock provider without importing kazoo); a
+        user's dotted path is imported, since only that proves it exists."""
+        raw = (value or "").strip()
+        if raw and self._targets.get(self._normalize(raw)) is not None:
+            return
+        self.resolve(value)
+
+    def closest(self, value: str) -> str | None:
+        """The registered name ``value`` most likely misspells, or None."""
+        short = sorted(n for n in self._targets if "." not in n)  # short names read best
+        for names in (short, sorted(self._targets)):
+            found = difflib.get_close_matches(self._normalize(value), names, n=1, cutoff=0.75)
+            if found:
+                return self._spelling.get(found[0], found[0])
+        return None
+
+    def _with_hint(self, raw: str, why: str) -> str:
+        hint = self.closest(raw)
+        return f"{why}; did you mean {hint!r}?" if hint else why
 
     def load(self, target: type | str, value: str) -> type:
         """The class of ``target`` (a class, or a path imported now); a failure is reported as

@@ -32,21 +32,25 @@ import traceback
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError  # noqa: E402
-from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, emit_begin, emit_result,  # noqa: E402
-                                                exit_code_for, parse_options, usage_result)
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError  # noqa: E402
+from airflow_hudi_occ.core.format.storage import Storage  # noqa: E402
+from airflow_hudi_occ.core.table.table import Table, check_new_table_location  # noqa: E402
+from airflow_hudi_occ.spark.options import OPERATIONS, SparkWriteOptions  # noqa: E402
+from airflow_hudi_occ.spark.source import SOURCE_FORMATS, check_source, read_source  # noqa: E402,F401
+from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, ArgumentParser,  # noqa: E402
+                                                UsageError, emit_begin, emit_result, exit_code_for,
+                                                parse_options, usage_result)
 
 #: what a lost write reports beyond the instants and file groups: how far the doomed attempt got
 WRITE_CONFLICT_DETAILS = ("files_discarded", "files_written", "file_groups_planned")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="airflow_hudi_occ.spark.job", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="airflow_hudi_occ.spark.job", description=__doc__.split("\n")[0])
     p.add_argument("--table", required=True, help="base path of the Hudi table")
-    p.add_argument("--operation", default="upsert",
-                   choices=["upsert", "insert", "bulk_insert", "delete", "insert_overwrite"])
+    p.add_argument("--operation", default="upsert", choices=list(OPERATIONS))
     p.add_argument("--source", required=True, help="input path, or a SQL query with --source-format sql")
-    p.add_argument("--source-format", default="parquet", choices=["parquet", "csv", "json", "sql"])
+    p.add_argument("--source-format", default="parquet", choices=list(SOURCE_FORMATS))
     p.add_argument("--option", action="append", default=[], metavar="K=V",
                    help="a hoodie.* option (repeatable)")
     p.add_argument("--attempt", type=int, default=1)
@@ -57,13 +61,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def read_source(spark, source: str, fmt: str):
-    if fmt == "sql":
-        return spark.sql(source)
-    reader = spark.read
-    if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
-    return reader.format(fmt).load(source)
+def preflight(args, options: dict) -> None:
+    """Everything that can be judged before a Spark session exists, so that a wrong option, a
+    missing input or a folder that is not a Hudi table costs a second, not a Spark start, and
+    nothing is written: every option (keys, values, plug-in names), the source, and the
+    table's location (an existing table, or a new or empty folder)."""
+    SparkWriteOptions.from_options(options)
+    check_source(args.source, args.source_format)
+    try:
+        Table.open(args.table)
+    except TableNotFoundError:
+        try:
+            check_new_table_location(Storage(args.table))
+        except FileExistsError:  # created meanwhile by another writer
+            pass
 
 
 def announce_begin(tx) -> None:
@@ -79,6 +90,10 @@ def parse_command_line(parse_args, argv):
     try:
         args = parse_args(argv)
         return args, parse_options(args.option)
+    except UsageError as e:
+        print(e.usage + e.message, file=sys.stderr, flush=True)
+        emit_result(usage_result(e.message))
+        return EXIT_USAGE
     except ValueError as e:  # a malformed --option
         emit_result(usage_result(str(e)))
         return EXIT_USAGE
@@ -127,10 +142,12 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
     spark = None
     try:
         # Before Spark starts and the source is read: a batch already in the table, or staged
-        # by a writer that died before completing it, needs neither.
+        # by a writer that died before completing it, needs neither (nor its source, which
+        # may be gone by the time a re-run finds the batch committed).
         res = SparkHudiWriter(None, args.table, options, writer_id=args.writer_id).prepare(
             args.batch_key, attempt=args.attempt)
         if res is None:
+            preflight(args, options)
             spark = _session(SparkSession, args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
                                      on_begin=on_begin)

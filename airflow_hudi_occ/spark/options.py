@@ -2,7 +2,10 @@
 
 Users of Hudi's Spark datasource already pass these keys; every other ``hoodie.*`` key goes to
 core's :class:`~airflow_hudi_occ.core.config.WriteConfig` (locks, heartbeats, early conflict
-detection, markers) unchanged. An invalid value is a :class:`ConfigError` naming the key.
+detection, markers) unchanged. An invalid value, or a key nothing reads, is a
+:class:`ConfigError` naming the key (and the closest known key), raised by
+:meth:`SparkWriteOptions.from_options` before a Spark session exists: the job, the operator
+and the DAG file all call it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from airflow_hudi_occ.core.commit.write_options import check_write_options
 from airflow_hudi_occ.core.config import ConfigProperty, WriteConfig, parse_bool, parse_int
 from airflow_hudi_occ.core.errors import ConfigError
 
@@ -75,8 +79,12 @@ class SparkWriteOptions:
         return OPERATIONS[self.operation]
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "SparkWriteOptions":
+    def from_options(cls, options: Mapping[str, Any], *, warn=None,
+                     partial: bool = False) -> "SparkWriteOptions":
+        """Parsed and checked options; ``partial`` as in
+        :func:`~airflow_hudi_occ.core.commit.write_options.check_write_options`."""
         opts = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
+        write_config = check_write_options(opts, warn=warn, partial=partial)
         o = cls(
             table_name=TABLE_NAME.get(opts),
             record_key_fields=RECORD_KEY.get(opts),
@@ -89,7 +97,7 @@ class SparkWriteOptions:
             record_size_estimate=RECORD_SIZE_ESTIMATE.get(opts),
             index_type=INDEX_TYPE.get(opts),
             bucket_num=BUCKET_NUM.get(opts),
-            write_config=WriteConfig.from_options(opts),
+            write_config=write_config,
             options=opts,
         )
         if o.max_file_size <= 0 or o.record_size_estimate <= 0:

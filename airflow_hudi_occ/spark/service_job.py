@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant  # noqa: E402
 from airflow_hudi_occ.core.config import WriteConfig  # noqa: E402
 from airflow_hudi_occ.core.errors import RetryableError  # noqa: E402
-from airflow_hudi_occ.core.job_protocol import EXIT_OK, emit_result, exit_code_for  # noqa: E402
+from airflow_hudi_occ.core.job_protocol import ArgumentParser, EXIT_OK, emit_result, exit_code_for  # noqa: E402
 from airflow_hudi_occ.core.services.clean import run_clean  # noqa: E402
 from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table  # noqa: E402
@@ -40,8 +40,7 @@ SERVICES = ("clean", "rollback", "cluster")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="airflow_hudi_occ.spark.service_job",
-                                description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="airflow_hudi_occ.spark.service_job", description=__doc__.split("\n")[0])
     p.add_argument("--table", required=True)
     p.add_argument("--service", required=True, choices=SERVICES)
     p.add_argument("--option", action="append", default=[], metavar="K=V")

@@ -326,6 +326,12 @@ def strategy_class(name: str) -> type[ConflictResolutionStrategy]:
     return _REGISTRY.resolve((name or "").strip())  # errors name the stripped value
 
 
+def check_strategy(name: str) -> None:
+    """Raise :class:`UnknownStrategyError` if ``name`` names no strategy (a built-in is not
+    constructed; a user's dotted path is imported)."""
+    _REGISTRY.check((name or "").strip())
+
+
 def strategy_from_options(options: Mapping[str, Any], *, table=None,
                           heartbeat_config: HeartbeatConfig | None = None,
                           clock: Callable[[], float] = time.time) -> ConflictResolutionStrategy:

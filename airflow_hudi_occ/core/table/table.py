@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
-                     UnsupportedTableVersionError)
+from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError,
+                                          TableLocationNotEmptyError, TableNotFoundError,
+                                          UnsupportedTableVersionError)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE  # noqa: F401
 from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.core.format.storage import Storage
@@ -149,6 +150,33 @@ class TableConfig:
 # --- the table -----------------------------------------------------------------------------
 
 
+def check_new_table_location(storage: Storage) -> None:
+    """Refuse to create a table in a folder that holds anything but a ``.hoodie`` folder.
+
+    A table created over plain parquet files would list them as part of no file group: Hudi
+    readers show them as stray data (or fail), and nothing of ours would ever clean them.
+    Raises ``FileExistsError`` when the folder already is a Hudi table (the caller opens it)
+    and :class:`TableLocationNotEmptyError` naming the folder and some of its entries.
+
+    The listing comes before the check for ``hoodie.properties``: a concurrent creator
+    writes that file before any data, so data seen in the listing implies the table exists
+    by the time of the check, and two writers racing to create one table both succeed.
+    """
+    entries = sorted(n for n in storage.list_names(storage.path()) if n != META_FOLDER)
+    if storage.exists(storage.path(META_FOLDER, PROPERTIES_FILE)):
+        raise FileExistsError(storage.path(META_FOLDER, PROPERTIES_FILE))
+    if entries:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise TableLocationNotEmptyError(
+            f"{storage.base_uri} is not a Hudi table and not empty ({len(entries)} entr"
+            f"{'y' if len(entries) == 1 else 'ies'}: {shown}); a table created there would "
+            "show those files to every Hudi reader as stray data", base_path=storage.base_uri,
+            entries=entries[:20],
+            remedy="write the table to a new or empty path; to make existing parquet files a "
+                   "Hudi table, write them through the operator or the Spark engine as the "
+                   "source of a bulk_insert into a new path")
+
+
 class Table:
     """A table at a base path. Cheap to construct; the timeline is loaded on demand."""
 
@@ -204,6 +232,7 @@ class Table:
         storage = Storage(base_uri, storage_options, **storage_kw)
         path = storage.path(META_FOLDER, PROPERTIES_FILE)
         try:
+            check_new_table_location(storage)
             storage.create_if_absent(path, render_properties(config.properties).encode("utf-8"))
         except FileExistsError:
             if exist_ok:

@@ -36,6 +36,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.options import SparkWriteOptions
 
 ZK_PREFIX = "hoodie.write.lock.zookeeper."
 
@@ -209,8 +210,9 @@ class HudiOccHook(BaseHook):
         return {k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in merged.items()}
 
     def write_config(self, extra: Mapping[str, Any] | None = None) -> WriteConfig:
-        """The typed config; raises ConfigError naming a bad key before anything runs."""
-        return WriteConfig.from_options(self.write_options(extra))
+        """The typed config of the complete options (connection and operator); raises
+        ConfigError naming a bad or unknown key before anything runs."""
+        return SparkWriteOptions.from_options(self.write_options(extra), warn=self.log.warning).write_config
 
     def get_table(self):
         return Table.open(self.table_path, self.storage_options or None)

@@ -59,6 +59,7 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_O
                                                 RESULT_PREFIX, format_options, parse_line)
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider import write_window
+from airflow_hudi_occ.provider.arguments import check_service_arguments, check_write_arguments
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 
 from airflow_hudi_occ.provider.links import HudiTimelineLink
@@ -180,6 +181,12 @@ class HudiWriteOperator(BaseOperator):
     :param partitions: partitions this write may touch (for write windows); None = unknown
     :param application: the spark-submit application (default: the engine's
         ``airflow_hudi_occ/spark/job.py``, or ``$HUDI_OCC_SPARK_APPLICATION``)
+    Arguments are checked when the DAG file is parsed (``provider/arguments.py``): a wrong
+    operation, source format, number, ``hoodie.*`` key (the closest known key is suggested) or
+    plug-in name is an import error of the DAG, not a failed run; templated values and the
+    connection's options are checked in ``execute``, and the job checks its source and the
+    table's folder before its Spark session starts.
+
     :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
         request of another DAG run covers these partitions (see ``provider/write_window.py``)
     """
@@ -201,6 +208,11 @@ class HudiWriteOperator(BaseOperator):
                  window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
                  application: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        check_write_arguments(self.task_id, operation=operation, source=source,
+                              source_format=source_format, options=options,
+                              conflict_retries=conflict_retries, backoff_base_s=backoff_base_s,
+                              backoff_max_s=backoff_max_s, window_wait_timeout_s=window_wait_timeout_s,
+                              window_poll_s=window_poll_s)
         self.application = application
         self.source = source
         self.table_path = table_path
@@ -420,9 +432,8 @@ class HudiTableServiceOperator(BaseOperator):
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                  instant: str | None = None, application: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        check_service_arguments(self.task_id, service=service, services=self.SERVICES, options=options)
         self.application = application
-        if service not in self.SERVICES:
-            raise ValueError(f"service must be one of {self.SERVICES}, got {service!r}")
         self.service = service
         self.table_path = table_path
         self.options = options or {}

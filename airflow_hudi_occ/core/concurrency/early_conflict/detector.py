@@ -53,6 +53,12 @@ def get_detection_strategy(name_or_empty: str | None,
     return _REGISTRY.resolve(raw)
 
 
+def check_detection_strategy(name_or_empty: str | None) -> None:
+    """Raise :class:`UnknownStrategyError` if a non-empty ``name_or_empty`` names no strategy."""
+    if (name_or_empty or "").strip():
+        _REGISTRY.check(name_or_empty.strip())
+
+
 def create_detector(table, instant_time: str, write_config: WriteConfig | None = None,
                     **kwargs) -> EarlyConflictDetectionStrategy:
     """The detector ``write_config`` asks for (strategy by name, else by marker type)."""

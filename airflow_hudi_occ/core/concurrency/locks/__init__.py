@@ -73,6 +73,12 @@ def resolve_provider_class(value: str) -> type[LockProvider]:
     return _REGISTRY.resolve(value)
 
 
+def check_provider(value: str) -> None:
+    """Raise :class:`UnknownLockProviderError` if ``value`` names no provider; a built-in is
+    not imported (kazoo stays unloaded in a DAG file that only checks its options)."""
+    _REGISTRY.check(value)
+
+
 def get_lock_provider(config: LockConfig, *, base_path: str, table_name: str,
                       storage: "Storage | None" = None, lock_key: str | None = None) -> LockProvider:
     cls = resolve_provider_class(config.provider)
