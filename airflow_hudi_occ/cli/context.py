@@ -10,6 +10,7 @@ import argparse
 import time
 from typing import Any, Iterable
 
+from airflow_hudi_occ.core.commit.write_options import check_write_options
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import HudiOccError, InstantStateError
 from airflow_hudi_occ.core.format.instant import Instant
@@ -67,7 +68,7 @@ class Context:
         self.storage_options = _parse_pairs(
             [*(args.global_storage_option or []), *(getattr(args, "storage_option", None) or [])],
             "--storage-option", coerce=True)
-        self.config = WriteConfig.from_options(self.options)
+        self.config = check_write_options(self.options)  # a misspelt key must not fall back
         self.table = _open_table(args.table, self.storage_options)
         self.now = time.time()
         self._timeline = None

@@ -370,6 +370,52 @@ class WriteConfig:
         return dataclasses.replace(self, **changes)
 
 
+# --- Hudi's datasource write keys ---------------------------------------------------------------
+# What a batch is and how its files are sized, under the names users of Hudi's Spark datasource
+# already pass. Defined here, not in the Spark engine, so that every layer knows the keys.
+
+OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
+              "bulk_insert": "BULK_INSERT", "insert_overwrite": "INSERT_OVERWRITE"}
+
+
+def _csv(v: Any) -> list[str]:
+    return [s.strip() for s in str(v).split(",") if s.strip()]
+
+
+def _operation(v: Any) -> str:
+    op = str(v).strip().lower().replace("-", "_")
+    if op not in OPERATIONS:
+        raise ConfigError(f"unknown write operation {v!r}", key=OPERATION.key, value=v,
+                          remedy=f"use one of {sorted(OPERATIONS)}")
+    return op
+
+
+def _index_type(v: Any) -> str:
+    t = str(v).strip().upper()
+    if t not in ("SIMPLE", "BUCKET"):
+        raise ConfigError(f"index type {v!r} is not supported by the Spark engine",
+                          key=INDEX_TYPE.key, value=v, remedy="use SIMPLE or BUCKET")
+    return t
+
+
+DATASOURCE_TABLE_NAME = ConfigProperty("hoodie.datasource.write.table.name", "", str, aliases=("hoodie.table.name",))
+RECORD_KEY = ConfigProperty("hoodie.datasource.write.recordkey.field", [], _csv,
+                            aliases=("hoodie.table.recordkey.fields",))
+PARTITION_PATH = ConfigProperty("hoodie.datasource.write.partitionpath.field", [], _csv,
+                                aliases=("hoodie.table.partition.fields",))
+PRECOMBINE = ConfigProperty("hoodie.datasource.write.precombine.field", "", str,
+                            aliases=("hoodie.table.precombine.field", "hoodie.table.ordering.fields"))
+OPERATION = ConfigProperty("hoodie.datasource.write.operation", "upsert", _operation)
+HIVE_STYLE = ConfigProperty("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
+MAX_FILE_SIZE = ConfigProperty("hoodie.parquet.max.file.size", 120 * 1024 * 1024, parse_int)
+SMALL_FILE_LIMIT = ConfigProperty("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, parse_int,
+                                  doc="0 turns small-file top-up off")
+RECORD_SIZE_ESTIMATE = ConfigProperty("hoodie.copyonwrite.record.size.estimate", 1024, parse_int)
+INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
+                            doc="SIMPLE or BUCKET")
+BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
+
+
 # --- table services: clean and clustering ----------------------------------------------------
 
 

@@ -62,6 +62,8 @@ def _number(where: str, name: str, value: Any, *, minimum: float, integer: bool 
 
 def _options(where: str, options: Mapping[str, Any] | None, *, spark: bool) -> None:
     if options is not None and not isinstance(options, Mapping):
+        if not isinstance(options, (str, list, tuple, set)):
+            return  # an XComArg or another value Airflow resolves at run time
         if is_templated(options):
             return
         raise ConfigError(f"{where}: options must be a dict of hoodie.* keys, got "
@@ -86,7 +88,7 @@ def check_write_arguments(task_id: str, *, operation: Any, source: Any, source_f
     where = _where("HudiWriteOperator", task_id)
     _choice(where, "operation", operation, OPERATIONS)
     _choice(where, "source_format", source_format, SOURCE_FORMATS)
-    if not isinstance(source, str) or not source.strip():
+    if source is None or (isinstance(source, str) and not source.strip()):
         raise ConfigError(f"{where}: source must be a path or (with source_format='sql') a query, "
                           f"got {source!r}", key="source", value=source,
                           remedy="pass the input path, e.g. source='/landing/{{ ds }}/'")

@@ -65,6 +65,20 @@ def _ok(p) -> bool:
     return p.returncode == 0 and "state=success" in text
 
 
+STOPPED_AT_COMMIT = "caught at commit"
+
+
+def stop_point(record) -> str:
+    """Where a lost attempt learnt it had lost: the earlier, the less cluster time burnt."""
+    if record.error == "EarlyConflictError":
+        return "stopped early (early conflict detection)"
+    if record.error == "WriteAbortedError" or record.outcome == "aborted":
+        return "stopped early (abort signal)"
+    if record.error == "PendingClusteringConflictError":
+        return "refused before writing (pending clustering)"
+    return STOPPED_AT_COMMIT
+
+
 def report(table_path: str, staging: str) -> tuple[bool, list[str]]:
     from airflow_hudi_occ.core.commit import attempt_log
     from airflow_hudi_occ.core.table.table import Table
@@ -80,11 +94,19 @@ def report(table_path: str, staging: str) -> tuple[bool, list[str]]:
         who = f"{r.labels.get('dag_id', '?')}.{r.labels.get('task_id', '?')} try {r.labels.get('try_number', '?')}"
         line = f"  {r.instant} {r.outcome:9s} attempt {r.attempt}  {who}"
         if r.outcome != "committed":
-            line += (f"  lost to {r.other_instant} on {len(r.file_groups)} file group(s), "
-                     f"{r.seconds_discarded:.1f} s discarded")
+            line += (f"  lost to {r.other_instant} on {len(r.file_groups)} file group(s): "
+                     f"{stop_point(r)}, {r.seconds_discarded:.1f} s and "
+                     f"{r.files_discarded} file(s) discarded")
         lines.append(line)
     for (dag, outcome), n in sorted(by.items()):
         lines.append(f"  {dag}: {n} {outcome}")
+    lost = [r for r in records if r.outcome in ("conflict", "aborted")]
+    if lost:
+        early = [r for r in lost if stop_point(r) != STOPPED_AT_COMMIT]
+        secs = sorted(r.seconds_discarded for r in lost)
+        lines.append(f"lost attempts: {len(lost)}, {len(early)} stopped before commit; seconds "
+                     f"discarded per lost attempt: median {secs[len(secs) // 2]:.1f}, max "
+                     f"{secs[-1]:.1f}; files discarded: {sum(r.files_discarded for r in lost)}")
     retries = sum(1 for r in records if r.attempt > 1)
     lines.append(f"commits {sum(1 for r in records if r.outcome == 'committed')}, conflicts "
                  f"{sum(1 for r in records if r.outcome == 'conflict')}, retried attempts {retries}")

@@ -23,7 +23,10 @@ NUM_KEYS = 240
 PARTITIONS = [f"2024-01-{d:02d}" for d in range(1, 7)]
 
 #: Hudi options of the example table (bucket index: concurrent inserts of one key conflict
-#: instead of duplicating; early conflict detection on)
+#: instead of duplicating). Early conflict detection is on, with the commit-conflict check:
+#: a writer also stops early when a writer it overlaps has already *committed* (its markers
+#: are gone by then), not only while the other is still writing; without it such a loser
+#: learns only at its own commit, after writing everything.
 TABLE_OPTIONS = {
     "hoodie.datasource.write.table.name": "orders",
     "hoodie.datasource.write.recordkey.field": "id",
@@ -32,6 +35,7 @@ TABLE_OPTIONS = {
     "hoodie.index.type": "BUCKET",
     "hoodie.bucket.index.num.buckets": "2",
     "hoodie.write.concurrency.early.conflict.detection.enable": "true",
+    "hoodie.write.concurrency.early.conflict.check.commit.conflict": "true",
     "hoodie.write.lock.wait_time_ms": "60000",
     "hoodie.write.lock.client.wait_time_ms_between_retry": "200",
     "hoodie.client.heartbeat.interval_in_ms": "5000",

@@ -79,3 +79,21 @@ FAST_WRITE_OPTIONS = {
     "hoodie.time.generator.max_expected_clock_skew_ms": "2",
     "hoodie.client.heartbeat.interval_in_ms": "1000",
 }
+
+
+def tree_snapshot(path: str | os.PathLike) -> dict[str, str]:
+    """Every entry below ``path``: a folder as ``"dir"``, a file as the SHA-256 of its bytes.
+    Equal snapshots before and after an operation prove it left the folder byte-for-byte as
+    it was (no file added, removed or changed, no empty folder left behind)."""
+    import hashlib
+    root = Path(path)
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            out[os.path.relpath(full, root)] = hashlib.sha256(Path(full).read_bytes()).hexdigest()
+    return out

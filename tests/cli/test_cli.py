@@ -467,3 +467,25 @@ def test_console_script(table, tmp_path, writers):
                        text=True, timeout=120)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith("error: no Hudi table") and "Traceback" not in p.stderr
+
+
+def test_a_misspelt_option_is_refused_and_the_table_is_unchanged(tmp_path, capsys):
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
+    w = ArrowTableWriter(t, WriteConfig.from_options(OPTS))
+    for ts in (1, 2, 3):
+        w.write(batch([1, 2], "eu", ts=ts))
+    before = tree_snapshot(t.base_uri)
+    for argv, words in [
+        (["clean", t.base_uri, "--option", "hoodie.clean.commit.retained=1"],
+         "unknown option 'hoodie.clean.commit.retained': did you mean 'hoodie.clean.commits.retained'?"),
+        (["rollback", t.base_uri, "--option", "hoodie.write.lock.provider=zookeepr"],
+         "unknown lock provider 'zookeepr'"),
+    ]:
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and out == "" and words in err, (argv, err)
+        assert "\nremedy: " in err and "Traceback" not in err
+        assert tree_snapshot(t.base_uri) == before
+    # The key spelt right does what the misspelt one would silently not have done.
+    rc, out, err = run(capsys, "clean", t.base_uri, "--option", "hoodie.clean.commits.retained=1")
+    assert rc == 0 and tree_snapshot(t.base_uri) != before, err

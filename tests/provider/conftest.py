@@ -53,11 +53,14 @@ class AirflowEnv:
         return subprocess.run([os.path.join(BIN, "airflow"), *args], env={**self.env, **kw.pop("env", {})},
                               cwd=self.home, capture_output=True, text=True, timeout=timeout, check=check, **kw)
 
-    def dags_test(self, dag_id: str, log_name: str, *, env=None, logical_date: str | None = None):
-        """Start ``airflow dags test`` as its own OS process; output to a log file."""
+    def dags_test(self, dag_id: str, log_name: str, *, env=None, logical_date: str | None = None,
+                  unset: tuple[str, ...] = ()):
+        """Start ``airflow dags test`` as its own OS process; output to a log file. ``unset``
+        names variables of this environment the process must not see (e.g. a connection)."""
         log = open(self.home / f"{log_name}.log", "w+")
         cmd = [os.path.join(BIN, "airflow"), "dags", "test", dag_id] + ([logical_date] if logical_date else [])
-        p = subprocess.Popen(cmd, env={**self.env, **(env or {})}, cwd=self.home, stdout=log,
+        full = {k: v for k, v in {**self.env, **(env or {})}.items() if k not in unset}
+        p = subprocess.Popen(cmd, env=full, cwd=self.home, stdout=log,
                              stderr=subprocess.STDOUT, text=True)
         p.log = log
         return p

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from airflow_hudi_occ.core.config import (TABLE_TYPE, CleanConfig, ClusteringConfig, WriteConfig,
-                                          check_option_keys, known_keys)
+from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
+                                          RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT, TABLE_TYPE, CleanConfig,
+                                          ClusteringConfig, WriteConfig, check_option_keys, known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format import bucket_index  # noqa: F401 - defines hoodie.bucket.* keys
 from airflow_hudi_occ.core.commit import staging  # noqa: F401 - defines hoodie.occ.recovery.* keys
@@ -54,7 +55,9 @@ def check_write_options(options: Mapping[str, Any] | None, *,
     if unknown:
         (warn or log.warning)(f"options nothing reads (hoodie.occ.options.strict=false): {unknown}")
     config = WriteConfig.from_options(options)
-    TABLE_TYPE.get(options)
+    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, MAX_FILE_SIZE,
+                 SMALL_FILE_LIMIT, RECORD_SIZE_ESTIMATE):
+        prop.get(options)
     check_provider(config.lock.provider)
     strategy = str(options.get("hoodie.write.lock.conflict.resolution.strategy") or "").strip()
     if strategy:

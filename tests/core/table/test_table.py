@@ -78,3 +78,42 @@ def test_bad_table_name_and_missing_keys(tmp_path):
         Table.create(str(tmp_path / "t"), "bad name", record_key_fields=["id"])
     with pytest.raises(ConfigError):
         Table.create(str(tmp_path / "t"), "t", record_key_fields=[])
+
+
+def _plain_parquet_folder(path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    (path / "day=2024-01-01").mkdir(parents=True)
+    pq.write_table(pa.table({"id": [1, 2]}), path / "day=2024-01-01" / "part-0.parquet")
+    (path / "_SUCCESS").write_bytes(b"")
+    return path
+
+
+def test_create_refuses_a_folder_of_plain_files_and_leaves_it_unchanged(tmp_path):
+    from airflow_hudi_occ.core.errors import TableLocationNotEmptyError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    folder = _plain_parquet_folder(tmp_path / "plain")
+    before = tree_snapshot(folder)
+    for exist_ok in (False, True):
+        with pytest.raises(TableLocationNotEmptyError) as e:
+            Table.create(str(folder), "t", record_key_fields=["id"], exist_ok=exist_ok)
+        assert str(folder) in e.value.message and "_SUCCESS" in e.value.message
+        assert "day=2024-01-01" in e.value.message and e.value.entries == ["_SUCCESS", "day=2024-01-01"]
+        assert "new or empty path" in e.value.remedy
+        assert tree_snapshot(folder) == before  # no .hoodie, nothing else
+
+
+def test_create_accepts_an_empty_folder_and_a_bare_hoodie_folder(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert Table.create(str(tmp_path / "empty"), "t", record_key_fields=["id"]).name == "t"
+    (tmp_path / "bare" / ".hoodie").mkdir(parents=True)  # a creation that died before its first file
+    assert Table.create(str(tmp_path / "bare"), "t", record_key_fields=["id"]).name == "t"
+
+
+def test_create_with_exist_ok_opens_a_table_that_already_holds_data(tmp_path):
+    # A second creator arriving after the first one's data (the race of two first writers).
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
+    (tmp_path / "t" / "p1").mkdir()
+    (tmp_path / "t" / "p1" / "x.parquet").write_bytes(b"PAR1")
+    assert Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                        exist_ok=True).base_uri == t.base_uri
