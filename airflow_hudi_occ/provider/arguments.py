@@ -105,3 +105,8 @@ def check_service_arguments(task_id: str, *, service: Any, services: Iterable[st
     where = _where("HudiTableServiceOperator", task_id)
     _choice(where, "service", service, services)
     _options(where, options, spark=True)
+
+
+def check_sensor_options(sensor: str, task_id: str, options: Mapping[str, Any] | None) -> None:
+    """A sensor's ``hoodie.*`` options (it reads the table with the writers' lock and keys)."""
+    _options(_where(sensor, task_id), options, spark=True)

@@ -49,7 +49,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError
+from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
+                                          TableNotFoundError)
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
@@ -57,7 +58,8 @@ from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import schedule_clustering
 from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                                                 RESULT_PREFIX, format_options, parse_line)
-from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.provider import write_window
 from airflow_hudi_occ.provider.arguments import check_service_arguments, check_write_arguments
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
@@ -141,9 +143,15 @@ def default_batch_key(context) -> str:
 
 
 def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
+    """The batch's completed instant, or None. Where there is no table yet, the folder must
+    be new or empty: a folder of other files is refused here, before a spark-submit."""
     try:
         table = Table.open(table_path, storage_options or None)
     except TableNotFoundError:
+        try:
+            check_new_table_location(Storage(table_path, storage_options or None))
+        except FileExistsError:  # created meanwhile
+            pass
         return None
     return find_committed_batch(table, batch_key)
 
@@ -315,7 +323,10 @@ class HudiWriteOperator(BaseOperator):
         """One attempt: the batch already committed? wait for write windows, submit, decide."""
         if self._killed:
             raise AirflowException("the task was killed")
-        found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        try:
+            found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        except TableLocationNotEmptyError as e:
+            raise AirflowFailException(str(e)) from e
         if found is not None:
             return self._already_committed(run, found)
         if self.yield_to_windows:

@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.provider import write_window
+from airflow_hudi_occ.provider.arguments import check_sensor_options
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook
 from airflow_hudi_occ.provider.operators.hudi_occ import XCOM_RUNNING, task_labels
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger, check_instant
@@ -46,6 +47,7 @@ class HudiEarlyConflictSensor(BaseSensorOperator):
                  missing_instant_timeout_s: float = 120.0, deferrable: bool = True,
                  max_follow: int = 20, **kwargs):
         super().__init__(**kwargs)
+        check_sensor_options("HudiEarlyConflictSensor", self.task_id, options)
         if not write_task_id and not instant:
             raise ValueError("give write_task_id (follow a write task) or instant")
         self.table_path = table_path
@@ -138,6 +140,7 @@ class HudiWriteWindowSensor(BaseSensorOperator):
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  ttl_s: float | None = None, hold_s: float = 3600.0, **kwargs):
         super().__init__(**kwargs)
+        check_sensor_options("HudiWriteWindowSensor", self.task_id, options)
         self.partitions = partitions
         self.table_path = table_path
         self.options = options or {}

@@ -705,3 +705,53 @@ def test_create_detector_uses_the_configured_strategy(tmp_path):
     det = create_detector(table, T(1), config("transactional"), completed_at_start=set())
     assert isinstance(det, SimpleTransactionDirectMarkerBasedDetectionStrategy)
     assert isinstance(det, EarlyConflictDetectionStrategy) and det.instant_time == T(1)
+
+
+BUCKET_OPTS = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+
+
+@pytest.mark.parametrize("strategy, marker_type", [("simple", DIRECT), ("transactional", DIRECT),
+                                                   ("async", BATCHED), ("simple", BATCHED)])
+def test_bucket_index_two_first_writers_of_a_bucket_conflict_early(tmp_path, strategy, marker_type):
+    # Two writers creating bucket 1 of a new partition each pick their own fileId; they must
+    # meet before writing, as the bucket strategy would make them meet at commit.
+    t = make_table(tmp_path)
+    pending(t, T(1))
+    write_markers(t, T(1), marker_type, ("p", "00000001-aaaa-0"))
+    pending(t, T(2))
+    cfg = config(strategy, marker_type).replace(options=BUCKET_OPTS)
+    det = create_detector(t, T(2), cfg).start()
+    try:
+        with pytest.raises(EarlyConflictError) as e:
+            if strategy == "async":
+                det.add_pending("p", "00000001-bbbb-0")
+                det.run_check_once()  # one round of the checker thread, now
+                det.check_sticky()
+            else:
+                det.create_marker(markers_for(t, T(2), marker_type), "p", fname("00000001-bbbb-0", T(2)),
+                                  IOType.CREATE)
+        assert e.value.other_instant == T(1)
+        # another bucket, or the same bucket elsewhere, is not a conflict
+        if strategy != "async":
+            det2 = create_detector(t, T(3), cfg)
+            pending(t, T(3))
+            det2.check("p", "00000000-cccc-0")
+            det2.check("q", "00000001-dddd-0")
+    finally:
+        det.stop()
+    # without the bucket index, the same two fileIds are two file groups: no conflict
+    pending(t, T(4))
+    create_detector(t, T(4), config(strategy if strategy != "async" else "simple", marker_type)).check(
+        "p", "00000001-bbbb-0")
+
+
+def test_bucket_index_commit_conflict_check_sees_the_bucket_a_finished_writer_created(tmp_path):
+    t = make_table(tmp_path)
+    pending(t, T(1))
+    pending(t, T(2))
+    cfg = config("simple", DIRECT, check_commit_conflict=True).replace(options=BUCKET_OPTS)
+    det = create_detector(t, T(2), cfg)  # began while T(1) was still running
+    complete_with(t, T(1), T(3), ("p", "00000001-aaaa-0"))  # T(1) created bucket 1, committed
+    with pytest.raises(EarlyConflictError, match=r"completed after .* wrote file group\(s\) \[p/00000001-aaaa-0\]"):
+        det.check("p", "00000001-bbbb-0")
+    create_detector(t, T(2), cfg, completed_at_start=set()).check("p", "00000000-cccc-0")

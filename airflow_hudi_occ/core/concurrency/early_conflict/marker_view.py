@@ -12,6 +12,7 @@ from typing import Callable
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.concurrency.markers import (
     INSTANT_DIR_RE, MARKER_SUFFIXES, MARKERS_TYPE_FILE, TEMP_FOLDER, group_key, group_of_line,
     markers_file_names, read_marker_file)
@@ -21,6 +22,22 @@ log = logging.getLogger(__name__)
 
 #: (partition, fileId) as the markers spell it; a FileGroupId compares and hashes equal.
 FileGroup = tuple[str, str]
+
+
+def conflict_key(group: FileGroup, by_bucket: bool) -> tuple[str, str]:
+    """What two writers must share to conflict: the file group, or under the bucket index its
+    bucket. Two first writers of a bucket each create a fileId of their own
+    (``00000001-<uuid>``); compared by fileId they would be seen only at commit, by the bucket
+    strategy, after both wrote everything."""
+    if by_bucket:
+        bucket = bucket_id_of(group[1])
+        if bucket is not None:
+            return (group[0], "bucket:" + bucket)
+    return (group[0], group[1])
+
+
+def _file_id_of_marker(name: str) -> str:
+    return name.lstrip(".").split("_", 1)[0].split(".", 1)[0]
 
 
 class MarkerView:
@@ -38,8 +55,10 @@ class MarkerView:
     began, which the commit-time check would reject anyway.
     """
 
-    def __init__(self, table, instant_time: str, heartbeat_config, clock: Callable[[], float]):
+    def __init__(self, table, instant_time: str, heartbeat_config, clock: Callable[[], float], *,
+                 by_bucket: bool = False):
         self.table = table
+        self.by_bucket = by_bucket
         self.storage = table.storage
         self.instant_time = instant_time
         self.expiry_s = heartbeat_config.expiry_ms / 1000.0
@@ -130,6 +149,9 @@ class MarkerView:
         return [read_marker_file(self.storage, self._dir(n, f)) for f in markers_file_names(names)]
 
     def has_file_group(self, n: str, partition: str, file_id: str) -> bool:
+        """Whether the markers of ``n`` hold this file group (its bucket, under ``by_bucket``)."""
+        if self.by_bucket and bucket_id_of(file_id) is not None:
+            return bool(self.file_groups_among(n, {(partition, file_id)}, {partition: {file_id}}))
         if self.is_batched(n):
             key = group_key(partition, file_id)
             return any(key in c.keys for c in self.batched_contents(n))
@@ -138,7 +160,9 @@ class MarkerView:
 
     def file_groups_among(self, n: str, wanted: set[FileGroup],
                           by_partition: dict[str, set[str]]) -> set[FileGroup]:
-        """Which of ``wanted`` the markers of ``n`` hold."""
+        """Which of ``wanted`` the markers of ``n`` hold (by bucket, under ``by_bucket``)."""
+        if self.by_bucket:
+            return self._buckets_among(n, wanted, by_partition)
         if self.is_batched(n):
             by_key = {group_key(p, f): (p, f) for p, f in wanted}
             wanted_keys = frozenset(by_key)
@@ -154,6 +178,19 @@ class MarkerView:
             theirs = {group_of_line(x)[1] for x in names if x.endswith(MARKER_SUFFIXES)}
             hit.update((partition, f) for f in ids & theirs)
         return hit
+
+    def _buckets_among(self, n: str, wanted: set[FileGroup],
+                       by_partition: dict[str, set[str]]) -> set[FileGroup]:
+        theirs: set[tuple[str, str]] = set()
+        if self.is_batched(n):
+            for c in self.batched_contents(n):
+                theirs |= {conflict_key(g, True) for g in c.file_groups if g[0] in by_partition}
+        else:
+            for partition in by_partition:
+                theirs |= {conflict_key((partition, _file_id_of_marker(x)), True)
+                           for x in self.storage.list_names(self._dir(n, partition))
+                           if x.endswith(MARKER_SUFFIXES)}
+        return {g for g in wanted if conflict_key(g, True) in theirs}
 
     def all_file_groups(self, n: str) -> set[FileGroup]:
         """Every file group in the markers of ``n`` (this writer's own instant, for async)."""

@@ -9,19 +9,30 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable, ClassVar, Iterable
 
-from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
 from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, OwnBloom, bloom_key
-from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup, MarkerView
+from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup, MarkerView, conflict_key
 
 log = logging.getLogger(__name__)
 
 _COMMIT_CONFLICT_REMEDY = ("an instant that completed after this write began already rewrote the "
                            "same file group; this write read stale data: retry with a fresh "
                            "instant time")
+
+
+def uses_bucket_index(table, config: WriteConfig) -> bool:
+    """Whether writes conflict by bucket rather than by fileId: exactly when the commit-time
+    strategy does (``conflict.strategy_from_options``: the bucket strategy, named or implied by
+    ``hoodie.index.type=BUCKET``), so that an early conflict is never one the commit would
+    have let through, nor the reverse."""
+    raw = str(config.options.get(CONFLICT_RESOLUTION_STRATEGY.key) or "").strip().lower()
+    if raw:
+        return raw == "bucket" or raw.endswith("bucketindexconcurrentfilewritesconflictresolutionstrategy")
+    return str(config.options.get("hoodie.index.type", "")).strip().upper() == "BUCKET"
 
 
 class EarlyConflictDetectionStrategy(ABC):
@@ -45,7 +56,8 @@ class EarlyConflictDetectionStrategy(ABC):
         self.instant_time = instant_time
         self.config = write_config or WriteConfig()
         self.clock = clock
-        self.view = MarkerView(table, instant_time, self.config.heartbeat, clock)
+        self.by_bucket = uses_bucket_index(table, self.config)
+        self.view = MarkerView(table, instant_time, self.config.heartbeat, clock, by_bucket=self.by_bucket)
         self.check_commit_conflict = self.config.early_conflict.check_commit_conflict
         if self.check_commit_conflict and completed_at_start is None:
             completed_at_start = {i.requested_time for i in table.timeline().completed()}
@@ -157,7 +169,8 @@ class EarlyConflictDetectionStrategy(ABC):
             if theirs is None:
                 theirs = frozenset(timeline.commit_metadata(inst).mutated_file_groups())
                 self._completed_groups[t] = theirs
-            hit = sorted(groups & theirs)
+            mine = {conflict_key(g, self.by_bucket) for g in groups}
+            hit = sorted(g for g in theirs if conflict_key(g, self.by_bucket) in mine)  # as they named it
             if hit:
                 shown = ", ".join(str(FileGroupId.of(g)) for g in hit[:5])
                 return dict(message=(f"early conflict: {inst.action.value} {t} completed after "
@@ -213,7 +226,7 @@ class SimpleTransactionDirectMarkerBasedDetectionStrategy(SimpleDirectMarkerBase
     def _lock_manager(self, partition: str, file_id: str):
         provider = get_lock_provider(self.config.lock, base_path=self.table.base_uri,
                                      table_name=self.table.name, storage=self.table.storage,
-                                     lock_key=f"{partition}/{file_id}")
+                                     lock_key="/".join(conflict_key((partition, file_id), self.by_bucket)))
         return LockManager(provider, self.config.lock)
 
     def create_marker(self, markers: WriteMarkers, partition: str, data_file_name: str,
