@@ -34,6 +34,7 @@ from airflow_hudi_occ.core.job_protocol import ArgumentParser, EXIT_OK, emit_res
 from airflow_hudi_occ.core.services.clean import run_clean  # noqa: E402
 from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table  # noqa: E402
+from airflow_hudi_occ.spark.options import SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.job import conflict_result, error_result, parse_command_line  # noqa: E402
 
 SERVICES = ("clean", "rollback", "cluster")
@@ -63,6 +64,7 @@ def _spark(args):
 
 
 def run(args, options: dict, *, before_commit=None) -> dict:
+    SparkWriteOptions.from_options(options)  # a misspelt key must not fall back to a default
     table = Table.open(args.table)
     if args.service == "clean":
         return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
