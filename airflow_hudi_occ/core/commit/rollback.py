@@ -38,7 +38,7 @@ from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.storage import delete_planned_files
-from airflow_hudi_occ.core.errors import InstantStateError
+from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.concurrency.heartbeat import delete_heartbeat, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
@@ -119,29 +119,80 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
             plan = RollbackPlan(instant_time, target.action.value, files_of_instant(table, instant_time))
             rb = Instant(rb_time, Action.ROLLBACK, State.REQUESTED)
             create_requested(table, rb, plan.encode())
-        rb = transition_to_inflight(table, rb)
-        # a writer killed mid-file leaves the hidden temp copy of the atomic create: it goes too
-        deleted, failed = delete_planned_files(table.storage, plan.files_by_partition,
-                                               with_temp_copies=True)
-        if failed:
-            raise InstantStateError(
-                f"rollback {rb.requested_time} of {instant_time} could not delete "
-                f"{sum(len(v) for v in failed.values())} files; it stays pending and will be "
-                "re-run", instant=instant_time, remedy="check storage permissions and re-run clean")
-        table.storage.delete_dir(table.storage.path(".hoodie", ".temp", instant_time))
-        delete_heartbeat(table, instant_time)
-        staging.delete_staged(table, instant_time)
-        delete_pending_files(table, instant_time, timeline.files_of(instant_time))
-        meta = RollbackMetadata(rb.requested_time, [(instant_time, target.action.value)], deleted,
-                                time_taken_ms=int((time.time() - t0) * 1000))
-        completion = gen.new_time(floor=rb.requested_time)
-        lm.check_held()
-        complete(table, rb, completion, meta.encode(), timeline=timeline)
-        attempt_log.mark_rolled_back(table, instant_time, rb.requested_time)
+        deleted = _execute(table, timeline, rb, plan, target.action.value, gen, lm, t0)
     log.info("rolled back %s as %s (%s): %d files", instant_time, rb.requested_time, reason,
              sum(len(v) for v in deleted.values()))
     return RollbackResult(instant_time, rb.requested_time,
                           sorted(f for v in deleted.values() for f in v))
+
+
+def _execute(table, timeline, rb: Instant, plan: RollbackPlan, action: str, gen, lm,
+             t0: float) -> dict[str, list[str]]:
+    """Carry out a rollback from its plan, under the lock: every step may be repeated, so a
+    rollback interrupted anywhere is finished by running this again with the same plan."""
+    instant_time = plan.instant_time
+    if rb.state is not State.INFLIGHT:
+        rb = transition_to_inflight(table, rb)
+    # a writer killed mid-file leaves the hidden temp copy of the atomic create: it goes too
+    deleted, failed = delete_planned_files(table.storage, plan.files_by_partition,
+                                           with_temp_copies=True)
+    if failed:
+        raise InstantStateError(
+            f"rollback {rb.requested_time} of {instant_time} could not delete "
+            f"{sum(len(v) for v in failed.values())} files; it stays pending and will be "
+            "re-run", instant=instant_time, remedy="check storage permissions and re-run clean")
+    table.storage.delete_dir(table.storage.path(".hoodie", ".temp", instant_time))
+    delete_heartbeat(table, instant_time)
+    staging.delete_staged(table, instant_time)
+    delete_pending_files(table, instant_time, timeline.files_of(instant_time))
+    meta = RollbackMetadata(rb.requested_time, [(instant_time, action)], deleted,
+                            time_taken_ms=int((time.time() - t0) * 1000))
+    completion = gen.new_time(floor=max(rb.requested_time, timeline.latest_time() or ""))
+    lm.check_held()
+    complete(table, rb, completion, meta.encode(), timeline=timeline)
+    attempt_log.mark_rolled_back(table, instant_time, rb.requested_time)
+    return deleted
+
+
+def finish_interrupted_rollbacks(table, config: WriteConfig | None = None, *,
+                                 lock_manager=None) -> list[RollbackResult]:
+    """Complete the rollbacks whose executor died after it removed its target from the
+    timeline but before it completed the rollback instant.
+
+    Such a rollback is found by nobody else: its target is no longer a pending write, so the
+    failed-writes policy never visits it, and ``<t>.rollback.requested`` / ``.inflight`` stay
+    pending for good. Hudi re-executes a pending rollback from its plan; so does this, under
+    the table lock. Every rollback of this project runs start to end under that lock, so one
+    seen pending by the lock holder has no live executor. (A rollback whose target is still
+    pending is re-run by :func:`rollback_instant` itself, from the same plan, once the
+    target's heartbeat is gone: the first thing such a rollback deleted.)
+    """
+    config = config or WriteConfig()
+    table.require_writable()
+    lm = lock_manager or table_lock_manager(table, config)
+    gen = process_generator(config.max_clock_skew_ms)
+    results = []
+    with lm.locked():
+        timeline = table.timeline()
+        for rb in sorted(timeline.pending(), key=lambda i: i.requested_time):
+            if rb.action is not Action.ROLLBACK:
+                continue
+            path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))
+            try:
+                plan = RollbackPlan.decode(table.storage.read(path), path)
+            except (CorruptMetadataError, FileNotFoundError) as e:
+                log.warning("pending rollback %s has no readable plan (%s): left for an operator",
+                            rb.requested_time, e)
+                continue
+            if not plan.instant_time or timeline.get(plan.instant_time) is not None:
+                continue  # the target is still on the timeline: rollback_instant re-runs it
+            deleted = _execute(table, timeline, rb, plan, plan.action or "commit", gen, lm, time.time())
+            log.info("finished the interrupted rollback %s of %s: %d files", rb.requested_time,
+                     plan.instant_time, sum(len(v) for v in deleted.values()))
+            results.append(RollbackResult(plan.instant_time, rb.requested_time,
+                                          sorted(f for v in deleted.values() for f in v)))
+            timeline = table.timeline()
+    return results
 
 
 def expired_pending_writes(table, config: WriteConfig, timeline=None, *, now: float | None = None) -> list[Instant]:
@@ -161,7 +212,7 @@ def rollback_failed_writes(table, config: WriteConfig | None = None, *, lock_man
     """The LAZY failed-writes policy: roll back dead writers, newest first."""
     config = config or WriteConfig()
     lm = lock_manager or table_lock_manager(table, config)
-    results = []
+    results = finish_interrupted_rollbacks(table, config, lock_manager=lm)
     for inst in expired_pending_writes(table, config, now=now):
         if in_grace(table, inst.requested_time, config, now=now):
             log.info("leaving %s for its batch's retry to re-commit (staged, within the recovery "
