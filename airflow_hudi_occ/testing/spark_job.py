@@ -3,7 +3,9 @@
 Production code reads no test switch. Tests that need a job to die at a point of the commit
 protocol (``HUDI_OCC_CRASH_AT``, see :mod:`airflow_hudi_occ.testing.crash`) or to wait before
 its commit until N writers got there (``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>``, so that
-concurrency tests provably overlap) run this file instead of the engine's job, with the same
+concurrency tests provably overlap; ``<dir>:<n>:begin`` waits until N attempts have *begun*
+instead, for writers whose early conflict detection may stop one before its commit: waiting
+for it there would hold the other until the barrier's deadline) run this file instead of the engine's job, with the same
 arguments: by path under spark-submit (or the operators' ``application=`` /
 ``$HUDI_OCC_SPARK_APPLICATION``), or as ``python -m airflow_hudi_occ.testing.spark_job``.
 A command line with ``--service`` goes to the table-service job, any other to the write job.
@@ -30,15 +32,36 @@ def commit_barrier():
     spec = os.environ.get(BARRIER_ENV)
     if not spec:
         return None
-    folder, n = spec.rsplit(":", 1)
+    folder, n, mode = _barrier_spec(spec)
 
     def wait(tx):
         os.makedirs(folder, exist_ok=True)
-        open(os.path.join(folder, tx.instant_time), "w").close()
+        if mode != "begin":
+            open(os.path.join(folder, tx.instant_time), "w").close()
         deadline = time.time() + 300
-        while len(os.listdir(folder)) < int(n) and time.time() < deadline:
+        while len(os.listdir(folder)) < n and time.time() < deadline:
             time.sleep(0.05)
     return wait
+
+
+def _barrier_spec(spec: str) -> tuple[str, int, str]:
+    folder, _, rest = spec.partition(":")
+    n, _, mode = rest.partition(":")
+    return folder, int(n), mode or "commit"
+
+
+def begin_marker():
+    """``on_begin`` for the ``begin`` barrier mode: each attempt leaves a file when it begins."""
+    spec = os.environ.get(BARRIER_ENV)
+    if not spec or _barrier_spec(spec)[2] != "begin":
+        return job.announce_begin
+    folder = _barrier_spec(spec)[0]
+
+    def began(tx):
+        job.announce_begin(tx)
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, tx.instant_time), "w").close()
+    return began
 
 
 def main(argv=None) -> int:
@@ -47,7 +70,7 @@ def main(argv=None) -> int:
         install()
     if "--service" in argv:
         return service_job.main(argv, before_commit=commit_barrier())
-    return job.main(argv, before_commit=commit_barrier())
+    return job.main(argv, before_commit=commit_barrier(), on_begin=begin_marker())
 
 
 if __name__ == "__main__":
