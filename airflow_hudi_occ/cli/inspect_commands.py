@@ -17,6 +17,15 @@ from airflow_hudi_occ.core.job_protocol import EXIT_OK
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_partitions
 
 
+def _metadata_table_line(m: dict) -> str:
+    if m["enabled"]:
+        return (f"enabled ({', '.join(m['partitions'] + m['inflight_partitions'])}); this project's "
+                "writers refuse the table unless hoodie.metadata.enable=false, which removes it")
+    if m["folder_exists"]:
+        return "none (a .hoodie/metadata folder is left over; no reader uses it)"
+    return "none"
+
+
 def writer_status(ctx: Context, inst: Instant, rolled_back_by: dict[str, str]) -> dict[str, Any]:
     age = heartbeat_age_s(ctx.table, inst.requested_time, now=ctx.now)
     expired = is_expired(ctx.table, inst.requested_time, ctx.config.heartbeat, now=ctx.now)
@@ -179,6 +188,7 @@ def cmd_show(ctx: Context) -> Result:
                             f"{latest['operation_type'] or ''} completed {latest['completion_time'] or '-'}"
                             if latest else "-"),
         f"file groups  {len(slices)} in {len(per_part)} partitions",
+        f"metadata table: {_metadata_table_line(d['metadata_table'])}",
         f"writers      {len(writers)} pending: {doc['writers']['alive']} alive, "
         f"{doc['writers']['expired']} expired (expiry {ctx.config.heartbeat.expiry_ms} ms)",
     ]

@@ -99,7 +99,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
     "hoodie.combine.before.insert": "duplicates in a batch are always combined by key",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
-    "hoodie.metadata.enable": "this writer does not maintain Hudi's metadata table",
     "hoodie.datasource.write.partitionpath.urlencode": "a table property, fixed at false",
     "hoodie.datasource.write.drop.partition.columns": "a table property, fixed at false",
     "hoodie.database.name": "a table property (hoodie.properties)",
@@ -323,6 +322,32 @@ MAX_CLOCK_SKEW_MS = ConfigProperty("hoodie.time.generator.max_expected_clock_ske
 TABLE_NAME = ConfigProperty("hoodie.table.name", "", str, aliases=("hoodie.datasource.write.table.name",))
 
 
+def _table_version(v: Any) -> int:
+    n = parse_int(v)
+    if n not in WRITABLE_TABLE_VERSIONS:
+        raise ConfigError(f"table version {n} cannot be written by this project",
+                          key=WRITE_TABLE_VERSION.key, value=v,
+                          remedy=f"use one of {list(WRITABLE_TABLE_VERSIONS)}")
+    return n
+
+
+#: the table versions this project writes: 8 (Hudi 1.0.x) and 9 (Hudi 1.1 and later)
+WRITABLE_TABLE_VERSIONS = (8, 9)
+METADATA_ENABLE = ConfigProperty(
+    "hoodie.metadata.enable", True, parse_bool,
+    doc="this writer cannot keep Hudi's metadata table up to date: true (Hudi's default) refuses "
+        "to write a table that has one; false deletes it under the table lock first, as Java "
+        "Hudi does for a writer with the metadata table disabled. It never creates one")
+WRITE_TABLE_VERSION = ConfigProperty(
+    "hoodie.write.table.version", None, _table_version,
+    doc="8 or 9. Unset: an existing table keeps its version and a new table is version 8 (Hudi "
+        "1.1 defaults to 9); 9 on a version 8 table upgrades it (see hoodie.write.auto.upgrade)")
+AUTO_UPGRADE = ConfigProperty(
+    "hoodie.write.auto.upgrade", True, parse_bool,
+    doc="upgrade a version 8 table to hoodie.write.table.version when that is higher; false "
+        "refuses the write instead")
+
+
 @dataclass(frozen=True)
 class WriteConfig:
     """Everything a writer needs besides the table itself."""
@@ -336,6 +361,9 @@ class WriteConfig:
     lock: LockConfig = field(default_factory=LockConfig)
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     early_conflict: EarlyConflictConfig = field(default_factory=EarlyConflictConfig)
+    metadata_enable: bool = True
+    write_table_version: int | None = None
+    auto_upgrade: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -356,6 +384,9 @@ class WriteConfig:
             lock=lock,
             heartbeat=HeartbeatConfig.from_options(options),
             early_conflict=EarlyConflictConfig.from_options(options),
+            metadata_enable=METADATA_ENABLE.get(options),
+            write_table_version=WRITE_TABLE_VERSION.get(options),
+            auto_upgrade=AUTO_UPGRADE.get(options),
             options=options,
         )
         if cfg.max_clock_skew_ms < 0:

@@ -112,6 +112,19 @@ class UnsupportedTableVersionError(TableError):
         super().__init__(message, base_path=base_path, remedy=remedy)
 
 
+class MetadataTableEnabledError(TableError):
+    """The table has a Hudi metadata table, which this writer cannot keep up to date.
+
+    Committing anyway would leave the metadata table's file listing stale: Java Hudi and
+    hudi-rs list files through it, so they would miss the new files (silent data loss for
+    every such reader). Nothing on the table has changed when this is raised."""
+
+    def __init__(self, message: str, *, base_path: str | None = None,
+                 partitions: tuple[str, ...] = (), remedy: str | None = None):
+        self.partitions = tuple(partitions)
+        super().__init__(message, base_path=base_path, remedy=remedy)
+
+
 class CorruptMetadataError(TableError):
     """A metadata file (hoodie.properties, a commit, a marker, a plan) cannot be parsed."""
 

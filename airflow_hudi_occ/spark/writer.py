@@ -143,7 +143,8 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
                              partition_fields=opts.partition_fields,
                              precombine_field=opts.precombine_field,
                              hive_style_partitioning=opts.hive_style_partitioning,
-                             storage_options=storage_options, extra_properties=extra, exist_ok=True)
+                             storage_options=storage_options, extra_properties=extra, exist_ok=True,
+                             version=opts.write_config.write_table_version)
     return table
 
 

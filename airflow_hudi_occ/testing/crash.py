@@ -24,6 +24,14 @@ The points (in protocol order)::
     after_completed     <t>_<c>.commit exists (the commit IS visible), lock released, markers
                         and heartbeat not yet deleted
 
+Inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false`` on a table that
+has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant created yet::
+
+    mdt_after_backup      hoodie.properties.backup written, hoodie.properties not yet replaced
+    mdt_after_properties  hoodie.properties replaced (metadata partitions cleared), backup and
+                          the .hoodie/metadata folder still there
+    mdt_mid_delete        part of the .hoodie/metadata folder deleted
+
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
 test knows which instant died.
@@ -36,6 +44,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import signal
 import subprocess
 import sys
@@ -51,6 +60,8 @@ POINTS = ("after_requested", "after_first_marker", "mid_file", "torn_file", "aft
           "commit_lock_held", "after_completed")
 #: points that exist only for a batch with a key (kept out of POINTS, the crash matrix)
 RECOVERY_POINTS = ("after_staged",)
+#: points inside the removal of a metadata table (kept out of POINTS: they need a table with one)
+METADATA_TABLE_POINTS = ("mdt_after_backup", "mdt_after_properties", "mdt_mid_delete")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -79,8 +90,9 @@ def install(point: str | None = None) -> str | None:
     point = point or os.environ.get(CRASH_ENV)
     if not point:
         return None
-    if point not in POINTS + RECOVERY_POINTS:
-        raise ValueError(f"unknown crash point {point!r}; one of {POINTS + RECOVERY_POINTS}")
+    known = POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
+    if point not in known:
+        raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
     from airflow_hudi_occ.core.format import base_file
     from airflow_hudi_occ.core.format import storage
@@ -180,6 +192,28 @@ def install(point: str | None = None) -> str | None:
             maybe_crash("after_completed", completion_time=self.instant.completion_time)
             return orig_cleanup(self)
         WT._cleanup_after_commit = _cleanup_after_commit
+
+    elif point in ("mdt_after_backup", "mdt_after_properties"):
+        orig_write = storage.Storage.write
+        suffix = "/hoodie.properties.backup" if point == "mdt_after_backup" else "/hoodie.properties"
+
+        def write(self, path, data):
+            out = orig_write(self, path, data)
+            if str(path).endswith(suffix):
+                maybe_crash(point, instant="(none: in begin)")
+            return out
+        storage.Storage.write = write
+
+    elif point == "mdt_mid_delete":
+        orig_delete_dir = storage.Storage.delete_dir
+
+        def delete_dir(self, path):
+            if str(path).rstrip("/").endswith(".hoodie/metadata"):
+                parts = sorted(self.list_dirs(path))
+                orig_delete_dir(self, posixpath.join(path, parts[0]) if parts else path)  # one sub-folder
+                maybe_crash("mdt_mid_delete", instant="(none: in begin)", deleted=parts[:1])
+            return orig_delete_dir(self, path)
+        storage.Storage.delete_dir = delete_dir
     return point
 
 
@@ -187,6 +221,7 @@ def install(point: str | None = None) -> str | None:
 
 def _child(job: dict) -> int:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.errors import HudiOccError
@@ -198,7 +233,10 @@ def _child(job: dict) -> int:
     w = ArrowTableWriter(table, WriteConfig.from_options(job["options"]),
                          writer_id=job.get("writer_id", "crash-child"))
     try:
-        res = w.write(pa.Table.from_pylist(job["rows"]), job.get("operation", "upsert"),
+        # rows as JSON, or a parquet file for types JSON cannot carry (decimals, timestamps)
+        data = (pq.read_table(job["rows_parquet"]) if job.get("rows_parquet")
+                else pa.Table.from_pylist(job["rows"]))
+        res = w.write(data, job.get("operation", "upsert"),
                       batch_key=job.get("batch_key"))
     except HudiOccError as e:
         emit_result({"outcome": "error", "error": e.to_dict()})

@@ -6,7 +6,6 @@ runs); input known only at run time (a templated path or option) fails the task,
 job's own message as the task's exception text.
 """
 
-import os
 import shutil
 from pathlib import Path
 

@@ -62,6 +62,7 @@ from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, proc
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
                                                   transition_to_inflight)
 
@@ -216,6 +217,7 @@ class WriteTransaction:
         if plan is not None:
             requested_data = plan.encode()
         with self.lock_manager.locked():
+            prepare_for_write(self.table, self.config)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -396,6 +398,8 @@ class WriteTransaction:
             checked = resolve_write_conflicts(
                 timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                 pending_at_start=set(self.snapshot.pending_at_start))
+            # a Java writer may have upgraded the table or enabled its metadata table meanwhile
+            prepare_for_write(self.table, self.config)
             completion_time = self._time.new_time(floor=timeline.latest_time())
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
             # expire while we resolved conflicts); after this point nothing can be undone.

@@ -56,6 +56,7 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.table.timeline import create_requested
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
+from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,8 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
     # Finish cleans left pending by a crashed run first (their plan still holds), then plan anew.
     for _round in range(2):
         with lm.locked():
+            # deleting files a metadata table lists would leave it pointing at missing files
+            prepare_for_write(table, cfg.write)
             timeline = table.timeline()
             pending = [i for i in timeline.pending() if i.action is Action.CLEAN]
             if pending:

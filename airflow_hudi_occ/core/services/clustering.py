@@ -46,6 +46,7 @@ from airflow_hudi_occ.core.format.instant_time import process_generator
 from airflow_hudi_occ.core.format.metadata import ClusteringGroup, RequestedReplaceMetadata, WriteStat
 from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
+from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.file_system_view import relative_path
 from airflow_hudi_occ.core.concurrency.clustering_gate import (check_write_against_pending_clustering,  # noqa: F401
                                                               pending_clustering_file_groups)
@@ -133,6 +134,7 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
     lm = lock_manager or table_lock_manager(table, cfg.write)
     gen = process_generator(cfg.write.max_clock_skew_ms)
     with lm.locked():
+        prepare_for_write(table, cfg.write)
         timeline = table.timeline()
         groups = plan_clustering(table, timeline, cfg)
         if not groups:
@@ -207,6 +209,7 @@ class ClusteringTransaction(WriteTransaction):
         self._strategy = strategy_from_options(opts, table=self.table,
                                                heartbeat_config=self.config.heartbeat)
         with self.lock_manager.locked():
+            prepare_for_write(self.table, self.config)
             timeline = self.table.timeline()
             plans = pending_clustering(timeline)
             if instant_time is None:

@@ -1,9 +1,12 @@
 """A Hudi copy-on-write table on storage: ``hoodie.properties`` and the table's folders.
 
-The project writes table version 8 (timeline layout 2, Avro metadata, completion times) and
-reads versions 6, 8 and 9 (Java Hudi's fixtures among them). Writing is refused on anything but
-version 8 with :class:`UnsupportedTableVersionError`, because a v6 or v9 writer would expect
-files (JSON commits, a metadata table, ...) that this writer does not maintain.
+The project writes table versions 8 (Hudi 1.0.x) and 9 (Hudi 1.1+): both use timeline layout
+2, Avro metadata and completion times, and differ only in table properties (v9 names the
+ordering field ``hoodie.table.ordering.fields`` and moves the payload class aside; see
+:mod:`.table_version`). It reads versions 6, 8 and 9 (Java Hudi's fixtures among them). Writing
+a v6 table is refused with :class:`UnsupportedTableVersionError`: its JSON commits and older
+timeline layout are not written here. A table with Hudi's metadata table is handled by
+:mod:`.metadata_table` before anything is written.
 
 ``hoodie.properties`` is Java's ``Properties`` text format (``\\:`` escapes, ``#`` comments),
 parsed and rendered by :mod:`airflow_hudi_occ.core.format.properties` (its names re-exported
@@ -25,10 +28,17 @@ from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTI
 from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
 
 READABLE_VERSIONS = (6, 8, 9)
+WRITABLE_VERSIONS = (8, 9)
+#: the version of a new table unless ``hoodie.write.table.version`` says otherwise: the widest
+#: audience (Hudi 1.0.x readers do not open version 9)
 WRITABLE_VERSION = 8
+#: Java's ``HoodieTableConfig`` writes this copy before it replaces ``hoodie.properties`` and
+#: reads it when ``hoodie.properties`` is missing
+PROPERTIES_BACKUP_FILE = PROPERTIES_FILE + ".backup"
 
 
 
@@ -104,7 +114,7 @@ class TableConfig:
     def for_new_table(cls, table_name: str, *, record_key_fields: Iterable[str],
                       partition_fields: Iterable[str] = (), precombine_field: str | None = None,
                       hive_style_partitioning: bool = False, database: str = "default",
-                      create_schema: str | None = None,
+                      create_schema: str | None = None, version: int = WRITABLE_VERSION,
                       extra: Mapping[str, Any] | None = None) -> "TableConfig":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table_name or ""):
             raise ConfigError(f"invalid table name {table_name!r}", key="hoodie.table.name",
@@ -120,8 +130,8 @@ class TableConfig:
             "hoodie.table.name": table_name,
             "hoodie.database.name": database,
             "hoodie.table.type": "COPY_ON_WRITE",
-            "hoodie.table.version": "8",
-            "hoodie.table.initial.version": "8",
+            "hoodie.table.version": str(version),
+            "hoodie.table.initial.version": str(version),
             "hoodie.timeline.layout.version": "2",
             "hoodie.timeline.path": "timeline",
             "hoodie.timeline.history.path": "history",
@@ -139,7 +149,11 @@ class TableConfig:
         if parts:
             p["hoodie.table.partition.fields"] = ",".join(parts)
         if precombine_field:
-            p["hoodie.table.precombine.field"] = precombine_field
+            # version 9 renamed the table's precombine field to its ordering fields
+            p["hoodie.table.ordering.fields" if version >= 9 else "hoodie.table.precombine.field"] = \
+                precombine_field
+        if version >= 9:
+            p["hoodie.table.format"] = "native"
         if create_schema:
             p["hoodie.table.create.schema"] = create_schema
         for k, v in (extra or {}).items():
@@ -148,6 +162,34 @@ class TableConfig:
 
 
 # --- the table -----------------------------------------------------------------------------
+
+
+def read_properties(storage: Storage) -> dict[str, str]:
+    """``hoodie.properties`` of the table at ``storage``, or its backup when a writer died
+    between removing and rewriting it (as Java's reader does)."""
+    path = storage.path(META_FOLDER, PROPERTIES_FILE)
+    data = None
+    for candidate in (path, storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)):
+        try:
+            data = storage.read(candidate)
+            path = candidate
+            break
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+    if data is None:
+        raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
+                                 base_path=storage.base_uri)
+    try:
+        props = parse_properties(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
+                                   base_path=storage.base_uri) from e
+    if "hoodie.table.name" not in props or "hoodie.table.version" not in props:
+        raise CorruptMetadataError(
+            f"hoodie.properties at {path} lacks hoodie.table.name or hoodie.table.version",
+            path=path, base_path=storage.base_uri,
+            remedy="the file is truncated or not a Hudi table's; restore it from a backup")
+    return props
 
 
 def check_new_table_location(storage: Storage) -> None:
@@ -189,29 +231,13 @@ class Table:
     @classmethod
     def open(cls, base_uri: str, storage_options: dict | None = None, **storage_kw) -> "Table":
         storage = Storage(base_uri, storage_options, **storage_kw)
-        path = storage.path(META_FOLDER, PROPERTIES_FILE)
-        try:
-            data = storage.read(path)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
-                                     base_path=storage.base_uri) from None
-        try:
-            props = parse_properties(data.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
-                                       base_path=storage.base_uri) from e
-        if "hoodie.table.name" not in props or "hoodie.table.version" not in props:
-            raise CorruptMetadataError(
-                f"hoodie.properties at {path} lacks hoodie.table.name or hoodie.table.version",
-                path=path, base_path=storage.base_uri,
-                remedy="the file is truncated or not a Hudi table's; restore it from a backup")
-        config = TableConfig(props)
+        config = TableConfig(read_properties(storage))
         if config.version not in READABLE_VERSIONS:
             raise UnsupportedTableVersionError(
                 f"table {config.name} at {storage.base_uri} has version "
-                f"{props.get('hoodie.table.version')}; readable versions are {READABLE_VERSIONS}",
+                f"{config.get('hoodie.table.version')}; readable versions are {READABLE_VERSIONS}",
                 base_path=storage.base_uri, version=config.version,
-                remedy="upgrade or downgrade the table with Hudi's upgrade tool to version 8")
+                remedy="upgrade or downgrade the table with Hudi's upgrade tool to version 8 or 9")
         if config.table_type != "COPY_ON_WRITE":
             raise UnsupportedTableVersionError(
                 f"table {config.name} is {config.table_type}; only COPY_ON_WRITE is supported",
@@ -224,11 +250,11 @@ class Table:
                partition_fields: Iterable[str] = (), precombine_field: str | None = None,
                hive_style_partitioning: bool = False, storage_options: dict | None = None,
                extra_properties: Mapping[str, Any] | None = None, exist_ok: bool = False,
-               **storage_kw) -> "Table":
+               version: int | None = None, **storage_kw) -> "Table":
         config = TableConfig.for_new_table(
             table_name, record_key_fields=record_key_fields, partition_fields=partition_fields,
             precombine_field=precombine_field, hive_style_partitioning=hive_style_partitioning,
-            extra=extra_properties)
+            version=version or WRITABLE_VERSION, extra=extra_properties)
         storage = Storage(base_uri, storage_options, **storage_kw)
         path = storage.path(META_FOLDER, PROPERTIES_FILE)
         try:
@@ -267,12 +293,49 @@ class Table:
         return self.config.version
 
     def require_writable(self) -> None:
-        if self.config.version != WRITABLE_VERSION:
+        if self.config.version not in WRITABLE_VERSIONS:
             raise UnsupportedTableVersionError(
-                f"table {self.name} has version {self.config.version}; this writer writes only "
-                f"version {WRITABLE_VERSION} tables",
+                f"table {self.name} has version {self.config.version}; this writer writes "
+                f"versions {' and '.join(map(str, WRITABLE_VERSIONS))}",
                 base_path=self.base_uri, version=self.config.version,
-                remedy="read it, or upgrade/downgrade it to version 8 with Hudi first")
+                remedy="read it, or upgrade it to version 8 or 9 with Hudi's upgrade tool first")
+
+    def reload_config(self) -> TableConfig:
+        """Re-read ``hoodie.properties`` (another writer may have upgraded the table or given it
+        a metadata table since this object was opened); the table object then uses it."""
+        self.config = TableConfig(read_properties(self.storage))
+        return self.config
+
+    def recover_properties(self) -> None:
+        """Finish a properties change a dead writer left (as Java's ``recoverIfNeeded``): with
+        both files there the replacement happened and the backup goes; with the backup alone
+        it is restored. The caller holds the table lock."""
+        backup = self.storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)
+        if not self.storage.exists(backup):
+            return
+        main = self.storage.path(META_FOLDER, PROPERTIES_FILE)
+        if not self.storage.exists(main):
+            self.storage.write(main, self.storage.read(backup))
+        self.storage.delete(backup)
+
+    def update_properties(self, updates: Mapping[str, str], removals: Iterable[str] = ()) -> TableConfig:
+        """Change ``hoodie.properties``; the caller holds the table lock.
+
+        The order is Java's (``HoodieTableConfig.modify``): a backup copy first, then the file
+        replaced whole, then the backup removed, so a reader finds a complete file at every
+        moment: the old one, the backup (which Java and :func:`read_properties` fall back
+        to), or the new one. The checksum covers name and database only, which never change.
+        """
+        current = read_properties(self.storage)
+        new = {k: v for k, v in current.items() if k not in set(removals)}
+        new.update({k: str(v) for k, v in updates.items()})
+        backup = self.storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)
+        self.storage.write(backup, render_properties(current).encode("utf-8"))
+        self.storage.write(self.storage.path(META_FOLDER, PROPERTIES_FILE),
+                           render_properties(new).encode("utf-8"))
+        self.storage.delete(backup)
+        self.config = TableConfig(new)
+        return self.config
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -321,5 +384,6 @@ class Table:
         return {"base_path": self.base_uri, "name": c.name, "version": c.version,
                 "type": c.table_type, "record_key_fields": c.record_key_fields,
                 "partition_fields": c.partition_fields, "precombine_field": c.precombine_field,
-                "hive_style_partitioning": c.hive_style_partitioning}
+                "hive_style_partitioning": c.hive_style_partitioning,
+                "metadata_table": metadata_table_state(self).to_json()}
 

@@ -66,11 +66,12 @@ def test_truncated_properties(tmp_path):
         Table.open(str(tmp_path / "t"))
 
 
-def test_writes_refused_on_v6_and_v9(tmp_path):
-    for name in ("v6_simplekeygen_nonhivestyle", "v9_txns_simple_overwrite"):
-        t = Table.open(str(java_fixture(name, tmp_path / name)))
-        with pytest.raises(UnsupportedTableVersionError):
-            t.require_writable()
+def test_writes_refused_on_v6_allowed_on_v8_and_v9(tmp_path):
+    t = Table.open(str(java_fixture("v6_simplekeygen_nonhivestyle", tmp_path / "v6")))
+    with pytest.raises(UnsupportedTableVersionError):
+        t.require_writable()
+    for name in ("v8_simplekeygen_nonhivestyle", "v9_txns_simple_overwrite"):
+        Table.open(str(java_fixture(name, tmp_path / name))).require_writable()
 
 
 def test_bad_table_name_and_missing_keys(tmp_path):

@@ -1,0 +1,29 @@
+"""What must hold on a table before a writer or a table service creates or completes an instant.
+
+Another process may change ``hoodie.properties`` at any time: a Java writer on Hudi 1.1 upgrades
+the table to version 9, or turns the metadata table on. So the check runs under the table lock,
+on properties read afresh, at both ends of every instant this project writes (begin and
+completion of writes, clustering, clean and rollback): the version is one this writer writes
+(upgraded if the writer asks for it, :mod:`.table_version`), and no enabled metadata table is
+left behind stale (:mod:`.metadata_table`). It costs one small read per instant.
+"""
+
+from __future__ import annotations
+
+from airflow_hudi_occ.core.table.metadata_table import MetadataTableState, guard_metadata_table
+from airflow_hudi_occ.core.table.table_version import ensure_write_version
+
+
+def prepare_for_write(table, config) -> MetadataTableState:
+    """Reload the table's properties, check and align its version, deal with its metadata
+    table; ``config`` is the :class:`~airflow_hudi_occ.core.config.WriteConfig` of the caller,
+    who holds the table lock. Raises (nothing changed) when the table cannot be written."""
+    table.recover_properties()
+    table.reload_config()
+    table.require_writable()
+    state = guard_metadata_table(table, config.metadata_enable)
+    ensure_write_version(table, config.write_table_version, config.auto_upgrade)
+    return state
+
+
+__all__ = ["prepare_for_write"]

@@ -1,0 +1,60 @@
+"""Kill points inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false``).
+
+A writer SIGKILLed at each step (backup written; properties replaced; folder half deleted) must
+leave a table that hudi-rs, which lists files through an enabled metadata table, reads exactly
+as committed; the next writer finishes the removal and commits; nothing is left behind
+(no backup file, no metadata folder, no pending instant).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.crash import METADATA_TABLE_POINTS, run_writer
+from airflow_hudi_occ.testing.tables import hudi_read, java_fixture
+
+from .conftest import age_lock_file, lock_options
+
+
+def _row(schema: pa.Schema, txn_id: str) -> dict:
+    r = {n: None for n in schema.names}
+    r.update({"txn_id": txn_id, "region": "us", "txn_ts": 1})
+    return r
+
+
+@pytest.mark.parametrize("point", METADATA_TABLE_POINTS)
+def test_kill_inside_metadata_table_removal(tmp_path, point):
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    before = hudi_read(str(path))
+    ids = sorted(before.column("txn_id").to_pylist())
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    opts = {**lock_options("filesystem"), "hoodie.metadata.enable": "false"}
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point,
+                       writer_id=f"mdt-{point}")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    assert child.crash["point"] == point
+
+    # 0 exposed, 0 lost: the dead writer had created no instant; every committed row reads
+    table = Table.open(str(path))
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == ids
+    assert not table.timeline().pending()
+    if point != "mdt_after_backup":
+        assert table.config.get(PARTITIONS_KEY) == ""  # readers left the metadata table already
+
+    # the dead writer held the file lock; it is taken over once it has expired
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(ids + ["NEXT"])
+    assert not (path / ".hoodie" / "metadata").exists()
+    assert not (path / ".hoodie" / "hoodie.properties.backup").exists()
+    assert not Table.open(str(path)).timeline().pending()
