@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError  # noqa: E402
 from airflow_hudi_occ.core.format.storage import Storage  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location  # noqa: E402
+from airflow_hudi_occ.core.table.write_guard import check_for_write  # noqa: E402
 from airflow_hudi_occ.spark.options import OPERATIONS, SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.source import SOURCE_FORMATS, check_source, read_source  # noqa: E402,F401
 from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, ArgumentParser,  # noqa: E402
@@ -65,11 +66,12 @@ def preflight(args, options: dict) -> None:
     """Everything that can be judged before a Spark session exists, so that a wrong option, a
     missing input or a folder that is not a Hudi table costs a second, not a Spark start, and
     nothing is written: every option (keys, values, plug-in names), the source, and the
-    table's location (an existing table, or a new or empty folder)."""
-    SparkWriteOptions.from_options(options)
+    table's location (an existing table this write can write, or a new or empty folder)."""
+    opts = SparkWriteOptions.from_options(options)
     check_source(args.source, args.source_format)
     try:
-        Table.open(args.table)
+        # a metadata table or a version this write cannot produce: refused before Spark starts
+        check_for_write(Table.open(args.table), opts.write_config)
     except TableNotFoundError:
         try:
             check_new_table_location(Storage(args.table))

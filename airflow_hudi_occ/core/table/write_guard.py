@@ -10,8 +10,9 @@ left behind stale (:mod:`.metadata_table`). It costs one small read per instant.
 
 from __future__ import annotations
 
-from airflow_hudi_occ.core.table.metadata_table import MetadataTableState, guard_metadata_table
-from airflow_hudi_occ.core.table.table_version import ensure_write_version
+from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guard_metadata_table,
+                                                        metadata_table_state)
+from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
 
 def prepare_for_write(table, config) -> MetadataTableState:
@@ -26,4 +27,19 @@ def prepare_for_write(table, config) -> MetadataTableState:
     return state
 
 
-__all__ = ["prepare_for_write"]
+def check_for_write(table, config) -> None:
+    """The same judgement without the lock and without changing anything, for a fail-fast
+    check before expensive work starts (the Spark job before its session): raises what
+    :func:`prepare_for_write` would raise on the table as it is now."""
+    table.require_writable()
+    state = metadata_table_state(table)
+    if state.enabled and config.metadata_enable:
+        guard_metadata_table(table, True)  # raises, changes nothing
+    wanted, have = config.write_table_version, table.config.version
+    if wanted is not None and wanted != have and (wanted < have or not config.auto_upgrade):
+        ensure_write_version(table, wanted, config.auto_upgrade)  # raises before any change
+    if wanted is not None and wanted > have:
+        nine_properties(table.config.properties)  # raises for a payload this writer cannot carry
+
+
+__all__ = ["prepare_for_write", "check_for_write"]
