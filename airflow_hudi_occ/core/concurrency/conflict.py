@@ -41,12 +41,13 @@ from airflow_hudi_occ.core.concurrency.operation import (  # noqa: F401 (re-expo
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.metadata import FileGroupId
 
-#: This project's key (Hudi has no such option); read by :func:`strategy_from_options`.
+#: Hudi's key (PreferWriterConflictResolutionStrategy); the alias is this project's earlier name.
 CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
-    "hoodie.clustering.fail.on.pending.ingestion", False, parse_bool,
-    doc="prefer-writer only (this project's key, not Hudi's): a clustering commit also yields to "
-        "any pending ingestion whose heartbeat is alive, whatever file groups it touches, "
-        "because a running writer's file groups are not known until it completes")
+    "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution", False, parse_bool,
+    aliases=("hoodie.clustering.fail.on.pending.ingestion",),
+    doc="prefer-writer only, as in Hudi: a clustering commit also yields to any requested "
+        "ingestion whose heartbeat is alive, whatever file groups it will touch (they are not "
+        "known before it goes inflight); inflight ingestion is judged by its planned file groups")
 
 
 # --- strategies ---------------------------------------------------------------------------------
@@ -250,19 +251,24 @@ class PreferWriterConflictResolutionStrategy(SimpleConcurrentFileWritesConflictR
         self.clustering_blocks_on_live_ingestion = clustering_blocks_on_live_ingestion
 
     def strategy_candidates(self, timeline, current, last_successful):
-        # Anything that completed after this instant was requested was either requested after
-        # the base snapshot or pending at start (added by candidate_instants): the pool holds it.
-        for inst in _candidate_pool(timeline, current, last_successful):
+        # Hudi's rule (getCandidateInstantsForNonTableServicesCommits): every completed write
+        # whose completion time is after this instant's requested time, whatever the base
+        # snapshot was; so the last successful instant plays no part here.
+        for inst in timeline:
+            if inst.requested_time == current.requested_time:
+                continue
             if inst.is_completed:
                 done_at = inst.completion_time or inst.requested_time
-                if done_at > current.requested_time:
+                if inst.action in _COMPLETED_WRITE_ACTIONS and done_at > current.requested_time:
                     yield inst
             elif current.is_table_service and inst.action in _INGESTION_ACTIONS:
                 yield inst
 
     def _blocks_on_live_ingestion(self, current, other) -> bool:
+        # Requested only, as Hudi: an inflight ingestion has recorded its planned file groups,
+        # which the file-group check judges.
         return (self.clustering_blocks_on_live_ingestion and current.is_clustering
-                and other.is_ingestion and other.state is not State.COMPLETED
+                and other.is_ingestion and other.state is State.REQUESTED
                 and not is_expired(self.table, other.requested_time, self.heartbeat_config,
                                    now=self.clock()))
 

@@ -197,6 +197,23 @@ def test_prefer_writer_candidates_by_completion_time(table):
     assert set(times(strategy("simple").candidate_instants(tl, current, base, set()))) == {T(15), T(22)}
 
 
+def test_prefer_writer_candidates_ignore_the_base_snapshot_as_hudi_does(table):
+    """Hudi selects by completion time after this instant was requested, and nothing else: an
+    instant requested before the last successful one but completed after we were requested is
+    a candidate even when the caller's snapshot did not list it as pending (a diagnosis asked
+    with an older snapshot, CLI ``conflicts``)."""
+    commit(table, 5, 25, [("p1", "f1")])   # requested before the base, completed after us
+    base_inst = commit(table, 10, 12, [("p1", "f2")])
+    current = writer(table, 20, [("p1", "f1")])
+    tl = table.timeline()
+    got = strategy("prefer-writer").candidate_instants(tl, current, base_inst, set())
+    assert times(got) == [T(5)]
+    with pytest.raises(WriteConflictError) as ei:
+        resolve_write_conflicts(tl, current, strategy("prefer-writer"), last_successful=base_inst,
+                                pending_at_start=set())
+    assert ei.value.other_instant == T(5)
+
+
 # --- judging: commits ----------------------------------------------------------------------------
 
 
@@ -490,6 +507,22 @@ def test_clustering_blocks_on_live_ingestion(table, flag, beat, clock_offset, ab
     ingestion = writer(table, 30, [("p1", "f1")])
     resolve_write_conflicts(table.timeline(), ingestion, pw, last_successful=base,
                             pending_at_start=set())
+
+
+def test_live_inflight_ingestion_is_judged_by_file_groups_as_hudi_does(table):
+    """Hudi's flag blocks clustering on *requested* live ingestion only: an inflight one has
+    recorded the file groups it plans to write, and disjoint ones do not conflict."""
+    base = commit(table, 5, 6, [("p1", "f1")])
+    cl = clustering(table, 10, [("p1", "f1")], state=State.INFLIGHT)
+    pending_commit(table, 20, [("p1", "f7")])                 # inflight, disjoint
+    Heartbeat(table, T(20)).beat()
+    pw = strategy_from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
+                                "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution":
+                                    "true"}, table=table)
+    assert pw.clustering_blocks_on_live_ingestion
+    current = clustering_writer(table, cl, [("p1", "f1")])
+    assert times(o.instant for o in resolve_write_conflicts(
+        table.timeline(), current, pw, last_successful=base, pending_at_start=set())) == [T(20)]
 
 
 def test_live_ingestion_option_needs_the_table():
