@@ -6,7 +6,8 @@ from typing import Any
 
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, _instant_time, _parse_file_group, _require_instant
 from airflow_hudi_occ.cli.render import render_table
-from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE, ECD_STRATEGY
+from airflow_hudi_occ.core.concurrency.markers import marker_dir, read_marker_type
+from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE, ECD_STRATEGY, MARKERS_TYPE
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.inspection.diagnose import diagnose_conflicts, diagnose_early_check, strategy_for
 from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_WOULD_ABORT
@@ -16,6 +17,14 @@ def cmd_conflicts(ctx: Context) -> Result:
     # Arguments first, then the table: a typo is reported as a typo, not as a missing instant.
     t = _instant_time(ctx.args.instant)
     given = {_parse_file_group(v) for v in ctx.args.file_group or ()}
+    bare = sorted(f for p, f in given if not p)
+    if bare and ctx.table.config.partition_fields:
+        # a bare fileId would match no file group of a partitioned table: a silent "would commit"
+        raise UsageError(
+            f"--file-group {bare[0]} names no partition, but table {ctx.table.name} is partitioned "
+            f"by {','.join(ctx.table.config.partition_fields)}",
+            remedy=f"give PARTITION/FILEID, e.g. --file-group <partition path>/{bare[0]} "
+                   f"(`{PROG} file-groups {ctx.table.base_uri}` lists them)")
     strategy = strategy_for(ctx.table, ctx.config, ctx.args.strategy, now=ctx.now)
     inst = _require_instant(ctx, t)
     if inst.is_completed:
@@ -66,6 +75,16 @@ def cmd_early_check(ctx: Context) -> Result:
         changes[ECD_STRATEGY.key] = ctx.args.strategy
     if ctx.args.check_commit_conflict:
         changes[ECD_CHECK_COMMIT_CONFLICT.key] = "true"
+    # The writer's marker type picks the default strategy; unless the options name one, the
+    # instant's own marker folder says which it used (gone after a rollback: options decide).
+    marker_source = "options"
+    if MARKERS_TYPE.key not in ctx.options:
+        on_disk = read_marker_type(ctx.table, t)
+        if on_disk is not None:
+            changes[MARKERS_TYPE.key] = on_disk.value
+            marker_source = "the instant's MARKERS.type"
+        elif ctx.table.storage.exists(marker_dir(ctx.table, t)):
+            marker_source = "the instant's marker folder: direct"
     cfg = ctx.with_options(**changes)
     doc = diagnose_early_check(ctx.table, ctx.timeline, cfg, t, partition, file_id, now=ctx.now)
     inst = ctx.timeline.get(t)
@@ -75,6 +94,7 @@ def cmd_early_check(ctx: Context) -> Result:
                                                                   if rolled_back_by else "")
                                    + "; judged as a writer that began at that time)"),
              f"file group {doc['file_group']}",
+             f"markers    {cfg.marker_type.value} (from {marker_source})",
              f"strategy   {doc['strategy']}"
              + ("  + commit conflict check" if doc["check_commit_conflict"] else ""),
              f"candidates {', '.join(doc['candidates']) or 'none'} (earlier instants with markers "
@@ -90,4 +110,6 @@ def cmd_early_check(ctx: Context) -> Result:
         lines.append("verdict: passes (no earlier live writer has markers on it"
                      + (", and nothing completed since it began touched it)"
                         if doc["check_commit_conflict"] else ")"))
+    doc["marker_type"] = cfg.marker_type.value
+    doc["marker_type_source"] = marker_source
     return doc, "\n".join(lines), EXIT_WOULD_ABORT if doc["stopped"] else EXIT_OK

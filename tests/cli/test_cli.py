@@ -233,6 +233,21 @@ def test_conflicts_names_the_instant_and_file_group_that_abort_a_pending_write(t
     assert rc == 0 and f"verdict: {fine.instant_time} would commit" in out
 
 
+def test_conflicts_bare_file_id_on_a_partitioned_table_is_an_error(table, capsys, writers):
+    w = ArrowTableWriter(table, WriteConfig.from_options(OPTS))
+    w.write(batch([1], "a"), "upsert")
+    fa = file_id_in(table, "a")
+    pending = writers(table)
+    w.write(batch([1], "a", value="new", ts=2), "upsert")
+    rc, out, err = run(capsys, "conflicts", table.base_uri, "--instant", pending.instant_time,
+                       "--file-group", fa)
+    assert rc == 2 and f"--file-group {fa} names no partition" in err and f"<partition path>/{fa}" in err
+    # with its partition, the same question finds the conflict
+    rc, doc = run_json(capsys, "conflicts", table.base_uri, "--instant", pending.instant_time,
+                       "--file-group", f"a/{fa}")
+    assert rc == 3 and doc["would_abort"] is True
+
+
 def test_conflicts_strategy_decides(table, capsys, writers):
     """Same bucket, different fileIds: the bucket strategy aborts, the simple one does not."""
     pending = writers(table, markers=[("a", "00000007-aaaa-bbbb-cccc-000000000001-0", "CREATE")])
@@ -354,6 +369,26 @@ def test_early_check_stops_the_later_writer_only(table, capsys, writers, strateg
     rc, doc = run_json(capsys, "early-check", table.base_uri, "--instant", late.instant_time, *args,
                        *FAST_HB_ARGS)
     assert rc == 0 and doc["stopped"] is False and doc["candidates"] == []
+
+
+def test_early_check_takes_the_marker_type_the_instant_used_from_disk(table, capsys, writers):
+    """A writer with batched (timeline-server-based) markers uses the async checker by default;
+    asked without the writer's options, the CLI must judge it the same way."""
+    fid = "bbbbbbbb-0000-0000-0000-000000000001-0"
+    batched = {**OPTS, "hoodie.write.markers.type": "TIMELINE_SERVER_BASED"}
+    early = writers(table, batched, markers=[("a", fid, "CREATE")])
+    late = writers(table, batched)
+    late.create_marker("a", f"cccccccc-0000-0000-0000-000000000009-0_0-0-0_{late.instant_time}.parquet", "CREATE")
+    early.heartbeat.beat()
+    args = ["--instant", late.instant_time, "--partition", "a", "--file-id", fid]
+    rc, doc = run_json(capsys, "early-check", table.base_uri, *args)
+    assert doc["marker_type"] == "TIMELINE_SERVER_BASED"
+    assert doc["marker_type_source"] == "the instant's MARKERS.type"
+    assert doc["strategy"] == "async" and rc == 3 and doc["other_instant"] == early.instant_time
+    # options that name the type win over the folder
+    rc, doc = run_json(capsys, "early-check", table.base_uri, *args, "--option",
+                       "hoodie.write.markers.type=DIRECT")
+    assert doc["marker_type"] == "DIRECT" and doc["marker_type_source"] == "options"
 
 
 def test_early_check_commit_conflict(table, capsys, writers):
