@@ -1,0 +1,150 @@
+"""Kill points inside clean and clustering: a service process SIGKILLed part-way is completed by
+the next service run, and readers never see a half-done service.
+
+The kill is real (the step's function is wrapped to do its work, or part of it, and then
+``os.kill(getpid(), SIGKILL)``); the lock is ZooKeeper's, whose node goes with the dead
+session as in production. The check is independent: hudi-rs reads exactly the committed rows
+at every point (snapshot, and time travel to the instants the clean retains).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.services.clean import run_clean
+from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering
+from airflow_hudi_occ.core.table.file_system_view import list_base_files
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+
+BASE = {"hoodie.time.generator.max_expected_clock_skew_ms": "1",
+        "hoodie.client.heartbeat.interval_in_ms": "300", "hoodie.client.heartbeat.tolerable.misses": "2",
+        "hoodie.cleaner.commits.retained": "2"}
+
+
+@pytest.fixture
+def opts(zk_server):
+    return {**BASE, "hoodie.write.lock.provider": "zookeeper",
+            "hoodie.write.lock.zookeeper.url": zk_server.hosts,
+            "hoodie.write.lock.zookeeper.base_path": f"/svc-{os.getpid()}-{time.time_ns()}",
+            "hoodie.write.lock.zookeeper.session_timeout_ms": "2000"}
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from airflow_hudi_occ.core.table.table import Table
+    service, step, base, opts = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
+
+    def die(*a, **k):
+        sys.stdout.write("KILLED " + step + "\\n"); sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if service == "clean":
+        from airflow_hudi_occ.core.services import clean as mod
+        if step == "mid_delete":
+            def delete_planned_files(storage, files_by_partition, **kw):
+                part, rels = sorted(files_by_partition.items())[0]
+                storage.delete(storage.path(rels[0]))  # one file really goes, then the process dies
+                die()
+            mod.delete_planned_files = delete_planned_files
+        else:
+            mod.complete = die
+        mod.run_clean(Table.open(base), opts)
+    else:
+        from airflow_hudi_occ.core.services import clustering as mod
+        from airflow_hudi_occ.core.commit import transaction
+        if step == "after_first_file":
+            orig = mod.write_parquet
+            def write_parquet(*a, **k):
+                orig(*a, **k)
+                die()
+            mod.write_parquet = write_parquet
+        else:
+            transaction.complete = die  # lock held, conflicts resolved, not completed
+        mod.execute_clustering(Table.open(base), opts)
+    sys.exit(3)  # not reached
+""")
+
+
+def kill_at(service: str, step: str, table: Table, opts: dict) -> None:
+    p = subprocess.run([sys.executable, "-c", KILLER, service, step, table.base_uri, repr(opts)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == -9 and f"KILLED {step}" in p.stdout, p.stdout + p.stderr[-3000:]
+
+
+def history(table: Table, opts: dict, n: int = 5) -> list[str]:
+    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    w.write(pa.Table.from_pylist([{"id": 100, "p": "b", "ts": 0, "v": "once"}]))
+    return [w.write(pa.Table.from_pylist([{"id": k, "p": "a", "ts": i, "v": f"v{i}"} for k in range(3)]))
+            .instant.requested_time for i in range(n)]
+
+
+def snapshot(table: Table) -> dict:
+    return rows_by_key(hudi_read(table.base_uri))
+
+
+@pytest.mark.parametrize("step", ["mid_delete", "before_complete"])
+def test_clean_killed_part_way_is_completed_by_the_next_clean(tmp_path, opts, step):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    insts = history(table, opts)
+    before = snapshot(table)
+    retained = {t: rows_by_key(hudi_read(table.base_uri, as_of=t)) for t in insts[-2:]}
+    kill_at("clean", step, table, opts)
+
+    tl = table.timeline()
+    pending = [i for i in tl.pending() if i.action is Action.CLEAN]
+    assert len(pending) == 1
+    assert snapshot(table) == before  # 0 lost, 0 exposed: a clean only removes old versions
+    for t, rows in retained.items():
+        assert rows_by_key(hudi_read(table.base_uri, as_of=t)) == rows
+
+    res = run_clean(table, opts)
+    assert res.clean_instant == pending[0].requested_time  # the same plan, finished
+    tl = table.timeline()
+    assert tl.pending() == []
+    assert snapshot(table) == before
+    for t, rows in retained.items():
+        assert rows_by_key(hudi_read(table.base_uri, as_of=t)) == rows
+    assert len(list_base_files(table, "a")) == 3  # versions of the 2 retained commits + the one before
+
+
+@pytest.mark.parametrize("step", ["after_first_file", "before_complete"])
+def test_clustering_killed_part_way_is_redone_by_the_next_run(tmp_path, opts, step):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
+    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    for i in range(4):  # four small file groups in partition a
+        w.write(pa.Table.from_pylist([{"id": 10 * i + k, "p": "a", "v": f"v{i}"} for k in range(3)]), "insert")
+    before = snapshot(table)
+    groups_before = {b.file_id for b in list_base_files(table, "a")}
+    plan = schedule_clustering(table, opts)
+    assert plan is not None
+    kill_at("cluster", step, table, opts)
+
+    inst = table.timeline().get(plan)
+    assert inst is not None and inst.is_pending
+    assert snapshot(table) == before  # the dead executor's files belong to a pending instant
+    time.sleep(1.0)  # its heartbeat (300 ms x 2) expires
+
+    res = execute_clustering(table, opts)
+    assert res.instant == plan and table.timeline().get(plan).is_completed
+    assert table.timeline().pending() == []
+    assert snapshot(table) == before
+    live = {b.file_id for b in list_base_files(table, "a")}
+    replaced = set(res.replaced["a"])
+    assert replaced == groups_before
+    # only the re-run's files are in the completed instant: the dead executor's were removed
+    meta = table.timeline().commit_metadata(table.timeline().get(plan))
+    written = {s.path for s in meta.write_stats()}
+    on_disk = {f"a/{b.name}" for b in list_base_files(table, "a") if b.instant_time == plan}
+    assert on_disk == written and live
