@@ -35,25 +35,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_hudi_occ.core.format.base_file import record_key_array
+from airflow_hudi_occ.core.format.base_file import constant_strings, record_key_array
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 UPSERT, DELETE, APPEND = "upsert", "delete", "append"
 STORED_ORDER, BATCH_ORDER = "stored", "batch"
 
 
-def dedupe(rows: pa.Table, key_fields, precombine: str | None, keys: pa.Array | None = None) -> pa.Table:
-    """One record per key within a batch (the rules in the module docstring), in batch order."""
-    keys = record_key_array(rows, key_fields) if keys is None else keys
-    n = rows.num_rows
+def dedupe_indices(keys: pa.Array, precombine: pa.Array | pa.ChunkedArray | None) -> pa.Array | None:
+    """Which rows survive the in-batch dedupe (the rules in the module docstring), as indices
+    in batch order; None when every key is distinct (nothing to drop, nothing to copy)."""
+    n = len(keys)
     if n == 0 or pc.count_distinct(keys).as_py() == n:
-        return rows
-    idx = pa.array(range(n), pa.int64())
-    if precombine and precombine in rows.column_names:
-        pre = rows.column(precombine).combine_chunks()
+        return None
+    idx = pa.array(np.arange(n, dtype=np.int64))
+    if precombine is not None:
+        pre = precombine.combine_chunks() if isinstance(precombine, pa.ChunkedArray) else precombine
         valid = pc.is_valid(pre)
         # among non-null values: largest, then latest; all null: the first row
         tie = pc.if_else(valid, idx, pc.negate(idx))
@@ -65,7 +66,15 @@ def dedupe(rows: pa.Table, key_fields, precombine: str | None, keys: pa.Array | 
     ks = pc.take(keys, perm)
     last = pa.concat_arrays([pc.not_equal(ks.slice(0, n - 1), ks.slice(1)), pa.array([True])])
     chosen = pc.take(idx, perm).filter(last)
-    return rows.take(pc.take(chosen, pc.sort_indices(chosen)))
+    return pc.take(chosen, pc.sort_indices(chosen))
+
+
+def dedupe(rows: pa.Table, key_fields, precombine: str | None, keys: pa.Array | None = None) -> pa.Table:
+    """One record per key within a batch (the rules in the module docstring), in batch order."""
+    keys = record_key_array(rows, key_fields) if keys is None else keys
+    pre = rows.column(precombine) if precombine and precombine in rows.column_names else None
+    chosen = dedupe_indices(keys, pre)
+    return rows if chosen is None else rows.take(chosen)
 
 
 def conform(user: pa.Table, schema: pa.Schema | None) -> pa.Table:
@@ -118,46 +127,70 @@ def _combine(stored: pa.Table, incoming: pa.Table, schema: pa.Schema | None) -> 
     return pa.concat_tables([stored, incoming], promote_options="permissive")
 
 
+def integer_key_column(key_fields, *tables: pa.Table) -> str | None:
+    """The one key field, when it is an integer column in every table: its values match records
+    exactly as their key text does (the text of an integer is unique) and hash several times
+    faster than strings. None otherwise (text keys are matched)."""
+    fields = list(key_fields)
+    if len(fields) != 1:
+        return None
+    f = fields[0]
+    for t in tables:
+        if f not in t.column_names or not pa.types.is_integer(t.schema.field(f).type):
+            return None
+    return f
+
+
 def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array, *, mode: str,
                      instant: str, precombine: str | None = None, schema: pa.Schema | None = None,
-                     order: str = BATCH_ORDER) -> MergeResult:
+                     order: str = BATCH_ORDER, match_on: str | None = None) -> MergeResult:
     """Merge a deduped batch into one file group's stored base file (meta columns included).
 
     ``schema`` is the target schema of the user columns (None: see the module docstring; a
     delete keeps the stored schema either way); ``order`` is :data:`STORED_ORDER` or
-    :data:`BATCH_ORDER`."""
+    :data:`BATCH_ORDER`; ``match_on`` names an integer key column (:func:`integer_key_column`)
+    to match records by instead of their key text."""
     if order not in (STORED_ORDER, BATCH_ORDER):
         raise ValueError(f"unknown merge order {order!r}")
     bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
     btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
     buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
     ikeys = incoming_keys.cast(pa.string())
+    # what records are matched by: the key text, or the integer key column (same result)
+    bmatch, imatch = bkeys, ikeys
+    if match_on is not None:
+        bmatch = base.column(match_on).combine_chunks()
+        imatch = incoming.column(match_on).combine_chunks()
+        if imatch.type != bmatch.type:
+            imatch = imatch.cast(pa.int64())
+            bmatch = bmatch.cast(pa.int64())
     if mode == DELETE:
-        hit = pc.is_in(bkeys, value_set=ikeys)
+        hit = pc.is_in(bmatch, value_set=imatch)
         keep = pc.invert(hit)
         return MergeResult(buser.filter(keep), bkeys.filter(keep), btimes.filter(keep),
                            deletes=_count(hit))
     iuser = incoming.drop_columns([c for c in META_COLUMNS if c in incoming.column_names])
     iuser = conform(iuser, schema)
-    now = pa.array([instant] * incoming.num_rows, pa.string())
+    now = constant_strings(instant, incoming.num_rows)
     if mode == APPEND:
         return MergeResult(_combine(buser, iuser, schema), pa.concat_arrays([bkeys, ikeys]),
                            pa.concat_arrays([btimes, now]), inserts=incoming.num_rows)
     if mode != UPSERT:
         raise ValueError(f"unknown merge mode {mode!r}")
     # for every stored row, the incoming row of its key (null: not in the batch)
-    pos = pc.index_in(bkeys, value_set=ikeys)
+    # hash tables are built on the batch side (small) and probed with the stored rows (large)
+    pos = pc.index_in(bmatch, value_set=imatch)
     matched_b = pc.is_valid(pos)
-    matched_i = pc.is_in(ikeys, value_set=bkeys)
-    older = pa.array([False] * base.num_rows, pa.bool_())
+    matched_i = pc.is_in(imatch, value_set=bmatch.filter(matched_b))
+    older = pa.array(np.zeros(base.num_rows, dtype=bool))
     if precombine and precombine in buser.column_names and precombine in iuser.column_names:
         # the stored record stays when the incoming one is strictly older
         incoming_pre = pc.take(iuser.column(precombine).combine_chunks(), pos)
         older = _less(incoming_pre, buser.column(precombine).combine_chunks())
     if order == BATCH_ORDER:
-        keep_old = bkeys.filter(older)
-        base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bkeys, value_set=keep_old))
-        in_take = pc.invert(pc.is_in(ikeys, value_set=keep_old))
+        keep_old = bmatch.filter(older)
+        base_keep = pc.or_(pc.invert(matched_b), pc.is_in(bmatch, value_set=keep_old))
+        in_take = pc.invert(pc.is_in(imatch, value_set=keep_old))
         taken = iuser.filter(in_take)
         taken_keys, updates = ikeys.filter(in_take), _count(pc.and_(matched_i, in_take))
     else:
@@ -165,14 +198,14 @@ def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array
         replaced = pc.and_(matched_b, pc.invert(older))
         fresh = pc.invert(matched_i)
         take = pa.concat_arrays([pos.filter(replaced).cast(pa.int64()),
-                                 pa.array(range(incoming.num_rows), pa.int64()).filter(fresh)])
+                                 pa.array(np.arange(incoming.num_rows, dtype=np.int64)).filter(fresh)])
         taken, taken_keys, updates = iuser.take(take), ikeys.take(take), _count(replaced)
     return MergeResult(
         _combine(buser.filter(base_keep), taken, schema),
         pa.concat_arrays([bkeys.filter(base_keep), taken_keys]),
-        pa.concat_arrays([btimes.filter(base_keep), pa.array([instant] * len(taken_keys), pa.string())]),
+        pa.concat_arrays([btimes.filter(base_keep), constant_strings(instant, len(taken_keys))]),
         updates=updates, inserts=_count(pc.invert(matched_i)))
 
 
 __all__ = ["UPSERT", "DELETE", "APPEND", "STORED_ORDER", "BATCH_ORDER", "MergeResult",
-           "merge_file_group", "dedupe", "conform"]
+           "merge_file_group", "dedupe", "dedupe_indices", "conform", "integer_key_column"]

@@ -93,7 +93,7 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
     config = config or WriteConfig()
     table.require_writable()
     lm = lock_manager or table_lock_manager(table, config)
-    gen = process_generator(config.max_clock_skew_ms)
+    gen = process_generator(config.skew_wait_ms)
     with lm.locked():
         timeline = table.timeline()
         target = timeline.get(instant_time)
@@ -170,7 +170,7 @@ def finish_interrupted_rollbacks(table, config: WriteConfig | None = None, *,
     config = config or WriteConfig()
     table.require_writable()
     lm = lock_manager or table_lock_manager(table, config)
-    gen = process_generator(config.max_clock_skew_ms)
+    gen = process_generator(config.skew_wait_ms)
     results = []
     with lm.locked():
         timeline = table.timeline()

@@ -147,7 +147,7 @@ class WriteTransaction:
         self.batch_key = batch_key
         self.is_table_service = is_table_service
         self._lock_manager = lock_manager
-        self._time = time_generator or process_generator(self.config.max_clock_skew_ms)
+        self._time = time_generator or process_generator(self.config.skew_wait_ms)
         self.instant: Instant | None = None
         self.snapshot: Snapshot | None = None
         self.heartbeat: Heartbeat | None = None

@@ -14,16 +14,20 @@ as Hudi's EVENT_TIME_ORDERING), ``insert`` (new file groups, no lookup), ``delet
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, record_key_array, with_meta_columns,
-                                                    write_parquet, write_token)
+from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, read_parquet_columns,
+                                                    record_key_array, with_meta_columns, write_parquet,
+                                                    write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
@@ -38,58 +42,112 @@ from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepar
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
 
+CREATE = "create"
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": "INSERT_OVERWRITE", "bulk_insert": "BULK_INSERT"}
 
 
 def partition_path_of(table: Table, row_values: dict) -> str:
+    """The partition path of one row (Hudi's spelling: ``str()`` of each value, the Hive
+    default for null, ``field=value`` when hive-style); :func:`partition_groups` does the
+    same for a whole batch at once."""
     fields = table.config.partition_fields
     if not fields:
         return ""
-    parts = []
-    for f in fields:
-        v = row_values[f]
-        v = "__HIVE_DEFAULT_PARTITION__" if v is None else str(v)
-        parts.append(f"{f}={v}" if table.config.hive_style_partitioning else v)
-    return "/".join(parts)
+    return "/".join(_partition_text(f, row_values[f], table.config.hive_style_partitioning)
+                    for f in fields)
 
 
-def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:
+def _partition_text(field_name: str, value, hive_style: bool) -> str:
+    v = "__HIVE_DEFAULT_PARTITION__" if value is None else str(value)
+    return f"{field_name}={v}" if hive_style else v
+
+
+def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
+    """For each partition path, the indices of its rows in ``data`` (in batch order).
+
+    Vectorised: each partition column is dictionary-encoded, so ``str()`` runs once per
+    distinct value rather than per row, the per-field codes are combined into one integer code,
+    and one stable sort groups the rows. No row is copied here; callers ``take`` one
+    partition at a time, so a batch is never held twice."""
     fields = table.config.partition_fields
+    n = data.num_rows
     if not fields:
-        return {"": data}
+        return {"": pa.array(np.arange(n, dtype=np.int64))}
     missing = [f for f in fields if f not in data.column_names]
     if missing:
         raise ConfigError(f"the data lacks the partition columns {missing}",
                           key="hoodie.table.partition.fields", value=",".join(fields),
                           remedy="add the columns; the partition column stays in the data")
-    cols = [data.column(f).to_pylist() for f in fields]
-    idx: dict[str, list[int]] = {}
-    for i, vals in enumerate(zip(*cols)):
-        idx.setdefault(partition_path_of(table, dict(zip(fields, vals))), []).append(i)
-    return {p: data.take(pa.array(rows, pa.int64())) for p, rows in idx.items()}
+    hive = table.config.hive_style_partitioning
+    codes = np.zeros(n, dtype=np.int64)
+    texts: list[list[str]] = []
+    for f in fields:
+        col = data.column(f)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        enc = pc.dictionary_encode(col, null_encoding="encode")
+        labels = [_partition_text(f, v, hive) for v in enc.dictionary.to_pylist()]
+        codes = codes * max(len(labels), 1) + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        texts.append(labels)
+    # a stable radix sort when the codes fit 16 bits (the common case: few partitions)
+    order = np.argsort(codes.astype(np.uint16) if n and codes.max() < 65536 else codes, kind="stable")
+    ordered = codes[order]
+    starts = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]) if n else np.array([], np.int64)
+    bounds = list(starts) + [n]
+    sizes = [len(t) for t in texts]
+    out: dict[str, pa.Array] = {}
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        code, parts = int(ordered[a]), []
+        for size, labels in zip(reversed(sizes), reversed(texts)):
+            parts.append(labels[code % size])
+            code //= size
+        out["/".join(reversed(parts))] = pa.array(order[a:b])
+    return out
+
+
+def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:
+    """The batch split by partition path (each partition's rows in batch order)."""
+    return {p: data.take(idx) for p, idx in partition_groups(table, data).items()}
 
 
 @dataclass
 class _Work:
+    """One file group this write produces a base file for: which batch rows go into it and
+    how. The rows are taken, merged and written only when its turn comes (``_write_file``), so
+    memory holds one file group's data at a time besides the batch."""
+
     partition: str
     file_id: str
     prev: object | None  # FileSlice
-    rows: pa.Table  # final user rows (without meta columns)
-    commit_times: pa.Array | None  # None: every row takes this instant
-    inserts: int = 0
-    updates: int = 0
-    deletes: int = 0
-    keys: pa.Array | None = None  # record keys of ``rows`` (None: computed from the key fields)
+    indices: pa.Array  # rows of the batch (deduped, in batch order) for this file group
+    mode: str = CREATE  # CREATE (a new file group) or a merge mode: UPSERT, DELETE, APPEND
+
+
+def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
+    """``batch`` values present in ``stored``: the hash table is built on the batch (usually
+    the smaller side) and probed with the stored values, then on the few stored hits."""
+    found = stored.filter(pc.is_in(stored, value_set=batch))
+    return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
+
+
+def _map_bounded(fn, items: list, threads: int) -> list:
+    """``[fn(x) for x in items]`` on up to ``threads`` threads, in order; at most ``threads``
+    items are in memory at once. The first error is raised after the running ones finish."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="hudi-occ-write") as pool:
+        return list(pool.map(fn, items))
 
 
 class ArrowTableWriter:
     def __init__(self, table: Table, config: WriteConfig | None = None, *, writer_id: str | None = None,
-                 lock_manager=None):
+                 lock_manager=None, threads: int | None = None):
         self.table = table
         self.config = config or WriteConfig()
         self.writer_id = writer_id
         self._lock_manager = lock_manager
+        #: file groups written at once (memory: this many file groups' data besides the batch)
+        self.threads = threads or min(4, os.cpu_count() or 1)
 
     def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
               batch_key: str | None = None, attempt: int = 1,
@@ -130,15 +188,17 @@ class ArrowTableWriter:
             view = FileSystemView(self.table)  # the snapshot this write reads
             if last is not None and op == "delete":
                 schema_json = tl.commit_metadata(last).schema or schema_json
-            work, replaced = self._plan(tx, view, data, op)
+            work, replaced = self._plan(view, data, op)
             # Refused before any data file exists: clustering would drop these updates.
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
             touched += [(p, f) for p, ids in replaced.items() for f in ids]
             check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
             tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
-            stats = []
-            for w in work:
-                stats.append(self._write_file(tx, w, before_file))
+            # Every marker first (each passes the early conflict check), then the data files,
+            # several at a time: parquet encoding and compression release the GIL.
+            names = [self._mark(tx, w, before_file) for w in work]
+            stats = _map_bounded(lambda wn: self._write_file(tx, data, *wn), list(zip(work, names)),
+                                 self.threads)
             if before_commit:
                 before_commit(tx)
             return tx.commit(stats, schema=schema_json,
@@ -152,38 +212,55 @@ class ArrowTableWriter:
 
     # -- tagging --------------------------------------------------------------------------------
 
-    def _plan(self, tx: WriteTransaction, view: FileSystemView, data: pa.Table, op: str):
-        key_fields = self.table.config.record_key_fields
-        pre = self.table.config.precombine_field
+    def _plan(self, view: FileSystemView, data: pa.Table, op: str):
+        """Tag the batch: which rows go to which file group. Only key columns are read here
+        (of the batch and of the stored base files); no data is copied or merged yet.
+        Partitions are tagged on several threads (hashing and parquet reads release the GIL)."""
+        groups = sorted(partition_groups(self.table, data).items())
+        planned = _map_bounded(lambda pg: self._plan_partition(view, data, op, *pg), groups, self.threads)
         work: list[_Work] = []
         replaced: dict[str, list[str]] = {}
-        num_buckets = bucket_config(self.config.options)
-        for part, rows in sorted(split_by_partition(self.table, data).items()):
-            rows = merge.dedupe(rows, key_fields, pre)
-            slices = view.latest_file_slices(part)
-            if num_buckets is not None and op != "insert_overwrite":
-                work.extend(self._plan_buckets(tx, part, rows, slices, op, num_buckets))
-                continue
-            if op == "insert_overwrite":
-                replaced[part] = [s.file_id for s in slices]
-                work.append(_Work(part, new_file_id(), None, rows, None,
-                                  inserts=rows.num_rows))
-                continue
-            if op in ("insert", "bulk_insert") or not slices:
-                if op != "delete" and rows.num_rows:
-                    work.append(_Work(part, new_file_id(), None, rows,
-                                      None, inserts=rows.num_rows))
-                continue
-            work.extend(self._merge_into(tx, part, rows, slices, op, new_groups=True))
+        for (part, _), (w, r) in zip(groups, planned):
+            work.extend(w)
+            if r is not None:
+                replaced[part] = r
         return work, replaced
 
-    def _plan_buckets(self, tx, part, rows, slices, op, num_buckets):
+    def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
+        key_fields = self.table.config.record_key_fields
+        pre = self.table.config.precombine_field
+        need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
+        keyed = data.select(need).take(idx)
+        keys = record_key_array(keyed, key_fields)
+        # one key field: its raw values identify records as well as their text, and hash
+        # faster (integers)
+        ident = keyed.column(key_fields[0]).combine_chunks() if len(key_fields) == 1 else keys
+        chosen = merge.dedupe_indices(ident, keyed.column(pre) if pre in need else None)
+        if chosen is not None:
+            idx, keys = idx.take(chosen), keys.take(chosen)
+        slices = view.latest_file_slices(part)
+        num_buckets = bucket_config(self.config.options)
+        if num_buckets is not None and op != "insert_overwrite":
+            return self._plan_buckets(part, data, idx, keys, slices, op, num_buckets), None
+        if op == "insert_overwrite":
+            return [_Work(part, new_file_id(), None, idx)], [s.file_id for s in slices]
+        if op in ("insert", "bulk_insert") or not slices:
+            return ([_Work(part, new_file_id(), None, idx)] if op != "delete" and len(idx) else []), None
+        ids = None
+        if merge.integer_key_column(key_fields, keyed) is not None:
+            ids = keyed.column(key_fields[0]).combine_chunks()
+            if chosen is not None:
+                ids = ids.take(chosen)
+        return self._tag_into(part, idx, keys, slices, op, new_groups=True, ids=ids), None
+
+    def _plan_buckets(self, part, data, idx, keys, slices, op, num_buckets):
         """Bucket index: every key of a bucket goes to that bucket's one file group."""
         hash_fields = [f.strip() for f in (HASH_FIELD.get(self.config.options) or "").split(",")
                        if f.strip()] or self.table.config.record_key_fields
+        rows = data.select(hash_fields).take(idx)
         cols = [rows.column(f).to_pylist() for f in hash_fields]
         by_bucket: dict[int, list[int]] = {}
-        for i, vals in enumerate(zip(*cols)):
+        for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode per key: not vectorised
             by_bucket.setdefault(bucket_id(vals, num_buckets), []).append(i)
         existing = {}
         for sl in slices:
@@ -191,68 +268,96 @@ class ArrowTableWriter:
             if b is not None:
                 existing[int(b)] = sl
         out = []
-        for b, idx in sorted(by_bucket.items()):
-            sub = rows.take(pa.array(idx, pa.int64()))
+        for b, pos in sorted(by_bucket.items()):
+            sel = pa.array(pos, pa.int64())
+            sub_idx, sub_keys = idx.take(sel), keys.take(sel)
             sl = existing.get(b)
             if sl is None:
                 if op != "delete":
-                    out.append(_Work(part, new_file_id(bucket=b), None, sub,
-                                     None, inserts=sub.num_rows))
+                    out.append(_Work(part, new_file_id(bucket=b), None, sub_idx))
                 continue
-            out.extend(self._merge_into(tx, part, sub, [sl], op, new_groups=False, append_fresh=True))
+            out.extend(self._tag_into(part, sub_idx, sub_keys, [sl], op, new_groups=False,
+                                      append_fresh=True))
         return out
 
-    def _merge_into(self, tx, part, rows, slices, op, *, new_groups: bool, append_fresh: bool = False):
-        """Merge ``rows`` into the file groups among ``slices`` that hold their keys; fresh keys
-        go to a new file group (simple index) or into the one given slice (bucket index)."""
-        keys = record_key_array(rows, self.table.config.record_key_fields)
+    def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields) -> np.ndarray:
+        """Which batch keys the file slice holds. With an integer key field, the stored file's
+        column of it is read and compared (a fraction of the cost of the key text); otherwise
+        its ``_hoodie_record_key`` column."""
+        rel = s.base_file.relative_path
+        if ids is not None:
+            stored = read_parquet_columns(self.table.storage, rel, [key_fields[0]])
+            if merge.integer_key_column(key_fields, stored) is not None:
+                col = stored.column(0).combine_chunks()
+                probe = ids if ids.type == col.type else ids.cast(pa.int64())
+                col = col if col.type == probe.type else col.cast(pa.int64())
+                return _hits(probe, col)
+        bkeys = read_parquet_columns(self.table.storage, rel, ["_hoodie_record_key"]).column(0)
+        return _hits(keys, bkeys.combine_chunks())
+
+    def _tag_into(self, part, idx, keys, slices, op, *, new_groups: bool, append_fresh: bool = False,
+                  ids: pa.Array | None = None):
+        """The file groups among ``slices`` that hold the batch's keys (read from their
+        ``_hoodie_record_key`` column alone); fresh keys go to a new file group (simple index)
+        or into the one given slice (bucket index)."""
         mode = merge.DELETE if op == "delete" else merge.UPSERT
         work: list[_Work] = []
-        claimed = pa.array([False] * rows.num_rows, pa.bool_())
+        claimed = np.zeros(len(keys), dtype=bool)
+        key_fields = self.table.config.record_key_fields
         for s in slices:
-            base = read_parquet(self.table.storage, s.base_file.relative_path)
-            bkeys = base.column("_hoodie_record_key").combine_chunks()
-            hits = pc.is_in(keys, value_set=bkeys)
-            mine = hits if not append_fresh or op == "delete" else pa.array([True] * rows.num_rows)
-            if not pc.any(mine).as_py():
+            if append_fresh and op != "delete":
+                mine = np.ones(len(keys), dtype=bool)
+            else:
+                mine = self._stored_hits(s, keys, ids, key_fields)
+            if not mine.any():
                 continue
-            claimed = pc.or_(claimed, mine)
-            res = merge.merge_file_group(base, rows.filter(mine), keys.filter(mine), mode=mode,
-                                         instant=tx.instant_time, precombine=self.table.config.precombine_field,
-                                         order=merge.STORED_ORDER)
-            # keys=None: the keys are spelled again from the merged rows, as this writer always did
-            work.append(_Work(part, s.file_id, s, res.user, res.commit_times, updates=res.updates,
-                              deletes=res.deletes, inserts=res.inserts))
-        if op != "delete" and new_groups:
-            fresh = pc.invert(claimed)
-            if pc.any(fresh).as_py():
-                t = rows.filter(fresh)
-                work.append(_Work(part, new_file_id(), None, t, None, inserts=t.num_rows,
-                                  keys=keys.filter(fresh)))
+            claimed |= mine
+            work.append(_Work(part, s.file_id, s, idx.filter(pa.array(mine)), mode))
+        if op != "delete" and new_groups and not claimed.all():
+            work.append(_Work(part, new_file_id(), None, idx.filter(pa.array(~claimed))))
         return work
 
     # -- executing --------------------------------------------------------------------------------
 
-    def _write_file(self, tx: WriteTransaction, w: _Work, before_file) -> WriteStat:
-        token = write_token(0, 0, tx.attempt)
-        name = base_file_name(w.file_id, token, tx.instant_time)
-        rel = join_partition(w.partition, name)
-        io_type = "MERGE" if w.prev is not None else "CREATE"
+    def _mark(self, tx: WriteTransaction, w: _Work, before_file) -> str:
+        """The file group's marker (and partition metadata), before any of its data exists."""
+        name = base_file_name(w.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
         if before_file:
             before_file(tx, w.partition, w.file_id)
-        tx.create_marker(w.partition, name, io_type)
+        tx.create_marker(w.partition, name, "MERGE" if w.prev is not None else "CREATE")
         if w.partition:
             self.table.write_partition_metadata(w.partition, tx.instant_time)
+        return name
+
+    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str) -> WriteStat:
+        rel = join_partition(w.partition, name)
         t0 = time.time()
-        full = with_meta_columns(w.rows, instant_time=tx.instant_time, partition=w.partition,
-                                 file_name=name, key_fields=self.table.config.record_key_fields,
-                                 keys=w.keys, commit_times=w.commit_times)
+        key_fields = self.table.config.record_key_fields
+        rows = data.take(w.indices)
+        updates = deletes = 0
+        inserts = rows.num_rows
+        commit_times = keys = None
+        if w.prev is not None:
+            base = read_parquet(self.table.storage, w.prev.base_file.relative_path)
+            res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
+                                         instant=tx.instant_time,
+                                         precombine=self.table.config.precombine_field,
+                                         order=merge.STORED_ORDER,
+                                         match_on=merge.integer_key_column(key_fields, base, rows))
+            del base
+            # keys=None: the keys are spelled again from the merged rows, as this writer always did
+            rows, commit_times = res.user, res.commit_times
+            updates, deletes, inserts = res.updates, res.deletes, res.inserts
+        full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
+                                 file_name=name, key_fields=key_fields, keys=keys,
+                                 commit_times=commit_times)
+        del rows
         size = write_parquet(self.table.storage, rel, full)
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=w.prev.instant_time if w.prev is not None else "null",
-                         num_writes=full.num_rows, num_deletes=w.deletes,
-                         num_update_writes=w.updates, num_inserts=w.inserts,
+                         num_writes=full.num_rows, num_deletes=deletes,
+                         num_update_writes=updates, num_inserts=inserts,
                          file_size_in_bytes=size, total_write_bytes=size,
                          prev_base_file=w.prev.base_file.name if w.prev is not None else None,
                          create_time_ms=ms if w.prev is None else 0,

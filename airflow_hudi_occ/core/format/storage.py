@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import os
 import posixpath
 import threading
@@ -183,8 +184,14 @@ class Storage:
             self.fs.pipe_file(path, data)
 
     @_typed_full
-    def create_if_absent(self, path: str, data: bytes = b"") -> None:
-        """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists."""
+    def create_if_absent(self, path: str, data=b"") -> None:
+        """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists.
+        ``data`` may be a function writing into a binary file: locally it writes the hidden
+        temporary file directly; elsewhere its output is buffered for the one conditional PUT."""
+        if callable(data) and not self.is_local:
+            buf = io.BytesIO()
+            data(buf)
+            data = buf.getvalue()
         if self.is_local:
             tmp = _local_tmp_copy(path, data, fsync=True)
             try:
@@ -279,15 +286,19 @@ class Storage:
             self.delete(p)
 
 
-def _local_tmp_copy(path: str, data: bytes, *, fsync: bool) -> str:
+def _local_tmp_copy(path: str, data, *, fsync: bool) -> str:
     """``data`` in a hidden temporary file beside ``path`` (same directory: same file system,
-    so the following link or rename is atomic)."""
+    so the following link or rename is atomic). ``data`` is bytes, or a function that writes
+    into the open file (a parquet writer streams straight to disk, with no copy in memory)."""
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
