@@ -318,7 +318,24 @@ def _table_type(v: Any) -> str:
 
 TABLE_TYPE_KEY = "hoodie.datasource.write.table.type"
 TABLE_TYPE = ConfigProperty(TABLE_TYPE_KEY, "COPY_ON_WRITE", _table_type, aliases=("hoodie.table.type",))
-MAX_CLOCK_SKEW_MS = ConfigProperty("hoodie.time.generator.max_expected_clock_skew_ms", 200, parse_int)
+MAX_CLOCK_SKEW_MS = ConfigProperty(
+    "hoodie.time.generator.max_expected_clock_skew_ms", 200, parse_int,
+    doc="waited after each instant time only with hoodie.time.generator.type=WAIT_TO_ADJUST_SKEW")
+
+
+class TimeGeneratorType(str, enum.Enum):
+    #: this project's default: a time is generated under the table lock and is larger than
+    #: every time on the freshly listed timeline, which orders every writer that does the same
+    TIMELINE_FLOOR = "TIMELINE_FLOOR"
+    #: Hudi's generator: also wait the maximum clock skew, still holding the lock, so that a
+    #: writer that does not take the floor (Java Hudi) reads a later clock (docs/instant-times.md)
+    WAIT_TO_ADJUST_SKEW = "WAIT_TO_ADJUST_SKEW"
+
+
+TIME_GENERATOR_TYPE = ConfigProperty(
+    "hoodie.time.generator.type", TimeGeneratorType.TIMELINE_FLOOR, parse_enum(TimeGeneratorType),
+    doc="TIMELINE_FLOOR (no wait; every writer of the table is this project's) or Hudi's "
+        "WAIT_TO_ADJUST_SKEW (set it when Java Hudi writers share the table)")
 TABLE_NAME = ConfigProperty("hoodie.table.name", "", str, aliases=("hoodie.datasource.write.table.name",))
 
 
@@ -356,6 +373,7 @@ class WriteConfig:
     conflict_resolution_strategy: str = "simple"
     failed_writes_policy: FailedWritesPolicy = FailedWritesPolicy.LAZY
     max_clock_skew_ms: int = 200
+    time_generator_type: TimeGeneratorType = TimeGeneratorType.TIMELINE_FLOOR
     marker_type: MarkerType = MarkerType.DIRECT
     markers_batch_num_files: int = 20
     lock: LockConfig = field(default_factory=LockConfig)
@@ -379,6 +397,7 @@ class WriteConfig:
             conflict_resolution_strategy=CONFLICT_RESOLUTION_STRATEGY.get(options),
             failed_writes_policy=FAILED_WRITES_POLICY.get(options),
             max_clock_skew_ms=skew,
+            time_generator_type=TIME_GENERATOR_TYPE.get(options),
             marker_type=MARKERS_TYPE.get(options),
             markers_batch_num_files=MARKERS_BATCH_NUM_FILES.get(options),
             lock=lock,
@@ -396,6 +415,14 @@ class WriteConfig:
             raise ConfigError("heartbeat interval and tolerable misses must be positive",
                               key=HEARTBEAT_INTERVAL_MS.key, value=cfg.heartbeat.interval_ms)
         return cfg
+
+    @property
+    def skew_wait_ms(self) -> int:
+        """How long the instant-time generator waits under the lock (0 unless Hudi's
+        WAIT_TO_ADJUST_SKEW is asked for: docs/instant-times.md)."""
+        if self.time_generator_type is TimeGeneratorType.WAIT_TO_ADJUST_SKEW:
+            return self.max_clock_skew_ms
+        return 0
 
     def replace(self, **changes) -> "WriteConfig":
         return dataclasses.replace(self, **changes)

@@ -258,7 +258,7 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
         return CleanResult(None, plan.policy, e[0] if e else None, dry_run=True,
                            planned_files=sorted(f for v in plan.files_by_partition.values() for f in v))
     lm = lock_manager or table_lock_manager(table, cfg.write)
-    gen = process_generator(cfg.write.max_clock_skew_ms)
+    gen = process_generator(cfg.write.skew_wait_ms)
     rolled = []
     if cfg.write.failed_writes_policy is FailedWritesPolicy.LAZY:
         rolled = [r.to_json() for r in rollback_failed_writes(table, cfg.write, lock_manager=lm, now=now)]

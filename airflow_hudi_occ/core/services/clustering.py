@@ -132,7 +132,7 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
     table.require_writable()
     _refuse_bucket_index(table, cfg)
     lm = lock_manager or table_lock_manager(table, cfg.write)
-    gen = process_generator(cfg.write.max_clock_skew_ms)
+    gen = process_generator(cfg.write.skew_wait_ms)
     with lm.locked():
         prepare_for_write(table, cfg.write)
         timeline = table.timeline()
