@@ -140,10 +140,10 @@ def install(point: str | None = None) -> str | None:
                 maybe_crash("mid_file", path=path)
             return orig_tmp(path, data, fsync=fsync)
 
-        def create_if_absent(self, path, data=b""):
+        def create_if_absent(self, path, data=b"", **kw):
             if not self.is_local and path.endswith(".parquet"):
                 maybe_crash("mid_file", path=path)  # an object PUT that never completed
-            return orig_create(self, path, data)
+            return orig_create(self, path, data, **kw)
         storage._local_tmp_copy = _local_tmp_copy
         storage.Storage.create_if_absent = create_if_absent
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,6 +44,10 @@ from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransact
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
 
 CREATE = "create"
+#: batches smaller than this are tagged on one thread
+PARALLEL_MIN_ROWS = 50_000
+#: the most file groups written at once by one process
+MAX_THREADS = 4
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": "INSERT_OVERWRITE", "bulk_insert": "BULK_INSERT"}
 
@@ -130,13 +135,48 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One pool per process, reused by every write (starting threads per commit costs more
+    than a small commit's whole parquet work)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="hudi-occ-write")
+        return _POOL
+
+
 def _map_bounded(fn, items: list, threads: int) -> list:
     """``[fn(x) for x in items]`` on up to ``threads`` threads, in order; at most ``threads``
     items are in memory at once. The first error is raised after the running ones finish."""
     if threads <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="hudi-occ-write") as pool:
-        return list(pool.map(fn, items))
+    out: list = [None] * len(items)
+    pending: dict = {}
+    error: BaseException | None = None
+    pool = _pool()
+    it = iter(enumerate(items))
+    while True:
+        while error is None and len(pending) < threads:
+            nxt = next(it, None)
+            if nxt is None:
+                break
+            pending[pool.submit(fn, nxt[1])] = nxt[0]
+        if not pending:
+            break
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for f in done:
+            i = pending.pop(f)
+            try:
+                out[i] = f.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
+                error = error or e
+    if error is not None:
+        raise error
+    return out
 
 
 class ArrowTableWriter:
@@ -147,7 +187,7 @@ class ArrowTableWriter:
         self.writer_id = writer_id
         self._lock_manager = lock_manager
         #: file groups written at once (memory: this many file groups' data besides the batch)
-        self.threads = threads or min(4, os.cpu_count() or 1)
+        self.threads = min(threads or os.cpu_count() or 1, MAX_THREADS)
 
     def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
               batch_key: str | None = None, attempt: int = 1,
@@ -183,12 +223,16 @@ class ArrowTableWriter:
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
                               batch_key=batch_key, lock_manager=self._lock_manager)
+        groups = sorted(partition_groups(self.table, data).items())
+        # tagging small batches on one thread: handing them out costs more than it saves
+        plan_threads = self.threads if data.num_rows >= PARALLEL_MIN_ROWS else 1
         tx.begin()
         try:
-            view = FileSystemView(self.table)  # the snapshot this write reads
+            # the snapshot this write reads, listed for the partitions it touches only
+            view = FileSystemView(self.table, partitions=[p for p, _ in groups])
             if last is not None and op == "delete":
                 schema_json = tl.commit_metadata(last).schema or schema_json
-            work, replaced = self._plan(view, data, op)
+            work, replaced = self._plan(view, data, op, groups, plan_threads)
             # Refused before any data file exists: clustering would drop these updates.
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
             touched += [(p, f) for p, ids in replaced.items() for f in ids]
@@ -212,12 +256,11 @@ class ArrowTableWriter:
 
     # -- tagging --------------------------------------------------------------------------------
 
-    def _plan(self, view: FileSystemView, data: pa.Table, op: str):
+    def _plan(self, view: FileSystemView, data: pa.Table, op: str, groups, threads: int):
         """Tag the batch: which rows go to which file group. Only key columns are read here
         (of the batch and of the stored base files); no data is copied or merged yet.
         Partitions are tagged on several threads (hashing and parquet reads release the GIL)."""
-        groups = sorted(partition_groups(self.table, data).items())
-        planned = _map_bounded(lambda pg: self._plan_partition(view, data, op, *pg), groups, self.threads)
+        planned = _map_bounded(lambda pg: self._plan_partition(view, data, op, *pg), groups, threads)
         work: list[_Work] = []
         replaced: dict[str, list[str]] = {}
         for (part, _), (w, r) in zip(groups, planned):
@@ -238,8 +281,10 @@ class ArrowTableWriter:
         chosen = merge.dedupe_indices(ident, keyed.column(pre) if pre in need else None)
         if chosen is not None:
             idx, keys = idx.take(chosen), keys.take(chosen)
-        slices = view.latest_file_slices(part)
         num_buckets = bucket_config(self.config.options)
+        if op in ("insert", "bulk_insert") and num_buckets is None:  # no lookup: new file groups
+            return ([_Work(part, new_file_id(), None, idx)] if len(idx) else []), None
+        slices = view.latest_file_slices(part)
         if num_buckets is not None and op != "insert_overwrite":
             return self._plan_buckets(part, data, idx, keys, slices, op, num_buckets), None
         if op == "insert_overwrite":

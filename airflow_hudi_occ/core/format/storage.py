@@ -184,16 +184,24 @@ class Storage:
             self.fs.pipe_file(path, data)
 
     @_typed_full
-    def create_if_absent(self, path: str, data=b"") -> None:
+    def create_if_absent(self, path: str, data=b"", *, durable: bool = True) -> None:
         """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists.
         ``data`` may be a function writing into a binary file: locally it writes the hidden
-        temporary file directly; elsewhere its output is buffered for the one conditional PUT."""
+        temporary file directly; elsewhere its output is buffered for the one conditional PUT.
+        ``durable=False`` skips the local fsync, for files whose loss in a power cut is
+        harmless (a lock file, an inflight instant's plan)."""
         if callable(data) and not self.is_local:
             buf = io.BytesIO()
             data(buf)
             data = buf.getvalue()
         if self.is_local:
-            tmp = _local_tmp_copy(path, data, fsync=True)
+            if isinstance(data, (bytes, bytearray)) and not data:
+                # an empty file (a marker, a requested instant): O_EXCL is atomic on its own,
+                # and there is no content whose half could be seen
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return
+            tmp = _local_tmp_copy(path, data, fsync=durable)
             try:
                 os.link(tmp, path)  # atomic, and refuses an existing name
             finally:

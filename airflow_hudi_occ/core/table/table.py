@@ -16,6 +16,7 @@ succeed.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -302,8 +303,20 @@ class Table:
 
     def reload_config(self) -> TableConfig:
         """Re-read ``hoodie.properties`` (another writer may have upgraded the table or given it
-        a metadata table since this object was opened); the table object then uses it."""
+        a metadata table since this object was opened); the table object then uses it.
+        Locally an unchanged file (same inode, size and mtime: every change replaces it by a
+        rename) is not parsed again."""
+        key = None
+        if self.storage.is_local:
+            try:
+                st = os.stat(self.storage.path(META_FOLDER, PROPERTIES_FILE))
+                key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                key = None
+        if key is not None and key == getattr(self, "_properties_key", None):
+            return self.config
         self.config = TableConfig(read_properties(self.storage))
+        self._properties_key = key
         return self.config
 
     def recover_properties(self) -> None:

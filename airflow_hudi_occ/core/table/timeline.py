@@ -303,7 +303,7 @@ def create_requested(table, instant: Instant, data: bytes = b"") -> None:
 def transition_to_inflight(table, instant: Instant, data: bytes = b"") -> Instant:
     inflight = Instant(instant.requested_time, instant.action, State.INFLIGHT)
     try:
-        table.storage.create_if_absent(_timeline_path(table, inflight), data)
+        table.storage.create_if_absent(_timeline_path(table, inflight), data, durable=False)
     except FileExistsError:
         pass  # a retried transition: inflight is only a marker of progress
     return inflight

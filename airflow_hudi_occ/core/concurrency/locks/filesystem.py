@@ -106,7 +106,7 @@ class FileSystemBasedLockProvider(LockProvider):
         delay = MIN_POLL_S
         while True:
             try:
-                self.storage.create_if_absent(self.lock_path, self._content())
+                self.storage.create_if_absent(self.lock_path, self._content(), durable=False)
             except FileExistsError:
                 if self._break_if_expired():
                     continue  # compete for the file again at once
