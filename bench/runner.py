@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "zk_lock": "bench.zk_lock",
     "fs_lock": "bench.fs_lock",
     "spark_write": "bench.spark_write",
+    "peers": "bench.peers",
 }
 
 
