@@ -5,14 +5,15 @@
 #     Java-interop lock test (scripts/install-zookeeper.sh);
 #   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
-#   - a virtualenv in .venv with the package and its test, spark and airflow extras
-#     (HUDI_OCC_EXTRAS, default "test,spark,airflow"; pyspark is pinned to 4.2.0, the newest
+#   - a virtualenv in .venv with the package and its test, spark, airflow and bench extras
+#     (HUDI_OCC_EXTRAS, default "test,spark,airflow,bench"; bench: deltalake, the peer of
+#     bench/peers.py, which the bench smoke test runs; pyspark is pinned to 4.2.0, the newest
 #     pyspark-client, so the Airflow Spark provider cannot overwrite it with other files).
 # A second run does nothing but check: the venv is rebuilt only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow}
+EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench}
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
