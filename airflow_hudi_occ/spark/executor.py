@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.format.base_file import with_meta_columns
+from airflow_hudi_occ.core.format.base_file import parquet_write_options, with_meta_columns
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
@@ -250,7 +250,7 @@ def _instant_of(rel: str) -> str:
 def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
     """Write the parquet in row groups (abort checked between them), then create it whole."""
     buf = io.BytesIO()
-    with pq.ParquetWriter(buf, full.schema, compression="snappy") as w:
+    with pq.ParquetWriter(buf, full.schema, **parquet_write_options(full)) as w:
         for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
             abort_signal.check_abort(table, ctx.instant)
             w.write_table(full.slice(off, ctx.batch_rows))
