@@ -50,7 +50,7 @@ import pyarrow as pa
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
-from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError,
+from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
@@ -207,6 +207,7 @@ class SparkHudiWriter(SparkTableJob):
         try:
             plan = self._plan_file_groups(batch, run)
             self._start_inflight(batch, run, plan)
+            self._check_before_job(run)
             stats = self._write_files(batch, run, plan)
             return self._commit(batch, run, plan, stats, extra_metadata, before_commit)
         except JobAborted as ja:
@@ -364,6 +365,20 @@ class SparkHudiWriter(SparkTableJob):
         return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                 batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
                                 time.time() - run.t_start)
+
+    @staticmethod
+    def _check_before_job(run: "_Attempt") -> None:
+        """Every planned file group checked once on the driver before the write job starts:
+        a write doomed by an earlier live writer's markers (or, with the commit-conflict check,
+        by a commit since it began) stops here, before any executor writes a byte. Each task
+        still checks again before its own marker, for writers that begin meanwhile."""
+        tx = run.tx
+        if tx.config.early_conflict.enabled and run.planned:
+            try:
+                tx.detector.check_all(run.planned)
+            except EarlyConflictError as e:
+                e.stopped_before_job = True  # no task ran: nothing to cancel, nothing written
+                raise
 
     @staticmethod
     def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:

@@ -121,6 +121,14 @@ class AsyncTimelineServerBasedDetectionStrategy(EarlyConflictDetectionStrategy):
     def _detect(self, partition: str, file_id: str) -> dict | None:
         return None  # the checker thread does the work
 
+    def check_all(self, file_groups) -> None:
+        """Announce the planned file groups and run one round of the checker now, in the
+        caller's thread (one listing for all of them), instead of waiting for its first tick."""
+        for partition, file_id in file_groups:
+            self.add_pending(partition, file_id)
+        self.run_check_once()
+        self.check_sticky()
+
     def check(self, partition: str, file_id: str) -> None:
         """Only the sticky flag: a marker creation must not wait for storage (commit
         conflicts, if enabled, are also looked for by the checker thread)."""

@@ -110,6 +110,13 @@ class EarlyConflictDetectionStrategy(ABC):
             self._set_conflict(found)
             self.check_sticky()
 
+    def check_all(self, file_groups) -> None:
+        """Check every ``(partition, file_id)`` a write plans, before any of its data exists
+        (the Spark driver, before the write job starts): a doomed write stops having written
+        nothing. Raises :class:`EarlyConflictError` for the first conflict."""
+        for partition, file_id in file_groups:
+            self.check(partition, file_id)
+
     def create_marker(self, markers: WriteMarkers, partition: str, data_file_name: str,
                       io_type: IOType | str) -> Marker:
         """Check, then create the marker (only if the check passed)."""
