@@ -52,6 +52,7 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_agains
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
+from airflow_hudi_occ.core.format.base_file import read_parquet_columns
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
@@ -205,6 +206,7 @@ class SparkHudiWriter(SparkTableJob):
         run = self._begin(batch, attempt, checkpoint, batch_key)
         table = batch.table
         try:
+            self._check_before_tagging(batch, run)
             plan = self._plan_file_groups(batch, run)
             self._start_inflight(batch, run, plan)
             self._check_before_job(run)
@@ -365,6 +367,58 @@ class SparkHudiWriter(SparkTableJob):
         return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                 batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
                                 time.time() - run.t_start)
+
+    #: above this many records in other writers' file groups, the check before tagging is
+    #: skipped (their keys are broadcast); the check after tagging still runs
+    HELD_KEYS_LIMIT = 2_000_000
+
+    def _check_before_tagging(self, batch: "_Batch", run: "_Attempt") -> None:
+        """RFC-56 at the earliest point: before the tagging jobs, look at the file groups that
+        earlier, live writers hold markers on; if any record of this batch lives in one of
+        them (its key is in that file group's base file), the write is doomed: stop now, having
+        run one small Spark job and written nothing. Only where the answer is certain: the
+        simple index, for upserts and deletes (inserts and top-ups are judged after tagging)."""
+        tx = run.tx
+        if (not tx.config.early_conflict.enabled or batch.bucket
+                or batch.op not in ("upsert", "delete")):
+            return
+        det = tx.detector
+        view = det.view
+        held: dict[tuple[str, str], str] = {}
+        for other in view.candidates():
+            for group in view.all_file_groups(other):
+                held.setdefault((group[0], group[1]), other)
+        if not held:
+            return
+        table = batch.table
+        fsv = FileSystemView(table, partitions=sorted({p for p, _ in held}))
+        parts, keys, fids, total = [], [], [], 0
+        for (p, f) in sorted(held):
+            sl = fsv.get(p, f)
+            if sl is None:
+                continue  # a new file group: no record of ours lives there yet
+            col = read_parquet_columns(table.storage, sl.base_file.relative_path,
+                                       [tagging.KEY]).column(0).combine_chunks().cast(pa.string())
+            total += len(col)
+            if total > self.HELD_KEYS_LIMIT:
+                return
+            keys.append(col)
+            parts.append(pa.array([p] * len(col), pa.string()))
+            fids.append(pa.array([f] * len(col), pa.string()))
+        if not keys:
+            return
+        cfg = table.config
+        held_keys = pa.table({tagging.PART: pa.concat_arrays(parts), tagging.KEY: pa.concat_arrays(keys),
+                              tagging.FID: pa.concat_arrays(fids)})
+        fid = tagging.first_held_hit(self.spark, batch.df, cfg.record_key_fields, cfg.partition_fields,
+                                     cfg.hive_style_partitioning, held_keys)
+        if fid is None:
+            return
+        group = next(g for g in held if g[1] == fid)
+        e = det.conflict_with(held[group], [group])
+        e.stopped_before_job = True
+        e.stopped_before_tagging = True
+        raise e
 
     @staticmethod
     def _check_before_job(run: "_Attempt") -> None:

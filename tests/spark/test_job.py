@@ -145,9 +145,9 @@ def wait_for(cond, what, timeout=300, procs=()):
 
 def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_path):
     """RFC-56 with two spark-submit processes: A has written every file group and waits to
-    commit; B (later, early detection on) plans the same file groups. B's driver checks every
-    planned file group once, before its write job starts, finds A's markers and stops: no
-    task ran, no file was written; B exits 75; A then commits. (A conflict that appears while
+    commit; B (later, early detection on) upserts the same keys. Before its tagging jobs, B's
+    driver finds that keys of its batch live in file groups A holds markers on and stops: no
+    write task ran, no file was written; B exits 75; A then commits. (A conflict that appears while
     the job runs is found by the executors and the job is cancelled: test_executor.py.)"""
     path = str(tmp_path / "tbl")
     parts = list("abcdefgh")
@@ -170,8 +170,9 @@ def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_
     assert res_b["outcome"] == "conflict" and res_b["other_instant"] == res_a["instant"]
     assert res_b["error"]["error"] == "EarlyConflictError"
     assert res_b["error"]["stopped_before_job"] is True and res_b["job_cancelled"] is False, res_b
+    assert res_b["error"]["stopped_before_tagging"] is True, res_b
     # Stopped before writing any file.
-    assert res_b["file_groups_planned"] == planned
+    assert res_b["file_groups_planned"] == 0  # stopped before tagging planned anything
     assert res_b["files_written"] == 0, res_b
     assert files_of(path, res_b["instant"]) == []
     assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", ".abort", res_b["instant"]))

@@ -192,3 +192,38 @@ def test_missing_key_column_is_a_config_error_before_any_instant(spark, tmp_path
     assert e.value.key == "hoodie.datasource.write.recordkey.field"
     assert Table.open(path).timeline().instants == [] if hasattr(Table.open(path).timeline(), "instants") \
         else len(list(Table.open(path).timeline())) == 0
+
+
+def test_early_check_before_tagging_stops_only_writes_into_held_file_groups(spark, tmp_path):
+    """An earlier live writer holds a marker on file group X of partition a. A Spark upsert of
+    keys that live in another file group of a passes the check before tagging (and commits);
+    an upsert of a key that lives in X stops before tagging, with nothing written."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.errors import EarlyConflictError
+
+    path = str(tmp_path / "tbl")
+    ecd = {"hoodie.write.concurrency.early.conflict.detection.enable": "true",
+           "hoodie.parquet.small.file.limit": "0"}
+    w = SparkHudiWriter(spark, path, options(**ecd))
+    w.write(spark.createDataFrame([(0, "a", 1, "x")], SCHEMA), "insert")   # file group X
+    w.write(spark.createDataFrame([(3, "a", 1, "y")], SCHEMA), "insert")   # file group Y
+    t = Table.open(path)
+    by_key = {r["id"]: r["_hoodie_file_name"].split("_")[0] for r in hudi_read(path).to_pylist()}
+    fx, fy = by_key[0], by_key[3]
+    assert fx != fy
+    other = WriteTransaction(t, WriteConfig.from_options(options(**ecd)))
+    other.begin()
+    try:
+        other.create_marker("a", f"{fx}_0-0-0_{other.instant_time}.parquet", "MERGE")
+        # keys living in Y only: no conflict, the write commits
+        res = w.write(spark.createDataFrame([(3, "a", 2, "y2")], SCHEMA), "upsert")
+        assert res.outcome == "committed"
+        with pytest.raises(EarlyConflictError) as e:
+            w.write(spark.createDataFrame([(0, "a", 2, "x2")], SCHEMA), "upsert")
+        assert e.value.other_instant == other.instant_time
+        assert e.value.stopped_before_tagging is True and e.value.files_written == 0
+        assert fx in str(e.value.file_groups) and fy not in str(e.value.file_groups)
+    finally:
+        other.abort(reason="test")
+    assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x", 3: "y2"}

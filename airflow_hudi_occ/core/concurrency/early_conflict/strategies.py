@@ -154,6 +154,13 @@ class EarlyConflictDetectionStrategy(ABC):
                 self._conflict = kwargs
                 log.warning("%s", EarlyConflictError(**kwargs).message)
 
+    def conflict_with(self, other: str, groups: Iterable[FileGroup]) -> EarlyConflictError:
+        """The error for this write meeting ``other``'s markers on ``groups`` (found by a
+        caller's own check, e.g. the Spark driver's check before tagging); also made sticky."""
+        kwargs = self._marker_conflict(other, groups)
+        self._set_conflict(kwargs)
+        return EarlyConflictError(**kwargs)
+
     def _marker_conflict(self, other: str, groups: Iterable[FileGroup]) -> dict:
         groups = sorted(groups)
         action = self.view.action_of(other) or "instant"
