@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -209,14 +208,12 @@ def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buck
 
 
 def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], partition_fields: list[str],
-                   hive_style: bool, held: "pa.Table") -> str | None:
-    """The file group (``FID``) of the first batch record whose (partition, key) is in
-    ``held`` (columns ``PART``, ``KEY``, ``FID``: the records of file groups other writers are
-    writing), or None. One Spark job over the batch with ``held`` broadcast: a simple index
-    puts such a record in exactly that file group, so a hit is a certain conflict, found
-    before any tagging."""
+                   hive_style: bool, slices: list[FileSlice], table_root: str) -> str | None:
+    """The file group (fileId) of the first batch record whose key lives in one of ``slices``
+    (the file groups other writers are writing), or None. One Spark job: the batch's keys
+    joined with those base files' keys, read by Spark itself. A simple index puts such a
+    record in exactly that file group, so a hit is a certain conflict, found before tagging."""
     keyed = df.select(partition_path_expr(df, partition_fields, hive_style).alias(PART),
                       record_key_expr(df, key_fields).alias(KEY))
-    small = spark.createDataFrame(held.to_pandas())
-    hit = keyed.join(F.broadcast(small), [PART, KEY]).select(FID).limit(1).collect()
+    hit = lookup(spark, keyed, slices, table_root).where(F.col(FID).isNotNull()).select(FID).limit(1).collect()
     return hit[0][0] if hit else None

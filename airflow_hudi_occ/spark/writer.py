@@ -52,7 +52,6 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_agains
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
-from airflow_hudi_occ.core.format.base_file import read_parquet_columns
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
@@ -368,10 +367,6 @@ class SparkHudiWriter(SparkTableJob):
                                 batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
                                 time.time() - run.t_start)
 
-    #: above this many records in other writers' file groups, the check before tagging is
-    #: skipped (their keys are broadcast); the check after tagging still runs
-    HELD_KEYS_LIMIT = 2_000_000
-
     def _check_before_tagging(self, batch: "_Batch", run: "_Attempt") -> None:
         """RFC-56 at the earliest point: before the tagging jobs, look at the file groups that
         earlier, live writers hold markers on; if any record of this batch lives in one of
@@ -383,35 +378,20 @@ class SparkHudiWriter(SparkTableJob):
                 or batch.op not in ("upsert", "delete")):
             return
         det = tx.detector
-        view = det.view
         held: dict[tuple[str, str], str] = {}
-        for other in view.candidates():
-            for group in view.all_file_groups(other):
+        for other in det.view.candidates():
+            for group in det.view.all_file_groups(other):
                 held.setdefault((group[0], group[1]), other)
         if not held:
             return
         table = batch.table
         fsv = FileSystemView(table, partitions=sorted({p for p, _ in held}))
-        parts, keys, fids, total = [], [], [], 0
-        for (p, f) in sorted(held):
-            sl = fsv.get(p, f)
-            if sl is None:
-                continue  # a new file group: no record of ours lives there yet
-            col = read_parquet_columns(table.storage, sl.base_file.relative_path,
-                                       [tagging.KEY]).column(0).combine_chunks().cast(pa.string())
-            total += len(col)
-            if total > self.HELD_KEYS_LIMIT:
-                return
-            keys.append(col)
-            parts.append(pa.array([p] * len(col), pa.string()))
-            fids.append(pa.array([f] * len(col), pa.string()))
-        if not keys:
-            return
+        slices = [sl for p, f in sorted(held) if (sl := fsv.get(p, f)) is not None]
+        if not slices:
+            return  # new file groups only: no record of this batch lives there yet
         cfg = table.config
-        held_keys = pa.table({tagging.PART: pa.concat_arrays(parts), tagging.KEY: pa.concat_arrays(keys),
-                              tagging.FID: pa.concat_arrays(fids)})
         fid = tagging.first_held_hit(self.spark, batch.df, cfg.record_key_fields, cfg.partition_fields,
-                                     cfg.hive_style_partitioning, held_keys)
+                                     cfg.hive_style_partitioning, slices, table.storage.root)
         if fid is None:
             return
         group = next(g for g in held if g[1] == fid)
