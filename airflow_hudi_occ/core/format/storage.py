@@ -309,7 +309,8 @@ def _local_tmp_copy(path: str, data, *, fsync: bool) -> str:
                 f.write(data)
             if fsync:
                 f.flush()
-                os.fsync(f.fileno())
+                # the data, before the link publishes it (the link itself is a metadata change)
+                os.fdatasync(f.fileno())
     except BaseException:  # e.g. ENOSPC half-way: leave no partial copy behind
         try:
             os.unlink(tmp)
