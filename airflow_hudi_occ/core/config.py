@@ -595,6 +595,65 @@ class ClusteringConfig:
         return cfg
 
 
+# --- archival -------------------------------------------------------------------------------
+
+KEEP_MIN_COMMITS = ConfigProperty("hoodie.keep.min.commits", 20, parse_int,
+                                  doc="completed writes archival leaves on the active timeline")
+KEEP_MAX_COMMITS = ConfigProperty("hoodie.keep.max.commits", 30, parse_int,
+                                  doc="archival starts once more completed writes than this are active")
+ARCHIVE_AUTOMATIC = ConfigProperty("hoodie.archive.automatic", True, parse_bool,
+                                   doc="archive after each commit when needed, as Hudi does")
+ARCHIVE_ASYNC = ConfigProperty("hoodie.archive.async", False, parse_bool,
+                               doc="accepted for Hudi configs; archival always runs under the lock")
+ARCHIVE_BEYOND_SAVEPOINT = ConfigProperty("hoodie.archive.beyond.savepoint", False, parse_bool)
+TIMELINE_COMPACTION_BATCH = ConfigProperty("hoodie.timeline.compaction.batch.size", 10, parse_int,
+                                           doc="files of one LSM layer merged into the next")
+TIMELINE_COMPACTION_MAX_BYTES = ConfigProperty("hoodie.timeline.compaction.target.file.max.bytes",
+                                               1_073_741_824, parse_int)
+
+
+@dataclass(frozen=True)
+class ArchivalConfig:
+    """When archival moves completed instants to the LSM history, with Hudi's keys and defaults."""
+
+    min_commits: int = 20
+    max_commits: int = 30
+    automatic: bool = True
+    beyond_savepoint: bool = False
+    compaction_batch_size: int = 10
+    compaction_max_bytes: int = 1_073_741_824
+    write: WriteConfig = field(default_factory=WriteConfig)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ArchivalConfig":
+        options = dict(options or {})
+        cfg = cls(KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options),
+                  ARCHIVE_AUTOMATIC.get(options), ARCHIVE_BEYOND_SAVEPOINT.get(options),
+                  TIMELINE_COMPACTION_BATCH.get(options), TIMELINE_COMPACTION_MAX_BYTES.get(options),
+                  WriteConfig.from_options(options))
+        ARCHIVE_ASYNC.get(options)  # validated, no effect
+        if cfg.min_commits < 1 or cfg.max_commits <= cfg.min_commits:
+            raise ConfigError(
+                f"{KEEP_MAX_COMMITS.key}={cfg.max_commits} must be greater than "
+                f"{KEEP_MIN_COMMITS.key}={cfg.min_commits}, which must be at least 1",
+                key=KEEP_MAX_COMMITS.key, value=cfg.max_commits,
+                remedy="keep Hudi's defaults (20 and 30) or raise hoodie.keep.max.commits")
+        retained = CLEAN_COMMITS_RETAINED.get(options)
+        if cfg.min_commits <= retained:
+            # Hudi refuses this too: incremental readers and clean need those commits active
+            raise ConfigError(
+                f"{KEEP_MIN_COMMITS.key}={cfg.min_commits} must be greater than "
+                f"{CLEAN_COMMITS_RETAINED.key}={retained}", key=KEEP_MIN_COMMITS.key,
+                value=cfg.min_commits,
+                remedy=f"raise {KEEP_MIN_COMMITS.key} (and {KEEP_MAX_COMMITS.key}) above the "
+                       "commits clean retains, or retain fewer commits")
+        if cfg.compaction_batch_size < 2:
+            raise ConfigError("the timeline compaction batch must merge at least 2 files",
+                              key=TIMELINE_COMPACTION_BATCH.key, value=cfg.compaction_batch_size,
+                              remedy="set it to 2 or more (Hudi's default: 10)")
+        return cfg
+
+
 def service_config(cls, config):
     """A table service's typed config from what its caller has: the typed config itself, a
     :class:`WriteConfig` (its ``hoodie.*`` options) or the options as a mapping."""

@@ -321,6 +321,20 @@ class CleanedInstantError(HudiOccError):
         super().__init__(message, remedy=remedy)
 
 
+class ArchivedInstantError(HudiOccError):
+    """A time travel or incremental read reaches instants archival moved off the active timeline.
+
+    ``earliest_active`` is the oldest instant still active (the earliest readable as-of time);
+    ``start`` / ``as_of`` is what was asked."""
+
+    def __init__(self, message: str, *, earliest_active: str | None, as_of: str | None = None,
+                 start: str | None = None, remedy: str | None = None):
+        self.earliest_active = earliest_active
+        self.as_of = as_of
+        self.start = start
+        super().__init__(message, remedy=remedy)
+
+
 # --- decoding -----------------------------------------------------------------------------------
 
 

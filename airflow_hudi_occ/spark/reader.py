@@ -10,7 +10,8 @@ They return the rows any Hudi reader returns (hudi-rs is the oracle in the tests
   group they touched, the newest of their base files, keeping the rows whose
   ``_hoodie_commit_time`` is one of those instants.
 
-Errors: core's (:class:`TableNotFoundError` for a wrong path). An empty table or window reads
+Errors: core's (:class:`TableNotFoundError` for a wrong path; :class:`ArchivedInstantError`
+when a time travel or an incremental window reaches archived instants). An empty table or window reads
 as an empty DataFrame with the meta columns.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
 
 
 def _read(spark, table: Table, rels: list[str]):
@@ -32,13 +34,13 @@ def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_op
     table = Table.open(base_path, storage_options)
     view = FileSystemView(table, as_of=as_of)
     if as_of is not None:
-        from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
         check_as_of_readable(table, as_of, view.timeline)
     return _read(spark, table, [s.base_file.relative_path for s in view.latest_file_slices()])
 
 
 def incremental_instants(table: Table, start: str | None, end: str | None) -> list[str]:
     tl = table.timeline()
+    check_not_archived(table, tl, start=start or "0")  # from the beginning includes archived writes
     out = []
     for inst in tl.completed_writes():
         c = inst.completion_time or inst.requested_time

@@ -45,6 +45,7 @@ from typing import Iterable, Mapping
 from airflow_hudi_occ.core.concurrency import abort_signal
 
 from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.commit.archival import archive_if_needed
 from airflow_hudi_occ.core.commit.rollback import rollback_instant, rollback_pending_writes
 from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
 from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, resolve_write_conflicts,
@@ -417,8 +418,19 @@ class WriteTransaction:
         attempt_log.write_record(self.table, rec)
         log.info("committed %s at %s%s", done.requested_time, completion_time,
                  " (re-committed)" if self.recovered_from is not None else "")
+        self._archive_after_commit(lm, timeline)
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
+
+    def _archive_after_commit(self, lm, timeline: Timeline) -> None:
+        """``hoodie.archive.automatic``: archive when the timeline seen at commit holds more
+        completed writes than ``hoodie.keep.max.commits`` (Hudi archives in postCommit too).
+        The commit is done: a failure here is logged, never raised."""
+        try:
+            archive_if_needed(self.table, timeline, self.config.options, lock_manager=lm)
+        except Exception as e:  # noqa: BLE001 - the write succeeded; archival retries next time
+            log.warning("archival after commit %s failed (the commit stands; the next commit or "
+                        "`hudi-occ archive` retries): %s", self.instant_time, e)
 
     def _cleanup_after_commit(self) -> None:
         try:

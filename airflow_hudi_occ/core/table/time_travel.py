@@ -7,10 +7,11 @@ lose that file group's rows.
 
 from __future__ import annotations
 
-from airflow_hudi_occ.core.errors import CleanedInstantError
+from airflow_hudi_occ.core.errors import ArchivedInstantError, CleanedInstantError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
+from airflow_hudi_occ.core.table.history import TimelineHistory
 
 
 def read_clean_plan(table, timeline, inst: Instant) -> CleanerPlan:
@@ -46,6 +47,7 @@ def check_as_of_readable(table, as_of: str, timeline=None) -> None:
     lose that file group's rows.
     """
     timeline = timeline or table.timeline()
+    check_not_archived(table, timeline, as_of=as_of)
     if not any(i.action is Action.CLEAN for i in timeline):
         return
     gone = cleaned_files(timeline)
@@ -74,6 +76,43 @@ def check_as_of_readable(table, as_of: str, timeline=None) -> None:
                    "; raise hoodie.clean.commits.retained to keep older versions readable")
 
 
+def _earliest_active(timeline) -> str | None:
+    first = timeline.earliest()
+    return first.requested_time if first is not None else None
+
+
+def check_not_archived(table, timeline=None, *, as_of: str | None = None,
+                       start: str | None = None) -> None:
+    """Raise :class:`ArchivedInstantError` when a read as of ``as_of`` (time travel), or of the
+    writes that completed after ``start`` (incremental), needs instants archival moved to the
+    history: their commit metadata (which files, which replaced file groups) is no longer on
+    the active timeline, and the file versions they wrote have mostly been cleaned."""
+    timeline = timeline or table.timeline()
+    history = TimelineHistory(table)
+    if history.latest_version() < 0:
+        return
+    earliest = _earliest_active(timeline)
+    if as_of is not None and (earliest is None or as_of < earliest):
+        newest = history.max_instant_time()
+        if newest is None:
+            return
+        raise ArchivedInstantError(
+            f"cannot read the table as of {as_of}: instants up to {newest} are archived; the "
+            f"earliest active instant is {earliest}", earliest_active=earliest, as_of=as_of,
+            remedy=f"time travel to {earliest} or later" if earliest else
+                   "time travel needs an active instant; raise hoodie.keep.min.commits to keep "
+                   "more history active")
+    if start is not None:
+        latest_archived = history.max_completion_time()
+        if latest_archived is not None and start < latest_archived:
+            raise ArchivedInstantError(
+                f"cannot read incrementally from {start}: writes that completed after it, up to "
+                f"{latest_archived}, are archived (earliest active instant: {earliest})",
+                earliest_active=earliest, start=start,
+                remedy=f"start at {latest_archived} or later (a full snapshot read covers what is "
+                       "older), or raise hoodie.keep.min.commits so incremental consumers keep up")
+
+
 def _earliest_retained(timeline) -> str | None:
     best = None
     for inst in timeline.completed():
@@ -84,4 +123,4 @@ def _earliest_retained(timeline) -> str | None:
     return best
 
 
-__all__ = ["check_as_of_readable", "cleaned_files", "read_clean_plan"]
+__all__ = ["check_as_of_readable", "check_not_archived", "cleaned_files", "read_clean_plan"]

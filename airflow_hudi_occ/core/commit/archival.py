@@ -1,0 +1,274 @@
+"""Archival: move old completed instants from the active timeline to the LSM history.
+
+Every commit lists the active timeline under the table lock, so a timeline that only grows makes
+every commit slower as the table ages (measured: 18-20x at 10,000 instants). Archival keeps it
+at Hudi's bounds: once more than ``hoodie.keep.max.commits`` (30) completed writes are active,
+the oldest go to the history until ``hoodie.keep.min.commits`` (20) remain, together with the
+clean and rollback instants older than the newest write archived (Hudi's TimelineArchiverV2).
+
+Never archived (each gives a boundary; the smallest wins):
+
+- the earliest pending instant of any action, and the last completed write before it (the base
+  snapshot of the running writer; Hudi keeps it too). Stricter than Hudi, which looks only at
+  pending writes: a pending rollback or clean still names instants it works on;
+- the earliest replacecommit/clustering instant at or after the latest clean's earliest instant
+  to retain (all of them when no clean has run): until a clean deleted the file groups a
+  replacecommit replaced, that replacecommit is what hides them from readers. On top of Hudi's
+  rule, a replacecommit is archived only once its replaced file groups have no base file left;
+- the earliest instant the latest clean plan retains (time travel within the clean's window);
+- the first savepoint (unless ``hoodie.archive.beyond.savepoint``).
+
+Steps, all under the table lock (crash-safe in this order):
+
+1. finish an interrupted archival: an active completed instant at or before the newest archived
+   time whose row is in the history was archived but not yet deleted: delete its files;
+2. write the batch as a new layer-0 history file and publish a snapshot naming it
+   (:class:`~airflow_hudi_occ.core.table.history.TimelineHistory`);
+3. delete the archived instants' files: requested and inflight first, then the completed files
+   in ascending order (a reader never sees a hole, nor a completed instant come back as pending);
+   leftover marker folders of those instants go too;
+4. compact the history (Hudi's universal compaction) and delete snapshots no reader needs.
+
+Readers treat a base file older than the earliest active instant as committed (as Java Hudi
+does for archived instants), which is why nothing is archived past a pending instant.
+
+It lives in ``commit`` rather than ``services`` because every commit may end with it (Hudi's
+write client archives in its post-commit step); the CLI, the Spark service job and the
+operators call :func:`run_archival` like any other table service.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from airflow_hudi_occ.core.config import (ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, ArchivalConfig, WriteConfig,
+                                          service_config)
+from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
+from airflow_hudi_occ.core.format.metadata import CleanerPlan
+from airflow_hudi_occ.core.table.file_system_view import list_base_files
+from airflow_hudi_occ.core.table.history import ArchivedInstant, TimelineHistory
+from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
+from airflow_hudi_occ.core.table.write_guard import prepare_for_write
+
+log = logging.getLogger(__name__)
+
+_WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+@dataclass
+class ArchivalResult:
+    archived: list[str] = field(default_factory=list)     # requested times, ascending
+    history_file: str | None = None
+    compacted: list[str] = field(default_factory=list)
+    finished_interrupted: list[str] = field(default_factory=list)
+    boundary: str | None = None
+    boundary_reason: str | None = None
+    active_writes_before: int = 0
+    dry_run: bool = False
+
+    def to_json(self) -> dict:
+        return {"archived": self.archived, "history_file": self.history_file,
+                "compacted": self.compacted, "finished_interrupted": self.finished_interrupted,
+                "boundary": self.boundary, "boundary_reason": self.boundary_reason,
+                "active_writes_before": self.active_writes_before, "dry_run": self.dry_run}
+
+
+def archival_config(config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None) -> ArchivalConfig:
+    return service_config(ArchivalConfig, config)
+
+
+# --- what may go --------------------------------------------------------------------------------
+
+
+def _latest_clean_plan(timeline) -> CleanerPlan | None:
+    cleans = [i for i in timeline if i.action is Action.CLEAN and i.is_completed]
+    if not cleans:
+        return None
+    inst = cleans[-1]
+    path = timeline.file_path(Instant(inst.requested_time, Action.CLEAN, State.REQUESTED))
+    try:
+        return CleanerPlan.decode(timeline.table.storage.read(path), timeline.table.base_uri, path)
+    except FileNotFoundError:
+        return None
+
+
+def _replaced_groups_still_present(table, timeline, inst: Instant) -> bool:
+    """Whether a completed replacecommit still hides base files (its replaced file groups)."""
+    replaced = timeline.commit_metadata(inst).replaced_file_groups()
+    by_partition: dict[str, set[str]] = {}
+    for fg in replaced:
+        by_partition.setdefault(fg.partition, set()).add(fg.file_id)
+    for part, ids in by_partition.items():
+        if any(bf.file_id in ids for bf in list_base_files(table, part)):
+            return True
+    return False
+
+
+def plan_archival(table, timeline, config: ArchivalConfig) -> tuple[list[Instant], str | None, str | None]:
+    """The instants to archive (ascending), the boundary time and why it is there."""
+    writes = [i for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS]
+    if len(writes) <= config.max_commits:
+        return [], None, None
+    bounds: list[tuple[str, str]] = []
+    pending = timeline.pending()
+    if pending:
+        first = pending[0]
+        before = [w for w in writes if w.requested_time < first.requested_time]
+        bounds.append((before[-1].requested_time if before else first.requested_time,
+                       f"pending {first.action.value} {first.requested_time}"))
+    plan = _latest_clean_plan(timeline)
+    replace_like = [i for i in timeline if i.action in (Action.REPLACE_COMMIT, Action.CLUSTERING)]
+    if replace_like:
+        if plan is None:
+            lower = None
+        elif plan.earliest_instant_to_retain:
+            lower = plan.earliest_instant_to_retain[0]
+        else:
+            cleans = [i for i in timeline if i.action is Action.CLEAN and i.is_completed]
+            lower = cleans[-1].requested_time
+        after = [i for i in replace_like if lower is None or i.requested_time >= lower]
+        if after:
+            bounds.append((after[0].requested_time, f"replacecommit {after[0].requested_time} "
+                                                    "not yet cleaned"))
+    if plan is not None and plan.earliest_instant_to_retain:
+        bounds.append((plan.earliest_instant_to_retain[0], "earliest instant the latest clean retains"))
+    savepoints = [i for i in timeline if i.action is Action.SAVEPOINT and i.is_completed]
+    if savepoints and not config.beyond_savepoint:
+        bounds.append((savepoints[0].requested_time, f"savepoint {savepoints[0].requested_time}"))
+    boundary, reason = min(bounds) if bounds else (None, None)
+    savepoint_times = {s.requested_time for s in savepoints}
+    chosen: list[Instant] = []
+    limit = len(writes) - config.min_commits
+    for w in writes:
+        if len(chosen) >= limit or (boundary is not None and w.requested_time >= boundary):
+            break
+        if w.requested_time in savepoint_times:
+            continue
+        if w.action is Action.REPLACE_COMMIT and _replaced_groups_still_present(table, timeline, w):
+            boundary, reason = w.requested_time, f"replacecommit {w.requested_time}: replaced file " \
+                                                 "groups not yet cleaned"
+            break
+        chosen.append(w)
+    if not chosen:
+        return [], boundary, reason
+    last = chosen[-1].requested_time
+    services = [i for i in timeline if i.is_completed and i.action in (Action.CLEAN, Action.ROLLBACK)
+                and i.requested_time < last]
+    return sorted(chosen + services, key=lambda i: i.requested_time), boundary, reason
+
+
+# --- moving ---------------------------------------------------------------------------------------
+
+
+def _read(table, timeline, name: str) -> bytes | None:
+    try:
+        data = table.storage.read(table.storage.path(table.config.timeline_folder, name))
+    except FileNotFoundError:
+        return None
+    return data or None
+
+
+def _to_archived(table, timeline, inst: Instant) -> ArchivedInstant:
+    """The history row Hudi writes for an instant (MetadataConversionUtils.createLSMTimelineInstant):
+    the completed file's bytes as metadata; the clean plan, or a replacecommit's requested (or,
+    when not empty, inflight) content as plan."""
+    names = timeline.files_of(inst.requested_time)
+    completed = [n for n in names if (p := parse_file_name(n)) is not None and p.is_completed]
+    metadata = _read(table, timeline, completed[0]) if completed else None
+    plan = None
+    if inst.action is Action.CLEAN:
+        req = [n for n in names if n.endswith(".clean.requested")]
+        plan = _read(table, timeline, req[0]) if req else None
+    elif inst.action in (Action.REPLACE_COMMIT, Action.CLUSTERING):
+        for suffix in (".requested", ".inflight"):
+            for n in names:
+                if n.endswith(suffix) and n != (completed[0] if completed else None):
+                    plan = _read(table, timeline, n) or plan
+    return ArchivedInstant(inst.requested_time, inst.completion_time, inst.action.value, metadata, plan)
+
+
+def _delete_archived(table, timeline, instants: list[Instant]) -> None:
+    """Pending-state files first, then completed files in ascending order (Hudi's order)."""
+    folder = table.config.timeline_folder
+    completed_files: list[str] = []
+    for inst in instants:
+        for n in timeline.files_of(inst.requested_time):
+            p = parse_file_name(n)
+            if p is not None and p.is_completed:
+                completed_files.append(n)
+            else:
+                table.storage.delete(table.storage.path(folder, n))
+        markers = table.storage.path(".hoodie", ".temp", inst.requested_time)
+        if table.storage.exists(markers):
+            table.storage.delete_dir(markers)
+    for n in sorted(completed_files):
+        table.storage.delete(table.storage.path(folder, n))
+
+
+def _finish_interrupted(table, timeline, history: TimelineHistory) -> list[str]:
+    newest = history.max_instant_time()
+    if newest is None:
+        return []
+    leftovers = [i for i in timeline if i.is_completed and i.requested_time <= newest]
+    if not leftovers:
+        return []
+    archived = history.instant_times(min_time=leftovers[0].requested_time)
+    done = [i for i in leftovers if i.requested_time in archived]
+    if done:
+        log.info("finishing an interrupted archival: %d instant(s) already in the history", len(done))
+        _delete_archived(table, timeline, done)
+    return [i.requested_time for i in done]
+
+
+def run_archival(table, config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None = None, *,
+                 dry_run: bool = False, lock_manager=None) -> ArchivalResult:
+    """Archive what Hudi's rules allow, under the table lock; see the module doc."""
+    cfg = archival_config(config)
+    lm = lock_manager or table_lock_manager(table, cfg.write)
+    with lm.locked():
+        if not dry_run:
+            prepare_for_write(table, cfg.write)
+        timeline = table.timeline()
+        history = TimelineHistory(table)
+        result = ArchivalResult(dry_run=dry_run)
+        if not dry_run:
+            result.finished_interrupted = _finish_interrupted(table, timeline, history)
+            if result.finished_interrupted:
+                timeline = table.timeline()
+        result.active_writes_before = sum(1 for i in timeline
+                                          if i.is_completed and i.action in _WRITE_ACTIONS)
+        chosen, result.boundary, result.boundary_reason = plan_archival(table, timeline, cfg)
+        result.archived = [i.requested_time for i in chosen]
+        if dry_run or not chosen:
+            return result
+        rows = [_to_archived(table, timeline, i) for i in chosen]
+        lm.check_held()
+        result.history_file = history.append(rows)
+        lm.check_held()
+        _delete_archived(table, timeline, chosen)
+        result.compacted = history.compact(cfg.compaction_batch_size, cfg.compaction_max_bytes)
+    log.info("archived %d instant(s) of %s into %s", len(chosen), table.base_uri, result.history_file)
+    return result
+
+
+def archive_if_needed(table, timeline, config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None,
+                      *, lock_manager=None) -> ArchivalResult | None:
+    """After a commit (``hoodie.archive.automatic``): archive only when the timeline the commit
+    already loaded holds more completed writes than ``hoodie.keep.max.commits``; otherwise no
+    lock is taken and nothing is read."""
+    if isinstance(config, ArchivalConfig):
+        automatic, max_commits = config.automatic, config.max_commits
+    else:
+        options = config.options if isinstance(config, WriteConfig) else dict(config or {})
+        automatic, max_commits = ARCHIVE_AUTOMATIC.get(options), KEEP_MAX_COMMITS.get(options)
+    if not automatic:
+        return None
+    writes = sum(1 for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS)
+    if writes <= max_commits:
+        return None
+    return run_archival(table, archival_config(config), lock_manager=lock_manager)
+
+
+__all__ = ["run_archival", "archive_if_needed", "plan_archival", "ArchivalResult", "archival_config"]
