@@ -13,7 +13,8 @@ prints either aligned plain-text tables or, with ``--json``, one JSON document o
                                [--check-commit-conflict]
 
 Table services (these write to the table): ``clean TABLE [--dry-run]``, ``rollback TABLE
-[--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``. A retryable conflict
+[--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``, ``archive TABLE
+[--dry-run]``. A retryable conflict
 (the clustering lost at its commit) exits 75, as the spark-submit jobs do.
 
 Global options (before or after the subcommand): ``--option KEY=VALUE`` (Hudi write options,
@@ -44,7 +45,7 @@ from typing import Any, Callable, Sequence
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError
 from airflow_hudi_occ.cli.diagnose_commands import cmd_conflicts, cmd_early_check
 from airflow_hudi_occ.cli.inspect_commands import cmd_file_groups, cmd_markers, cmd_show, cmd_timeline, cmd_writers
-from airflow_hudi_occ.cli.service_commands import cmd_clean, cmd_cluster, cmd_rollback
+from airflow_hudi_occ.cli.service_commands import cmd_archive, cmd_clean, cmd_cluster, cmd_rollback
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_STRATEGY
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
 from airflow_hudi_occ.core.format.instant import State
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("clean", cmd_clean, "roll back dead writers (LAZY), then delete file versions the "
             "clean policy no longer retains (hoodie.clean.policy, ...commits.retained)")
     p.add_argument("--dry-run", action="store_true", help="only show what would be deleted")
+    p = add("archive", cmd_archive, "move old completed instants to the LSM history "
+            "(hoodie.keep.min.commits / hoodie.keep.max.commits), never past a pending instant")
+    p.add_argument("--dry-run", action="store_true", help="only show what would be archived")
     p = add("rollback", cmd_rollback, "roll back one pending instant, or every pending write "
             "whose heartbeat expired")
     p.add_argument("--instant", metavar="T")

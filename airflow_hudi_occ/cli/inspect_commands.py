@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_time, _require_instant
 from airflow_hudi_occ.cli.render import _duration, _iso, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
@@ -150,6 +151,15 @@ def cmd_markers(ctx: Context) -> Result:
     return doc, text, EXIT_OK
 
 
+def _history_doc(table) -> dict:
+    """What archival moved to the LSM history (times only; the metadata stays unread)."""
+    history = TimelineHistory(table)
+    files = history.files()
+    times = sorted(history.instant_times()) if files else []
+    return {"snapshot": history.latest_version(), "files": len(files), "instants": len(times),
+            "earliest": times[0] if times else None, "latest": times[-1] if times else None}
+
+
 def cmd_show(ctx: Context) -> Result:
     tl = ctx.timeline
     by_state: dict[str, int] = {s.value: 0 for s in State}
@@ -175,6 +185,7 @@ def cmd_show(ctx: Context) -> Result:
                     "expired": sum(not w["alive"] for w in writers),
                     "heartbeat": heartbeat_doc(ctx.config), "instants": writers},
         "marker_instants": list_marker_instants(ctx.table),
+        "history": _history_doc(ctx.table),
     }
     d = ctx.table.describe()
     lines = [
@@ -189,6 +200,10 @@ def cmd_show(ctx: Context) -> Result:
                             if latest else "-"),
         f"file groups  {len(slices)} in {len(per_part)} partitions",
         f"metadata table: {_metadata_table_line(d['metadata_table'])}",
+        "archived     " + (f"{doc['history']['instants']} instants, {doc['history']['earliest']} .. "
+                            f"{doc['history']['latest']} in {doc['history']['files']} files "
+                            f"(snapshot {doc['history']['snapshot']})" if doc['history']['instants']
+                            else "none"),
         f"writers      {len(writers)} pending: {doc['writers']['alive']} alive, "
         f"{doc['writers']['expired']} expired (expiry {ctx.config.heartbeat.expiry_ms} ms)",
     ]

@@ -1,10 +1,11 @@
-"""The subcommands that write: clean, rollback, cluster (each under the table lock, as a
+"""The subcommands that write: clean, rollback, cluster, archive (each under the table lock, as a
 table service; a clustering that loses at its commit exits 75 like the spark-submit jobs)."""
 
 from __future__ import annotations
 
 from airflow_hudi_occ.cli.context import Context, Result, _instant_time, _require_instant
 from airflow_hudi_occ.cli.render import render_table
+from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
 from airflow_hudi_occ.core.job_protocol import EXIT_OK
 from airflow_hudi_occ.core.services.clean import run_clean
@@ -21,6 +22,22 @@ def cmd_clean(ctx: Context) -> Result:
     text = head + f" (policy {res.policy}, earliest retained {res.earliest_commit_to_retain or '-'})"
     if files:
         text += "\n" + "\n".join(f"  {f}" for f in files)
+    return doc, text, EXIT_OK
+
+
+def cmd_archive(ctx: Context) -> Result:
+    res = run_archival(ctx.table, ctx.options, dry_run=ctx.args.dry_run)
+    doc = res.to_json()
+    verb = "would archive" if res.dry_run else "archived"
+    text = (f"{verb} {len(res.archived)} instants"
+            + (f" into {res.history_file}" if res.history_file else "")
+            + f" ({res.active_writes_before} completed writes were active"
+            + (f"; stopped before {res.boundary}: {res.boundary_reason}" if res.boundary else "")
+            + ")")
+    if res.finished_interrupted:
+        text += f"\nfinished an interrupted archival of {len(res.finished_interrupted)} instants"
+    if res.compacted:
+        text += "\nhistory compacted into " + ", ".join(res.compacted)
     return doc, text, EXIT_OK
 
 

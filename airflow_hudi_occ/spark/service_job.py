@@ -1,11 +1,12 @@
-"""The spark-submit entry point for table services: clean, rollback, clustering.
+"""The spark-submit entry point for table services: clean, rollback, clustering, archival.
 
 ::
 
-    python -m airflow_hudi_occ.spark.service_job --table PATH --service clean|rollback|cluster \
+    python -m airflow_hudi_occ.spark.service_job --table PATH --service clean|rollback|cluster|archive \
         [--option k=v ...] [--schedule-only | --instant T] [--dry-run]
 
 - ``clean``: LAZY rollback of dead writers, then one clean (``--dry-run``: plan only).
+- ``archive``: move old completed instants to the LSM history (``--dry-run``: plan only).
 - ``rollback``: ``--instant T`` rolls back that pending instant; without it, every pending
   write whose heartbeat expired (newest first).
 - ``cluster``: ``--schedule-only`` plans (under the lock) and exits; ``--instant T`` executes
@@ -27,6 +28,7 @@ import time
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
+from airflow_hudi_occ.core.commit.archival import run_archival  # noqa: E402
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant  # noqa: E402
 from airflow_hudi_occ.core.config import WriteConfig  # noqa: E402
 from airflow_hudi_occ.core.errors import RetryableError  # noqa: E402
@@ -37,7 +39,7 @@ from airflow_hudi_occ.core.table.table import Table  # noqa: E402
 from airflow_hudi_occ.spark.options import SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.job import conflict_result, error_result, parse_command_line  # noqa: E402
 
-SERVICES = ("clean", "rollback", "cluster")
+SERVICES = ("clean", "rollback", "cluster", "archive")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--schedule-only", action="store_true")
     g.add_argument("--instant", default=None)
-    p.add_argument("--dry-run", action="store_true", help="clean: plan only")
+    p.add_argument("--dry-run", action="store_true", help="clean, archive: plan only")
     p.add_argument("--writer-id", default=None)
     p.add_argument("--master", default=None)
     return p.parse_args(argv)
@@ -68,6 +70,8 @@ def run(args, options: dict, *, before_commit=None) -> dict:
     table = Table.open(args.table)
     if args.service == "clean":
         return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
+    if args.service == "archive":
+        return {"outcome": "ok", **run_archival(table, options, dry_run=args.dry_run).to_json()}
     if args.service == "rollback":
         cfg = WriteConfig.from_options(options)
         if args.instant:

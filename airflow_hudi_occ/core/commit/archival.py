@@ -98,8 +98,8 @@ def _replaced_groups_still_present(table, timeline, inst: Instant) -> bool:
     """Whether a completed replacecommit still hides base files (its replaced file groups)."""
     replaced = timeline.commit_metadata(inst).replaced_file_groups()
     by_partition: dict[str, set[str]] = {}
-    for fg in replaced:
-        by_partition.setdefault(fg.partition, set()).add(fg.file_id)
+    for partition, file_id in replaced:
+        by_partition.setdefault(partition, set()).add(file_id)
     for part, ids in by_partition.items():
         if any(bf.file_id in ids for bf in list_base_files(table, part)):
             return True

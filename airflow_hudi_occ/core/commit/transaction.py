@@ -57,11 +57,12 @@ from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
-from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.instant import WRITE_ACTIONS, Action, Instant, State
 from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
+from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
@@ -517,6 +518,28 @@ def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | 
         if not inst.is_write:
             continue
         meta = tl.commit_metadata(inst)
+        cp = meta.extra_metadata.get(EXTRA_CHECKPOINT)
+        if cp is not None and (writer_prefix is None or
+                               meta.extra_metadata.get(EXTRA_WRITER_ID, "").startswith(writer_prefix)):
+            return cp
+    # A writer that committed rarely may have all its commits archived: its checkpoint is in
+    # the history, and losing it would make a source replay from the start.
+    return _archived_checkpoint(table, writer_prefix)
+
+
+def _archived_checkpoint(table: Table, writer_prefix: str | None) -> str | None:
+    history = TimelineHistory(table)
+    if history.latest_version() < 0:
+        return None
+    rows = history.read(["completionTime", "action", "metadata"]).to_pylist()
+    rows.sort(key=lambda r: (r["completionTime"] or r["instantTime"], r["instantTime"]), reverse=True)
+    for r in rows:
+        if r["action"] not in {a.value for a in WRITE_ACTIONS} or not r["metadata"]:
+            continue
+        try:
+            meta = CommitMetadata.decode(r["metadata"])
+        except HudiOccError:
+            continue
         cp = meta.extra_metadata.get(EXTRA_CHECKPOINT)
         if cp is not None and (writer_prefix is None or
                                meta.extra_metadata.get(EXTRA_WRITER_ID, "").startswith(writer_prefix)):

@@ -234,7 +234,7 @@ class TimelineHistory:
                 "version": [LSM_INSTANT_VERSION] * len(rows),
             }, schema=ARROW_SCHEMA)
         buf = io.BytesIO()
-        pq.write_table(table, buf, compression="gzip", use_dictionary=False, store_schema=False)
+        pq.write_table(table, buf, compression="gzip", use_dictionary=False)
         path = self._path(name)
         # garbage of an interrupted run (never published): replace it
         self.storage.delete(path)
