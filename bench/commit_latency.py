@@ -12,6 +12,10 @@ writers begin and commit disjoint file groups, then the timed ``commit()``: lock
 reload, rollback check, conflict resolution over the 3 new instants, completion time, the
 completed file, release, marker and heartbeat clean-up. Runs alternate between the two tables.
 
+Archived: the same two sizes, then archival with Hudi's defaults (keep 20..30 completed writes
+active) and measured commits with automatic archival on, so that the archival runs they
+trigger are part of what is measured (median, and mean to amortise them).
+
 Figures: latency(10,000) / latency(100) (target <= 1.5, "close to 1"); the same ratio for
 each phase of the commit (found by wrapping the library's functions in this process, never by
 editing them); and the commit with Hudi's default 200 ms clock-skew wait against the same
@@ -75,7 +79,8 @@ def sizes(quick: bool) -> tuple[int, int]:
 
 def figure_names(quick: bool = False) -> list[str]:
     small, large = sizes(quick)
-    names = [f"commit.latency.{large}_vs_{small}", "commit.skew_wait.default_vs_0"]
+    names = [f"commit.latency.{large}_vs_{small}", f"commit.latency.archived.{large}_vs_{small}",
+             f"commit.latency.archived_mean.{large}_vs_{small}", "commit.skew_wait.default_vs_0"]
     names += [f"commit.phase.{p.strip()}" for p, *_ in PHASES]
     return names + ["commit.phase.gc_pauses", "commit.phase.other"]
 
@@ -190,8 +195,10 @@ def _tiny_write(tx: WriteTransaction, part: str) -> WriteStat:
                      file_size_in_bytes=size)
 
 
-def options(skew_ms: int) -> dict:
+def options(skew_ms: int, archive: bool = False) -> dict:
+    """Archival off unless asked: the un-archived figures measure a long *active* timeline."""
     return {
+        "hoodie.archive.automatic": str(archive).lower(),
         "hoodie.write.lock.provider": "filesystem",
         "hoodie.write.lock.wait_time_ms": "5000",
         "hoodie.write.lock.client.wait_time_ms_between_retry": "20",
@@ -199,10 +206,11 @@ def options(skew_ms: int) -> dict:
     }
 
 
-def one_commit(table: Table, timer: PhaseTimer, run: int, skew_ms: int = 0) -> tuple[float, dict]:
+def one_commit(table: Table, timer: PhaseTimer, run: int, skew_ms: int = 0,
+               archive: bool = False) -> tuple[float, dict]:
     """One measured commit; returns (seconds, seconds per phase)."""
-    cfg = WriteConfig.from_options(options(skew_ms))
-    others_cfg = WriteConfig.from_options(options(0))
+    cfg = WriteConfig.from_options(options(skew_ms, archive))
+    others_cfg = WriteConfig.from_options(options(0, archive))
     tx = WriteTransaction(table, cfg, writer_id=f"bench-measured-{run}")
     tx.begin()
     part = PARTITIONS[run % len(PARTITIONS)]
@@ -220,6 +228,28 @@ def one_commit(table: Table, timer: PhaseTimer, run: int, skew_ms: int = 0) -> t
         raise AssertionError(f"the measured commit checked {result.checked_instants}, expected "
                              f"the {CONCURRENT} instants completed since it began")
     return elapsed, dict(phases)
+
+
+def _archived_runs(ctx, root: str, timer: PhaseTimer, SIZES) -> tuple[dict, dict, dict]:
+    """Tables that have had n completed writes, archived with Hudi's defaults, then measured
+    commits with automatic archival on; enough commits that archival runs during them."""
+    from airflow_hudi_occ.core.commit.archival import run_archival
+    tables, first = {}, {}
+    for n in SIZES:
+        tables[n] = build_table(os.path.join(root, f"a{n}"), n)
+        t0 = time.perf_counter()
+        run_archival(tables[n], options(0, archive=True))
+        first[n] = time.perf_counter() - t0
+        ctx.log(f"commit_latency: archived a {n:,}-commit timeline in {first[n]:.2f}s "
+                f"({len(os.listdir(tables[n].timeline_dir))} files left active)")
+    runs = 6 if ctx.quick else 15  # x (1 + CONCURRENT) commits per table: archival runs in them
+    lat: dict[int, list[float]] = {n: [] for n in SIZES}
+    for i in range(runs + 1):
+        for n in SIZES:
+            elapsed, _ = one_commit(tables[n], timer, 1000 + i, archive=True)
+            if i:
+                lat[n].append(elapsed)
+    return lat, first, {n: len(os.listdir(tables[n].timeline_dir)) for n in SIZES}
 
 
 def run(ctx) -> list[Figure]:
@@ -248,6 +278,7 @@ def run(ctx) -> list[Figure]:
         skewed = [one_commit(tables[SIZES[0]], timer, 100 + i, skew_ms=200)[0]
                   for i in range(skew_runs)]
         timeline_files = {n: len(os.listdir(tables[n].timeline_dir)) for n in SIZES}
+        archived = _archived_runs(ctx, root, timer, SIZES)
 
     small, large = SIZES
     med = {n: statistics.median(lat[n]) * 1000 for n in SIZES}
@@ -290,6 +321,22 @@ def run(ctx) -> list[Figure]:
     figures.append(Figure("commit.phase.other", NAME,
                           "commit time outside the phases above (bookkeeping, metadata encoding)",
                           other[large], "ms", f"{small} instants", other[small]))
+    alat, first_archival, active_files = archived
+    amed = {n: statistics.median(alat[n]) * 1000 for n in SIZES}
+    amean = {n: statistics.mean(alat[n]) * 1000 for n in SIZES}
+    adetails = {"latency_ms": {str(n): [round(x * 1000, 3) for x in alat[n]] for n in SIZES},
+                "first_archival_s": {str(n): round(first_archival[n], 3) for n in SIZES},
+                "active_timeline_files_at_end": {str(n): active_files[n] for n in SIZES},
+                "archival": "Hudi defaults: keep.min.commits 20, keep.max.commits 30, automatic"}
+    figures.append(Figure(
+        f"commit.latency.archived.{large}_vs_{small}", NAME,
+        f"commit() median on a table that has had {large:,} vs {small} completed writes, "
+        "archival on with Hudi's defaults (the measured commits archive as they go)",
+        amed[large], "ms", f"same commit, {small} writes", amed[small], target=1.5, details=adetails))
+    figures.append(Figure(
+        f"commit.latency.archived_mean.{large}_vs_{small}", NAME,
+        f"commit() mean (archival runs amortised) after {large:,} vs {small} writes, archival on",
+        amean[large], "ms", f"same commit, {small} writes", amean[small], target=1.5))
     figures.append(Figure(
         "commit.skew_wait.default_vs_0", NAME,
         f"commit with Hudi's default max_expected_clock_skew_ms=200 vs 0 ({small} instants)",
