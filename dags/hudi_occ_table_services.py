@@ -1,6 +1,7 @@
 """Table services for the example table, under the same table lock the writers use:
-roll back failed writes whose heartbeat expired, clean old file versions, then plan and
-run clustering (a Spark job). The example table uses the bucket index (so that concurrent
+roll back failed writes whose heartbeat expired, clean old file versions, archive old instants
+(so that the active timeline, which every commit lists, stays short), then plan and run
+clustering (a Spark job). The example table uses the bucket index (so that concurrent
 writers of the same new keys conflict instead of duplicating them), and a bucket-index table
 cannot be clustered (a record's file group is its bucket): the clustering task is only part of
 the DAG for a table on the simple index."""
@@ -30,6 +31,7 @@ with DAG(
                   spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"))
     rollback = HudiTableServiceOperator(task_id="rollback_failed_writes", service="rollback", **common)
     clean = HudiTableServiceOperator(task_id="clean", service="clean", **common)
-    rollback >> clean
+    archive = HudiTableServiceOperator(task_id="archive", service="archive", **common)
+    rollback >> clean >> archive
     if examples.TABLE_OPTIONS.get("hoodie.index.type", "SIMPLE").upper() != "BUCKET":
-        rollback >> clean >> HudiTableServiceOperator(task_id="cluster", service="cluster", **common)
+        archive >> HudiTableServiceOperator(task_id="cluster", service="cluster", **common)

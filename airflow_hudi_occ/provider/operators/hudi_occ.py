@@ -54,6 +54,7 @@ from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLoc
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
+from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import schedule_clustering
 from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
@@ -426,7 +427,8 @@ class HudiWriteOperator(BaseOperator):
 
 class HudiTableServiceOperator(BaseOperator):
     """Run a table service: ``rollback`` (failed writes whose heartbeat expired), ``clean``,
-    or ``cluster`` (planned here under the table lock, executed as a Spark job).
+    ``archive`` (old completed instants to the LSM history, Hudi's keep.min/max commits), or
+    ``cluster`` (planned here under the table lock, executed as a Spark job).
 
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
@@ -435,7 +437,7 @@ class HudiTableServiceOperator(BaseOperator):
     template_fields: Sequence[str] = ("table_path", "options", "instant")
     template_fields_renderers = {"options": "json"}
     ui_color = "#f0e0ff"
-    SERVICES = ("rollback", "clean", "cluster")
+    SERVICES = ("rollback", "clean", "archive", "cluster")
 
     def __init__(self, *, service: str, table_path: str | None = None,
                  options: dict[str, Any] | None = None,
@@ -482,6 +484,9 @@ class HudiTableServiceOperator(BaseOperator):
 
     def _clean(self, table, config, options, hook) -> dict:
         return {"service": "clean", **run_clean(table, config).to_json()}
+
+    def _archive(self, table, config, options, hook) -> dict:
+        return {"service": "archive", **run_archival(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
         instant = self.instant or schedule_clustering(table, config)
