@@ -163,7 +163,7 @@ class MarkerType(enum.Enum):
 # --- lock ---------------------------------------------------------------------------------
 
 LOCK_PROVIDER = ConfigProperty("hoodie.write.lock.provider", "filesystem", str,
-                               doc="zookeeper | filesystem | inprocess, a Hudi Java class name, "
+                               doc="zookeeper | filesystem | storage | inprocess, a Hudi Java class name, "
                                    "or a dotted Python path; this project defaults to the file "
                                    "system lock (Hudi: none) because it is multi-writer by design")
 LOCK_WAIT_TIME_MS = ConfigProperty("hoodie.write.lock.wait_time_ms", 60_000, parse_int)
@@ -190,6 +190,14 @@ FS_LOCK_PATH = ConfigProperty("hoodie.write.lock.filesystem.path", "", str,
                               doc="directory of the lock file; defaults to <base>/.hoodie")
 FS_LOCK_EXPIRE_MIN = ConfigProperty("hoodie.write.lock.filesystem.expire", 0, parse_int,
                                     doc="minutes; 0 = never")
+STORAGE_LOCK_VALIDITY_S = ConfigProperty(
+    "hoodie.write.lock.storage.validity.timeout.secs", 300, parse_int,
+    aliases=("hoodie.write.lock.storage.validity.timeout",),
+    doc="seconds a storage-lock lease lasts without renewal (>= 10, >= 10 x the renewal interval)")
+STORAGE_LOCK_RENEW_S = ConfigProperty(
+    "hoodie.write.lock.storage.renew.interval.secs", 30, parse_int,
+    aliases=("hoodie.write.lock.storage.heartbeat.poll.secs", "hoodie.write.lock.storage.heartbeat.poll"),
+    doc="seconds between renewals of a held storage-lock lease (>= 1)")
 
 
 @dataclass(frozen=True)
@@ -210,6 +218,8 @@ class LockConfig:
     zk_auth: str = ""
     fs_path: str = ""
     fs_expire_minutes: int = 0
+    storage_validity_s: int = 300
+    storage_renew_s: int = 30
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "LockConfig":
@@ -230,6 +240,8 @@ class LockConfig:
             zk_auth=ZK_AUTH.get(options),
             fs_path=FS_LOCK_PATH.get(options),
             fs_expire_minutes=FS_LOCK_EXPIRE_MIN.get(options),
+            storage_validity_s=STORAGE_LOCK_VALIDITY_S.get(options),
+            storage_renew_s=STORAGE_LOCK_RENEW_S.get(options),
         )
 
 

@@ -12,7 +12,9 @@ per provider, plus one file-lock case that waits out the real one-minute expiry.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.storage_based import CLOCK_DRIFT_MS
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
@@ -97,6 +100,8 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
                 probe.release()
         else:
             assert not table.storage.exists(lock_path)
+    elif kind == "storage":
+        check_storage_lease_of_dead_writer(table, cfg, crash, point)
     elif kind == "zookeeper":
         wait_until(lambda: _zk_lock_children(zk_hosts, options, table) == [],
                    3 * ZK_SESSION_MS / 1000 + 5, "the dead writer's ZooKeeper node to vanish")
@@ -122,6 +127,26 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
     assert_unique_times(table)
     return {"point": point, "instant": instant, "committed": committed,
             "rolled_back": [r.rolled_back for r in results]}
+
+
+def check_storage_lease_of_dead_writer(table: Table, cfg: WriteConfig, crash: dict, point: str) -> None:
+    """A SIGKILLed holder's lease keeps excluding others until validUntil (+ the drift buffer),
+    then exactly one waiter takes it over; a writer that died without the lock left it free."""
+    lease_path = table.storage.path(".hoodie", ".locks", "table_lock.json")
+    probe = get_lock_provider(cfg.lock, base_path=table.base_uri, table_name=table.name,
+                              storage=table.storage)
+    if point in LOCK_HELD_POINTS:
+        lease = json.loads(table.storage.read(lease_path))
+        assert f":{crash['pid']}:" in lease["owner"] and lease["expired"] is False, lease
+        assert not probe.try_acquire(0)  # the dead writer's lease still excludes others ...
+        wait_until(lambda: probe.try_acquire(0), cfg.lock.storage_validity_s + 10,
+                   "the dead writer's storage lease to run out", 0.5)
+        # ... until it runs out, and not before
+        assert time.time() * 1000 > lease["validUntil"] + CLOCK_DRIFT_MS
+        probe.release()
+    elif table.storage.exists(lease_path):
+        assert json.loads(table.storage.read(lease_path))["expired"] is True
+    probe.close()
 
 
 def _fresh_table(tmp_path, i=0, storage_options=None, base=None):

@@ -1,6 +1,6 @@
 """Lock providers for the commit critical section, chosen by ``hoodie.write.lock.provider``.
 
-The value may be a short name (``zookeeper``, ``filesystem``, ``inprocess``; case and
+The value may be a short name (``zookeeper``, ``filesystem``, ``storage``, ``inprocess``; case and
 underscores ignored), the Java class name Hudi users already have in their configs, or a
 dotted Python path (``pkg.module:Class`` or ``pkg.module.Class``) to a :class:`LockProvider`
 subclass of your own. Providers are imported only when chosen (as fsspec's registry does),
@@ -30,6 +30,7 @@ _BUILTIN: dict[str, str] = {
     "zookeeper": "airflow_hudi_occ.core.concurrency.locks.zookeeper:ZookeeperBasedLockProvider",
     "filesystem": "airflow_hudi_occ.core.concurrency.locks.filesystem:FileSystemBasedLockProvider",
     "inprocess": "airflow_hudi_occ.core.concurrency.locks.inprocess:InProcessLockProvider",
+    "storage": "airflow_hudi_occ.core.concurrency.locks.storage_based:StorageBasedLockProvider",
 }
 
 _JAVA_PACKAGE = "org.apache.hudi.client.transaction.lock."
@@ -37,6 +38,7 @@ JAVA_CLASS_NAMES: dict[str, str] = {
     _JAVA_PACKAGE + "ZookeeperBasedLockProvider": "zookeeper",
     _JAVA_PACKAGE + "FileSystemBasedLockProvider": "filesystem",
     _JAVA_PACKAGE + "InProcessLockProvider": "inprocess",
+    _JAVA_PACKAGE + "StorageBasedLockProvider": "storage",
 }
 
 
@@ -55,7 +57,7 @@ def _unknown(value: str, why: str) -> UnknownLockProviderError:
     return UnknownLockProviderError(
         f"unknown lock provider {value!r}: {why}; valid: {', '.join(valid_provider_names())}",
         key=LOCK_PROVIDER.key, value=value,
-        remedy=f"set {LOCK_PROVIDER.key} to zookeeper, filesystem or inprocess (or Hudi's Java "
+        remedy=f"set {LOCK_PROVIDER.key} to zookeeper, filesystem, storage or inprocess (or Hudi's Java "
                "class name for one of them), or to an importable LockProvider subclass")
 
 
@@ -90,6 +92,7 @@ _LAZY_CLASSES = {
     "ZookeeperBasedLockProvider": "zookeeper",
     "FileSystemBasedLockProvider": "filesystem",
     "InProcessLockProvider": "inprocess",
+    "StorageBasedLockProvider": "storage",
 }
 
 
@@ -120,5 +123,6 @@ __all__ = [
     "make_owner_id",
     "resolve_provider_class",
     "valid_provider_names",
+    "StorageBasedLockProvider",
     "ZookeeperBasedLockProvider",
 ]

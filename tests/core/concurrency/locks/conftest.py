@@ -20,7 +20,7 @@ from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
 ZK_SESSION_TIMEOUT_MS = 2000
 ZK_CONNECTION_TIMEOUT_MS = 5000
 
-PROVIDER_KINDS = ("inprocess", "filesystem", "zookeeper")
+PROVIDER_KINDS = ("inprocess", "filesystem", "storage", "zookeeper")
 
 
 @pytest.fixture

@@ -1,0 +1,291 @@
+"""Hudi's StorageBasedLockProvider (RFC-91): a renewed lease in one JSON file on the table's storage.
+
+Why a lease and not a lock file that is created and deleted: on an object store a writer that
+dies leaves its file behind, and only time can tell the others that it is gone. Hudi 1.0.2+
+therefore keeps ``<base>/.hoodie/.locks/table_lock.json`` holding
+``{"expired": false, "validUntil": <epoch ms>, "owner": "<id>"}``; the holder renews
+``validUntil`` every ``hoodie.write.lock.storage.renew.interval.secs`` (30) by
+``validity.timeout.secs`` (300) from now, and releases by writing ``"expired": true``. Every
+write of the file is conditional on the version the writer read (S3: ``If-Match`` on the
+ETag, ``If-None-Match: *`` for the first one), so of two waiters that saw the same expired
+lease only one replaces it. Because the file, its place and its fields are Hudi's, a Java
+writer with ``StorageBasedLockProvider`` and ours exclude each other on the same S3 table.
+
+Per-key locks (``lock_key``, an extension of ours for per-file-group locks) live beside it as
+``table_lock.<encoded key>.json``.
+
+Clocks: a waiter treats a lease as free once its own clock is past ``validUntil`` plus
+500 ms (Hudi's ``CLOCK_DRIFT_BUFFER_MS``); the holder stops trusting its own lease 500 ms
+*before* ``validUntil``, so with clocks within 500 ms of each other there is never a moment
+when both believe they hold it. ``check_held`` also re-reads the file: a lease rewritten by
+someone else (taken over after a stall longer than the validity, say) is a
+:class:`LockLostError` before the commit completes, as with ZooKeeper.
+
+Errors: :class:`ConfigError` for settings Hudi refuses (validity under 10 s or under ten
+renewal intervals) and for a backend without conditional overwrites; storage errors while
+waiting are reported as the reason of the failed attempt (``last_failure``), not raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Callable
+
+from airflow_hudi_occ.core.config import (
+    LOCK_PROVIDER,
+    STORAGE_LOCK_RENEW_S,
+    STORAGE_LOCK_VALIDITY_S,
+    LockConfig,
+)
+from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.format.versioned import (
+    VersionConflictError,
+    put_if_version,
+    read_versioned,
+    supports_versioned_writes,
+)
+from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
+
+log = logging.getLogger(__name__)
+
+LOCKS_FOLDER = ".hoodie/.locks"
+TABLE_LOCK_FILE = "table_lock.json"
+#: Hudi's CLOCK_DRIFT_BUFFER_MS: how far two writers' clocks may disagree
+CLOCK_DRIFT_MS = 500
+MIN_POLL_S = 0.01
+MAX_POLL_S = 0.25
+
+
+def lock_file_name(lock_key: str | None) -> str:
+    return TABLE_LOCK_FILE if not lock_key else f"table_lock.{encode_lock_key(lock_key)}.json"
+
+
+def encode_lease(*, expired: bool, valid_until_ms: int, owner: str) -> bytes:
+    """The lease as Hudi's ``StorageLockData`` serialises it (Jackson, field order kept)."""
+    return json.dumps({"expired": expired, "validUntil": int(valid_until_ms), "owner": owner},
+                      separators=(",", ":")).encode("utf-8")
+
+
+def decode_lease(data: bytes) -> dict | None:
+    """The lease's fields, or None when the file is not a lease Hudi could read either."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("expired"), bool) \
+            or not isinstance(doc.get("validUntil"), int) or not isinstance(doc.get("owner"), str):
+        return None
+    return doc
+
+
+def check_storage_lock_settings(config: LockConfig) -> None:
+    """Hudi's own checks (``StorageBasedLockConfig``), so a config both sides accept."""
+    validity, renew = config.storage_validity_s, config.storage_renew_s
+    problem = None
+    if renew < 1:
+        problem = f"{STORAGE_LOCK_RENEW_S.key}={renew} is under 1 second"
+    elif validity < 10:
+        problem = f"{STORAGE_LOCK_VALIDITY_S.key}={validity} is under 10 seconds"
+    elif validity < 10 * renew:
+        problem = (f"{STORAGE_LOCK_VALIDITY_S.key}={validity} is under ten times "
+                   f"{STORAGE_LOCK_RENEW_S.key}={renew}")
+    if problem:
+        raise ConfigError(f"invalid storage lock settings: {problem}", key=STORAGE_LOCK_VALIDITY_S.key,
+                          value=validity,
+                          remedy=f"keep {STORAGE_LOCK_VALIDITY_S.key} >= 10 and >= 10 x "
+                                 f"{STORAGE_LOCK_RENEW_S.key} (Hudi's defaults: 300 and 30)")
+
+
+class StorageBasedLockProvider(LockProvider):
+    provider_name = "storage"
+
+    def __init__(self, config: LockConfig, *, base_path: str, table_name: str = "",
+                 storage: Storage | None = None, lock_key: str | None = None,
+                 wall_clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        check_storage_lock_settings(config)
+        self.storage = storage if storage is not None else Storage(base_path)
+        if not supports_versioned_writes(self.storage):
+            raise ConfigError(
+                f"the storage lock provider cannot lock on '{self.storage.protocol}' storage "
+                f"({self.storage.base_uri}): it needs conditional overwrites (S3 If-Match)",
+                key=LOCK_PROVIDER.key, value=config.provider,
+                remedy=f"set {LOCK_PROVIDER.key} to zookeeper, or keep the table on S3 or local storage")
+        self.lock_key = lock_key
+        self.lock_path = self.storage.path(LOCKS_FOLDER, lock_file_name(lock_key))
+        self.validity_ms = int(config.storage_validity_s) * 1000
+        self.renew_s = float(config.storage_renew_s)
+        self._wall_ms = lambda: int(wall_clock() * 1000)
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._io = threading.Lock()  # one conditional write at a time (renewer vs caller)
+        self._version: str | None = None
+        self._valid_until_ms = 0
+        self._stop: threading.Event | None = None
+        self._renewer: threading.Thread | None = None
+        name = self.lock_path if self.storage.is_local else \
+            f"{self.storage.protocol}://{self.lock_path.lstrip('/')}"
+        super().__init__(name=name)
+
+    # -- acquire -----------------------------------------------------------------------------
+
+    def _try_acquire(self, timeout_s: float) -> bool:
+        deadline = self._monotonic() + timeout_s
+        delay = MIN_POLL_S
+        while True:
+            if self._attempt():
+                self._start_renewer()
+                return True
+            remaining = deadline - self._monotonic()
+            if remaining <= 0:
+                return False
+            self._sleep(min(delay, remaining))
+            delay = min(delay * 2, MAX_POLL_S)
+
+    def _read(self) -> tuple[dict | None, bytes | None, str | None]:
+        """(lease, raw bytes, version); all None when there is no lock file."""
+        try:
+            data, version = read_versioned(self.storage, self.lock_path)
+        except FileNotFoundError:
+            return None, None, None
+        return decode_lease(data), data, version
+
+    def _free(self, lease: dict | None, raw: bytes | None) -> bool:
+        if raw is None:
+            return True
+        if lease is None:
+            self.last_failure = (f"{self.lock_path} is not a lease Hudi writes "
+                                 f"({raw[:80]!r}); delete it if no writer is running")
+            return False
+        return lease["expired"] or self._wall_ms() > lease["validUntil"] + CLOCK_DRIFT_MS
+
+    def _attempt(self) -> bool:
+        try:
+            lease, raw, version = self._read()
+        except OSError as e:  # cannot tell who holds it: not ours, try again later
+            self.last_failure = f"cannot read {self.lock_path}: {e}"
+            return False
+        if not self._free(lease, raw):
+            return False
+        if lease is not None and not lease["expired"]:
+            log.warning("taking over the lapsed lease %s of %s (valid until %d, now %d)",
+                        self.name, lease["owner"], lease["validUntil"], self._wall_ms())
+        valid_until = self._wall_ms() + self.validity_ms
+        try:
+            with self._io:
+                self._version = put_if_version(
+                    self.storage, self.lock_path,
+                    encode_lease(expired=False, valid_until_ms=valid_until, owner=self.owner), version)
+                self._valid_until_ms = valid_until
+        except VersionConflictError:
+            return False  # another waiter won the same lease
+        except OSError as e:
+            self.last_failure = f"cannot write {self.lock_path}: {e}"
+            return False
+        return True
+
+    # -- renewal -----------------------------------------------------------------------------
+
+    def _start_renewer(self) -> None:
+        stop = threading.Event()
+        self._stop = stop
+        self._renewer = threading.Thread(target=self._renew_loop, args=(stop,), daemon=True,
+                                         name=f"storage-lock-renewer-{self.owner[-12:]}")
+        self._renewer.start()
+
+    def _renew_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.renew_s):
+            if not self._renew(stop):
+                return
+
+    def _renew(self, stop: threading.Event) -> bool:
+        """Extend the lease; False once it is gone for good (then the loss is reported)."""
+        with self._io:
+            if stop.is_set() or self._version is None:
+                return False
+            valid_until = self._wall_ms() + self.validity_ms
+            try:
+                self._version = put_if_version(
+                    self.storage, self.lock_path,
+                    encode_lease(expired=False, valid_until_ms=valid_until, owner=self.owner),
+                    self._version)
+                self._valid_until_ms = valid_until
+                return True
+            except VersionConflictError:
+                reason = f"lease {self.lock_path} was rewritten by another writer"
+            except OSError as e:  # transient, perhaps: the lease lasts ten renewals
+                log.warning("could not renew %s (%s); retrying in %.0fs", self.name, e, self.renew_s)
+                return True
+        self._mark_lost(reason)
+        return False
+
+    def _stop_renewer(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join(timeout=max(5.0, self.renew_s))
+        self._stop = self._renewer = None
+
+    # -- held --------------------------------------------------------------------------------
+
+    def _validity(self) -> str | None:
+        with self._io:
+            version, valid_until = self._version, self._valid_until_ms
+            if version is None:
+                return "not acquired"
+            now = self._wall_ms()
+            if now > valid_until - CLOCK_DRIFT_MS:
+                reason = (f"lease {self.lock_path} ran out at {valid_until} (now {now}): renewals "
+                          "failed, so another writer may have taken it over")
+            else:
+                try:
+                    lease, _raw, current = self._read()
+                except OSError as e:  # cannot prove it is still ours; maybe it is
+                    return f"cannot read {self.lock_path}: {e}"
+                if current == version:
+                    return None
+                reason = (f"lease {self.lock_path} now belongs to "
+                          f"{(lease or {}).get('owner') or 'nobody (deleted)'}")
+        self._mark_lost(reason)
+        return reason
+
+    def _release(self) -> None:
+        self._stop_renewer()
+        with self._io:
+            version, self._version = self._version, None
+            if version is None:
+                return
+            try:
+                put_if_version(self.storage, self.lock_path,
+                               encode_lease(expired=True, valid_until_ms=self._valid_until_ms,
+                                            owner=self.owner), version)
+            except VersionConflictError:
+                # Taken over after our lease lapsed: theirs now, not ours to expire.
+                log.warning("not expiring %s: it was rewritten by another writer", self.name)
+
+    def _mark_lost(self, reason: str) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        super()._mark_lost(reason)
+
+    def current_owner(self) -> str | None:
+        try:
+            lease, raw, _ = self._read()
+        except OSError:
+            return None
+        if raw is None or self._free(lease, raw):
+            return None
+        return lease["owner"] if lease else "unknown (not a Hudi lease)"
+
+    def close(self) -> None:
+        super().close()
+        self._stop_renewer()
+
+
+__all__ = ["StorageBasedLockProvider", "decode_lease", "encode_lease", "lock_file_name",
+           "check_storage_lock_settings", "TABLE_LOCK_FILE", "LOCKS_FOLDER", "CLOCK_DRIFT_MS"]

@@ -1,0 +1,211 @@
+"""The storage lock's own risks: Hudi's file, fields and place; a lease that lapses; a takeover
+the former holder must notice; a lease file Java wrote; settings Hudi refuses.
+
+(The shared contract is in test_lock_conformance.py; N processes on the loopback S3 server,
+the lock file's history and a SIGKILLed holder are in tests/reliability/test_storage_lock_s3.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from airflow_hudi_occ.core.config import LockConfig
+from airflow_hudi_occ.core.errors import ConfigError, LockLostError
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider, resolve_provider_class
+from airflow_hudi_occ.core.concurrency.locks.storage_based import (
+    CLOCK_DRIFT_MS,
+    StorageBasedLockProvider,
+)
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.format.versioned import VersionConflictError, put_if_version, read_versioned
+
+JAVA = "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider"
+
+
+def _config(validity=10, renew=1, **kw) -> LockConfig:
+    return LockConfig(provider="storage", storage_validity_s=validity, storage_renew_s=renew, **kw)
+
+
+def _provider(tmp_path, config=None, **kw) -> StorageBasedLockProvider:
+    return StorageBasedLockProvider(config or _config(), base_path=str(tmp_path / "table"), **kw)
+
+
+def _lock_file(tmp_path, name="table_lock.json"):
+    return tmp_path / "table" / ".hoodie" / ".locks" / name
+
+
+def _lease(tmp_path, name="table_lock.json"):
+    return json.loads(_lock_file(tmp_path, name).read_text())
+
+
+def _plant(tmp_path, *, owner="java-3f2a", valid_until_ms, expired=False):
+    path = _lock_file(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # exactly what Jackson writes for Hudi's StorageLockData
+    path.write_text(f'{{"expired":{str(expired).lower()},"validUntil":{valid_until_ms},"owner":"{owner}"}}')
+
+
+def test_hudi_names_select_it_with_hudi_defaults():
+    assert resolve_provider_class(JAVA) is StorageBasedLockProvider
+    assert resolve_provider_class("storage") is StorageBasedLockProvider
+    cfg = LockConfig.from_options({"hoodie.write.lock.provider": JAVA})
+    assert (cfg.storage_validity_s, cfg.storage_renew_s) == (300, 30)
+    cfg = LockConfig.from_options({"hoodie.write.lock.storage.validity.timeout.secs": "60",
+                                   "hoodie.write.lock.storage.heartbeat.poll.secs": "5"})
+    assert (cfg.storage_validity_s, cfg.storage_renew_s) == (60, 5)  # the deprecated alias too
+
+
+def test_lease_file_place_and_fields_are_hudis(tmp_path):
+    lock = _provider(tmp_path)
+    before = int(time.time() * 1000)
+    assert lock.try_acquire(1)
+    lease = _lease(tmp_path)
+    assert list(lease) == ["expired", "validUntil", "owner"]
+    assert lease["expired"] is False and lease["owner"] == lock.owner
+    assert before + 10_000 <= lease["validUntil"] <= int(time.time() * 1000) + 10_000
+    lock.release()
+    released = _lease(tmp_path)
+    # released by marking it expired (the file stays, as Hudi leaves it)
+    assert released == {**lease, "expired": True}
+
+
+def test_per_key_leases_are_separate_files(tmp_path):
+    a, b = _provider(tmp_path, lock_key="p=1/fg-1"), _provider(tmp_path, lock_key="p=1/fg-2")
+    assert a.try_acquire(0) and b.try_acquire(0)
+    assert _lease(tmp_path, "table_lock.p=1%2Ffg-1.json")["owner"] == a.owner
+    assert _lease(tmp_path, "table_lock.p=1%2Ffg-2.json")["owner"] == b.owner
+    a.release()
+    b.release()
+
+
+def test_holder_renews_before_the_lease_runs_out(tmp_path):
+    lock = _provider(tmp_path)
+    assert lock.try_acquire(0)
+    first = _lease(tmp_path)["validUntil"]
+    time.sleep(2.5)  # two renewal intervals of one second
+    assert _lease(tmp_path)["validUntil"] >= first + 1500
+    lock.check_held()
+    lock.release()
+
+
+def test_a_live_java_lease_excludes_us_and_a_lapsed_one_is_taken_over(tmp_path):
+    now = int(time.time() * 1000)
+    _plant(tmp_path, valid_until_ms=now + 60_000)
+    lock = _provider(tmp_path)
+    assert not lock.try_acquire(0.2)
+    assert lock.current_owner() == "java-3f2a"
+    # lapsed, but still within the clock-drift buffer: not yet
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) - CLOCK_DRIFT_MS // 2)
+    assert not lock.try_acquire(0)
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) - CLOCK_DRIFT_MS - 50)
+    assert lock.try_acquire(0)
+    assert _lease(tmp_path)["owner"] == lock.owner
+    lock.release()
+
+
+def test_a_released_java_lease_is_free_at_once(tmp_path):
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
+    lock = _provider(tmp_path)
+    assert lock.try_acquire(0)
+    lock.release()
+
+
+def test_takeover_is_noticed_by_the_former_holder_before_it_commits(tmp_path):
+    """A holder that stalls (no renewal) past the validity is taken over; its check_held must
+    fail, and its release must not expire the new holder's lease."""
+    clock = [time.time()]
+    stalled = _provider(tmp_path, wall_clock=lambda: clock[0])
+    assert stalled.try_acquire(0)
+    stalled._stop.set()  # the renewer is stalled (a long GC pause, a frozen VM)
+    lost = []
+    stalled.add_lost_listener(lambda p, reason: lost.append(reason))
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) - 1000,
+           owner=json.loads(_lock_file(tmp_path).read_text())["owner"])  # its lease ran out
+    other = _provider(tmp_path)
+    assert other.try_acquire(0)
+    with pytest.raises(LockLostError) as e:
+        stalled.check_held()
+    assert other.owner in str(e.value)
+    assert lost and other.owner in lost[0]
+    stalled.release()
+    assert _lease(tmp_path) == {**_lease(tmp_path), "owner": other.owner, "expired": False}
+    other.check_held()
+    other.release()
+
+
+def test_own_lease_is_not_trusted_past_its_end_even_if_nobody_took_it(tmp_path):
+    clock = [time.time()]
+    lock = _provider(tmp_path, wall_clock=lambda: clock[0])
+    assert lock.try_acquire(0)
+    lock._stop.set()
+    clock[0] += 10 - CLOCK_DRIFT_MS / 1000 + 0.1  # inside the drift margin before validUntil
+    with pytest.raises(LockLostError, match="ran out"):
+        lock.check_held()
+    lock.release()
+
+
+def test_deleted_lease_is_a_lost_lock(tmp_path):
+    lock = _provider(tmp_path)
+    assert lock.try_acquire(0)
+    os.unlink(_lock_file(tmp_path))
+    with pytest.raises(LockLostError, match="nobody"):
+        lock.check_held()
+    lock.release()  # must not raise
+
+
+def test_a_file_that_is_not_a_lease_is_not_taken_and_the_reason_is_given(tmp_path):
+    path = _lock_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("garbage")
+    lock = _provider(tmp_path)
+    assert not lock.try_acquire(0)
+    assert "table_lock.json" in lock.last_failure and "delete it" in lock.last_failure
+    assert path.read_text() == "garbage"
+
+
+@pytest.mark.parametrize("validity,renew,why", [(9, 0, "under 1 second"), (9, 1, "under 10 seconds"),
+                                                (100, 11, "ten times")])
+def test_settings_hudi_refuses_are_refused(tmp_path, validity, renew, why):
+    with pytest.raises(ConfigError, match=why) as e:
+        _provider(tmp_path, _config(validity, renew))
+    assert "300 and 30" in e.value.remedy
+    assert not _lock_file(tmp_path).exists()
+
+
+def test_a_store_without_conditional_overwrite_is_refused(tmp_path):
+    store = Storage("dir://tbl", {"path": str(tmp_path), "target_protocol": "file"},
+                    assume_locked_creates=True)
+    with pytest.raises(ConfigError, match="conditional overwrites") as e:
+        get_lock_provider(_config(), base_path=store.base_uri, table_name="t", storage=store)
+    assert "zookeeper" in e.value.remedy
+
+
+def test_local_compare_and_swap_lets_exactly_one_of_many_threads_win(tmp_path):
+    """The local primitive under the lease: N threads replace the same version, one wins."""
+    store = Storage(str(tmp_path))
+    path = store.path("f.json")
+    put_if_version(store, path, b"v0", None)
+    _data, version = read_versioned(store, path)
+    wins, barrier = [], threading.Barrier(8)
+
+    def contend(i):
+        barrier.wait()
+        try:
+            put_if_version(store, path, f"v{i}".encode(), version)
+            wins.append(i)
+        except VersionConflictError:
+            pass
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and store.read(path) == f"v{wins[0]}".encode()
+    with pytest.raises(VersionConflictError):
+        put_if_version(store, path, b"late", None)
