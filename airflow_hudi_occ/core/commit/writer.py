@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.format.base_file import (new_file_id, read_parquet, read_parquet_columns,
+from airflow_hudi_occ.core.format.base_file import (key_range, new_file_id, read_parquet, read_parquet_columns,
                                                     record_key_array, with_meta_columns, write_parquet,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
@@ -133,6 +133,27 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     the smaller side) and probed with the stored values, then on the few stored hits."""
     found = stored.filter(pc.is_in(stored, value_set=batch))
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
+
+
+def _value_range(values: pa.Array) -> tuple | None:
+    """(min, max) of the batch's keys as Python values, to compare with files' key ranges."""
+    if len(values) == 0:
+        return None
+    mm = pc.min_max(values)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    return None if lo is None else (lo, hi)
+
+
+def _disjoint(span: tuple, batch: tuple | None) -> bool:
+    """True if no batch key can lie in a file's key range. Only like with like is compared:
+    integers with integers, text with text (UTF-8 byte order, which parquet's statistics use,
+    is code-point order, which Python's str comparison uses)."""
+    if batch is None:
+        return False
+    kinds = {type(v) for v in (*span, *batch)}
+    if kinds != {int} and kinds != {str}:
+        return False
+    return span[1] < batch[0] or span[0] > batch[1]
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -325,11 +346,16 @@ class ArrowTableWriter:
                                       append_fresh=True))
         return out
 
-    def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields) -> np.ndarray:
+    def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields,
+                     batch_range: tuple | None = None) -> np.ndarray:
         """Which batch keys the file slice holds. With an integer key field, the stored file's
         column of it is read and compared (a fraction of the cost of the key text); otherwise
-        its ``_hoodie_record_key`` column."""
+        its ``_hoodie_record_key`` column. A file whose key range (parquet statistics) misses the
+        batch's is not read at all."""
         rel = s.base_file.relative_path
+        span = key_range(self.table.storage, rel, key_fields[0] if ids is not None else "_hoodie_record_key")
+        if span is not None and _disjoint(span, batch_range):
+            return np.zeros(len(keys), dtype=bool)  # no key of the batch can be in it: not read
         if ids is not None:
             stored = read_parquet_columns(self.table.storage, rel, [key_fields[0]])
             if merge.integer_key_column(key_fields, stored) is not None:
@@ -349,11 +375,12 @@ class ArrowTableWriter:
         work: list[_Work] = []
         claimed = np.zeros(len(keys), dtype=bool)
         key_fields = self.table.config.record_key_fields
+        batch_range = None if append_fresh and op != "delete" else _value_range(ids if ids is not None else keys)
         for s in slices:
             if append_fresh and op != "delete":
                 mine = np.ones(len(keys), dtype=bool)
             else:
-                mine = self._stored_hits(s, keys, ids, key_fields)
+                mine = self._stored_hits(s, keys, ids, key_fields, batch_range)
             if not mine.any():
                 continue
             claimed |= mine

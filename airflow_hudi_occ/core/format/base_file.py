@@ -131,3 +131,45 @@ def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.
     if storage.is_local:
         return pq.read_table(path, columns=columns)
     return pq.read_table(io.BytesIO(storage.read(path)), columns=columns)
+
+
+#: (path, column) -> (min, max) or None; see :func:`key_range`
+_KEY_RANGES: dict[tuple[str, str], tuple | None] = {}
+_KEY_RANGES_MAX = 200_000
+
+
+def key_range(storage, relative_path: str, column: str) -> tuple | None:
+    """The min and max of ``column`` in a base file, from its parquet footer (no data read), or
+    None when the footer has no usable statistics.
+
+    Tagging asks this of every file group in a partition to skip the files a batch's keys cannot
+    be in (Hudi's bloom index prunes by the key range the same way). Answers are cached for the
+    process by path: a base file is created once under a name that carries its instant time and
+    write token, and instant times are never reused, so a name never holds other rows."""
+    cache_key = (storage.path(relative_path), column)
+    if cache_key in _KEY_RANGES:
+        return _KEY_RANGES[cache_key]
+    path = cache_key[0]
+    if storage.is_local:
+        meta = pq.read_metadata(path)
+    else:
+        with storage.fs.open(path, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+    names = meta.schema.names
+    found: tuple | None = None
+    if column in names and meta.num_row_groups > 0:
+        ci = names.index(column)
+        lo = hi = None
+        for rg in range(meta.num_row_groups):
+            st = meta.row_group(rg).column(ci).statistics
+            if st is None or not st.has_min_max:
+                lo = hi = None
+                break
+            lo = st.min if lo is None or st.min < lo else lo
+            hi = st.max if hi is None or st.max > hi else hi
+        if lo is not None:
+            found = (lo, hi)
+    if len(_KEY_RANGES) >= _KEY_RANGES_MAX:
+        _KEY_RANGES.clear()
+    _KEY_RANGES[cache_key] = found
+    return found
