@@ -21,6 +21,7 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY, RollbackMetadata
+from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
@@ -82,8 +83,12 @@ def check_history(table: Table, procs, replay_path: str, *, storage_options: dic
     """Assert serializability of the run; returns the figures for the report."""
     batches, claimed = read_logs(procs)
     tl = table.timeline()
-    commits = [i for i in tl.completed_by_completion_time() if i.action is Action.COMMIT]
-    metas = {i.requested_time: tl.commit_metadata(i) for i in commits}
+    # automatic archival may have moved the oldest commits to the LSM history: both count
+    pairs = [(i, m) for i, m in TimelineHistory(table).completed_writes() if i.action is Action.COMMIT]
+    pairs += [(i, tl.commit_metadata(i)) for i in tl.completed_by_completion_time() if i.action is Action.COMMIT]
+    pairs.sort(key=lambda im: (im[0].completion_time, im[0].requested_time))
+    commits = [i for i, _m in pairs]
+    metas = {i.requested_time: m for i, m in pairs}
     keyed = [(i, metas[i.requested_time].extra_metadata.get(EXTRA_BATCH_KEY)) for i in commits]
     stress = [(i, k) for i, k in keyed if k in batches]
 

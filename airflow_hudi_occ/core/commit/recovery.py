@@ -51,7 +51,8 @@ from dataclasses import dataclass
 from airflow_hudi_occ.core.commit.staging import (EXTRA_RECOVERED_BY, StagedCommit, read_staged,
                                                   staged_instants, verify_files)
 from airflow_hudi_occ.core.commit.transaction import (ALREADY_COMMITTED, RECOMMITTED, CommitResult,
-                                                      WriteTransaction, find_committed_batch)
+                                                      WriteTransaction, commit_metadata_anywhere,
+                                                      find_committed_batch)
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, CorruptMetadataError, HudiOccError,
                      InstantRolledBackError, StagedCommitError, WriteConflictError)
@@ -148,7 +149,7 @@ def recommit(table, config: WriteConfig, batch_key: str, *, writer_id: str | Non
 def committed_batch_result(table: Table, instant: Instant, *,
                            attempted_instant: str | None = None) -> CommitResult:
     """The result an engine returns for a batch that was already committed as ``instant``."""
-    return CommitResult(instant, table.timeline().commit_metadata(instant),
+    return CommitResult(instant, commit_metadata_anywhere(table, instant),
                         outcome=ALREADY_COMMITTED, attempted_instant=attempted_instant)
 
 

@@ -57,7 +57,7 @@ from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
-from airflow_hudi_occ.core.format.instant import WRITE_ACTIONS, Action, Instant, State
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
@@ -528,18 +528,7 @@ def last_checkpoint(table: Table, *, writer_prefix: str | None = None) -> str | 
 
 
 def _archived_checkpoint(table: Table, writer_prefix: str | None) -> str | None:
-    history = TimelineHistory(table)
-    if history.latest_version() < 0:
-        return None
-    rows = history.read(["completionTime", "action", "metadata"]).to_pylist()
-    rows.sort(key=lambda r: (r["completionTime"] or r["instantTime"], r["instantTime"]), reverse=True)
-    for r in rows:
-        if r["action"] not in {a.value for a in WRITE_ACTIONS} or not r["metadata"]:
-            continue
-        try:
-            meta = CommitMetadata.decode(r["metadata"])
-        except HudiOccError:
-            continue
+    for _inst, meta in reversed(TimelineHistory(table).completed_writes()):
         cp = meta.extra_metadata.get(EXTRA_CHECKPOINT)
         if cp is not None and (writer_prefix is None or
                                meta.extra_metadata.get(EXTRA_WRITER_ID, "").startswith(writer_prefix)):
@@ -547,17 +536,36 @@ def _archived_checkpoint(table: Table, writer_prefix: str | None) -> str | None:
     return None
 
 
-def find_committed_batch(table: Table, batch_key: str, *, timeline: Timeline | None = None) -> Instant | None:
+def find_committed_batch(table: Table, batch_key: str, *, timeline: Timeline | None = None,
+                         archived: bool | None = None) -> Instant | None:
     """The completed instant that recorded ``batch_key``, if any (idempotent orchestration).
 
     Reads the metadata of every completed write on the active timeline (cached per process),
-    so the check under the commit lock costs a read only for instants new since the last one."""
+    so the check under the commit lock costs a read only for instants new since the last one.
+    A batch committed long ago may have been archived: the history is searched too
+    (``archived``, by default when no timeline snapshot is given, i.e. outside the commit's
+    critical section, where a concurrent twin can only be on the active timeline)."""
     tl = timeline or table.timeline()
     for inst in reversed(tl.completed_by_completion_time()):
         if inst.is_write and tl.commit_metadata(inst).extra_metadata.get(EXTRA_BATCH_KEY) == batch_key:
             return inst
+    if archived if archived is not None else timeline is None:
+        for inst, meta in reversed(TimelineHistory(table).completed_writes()):
+            if meta.extra_metadata.get(EXTRA_BATCH_KEY) == batch_key:
+                return inst
     return None
 
 
+def commit_metadata_anywhere(table: Table, instant: Instant):
+    """The commit metadata of a completed write, on the active timeline or in the history."""
+    tl = table.timeline()
+    if tl.get(instant.requested_time) is not None:
+        return tl.commit_metadata(instant)
+    for inst, meta in TimelineHistory(table).completed_writes():
+        if inst.requested_time == instant.requested_time:
+            return meta
+    return tl.commit_metadata(instant)  # raises the timeline's own error
+
+
 __all__ = ["WriteTransaction", "TransactionState", "OPEN_STATES", "CommitResult", "Snapshot", "COMMITTED", "ALREADY_COMMITTED", "RECOMMITTED",
-           "last_checkpoint", "find_committed_batch", "default_writer_id"]
+           "last_checkpoint", "find_committed_batch", "commit_metadata_anywhere", "default_writer_id"]

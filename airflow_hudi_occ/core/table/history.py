@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
+from airflow_hudi_occ.core.format.instant import WRITE_ACTIONS, Action, Instant, State
+from airflow_hudi_occ.core.format.metadata import CommitMetadata
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ _MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
 _DATA_RE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 #: snapshots kept for readers that loaded an older manifest (Hudi: 3, plus one per layer compacted)
 SNAPSHOTS_KEPT = 3
+#: (base uri, snapshot version) -> archived writes; see TimelineHistory.completed_writes
+_WRITES_CACHE: dict = {}
 
 #: Hudi's org.apache.hudi.avro.model.HoodieLSMTimelineInstant, as parquet-avro stores it
 AVRO_SCHEMA = {
@@ -198,6 +202,33 @@ class TimelineHistory:
 
     def instant_times(self, *, min_time: str | None = None) -> set[str]:
         return set(self.read(["instantTime"], min_time=min_time).column("instantTime").to_pylist())
+
+    def completed_writes(self) -> list[tuple[Instant, CommitMetadata]]:
+        """The archived write instants (commit, replacecommit) with their metadata, in
+        completion order: what the active timeline's completed writes were before archival.
+        Cached for the process per snapshot (history files are never rewritten in place)."""
+        version = self.latest_version()
+        if version < 0:
+            return []
+        key = (self.table.base_uri, version)
+        cached = _WRITES_CACHE.get(key)
+        if cached is not None:
+            return cached
+        writes = {a.value for a in WRITE_ACTIONS}
+        out = []
+        for r in self.read(["completionTime", "action", "metadata"]).to_pylist():
+            if r["action"] not in writes or not r["metadata"]:
+                continue
+            inst = Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r["completionTime"])
+            try:
+                out.append((inst, CommitMetadata.decode(r["metadata"])))
+            except CorruptMetadataError:  # one unreadable entry must not hide the others
+                log.warning("archived metadata of %s in %s is unreadable", inst, self.table.base_uri)
+        out.sort(key=lambda im: (im[0].completion_time or im[0].requested_time, im[0].requested_time))
+        if len(_WRITES_CACHE) > 64:
+            _WRITES_CACHE.clear()
+        _WRITES_CACHE[key] = out
+        return out
 
     def max_completion_time(self) -> str | None:
         col = self.read(["completionTime"]).column("completionTime").to_pylist()

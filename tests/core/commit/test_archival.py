@@ -195,6 +195,24 @@ def test_checkpoint_survives_archival(tmp_path):
     assert last_checkpoint(t) == "kafka:offset=41"
 
 
+def test_a_batch_committed_before_archival_is_still_not_written_twice(tmp_path):
+    """Idempotent batches: a re-run (an Airflow retry days later) of a batch whose commit has
+    been archived finds it in the history and writes nothing."""
+    t = _table(tmp_path)
+    first = _write(t, SMALL, 0, batch_key="dag=ingest/run=1")
+    for i in range(1, 14):
+        _write(t, SMALL, i)
+    assert first.instant.requested_time in TimelineHistory(t).instant_times()
+    assert t.timeline().get(first.instant.requested_time) is None
+    before = sorted(i.requested_time for i in t.timeline().completed())
+    again = _write(t, SMALL, 99, batch_key="dag=ingest/run=1")
+    assert again.outcome == "already_committed"
+    assert again.instant.requested_time == first.instant.requested_time
+    assert again.metadata.extra_metadata == first.metadata.extra_metadata
+    assert sorted(i.requested_time for i in t.timeline().completed()) == before  # nothing written
+    assert 99 not in rows_by_key(hudi_read(t.base_uri))
+
+
 def test_configuration_errors_name_the_keys_and_change_nothing(tmp_path):
     with pytest.raises(ConfigError) as e:
         ArchivalConfig.from_options({"hoodie.keep.min.commits": "10", "hoodie.keep.max.commits": "12",
