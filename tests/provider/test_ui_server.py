@@ -27,6 +27,7 @@ import pytest
 
 
 from tests.core.inspection.test_timeline_view import _cfg, make_contended_table  # noqa: E402
+from tests.core.inspection.test_trends import make_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_INSTANT_MARK = "secret-backfill"
@@ -83,6 +84,8 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow_home")
     lake = tmp_path_factory.mktemp("lake")
     got = make_contended_table(str(lake / "events"))
+    # twelve days of conflicts between three DAGs, ending now, for the trends
+    history = make_history(str(lake / "history"), now=time.time())
     # A table that is NOT configured, beside the configured one, and a symlink to it: no
     # request may reach either.
     secret = make_contended_table(str(lake / "secret"))
@@ -92,10 +95,14 @@ def server(tmp_path_factory):
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,ingest_viewer:viewer",
+        # SimpleAuthManager plus per-DAG grants (FAB is not installed): ingest_viewer may read
+        # the DAG "ingest" only
+        "AIRFLOW__CORE__AUTH_MANAGER": "tests.provider.dag_scoped_auth.DagScopedAuthManager",
+        "HUDI_OCC_TEST_DAG_GRANTS": json.dumps({"ingest_viewer": ["ingest"]}),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "HUDI_OCC_TABLES": f"events={lake / 'events'}",
+        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
     airflow = [sys.executable, "-m", "airflow"]
@@ -103,7 +110,7 @@ def server(tmp_path_factory):
     log = open(home / "api-server.log", "wb")
     proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    srv = Server(home, port, {"events": got, "secret": secret}, proc, env)
+    srv = Server(home, port, {"events": got, "secret": secret, "history": history}, proc, env)
     try:
         deadline = time.time() + 180
         while True:
@@ -130,7 +137,8 @@ def server(tmp_path_factory):
 
 
 PROTECTED = ["/hudi-occ/", "/hudi-occ/api/tables", "/hudi-occ/api/tables/events/timeline",
-             "/hudi-occ/static/timeline.js"]
+             "/hudi-occ/static/timeline.js", "/hudi-occ/api/tables/history/trends?window=30d",
+             "/hudi-occ/static/trends.js"]
 
 
 def test_plugin_paths_need_credentials(server):
@@ -163,7 +171,7 @@ def test_readers_get_the_page_and_api(server, user):
     status, body, headers = server.get("/hudi-occ/", token=token)
     assert headers["content-type"].startswith("text/html") and b"static/timeline.js" in body
     doc = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])
-    assert [t["name"] for t in doc["tables"]] == ["events"] and doc["config_errors"] == []
+    assert [t["name"] for t in doc["tables"]] == ["events", "history"] and doc["config_errors"] == []
 
 
 def test_timeline_json_shows_the_conflict_and_the_retry(server):
@@ -174,6 +182,47 @@ def test_timeline_json_shows_the_conflict_and_the_retry(server):
     assert c["file_groups"] and c["lane"] == "ingest \u203a upsert" and c["other_lane"] == "backfill \u203a rewrite"
     [r] = view["retries"]
     assert [a["instant"] for a in r["attempts"]] == [got["loser"], got["retry"]]
+
+
+def test_trends_json_counts_the_weeks_conflicts(server):
+    got = server.tables["history"]
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=7d", token=server.token())
+    assert status == 200, body
+    tr = json.loads(body)
+    assert tr["window"]["bucket"] == "day" and len(tr["buckets"]) == 8
+    assert tr["totals"]["conflicts"] == 3 and tr["totals"]["retries"] == 3 and not tr["filtered"]
+    assert {d["dag_id"] for d in tr["dags"]} == {"ingest", "backfill", "report", None}
+    assert {(f["loser_dag"], f["winner_dag"]): f["conflicts"] for f in tr["fights"]} == \
+        {("ingest", "backfill"): 2, ("report", "ingest"): 1}
+    month = json.loads(server.get("/hudi-occ/api/tables/history/trends?window=30d", token=server.token())[1])
+    assert month["totals"]["conflicts"] == 4 and got["old"]["loser"] < got["d3"]["loser"]
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=7w", token=server.token())
+    assert status == 400 and b"1d" in body
+    assert server.get("/hudi-occ/api/tables/secret/trends", token=server.token())[0] == 404
+
+
+def test_a_user_granted_one_dag_sees_only_its_attempts(server):
+    token = server.token("ingest_viewer")
+    # the control: the same user, through Airflow's own API, may not read another DAG either
+    # (the grant is the auth manager's, not the plugin's invention)
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=30d", token=token)
+    assert status == 200, body
+    tr = json.loads(body)
+    assert tr["filtered"] is True and [d["dag_id"] for d in tr["dags"]] == ["ingest"]
+    assert tr["totals"]["conflicts"] == 3  # ingest's own three losses to backfill
+    assert b"backfill" not in body and b"report" not in body
+    assert [(f["loser_dag"], f["winner_dag"], f["winner_hidden"]) for f in tr["fights"]] == \
+        [("ingest", None, True)]
+    # an explicit DAG: 403 for one the user may not read, 200 for its own
+    for dag in ("backfill", "report", "no_such_dag"):
+        status, body, _ = server.get(f"/hudi-occ/api/tables/history/trends?dag_id={dag}", token=token)
+        assert status == 403 and b"instant" not in body, (dag, body)
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?dag_id=ingest", token=token)
+    assert status == 200 and json.loads(body)["dag_id"] == "ingest"
+    # an unrestricted viewer may ask for any DAG
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?dag_id=backfill",
+                                 token=server.token("viewer"))
+    assert status == 200 and [d["dag_id"] for d in json.loads(body)["dags"]] == ["backfill"]
 
 
 @pytest.mark.parametrize("name", [

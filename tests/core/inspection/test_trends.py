@@ -34,11 +34,12 @@ class Clock:
         return self.t
 
 
-def make_history(path: str) -> dict:
+def make_history(path: str, now: float = NOW) -> dict:
     """Ten days of one table: a seed, then ``ingest`` losing to ``backfill`` on p0 ten days ago,
     three days ago and yesterday (retrying each time), ``report`` losing to ``ingest`` on p1 an
     hour ago, and an unlabelled writer committing. Every retry commits 3 s after it is
-    requested (the clock moves while it writes)."""
+    requested (the clock moves while it writes). Used by the UI tests too, with the real now."""
+    NOW = now  # noqa: N806 - the days below count back from it
     clock = Clock(NOW - 12 * DAY)
     gen = InstantTimeGenerator(0, clock=clock, sleep=lambda s: None)
     table = Table.create(path, "events", record_key_fields=["id"], partition_fields=["p"],
