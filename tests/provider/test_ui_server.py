@@ -203,8 +203,10 @@ def test_trends_json_counts_the_weeks_conflicts(server):
 
 def test_a_user_granted_one_dag_sees_only_its_attempts(server):
     token = server.token("ingest_viewer")
-    # the control: the same user, through Airflow's own API, may not read another DAG either
-    # (the grant is the auth manager's, not the plugin's invention)
+    # the control: Airflow's own API refuses this user another DAG too (the grant is the auth
+    # manager's, not the plugin's invention), and lets it past auth for its own (no such DAG)
+    assert server.get("/api/v2/dags/backfill", token=token)[0] == 403
+    assert server.get("/api/v2/dags/ingest", token=token)[0] == 404
     status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=30d", token=token)
     assert status == 200, body
     tr = json.loads(body)
@@ -330,7 +332,7 @@ def test_write_task_links_to_its_table_page(server):
 # --- the page in a real browser ------------------------------------------------------------------
 
 
-def _chrome(tmp_path):
+def _chrome(tmp_path, size="1400,1100"):
     from selenium import webdriver  # the test extra; bootstrap installs it
     from selenium.webdriver.chrome.service import Service
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -342,7 +344,7 @@ def _chrome(tmp_path):
     opts.binary_location = binary
     for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", "--window-size=1400,1100", f"--user-data-dir={tmp_path / 'chrome'}"):
+              "--disable-dev-shm-usage", f"--window-size={size}", f"--user-data-dir={tmp_path / 'chrome'}"):
         opts.add_argument(a)
     return webdriver.Chrome(options=opts, service=Service(driver_bin))
 
@@ -423,3 +425,114 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
     finally:
         driver.quit()
         live.abort(reason="test over")
+
+
+#: every label of an SVG (class tick-label): its box, the picture's width, and the labels that
+#: overlap another or leave the picture
+_LABEL_BOXES = """
+var svg = document.getElementById(arguments[0]);
+var w = svg.getBoundingClientRect(), out = [];
+svg.querySelectorAll("text.tick-label").forEach(function (t) {
+  var b = t.getBoundingClientRect();
+  out.push({text: t.textContent, x0: b.left - w.left, x1: b.right - w.left, y0: b.top, y1: b.bottom});
+});
+return {width: w.width, labels: out};
+"""
+
+
+def _label_problems(driver, svg_id):
+    got = driver.execute_script(_LABEL_BOXES, svg_id)
+    labels, problems = got["labels"], []
+    for i, a in enumerate(labels):
+        if a["x0"] < -0.5 or a["x1"] > got["width"] + 0.5:
+            problems.append(("cut off", a["text"]))
+        for b in labels[i + 1:]:
+            if a["x0"] < b["x1"] and b["x0"] < a["x1"] and a["y0"] < b["y1"] and b["y0"] < a["y1"]:
+                problems.append(("overlap", a["text"], b["text"]))
+    return labels, problems
+
+
+def _open_page(driver, server, token, query):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    driver.get(server.base + "/hudi-occ/api/tables")  # the cookie's origin
+    driver.delete_all_cookies()
+    driver.add_cookie({"name": "_token", "value": token, "path": "/"})
+    driver.get(server.base + "/hudi-occ/?" + query)
+    body = lambda d: d.find_element(By.TAG_NAME, "body")  # noqa: E731
+    WebDriverWait(driver, 60).until(lambda d: body(d).get_attribute("data-loaded")
+                                    and body(d).get_attribute("data-trends"))
+    assert body(driver).get_attribute("data-loaded") != "error", driver.find_element(By.ID, "errors").text
+    assert body(driver).get_attribute("data-trends") != "error", driver.find_element(By.ID, "trend-errors").text
+
+
+def _full_page_shot(driver, png: Path, width: int):
+    # Selenium draws the viewport only: grow the window to the page, then draw.
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, height + 140)
+    time.sleep(0.6)  # the charts redraw on resize (debounced)
+    assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
+    print(f"screenshot: {png}")
+
+
+@pytest.mark.parametrize("width", [480, 1600])
+def test_trends_in_headless_chromium(server, tmp_path, width):
+    from selenium.webdriver.common.by import By
+    shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    driver = _chrome(tmp_path, f"{width},1000")
+    try:
+        _open_page(driver, server, server.token(), "table=history&window=30d")
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-trends") == "history 30d"
+        buckets = driver.find_elements(By.CSS_SELECTOR, "#trend-chart g.bucket")
+        assert len(buckets) == 31
+        assert sum(int(b.get_attribute("data-conflicts")) for b in buckets) == 4
+        assert sum(int(b.get_attribute("data-retries")) for b in buckets) == 4
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#trend-chart rect.bar-conflicts")) == 4
+        dags = [r.find_elements(By.TAG_NAME, "td")[0].text
+                for r in driver.find_elements(By.CSS_SELECTOR, "#trend-dags tbody tr.row")]
+        assert set(dags) == {"ingest", "backfill", "report", "seed", "(no DAG: other writers)"}
+        fights = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#trend-fights tbody tr.row")]
+        assert fights[0].startswith("ingest backfill 3")
+        hot = driver.find_elements(By.CSS_SELECTOR, "#trend-hot tbody tr.row")
+        assert hot[0].text.startswith("p0/")
+        for svg in ("trend-chart", "gantt"):
+            labels, problems = _label_problems(driver, svg)
+            assert len(labels) >= 3 and problems == [], (svg, labels, problems)
+        _full_page_shot(driver, shots / f"hudi_trends_{width}.png", width)
+        for svg in ("trend-chart", "gantt"):  # and after the redraw at the new size
+            assert _label_problems(driver, svg)[1] == [], svg
+
+        # a week, hour by hour on the last day, and one DAG: the URL keeps the choice
+        from selenium.webdriver.support.ui import Select, WebDriverWait
+        Select(driver.find_element(By.ID, "trend-window")).select_by_value("1d")
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body")
+                                        .get_attribute("data-trends") == "history 1d")
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#trend-chart g.bucket")) == 25
+        assert _label_problems(driver, "trend-chart")[1] == []
+        assert "window=1d" in driver.current_url
+        if width == 1600:
+            _full_page_shot(driver, shots / "hudi_trends_1d_1600.png", width)
+    finally:
+        driver.quit()
+
+
+def test_trends_for_a_user_granted_one_dag_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+    shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+    driver = _chrome(tmp_path, "1600,1000")
+    try:
+        _open_page(driver, server, server.token("ingest_viewer"), "table=history&window=30d")
+        page = driver.find_element(By.TAG_NAME, "body").text
+        assert "backfill" not in page and "report" not in page
+        assert "Attempts of DAGs you may not read are left out." in page
+        dags = [r.find_elements(By.TAG_NAME, "td")[0].text
+                for r in driver.find_elements(By.CSS_SELECTOR, "#trend-dags tbody tr.row")]
+        assert dags == ["ingest"]
+        [fight] = driver.find_elements(By.CSS_SELECTOR, "#trend-fights tbody tr.row")
+        assert "(a DAG you may not read)" in fight.text
+        lanes = {t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")}
+        assert lanes and all(not lane.startswith(("backfill", "report", "seed")) for lane in lanes)
+        _full_page_shot(driver, shots / "hudi_trends_ingest_viewer_1600.png", 1600)
+    finally:
+        driver.quit()

@@ -142,25 +142,37 @@
     var t = step < 1000 ? iso.substr(11, 12) : step < 6e4 ? iso.substr(11, 8) : iso.substr(11, 5);
     return longRange ? iso.substr(5, 5) + " " + t : t;
   }
+  // Two passes: first the start of every drawn stretch (after an idle break the reader needs
+  // to know *when* the burst was), then round ticks wherever they still fit.
   function axisTicks(scale, rangeMs) {
-    var longRange = rangeMs > 20 * 36e5, ticks = [];
-    scale.segments.forEach(function (sg) {
+    var longRange = rangeMs > 20 * 36e5, starts = [], rounds = [];
+    scale.segments.forEach(function (sg, i) {
       if (sg.gap || sg.p1 <= sg.p0) return;
       var pxPerMs = (sg.p1 - sg.p0) / Math.max(sg.t1 - sg.t0, 1);
       var sample = tickText(sg.t0, 1000, longRange).length * CHAR_PX + LABEL_GAP;
       var step = STEPS.filter(function (s) { return s * pxPerMs >= sample; })[0] || STEPS[STEPS.length - 1];
-      for (var ms = Math.ceil(sg.t0 / step) * step; ms <= sg.t1; ms += step) ticks.push({ms: ms, step: step});
+      if (i > 0) starts.push({ms: sg.t0, label: tickText(sg.t0, longRange ? 6e4 : 1000, longRange), start: true});
+      for (var ms = Math.ceil(sg.t0 / step) * step; ms <= sg.t1; ms += step)
+        rounds.push({ms: ms, label: tickText(ms, step, longRange)});
     });
     // a label may reach a little past the plot on either side (into the lane labels' column,
     // above the rows; into the right margin), never past the picture
-    var lastRight = -20, plotRight = scale.segments.length ? scale.segments[scale.segments.length - 1].p1 + 18 : 0;
-    ticks.forEach(function (t) {
-      var label = tickText(t.ms, t.step, longRange), w = label.length * CHAR_PX, px = scale.px(t.ms);
-      if (px - w / 2 >= lastRight + (lastRight > -20 ? LABEL_GAP : 0) && px + w / 2 <= plotRight) {
-        t.label = label; lastRight = px + w / 2;
-      }
+    var placed = [], last = scale.segments[scale.segments.length - 1];
+    var lo = -20, hi = last ? last.p1 + 18 : 0;
+    function tryPlace(t) {
+      var w = t.label.length * CHAR_PX, px = scale.px(t.ms), a = px - w / 2, b = px + w / 2;
+      if (a < lo || b > hi) return false;
+      for (var k = 0; k < placed.length; k++)
+        if (a < placed[k][1] + LABEL_GAP && placed[k][0] < b + LABEL_GAP) return false;
+      placed.push([a, b]);
+      return true;
+    }
+    var out = [];
+    starts.concat(rounds).forEach(function (t) {
+      if (!tryPlace(t)) t.label = null;
+      out.push(t);
     });
-    return ticks;
+    return out;
   }
 
   function gantt(view) {

@@ -31,6 +31,7 @@
     if (m < 60) return m + " min " + Math.round(s - m * 60) + " s";
     return Math.floor(m / 60) + " h " + (m % 60) + " min";
   }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function secs(s) { return s ? dur(Math.round(s * 1000)) : "0"; }
   function dagName(d) { return d == null ? "(no DAG: other writers)" : d; }
   function utcDay(ms) { return ms == null ? "" : new Date(ms).toISOString().substr(0, 16).replace("T", " ") + " UTC"; }
@@ -81,9 +82,12 @@
     }
     svg.appendChild(grid);
     var legend = sv("g", {"class": "legend"});
-    [["conflicts", "#d64541"], ["retries", "#2c3e91"]].forEach(function (l, i) {
-      legend.appendChild(sv("rect", {x: left + i * 90, y: 6, width: 10, height: 10, fill: l[1]}));
-      legend.appendChild(sv("text", {x: left + 14 + i * 90, y: 15}, l[0] + " per " + tr.window.bucket));
+    var lx = left;
+    [["conflicts", "#d64541"], ["retries", "#2c3e91"]].forEach(function (l) {
+      var text = l[0] + " per " + tr.window.bucket;
+      legend.appendChild(sv("rect", {x: lx, y: 6, width: 10, height: 10, fill: l[1]}));
+      legend.appendChild(sv("text", {x: lx + 14, y: 15}, text));
+      lx += 14 + text.length * CHAR_PX + 16;
     });
     svg.appendChild(legend);
     var n = buckets.length, bw = (width - left - right) / Math.max(n, 1);
@@ -142,14 +146,15 @@
     var t = tr.totals, w = tr.window;
     var s = $("trend-summary");
     s.textContent = "";
-    s.appendChild(el("strong", {}, t.conflicts + " conflicts, " + t.retries + " retries"));
-    s.appendChild(document.createTextNode(" in " + t.attempts + " attempts since " + utcDay(w.start_ms) +
-      "; " + secs(t.seconds_discarded) + " of work and " + t.files_discarded + " files thrown away" +
+    s.appendChild(el("strong", {}, plural(t.conflicts, "conflict") + ", " +
+      (t.retries === 1 ? "1 retry" : t.retries + " retries")));
+    s.appendChild(document.createTextNode(" in " + plural(t.attempts, "attempt") + " since " + utcDay(w.start_ms) +
+      "; " + secs(t.seconds_discarded) + " of work and " + plural(t.files_discarded, "file") + " thrown away" +
       (tr.dag_id ? " (DAG " + tr.dag_id + " only)" : "") + "."));
     if (tr.covered_from_ms == null || tr.covered_from_ms > w.start_ms)
       s.appendChild(el("span", {"class": "note"}, " The attempt log starts " +
         (tr.covered_from_ms == null ? "with the next write" : utcDay(tr.covered_from_ms)) +
-        " (clean prunes older records), so earlier days show nothing."));
+        " (clean prunes older records): earlier days have nothing to show."));
     if (tr.filtered)
       s.appendChild(el("span", {"class": "note"}, " Attempts of DAGs you may not read are left out."));
     chart(tr);

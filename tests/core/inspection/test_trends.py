@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import calendar
 import json
+import time
+import types
+from unittest import mock
 
 import pytest
 
-from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.commit import attempt_log, transaction
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.errors import ConfigError, WriteConflictError
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, parse_ms
@@ -35,12 +38,21 @@ class Clock:
 
 
 def make_history(path: str, now: float = NOW) -> dict:
+    """See :func:`_write_history`. The writers' wall clock (attempt start and end, seconds
+    discarded) follows the injected clock too, so every time in a record agrees with its
+    instant, as it would had the history really happened over those days."""
+    clock = Clock(now - 12 * DAY)
+    wall = types.SimpleNamespace(time=clock, sleep=time.sleep, monotonic=time.monotonic)
+    with mock.patch.object(transaction, "time", wall), mock.patch.object(attempt_log, "time", wall):
+        return _write_history(path, now, clock)
+
+
+def _write_history(path: str, now: float, clock: "Clock") -> dict:
     """Ten days of one table: a seed, then ``ingest`` losing to ``backfill`` on p0 ten days ago,
     three days ago and yesterday (retrying each time), ``report`` losing to ``ingest`` on p1 an
     hour ago, and an unlabelled writer committing. Every retry commits 3 s after it is
-    requested (the clock moves while it writes). Used by the UI tests too, with the real now."""
-    NOW = now  # noqa: N806 - the days below count back from it
-    clock = Clock(NOW - 12 * DAY)
+    requested (the clock moves while it writes), and each loser wrote for 2 s before it lost.
+    Used by the UI tests too, with the real now."""
     gen = InstantTimeGenerator(0, clock=clock, sleep=lambda s: None)
     table = Table.create(path, "events", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts")
@@ -79,11 +91,11 @@ def make_history(path: str, now: float = NOW) -> dict:
         out["conflicts"].append(got)
         return got
 
-    out["old"] = contended(NOW - 10 * DAY, "ingest", "backfill", "p0", "old")
-    out["d3"] = contended(NOW - 3 * DAY, "ingest", "backfill", "p0", "d3")
-    out["d1"] = contended(NOW - 1 * DAY + 3600, "ingest", "backfill", "p0", "d1")
-    out["h1"] = contended(NOW - 3600, "report", "ingest", "p1", "h1")
-    clock.t = NOW - 1800
+    out["old"] = contended(now - 10 * DAY, "ingest", "backfill", "p0", "old")
+    out["d3"] = contended(now - 3 * DAY, "ingest", "backfill", "p0", "d3")
+    out["d1"] = contended(now - 1 * DAY + 3600, "ingest", "backfill", "p0", "d1")
+    out["h1"] = contended(now - 3600, "report", "ingest", "p1", "h1")
+    clock.t = now - 1800
     out["anon"] = writer(None, None, None, "anon").write(_rows(range(40, 42), "anon", p="p2")).instant.requested_time
     return out
 
@@ -117,6 +129,7 @@ def test_week_counts_conflicts_retries_and_cost_per_day(history):
     losers = [got[k]["loser"] for k in ("d3", "d1", "h1")]
     assert tr["totals"]["seconds_discarded"] == pytest.approx(
         sum(records[t].seconds_discarded for t in losers), abs=1e-3)
+    assert tr["totals"]["seconds_discarded"] == pytest.approx(6.0, abs=0.05)  # 2 s per loser
     assert tr["totals"]["files_discarded"] == sum(records[t].files_discarded for t in losers) >= 3
     assert tr["covered_from_ms"] <= parse_ms(got["old"]["loser"])  # the lookback day reads it
     assert tr["filtered"] is False
