@@ -491,7 +491,7 @@ def test_trends_in_headless_chromium(server, tmp_path, width):
         assert len(driver.find_elements(By.CSS_SELECTOR, "#trend-chart rect.bar-conflicts")) == 4
         dags = [r.find_elements(By.TAG_NAME, "td")[0].text
                 for r in driver.find_elements(By.CSS_SELECTOR, "#trend-dags tbody tr.row")]
-        assert set(dags) == {"ingest", "backfill", "report", "seed", "(no DAG: other writers)"}
+        assert set(dags) == {"ingest", "backfill", "report", "seed", "(no DAG)"}
         fights = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#trend-fights tbody tr.row")]
         assert fights[0].startswith("ingest backfill 3")
         hot = driver.find_elements(By.CSS_SELECTOR, "#trend-hot tbody tr.row")

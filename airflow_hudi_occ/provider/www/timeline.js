@@ -181,8 +181,8 @@
     var lanes = view.lanes.map(function (l) { return l.lane; });
     var rows = view.instants;
     // Narrow windows get a narrower lane column (labels shortened, full text on hover)
-    // rather than a plot squeezed to nothing; below 560 px the chart scrolls sideways.
-    var width = Math.max(560, ($("gantt-wrap").clientWidth || 900) - 2);
+    // rather than a plot squeezed to nothing; below 360 px the chart scrolls sideways.
+    var width = Math.max(360, ($("gantt-wrap").clientWidth || 900) - 2);
     var labelW = Math.round(Math.min(260, Math.max(130, width * 0.25))), rowH = 28, top = 30, right = 20;
     var height = top + lanes.length * rowH + 10;
     svg.setAttribute("width", width); svg.setAttribute("height", height);

@@ -33,7 +33,7 @@
   }
   function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function secs(s) { return s ? dur(Math.round(s * 1000)) : "0"; }
-  function dagName(d) { return d == null ? "(no DAG: other writers)" : d; }
+  function dagName(d) { return d == null ? "(no DAG)" : d; }
   function utcDay(ms) { return ms == null ? "" : new Date(ms).toISOString().substr(0, 16).replace("T", " ") + " UTC"; }
 
   function setParam(k, v) {
