@@ -466,10 +466,16 @@ def _open_page(driver, server, token, query):
     assert body(driver).get_attribute("data-trends") != "error", driver.find_element(By.ID, "trend-errors").text
 
 
+def _viewport(driver, width: int, height: int = 1000):
+    # Chromium will not make a window narrower than 500 px (a "480 px" window lays the page
+    # out at 500 and crops the picture); the device metrics are the layout viewport itself.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
 def _full_page_shot(driver, png: Path, width: int):
-    # Selenium draws the viewport only: grow the window to the page, then draw.
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, height + 140)
+    # Selenium draws the viewport only: make the viewport the page's height, then draw.
+    _viewport(driver, width, driver.execute_script("return document.documentElement.scrollHeight"))
     time.sleep(0.6)  # the charts redraw on resize (debounced)
     assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
     print(f"screenshot: {png}")
@@ -480,9 +486,11 @@ def test_trends_in_headless_chromium(server, tmp_path, width):
     from selenium.webdriver.common.by import By
     shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    driver = _chrome(tmp_path, f"{width},1000")
+    driver = _chrome(tmp_path, f"{max(width, 500)},1000")
     try:
+        _viewport(driver, width)
         _open_page(driver, server, server.token(), "table=history&window=30d")
+        assert driver.execute_script("return window.innerWidth") == width
         assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-trends") == "history 30d"
         buckets = driver.find_elements(By.CSS_SELECTOR, "#trend-chart g.bucket")
         assert len(buckets) == 31
@@ -499,6 +507,11 @@ def test_trends_in_headless_chromium(server, tmp_path, width):
         for svg in ("trend-chart", "gantt"):
             labels, problems = _label_problems(driver, svg)
             assert len(labels) >= 3 and problems == [], (svg, labels, problems)
+        # nothing wider than the window but the boxes that scroll on purpose
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+        for wrap in ("gantt-wrap", "trend-chart-wrap"):
+            assert driver.execute_script(f"var e = document.getElementById('{wrap}');"
+                                         "return e.scrollWidth <= e.clientWidth"), (wrap, width)
         _full_page_shot(driver, shots / f"hudi_trends_{width}.png", width)
         for svg in ("trend-chart", "gantt"):  # and after the redraw at the new size
             assert _label_problems(driver, svg)[1] == [], svg

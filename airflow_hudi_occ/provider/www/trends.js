@@ -159,7 +159,7 @@
       s.appendChild(el("span", {"class": "note"}, " Attempts of DAGs you may not read are left out."));
     chart(tr);
     fill("trend-dags", tr.dags, function (d) {
-      return [[dagName(d.dag_id)], [d.attempts, "num"], [d.conflicts, "num"], [d.retries, "num"],
+      return [[dagName(d.dag_id), "nowrap"], [d.attempts, "num"], [d.conflicts, "num"], [d.retries, "num"],
               [secs(d.seconds_discarded), "num"], [d.files_discarded, "num"],
               [dur(d.commit_latency.median_ms) + " / " + dur(d.commit_latency.p95_ms), "num"],
               [dur(d.batch_latency.median_ms) + " / " + dur(d.batch_latency.p95_ms), "num"]];
@@ -167,7 +167,7 @@
     fill("trend-hot", tr.file_groups, function (g) {
       return [[g.file_group, "mono"], [g.conflicts, "num"], [g.failed_attempts, "num"],
               [secs(g.seconds_discarded), "num"], [g.files_discarded, "num"], [g.dags.join(", ")],
-              [utcDay(g.last_ms)]];
+              [utcDay(g.last_ms), "nowrap"]];
     });
     fill("trend-fights", tr.fights, function (f) {
       return [[dagName(f.loser_dag)],
