@@ -175,7 +175,10 @@
     return out;
   }
 
+  var lastView = null, ganttDrawnAt = null;
   function gantt(view) {
+    lastView = view;
+    ganttDrawnAt = $("gantt-wrap").clientWidth;
     var svg = $("gantt");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     var lanes = view.lanes.map(function (l) { return l.lane; });
@@ -332,6 +335,12 @@
       return load().then(schedule);
     }).catch(function (e) { showError(e.message); document.body.setAttribute("data-loaded", "error"); });
   }
+
+  // Redraw when the chart's box changes width (window resized, or the page's scrollbar came
+  // or went as sections above it filled): the SVG is drawn to the box's width.
+  if (window.ResizeObserver) new ResizeObserver(function () {
+    if (lastView && $("gantt-wrap").clientWidth !== ganttDrawnAt) gantt(lastView);
+  }).observe($("gantt-wrap"));
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
 })();

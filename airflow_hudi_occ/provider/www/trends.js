@@ -216,11 +216,13 @@
     if (dag) { $("trend-dag").appendChild(el("option", {value: dag}, dag)); $("trend-dag").value = dag; }
     $("trend-window").addEventListener("change", function () { setParam("window", this.value); load(); });
     $("trend-dag").addEventListener("change", function () { setParam("trend_dag", this.value); load(); });
-    var resized = null;
-    window.addEventListener("resize", function () {
-      clearTimeout(resized);
-      resized = setTimeout(function () { if (state.last) chart(state.last); }, 200);
-    });
+    // Redraw when the chart's box changes width: a window resize, and also the page's
+    // scrollbar appearing when the timeline below arrives, which no resize event reports.
+    var drawnAt = null;
+    if (window.ResizeObserver) new ResizeObserver(function () {
+      var w = $("trend-chart-wrap").clientWidth;
+      if (state.last && w !== drawnAt) { drawnAt = w; chart(state.last); }
+    }).observe($("trend-chart-wrap"));
   }
 
   window.HudiTrends = {
