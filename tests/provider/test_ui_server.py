@@ -27,6 +27,7 @@ import pytest
 
 
 from tests.core.inspection.test_timeline_view import _cfg, make_contended_table  # noqa: E402
+from tests.core.inspection.test_trends import make_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_INSTANT_MARK = "secret-backfill"
@@ -83,6 +84,8 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow_home")
     lake = tmp_path_factory.mktemp("lake")
     got = make_contended_table(str(lake / "events"))
+    # twelve days of conflicts between three DAGs, ending now, for the trends
+    history = make_history(str(lake / "history"), now=time.time())
     # A table that is NOT configured, beside the configured one, and a symlink to it: no
     # request may reach either.
     secret = make_contended_table(str(lake / "secret"))
@@ -92,10 +95,14 @@ def server(tmp_path_factory):
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,ingest_viewer:viewer",
+        # SimpleAuthManager plus per-DAG grants (FAB is not installed): ingest_viewer may read
+        # the DAG "ingest" only
+        "AIRFLOW__CORE__AUTH_MANAGER": "tests.provider.dag_scoped_auth.DagScopedAuthManager",
+        "HUDI_OCC_TEST_DAG_GRANTS": json.dumps({"ingest_viewer": ["ingest"]}),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "HUDI_OCC_TABLES": f"events={lake / 'events'}",
+        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
     airflow = [sys.executable, "-m", "airflow"]
@@ -103,7 +110,7 @@ def server(tmp_path_factory):
     log = open(home / "api-server.log", "wb")
     proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    srv = Server(home, port, {"events": got, "secret": secret}, proc, env)
+    srv = Server(home, port, {"events": got, "secret": secret, "history": history}, proc, env)
     try:
         deadline = time.time() + 180
         while True:
@@ -130,7 +137,8 @@ def server(tmp_path_factory):
 
 
 PROTECTED = ["/hudi-occ/", "/hudi-occ/api/tables", "/hudi-occ/api/tables/events/timeline",
-             "/hudi-occ/static/timeline.js"]
+             "/hudi-occ/static/timeline.js", "/hudi-occ/api/tables/history/trends?window=30d",
+             "/hudi-occ/static/trends.js"]
 
 
 def test_plugin_paths_need_credentials(server):
@@ -163,7 +171,7 @@ def test_readers_get_the_page_and_api(server, user):
     status, body, headers = server.get("/hudi-occ/", token=token)
     assert headers["content-type"].startswith("text/html") and b"static/timeline.js" in body
     doc = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])
-    assert [t["name"] for t in doc["tables"]] == ["events"] and doc["config_errors"] == []
+    assert [t["name"] for t in doc["tables"]] == ["events", "history"] and doc["config_errors"] == []
 
 
 def test_timeline_json_shows_the_conflict_and_the_retry(server):
@@ -174,6 +182,49 @@ def test_timeline_json_shows_the_conflict_and_the_retry(server):
     assert c["file_groups"] and c["lane"] == "ingest \u203a upsert" and c["other_lane"] == "backfill \u203a rewrite"
     [r] = view["retries"]
     assert [a["instant"] for a in r["attempts"]] == [got["loser"], got["retry"]]
+
+
+def test_trends_json_counts_the_weeks_conflicts(server):
+    got = server.tables["history"]
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=7d", token=server.token())
+    assert status == 200, body
+    tr = json.loads(body)
+    assert tr["window"]["bucket"] == "day" and len(tr["buckets"]) == 8
+    assert tr["totals"]["conflicts"] == 3 and tr["totals"]["retries"] == 3 and not tr["filtered"]
+    assert {d["dag_id"] for d in tr["dags"]} == {"ingest", "backfill", "report", None}
+    assert {(f["loser_dag"], f["winner_dag"]): f["conflicts"] for f in tr["fights"]} == \
+        {("ingest", "backfill"): 2, ("report", "ingest"): 1}
+    month = json.loads(server.get("/hudi-occ/api/tables/history/trends?window=30d", token=server.token())[1])
+    assert month["totals"]["conflicts"] == 4 and got["old"]["loser"] < got["d3"]["loser"]
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=7w", token=server.token())
+    assert status == 400 and b"1d" in body
+    assert server.get("/hudi-occ/api/tables/secret/trends", token=server.token())[0] == 404
+
+
+def test_a_user_granted_one_dag_sees_only_its_attempts(server):
+    token = server.token("ingest_viewer")
+    # the control: Airflow's own API refuses this user another DAG too (the grant is the auth
+    # manager's, not the plugin's invention), and lets it past auth for its own (no such DAG)
+    assert server.get("/api/v2/dags/backfill", token=token)[0] == 403
+    assert server.get("/api/v2/dags/ingest", token=token)[0] == 404
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?window=30d", token=token)
+    assert status == 200, body
+    tr = json.loads(body)
+    assert tr["filtered"] is True and [d["dag_id"] for d in tr["dags"]] == ["ingest"]
+    assert tr["totals"]["conflicts"] == 3  # ingest's own three losses to backfill
+    assert b"backfill" not in body and b"report" not in body
+    assert [(f["loser_dag"], f["winner_dag"], f["winner_hidden"]) for f in tr["fights"]] == \
+        [("ingest", None, True)]
+    # an explicit DAG: 403 for one the user may not read, 200 for its own
+    for dag in ("backfill", "report", "no_such_dag"):
+        status, body, _ = server.get(f"/hudi-occ/api/tables/history/trends?dag_id={dag}", token=token)
+        assert status == 403 and b"instant" not in body, (dag, body)
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?dag_id=ingest", token=token)
+    assert status == 200 and json.loads(body)["dag_id"] == "ingest"
+    # an unrestricted viewer may ask for any DAG
+    status, body, _ = server.get("/hudi-occ/api/tables/history/trends?dag_id=backfill",
+                                 token=server.token("viewer"))
+    assert status == 200 and [d["dag_id"] for d in json.loads(body)["dags"]] == ["backfill"]
 
 
 @pytest.mark.parametrize("name", [
@@ -281,7 +332,7 @@ def test_write_task_links_to_its_table_page(server):
 # --- the page in a real browser ------------------------------------------------------------------
 
 
-def _chrome(tmp_path):
+def _chrome(tmp_path, size="1400,1100"):
     from selenium import webdriver  # the test extra; bootstrap installs it
     from selenium.webdriver.chrome.service import Service
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -293,7 +344,7 @@ def _chrome(tmp_path):
     opts.binary_location = binary
     for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", "--window-size=1400,1100", f"--user-data-dir={tmp_path / 'chrome'}"):
+              "--disable-dev-shm-usage", f"--window-size={size}", f"--user-data-dir={tmp_path / 'chrome'}"):
         opts.add_argument(a)
     return webdriver.Chrome(options=opts, service=Service(driver_bin))
 
@@ -374,3 +425,127 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
     finally:
         driver.quit()
         live.abort(reason="test over")
+
+
+#: every label of an SVG (class tick-label): its box, the picture's width, and the labels that
+#: overlap another or leave the picture
+_LABEL_BOXES = """
+var svg = document.getElementById(arguments[0]);
+var w = svg.getBoundingClientRect(), out = [];
+svg.querySelectorAll("text.tick-label").forEach(function (t) {
+  var b = t.getBoundingClientRect();
+  out.push({text: t.textContent, x0: b.left - w.left, x1: b.right - w.left, y0: b.top, y1: b.bottom});
+});
+return {width: w.width, labels: out};
+"""
+
+
+def _label_problems(driver, svg_id):
+    got = driver.execute_script(_LABEL_BOXES, svg_id)
+    labels, problems = got["labels"], []
+    for i, a in enumerate(labels):
+        if a["x0"] < -0.5 or a["x1"] > got["width"] + 0.5:
+            problems.append(("cut off", a["text"]))
+        for b in labels[i + 1:]:
+            if a["x0"] < b["x1"] and b["x0"] < a["x1"] and a["y0"] < b["y1"] and b["y0"] < a["y1"]:
+                problems.append(("overlap", a["text"], b["text"]))
+    return labels, problems
+
+
+def _open_page(driver, server, token, query):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    driver.get(server.base + "/hudi-occ/api/tables")  # the cookie's origin
+    driver.delete_all_cookies()
+    driver.add_cookie({"name": "_token", "value": token, "path": "/"})
+    driver.get(server.base + "/hudi-occ/?" + query)
+    body = lambda d: d.find_element(By.TAG_NAME, "body")  # noqa: E731
+    WebDriverWait(driver, 60).until(lambda d: body(d).get_attribute("data-loaded")
+                                    and body(d).get_attribute("data-trends"))
+    assert body(driver).get_attribute("data-loaded") != "error", driver.find_element(By.ID, "errors").text
+    assert body(driver).get_attribute("data-trends") != "error", driver.find_element(By.ID, "trend-errors").text
+
+
+def _viewport(driver, width: int, height: int = 1000):
+    # Chromium will not make a window narrower than 500 px (a "480 px" window lays the page
+    # out at 500 and crops the picture); the device metrics are the layout viewport itself.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
+def _full_page_shot(driver, png: Path, width: int):
+    # Selenium draws the viewport only: make the viewport the page's height, then draw.
+    _viewport(driver, width, driver.execute_script("return document.documentElement.scrollHeight"))
+    time.sleep(0.6)  # the charts redraw on resize (debounced)
+    assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
+    print(f"screenshot: {png}")
+
+
+@pytest.mark.parametrize("width", [480, 1600])
+def test_trends_in_headless_chromium(server, tmp_path, width):
+    from selenium.webdriver.common.by import By
+    shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    driver = _chrome(tmp_path, f"{max(width, 500)},1000")
+    try:
+        _viewport(driver, width)
+        _open_page(driver, server, server.token(), "table=history&window=30d")
+        assert driver.execute_script("return window.innerWidth") == width
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-trends") == "history 30d"
+        buckets = driver.find_elements(By.CSS_SELECTOR, "#trend-chart g.bucket")
+        assert len(buckets) == 31
+        assert sum(int(b.get_attribute("data-conflicts")) for b in buckets) == 4
+        assert sum(int(b.get_attribute("data-retries")) for b in buckets) == 4
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#trend-chart rect.bar-conflicts")) == 4
+        dags = [r.find_elements(By.TAG_NAME, "td")[0].text
+                for r in driver.find_elements(By.CSS_SELECTOR, "#trend-dags tbody tr.row")]
+        assert set(dags) == {"ingest", "backfill", "report", "seed", "(no DAG)"}
+        fights = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#trend-fights tbody tr.row")]
+        assert fights[0].startswith("ingest backfill 3")
+        hot = driver.find_elements(By.CSS_SELECTOR, "#trend-hot tbody tr.row")
+        assert hot[0].text.startswith("p0/")
+        for svg in ("trend-chart", "gantt"):
+            labels, problems = _label_problems(driver, svg)
+            assert len(labels) >= 3 and problems == [], (svg, labels, problems)
+        # nothing wider than the window but the boxes that scroll on purpose
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+        for wrap in ("gantt-wrap", "trend-chart-wrap"):
+            assert driver.execute_script(f"var e = document.getElementById('{wrap}');"
+                                         "return e.scrollWidth <= e.clientWidth"), (wrap, width)
+        _full_page_shot(driver, shots / f"hudi_trends_{width}.png", width)
+        for svg in ("trend-chart", "gantt"):  # and after the redraw at the new size
+            assert _label_problems(driver, svg)[1] == [], svg
+
+        # a week, hour by hour on the last day, and one DAG: the URL keeps the choice
+        from selenium.webdriver.support.ui import Select, WebDriverWait
+        Select(driver.find_element(By.ID, "trend-window")).select_by_value("1d")
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body")
+                                        .get_attribute("data-trends") == "history 1d")
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#trend-chart g.bucket")) == 25
+        assert _label_problems(driver, "trend-chart")[1] == []
+        assert "window=1d" in driver.current_url
+        if width == 1600:
+            _full_page_shot(driver, shots / "hudi_trends_1d_1600.png", width)
+    finally:
+        driver.quit()
+
+
+def test_trends_for_a_user_granted_one_dag_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+    shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+    driver = _chrome(tmp_path, "1600,1000")
+    try:
+        _open_page(driver, server, server.token("ingest_viewer"), "table=history&window=30d")
+        page = driver.find_element(By.TAG_NAME, "body").text
+        assert "backfill" not in page and "report" not in page
+        assert "Attempts of DAGs you may not read are left out." in page
+        dags = [r.find_elements(By.TAG_NAME, "td")[0].text
+                for r in driver.find_elements(By.CSS_SELECTOR, "#trend-dags tbody tr.row")]
+        assert dags == ["ingest"]
+        [fight] = driver.find_elements(By.CSS_SELECTOR, "#trend-fights tbody tr.row")
+        assert "(a DAG you may not read)" in fight.text
+        lanes = {t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")}
+        assert lanes and all(not lane.startswith(("backfill", "report", "seed")) for lane in lanes)
+        _full_page_shot(driver, shots / "hudi_trends_ingest_viewer_1600.png", 1600)
+    finally:
+        driver.quit()

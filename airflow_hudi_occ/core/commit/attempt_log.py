@@ -116,11 +116,15 @@ def write_record(table, record: AttemptRecord) -> None:
         log.warning("could not record attempt %s: %s", record.instant, e)
 
 
-def read_records(table) -> Iterator[AttemptRecord]:
-    """Every readable record, oldest instant first; unreadable ones are skipped with a warning."""
+def read_records(table, since: str | None = None) -> Iterator[AttemptRecord]:
+    """Every readable record, oldest instant first; unreadable ones are skipped with a warning.
+
+    ``since`` (an instant time) skips older records by file name, before reading them: a
+    window over a long log then costs what the window holds."""
     d = table.storage.path(*_DIR)
     try:
-        names = sorted(n for n in table.storage.list_names(d) if n.endswith(".json"))
+        names = sorted(n for n in table.storage.list_names(d)
+                       if n.endswith(".json") and (since is None or n[:-5] >= since))
     except FileNotFoundError:
         return
     for n in names:
@@ -128,6 +132,16 @@ def read_records(table) -> Iterator[AttemptRecord]:
             yield AttemptRecord.from_json(json.loads(table.storage.read(table.storage.path(*_DIR, n))))
         except (FileNotFoundError, ValueError, TypeError) as e:
             log.warning("skipping unreadable attempt record %s: %s", n, e)
+
+
+def oldest_instant(table) -> str | None:
+    """The instant of the oldest record kept (by name, nothing read): how far back the log
+    reaches, since clean prunes records of instants that left the timeline."""
+    try:
+        names = [n[:-5] for n in table.storage.list_names(table.storage.path(*_DIR)) if n.endswith(".json")]
+    except FileNotFoundError:
+        return None
+    return min(names, default=None)
 
 
 def delete_record(table, instant: str) -> None:

@@ -42,7 +42,7 @@ from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.concurrency.heartbeat import delete_heartbeat, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.format.instant_time import process_generator
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
 from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,  # noqa: F401
                                                   pending_rollback_for, transition_to_inflight)
@@ -82,18 +82,20 @@ def files_of_instant(table, instant_time: str) -> dict[str, list[str]]:
 
 def rollback_instant(table, instant_time: str, config: WriteConfig | None = None, *,
                      lock_manager=None, reason: str = "", only_if_expired: bool = False,
-                     respect_grace: bool = False, now: float | None = None) -> RollbackResult:
+                     respect_grace: bool = False, now: float | None = None,
+                     time_generator: InstantTimeGenerator | None = None) -> RollbackResult:
     """Roll back one pending (failed) instant as its own rollback instant.
 
     ``only_if_expired``: decide under the lock that the writer is still pending *and* dead,
     so a writer that completed, or beat again (or was taken over by a re-commit), in the
     meantime is left alone. ``respect_grace``: also leave a staged instant of a batch alone
-    while its recovery grace period lasts (the LAZY policy).
+    while its recovery grace period lasts (the LAZY policy). ``time_generator``: the aborting
+    writer's own, so a writer with an injected clock rolls back on the same clock.
     """
     config = config or WriteConfig()
     table.require_writable()
     lm = lock_manager or table_lock_manager(table, config)
-    gen = process_generator(config.skew_wait_ms)
+    gen = time_generator or process_generator(config.skew_wait_ms)
     with lm.locked():
         timeline = table.timeline()
         target = timeline.get(instant_time)

@@ -479,7 +479,8 @@ class WriteTransaction:
         try:
             if rollback:
                 rollback_instant(self.table, self.instant_time, self.config,
-                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer")
+                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer",
+                                 time_generator=self._time)
         finally:
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=rollback)

@@ -35,6 +35,7 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_agains
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
@@ -202,8 +203,12 @@ def _map_bounded(fn, items: list, threads: int) -> list:
 
 class ArrowTableWriter:
     def __init__(self, table: Table, config: WriteConfig | None = None, *, writer_id: str | None = None,
-                 lock_manager=None, threads: int | None = None):
+                 lock_manager=None, threads: int | None = None,
+                 time_generator: InstantTimeGenerator | None = None):
         self.table = table
+        #: instant times for every write (None: the process's generator); injectable so tests
+        #: can write a table's history as if it had happened over past days
+        self.time_generator = time_generator
         self.config = config or WriteConfig()
         self.writer_id = writer_id
         self._lock_manager = lock_manager
@@ -243,7 +248,8 @@ class ArrowTableWriter:
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
-                              batch_key=batch_key, lock_manager=self._lock_manager)
+                              batch_key=batch_key, lock_manager=self._lock_manager,
+                              time_generator=self.time_generator)
         groups = sorted(partition_groups(self.table, data).items())
         # tagging small batches on one thread: handing them out costs more than it saves
         plan_threads = self.threads if data.num_rows >= PARALLEL_MIN_ROWS else 1

@@ -17,7 +17,7 @@ draw them without parsing Hudi's format.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.config import WriteConfig
@@ -161,11 +161,14 @@ def describe_instant(tl, inst: Instant) -> dict[str, Any]:
 
 
 def build_timeline_view(table, *, config: WriteConfig | None = None, now: float | None = None,
-                        limit: int | None = DEFAULT_LIMIT, name: str | None = None) -> dict[str, Any]:
+                        limit: int | None = DEFAULT_LIMIT, name: str | None = None,
+                        may_read: Callable[[str | None], bool] | None = None) -> dict[str, Any]:
     """Everything the timeline page draws for ``table`` (a core ``Table``), as plain JSON.
 
     ``config`` supplies the heartbeat expiry the writers use (alive vs stale); ``limit`` keeps
-    the newest instants (by requested time) so a long timeline stays drawable.
+    the newest instants (by requested time) so a long timeline stays drawable. ``may_read``
+    (a predicate over ``dag_id``, ``None`` for writers no DAG labelled) leaves out what a
+    reader of only some DAGs may not see; table services stay, being no DAG's work.
     """
 
     config = config or WriteConfig()
@@ -217,9 +220,16 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
                 "writer": row["writer"], "lane": row["lane"],
             })
 
+    hidden: set[str] = set()
+    if may_read is not None:
+        asked: dict[str | None, bool] = {}  # one auth-manager question per DAG, not per row
+        read = lambda dag: asked[dag] if dag in asked else asked.setdefault(dag, bool(may_read(dag)))  # noqa: E731
+        hidden = {t for t, r in rows.items() if not _visible(r, read)}
+        rows = {t: r for t, r in rows.items() if t not in hidden}
+        live = [w for w in live if w["instant"] not in hidden]
     ordered = sorted(rows.values(), key=lambda r: r["instant"])
     retries = _retries(ordered)
-    conflicts = _conflicts(ordered, rows, retries)
+    conflicts = _conflicts(ordered, rows, retries, hidden)
     for r in ordered:
         r["class"] = f"outcome-{r['outcome']}"
     starts = [r["start_ms"] for r in ordered if r["start_ms"] is not None]
@@ -233,6 +243,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
         "range": {"start_ms": min(starts) if starts else None,
                   "end_ms": max(ends + ([now_ms] if live else [])) if ends else None},
         "truncated": truncated,
+        "filtered": bool(hidden),
         "instants": ordered,
         "lanes": _lanes(ordered),
         "conflicts": conflicts,
@@ -342,7 +353,13 @@ def _retries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _conflicts(rows, by_instant, retries) -> list[dict[str, Any]]:
+def _visible(row: dict[str, Any], may_read: Callable[[str | None], bool]) -> bool:
+    if row["outcome"] == "service" and not row["writer"].get("dag_id"):
+        return True
+    return bool(may_read(row["writer"].get("dag_id") or None))
+
+
+def _conflicts(rows, by_instant, retries, hidden=frozenset()) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         if r["outcome"] != "conflict":
@@ -350,7 +367,7 @@ def _conflicts(rows, by_instant, retries) -> list[dict[str, Any]]:
         winner = by_instant.get(r["other_instant"]) if r["other_instant"] else None
         out.append({
             "instant": r["instant"], "lane": r["lane"], "writer": r["writer"],
-            "other_instant": r["other_instant"],
+            "other_instant": r["other_instant"], "other_hidden": r["other_instant"] in hidden,
             "other_lane": winner["lane"] if winner else None,
             "other_outcome": winner["outcome"] if winner else None,
             "file_groups": r["file_groups"], "seconds_discarded": r["seconds_discarded"],

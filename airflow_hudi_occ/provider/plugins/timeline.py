@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 URL_PREFIX = "/hudi-occ"
 WWW = Path(__file__).resolve().parent.parent / "www"
 #: The only files the app serves besides the API: name -> media type.
-STATIC = {"timeline.js": "text/javascript", "timeline.css": "text/css"}
+STATIC = {"timeline.js": "text/javascript", "trends.js": "text/javascript", "timeline.css": "text/css"}
 
 
 # --- auth --------------------------------------------------------------------------------------
@@ -51,6 +51,25 @@ def _can_read_task_instances(user) -> bool:
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     return get_auth_manager().is_authorized_dag(
         method="GET", access_entity=DagAccessEntity.TASK_INSTANCE, user=user)
+
+
+def dag_access(user) -> Callable[[str | None], bool]:
+    """Which DAGs' attempts ``user`` may see, as the core's ``may_read`` predicate.
+
+    Per DAG, the question Airflow's own task-instance endpoints ask (FAB and Keycloak grant
+    it per DAG); for attempts no DAG made (``None``), whether the user may read *every* DAG:
+    such attempts belong to no DAG a restricted grant could name, and may come from anywhere.
+    """
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    manager = get_auth_manager()
+
+    def may_read(dag_id: str | None) -> bool:
+        if dag_id is None:
+            return manager.is_authorized_dag(method="GET", user=user)
+        return manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE,
+                                         details=DagDetails(id=dag_id), user=user)
+    return may_read
 
 
 def require_reader(user: GetUserDep) -> None:
@@ -102,29 +121,52 @@ def create_app() -> FastAPI:
                 "config_errors": cfg.errors}
 
     @app.get("/api/tables/{name}/timeline")
-    def timeline(name: str, limit: int = Query(500, ge=1, le=20000)):
+    def timeline(name: str, user: GetUserDep, limit: int = Query(500, ge=1, le=20000)):
         from airflow_hudi_occ.core.config import WriteConfig
-        from airflow_hudi_occ.core.table.table import Table
         from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
-        cfg = tables_config.load()
+        may_read = dag_access(user)
+        return _with_table(name, lambda table, cfg: build_timeline_view(
+            table, config=WriteConfig.from_options(cfg.write_options), limit=limit, name=name,
+            may_read=may_read))
+
+    @app.get("/api/tables/{name}/trends")
+    def trends(name: str, user: GetUserDep, window: str = Query("7d", max_length=8),
+               dag_id: str | None = Query(None, min_length=1, max_length=250)):
+        from airflow_hudi_occ.core.inspection.trends import build_trends, parse_window
+        may_read = dag_access(user)
+        # An explicit DAG the user may not read is refused, not answered with zeros: zeros
+        # would be a lie, and an empty answer only for existing DAGs would tell which exist.
+        if dag_id is not None and not may_read(dag_id):
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"no read access to DAG {dag_id!r}")
         try:
-            path = tables_config.resolve(cfg, name)
+            win = parse_window(window)
         except ConfigError as e:
-            return _error(status.HTTP_404_NOT_FOUND, e)
-        try:
-            table = Table.open(path, cfg.storage_options or None)
-            return build_timeline_view(table, config=WriteConfig.from_options(cfg.write_options),
-                                       limit=limit, name=name)
-        except HudiOccError as e:
-            return _error(status.HTTP_409_CONFLICT if not isinstance(e, ConfigError)
-                          else status.HTTP_500_INTERNAL_SERVER_ERROR, e)
-        except OSError as e:
-            log.warning("cannot read table %s at %s: %s", name, path, e)
-            return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, content={"detail": {
-                "error": type(e).__name__, "message": f"cannot read table {name!r}: {e}",
-                "remedy": "check that the api-server can reach the table's storage"}})
+            return _error(status.HTTP_400_BAD_REQUEST, e)
+        return _with_table(name, lambda table, cfg: build_trends(
+            table, window=win, may_read=may_read, dag_id=dag_id, name=name))
 
     return app
+
+
+def _with_table(name: str, build: Callable[[Any, Any], Any]):
+    """Open a configured table and build a document from it; the error answers every read
+    route shares (404 not configured, 409 the table refuses, 503 storage unreachable)."""
+    from airflow_hudi_occ.core.table.table import Table
+    cfg = tables_config.load()
+    try:
+        path = tables_config.resolve(cfg, name)
+    except ConfigError as e:
+        return _error(status.HTTP_404_NOT_FOUND, e)
+    try:
+        return build(Table.open(path, cfg.storage_options or None), cfg)
+    except HudiOccError as e:
+        return _error(status.HTTP_409_CONFLICT if not isinstance(e, ConfigError)
+                      else status.HTTP_500_INTERNAL_SERVER_ERROR, e)
+    except OSError as e:
+        log.warning("cannot read table %s at %s: %s", name, path, e)
+        return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, content={"detail": {
+            "error": type(e).__name__, "message": f"cannot read table {name!r}: {e}",
+            "remedy": "check that the api-server can reach the table's storage"}})
 
 
 def page_url(table: str | None = None, **params: str | None) -> str:

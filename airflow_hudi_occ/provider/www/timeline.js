@@ -130,13 +130,63 @@
     }};
   }
 
+  // Axis ticks at round times (1 s, 5 min, ...), chosen per drawn segment from the pixels it
+  // has, then labelled left to right only where a label fits beside the last one: segments
+  // that meet at an idle break, or narrow windows, would otherwise print labels over each other.
+  var STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5,
+               9e5, 18e5, 36e5, 72e5, 108e5, 216e5, 432e5, 864e5, 1728e5, 6048e5];
+  var CHAR_PX = 6.4, LABEL_GAP = 10;
+  function tickText(ms, step, longRange) {
+    var iso = new Date(ms).toISOString();
+    if (step >= 864e5) return iso.substr(5, 5);
+    var t = step < 1000 ? iso.substr(11, 12) : step < 6e4 ? iso.substr(11, 8) : iso.substr(11, 5);
+    return longRange ? iso.substr(5, 5) + " " + t : t;
+  }
+  // Two passes: first the start of every drawn stretch (after an idle break the reader needs
+  // to know *when* the burst was), then round ticks wherever they still fit.
+  function axisTicks(scale, rangeMs) {
+    var longRange = rangeMs > 20 * 36e5, starts = [], rounds = [];
+    scale.segments.forEach(function (sg, i) {
+      if (sg.gap || sg.p1 <= sg.p0) return;
+      var pxPerMs = (sg.p1 - sg.p0) / Math.max(sg.t1 - sg.t0, 1);
+      var sample = tickText(sg.t0, 1000, longRange).length * CHAR_PX + LABEL_GAP;
+      var step = STEPS.filter(function (s) { return s * pxPerMs >= sample; })[0] || STEPS[STEPS.length - 1];
+      if (i > 0) starts.push({ms: sg.t0, label: tickText(sg.t0, longRange ? 6e4 : 1000, longRange), start: true});
+      for (var ms = Math.ceil(sg.t0 / step) * step; ms <= sg.t1; ms += step)
+        rounds.push({ms: ms, label: tickText(ms, step, longRange)});
+    });
+    // a label may reach a little past the plot on either side (into the lane labels' column,
+    // above the rows; into the right margin), never past the picture
+    var placed = [], last = scale.segments[scale.segments.length - 1];
+    var lo = -20, hi = last ? last.p1 + 18 : 0;
+    function tryPlace(t) {
+      var w = t.label.length * CHAR_PX, px = scale.px(t.ms), a = px - w / 2, b = px + w / 2;
+      if (a < lo || b > hi) return false;
+      for (var k = 0; k < placed.length; k++)
+        if (a < placed[k][1] + LABEL_GAP && placed[k][0] < b + LABEL_GAP) return false;
+      placed.push([a, b]);
+      return true;
+    }
+    var out = [];
+    starts.concat(rounds).forEach(function (t) {
+      if (!tryPlace(t)) t.label = null;
+      out.push(t);
+    });
+    return out;
+  }
+
+  var lastView = null, ganttDrawnAt = null;
   function gantt(view) {
+    lastView = view;
+    ganttDrawnAt = $("gantt-wrap").clientWidth;
     var svg = $("gantt");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     var lanes = view.lanes.map(function (l) { return l.lane; });
     var rows = view.instants;
-    var labelW = 260, rowH = 28, top = 30, right = 20;
-    var width = Math.max(900, ($("gantt-wrap").clientWidth || 900) - 2);
+    // Narrow windows get a narrower lane column (labels shortened, full text on hover)
+    // rather than a plot squeezed to nothing; below 360 px the chart scrolls sideways.
+    var width = Math.max(360, ($("gantt-wrap").clientWidth || 900) - 2);
+    var labelW = Math.round(Math.min(260, Math.max(130, width * 0.25))), rowH = 28, top = 30, right = 20;
     var height = top + lanes.length * rowH + 10;
     svg.setAttribute("width", width); svg.setAttribute("height", height);
     svg.setAttribute("viewBox", "0 0 " + width + " " + height);
@@ -149,23 +199,22 @@
     lanes.forEach(function (l, i) {
       g.appendChild(sv("rect", {"class": "lane-bg", x: 0, y: top + i * rowH, width: width, height: rowH,
                                 fill: i % 2 ? "#f8f9fb" : "#ffffff"}));
-      g.appendChild(sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4, "class": "lane-label"}, l));
+      var maxChars = Math.floor((labelW - 12) / CHAR_PX);
+      var label = sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4, "class": "lane-label"},
+                     l.length > maxChars ? l.substr(0, maxChars - 1) + "\u2026" : l);
+      label.appendChild(sv("title", {}, l));
+      g.appendChild(label);
     });
-    scale.segments.forEach(function (sg, i) {
-      if (sg.gap) {
-        g.appendChild(sv("rect", {x: labelW + sg.p0, y: top, width: sg.p1 - sg.p0, height: height - top - 10,
-                                  fill: "#eef0f3", "class": "gap"}));
-        var t = sv("title", {}, "idle " + ((sg.t1 - sg.t0) / 1000).toFixed(1) + " s not to scale");
-        g.lastChild.appendChild(t);
-        return;
-      }
-      var n = Math.max(1, Math.floor((sg.p1 - sg.p0) / 160));
-      for (var k = 0; k <= n; k++) {
-        var ms = sg.t0 + (sg.t1 - sg.t0) * k / n, xx = x(ms);
-        g.appendChild(sv("line", {x1: xx, x2: xx, y1: top - 4, y2: height - 10}));
-        if (k < n || i === scale.segments.length - 1)
-          g.appendChild(sv("text", {x: Math.min(xx - 34, width - 80), y: top - 10}, hms(ms)));
-      }
+    scale.segments.forEach(function (sg) {
+      if (!sg.gap) return;
+      g.appendChild(sv("rect", {x: labelW + sg.p0, y: top, width: sg.p1 - sg.p0, height: height - top - 10,
+                                fill: "#eef0f3", "class": "gap"}));
+      g.lastChild.appendChild(sv("title", {}, "idle " + ((sg.t1 - sg.t0) / 1000).toFixed(1) + " s not to scale"));
+    });
+    axisTicks(scale, view.range && view.range.end_ms - view.range.start_ms).forEach(function (t) {
+      var xx = x(t.ms);
+      g.appendChild(sv("line", {x1: xx, x2: xx, y1: top - 4, y2: height - 10}));
+      if (t.label) g.appendChild(sv("text", {x: xx, y: top - 10, "text-anchor": "middle", "class": "tick-label"}, t.label));
     });
     svg.appendChild(g);
     var pos = {};
@@ -223,7 +272,7 @@
     gantt(view);
     fillTable("conflicts", view.conflicts, function (c) {
       return [[c.instant, "mono"], [writerText(c.writer)], [c.other_instant || "unknown", "mono"],
-              [c.other_lane || ""], [(c.file_groups || []).join(", "), "mono"], [c.seconds_discarded],
+              [c.other_hidden ? "(a DAG you may not read)" : c.other_lane || ""], [(c.file_groups || []).join(", "), "mono"], [c.seconds_discarded],
               [c.files_discarded], [c.retried_by || "\u2014", "mono"]];
     }, function (c) { return matchesFocus({instant: c.instant, writer: c.writer}); });
     $("conflict-count").textContent = view.conflicts.length;
@@ -276,11 +325,22 @@
       var want = params.get("table");
       if (want && doc.tables.some(function (t) { return t.name === want; })) sel.value = want;
       else if (want) showError("table " + want + " is not configured; showing " + sel.value);
-      sel.addEventListener("change", function () { focus = {}; load(); });
+      sel.addEventListener("change", function () {
+        focus = {};
+        if (window.HudiTrends) window.HudiTrends.show(sel.value);
+        load();
+      });
+      if (window.HudiTrends) window.HudiTrends.show(sel.value);
       $("auto-refresh").addEventListener("change", schedule);
       return load().then(schedule);
     }).catch(function (e) { showError(e.message); document.body.setAttribute("data-loaded", "error"); });
   }
+
+  // Redraw when the chart's box changes width (window resized, or the page's scrollbar came
+  // or went as sections above it filled): the SVG is drawn to the box's width.
+  if (window.ResizeObserver) new ResizeObserver(function () {
+    if (lastView && $("gantt-wrap").clientWidth !== ganttDrawnAt) gantt(lastView);
+  }).observe($("gantt-wrap"));
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
 })();

@@ -123,6 +123,21 @@ def test_live_writer_holds_partitions(tmp_path, table):
         tx.abort(reason="test over")
 
 
+def test_a_reader_of_one_dag_sees_only_its_rows(tmp_path):
+    got = make_contended_table(str(tmp_path / "events"))
+    table = Table.open(str(tmp_path / "events"))
+    view = build_timeline_view(table, may_read=lambda dag: dag == "ingest")
+    assert view["filtered"] is True
+    lanes = {r["lane"] for r in view["instants"]}
+    assert lanes <= {"ingest \u203a upsert", "table service: rollback"} and "ingest \u203a upsert" in lanes
+    assert {r["instant"] for r in view["instants"] if r["lane"].startswith("ingest")} == {got["loser"], got["retry"]}
+    [c] = view["conflicts"]
+    assert c["other_instant"] == got["winner"] and c["other_hidden"] is True and c["other_lane"] is None
+    assert "backfill" not in json.dumps(view) and "seed" not in json.dumps(view)
+    assert [r["key"] for r in view["retries"]] == ["ingest/upsert/manual__1"]
+    assert build_timeline_view(table, may_read=lambda dag: True)["filtered"] is False
+
+
 def test_limit_keeps_newest(tmp_path):
     got = make_contended_table(str(tmp_path / "events"))
     view = build_timeline_view(Table.open(str(tmp_path / "events")), limit=2)
