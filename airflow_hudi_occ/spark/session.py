@@ -103,7 +103,9 @@ def job_session(app_name: str, master: str | None = None, *, check_executors: bo
         _ship_package(spark, master)
     from airflow_hudi_occ.spark.shipping import check_executors_import, is_local_master
     if check_executors and not is_local_master(master):
-        check_executors_import(spark)
+        seen = check_executors_import(spark)
+        print(f"executors import airflow_hudi_occ {seen['version']} from {seen['file']} "
+              f"(Python {seen['python_version']} at {seen['python']})", flush=True)
     return spark
 
 

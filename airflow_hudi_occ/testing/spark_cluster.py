@@ -59,7 +59,7 @@ def python_without_package(folder: str | os.PathLike, *, with_dependencies: bool
     elif pth.exists():
         pth.unlink()
     probe = subprocess.run([str(python), "-c", "import airflow_hudi_occ"], capture_output=True,
-                           env=clean_env())
+                           env=clean_env(), cwd=folder)  # not the checkout: "" is on sys.path
     if probe.returncode == 0:
         raise RuntimeError(f"{python} can import airflow_hudi_occ: it would prove nothing")
     return str(python)
