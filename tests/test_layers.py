@@ -43,7 +43,7 @@ ROOT = "airflow_hudi_occ"
 
 #: core's layers, bottom first; a module may import its own layer and those below it
 CORE_LAYERS = [
-    {"errors", "config", "plugins", "job_protocol", "_moved", "__init__"},
+    {"errors", "config", "plugins", "job_protocol", "job_secrets", "_moved", "__init__"},
     {"format"},
     {"table"},
     {"concurrency"},

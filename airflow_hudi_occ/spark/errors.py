@@ -16,3 +16,17 @@ class SparkWriteError(HudiOccError):
         self.instant = instant
         self.cause = cause
         super().__init__(message, remedy=remedy)
+
+
+class EngineNotShippedError(HudiOccError):
+    """Spark executors cannot import the engine (the package, or one of its dependencies):
+    found by a one-task import check before any instant is requested, so nothing was
+    written. ``cause`` is the executor's own ImportError, ``missing`` the module it names,
+    ``python`` the executor's interpreter."""
+
+    def __init__(self, message: str, *, cause: str | None = None, missing: str | None = None,
+                 python: str | None = None, remedy: str | None = None):
+        self.cause = cause
+        self.missing = missing
+        self.python = python
+        super().__init__(message, remedy=remedy)

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError  # noqa: E402
 from airflow_hudi_occ.core.format.storage import Storage  # noqa: E402
+from airflow_hudi_occ.core.job_secrets import read_job_secrets  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location  # noqa: E402
 from airflow_hudi_occ.core.table.write_guard import check_for_write  # noqa: E402
 from airflow_hudi_occ.spark.options import OPERATIONS, SparkWriteOptions  # noqa: E402
@@ -62,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def preflight(args, options: dict) -> None:
+def preflight(args, options: dict, storage_options: dict | None = None) -> None:
     """Everything that can be judged before a Spark session exists, so that a wrong option, a
     missing input or a folder that is not a Hudi table costs a second, not a Spark start, and
     nothing is written: every option (keys, values, plug-in names), the source, and the
@@ -71,10 +72,10 @@ def preflight(args, options: dict) -> None:
     check_source(args.source, args.source_format)
     try:
         # a metadata table or a version this write cannot produce: refused before Spark starts
-        check_for_write(Table.open(args.table), opts.write_config)
+        check_for_write(Table.open(args.table, storage_options), opts.write_config)
     except TableNotFoundError:
         try:
-            check_new_table_location(Storage(args.table))
+            check_new_table_location(Storage(args.table, storage_options))
         except FileExistsError:  # created meanwhile by another writer
             pass
 
@@ -88,10 +89,15 @@ def announce_begin(tx) -> None:
 
 def parse_command_line(parse_args, argv):
     """``(args, options)``; or, when the command line is wrong (or ``--help``), the exit code,
-    after one result line saying so, so that an orchestrator always finds a result."""
+    after one result line saying so, so that an orchestrator always finds a result. The
+    options handed over off the command line (``core.job_secrets``: credentials, the storage
+    options) are merged in and win; the storage options are ``args.storage_options``."""
     try:
         args = parse_args(argv)
-        return args, parse_options(args.option)
+        options = parse_options(args.option)
+        secrets = read_job_secrets()
+        args.storage_options = secrets.storage_options or None
+        return args, {**options, **secrets.options}
     except UsageError as e:
         print(e.usage + e.message, file=sys.stderr, flush=True)
         emit_result(usage_result(e.message))
@@ -132,9 +138,6 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
     if isinstance(parsed, int):
         return parsed
     args, options = parsed
-    from airflow_hudi_occ.spark.session import ensure_python_env
-    ensure_python_env()
-    from pyspark.sql import SparkSession
     from airflow_hudi_occ.spark.writer import SparkHudiWriter
 
     t0 = time.time()
@@ -146,13 +149,14 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
         # Before Spark starts and the source is read: a batch already in the table, or staged
         # by a writer that died before completing it, needs neither (nor its source, which
         # may be gone by the time a re-run finds the batch committed).
-        res = SparkHudiWriter(None, args.table, options, writer_id=args.writer_id).prepare(
+        res = SparkHudiWriter(None, args.table, options, writer_id=args.writer_id,
+                              storage_options=args.storage_options).prepare(
             args.batch_key, attempt=args.attempt)
         if res is None:
-            preflight(args, options)
-            spark = _session(SparkSession, args)
+            preflight(args, options, args.storage_options)
+            spark = _session(args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
-                                     on_begin=on_begin)
+                                     on_begin=on_begin, storage_options=args.storage_options)
             df = read_source(spark, args.source, args.source_format)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
@@ -180,18 +184,9 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
             pass
 
 
-def _session(SparkSession, args):
-    builder = SparkSession.builder.appName(f"hudi-occ {args.operation} {os.path.basename(args.table)}")
-    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
-        from airflow_hudi_occ.spark.session import local_session
-        return local_session(args.master or "local[2]")
-    from airflow_hudi_occ.spark.session import DEFAULT_CONF
-    spark = builder.getOrCreate()
-    submitted = spark.sparkContext.getConf()
-    for k in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone"):
-        if not submitted.contains(k):  # small defaults unless the submitter chose
-            spark.conf.set(k, DEFAULT_CONF[k])
-    return spark
+def _session(args):
+    from airflow_hudi_occ.spark.session import job_session
+    return job_session(f"hudi-occ {args.operation} {os.path.basename(args.table)}", args.master)
 
 
 if __name__ == "__main__":

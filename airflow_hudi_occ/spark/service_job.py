@@ -57,17 +57,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def _spark(args):
-    from airflow_hudi_occ.spark.session import ensure_python_env, local_session
-    ensure_python_env()
-    if args.master or not os.environ.get("SPARK_ENV_LOADED"):
-        return local_session(args.master or "local[2]")
-    from pyspark.sql import SparkSession
-    return SparkSession.builder.appName(f"hudi-occ cluster {os.path.basename(args.table)}").getOrCreate()
+    from airflow_hudi_occ.spark.session import job_session
+    return job_session(f"hudi-occ cluster {os.path.basename(args.table)}", args.master)
 
 
 def run(args, options: dict, *, before_commit=None) -> dict:
     SparkWriteOptions.from_options(options)  # a misspelt key must not fall back to a default
-    table = Table.open(args.table)
+    storage_options = getattr(args, "storage_options", None)
+    table = Table.open(args.table, storage_options)
     if args.service == "clean":
         return {"outcome": "ok", **run_clean(table, options, dry_run=args.dry_run).to_json()}
     if args.service == "archive":
@@ -89,7 +86,8 @@ def run(args, options: dict, *, before_commit=None) -> dict:
     spark = _spark(args)
     try:
         from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
-        res = SparkClusteringExecutor(spark, args.table, options, writer_id=args.writer_id) \
+        res = SparkClusteringExecutor(spark, args.table, options, writer_id=args.writer_id,
+                                      storage_options=storage_options) \
             .execute(instant, before_commit=before_commit)
         return {**res.to_json(), "scheduled": scheduled}
     finally:

@@ -1,9 +1,12 @@
-"""A local SparkSession configured for this engine (tests, the demo, spark-submit in local mode).
+"""The engine's SparkSession: a local one (tests, the demo), or the one spark-submit started.
 
 Why these settings:
 
-- ``PYSPARK_PYTHON`` must be the interpreter that has this project installed, or executors'
-  Python workers fail to import it; we default it to ``sys.executable``.
+- ``PYSPARK_PYTHON``: in local mode the executors are this machine's, so they run this
+  interpreter (``sys.executable``, which has the project's dependencies). On a cluster the
+  path of the driver's interpreter means nothing on a worker: the cluster's own choice
+  (``spark.pyspark.python``, ``PYSPARK_PYTHON`` in ``spark-env.sh``, a packed venv from
+  ``spark.archives``) is left alone, and the package itself is shipped (``shipping``).
 - Few shuffle partitions: the tables here are small and every shuffle partition is a task.
 - ``spark.task.maxFailures=1`` in local mode (Spark's own default there): a failing write task is
   not retried, and the driver cancels the job on a conflict anyway (see ``writer``).
@@ -29,24 +32,93 @@ DEFAULT_CONF = {
 }
 
 
-def ensure_python_env() -> None:
-    """Executors must run the interpreter that has airflow_hudi_occ installed."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+#: what can still be set on a running session (the rest must be on the spark-submit line)
+RUNTIME_CONF_KEYS = frozenset(k for k in DEFAULT_CONF if k.startswith("spark.sql."))
+#: sized for one machine; a cluster's own defaults are better there
+LOCAL_ONLY_CONF_KEYS = frozenset({"spark.default.parallelism", "spark.driver.memory"})
+
+
+def default_conf(master: str | None) -> dict[str, str]:
+    """The project's defaults for a session on ``master`` (spark-submit's ``--conf`` for the
+    keys the submitter did not choose)."""
+    from airflow_hudi_occ.spark.shipping import is_local_master
+    local = is_local_master(master) or not master
+    return {k: v for k, v in DEFAULT_CONF.items() if local or k not in LOCAL_ONLY_CONF_KEYS}
+
+
+def ensure_python_env(master: str | None = "local") -> None:
+    """In local mode, executors run this interpreter (it has the dependencies); on a cluster
+    only the driver's own interpreter is named, never the executors'."""
+    from airflow_hudi_occ.spark.shipping import is_local_master
+    if is_local_master(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def local_session(master: str = "local[2]", app_name: str = "airflow_hudi_occ",
                   conf: Mapping[str, str] | None = None):
-    """Get or create a local session (``getOrCreate``: a second call reuses the first)."""
-    ensure_python_env()
+    """Get or create a session on ``master`` from this process (``getOrCreate``: a second call
+    reuses the first). Not local: the package is added to the executors' Python path."""
+    ensure_python_env(master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**DEFAULT_CONF, **dict(conf or {})}.items():
+    for k, v in {**default_conf(master), **dict(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _ship_package(spark, master)
     return spark
+
+
+def submitted_master() -> str | None:
+    """The master spark-submit gave this driver; None when not run by spark-submit. Read
+    from the JVM's properties before any SparkContext exists, so that the Python settings
+    can still depend on it."""
+    if not os.environ.get("SPARK_ENV_LOADED"):
+        return None
+    from pyspark import SparkConf
+    from pyspark.context import SparkContext
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; no context yet
+    return SparkConf().get("spark.master", None)
+
+
+def job_session(app_name: str, master: str | None = None, *, check_executors: bool = True):
+    """The session of a spark-submit job (or of ``python -m`` with ``--master``): the
+    project's defaults where the submitter chose nothing, the package shipped to executors,
+    and, on a cluster, a one-task check that executors import it (before any instant exists,
+    so an executor that cannot import leaves nothing on the table)."""
+    if master or not os.environ.get("SPARK_ENV_LOADED"):
+        master = master or "local[2]"
+        spark = local_session(master, app_name)
+    else:
+        master = submitted_master()
+        ensure_python_env(master)
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.appName(app_name).getOrCreate()
+        submitted = spark.sparkContext.getConf()
+        for k in RUNTIME_CONF_KEYS:
+            if not submitted.contains(k):  # the project's defaults unless the submitter chose
+                spark.conf.set(k, DEFAULT_CONF[k])
+        _ship_package(spark, master)
+    from airflow_hudi_occ.spark.shipping import check_executors_import, is_local_master
+    if check_executors and not is_local_master(master):
+        seen = check_executors_import(spark)
+        print(f"executors import airflow_hudi_occ {seen['version']} from {seen['file']} "
+              f"(Python {seen['python_version']} at {seen['python']})", flush=True)
+    return spark
+
+
+def _ship_package(spark, master: str | None) -> None:
+    """Add the package zip unless spark-submit's ``--py-files`` already carries one (the
+    hook's does): a hand-written spark-submit to a cluster then works too."""
+    from airflow_hudi_occ.spark.shipping import PACKAGE, PACKAGE_DIR, is_local_master, package_zip
+    if is_local_master(master) or not PACKAGE_DIR.is_dir():  # running from a zip already
+        return
+    shipped = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
+    if any(os.path.basename(f).startswith(PACKAGE + "-") for f in shipped.split(",") if f):
+        return
+    spark.sparkContext.addPyFile(str(package_zip()))
 
 
 def jar_version(spark) -> str:

@@ -1,6 +1,7 @@
 """Hooks: options built from connections (as Airflow resolves them from AIRFLOW_CONN_*)."""
 
 import json
+import os
 
 import pytest
 
@@ -73,3 +74,46 @@ def test_provider_info_names_classes_that_exist():
             importlib.import_module(m)
     assert {c["connection-type"] for c in info["connection-types"]} == {"hudi_occ", "hudi_zookeeper"}
     assert info["extra-links"] == ["airflow_hudi_occ.provider.links.HudiTimelineLink"]
+
+
+def test_the_job_hook_takes_credentials_off_the_command_line_and_masks_them(monkeypatch, tmp_path):
+    """No Spark: the command the hook would run, and the masker's view of a log line."""
+    from airflow.sdk.log import redact
+
+    from airflow_hudi_occ.core.job_secrets import SECRETS_FILE_ENV, read_job_secrets
+    from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
+    monkeypatch.setenv("HUDI_OCC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", '{"conn_type": "spark", "host": "spark://10.0.0.1:7077"}')
+    hook = HudiSparkJobHook(conn_id="spark_standalone", application_args=[
+        "--table", "s3://b/t", "--option", "hoodie.write.lock.zookeeper.auth=writer:pw-Zx81",
+        "--option", "hoodie.write.lock.zookeeper.url=zk:2181"],
+        storage_options={"key": "AKIA-TEST", "secret": "sk-Zx81", "endpoint_url": "http://s3"})
+    hook._secrets_file = "/tmp/placeholder"
+    cmd = hook._build_spark_submit_command("job.py")
+    line = " ".join(cmd)
+    assert "pw-Zx81" not in line and "sk-Zx81" not in line and "AKIA-TEST" not in line
+    assert "hoodie.write.lock.zookeeper.url=zk:2181" in line
+    assert "--py-files" in cmd and cmd[cmd.index("--py-files") + 1].startswith(str(tmp_path))
+    assert "spark.ui.enabled=false" in line and "spark.driver.memory" not in line  # cluster-sized
+    assert "PYSPARK_PYTHON" not in hook._env  # the cluster's interpreter for executors
+    assert hook._env[SECRETS_FILE_ENV] == "/tmp/placeholder"
+    for secret in ("pw-Zx81", "writer:pw-Zx81", "sk-Zx81", "AKIA-TEST"):
+        assert secret not in str(redact(f"job said {secret}"))
+    hook._secrets_file = None
+    # run() writes the file the job reads (0600) and deletes it; here the "job" is `true`
+    monkeypatch.setattr(HudiSparkJobHook, "_get_spark_binary_path", lambda self: ["true"])
+    seen = {}
+    real_submit = HudiSparkJobHook.submit
+
+    def submit(self, application, **kw):
+        path = seen["path"] = self._secrets_file
+        seen["mode"] = oct(os.stat(path).st_mode & 0o777)
+        seen["secrets"] = read_job_secrets({SECRETS_FILE_ENV: path}, remove=False)
+        return real_submit(self, application, **kw)
+    monkeypatch.setattr(HudiSparkJobHook, "submit", submit)
+    assert hook.run("job.py") == 0
+    assert seen["mode"] == "0o600"
+    assert seen["secrets"].options == {"hoodie.write.lock.zookeeper.auth": "writer:pw-Zx81"}
+    assert seen["secrets"].storage_options["secret"] == "sk-Zx81"
+    assert not os.path.exists(seen["path"])  # deleted when the job ended

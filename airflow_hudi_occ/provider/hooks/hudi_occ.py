@@ -32,13 +32,28 @@ import psutil
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.log import mask_secret
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, JobSecrets,
+                                               is_secret_key, remove_quietly, secret_values,
+                                               write_secrets_file)
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.options import SparkWriteOptions
+from airflow_hudi_occ.spark.session import default_conf
+from airflow_hudi_occ.spark.shipping import is_local_master, package_zip
 
 ZK_PREFIX = "hoodie.write.lock.zookeeper."
+
+
+def mask_secrets(options: Mapping[str, Any] | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
+    """Register every credential among these options with Airflow's secret masker (task log,
+    rendered fields, the supervisor's log): a connection's password is masked by Airflow, but
+    a ``login:password`` made from it, or a key in the storage options, is not."""
+    for value in secret_values(options, storage_options):
+        mask_secret(value)
 
 
 def _extras(conn) -> dict:
@@ -88,6 +103,7 @@ def zookeeper_lock_options(conn) -> dict[str, str]:
             raise ConfigError(f"ZooKeeper connection {conn.conn_id!r} has a login but no password",
                               key="password", remedy="set both login and password for digest auth, or neither")
         opts[ZK_PREFIX + "auth"] = f"{conn.login}:{conn.password}"
+        mask_secrets(opts)
     for extra, key in (("lock_key", "lock_key"), ("session_timeout_ms", "session_timeout_ms"),
                        ("connection_timeout_ms", "connection_timeout_ms")):
         if ex.get(extra) not in (None, ""):
@@ -183,8 +199,11 @@ class HudiOccHook(BaseHook):
     @property
     def storage_options(self) -> dict:
         if self._storage_options is not None:
-            return dict(self._storage_options)
-        return _json_object(_extras(self.connection).get("storage_options"), "storage_options")
+            out = dict(self._storage_options)
+        else:
+            out = _json_object(_extras(self.connection).get("storage_options"), "storage_options")
+        mask_secrets(storage_options=out)
+        return out
 
     # -- options ---------------------------------------------------------------------------------
 
@@ -207,7 +226,9 @@ class HudiOccHook(BaseHook):
         merged.update(explicit)
         if provider and LOCK_PROVIDER.key not in explicit:
             merged[LOCK_PROVIDER.key] = provider
-        return {k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in merged.items()}
+        out = {k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in merged.items()}
+        mask_secrets(out)
+        return out
 
     def write_config(self, extra: Mapping[str, Any] | None = None) -> WriteConfig:
         """The typed config of the complete options (connection and operator); raises
@@ -232,8 +253,33 @@ class HudiOccHook(BaseHook):
 # --- the Spark job ----------------------------------------------------------------------------
 
 
+def _split_secret_arguments(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The job's arguments without the ``--option k=v`` items whose key is a credential, and
+    those options."""
+    public: list[str] = []
+    secret: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        a = str(args[i])
+        if a == "--option" and i + 1 < len(args):
+            key, sep, value = str(args[i + 1]).partition("=")
+            if sep and is_secret_key(key.strip()):
+                secret[key.strip()] = value
+                i += 2
+                continue
+        elif a.startswith("--option="):
+            key, sep, value = a[len("--option="):].partition("=")
+            if sep and is_secret_key(key.strip()):
+                secret[key.strip()] = value
+                i += 1
+                continue
+        public.append(args[i])
+        i += 1
+    return public, secret
+
+
 class HudiSparkJobHook(SparkSubmitHook):
-    """The Apache Spark provider's SparkSubmitHook, with three changes the write needs.
+    """The Apache Spark provider's SparkSubmitHook, with the changes the write needs.
 
     - spark-submit starts in its own session (``start_new_session``): its process group holds
       the JVM, the local-mode Python driver and the Python workers, so :meth:`kill_tree` can end
@@ -245,11 +291,61 @@ class HudiSparkJobHook(SparkSubmitHook):
     - A non-zero exit is a return code, not an exception: exit 75 (retryable conflict) is a
       normal outcome for an optimistic writer.
     - ``spark-submit`` is looked up on PATH, then beside the running interpreter (a venv).
+    - The engine travels with the job (``--py-files``, the package zip of
+      ``spark/shipping.py``), so executors that do not have it installed still run it, and
+      executors that have another version run the driver's.
+    - No credential on the command line: ``--option`` items with a secret key and the table's
+      ``storage_options`` are taken out of the arguments and handed to the driver in a 0600
+      file named by the environment (``core/job_secrets.py``), deleted when the job ends;
+      their values are registered with Airflow's secret masker.
+    - The project's Spark defaults (``spark/session.py``) for every key the caller did not
+      set; ``PYSPARK_PYTHON`` only for a local master (a cluster's workers keep their own
+      interpreter; the driver, here, runs ours).
     """
 
-    def __init__(self, *args, on_line=None, **kwargs):
+    def __init__(self, *args, on_line=None, storage_options: Mapping[str, Any] | None = None,
+                 ship_package: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self._on_line = on_line
+        self._conf = dict(self._conf or {})  # ours to extend; the caller's dict stays as given
+        public, secret = _split_secret_arguments(self._application_args or [])
+        self._application_args = public
+        self._secrets = JobSecrets(secret, dict(storage_options or {}))
+        mask_secrets(self._secrets.options, self._secrets.storage_options)
+        self._ship_package = ship_package
+        self._secrets_file: str | None = None
+
+    @property
+    def master(self) -> str:
+        return self._connection["master"]
+
+    @property
+    def _driver_on_cluster(self) -> bool:
+        return self._connection["deploy_mode"] == "cluster"
+
+    def _build_spark_common_args(self) -> list[str]:
+        for k, v in default_conf(self.master).items():
+            self._conf.setdefault(k, v)
+        if self._ship_package:
+            zip_path = str(package_zip())
+            if zip_path not in (self._py_files or "").split(","):
+                self._py_files = ",".join(p for p in (self._py_files, zip_path) if p)
+        if (self.master.startswith("spark://") and "spark.cores.max" not in self._conf
+                and not self._total_executor_cores):
+            self.log.warning("no spark.cores.max: on a standalone cluster this application takes "
+                             "every free core, and concurrent writers queue behind it instead of "
+                             "overlapping; set spark_conf={'spark.cores.max': N}")
+        args = super()._build_spark_common_args()
+        env = dict(self._env or {})  # the provider's own env_vars in client mode, if any
+        if not self._driver_on_cluster:
+            if is_local_master(self.master):
+                env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or sys.executable)
+            env.setdefault("PYSPARK_DRIVER_PYTHON",
+                           os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable)
+        if self._secrets_file:
+            env[SECRETS_FILE_ENV] = self._secrets_file  # the path only: the file is 0600
+        self._env = env or None
+        return args
 
     def _resolve_connection(self) -> dict:
         """As the provider does, except that a missing connection means ``local[*]``, not
@@ -276,11 +372,28 @@ class HudiSparkJobHook(SparkSubmitHook):
 
     def run(self, application: str) -> int:
         """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+        if self._secrets:
+            if self._driver_on_cluster:
+                if not any(k.endswith(SECRETS_ENV) for k in self._conf):
+                    raise ConfigError(
+                        "the driver runs on the cluster (deploy mode cluster): the job's "
+                        "credentials and storage options cannot reach it in a local file",
+                        key="deploy_mode",
+                        remedy=f"give the driver the variable {SECRETS_ENV} from the cluster's "
+                               "secret store (spark.kubernetes.driver.secretKeyRef."
+                               f"{SECRETS_ENV}=<secret>:<key>, or spark.yarn.appMasterEnv."
+                               f"{SECRETS_ENV} in a protected --properties-file), or use "
+                               "client deploy mode")
+            else:
+                self._secrets_file = write_secrets_file(self._secrets)
         try:
             self.submit(application, start_new_session=True)
         except AirflowException:
             if self._submit_sp is None or self._submit_sp.returncode in (None, 0):
                 raise
+        finally:
+            remove_quietly(self._secrets_file)  # the job deleted it on reading, if it started
+            self._secrets_file = None
         return self._submit_sp.returncode
 
     @property

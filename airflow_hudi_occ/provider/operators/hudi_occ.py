@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -247,8 +246,7 @@ class HudiWriteOperator(BaseOperator):
     # -- helpers -------------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
-        env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
+        env = {}  # PYSPARK_PYTHON: the hook's choice (local master only), see HudiSparkJobHook
         if os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         env.update({k: str(v) for k, v in self.spark_env.items()})
@@ -360,7 +358,8 @@ class HudiWriteOperator(BaseOperator):
         self._job_hook = HudiSparkJobHook(
             conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
             name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
-            application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=out)
+            application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=out,
+            storage_options=run.storage_options)
         t0 = time.time()
         code = self._job_hook.run(_application(self.application, SPARK_APP))
         return code, out.began, out.result, round(time.time() - t0, 3)
@@ -497,9 +496,8 @@ class HudiTableServiceOperator(BaseOperator):
         out = _JobOutput()
         self._job_hook = HudiSparkJobHook(
             conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=out,
-            env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-                      **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})},
-            name=f"hudi-occ cluster {instant}")
+            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
+            name=f"hudi-occ cluster {instant}", storage_options=hook.storage_options)
         code = self._job_hook.run(_application(self.application, SERVICE_APP))
         result = out.result
         if code == EXIT_RETRYABLE:
