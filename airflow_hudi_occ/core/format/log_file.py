@@ -62,6 +62,10 @@ class LogFormatError(ValueError):
     """Bytes or a name that are not Hudi's log format."""
 
 
+class _Truncated(LogFormatError):
+    """The bytes end inside a block (a writer died mid-append, or is still appending)."""
+
+
 class BlockType(enum.IntEnum):
     """Hudi's ``HoodieLogBlockType`` ordinals, as written in the block."""
 
@@ -190,7 +194,7 @@ class _Reader:
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
-            raise LogFormatError(f"truncated log block at byte {self.pos} (needs {n} more)")
+            raise _Truncated(f"truncated log block at byte {self.pos} (needs {n} more)")
         out = self.data[self.pos:self.pos + n]
         self.pos += n
         return out
@@ -239,8 +243,8 @@ def decode_blocks(data: bytes, *, allow_truncated_tail: bool = False) -> list[Lo
             pointer = r.long()
             if r.pos != end or pointer != end - 8 - start:
                 raise LogFormatError(f"log block at byte {start} has inconsistent lengths")
-        except LogFormatError:
-            if allow_truncated_tail and r.pos >= len(data):
+        except _Truncated:
+            if allow_truncated_tail:
                 break
             raise
         blocks.append(LogBlock(btype, header, content, footer))
