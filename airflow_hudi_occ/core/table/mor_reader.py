@@ -11,12 +11,15 @@ The snapshot merge is the one hudi-rs (and Java's EVENT_TIME_ORDERING) performs:
 
 1. blocks of rolled-back instants (rollback command blocks name them) and of instants that
    are not completed are ignored;
-2. per record key, the base row and every log row compete: the largest ordering field wins,
-   ties go to the later write (with no ordering field: the latest write wins);
-3. delete records then remove the winner when the delete is "newer": a delete whose ordering
-   value is the natural zero (what a DELETE operation writes) wins over any record of an
-   earlier instant; otherwise over a smaller ordering value, or an equal one of an earlier
-   instant.
+2. the base rows, then the log blocks in order, are replayed per record key (Java's merged
+   log scanner): a later record replaces the current one unless its ordering value is
+   smaller (with no ordering field: always); a delete whose ordering value is the natural zero
+   (what a DELETE operation writes) removes whatever came before it, so a key written again
+   after its delete is back; a delete with an ordering value removes only a record it is not
+   older than.
+
+hudi-rs 0.5.0 gives the same rows on every table the tests write (the delete-then-rewrite
+case included).
 
 Read-optimised reads only the base files of the latest slices, so it lags the snapshot by
 every deltacommit not yet compacted.
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
 from airflow_hudi_occ.core.format.base_file import read_parquet
@@ -39,9 +41,6 @@ from airflow_hudi_occ.core.format.log_file import (BlockType, DeleteRecord, LogB
                                                    read_delete_records, read_parquet_block)
 from airflow_hudi_occ.core.table.file_system_view import FileSlice, FileSystemView, list_partitions
 from airflow_hudi_occ.core.table.table import Table
-
-_ORDER = "__hudi_occ_order"
-
 
 @dataclass(frozen=True)
 class MergeFileSlice:
@@ -109,47 +108,32 @@ def _valid_blocks(table: Table, fs: MergeFileSlice, completion: _Completion) -> 
             and b.instant_time is not None and completion.completion_time(b.instant_time) is not None]
 
 
-def _winners(rows: pa.Table, ordering: str | None) -> pa.Table:
-    """Per record key, the row with the largest ordering value, ties to the later write."""
-    keys = [("_hoodie_record_key", "ascending")]
-    if ordering and ordering in rows.column_names:
-        keys.append((ordering, "descending"))
-    keys.append((_ORDER, "descending"))
-    rows = rows.sort_by(keys)
-    k = rows.column("_hoodie_record_key").to_numpy(zero_copy_only=False)
-    first = np.ones(len(k), dtype=bool)
-    if len(k) > 1:
-        first[1:] = k[1:] != k[:-1]
-    return rows.filter(pa.array(first))
+def _newer(new, old) -> bool:
+    """Whether an ordering value ``new`` of a later write beats ``old`` (ties to the later)."""
+    if new is None or old is None:
+        return True
+    return new >= old
 
 
-def _apply_deletes(rows: pa.Table, deletes: list[tuple[DeleteRecord, str]],
-                   ordering: str | None) -> pa.Table:
-    if not deletes or rows.num_rows == 0:
-        return rows
-    newest: dict[str, tuple[object, str]] = {}
-    for d, instant in deletes:
-        ev, ct = newest.get(d.record_key, (None, ""))
-        if d.ordering_value is not None and (ev is None or d.ordering_value > ev):
-            ev = d.ordering_value
-        newest[d.record_key] = (ev, max(ct, instant))
-    keys = rows.column("_hoodie_record_key").to_pylist()
-    times = rows.column("_hoodie_commit_time").to_pylist()
-    values = rows.column(ordering).to_pylist() if ordering and ordering in rows.column_names else None
-    keep = []
-    for i, key in enumerate(keys):
-        hit = newest.get(key)
-        if hit is None:
-            keep.append(True)
-            continue
-        ev, ct = hit
-        if values is None or ev is None or ev == 0:
-            gone = ct > times[i]
+def _fold(events: list, ordering: bool) -> list[int]:
+    """Replay the slice's writes in order, per key, as Java's merged log scanner does: a later
+    record replaces the current one unless its ordering value is smaller; a delete with the
+    natural zero ordering removes whatever came before; a delete with an ordering value only
+    removes a record it is not older than. Returns the surviving row numbers."""
+    state: dict[str, tuple] = {}
+    for ev in events:
+        if ev[0] == "row":
+            _, key, row, value = ev
+            cur = state.get(key)
+            if cur is None or not ordering or _newer(value, cur[2]):
+                state[key] = ("row", row, value)
         else:
-            v = values[i]
-            gone = v is None or ev > v or (ev == v and ct > times[i])
-        keep.append(not gone)
-    return rows.filter(pa.array(keep))
+            _, key, value = ev
+            cur = state.get(key)
+            zero = value is None or value == 0 or not ordering
+            if zero or cur is None or _newer(value, cur[2]):
+                state[key] = ("del", None, None if zero else value)
+    return sorted(st[1] for st in state.values() if st[0] == "row")
 
 
 def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | None = None) -> pa.Table:
@@ -159,24 +143,32 @@ def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | 
     if not fs.log_files:
         return base
     schema = base.schema
+    # data parts in write order; the deletes that follow each part
     parts = [base]
-    deletes: list[tuple[DeleteRecord, str]] = []
+    delete_after: list[list[DeleteRecord]] = [[]]
     for b in _valid_blocks(table, fs, completion):
         if b.block_type is BlockType.AVRO_DATA:
             parts.append(pa.Table.from_pylist(read_avro_records(b), schema=schema))
+            delete_after.append([])
         elif b.block_type is BlockType.PARQUET_DATA:
             parts.append(read_parquet_block(b))
+            delete_after.append([])
         elif b.block_type is BlockType.DELETE:
-            deletes.extend((d, b.instant_time) for d in read_delete_records(b))
-    numbered = []
-    n = 0
-    for p in parts:
-        numbered.append(p.append_column(_ORDER, pa.array(np.arange(n, n + p.num_rows, dtype=np.int64))))
-        n += p.num_rows
-    rows = pa.concat_tables(numbered, promote_options="permissive")
+            delete_after[-1].extend(read_delete_records(b))
+    rows = pa.concat_tables(parts, promote_options="permissive")
     ordering = table.config.precombine_field
-    merged = _apply_deletes(_winners(rows, ordering), deletes, ordering)
-    merged = merged.sort_by(_ORDER).drop_columns([_ORDER])
+    if ordering not in rows.column_names:
+        ordering = None
+    keys = rows.column("_hoodie_record_key").to_pylist()
+    values = rows.column(ordering).to_pylist() if ordering else [None] * len(keys)
+    events: list = []
+    n = 0
+    for p, dels in zip(parts, delete_after):
+        events.extend(("row", keys[i], i, values[i]) for i in range(n, n + p.num_rows))
+        n += p.num_rows
+        events.extend(("del", d.record_key, d.ordering_value) for d in dels)
+    survivors = _fold(events, ordering is not None)
+    merged = rows.take(pa.array(survivors, pa.int64()))
     return merged.select([c for c in schema.names if c in merged.column_names])
 
 
