@@ -63,3 +63,15 @@ def test_log_file_of_a_pending_instant_is_invisible(tmp_path):
     want = {1: {"id": 1, "p": "a", "ts": 1, "v": "x"}, 2: {"id": 2, "p": "a", "ts": 1, "v": "y"}}
     assert rows_by_key(hudi_read(t.base_uri), columns=COLS) == want
     assert rows_by_key(read_snapshot(t), columns=COLS) == want
+
+
+def test_merge_on_read_is_created_at_version_8_only(tmp_path):
+    import pytest
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "v9"), "v9", record_key_fields=["id"], table_type="MERGE_ON_READ",
+                     version=9)
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "x"), "x", record_key_fields=["id"], table_type="MERGE_ON_WRITE")
+    t = Table.create(str(tmp_path / "m"), "m", record_key_fields=["id"], table_type="MERGE_ON_READ")
+    assert Table.open(t.base_uri).config.get("hoodie.table.type") == "MERGE_ON_READ"
