@@ -95,6 +95,12 @@ class WriteStat:
     prev_base_file: str | None = None
     create_time_ms: int = 0
     upsert_time_ms: int = 0
+    #: a deltacommit's log write (HoodieDeltaWriteStat): the slice's base file name ("" for
+    #: none), the log files this write produced, the version and offset of the written log
+    base_file: str | None = None
+    log_files: list[str] | None = None
+    log_version: int | None = None
+    log_offset: int | None = None
 
     @property
     def file_group(self) -> FileGroupId:
@@ -109,8 +115,10 @@ class WriteStat:
             "totalWriteBytes": self.total_write_bytes or self.file_size_in_bytes,
             "totalWriteErrors": self.total_write_errors, "partitionPath": self.partition_path,
             "fileSizeInBytes": self.file_size_in_bytes, "prevBaseFile": self.prev_base_file,
-            "totalLogFiles": None, "logVersion": None, "logOffset": None, "baseFile": None,
-            "logFiles": None, "cdcStats": None, "minEventTime": None, "maxEventTime": None,
+            "totalLogFiles": None, "logVersion": self.log_version, "logOffset": self.log_offset,
+            "baseFile": self.base_file,
+            "logFiles": list(self.log_files) if self.log_files is not None else None,
+            "cdcStats": None, "minEventTime": None, "maxEventTime": None,
             "tempPath": None,
             "runtimeStats": {"totalScanTime": 0, "totalCreateTime": self.create_time_ms,
                              "totalUpsertTime": self.upsert_time_ms},
@@ -135,6 +143,9 @@ class WriteStat:
             prev_base_file=rec.get("prevBaseFile"),
             create_time_ms=(rt.get("totalCreateTime") or 0) if isinstance(rt, dict) else 0,
             upsert_time_ms=(rt.get("totalUpsertTime") or 0) if isinstance(rt, dict) else 0,
+            base_file=rec.get("baseFile"),
+            log_files=list(rec["logFiles"]) if rec.get("logFiles") is not None else None,
+            log_version=rec.get("logVersion"), log_offset=rec.get("logOffset"),
         )
 
     def to_json(self) -> dict:

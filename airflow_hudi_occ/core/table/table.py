@@ -1,4 +1,4 @@
-"""A Hudi copy-on-write table on storage: ``hoodie.properties`` and the table's folders.
+"""A Hudi table (copy-on-write, or merge-on-read at version 8) on storage: ``hoodie.properties`` and the table's folders.
 
 The project writes table versions 8 (Hudi 1.0.x) and 9 (Hudi 1.1+): both use timeline layout
 2, Avro metadata and completion times, and differ only in table properties (v9 names the
@@ -33,6 +33,10 @@ from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
 
 READABLE_VERSIONS = (6, 8, 9)
+#: ``hoodie.table.type`` values; merge-on-read is written for version 8 only (docs/merge-on-read.md)
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
+TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
 WRITABLE_VERSIONS = (8, 9)
 #: the version of a new table unless ``hoodie.write.table.version`` says otherwise: the widest
 #: audience (Hudi 1.0.x readers do not open version 9)
@@ -116,11 +120,19 @@ class TableConfig:
                       partition_fields: Iterable[str] = (), precombine_field: str | None = None,
                       hive_style_partitioning: bool = False, database: str = "default",
                       create_schema: str | None = None, version: int = WRITABLE_VERSION,
-                      extra: Mapping[str, Any] | None = None) -> "TableConfig":
+                      extra: Mapping[str, Any] | None = None,
+                      table_type: str = COPY_ON_WRITE) -> "TableConfig":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table_name or ""):
             raise ConfigError(f"invalid table name {table_name!r}", key="hoodie.table.name",
                               value=table_name,
                               remedy="use letters, digits and underscores, starting with a letter")
+        if table_type not in TABLE_TYPES:
+            raise ConfigError(f"unknown table type {table_type!r}", key="hoodie.table.type",
+                              value=table_type, remedy=f"use one of {TABLE_TYPES}")
+        if table_type == MERGE_ON_READ and version != 8:
+            raise ConfigError(f"merge-on-read tables are written at version 8 only, not {version}",
+                              key="hoodie.table.version", value=str(version),
+                              remedy="create the merge-on-read table at version 8")
         keys = [k for k in record_key_fields]
         if not keys:
             raise ConfigError("a table needs at least one record key field",
@@ -130,7 +142,7 @@ class TableConfig:
         p = {
             "hoodie.table.name": table_name,
             "hoodie.database.name": database,
-            "hoodie.table.type": "COPY_ON_WRITE",
+            "hoodie.table.type": table_type,
             "hoodie.table.version": str(version),
             "hoodie.table.initial.version": str(version),
             "hoodie.timeline.layout.version": "2",
@@ -239,11 +251,11 @@ class Table:
                 f"{config.get('hoodie.table.version')}; readable versions are {READABLE_VERSIONS}",
                 base_path=storage.base_uri, version=config.version,
                 remedy="upgrade or downgrade the table with Hudi's upgrade tool to version 8 or 9")
-        if config.table_type != "COPY_ON_WRITE":
+        if config.table_type not in TABLE_TYPES:
             raise UnsupportedTableVersionError(
-                f"table {config.name} is {config.table_type}; only COPY_ON_WRITE is supported",
+                f"table {config.name} has type {config.table_type}; known types are {TABLE_TYPES}",
                 base_path=storage.base_uri, version=config.version,
-                remedy="use a copy-on-write table")
+                remedy="check hoodie.table.type in hoodie.properties")
         return cls(storage, config)
 
     @classmethod
@@ -251,11 +263,12 @@ class Table:
                partition_fields: Iterable[str] = (), precombine_field: str | None = None,
                hive_style_partitioning: bool = False, storage_options: dict | None = None,
                extra_properties: Mapping[str, Any] | None = None, exist_ok: bool = False,
-               version: int | None = None, **storage_kw) -> "Table":
+               version: int | None = None, table_type: str = COPY_ON_WRITE,
+               **storage_kw) -> "Table":
         config = TableConfig.for_new_table(
             table_name, record_key_fields=record_key_fields, partition_fields=partition_fields,
             precombine_field=precombine_field, hive_style_partitioning=hive_style_partitioning,
-            version=version or WRITABLE_VERSION, extra=extra_properties)
+            version=version or WRITABLE_VERSION, extra=extra_properties, table_type=table_type)
         storage = Storage(base_uri, storage_options, **storage_kw)
         path = storage.path(META_FOLDER, PROPERTIES_FILE)
         try:

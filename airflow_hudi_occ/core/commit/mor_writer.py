@@ -1,0 +1,188 @@
+"""A single-process writer for merge-on-read tables: deltacommits that append log files.
+
+What it writes, as Hudi 1.x does for a MOR table with the simple index (table version 8):
+
+- every write is a ``deltacommit`` instant (requested -> inflight -> completed), through
+  :class:`WriteTransaction`, so the table lock, early conflict checks and commit-time conflict
+  resolution apply exactly as for copy-on-write commits;
+- records whose key is new go to new file groups as parquet base files (Hudi's MOR with the
+  simple index sends inserts to base files), with a CREATE marker;
+- upserts of keys that live in a file group append one Avro data block, deletes one delete
+  block, to a *new* log file of that group's latest slice,
+  ``.<fileId>_<deltacommit>.log.1_<token>``, behind an APPEND marker. A new file per
+  deltacommit (rather than appending to an existing one, as table version 6 did) is what
+  Hudi 1.0's completion-time slicing expects, and makes a failed write's rollback a plain
+  delete of its files, which the marker-driven rollback already does.
+
+Tagging (which rows go to which file group) is :class:`ArrowTableWriter`'s own, so the two
+writers agree on where a key lives; only the per-file-group step differs.
+
+Not here (see docs/merge-on-read.md): compaction, log-only file groups, the bucket index,
+insert_overwrite, appending to existing log files, table version 9.
+
+Errors are the transaction's (retryable conflicts, lock errors) plus :class:`ConfigError` for
+an operation or table this writer does not handle.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core.commit import merge
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
+from airflow_hudi_occ.core.commit.writer import (OPERATIONS, ArrowTableWriter, _map_bounded,
+                                                 _Work, partition_groups)
+from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
+from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
+from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns, write_token
+from airflow_hudi_occ.core.format.bucket_index import bucket_config
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.format.log_file import (DeleteRecord, LogFileName, avro_data_block,
+                                                   delete_block, encode_blocks, table_avro_schema)
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.table import META_COLUMNS, MERGE_ON_READ, Table
+
+#: the operations a deltacommit of this writer performs
+MOR_OPERATIONS = ("upsert", "insert", "delete", "bulk_insert")
+
+
+def ordering_avro_type(schema_json: str, field_name: str | None) -> str | None:
+    """The Avro type of the ordering field in the table schema (delete records carry their
+    ordering value typed as that field)."""
+    if not field_name:
+        return None
+    for f in json.loads(schema_json).get("fields", []):
+        if f["name"] == field_name:
+            t = f["type"]
+            t = next((x for x in t if x != "null"), None) if isinstance(t, list) else t
+            return t if isinstance(t, str) else (t or {}).get("type")
+    return None
+
+
+class MergeOnReadWriter(ArrowTableWriter):
+    """One batch as one deltacommit. Same constructor as :class:`ArrowTableWriter`."""
+
+    def __init__(self, table: Table, *args, **kwargs):
+        if table.config.table_type != MERGE_ON_READ:
+            raise ConfigError(f"table {table.name} is {table.config.table_type}",
+                              key="hoodie.table.type", value=table.config.table_type,
+                              remedy="write copy-on-write tables with ArrowTableWriter")
+        super().__init__(table, *args, **kwargs)
+
+    def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
+              batch_key: str | None = None, attempt: int = 1,
+              before_file: Callable[[WriteTransaction, str, str], None] | None = None,
+              before_commit: Callable[[WriteTransaction], None] | None = None,
+              recover: bool = True) -> CommitResult:
+        op = operation.lower()
+        if op not in MOR_OPERATIONS:
+            raise ConfigError(f"operation {operation!r} is not written to merge-on-read tables yet",
+                              key="hoodie.datasource.write.operation", value=operation,
+                              remedy=f"use one of {MOR_OPERATIONS}")
+        if bucket_config(self.config.options) is not None:
+            raise ConfigError("the bucket index is not written to merge-on-read tables yet",
+                              key="hoodie.index.type", value="BUCKET",
+                              remedy="use the simple index (the default)")
+        keys = self.table.config.record_key_fields
+        missing = [k for k in keys if k not in data.column_names]
+        if missing:
+            raise ConfigError(f"the data lacks the record key columns {missing}",
+                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        if recover:
+            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
+                                  attempt=attempt, lock_manager=self._lock_manager)
+            if early is not None:
+                return early
+        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        schema_json = avro_schema_json(data.schema, self.table.name)
+        tl = self.table.timeline()
+        last = tl.last_completed_write()
+        if last is not None:
+            old = tl.commit_metadata(last).schema
+            # a delete batch carries keys only: the table keeps its schema
+            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
+        tx = WriteTransaction(self.table, self.config, action=Action.DELTA_COMMIT,
+                              operation_type=OPERATIONS[op], writer_id=self.writer_id,
+                              attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
+                              lock_manager=self._lock_manager)
+        groups = sorted(partition_groups(self.table, data).items())
+        tx.begin()
+        try:
+            view = FileSystemView(self.table, partitions=[p for p, _ in groups])
+            work, _ = self._plan(view, data, op, groups, 1)
+            touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
+            check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
+            tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
+            names = [self._mark(tx, w, before_file) if w.prev is None
+                     else self._mark_log(tx, w, before_file) for w in work]
+            stats = _map_bounded(
+                lambda wn: (self._write_file(tx, data, *wn) if wn[0].prev is None
+                            else self._write_log(tx, data, *wn, schema_json=schema_json)),
+                list(zip(work, names)), self.threads)
+            if before_commit:
+                before_commit(tx)
+            return tx.commit(stats, schema=schema_json)
+        except BatchAlreadyCommittedError as e:
+            return committed_batch_result(self.table, self.table.timeline().get(e.committed_instant),
+                                          attempted_instant=e.instant)
+        except BaseException as e:
+            tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
+            raise
+
+    # -- log files --------------------------------------------------------------------------
+
+    def _mark_log(self, tx: WriteTransaction, w: _Work, before_file) -> str:
+        """The APPEND marker of the log file this deltacommit writes into ``w``'s slice."""
+        name = LogFileName(w.file_id, tx.instant_time, 1, write_token(0, 0, tx.attempt)).name
+        if before_file:
+            before_file(tx, w.partition, w.file_id)
+        tx.create_marker(w.partition, name, "APPEND")
+        return name
+
+    def _write_log(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str, *,
+                   schema_json: str) -> WriteStat:
+        t0 = time.time()
+        rel = join_partition(w.partition, name)
+        cfg = self.table.config
+        rows = data.take(w.indices)
+        keys = record_key_array(rows, cfg.record_key_fields)
+        full_schema = json.dumps(table_avro_schema(json.loads(schema_json)), separators=(",", ":"))
+        if w.mode == merge.DELETE:
+            pre = cfg.precombine_field
+            otype = ordering_avro_type(schema_json, pre) or "int"
+            # Hudi's delete without an ordering value: 0, "the delete wins over every record
+            # written before it" (readers then order by commit time)
+            zero = 0 if otype in ("int", "long") else (0.0 if otype in ("float", "double") else None)
+            if zero is None:
+                otype, zero = "int", 0
+            dels = [DeleteRecord(k, w.partition, zero, otype) for k in keys.to_pylist()]
+            blocks = [delete_block(tx.instant_time, full_schema, dels)]
+            writes, updates, deletes = 0, 0, len(dels)
+        else:
+            # _hoodie_file_name of a log record is the fileId, as Java's append handle sets it
+            full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
+                                     file_name=w.file_id, keys=keys)
+            blocks = [avro_data_block(tx.instant_time, full_schema, full.to_pylist())]
+            writes, updates, deletes = full.num_rows, full.num_rows, 0
+        payload = encode_blocks(blocks)
+        # create-if-absent: a retried task never appends a second copy of its blocks
+        self.table.storage.create_if_absent(self.table.storage.path(rel), payload)
+        ms = int((time.time() - t0) * 1000)
+        base = w.prev.base_file
+        return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
+                         prev_commit=w.prev.instant_time, num_writes=writes,
+                         num_deletes=deletes, num_update_writes=updates, num_inserts=0,
+                         file_size_in_bytes=len(payload), total_write_bytes=len(payload),
+                         upsert_time_ms=ms, base_file=base.name if base is not None else "",
+                         log_files=[name], log_version=1, log_offset=0)
+
+
+__all__ = ["MergeOnReadWriter", "MOR_OPERATIONS", "ordering_avro_type"]

@@ -1,0 +1,77 @@
+"""The MOR reader on hand-made log files: rollback command blocks and pending instants,
+checked against hudi-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format.base_file import with_meta_columns
+from airflow_hudi_occ.core.format.log_file import (LogFileName, avro_data_block, encode_blocks,
+                                                   rollback_block, table_avro_schema)
+from airflow_hudi_occ.core.table.mor_reader import merge_file_slices, read_snapshot
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+
+COLS = ["id", "p", "ts", "v"]
+
+
+def _table(tmp_path):
+    t = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(t, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    w.write(pa.table({"id": [1, 2], "p": ["a", "a"], "ts": [1, 1], "v": ["x", "y"]}), "insert")
+    return t, w
+
+
+def _log_bytes(t: Table, instant: str, file_id: str, rows: pa.Table, extra_blocks=()):
+    schema = json.loads(t.timeline().commit_metadata(t.timeline().last_completed_write()).schema)
+    full = with_meta_columns(rows, instant_time=instant, partition="a", file_name=file_id,
+                             key_fields=["id"])
+    block = avro_data_block(instant, json.dumps(table_avro_schema(schema)), full.to_pylist())
+    return encode_blocks([block, *extra_blocks])
+
+
+def test_rollback_command_block_hides_the_target_instant(tmp_path):
+    t, w = _table(tmp_path)
+    r2 = w.write(pa.table({"id": [1], "p": ["a"], "ts": [5], "v": ["rolled-back"]}), "upsert")
+    r3 = w.write(pa.table({"id": [2], "p": ["a"], "ts": [5], "v": ["kept"]}), "upsert")
+    [fs] = merge_file_slices(t)
+    # append a rollback of r2's blocks to r3's log file (as Hudi does for a log it cannot delete)
+    path = os.path.join(t.base_uri, fs.log_paths()[-1])
+    with open(path, "ab") as f:
+        f.write(encode_blocks([rollback_block(r3.instant.requested_time, r2.instant.requested_time)]))
+    want = {1: {"id": 1, "p": "a", "ts": 1, "v": "x"}, 2: {"id": 2, "p": "a", "ts": 5, "v": "kept"}}
+    assert rows_by_key(hudi_read(t.base_uri), columns=COLS) == want
+    assert rows_by_key(read_snapshot(t), columns=COLS) == want
+
+
+def test_log_file_of_a_pending_instant_is_invisible(tmp_path):
+    t, w = _table(tmp_path)
+    [fs] = merge_file_slices(t)
+    pending = "29991231235959000"  # never on the timeline as completed
+    os.makedirs(os.path.join(t.base_uri, ".hoodie", "timeline"), exist_ok=True)
+    open(os.path.join(t.base_uri, ".hoodie", "timeline", f"{pending}.deltacommit.requested"), "wb").close()
+    name = LogFileName(fs.base.file_id, pending, 1, "0-0-0").name
+    with open(os.path.join(t.base_uri, "a", name), "wb") as f:
+        f.write(_log_bytes(t, pending, fs.base.file_id,
+                           pa.table({"id": [1], "p": ["a"], "ts": [9], "v": ["pending"]})))
+    want = {1: {"id": 1, "p": "a", "ts": 1, "v": "x"}, 2: {"id": 2, "p": "a", "ts": 1, "v": "y"}}
+    assert rows_by_key(hudi_read(t.base_uri), columns=COLS) == want
+    assert rows_by_key(read_snapshot(t), columns=COLS) == want
+
+
+def test_merge_on_read_is_created_at_version_8_only(tmp_path):
+    import pytest
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "v9"), "v9", record_key_fields=["id"], table_type="MERGE_ON_READ",
+                     version=9)
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "x"), "x", record_key_fields=["id"], table_type="MERGE_ON_WRITE")
+    t = Table.create(str(tmp_path / "m"), "m", record_key_fields=["id"], table_type="MERGE_ON_READ")
+    assert Table.open(t.base_uri).config.get("hoodie.table.type") == "MERGE_ON_READ"
