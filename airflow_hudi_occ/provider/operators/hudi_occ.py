@@ -45,8 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
 
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
