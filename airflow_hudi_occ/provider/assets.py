@@ -1,0 +1,185 @@
+"""``hudi://`` assets: one Airflow asset per Hudi table, so DAGs can be scheduled on its commits.
+
+The URI is ``hudi://<store>/<location>`` (docs/assets-and-lineage.md):
+
+- ``<store>`` is the table's file system, the fsspec protocol of its base path (``file``,
+  ``s3``, ``gs``, ``abfs``, ``hdfs``...), lower-cased, with the Hadoop spellings folded
+  (``s3a``/``s3n`` -> ``s3``, ``gcs`` -> ``gs``): the same table written as ``s3a://`` by
+  Spark and ``s3://`` by Python is one asset.
+- ``<location>`` is the rest of the base path: the absolute path of a local table, the
+  bucket and key of an object-store table.
+
+So ``/data/lake/orders`` is ``hudi://file/data/lake/orders`` and ``s3a://lake/orders/`` is
+``hudi://s3/lake/orders``. ``hudi:///data/lake/orders`` (empty authority, as in ``file:///``)
+is accepted and normalised to ``hudi://file/...``: Python's ``urlunsplit`` renders an empty
+authority of an unknown scheme as ``hudi:/data/...``, so an empty authority cannot be the
+stored form; naming the store keeps every URI in one shape. Paths are normalised (duplicate
+slashes, ``.``, ``..``, trailing slashes), so two spellings of one table are one asset.
+
+Errors: a malformed URI raises :class:`~airflow_hudi_occ.core.errors.InvalidTableUriError`
+(a ``ValueError``, as Airflow expects of a URI handler), naming what is wrong and the fix;
+the DAG that names it fails to import, and no other. Building an asset does no I/O (Airflow
+calls :func:`sanitize_uri` and :func:`create_asset` while parsing DAGs, and a table that its
+DAG will create must be nameable before it exists); :func:`require_table` is where our
+operators check that an asset they are given really is a Hudi table.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import urllib.parse
+from typing import Any
+
+from airflow_hudi_occ.core.errors import InvalidTableUriError, TableNotFoundError
+from airflow_hudi_occ.provider.version_compat import Asset
+
+SCHEME = "hudi"
+#: the Hadoop / alternative spellings of one store, folded so that one table is one asset
+STORE_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "local": "file"}
+_STORE = re.compile(r"^[a-z][a-z0-9+.-]*$")
+
+
+def _fail(uri: str, problem: str, remedy: str) -> InvalidTableUriError:
+    return InvalidTableUriError(f"invalid Hudi table URI {uri!r}: {problem}", uri=uri, remedy=remedy)
+
+
+def _store(name: str, uri: str) -> str:
+    store = name.lower()
+    store = STORE_ALIASES.get(store, store)
+    if not _STORE.match(store):
+        raise _fail(uri, f"{name!r} is not a storage protocol",
+                    "write hudi://<store>/<location>, e.g. hudi://s3/bucket/table or "
+                    "hudi://file/abs/path (hudi:///abs/path for a local table)")
+    return store
+
+
+def _location(store: str, path: str, uri: str) -> str:
+    """``path`` without duplicate slashes, ``.`` and ``..``; never above its root (the file
+    system root, or the bucket of an object store)."""
+    parts: list[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not parts or (store != "file" and len(parts) == 1):
+                raise _fail(uri, "'..' goes above the root of its " +
+                            ("file system" if store == "file" else "bucket"),
+                            "name the table's base path without '..' above its root")
+            parts.pop()
+            continue
+        parts.append(seg)
+    if not parts:
+        raise _fail(uri, "it has no path: a table is a folder, not a whole " +
+                    ("file system" if store == "file" else "store"),
+                    f"write hudi://{store}/<{'abs/path' if store == 'file' else 'bucket/path'}>")
+    return "/".join(parts)
+
+
+def sanitize_uri(parsed: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
+    """Airflow's URI handler for ``hudi``: given the URI as Airflow has split it (scheme
+    lower-cased, trailing slashes stripped), the canonical ``hudi://<store>/<location>``."""
+    # as written (urlunsplit would drop the empty authority of hudi:///)
+    uri = f"{SCHEME}://{parsed.netloc}{parsed.path}" + (f"?{parsed.query}" if parsed.query else "")
+    if "@" in parsed.netloc:
+        raise _fail(uri, "it carries user info (credentials do not belong in an asset URI, "
+                         "which every DAG and the UI show)",
+                    "put credentials in the table's connection (storage_options) and write "
+                    "hudi://<store>/<location>")
+    if parsed.query:
+        raise _fail(uri, f"it has a query ({parsed.query!r}); a table URI names a table, not "
+                         "how to open it", "drop the query; storage options belong in the "
+                                           "table's connection")
+    if ":" in parsed.netloc:
+        raise _fail(uri, f"its authority {parsed.netloc!r} is a host:port; the authority of a "
+                         "hudi URI is the store", "write hudi://<store>/<location>, e.g. "
+                                                  "hudi://hdfs/namenode:8020/path")
+    store = _store(parsed.netloc or "file", uri)
+    return urllib.parse.SplitResult(SCHEME, store, "/" + _location(store, parsed.path, uri), "", "")
+
+
+def table_uri(path: str, *, storage: str | None = None) -> str:
+    """The canonical ``hudi://`` URI of a table, from its base path (``/abs/path``,
+    ``file:///abs/path``, ``s3a://bucket/key``), a ``hudi://`` URI, or a location in
+    ``storage`` (``table_uri("bucket/key", storage="s3")``)."""
+    raw = str(path).strip()
+    if not raw:
+        raise _fail(raw, "it is empty", "give the table's base path, e.g. /data/lake/orders "
+                                        "or s3://bucket/orders")
+    split = urllib.parse.urlsplit(raw)
+    if split.scheme.lower() == SCHEME:
+        parts = split
+    elif storage is not None:
+        if split.scheme:
+            raise _fail(raw, f"storage={storage!r} was given and the path has its own scheme "
+                             f"{split.scheme!r}", "give one of them")
+        parts = urllib.parse.SplitResult(SCHEME, storage, "/" + raw.lstrip("/"), "", "")
+    elif split.scheme and len(split.scheme) > 1:  # a Windows drive letter is no scheme
+        if split.scheme.lower() in ("file", "local"):
+            if split.netloc not in ("", "localhost"):
+                raise _fail(raw, f"a file URI with host {split.netloc!r}",
+                            "use file:///abs/path (a local table)")
+            parts = urllib.parse.SplitResult(SCHEME, "file", split.path, "", "")
+        else:
+            parts = urllib.parse.SplitResult(SCHEME, split.scheme,
+                                              "/" + split.netloc + split.path, split.query, "")
+    else:
+        if not raw.startswith("/"):
+            raise _fail(raw, "a relative path names a different table in every working "
+                             "directory", "give the table's absolute base path")
+        parts = urllib.parse.SplitResult(SCHEME, "file", raw, "", "")
+    return urllib.parse.urlunsplit(sanitize_uri(parts._replace(scheme=SCHEME)))
+
+
+def base_path(uri: str | Asset) -> str:
+    """The base path that the library opens for a ``hudi://`` URI (the inverse of
+    :func:`table_uri`): ``/abs/path`` for a local table, ``<store>://<location>`` otherwise."""
+    u = uri.uri if isinstance(uri, Asset) else str(uri)
+    split = urllib.parse.urlsplit(u)
+    if split.scheme.lower() != SCHEME:
+        raise _fail(u, f"its scheme is {split.scheme or 'missing'!r}, not {SCHEME!r}",
+                    "name the table as hudi://<store>/<location>")
+    canonical = sanitize_uri(split._replace(scheme=SCHEME))
+    if canonical.netloc == "file":
+        return canonical.path
+    return f"{canonical.netloc}:/{canonical.path}"
+
+
+def is_table_asset(obj: Any) -> bool:
+    return isinstance(obj, Asset) and obj.uri.startswith(SCHEME + "://")
+
+
+def create_asset(*, path: str, storage: str | None = None, extra: dict | None = None,
+                 name: str | None = None) -> Asset:
+    """The asset of the table at ``path`` (the factory Airflow registers for ``hudi``, also
+    what DAG authors call): ``schedule=[create_asset(path="/data/lake/orders")]``.
+
+    No I/O: the table may not exist yet when the DAG that creates it is parsed."""
+    uri = table_uri(path, storage=storage)
+    return Asset(uri=uri, name=name or uri, extra=extra or {})
+
+
+def convert_asset_to_openlineage(asset: Asset, lineage_context=None):
+    """The OpenLineage dataset of a table asset: named like the files under it (OpenLineage's
+    naming for file systems and object stores), so a Spark job's own events and ours meet."""
+    from airflow_hudi_occ.provider.openlineage import dataset_for_path
+
+    return dataset_for_path(base_path(asset))
+
+
+def require_table(asset_or_path: Asset | str, storage_options: dict | None = None):
+    """The :class:`~airflow_hudi_occ.core.table.table.Table` an asset names; raises
+    :class:`TableNotFoundError` naming the asset, the path and the fix when it is not a Hudi
+    table (the operators call this on the ``hudi://`` inlets and outlets they are given)."""
+    from airflow_hudi_occ.core.table.table import Table
+
+    uri = asset_or_path.uri if isinstance(asset_or_path, Asset) else table_uri(str(asset_or_path))
+    path = base_path(uri)
+    try:
+        return Table.open(path, storage_options or None)
+    except TableNotFoundError as e:
+        raise TableNotFoundError(
+            f"asset {uri} names no Hudi table: {path} has no .hoodie/hoodie.properties ({e.message})",
+            base_path=path,
+            remedy="point the asset at a table's base path (the folder that holds .hoodie/), or "
+                   "let a HudiWriteOperator create the table before this task uses it") from e
