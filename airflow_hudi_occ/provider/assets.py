@@ -26,7 +26,6 @@ operators check that an asset they are given really is a Hudi table.
 
 from __future__ import annotations
 
-import posixpath
 import re
 import urllib.parse
 from typing import Any
@@ -183,3 +182,97 @@ def require_table(asset_or_path: Asset | str, storage_options: dict | None = Non
             base_path=path,
             remedy="point the asset at a table's base path (the folder that holds .hoodie/), or "
                    "let a HudiWriteOperator create the table before this task uses it") from e
+
+
+# --- what the operators do with assets ---------------------------------------------------------
+
+
+def declare_table_outlet(operator, table_path: str | None):
+    """Add the operator's table to its outlets (once), when its path is known at parse time.
+
+    A templated path (``{{ ... }}``) or one the connection gives is known only in ``execute``,
+    too late for Airflow, which records outlets when the DAG is parsed: such a task emits no
+    event for its table unless the DAG author lists ``create_asset(path=...)`` in ``outlets``.
+    A relative path is left out (its table depends on the working directory): the write itself
+    still runs as before."""
+    if not table_path or "{{" in str(table_path) or "{%" in str(table_path):
+        return None
+    try:
+        asset = create_asset(path=str(table_path))
+    except InvalidTableUriError as e:
+        operator.log.warning("task %s: no asset for its table (%s); it emits no asset event",
+                             operator.task_id, e)
+        return None
+    if not any(isinstance(o, Asset) and o.uri == asset.uri for o in operator.outlets):
+        operator.outlets = [*operator.outlets, asset]
+    return asset
+
+
+def check_table_assets(operator, storage_options: dict | None, own_uri: str | None) -> None:
+    """Every ``hudi://`` inlet and outlet given to the operator must be a Hudi table (its own
+    table excepted: a write creates it). Raises TableNotFoundError naming the asset."""
+    for a in [*operator.inlets, *operator.outlets]:
+        if is_table_asset(a) and a.uri != own_uri:
+            require_table(a, storage_options)
+
+
+def _metadata_summary(table, instant_time: str | None) -> dict:
+    """Row counts, bytes, files and schema from the commit metadata of ``instant_time``."""
+    if not instant_time:
+        return {}
+    timeline = table.timeline()
+    inst = timeline.get(instant_time)
+    if inst is None or not inst.is_completed:
+        return {}
+    md = timeline.commit_metadata(inst)
+    stats = md.write_stats()
+    return {"action": inst.action.value, "completion_time": inst.completion_time,
+            "rows_written": sum(s.num_writes for s in stats),
+            "rows_inserted": sum(s.num_inserts for s in stats),
+            "rows_updated": sum(s.num_update_writes for s in stats),
+            "rows_deleted": sum(s.num_deletes for s in stats),
+            "bytes_written": sum(s.file_size_in_bytes for s in stats),
+            "files_written": len(stats), "partitions": len(md.partition_to_write_stats),
+            "schema": md.schema}
+
+
+def commit_summary(table_path: str, storage_options: dict | None, *, instant: str | None,
+                   operation: str, outcome: str | None, **more: Any) -> dict:
+    """What the asset event's extra and the OpenLineage facets say about one run's commit.
+
+    Read from the commit metadata on the table (not from the job's report), so the counts are
+    the ones every Hudi reader sees. A metadata read that fails loses the counts, not the run:
+    the commit is already done."""
+    out: dict[str, Any] = {"table_uri": _uri_or_none(table_path), "instant": instant,
+                           "operation": operation, "outcome": outcome, **more}
+    try:
+        from airflow_hudi_occ.core.table.table import Table
+
+        out.update(_metadata_summary(Table.open(table_path, storage_options or None), instant))
+    except Exception as e:  # noqa: BLE001 - the commit succeeded; only its counts are lost
+        out["metadata_error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def _uri_or_none(path: str) -> str | None:
+    try:
+        return table_uri(path)
+    except InvalidTableUriError:
+        return None
+
+
+def emit_table_event(operator, context, summary: dict) -> bool:
+    """Put ``summary`` (less the schema) in the extra of the table's asset event.
+
+    Airflow emits an event for every outlet when the task succeeds; this only fills its
+    extra. A task that fails (a conflict that exhausted its retries included) emits none.
+    False when the table is not among the outlets (see :func:`declare_table_outlet`)."""
+    uri = summary.get("table_uri")
+    asset = next((o for o in operator.outlets if is_table_asset(o) and o.uri == uri), None)
+    if asset is None:
+        operator.log.info("table %s is not in the outlets of %s: no asset event carries this "
+                          "commit (list create_asset(path=...) in outlets)", uri, operator.task_id)
+        return False
+    extra = {k: v for k, v in summary.items() if k != "schema" and v is not None}
+    context["outlet_events"][asset].extra.update(extra)
+    return True
