@@ -209,10 +209,19 @@ def declare_table_outlet(operator, table_path: str | None):
 
 
 def check_table_assets(operator, storage_options: dict | None, own_uri: str | None) -> None:
-    """Every ``hudi://`` inlet and outlet given to the operator must be a Hudi table (its own
-    table excepted: a write creates it). Raises TableNotFoundError naming the asset."""
-    for a in [*operator.inlets, *operator.outlets]:
-        if is_table_asset(a) and a.uri != own_uri:
+    """The ``hudi://`` assets the DAG gave the operator, checked before any Spark job: an inlet
+    must be a Hudi table; an outlet must be the table the task writes (its event would
+    otherwise say that a table changed which this task never touched)."""
+    for a in operator.outlets:
+        if is_table_asset(a) and own_uri is not None and a.uri != own_uri:
+            raise InvalidTableUriError(
+                f"outlet {a.uri} of task {operator.task_id} is not the table it writes "
+                f"({own_uri})", uri=a.uri,
+                remedy="list only the written table's asset in outlets (it is added "
+                       "automatically when table_path is a literal path), or make table_path "
+                       "and the outlet name the same table")
+    for a in operator.inlets:
+        if is_table_asset(a):
             require_table(a, storage_options)
 
 
