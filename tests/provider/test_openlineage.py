@@ -19,7 +19,7 @@ from airflow_hudi_occ.core import ArrowTableWriter, Table, WriteConfig
 from airflow_hudi_occ.provider import assets
 from airflow_hudi_occ.provider import openlineage as ol
 
-from .conftest import finish
+from .conftest import asset_event_extras, finish
 
 OPTS = {"hoodie.write.lock.provider": "filesystem", "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
 RUN_FACET_SCHEMA = json.load(open(os.path.join(os.path.dirname(ol.__file__), "schemas", "HudiOccRunFacet.json")))
@@ -189,20 +189,3 @@ def test_dags_test_emits_valid_lineage_and_an_asset_event(airflow_env, tmp_path)
     assert e["rows_inserted"] + e["rows_updated"] >= 1 and e["conflict_retries"] == 0
     assert e["table_uri"] == assets.table_uri(airflow_env.table) and "schema" not in e
 
-
-def asset_event_extras(airflow_env, uri: str) -> list[dict]:
-    """The extras of every event of ``uri`` in the metadata database (a separate process: the
-    database is the environment's)."""
-    code = ("import json, sys\n"
-            "from sqlalchemy import select\n"
-            "from airflow.models.asset import AssetEvent, AssetModel\n"
-            "from airflow.utils.session import create_session\n"
-            "with create_session() as s:\n"
-            "    rows = s.execute(select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)"
-            ".where(AssetModel.uri == sys.argv[1])).all()\n"
-            "    print(json.dumps([r[0] for r in rows]))\n")
-    import subprocess
-    import sys
-    out = subprocess.run([sys.executable, "-c", code, uri], env=airflow_env.env, capture_output=True,
-                         text=True, timeout=120, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
