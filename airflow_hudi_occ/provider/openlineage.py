@@ -192,13 +192,21 @@ def _empty():
 def inject_parent_job(conf: dict, context) -> dict:
     """``conf`` with OpenLineage's parent-job properties for Spark (so the Spark integration,
     where the job has it, links its run to this task's), when the OpenLineage provider has the
-    helper; ``conf`` unchanged otherwise, and on any error."""
+    helper and OpenLineage is enabled (configured with a transport); ``conf`` unchanged
+    otherwise, and on any error.
+
+    Unlike the Spark provider's operators, this does not wait for ``[openlineage]
+    spark_inject_parent_job_info``: these operators always run a Spark job of their own, and
+    ``spark.openlineage.*`` properties are inert where Spark has no OpenLineage listener."""
     try:
+        from airflow.providers.openlineage.conf import is_disabled
         from airflow.providers.openlineage.utils.spark import (
             inject_parent_job_information_into_spark_properties)
     except ImportError:
         return conf
     try:
+        if is_disabled():
+            return conf
         return inject_parent_job_information_into_spark_properties(dict(conf), context)
     except Exception:  # noqa: BLE001 - lineage must never fail the task
         log.warning("OpenLineage: could not add the parent job to the Spark properties",
