@@ -283,5 +283,11 @@ def emit_table_event(operator, context, summary: dict) -> bool:
                           "commit (list create_asset(path=...) in outlets)", uri, operator.task_id)
         return False
     extra = {k: v for k, v in summary.items() if k != "schema" and v is not None}
-    context["outlet_events"][asset].extra.update(extra)
+    # The commit is done: failing the task here would only make Airflow retry a committed
+    # batch. The event is still emitted by Airflow, without these details.
+    try:
+        context["outlet_events"][asset].extra.update(extra)
+    except Exception:  # noqa: BLE001 - a context without outlet_events (a unit-test stub) too
+        operator.log.warning("could not set the extra of the asset event of %s", uri, exc_info=True)
+        return False
     return True
