@@ -31,11 +31,13 @@ import urllib.parse
 from typing import Any
 
 from airflow_hudi_occ.core.errors import InvalidTableUriError, TableNotFoundError
-from airflow_hudi_occ.provider.version_compat import Asset
+from airflow_hudi_occ.provider.version_compat import Asset, AssetAlias
 
 SCHEME = "hudi"
 #: the Hadoop / alternative spellings of one store, folded so that one table is one asset
 STORE_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "local": "file"}
+#: the asset alias through which a task whose table is known only at run time emits its event
+ALIAS_PREFIX = "hudi-occ-table:"
 _STORE = re.compile(r"^[a-z][a-z0-9+.-]*$")
 
 
@@ -188,14 +190,19 @@ def require_table(asset_or_path: Asset | str, storage_options: dict | None = Non
 
 
 def declare_table_outlet(operator, table_path: str | None):
-    """Add the operator's table to its outlets (once), when its path is known at parse time.
+    """Add the operator's table to its outlets, so that every commit is an event of it.
 
-    A templated path (``{{ ... }}``) or one the connection gives is known only in ``execute``,
-    too late for Airflow, which records outlets when the DAG is parsed: such a task emits no
-    event for its table unless the DAG author lists ``create_asset(path=...)`` in ``outlets``.
-    A relative path is left out (its table depends on the working directory): the write itself
-    still runs as before."""
+    Airflow records outlets when it parses the DAG. A literal path becomes the table's asset
+    in ``outlets`` (shown in the asset graph before any run). A path known only in ``execute``
+    (a ``{{ ... }}`` template, the connection's host) becomes an asset alias
+    ``hudi-occ-table:<dag_id>.<task_id>``, to which ``execute`` adds the table's asset with the
+    event (Airflow creates the asset if no DAG declared it); skipped when the DAG author
+    listed a ``hudi://`` outlet already. A relative literal path gets neither (its table
+    depends on the working directory; the write itself runs as before)."""
     if not table_path or "{{" in str(table_path) or "{%" in str(table_path):
+        if not any(is_table_asset(o) or _is_our_alias(o) for o in operator.outlets):
+            operator.outlets = [*operator.outlets,
+                                AssetAlias(name=f"{ALIAS_PREFIX}{operator.dag_id}.{operator.task_id}")]
         return None
     try:
         asset = create_asset(path=str(table_path))
@@ -206,6 +213,10 @@ def declare_table_outlet(operator, table_path: str | None):
     if not any(isinstance(o, Asset) and o.uri == asset.uri for o in operator.outlets):
         operator.outlets = [*operator.outlets, asset]
     return asset
+
+
+def _is_our_alias(obj: Any) -> bool:
+    return isinstance(obj, AssetAlias) and obj.name.startswith(ALIAS_PREFIX)
 
 
 def check_table_assets(operator, storage_options: dict | None, own_uri: str | None) -> None:
@@ -273,20 +284,25 @@ def _uri_or_none(path: str) -> str | None:
 def emit_table_event(operator, context, summary: dict) -> bool:
     """Put ``summary`` (less the schema) in the extra of the table's asset event.
 
-    Airflow emits an event for every outlet when the task succeeds; this only fills its
-    extra. A task that fails (a conflict that exhausted its retries included) emits none.
-    False when the table is not among the outlets (see :func:`declare_table_outlet`)."""
+    Airflow emits an event for every outlet when the task succeeds; this fills the extra of
+    the table's asset, or adds the table's asset to our alias (see
+    :func:`declare_table_outlet`) with that extra. A task that fails (a conflict that
+    exhausted its retries included) emits none. False when neither is among the outlets."""
     uri = summary.get("table_uri")
     asset = next((o for o in operator.outlets if is_table_asset(o) and o.uri == uri), None)
-    if asset is None:
+    alias = next((o for o in operator.outlets if _is_our_alias(o)), None)
+    if (asset is None and alias is None) or uri is None:
         operator.log.info("table %s is not in the outlets of %s: no asset event carries this "
                           "commit (list create_asset(path=...) in outlets)", uri, operator.task_id)
         return False
     extra = {k: v for k, v in summary.items() if k != "schema" and v is not None}
     # The commit is done: failing the task here would only make Airflow retry a committed
-    # batch. The event is still emitted by Airflow, without these details.
+    # batch. An outlet's event is still emitted by Airflow, without these details.
     try:
-        context["outlet_events"][asset].extra.update(extra)
+        if asset is not None:
+            context["outlet_events"][asset].extra.update(extra)
+        else:
+            context["outlet_events"][alias].add(Asset(uri=uri, name=uri), extra=extra)
     except Exception:  # noqa: BLE001 - a context without outlet_events (a unit-test stub) too
         operator.log.warning("could not set the extra of the asset event of %s", uri, exc_info=True)
         return False

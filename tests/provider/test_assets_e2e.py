@@ -1,12 +1,16 @@
-"""hudi:// assets in real ``airflow dags test`` runs: a write whose conflicts exhaust its
-retries emits no event; assets used wrongly fail their task (before Spark) naming the fix; a
+"""hudi:// assets in real ``airflow dags test`` runs: a write to a templated table path emits
+its table's event through the asset alias; a write whose conflicts exhaust its retries emits
+no event; assets used wrongly fail their task (before Spark) naming the fix; a
 malformed URI fails the import of its own DAG only."""
 
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.assets import table_uri
 
 from .conftest import asset_event_extras, finish
@@ -26,6 +30,22 @@ def asset_env(airflow_env, tmp_path_factory):
     (base / "plain" / "data.csv").write_text("id\n1\n")
     return {"AIRFLOW__CORE__DAGS_FOLDER": str(folder), "HUDI_OCC_ASSET_TEST_BASE": str(base),
             "HUDI_OCC_WRITE_WINDOW": "off"}, base
+
+
+def test_a_templated_table_path_emits_its_event_through_the_alias(airflow_env, asset_env):
+    env, base = asset_env
+    (base / "landing").mkdir(exist_ok=True)
+    pq.write_table(pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [1, 1]}), base / "landing" / "batch.parquet")
+    t = Table.create(str(base / "templated"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts")
+    p = airflow_env.dags_test("hudi_occ_test_templated_table", "templated-table", env=env)
+    log = finish(p, timeout=300)
+    assert p.returncode == 0 and "state=success" in log, log[-4000:]
+    (inst,) = t.timeline().completed_writes()
+    extras = asset_event_extras(airflow_env, table_uri(str(base / "templated")), env)
+    assert len(extras) == 1, extras
+    assert (extras[0]["instant"], extras[0]["operation"], extras[0]["rows_inserted"]) == (
+        inst.requested_time, "upsert", 2)
 
 
 def test_a_write_that_loses_every_conflict_emits_no_asset_event(airflow_env, asset_env):
