@@ -236,6 +236,10 @@ def check_table_assets(operator, storage_options: dict | None, own_uri: str | No
             require_table(a, storage_options)
 
 
+#: the actions whose metadata is a commit's (write stats, schema)
+_WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit", "clustering")
+
+
 def _metadata_summary(table, instant_time: str | None) -> dict:
     """Row counts, bytes, files and schema from the commit metadata of ``instant_time``."""
     if not instant_time:
@@ -244,6 +248,8 @@ def _metadata_summary(table, instant_time: str | None) -> dict:
     inst = timeline.get(instant_time)
     if inst is None or not inst.is_completed:
         return {}
+    if inst.action.value not in _WRITE_ACTIONS:  # a clean or a rollback writes no rows
+        return {"action": inst.action.value, "completion_time": inst.completion_time}
     md = timeline.commit_metadata(inst)
     stats = md.write_stats()
     return {"action": inst.action.value, "completion_time": inst.completion_time,

@@ -115,3 +115,43 @@ def test_openlineage_converter_uses_file_and_object_store_naming():
     assert (ds.namespace, ds.name) == ("s3://lake", "orders")
     ds = assets.convert_asset_to_openlineage(Asset(uri="hudi:///data/lake/orders"), None)
     assert (ds.namespace, ds.name) == ("file", "/data/lake/orders")
+
+
+class _StubTI:
+    dag_id, task_id, run_id, try_number, map_index = "services", "clean", "manual__1", 1, -1
+
+    def xcom_push(self, key, value):
+        pass
+
+
+class _OutletEvents(dict):
+    """What the Task SDK's ``outlet_events`` offers the operators: ``[asset].extra``."""
+
+    def __missing__(self, key):
+        class Acc:
+            extra: dict = {}
+        acc = Acc()
+        acc.extra = {}
+        self[key] = acc
+        return acc
+
+
+def test_a_service_run_is_an_event_with_its_instant_and_no_row_counts(tmp_path):
+    from airflow_hudi_occ.provider.operators.hudi_occ import HudiTableServiceOperator
+
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
+    w = ArrowTableWriter(t, WriteConfig.from_options(OPTS))
+    for ts in (1, 2, 3):
+        w.write(pa.table({"id": [1, 2], "p": ["a", "a"], "ts": [ts, ts]}), "upsert")
+    op = HudiTableServiceOperator(task_id="clean", service="clean", table_path=t.base_uri, hudi_conn_id=None,
+                                  options={**OPTS, "hoodie.clean.commits.retained": "1"})
+    assert op.outlets == [assets.create_asset(path=t.base_uri)]
+    events = _OutletEvents()
+    out = op.execute({"ti": _StubTI(), "outlet_events": events})
+    extra = events[op.outlets[0]].extra
+    assert out["clean_instant"] and extra["instant"] == out["clean_instant"]
+    assert (extra["operation"], extra["action"], extra["outcome"]) == ("clean", "clean", "done")
+    assert "rows_written" not in extra and "schema" not in extra
+    lin = op.get_openlineage_facets_on_complete(None)
+    assert [d.name for d in lin.inputs] == [d.name for d in lin.outputs] == [t.base_uri]
+    assert lin.run_facets["hudi_occ"].operation == "clean"

@@ -31,7 +31,6 @@ from typing import Any, Mapping
 import psutil
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.table import Table

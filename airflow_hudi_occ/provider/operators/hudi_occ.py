@@ -45,8 +45,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
-
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
                                           TableNotFoundError)
@@ -65,6 +63,7 @@ from airflow_hudi_occ.provider.assets import (check_table_assets, commit_summary
                                               emit_table_event, table_uri)
 from airflow_hudi_occ.provider.arguments import check_service_arguments, check_write_arguments
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
 
 from airflow_hudi_occ.provider.links import HudiTimelineLink
 
