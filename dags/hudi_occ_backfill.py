@@ -61,6 +61,7 @@ with DAG(
         backoff_base_s=2.0,
         backoff_max_s=20.0,
         priority_weight=10,
+        outlets=[examples.table_asset()],
     )
 
     if window is None:  # HUDI_OCC_WRITE_WINDOW=off: raw OCC contention, no window, no watch

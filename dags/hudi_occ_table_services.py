@@ -27,8 +27,11 @@ with DAG(
     tags=["hudi", "occ", "example"],
     doc_md=__doc__,
 ) as dag:
+    # outlets: every service run is an event of the table's asset too (extra "operation" says
+    # which), so a DAG scheduled on the table can tell a clean from a commit
     common = dict(table_path=TABLE, options=examples.TABLE_OPTIONS,
-                  spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"))
+                  spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"),
+                  outlets=[examples.table_asset()])
     rollback = HudiTableServiceOperator(task_id="rollback_failed_writes", service="rollback", **common)
     clean = HudiTableServiceOperator(task_id="clean", service="clean", **common)
     archive = HudiTableServiceOperator(task_id="archive", service="archive", **common)

@@ -68,6 +68,17 @@ class UnknownLockProviderError(ConfigError):
     """A lock provider name or class path that does not exist."""
 
 
+class InvalidTableUriError(ConfigError, ValueError):
+    """A ``hudi://`` table URI (an Airflow asset) that does not name a table: a user info, a
+    query, an empty path, a ``..`` above its root. Also a ``ValueError``, which is what Airflow
+    expects of an asset URI handler, so a DAG naming such an asset fails to import with this
+    message."""
+
+    def __init__(self, message: str, *, uri: str | None = None, remedy: str | None = None):
+        self.uri = uri
+        super().__init__(message, key="uri", value=uri, remedy=remedy)
+
+
 class SourceNotFoundError(HudiOccError):
     """A write's input path does not exist (found before a Spark session is started)."""
 

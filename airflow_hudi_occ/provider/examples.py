@@ -51,6 +51,15 @@ def default_table_path() -> str:
     return os.environ.get("HUDI_OCC_TABLE", os.path.join(airflow_home(), "hudi_occ", "orders"))
 
 
+def table_asset():
+    """The example table's ``hudi://`` asset, from the path known when the DAG is parsed
+    (``HUDI_OCC_TABLE`` or the default): outlets are fixed at parse time, so an asset cannot
+    follow the ``hudi_occ_table`` Variable, which is read at run time. With that Variable set
+    to another table, the write task fails naming the mismatch: set ``HUDI_OCC_TABLE`` instead."""
+    from airflow_hudi_occ.provider.assets import create_asset
+    return create_asset(path=default_table_path())
+
+
 def default_staging_dir() -> str:
     return os.environ.get("HUDI_OCC_STAGING", os.path.join(airflow_home(), "hudi_occ", "staging"))
 

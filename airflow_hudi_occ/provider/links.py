@@ -20,7 +20,7 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from airflow.sdk import BaseOperatorLink
+from airflow_hudi_occ.provider.version_compat import BaseOperatorLink
 
 URL_PREFIX = "/hudi-occ"
 _INSTANT_KEYS = ("instant", "instant_time", "requested_time", "committed_instant")

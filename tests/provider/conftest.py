@@ -3,6 +3,7 @@ ZooKeeper. They need the Airflow venv (``pip install -e .[test,spark,airflow]``)
 Airflow they are not collected."""
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -86,3 +87,19 @@ def airflow_env(tmp_path_factory, zk_server):
     # SQLite (UNIQUE constraint failed: dag.dag_id): serialize once, serially.
     env.airflow("dags", "reserialize", timeout=300)
     return env
+
+
+def asset_event_extras(airflow_env, uri: str, env: dict | None = None) -> list[dict]:
+    """The extras of every event of asset ``uri`` in the environment's metadata database (read
+    by a separate process, as the database belongs to that environment)."""
+    code = ("import json, sys\n"
+            "from sqlalchemy import select\n"
+            "from airflow.models.asset import AssetEvent, AssetModel\n"
+            "from airflow.utils.session import create_session\n"
+            "with create_session() as s:\n"
+            "    rows = s.execute(select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)"
+            ".where(AssetModel.uri == sys.argv[1])).all()\n"
+            "    print(json.dumps([r[0] for r in rows]))\n")
+    out = subprocess.run([sys.executable, "-c", code, uri], env={**airflow_env.env, **(env or {})},
+                         capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

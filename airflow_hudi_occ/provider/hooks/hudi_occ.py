@@ -30,8 +30,6 @@ from typing import Any, Mapping
 
 import psutil
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_secret
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, WriteConfig
@@ -40,6 +38,8 @@ from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, Jo
                                                is_secret_key, remove_quietly, secret_values,
                                                write_secrets_file)
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider.get_provider_info import connection_type
+from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook
 from airflow_hudi_occ.spark.options import SparkWriteOptions
 from airflow_hudi_occ.spark.session import default_conf
 from airflow_hudi_occ.spark.shipping import is_local_master, package_zip
@@ -111,6 +111,35 @@ def zookeeper_lock_options(conn) -> dict[str, str]:
     return opts
 
 
+def _ui_field_behaviour(cls) -> dict[str, Any]:
+    """The connection form's field behaviour, from provider.yaml (``ui-field-behaviour``).
+
+    Airflow 3.2+ reads the form from provider.yaml itself and never calls the hooks'
+    ``get_ui_field_behaviour``/``get_connection_form_widgets`` (it deprecates them). They
+    remain for an Airflow that still asks the hook, and derive from the same yaml, so the two
+    cannot drift apart. Each hook class binds them in its own body: Airflow looks in the
+    class's ``__dict__``, not its bases."""
+    b = connection_type(cls.conn_type).get("ui-field-behaviour") or {}
+    return {"hidden_fields": list(b.get("hidden-fields") or []),
+            "relabeling": dict(b.get("relabeling") or {}),
+            "placeholders": dict(b.get("placeholders") or {})}
+
+
+def _connection_form_widgets(cls) -> dict[str, Any]:
+    """The extra fields of the connection form, from provider.yaml (``conn-fields``)."""
+    from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+    from flask_babel import lazy_gettext
+    from wtforms import IntegerField, StringField
+
+    out = {}
+    for name, f in (connection_type(cls.conn_type).get("conn-fields") or {}).items():
+        types = f.get("schema", {}).get("type") or ["string"]
+        field = IntegerField if "integer" in types else StringField
+        out[name] = field(lazy_gettext(f.get("label", name)), widget=BS3TextFieldWidget(),
+                          description=f.get("description"))
+    return out
+
+
 class HudiZooKeeperHook(BaseHook):
     """A ZooKeeper ensemble used as Hudi's lock (Java-compatible lock nodes, see core.locks)."""
 
@@ -118,6 +147,8 @@ class HudiZooKeeperHook(BaseHook):
     default_conn_name = "hudi_zookeeper_default"
     conn_type = "hudi_zookeeper"
     hook_name = "ZooKeeper (Hudi lock)"
+    get_ui_field_behaviour = classmethod(_ui_field_behaviour)
+    get_connection_form_widgets = classmethod(_connection_form_widgets)
 
     def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs):
         super().__init__(**kwargs)
@@ -146,6 +177,8 @@ class HudiOccHook(BaseHook):
     default_conn_name = "hudi_occ_default"
     conn_type = "hudi_occ"
     hook_name = "Hudi table (OCC)"
+    get_ui_field_behaviour = classmethod(_ui_field_behaviour)
+    get_connection_form_widgets = classmethod(_connection_form_widgets)
 
     def __init__(self, hudi_conn_id: str | None = default_conn_name, *, table_path: str | None = None,
                  options: Mapping[str, Any] | None = None, lock_provider: str | None = None,

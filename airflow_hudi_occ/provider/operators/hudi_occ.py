@@ -44,9 +44,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
                                           TableNotFoundError)
@@ -61,8 +58,11 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_O
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.provider import write_window
+from airflow_hudi_occ.provider.assets import (check_table_assets, commit_summary, declare_table_outlet,
+                                              emit_table_event, table_uri)
 from airflow_hudi_occ.provider.arguments import check_service_arguments, check_write_arguments
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
 
 from airflow_hudi_occ.provider.links import HudiTimelineLink
 
@@ -173,6 +173,42 @@ class _WriteRun:
         return {k: self.labels[k] for k in ("dag_id", "run_id", "task_id")}
 
 
+def _check_assets(operator, table_path: str, storage_options: dict | None) -> None:
+    """The hudi:// inlets/outlets the DAG gave are Hudi tables, before any Spark job."""
+    try:
+        own = table_uri(table_path)
+    except HudiOccError:
+        own = None
+    try:
+        check_table_assets(operator, storage_options, own)
+    except HudiOccError as e:
+        raise AirflowFailException(str(e)) from e
+
+
+def _with_parent_job(conf: dict, context) -> dict:
+    """The Spark conf with OpenLineage's parent-job properties, where that provider is."""
+    from airflow_hudi_occ.provider.openlineage import inject_parent_job
+    return inject_parent_job(conf, context)
+
+
+def _service_instant(out: dict) -> str | None:
+    """The instant a service created: a clean, a clustering replacecommit, a rollback."""
+    for key in ("clean_instant", "scheduled", "rollback_instant"):
+        if out.get(key):
+            return str(out[key])
+    rolled = [r.get("rollback_instant") for r in out.get("rolled_back") or [] if isinstance(r, dict)]
+    rolled = [r for r in rolled if r]
+    return rolled[-1] if rolled else None
+
+
+def _service_outcome(out: dict) -> str:
+    if out.get("service") == "archive":
+        return f"archived {len(out.get('archived') or [])}"
+    if out.get("service") == "rollback":
+        return f"rolled back {len(out.get('rolled_back') or [])}"
+    return "done" if _service_instant(out) else "nothing to do"
+
+
 class HudiWriteOperator(BaseOperator):
     """Write one batch (a parquet/csv/json path or a SQL query) to a Hudi table with OCC.
 
@@ -242,6 +278,11 @@ class HudiWriteOperator(BaseOperator):
         self.window_poll_s = window_poll_s
         self._job_hook: HudiSparkJobHook | None = None
         self._killed = False
+        # assets and lineage (provider/assets.py, provider/openlineage.py)
+        self.table_asset = declare_table_outlet(self, table_path)
+        self._run_spark_conf: dict | None = None
+        self._commit_summary: dict | None = None
+        self._resolved_table_path: str | None = None
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -283,6 +324,8 @@ class HudiWriteOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         run = self._resolve(context)
+        _check_assets(self, run.table_path, run.storage_options)
+        self._run_spark_conf = _with_parent_job(self.spark_conf, context)
         policy = RetryPolicy(max_conflict_retries=self.conflict_retries,
                              base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
         try:
@@ -299,7 +342,21 @@ class HudiWriteOperator(BaseOperator):
         conflicts = sum(1 for a in run.attempts if a["outcome"] == "conflict")
         self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", run.batch_key,
                       out["outcome"], len(run.attempts), conflicts)
+        # Only here, after a commit: a task that failed (retries exhausted) emits no event.
+        self._commit_summary = commit_summary(
+            run.table_path, run.storage_options, instant=out.get("instant"), operation=self.operation,
+            outcome=out.get("outcome"), conflict_retries=conflicts, attempts=len(run.attempts),
+            batch_key=run.batch_key)
+        emit_table_event(self, context, self._commit_summary)
         return out
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The source as input, the table as output (schema, rowCount, size of the commit),
+        and the ``hudi_occ`` run facet; never raises (provider/openlineage.py)."""
+        from airflow_hudi_occ.provider.openlineage import write_lineage
+        return write_lineage(source=self.source, source_format=self.source_format,
+                             table_path=self._resolved_table_path or self.table_path,
+                             summary=self._commit_summary)
 
     def _resolve(self, context) -> "_WriteRun":
         """The connection, options and batch key of this write; a bad key fails here, naming
@@ -314,6 +371,7 @@ class HudiWriteOperator(BaseOperator):
             raise AirflowFailException(str(e)) from e
         ti = context["ti"]
         ti.xcom_push(key=XCOM_TABLE, value=table_path)
+        self._resolved_table_path = table_path
         return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
                          batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
                          labels=labels, ti=ti)
@@ -356,7 +414,7 @@ class HudiWriteOperator(BaseOperator):
 
         out = _JobOutput(on_begin=began)
         self._job_hook = HudiSparkJobHook(
-            conf=self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
             name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
             application_args=self._args(run.table_path, run.options, run.batch_key, n), on_line=out,
             storage_options=run.storage_options)
@@ -454,6 +512,10 @@ class HudiTableServiceOperator(BaseOperator):
         self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
         self.instant = instant
         self._job_hook: HudiSparkJobHook | None = None
+        self.table_asset = declare_table_outlet(self, table_path)
+        self._run_spark_conf: dict | None = None
+        self._commit_summary: dict | None = None
+        self._resolved_table_path: str | None = None
 
     def execute(self, context) -> dict:
         hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
@@ -464,6 +526,9 @@ class HudiTableServiceOperator(BaseOperator):
             table = hook.get_table()
         except HudiOccError as e:
             raise AirflowFailException(str(e)) from e
+        self._resolved_table_path = hook.table_path
+        _check_assets(self, hook.table_path, hook.storage_options)
+        self._run_spark_conf = _with_parent_job(self.spark_conf, context)
         try:
             out = getattr(self, f"_{self.service}")(table, config, options, hook)
         except RetryableError as e:  # lock timeout and the like: Airflow's retries may help
@@ -471,7 +536,17 @@ class HudiTableServiceOperator(BaseOperator):
         except HudiOccError as e:
             raise AirflowFailException(str(e)) from e
         self.log.info("%s on %s: %s", self.service, table.base_uri, out)
+        self._commit_summary = commit_summary(
+            hook.table_path, hook.storage_options, instant=_service_instant(out),
+            operation=self.service, outcome=_service_outcome(out))
+        emit_table_event(self, context, self._commit_summary)
         return out
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The table as input and output, with the service's instant; never raises."""
+        from airflow_hudi_occ.provider.openlineage import service_lineage
+        return service_lineage(table_path=self._resolved_table_path or self.table_path,
+                               summary=self._commit_summary)
 
     def _rollback(self, table, config, options, hook) -> dict:
         if self.instant:
@@ -495,7 +570,8 @@ class HudiTableServiceOperator(BaseOperator):
                 *format_options(options)]
         out = _JobOutput()
         self._job_hook = HudiSparkJobHook(
-            conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args, on_line=out,
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
+            application_args=args, on_line=out,
             env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
             name=f"hudi-occ cluster {instant}", storage_options=hook.storage_options)
         code = self._job_hook.run(_application(self.application, SERVICE_APP))

@@ -17,8 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException
+from airflow_hudi_occ.provider.version_compat import AirflowException, BaseSensorOperator, PokeReturnValue
 
 from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.provider import write_window
