@@ -61,3 +61,21 @@ def cluster_after_barrier(table_path, options, instant, barrier, results):
     except BaseException as e:
         results.put({"name": "clustering", "outcome": "error", "error": repr(e),
                      "trace": traceback.format_exc()})
+
+
+def compact_after_barrier(table_path, options, instant, barrier, results):
+    """Execute a scheduled compaction; wait at ``barrier`` just before its commit."""
+    from airflow_hudi_occ.core.services.compaction import execute_compaction
+    from airflow_hudi_occ.core.errors import RetryableError
+    from airflow_hudi_occ.core.table.table import Table
+    try:
+        res = execute_compaction(Table.open(table_path), options, instant,
+                                 before_commit=lambda tx: barrier.wait(timeout=120))
+        results.put({"name": "compaction", "outcome": "committed", "instant": res.instant,
+                     "completion": res.completion_time})
+    except RetryableError as e:
+        results.put({"name": "compaction", "outcome": "conflict", "instant": instant, "error": e.to_dict()})
+    except BaseException as e:
+        results.put({"name": "compaction", "outcome": "error", "error": repr(e),
+                     "trace": traceback.format_exc()})
+

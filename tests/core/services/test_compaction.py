@@ -293,3 +293,93 @@ def test_plan_round_trips_in_javas_shape(mor):
     with open(path, "rb") as f:
         plan = CompactionPlan.decode(f.read())
     assert plan.file_groups() == {("a", op["fileId"])}
+
+
+# --- compaction racing ingestion, separate processes ---------------------------------------
+
+PREFER = {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+STRATEGIES = {"simple": {}, "prefer-writer": PREFER}
+
+
+def _procs(targets):
+    for p in targets:
+        p.start()
+    return targets
+
+
+def _collect(results, procs):
+    out = {r["name"]: r for r in (results.get(timeout=180) for _ in procs)}
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert all(r["outcome"] != "error" for r in out.values()), out
+    return out
+
+
+def _dict_rows(rows):
+    return [dict(zip(COLS, r)) for r in rows]
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_writer_started_after_the_plan_and_compaction_commit_together(mor, strategy):
+    """A compaction requested before a writer started does not conflict with it, whichever
+    commits first: both commit (processes meet at a barrier just before their commits)."""
+    import multiprocessing as mp
+
+    from airflow_hudi_occ.testing.service_workers import compact_after_barrier
+    from airflow_hudi_occ.testing.workers import mor_upsert_between_barriers
+
+    opts = {**FAST_WRITE_OPTIONS, **STRATEGIES[strategy]}
+    w, m = _seeded(mor)
+    _upsert(w, m, [(1, "a", 2, "u1"), (2, "b", 2, "u2")])
+    t = schedule_compaction(mor, opts, force=True)
+    ctx = mp.get_context("spawn")
+    go, results = ctx.Barrier(2), ctx.Queue()
+    rows = [(1, "a", 5, "ingested1"), (3, "a", 5, "ingested3"), (2, "b", 5, "ingested2")]
+    procs = _procs([ctx.Process(target=compact_after_barrier, args=(mor.base_uri, opts, t, go, results)),
+                    ctx.Process(target=mor_upsert_between_barriers,
+                                args=(mor.base_uri, opts, _dict_rows(rows), [go], results, "ingestion"))])
+    out = _collect(results, procs)
+    assert out["compaction"]["outcome"] == "committed"
+    assert out["ingestion"]["outcome"] == "committed"
+    m.upsert(rows)
+    check(mor, m)  # hudi-rs: the serial replay, nothing lost, no key twice
+    ing = out["ingestion"]["instant"]
+    assert all(fs.base.instant_time == t and [lf.instant_time for lf in fs.log_files] == [ing]
+               for fs in merge_file_slices(mor))
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_writer_inflight_when_planned_lands_after_the_compaction(mor, strategy):
+    """A deltacommit inflight while the compaction is scheduled: its log file stays out of the
+    plan (Hudi 1.x does not refuse its file group), both commit, and the log belongs to the
+    new slice because it completes after the compaction's instant."""
+    import multiprocessing as mp
+
+    from airflow_hudi_occ.testing.service_workers import compact_after_barrier
+    from airflow_hudi_occ.testing.workers import mor_upsert_between_barriers
+
+    opts = {**FAST_WRITE_OPTIONS, **STRATEGIES[strategy]}
+    w, m = _seeded(mor)
+    _upsert(w, m, [(1, "a", 2, "u1")])
+    ctx = mp.get_context("spawn")
+    ready, go, results = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+    rows = [(1, "a", 6, "inflight1"), (5, "a", 6, "inflight5")]
+    writer = _procs([ctx.Process(target=mor_upsert_between_barriers,
+                                 args=(mor.base_uri, opts, _dict_rows(rows), [ready, go], results,
+                                       "ingestion"))])
+    ready.wait(timeout=120)  # the writer's log file is written; its instant is inflight
+    t = schedule_compaction(mor, opts, force=True)
+    plan = mor.timeline().compaction_plan(mor.timeline().get(t))
+    pending_writer = [i for i in mor.timeline().pending() if i.action is Action.DELTA_COMMIT]
+    assert len(pending_writer) == 1 and pending_writer[0].requested_time < t
+    assert all(LogFileName.parse(n).instant_time != pending_writer[0].requested_time
+               for op in plan.operations for n in op.delta_file_names)
+    compactor = _procs([ctx.Process(target=compact_after_barrier, args=(mor.base_uri, opts, t, go, results))])
+    out = _collect(results, writer + compactor)
+    assert out["compaction"]["outcome"] == "committed" and out["ingestion"]["outcome"] == "committed"
+    m.upsert(rows)
+    check(mor, m)
+    [fs] = [fs for fs in merge_file_slices(mor) if fs.base.partition == "a"]
+    assert fs.base.instant_time == t
+    assert [lf.instant_time for lf in fs.log_files] == [out["ingestion"]["instant"]]
