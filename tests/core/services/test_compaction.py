@@ -349,11 +349,14 @@ def test_writer_started_after_the_plan_and_compaction_commit_together(mor, strat
                for fs in merge_file_slices(mor))
 
 
+@pytest.mark.parametrize("first", ["writer", "compaction"])
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_writer_inflight_when_planned_lands_after_the_compaction(mor, strategy):
+def test_writer_inflight_when_planned(mor, strategy, first):
     """A deltacommit inflight while the compaction is scheduled: its log file stays out of the
-    plan (Hudi 1.x does not refuse its file group), both commit, and the log belongs to the
-    new slice because it completes after the compaction's instant."""
+    plan (Hudi 1.x does not refuse its file group) and, once completed, belongs to the new
+    slice. Who commits first is forced by barriers. Both commit, except under prefer-writer
+    when the compaction completes first: Hudi's rule then aborts the deltacommit (a completed
+    compaction requested after it, on its file group) and it is rolled back."""
     import multiprocessing as mp
 
     from airflow_hudi_occ.testing.service_workers import compact_after_barrier
@@ -363,10 +366,12 @@ def test_writer_inflight_when_planned_lands_after_the_compaction(mor, strategy):
     w, m = _seeded(mor)
     _upsert(w, m, [(1, "a", 2, "u1")])
     ctx = mp.get_context("spawn")
-    ready, go, results = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+    ready, go, after, results = ctx.Barrier(2), ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
     rows = [(1, "a", 6, "inflight1"), (5, "a", 6, "inflight5")]
+    w_barriers = [ready, go] + ([after] if first == "compaction" else [])
+    c_barriers = [go] + ([after] if first == "writer" else [])
     writer = _procs([ctx.Process(target=mor_upsert_between_barriers,
-                                 args=(mor.base_uri, opts, _dict_rows(rows), [ready, go], results,
+                                 args=(mor.base_uri, opts, _dict_rows(rows), w_barriers, results,
                                        "ingestion"))])
     ready.wait(timeout=120)  # the writer's log file is written; its instant is inflight
     t = schedule_compaction(mor, opts, force=True)
@@ -375,11 +380,28 @@ def test_writer_inflight_when_planned_lands_after_the_compaction(mor, strategy):
     assert len(pending_writer) == 1 and pending_writer[0].requested_time < t
     assert all(LogFileName.parse(n).instant_time != pending_writer[0].requested_time
                for op in plan.operations for n in op.delta_file_names)
-    compactor = _procs([ctx.Process(target=compact_after_barrier, args=(mor.base_uri, opts, t, go, results))])
-    out = _collect(results, writer + compactor)
-    assert out["compaction"]["outcome"] == "committed" and out["ingestion"]["outcome"] == "committed"
-    m.upsert(rows)
+    compactor = _procs([ctx.Process(target=compact_after_barrier,
+                                    args=(mor.base_uri, opts, t, c_barriers, results))])
+    out = {}
+    r = results.get(timeout=180)
+    out[r["name"]] = r
+    assert r["name"] == ("ingestion" if first == "writer" else "compaction"), r
+    after.wait(timeout=120)  # let the second one commit
+    r = results.get(timeout=180)
+    out[r["name"]] = r
+    for p in writer + compactor:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert all(r["outcome"] != "error" for r in out.values()), out
+    assert out["compaction"]["outcome"] == "committed"
+    writer_loses = strategy == "prefer-writer" and first == "compaction"
+    assert out["ingestion"]["outcome"] == ("conflict" if writer_loses else "committed")
+    if writer_loses:
+        assert out["ingestion"]["error"]["other_instant"] == t
+        assert mor.timeline().get(out["ingestion"]["instant"]) is None
+    else:
+        m.upsert(rows)
     check(mor, m)
     [fs] = [fs for fs in merge_file_slices(mor) if fs.base.partition == "a"]
     assert fs.base.instant_time == t
-    assert [lf.instant_time for lf in fs.log_files] == [out["ingestion"]["instant"]]
+    assert [lf.instant_time for lf in fs.log_files] == ([] if writer_loses else [out["ingestion"]["instant"]])
