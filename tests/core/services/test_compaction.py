@@ -405,3 +405,22 @@ def test_writer_inflight_when_planned(mor, strategy, first):
     [fs] = [fs for fs in merge_file_slices(mor) if fs.base.partition == "a"]
     assert fs.base.instant_time == t
     assert [lf.instant_time for lf in fs.log_files] == ([] if writer_loses else [out["ingestion"]["instant"]])
+
+
+def test_clean_after_compaction_deletes_old_slices_whole(mor):
+    """The cleaner removes a compacted slice's log files with its base file: a log file left
+    alone would be older than every base file of its group, which hudi-rs (HEAD) refuses."""
+    from airflow_hudi_occ.core.services.clean import run_clean
+    w, m = _seeded(mor)
+    first = _upsert(w, m, [(1, "a", 2, "u1")])
+    t = schedule_compaction(mor, FORCE, force=True)
+    execute_compaction(mor, FORCE, t)
+    later = _upsert(w, m, [(1, "a", 3, "u1b")])
+    res = run_clean(mor, {**FAST_WRITE_OPTIONS, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                          "hoodie.cleaner.fileversions.retained": "1"})
+    names = [f.rsplit("/", 1)[1] for f in res.deleted_files]
+    assert any(LogFileName.parse(n) and LogFileName.parse(n).instant_time == first.instant.requested_time
+               for n in names)
+    left = [LogFileName.parse(n) for n in os.listdir(os.path.join(mor.base_uri, "a"))]
+    assert [lf.instant_time for lf in left if lf] == [later.instant.requested_time]
+    check(mor, m)
