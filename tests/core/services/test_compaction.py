@@ -424,3 +424,27 @@ def test_clean_after_compaction_deletes_old_slices_whole(mor):
     left = [LogFileName.parse(n) for n in os.listdir(os.path.join(mor.base_uri, "a"))]
     assert [lf.instant_time for lf in left if lf] == [later.instant.requested_time]
     check(mor, m)
+
+
+def test_early_conflict_detection_lets_a_compaction_and_an_inflight_writer_both_commit(mor):
+    """With early conflict detection on, a deltacommit's APPEND marker on a file group is no
+    reason to stop the compaction of that group (nor the compaction's MERGE marker a reason to
+    stop the writer): the writer's log belongs to the slice the compaction starts."""
+    ecd = {**FAST_WRITE_OPTIONS, "hoodie.write.concurrency.early.conflict.detection.enable": "true"}
+    w, m = _seeded(mor)
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(ecd))
+    _upsert(w, m, [(1, "a", 2, "u1")])
+    box = {}
+
+    def compact_meanwhile(tx):
+        box["t"] = schedule_compaction(mor, ecd, force=True)
+        box["res"] = execute_compaction(mor, ecd, box["t"])
+
+    rows = [(1, "a", 7, "late"), (3, "a", 7, "late3")]
+    r = w.write(_batch(rows), "upsert", before_commit=compact_meanwhile)
+    m.upsert(rows)
+    assert box["res"].instant == box["t"] < r.instant.completion_time
+    check(mor, m)
+    w.write(_batch([(5, "a", 8, "after")]), "upsert")
+    m.upsert([(5, "a", 8, "after")])
+    check(mor, m)
