@@ -567,3 +567,17 @@ def test_compact_schedule_show_execute_and_show_and_timeline(tmp_path, capsys):
 def test_compact_refuses_a_copy_on_write_table(table, capsys):
     rc, out, err = run(capsys, "compact", table.base_uri, "--force")
     assert rc == 2 and "merge-on-read" in err
+
+
+def test_compact_without_flags_runs_a_pending_plan_when_the_trigger_is_not_reached(tmp_path, capsys):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    mor = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                       precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(OPTS))
+    w.write(batch(range(3), "a"), "insert")
+    w.write(batch([1], "a", "u", ts=2), "upsert")
+    opts = ["--option", "hoodie.write.lock.provider=filesystem"]
+    rc, doc = run_json(capsys, "compact", mor.base_uri, "--schedule-only", "--force", *opts)
+    t = doc["scheduled"]
+    rc, doc = run_json(capsys, "compact", mor.base_uri, *opts)
+    assert rc == 0 and doc["scheduled"] is None and doc["executed"]["instant"] == t

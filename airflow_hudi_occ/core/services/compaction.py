@@ -381,15 +381,20 @@ def run_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, 
                    *, schedule_only: bool = False, instant: str | None = None, force: bool = False,
                    lock_manager=None) -> dict:
     """What ``hudi-occ compact`` does: execute ``instant``; or schedule (trigger permitting, or
-    ``force``) and, unless ``schedule_only``, execute what was scheduled."""
+    ``force``) and, unless ``schedule_only``, execute what was scheduled, else the earliest
+    pending compaction (Hudi's inline compaction also runs pending plans first)."""
     cfg = compaction_config(config)
     if instant is not None:
         return {"scheduled": None,
                 "executed": execute_compaction(table, cfg, instant, lock_manager=lock_manager).to_json()}
     t = schedule_compaction(table, cfg, lock_manager=lock_manager, force=force)
     out: dict = {"scheduled": t, "executed": None}
-    if t is not None and not schedule_only:
-        out["executed"] = execute_compaction(table, cfg, t, lock_manager=lock_manager).to_json()
+    if schedule_only:
+        return out
+    pending = [i.requested_time for i in table.timeline().pending_compactions()]
+    run = t if t is not None else (pending[0] if pending else None)
+    if run is not None:
+        out["executed"] = execute_compaction(table, cfg, run, lock_manager=lock_manager).to_json()
     return out
 
 
