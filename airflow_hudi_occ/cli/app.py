@@ -13,8 +13,8 @@ prints either aligned plain-text tables or, with ``--json``, one JSON document o
                                [--check-commit-conflict]
 
 Table services (these write to the table): ``clean TABLE [--dry-run]``, ``rollback TABLE
-[--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``, ``archive TABLE
-[--dry-run]``. A retryable conflict
+[--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``, ``compact TABLE [--schedule-only |
+--execute T | --show] [--force]`` (merge-on-read), ``archive TABLE [--dry-run]``. A retryable conflict
 (the clustering lost at its commit) exits 75, as the spark-submit jobs do.
 
 Global options (before or after the subcommand): ``--option KEY=VALUE`` (Hudi write options,
@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError
 from airflow_hudi_occ.cli.diagnose_commands import cmd_conflicts, cmd_early_check
 from airflow_hudi_occ.cli.inspect_commands import cmd_file_groups, cmd_markers, cmd_show, cmd_timeline, cmd_writers
-from airflow_hudi_occ.cli.service_commands import cmd_archive, cmd_clean, cmd_cluster, cmd_rollback
+from airflow_hudi_occ.cli.service_commands import cmd_archive, cmd_clean, cmd_cluster, cmd_compact, cmd_rollback
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_STRATEGY
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
 from airflow_hudi_occ.core.format.instant import State
@@ -122,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("rollback", cmd_rollback, "roll back one pending instant, or every pending write "
             "whose heartbeat expired")
     p.add_argument("--instant", metavar="T")
+    p = add("compact", cmd_compact, "merge-on-read: schedule a compaction under the lock "
+            "(hoodie.compact.inline.trigger.strategy, ...max.delta.commits) and execute it here "
+            "with Arrow; for big tables run airflow_hudi_occ.spark.service_job --service compact")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--schedule-only", action="store_true", help="only plan (<t>.compaction.requested)")
+    g.add_argument("--execute", metavar="T", help="execute this pending compaction")
+    g.add_argument("--show", action="store_true", help="list pending compactions")
+    p.add_argument("--force", action="store_true", help="schedule even if the trigger is not reached")
     p = sub.add_parser("cluster", help="schedule, run (in this process, with Arrow) or show "
                        "clustering; for big tables run airflow_hudi_occ.spark.service_job",
                        description="clustering: schedule | run | show")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_hudi_occ.core.services.compaction import deltacommits_since_compaction, show_compaction
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_time, _require_instant
 from airflow_hudi_occ.cli.render import _duration, _iso, render_table
@@ -207,6 +209,16 @@ def cmd_show(ctx: Context) -> Result:
         f"writers      {len(writers)} pending: {doc['writers']['alive']} alive, "
         f"{doc['writers']['expired']} expired (expiry {ctx.config.heartbeat.expiry_ms} ms)",
     ]
+    if ctx.table.config.table_type == MERGE_ON_READ:
+        # compaction: what is scheduled, whether an executor runs it, and how much waits for it
+        n, _ = deltacommits_since_compaction(tl)
+        plans = show_compaction(ctx.table, ctx.options)
+        doc["compaction"] = {"pending": plans, "deltacommits_since_last": n}
+        lines.append(f"compaction   {len(plans)} pending"
+                     + "".join(f"; {p['instant']} {p['state']}"
+                               + (" (executor alive)" if p["executor_alive"] else "")
+                               + f", {len(p['file_groups'])} file groups" for p in plans)
+                     + f"; {n} deltacommits since the last compaction")
     if writers:
         lines.append("")
         lines.append(render_table(["INSTANT", "ACTION", "STATE", "HEARTBEAT_AGE_S", "STATUS", "MARKERS"],

@@ -1,5 +1,6 @@
-"""The subcommands that write: clean, rollback, cluster, archive (each under the table lock, as a
-table service; a clustering that loses at its commit exits 75 like the spark-submit jobs)."""
+"""The subcommands that write: clean, rollback, cluster, compact, archive (each under the table
+lock, as a table service; a clustering that loses at its commit exits 75 like the spark-submit
+jobs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollba
 from airflow_hudi_occ.core.job_protocol import EXIT_OK
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering, show_clustering
+from airflow_hudi_occ.core.services.compaction import run_compaction, show_compaction
 
 
 def cmd_clean(ctx: Context) -> Result:
@@ -73,3 +75,31 @@ def cmd_cluster(ctx: Context) -> Result:
                           sum(g["num_output_file_groups"] for g in p["groups"])] for p in plans],
                         empty="no pending clustering")
     return {"pending": plans}, text, EXIT_OK
+
+
+def cmd_compact(ctx: Context) -> Result:
+    args = ctx.args
+    if args.show:
+        plans = show_compaction(ctx.table, ctx.options)
+        text = render_table(["INSTANT", "STATE", "EXECUTOR", "FILE GROUPS", "LOG FILES"],
+                            [[p["instant"], p["state"], "alive" if p["executor_alive"] else "-",
+                              len(p["file_groups"]), p["log_files"]] for p in plans],
+                            empty="no pending compaction")
+        return {"pending": plans}, text, EXIT_OK
+    t = None
+    if args.execute:
+        t = _instant_time(args.execute, "--execute")
+        _require_instant(ctx, t)
+    res = run_compaction(ctx.table, ctx.options, schedule_only=args.schedule_only, instant=t,
+                         force=args.force)
+    lines = []
+    if not args.execute:
+        lines.append(f"scheduled compaction {res['scheduled']}" if res["scheduled"] else
+                     "nothing scheduled (trigger not reached, or no log files to compact; "
+                     "--force skips the trigger)")
+    ex = res["executed"]
+    if ex:
+        lines.append(f"compaction {ex['instant']} committed at {ex['completion_time']}: "
+                     f"{ex['file_groups']} file groups, {ex['log_files_compacted']} log files merged")
+    return res, "\n".join(lines), EXIT_OK
+

@@ -607,6 +607,86 @@ class ClusteringConfig:
         return cfg
 
 
+# --- compaction (merge-on-read) -----------------------------------------------------------
+
+
+class CompactionTriggerStrategy(enum.Enum):
+    """Hudi's ``CompactionTriggerStrategy``: when scheduling finds enough work to plan."""
+
+    NUM_COMMITS = "NUM_COMMITS"
+    NUM_COMMITS_AFTER_LAST_REQUEST = "NUM_COMMITS_AFTER_LAST_REQUEST"
+    TIME_ELAPSED = "TIME_ELAPSED"
+    NUM_AND_TIME = "NUM_AND_TIME"
+    NUM_OR_TIME = "NUM_OR_TIME"
+
+
+#: The compaction strategies (Hudi class names) the planner implements; others are refused.
+LOG_FILE_SIZE_STRATEGY = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
+LOG_FILE_NUM_STRATEGY = "org.apache.hudi.table.action.compact.strategy.LogFileNumBasedCompactionStrategy"
+UNBOUNDED_STRATEGY = "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"
+COMPACTION_STRATEGIES = (LOG_FILE_SIZE_STRATEGY, LOG_FILE_NUM_STRATEGY, UNBOUNDED_STRATEGY)
+
+COMPACT_MAX_DELTA_COMMITS = ConfigProperty(
+    "hoodie.compact.inline.max.delta.commits", 5, parse_int,
+    doc="deltacommits since the last compaction before one is scheduled (NUM_COMMITS)")
+COMPACT_MAX_DELTA_SECONDS = ConfigProperty(
+    "hoodie.compact.inline.max.delta.seconds", 3600, parse_int,
+    doc="seconds since the last compaction before one is scheduled (TIME_ELAPSED)")
+COMPACT_TRIGGER_STRATEGY = ConfigProperty(
+    "hoodie.compact.inline.trigger.strategy", CompactionTriggerStrategy.NUM_COMMITS,
+    parse_enum(CompactionTriggerStrategy),
+    doc="NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_AND_TIME or NUM_OR_TIME")
+COMPACTION_STRATEGY = ConfigProperty(
+    "hoodie.compaction.strategy", LOG_FILE_SIZE_STRATEGY, str,
+    doc="which file slices a plan takes: LogFileSizeBasedCompactionStrategy (largest logs first, "
+        "bounded by hoodie.compaction.target.io), LogFileNumBasedCompactionStrategy or "
+        "UnBoundedCompactionStrategy")
+COMPACTION_TARGET_IO_MB = ConfigProperty(
+    "hoodie.compaction.target.io", 500 * 1024, parse_int,
+    doc="MB of I/O (base + logs read, base written) one plan may take, size-based strategy")
+COMPACTION_LOGFILE_SIZE_THRESHOLD = ConfigProperty(
+    "hoodie.compaction.logfile.size.threshold", 0, parse_int,
+    doc="bytes of log files a slice needs to be compacted, size-based strategy")
+COMPACTION_LOGFILE_NUM_THRESHOLD = ConfigProperty(
+    "hoodie.compaction.logfile.num.threshold", 0, parse_int,
+    doc="log files a slice needs to be compacted, number-based strategy")
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """When compaction is scheduled and which file slices its plan takes (Hudi's keys and
+    defaults)."""
+
+    max_delta_commits: int = 5
+    max_delta_seconds: int = 3600
+    trigger: CompactionTriggerStrategy = CompactionTriggerStrategy.NUM_COMMITS
+    strategy: str = LOG_FILE_SIZE_STRATEGY
+    target_io_mb: int = 500 * 1024
+    logfile_size_threshold: int = 0
+    logfile_num_threshold: int = 0
+    write: WriteConfig = field(default_factory=WriteConfig)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CompactionConfig":
+        options = dict(options or {})
+        raw = COMPACTION_STRATEGY.get(options).strip()
+        strategy = next((s for s in COMPACTION_STRATEGIES
+                         if raw in (s, s.rsplit(".", 1)[-1])), None)
+        if strategy is None:
+            raise ConfigError(f"compaction strategy {raw!r} is not implemented here",
+                              key=COMPACTION_STRATEGY.key, value=raw,
+                              remedy="use one of " + ", ".join(s.rsplit(".", 1)[-1]
+                                                                for s in COMPACTION_STRATEGIES))
+        cfg = cls(COMPACT_MAX_DELTA_COMMITS.get(options), COMPACT_MAX_DELTA_SECONDS.get(options),
+                  COMPACT_TRIGGER_STRATEGY.get(options), strategy,
+                  COMPACTION_TARGET_IO_MB.get(options), COMPACTION_LOGFILE_SIZE_THRESHOLD.get(options),
+                  COMPACTION_LOGFILE_NUM_THRESHOLD.get(options), WriteConfig.from_options(options))
+        if cfg.max_delta_commits <= 0 or cfg.target_io_mb <= 0:
+            raise ConfigError("compaction delta commits and target I/O must be positive",
+                              key=COMPACT_MAX_DELTA_COMMITS.key, value=cfg.max_delta_commits)
+        return cfg
+
+
 # --- archival -------------------------------------------------------------------------------
 
 KEEP_MIN_COMMITS = ConfigProperty("hoodie.keep.min.commits", 20, parse_int,

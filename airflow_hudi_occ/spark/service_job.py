@@ -1,8 +1,8 @@
-"""The spark-submit entry point for table services: clean, rollback, clustering, archival.
+"""The spark-submit entry point for table services: clean, rollback, clustering, compaction, archival.
 
 ::
 
-    python -m airflow_hudi_occ.spark.service_job --table PATH --service clean|rollback|cluster|archive \
+    python -m airflow_hudi_occ.spark.service_job --table PATH --service clean|rollback|cluster|compact|archive \
         [--option k=v ...] [--schedule-only | --instant T] [--dry-run]
 
 - ``clean``: LAZY rollback of dead writers, then one clean (``--dry-run``: plan only).
@@ -12,6 +12,11 @@
 - ``cluster``: ``--schedule-only`` plans (under the lock) and exits; ``--instant T`` executes
   that plan; neither: executes the earliest pending plan, scheduling one if none is pending.
   Only execution starts Spark.
+- ``compact`` (merge-on-read): ``--schedule-only`` plans under the lock when Hudi's trigger
+  says so (``hoodie.compact.inline.trigger.strategy``...); ``--instant T`` executes that plan;
+  neither: executes the earliest pending compaction, scheduling one if none is pending. The
+  executor is the core's Arrow one, in the driver (no Spark session is started): fine for
+  slices one process can merge; a Spark executor for compaction is not written yet.
 
 Exit codes and output as ``job.py``: ``0`` done (also "nothing to do"), ``75`` a retryable
 conflict (the clustering lost to another writer and was rolled back: schedule again later),
@@ -35,11 +40,12 @@ from airflow_hudi_occ.core.errors import RetryableError  # noqa: E402
 from airflow_hudi_occ.core.job_protocol import ArgumentParser, EXIT_OK, emit_result, exit_code_for  # noqa: E402
 from airflow_hudi_occ.core.services.clean import run_clean  # noqa: E402
 from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering  # noqa: E402
+from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table  # noqa: E402
 from airflow_hudi_occ.spark.options import SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.job import conflict_result, error_result, parse_command_line  # noqa: E402
 
-SERVICES = ("clean", "rollback", "cluster", "archive")
+SERVICES = ("clean", "rollback", "cluster", "compact", "archive")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -76,6 +82,8 @@ def run(args, options: dict, *, before_commit=None) -> dict:
         else:
             res = rollback_failed_writes(table, cfg)
         return {"outcome": "ok", "rolled_back": [r.to_json() for r in res]}
+    if args.service == "compact":
+        return _compact(table, args, options, before_commit=before_commit)
     if args.schedule_only:
         return {"outcome": "ok", "scheduled": schedule_clustering(table, options)}
     instant, scheduled = args.instant, None
@@ -95,6 +103,20 @@ def run(args, options: dict, *, before_commit=None) -> dict:
             spark.stop()
         except Exception:  # pragma: no cover
             pass
+
+
+def _compact(table, args, options: dict, *, before_commit=None) -> dict:
+    if args.schedule_only:
+        return {"outcome": "ok", "scheduled": schedule_compaction(table, options)}
+    instant, scheduled = args.instant, None
+    if instant is None and not table.timeline().pending_compactions():
+        scheduled = instant = schedule_compaction(table, options)
+        if instant is None:
+            return {"outcome": "ok", "scheduled": None,
+                    "message": "nothing to compact (trigger not reached or no log files)"}
+    res = execute_compaction(table, options, instant, writer_id=args.writer_id,
+                             before_commit=before_commit)
+    return {**res.to_json(), "scheduled": scheduled}
 
 
 def main(argv=None, *, before_commit=None) -> int:

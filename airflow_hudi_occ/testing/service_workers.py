@@ -61,3 +61,23 @@ def cluster_after_barrier(table_path, options, instant, barrier, results):
     except BaseException as e:
         results.put({"name": "clustering", "outcome": "error", "error": repr(e),
                      "trace": traceback.format_exc()})
+
+
+def compact_after_barrier(table_path, options, instant, barrier, results):
+    """Execute a scheduled compaction; wait at ``barrier`` (or each of a list) just before its
+    commit."""
+    from airflow_hudi_occ.core.services.compaction import execute_compaction
+    from airflow_hudi_occ.core.errors import RetryableError
+    from airflow_hudi_occ.core.table.table import Table
+    try:
+        barriers = barrier if isinstance(barrier, (list, tuple)) else [barrier]
+        res = execute_compaction(Table.open(table_path), options, instant,
+                                 before_commit=lambda tx: [b.wait(timeout=120) for b in barriers])
+        results.put({"name": "compaction", "outcome": "committed", "instant": res.instant,
+                     "completion": res.completion_time})
+    except RetryableError as e:
+        results.put({"name": "compaction", "outcome": "conflict", "instant": instant, "error": e.to_dict()})
+    except BaseException as e:
+        results.put({"name": "compaction", "outcome": "error", "error": repr(e),
+                     "trace": traceback.format_exc()})
+

@@ -57,3 +57,35 @@ def keyed_batch_after_barrier(table_path, options, rows, batch_key, barrier, res
     except BaseException as e:  # pragma: no cover - reported to the test
         results.put({"name": name, "outcome": "error", "began": state.get("instant"),
                      "error": repr(e), "trace": traceback.format_exc()})
+
+
+def mor_upsert_between_barriers(table_path, options, rows, barriers, results, name):
+    """Upsert ``rows`` into a merge-on-read table as one deltacommit, waiting at each of
+    ``barriers`` in turn just before the commit (its log files are written by then), so a test
+    can schedule or run a compaction while this deltacommit is inflight."""
+    import pyarrow as pa
+
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.errors import RetryableError
+    from airflow_hudi_occ.core.table.table import Table
+
+    writer = MergeOnReadWriter(Table.open(table_path), WriteConfig.from_options(options), writer_id=name)
+    state = {}
+
+    def before_commit(tx):
+        state["instant"] = tx.instant_time
+        for b in barriers:
+            b.wait(timeout=120)
+
+    try:
+        res = writer.write(pa.Table.from_pylist(rows), "upsert", before_commit=before_commit)
+        results.put({"name": name, "outcome": "committed", "instant": res.instant.requested_time,
+                     "completion": res.instant.completion_time, "rows": rows})
+    except RetryableError as e:
+        results.put({"name": name, "outcome": "conflict", "instant": state.get("instant"),
+                     "error": e.to_dict(), "rows": rows})
+    except BaseException as e:  # pragma: no cover - reported to the test
+        results.put({"name": name, "outcome": "error", "instant": state.get("instant"),
+                     "error": repr(e), "trace": traceback.format_exc(), "rows": rows})
+

@@ -524,3 +524,60 @@ def test_a_misspelt_option_is_refused_and_the_table_is_unchanged(tmp_path, capsy
     # The key spelt right does what the misspelt one would silently not have done.
     rc, out, err = run(capsys, "clean", t.base_uri, "--option", "hoodie.clean.commits.retained=1")
     assert rc == 0 and tree_snapshot(t.base_uri) != before, err
+
+
+# --- compact (merge-on-read) -----------------------------------------------------------------
+
+
+def test_compact_schedule_show_execute_and_show_and_timeline(tmp_path, capsys):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+    mor = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                       precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(OPTS))
+    w.write(batch(range(4), "a"), "insert")
+    w.write(batch([1, 2], "a", "u", ts=2), "upsert")
+    opts = ["--option", "hoodie.write.lock.provider=filesystem"]
+    rc, doc = run_json(capsys, "compact", mor.base_uri, "--schedule-only", *opts)
+    assert rc == 0 and doc["scheduled"] is None  # 2 deltacommits < 5 (Hudi's default trigger)
+    rc, doc = run_json(capsys, "compact", mor.base_uri, "--schedule-only", "--force", *opts)
+    t = doc["scheduled"]
+    assert rc == 0 and t and doc["executed"] is None
+    rc, doc = run_json(capsys, "compact", mor.base_uri, "--show")
+    assert [p["instant"] for p in doc["pending"]] == [t] and doc["pending"][0]["state"] == "requested"
+    rc, doc = run_json(capsys, "show", mor.base_uri)
+    assert doc["compaction"]["pending"][0]["instant"] == t
+    assert doc["compaction"]["deltacommits_since_last"] == 2
+    rc, doc = run_json(capsys, "timeline", mor.base_uri)
+    row = next(r for r in doc["instants"] if r["requested_time"] == t)
+    assert (row["action"], row["state"], row["operation_type"]) == ("compaction", "requested", "COMPACT")
+    rc, out, _ = run(capsys, "compact", mor.base_uri, "--execute", t, *opts)
+    assert rc == 0 and f"compaction {t} committed" in out
+    rc, doc = run_json(capsys, "timeline", mor.base_uri)
+    row = next(r for r in doc["instants"] if r["requested_time"] == t)
+    assert (row["action"], row["state"], row["operation_type"]) == ("commit", "completed", "COMPACT")
+    rc, doc = run_json(capsys, "show", mor.base_uri)
+    assert doc["compaction"] == {"pending": [], "deltacommits_since_last": 0}
+    assert {k: v["value"] for k, v in rows_by_key(hudi_read(mor.base_uri)).items()} == \
+        {0: "v", 1: "u", 2: "u", 3: "v"}
+    rc, out, err = run(capsys, "compact", mor.base_uri, "--execute", t, *opts)
+    assert rc == 2 and "not a pending compaction" in err
+
+
+def test_compact_refuses_a_copy_on_write_table(table, capsys):
+    rc, out, err = run(capsys, "compact", table.base_uri, "--force")
+    assert rc == 2 and "merge-on-read" in err
+
+
+def test_compact_without_flags_runs_a_pending_plan_when_the_trigger_is_not_reached(tmp_path, capsys):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    mor = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                       precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(OPTS))
+    w.write(batch(range(3), "a"), "insert")
+    w.write(batch([1], "a", "u", ts=2), "upsert")
+    opts = ["--option", "hoodie.write.lock.provider=filesystem"]
+    rc, doc = run_json(capsys, "compact", mor.base_uri, "--schedule-only", "--force", *opts)
+    t = doc["scheduled"]
+    rc, doc = run_json(capsys, "compact", mor.base_uri, *opts)
+    assert rc == 0 and doc["scheduled"] is None and doc["executed"]["instant"] == t

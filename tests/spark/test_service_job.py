@@ -32,5 +32,27 @@ def test_clean_schedule_and_usage(table, fast_options):
     code, res = _run(["--table", table.base_uri, "--service", "clean", *o,
                       "--option", "hoodie.cleaner.policy=KEEP_EVERYTHING"])
     assert code == 1 and res["error"]["key"] == "hoodie.cleaner.policy"
-    code, res = _run(["--table", table.base_uri, "--service", "compact"])
+    code, res = _run(["--table", table.base_uri, "--service", "vacuum"])
     assert code == EXIT_USAGE and res["error"]["error"] == "UsageError"
+
+
+def test_compact_schedules_by_trigger_then_executes_with_arrow(tmp_path, fast_options):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+    mor = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                       precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(fast_options))
+    w.write(pa.Table.from_pylist([{"id": i, "p": "a", "ts": 0, "v": "x"} for i in range(3)]), "insert")
+    w.write(pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 1, "v": "y"}]), "upsert")
+    o = [a for k, v in {**fast_options, "hoodie.compact.inline.max.delta.commits": "2"}.items()
+         for a in ("--option", f"{k}={v}")]
+    code, res = _run(["--table", mor.base_uri, "--service", "compact", "--schedule-only", *o])
+    t = res["scheduled"]
+    assert code == 0 and mor.timeline().get(t).action.value == "compaction"
+    code, res = _run(["--table", mor.base_uri, "--service", "compact", *o])
+    assert code == 0 and res["outcome"] == "committed" and res["instant"] == t and res["scheduled"] is None
+    assert {k: v["v"] for k, v in rows_by_key(hudi_read(mor.base_uri)).items()} == {0: "x", 1: "y", 2: "x"}
+    code, res = _run(["--table", mor.base_uri, "--service", "compact", *o])
+    assert code == 0 and res["scheduled"] is None and "nothing to compact" in res["message"]
+

@@ -119,6 +119,9 @@ class MergeOnReadWriter(ArrowTableWriter):
             view = FileSystemView(self.table, partitions=[p for p, _ in groups])
             work, _ = self._plan(view, data, op, groups, 1)
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
+            # a file group under a pending compaction: this write's log file belongs to the slice
+            # the compaction starts (Java records that slice's base instant as prevCommit)
+            self._pending_compaction = view.timeline.pending_compaction_file_groups()
             check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
             tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
             names = [self._mark(tx, w, before_file) if w.prev is None
@@ -177,8 +180,12 @@ class MergeOnReadWriter(ArrowTableWriter):
         self.table.storage.create_if_absent(self.table.storage.path(rel), payload)
         ms = int((time.time() - t0) * 1000)
         base = w.prev.base_file
+        prev = w.prev.instant_time
+        compaction = getattr(self, "_pending_compaction", {}).get((w.partition, w.file_id))
+        if compaction is not None:
+            prev, base = compaction, None
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
-                         prev_commit=w.prev.instant_time, num_writes=writes,
+                         prev_commit=prev, num_writes=writes,
                          num_deletes=deletes, num_update_writes=updates, num_inserts=0,
                          file_size_in_bytes=len(payload), total_write_bytes=len(payload),
                          upsert_time_ms=ms, base_file=base.name if base is not None else "",

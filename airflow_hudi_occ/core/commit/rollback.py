@@ -39,7 +39,9 @@ from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
+from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
+from airflow_hudi_occ.core.table.mor_reader import list_log_files
 from airflow_hudi_occ.core.concurrency.heartbeat import delete_heartbeat, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
@@ -77,6 +79,10 @@ def files_of_instant(table, instant_time: str) -> dict[str, list[str]]:
             for bf in list_base_files(table, part):
                 if bf.instant_time == instant_time:
                     files.setdefault(part, []).append(bf.relative_path)
+            # merge-on-read: a deltacommit's log files carry its instant in their name
+            for lf in list_log_files(table, part):
+                if lf.instant_time == instant_time:
+                    files.setdefault(part, []).append(join_partition(part, lf.name))
     return files
 
 
@@ -146,7 +152,12 @@ def _execute(table, timeline, rb: Instant, plan: RollbackPlan, action: str, gen,
     table.storage.delete_dir(table.storage.path(".hoodie", ".temp", instant_time))
     delete_heartbeat(table, instant_time)
     staging.delete_staged(table, instant_time)
-    delete_pending_files(table, instant_time, timeline.files_of(instant_time))
+    names = timeline.files_of(instant_time)
+    if action == Action.COMPACTION.value:
+        # Hudi never abandons a compaction plan: its rollback returns it to requested, to be
+        # executed again (the plan's slices are still the right input)
+        names = [n for n in names if n.endswith(".inflight")]
+    delete_pending_files(table, instant_time, names)
     meta = RollbackMetadata(rb.requested_time, [(instant_time, action)], deleted,
                             time_taken_ms=int((time.time() - t0) * 1000))
     completion = gen.new_time(floor=max(rb.requested_time, timeline.latest_time() or ""))
@@ -234,6 +245,8 @@ def rollback_pending_writes(table, config: WriteConfig, *, lock_manager=None) ->
     """The EAGER policy (single writer only): every pending write is someone's failed attempt."""
     results = []
     for inst in sorted(table.timeline().pending_writes(), key=lambda i: i.requested_time, reverse=True):
+        if inst.action is Action.COMPACTION:
+            continue  # a plan, not a failed write (Hudi's EAGER rollback skips compactions too)
         results.append(rollback_instant(table, inst.requested_time, config,
                                         lock_manager=lock_manager, reason="eager rollback"))
     return results

@@ -194,6 +194,12 @@ class SimpleConcurrentFileWritesConflictResolutionStrategy(ConflictResolutionStr
         elif current.is_log_compaction:
             # Log compaction only rewrites log blocks; readers order them by instant.
             return None
+        elif current.is_compaction and other.action is Action.DELTA_COMMIT:
+            # A compaction merges exactly the log files its plan fixed under the lock; a
+            # deltacommit completing after that plan is in the slice the compaction starts
+            # (completion-time slicing, table version 8), so neither undoes the other. Java's
+            # completeCompaction runs no conflict resolution at all.
+            return None
         raise self.conflict_error(current, other)
 
 

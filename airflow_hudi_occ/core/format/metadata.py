@@ -75,6 +75,9 @@ _STAT_LONGS = ("numWrites", "numDeletes", "numUpdateWrites", "numInserts", "tota
                "totalUpdatedRecordsCompacted", "totalLogBlocks", "totalCorruptLogBlock",
                "totalRollbackBlocks", "totalLogFilesCompacted", "totalLogReadTimeMs",
                "totalLogSizeCompacted", "numUpdates")
+_LOG_COUNTS = ("totalLogRecords", "totalUpdatedRecordsCompacted", "totalLogBlocks",
+               "totalCorruptLogBlock", "totalRollbackBlocks", "totalLogFilesCompacted",
+               "totalLogReadTimeMs", "totalLogSizeCompacted")
 
 
 @dataclass
@@ -101,6 +104,9 @@ class WriteStat:
     log_files: list[str] | None = None
     log_version: int | None = None
     log_offset: int | None = None
+    #: a compaction's counters over the logs it merged (Hudi's names: totalLogRecords,
+    #: totalLogFilesCompacted, totalLogSizeCompacted, totalLogBlocks, ...); 0 when absent
+    log_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def file_group(self) -> FileGroupId:
@@ -123,6 +129,7 @@ class WriteStat:
             "runtimeStats": {"totalScanTime": 0, "totalCreateTime": self.create_time_ms,
                              "totalUpsertTime": self.upsert_time_ms},
         })
+        rec.update({k: int(v) for k, v in self.log_counts.items() if k in _STAT_LONGS})
         return rec
 
     @classmethod
@@ -146,6 +153,7 @@ class WriteStat:
             base_file=rec.get("baseFile"),
             log_files=list(rec["logFiles"]) if rec.get("logFiles") is not None else None,
             log_version=rec.get("logVersion"), log_offset=rec.get("logOffset"),
+            log_counts={k: rec[k] for k in _LOG_COUNTS if rec.get(k)},
         )
 
     def to_json(self) -> dict:
@@ -305,6 +313,79 @@ class RequestedReplaceMetadata:
                        dict(rec.get("extraMetadata") or {}))
         except (AttributeError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"replace plan {path or ''} has an unexpected shape: {e}",
+                                       path=path) from e
+
+
+# --- compaction plan (merge-on-read) -------------------------------------------------------
+
+
+@dataclass
+class CompactionOperation:
+    """One file slice a compaction merges: its base file and the log files the plan fixed."""
+
+    partition_path: str
+    file_id: str
+    base_instant_time: str
+    data_file_name: str | None  # the base file's name in its partition (None: log-only slice)
+    delta_file_names: list[str] = field(default_factory=list)  # log file names, read order
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def file_group(self) -> FileGroupId:
+        return (self.partition_path, self.file_id)
+
+
+@dataclass
+class CompactionPlan:
+    """Hudi's HoodieCompactionPlan, in the shape Java 1.x writes to ``<t>.compaction.requested``
+    (plan version 2; file paths are names relative to the partition, as Java records them)."""
+
+    operations: list[CompactionOperation] = field(default_factory=list)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    strategy_params: dict[str, str] | None = None
+
+    def file_groups(self) -> set[FileGroupId]:
+        return {op.file_group for op in self.operations}
+
+    def encode(self) -> bytes:
+        return avro_encode("HoodieCompactionPlan", {
+            "operations": [{
+                "baseInstantTime": op.base_instant_time,
+                "deltaFilePaths": list(op.delta_file_names),
+                "dataFilePath": op.data_file_name,
+                "fileId": op.file_id,
+                "partitionPath": op.partition_path,
+                "metrics": {k: float(v) for k, v in op.metrics.items()},
+                "bootstrapFilePath": None} for op in self.operations],
+            "extraMetadata": dict(self.extra_metadata),
+            "version": 2,
+            "strategy": None if self.strategy_params is None else {
+                "compactorClassName": None, "strategyParams": dict(self.strategy_params),
+                "version": 1},
+            "preserveHoodieMetadata": False,
+            "missingSchedulePartitions": [],
+        })
+
+    @classmethod
+    def decode(cls, data: bytes, path: str | None = None) -> "CompactionPlan":
+        rec = decode_record(data, path)
+        if rec is None:
+            return cls()
+        try:
+            ops = []
+            for op in rec.get("operations") or []:
+                data_file = op.get("dataFilePath")
+                ops.append(CompactionOperation(
+                    op.get("partitionPath") or "", op.get("fileId") or "",
+                    op.get("baseInstantTime") or "",
+                    data_file.rsplit("/", 1)[-1] if data_file else None,
+                    [d.rsplit("/", 1)[-1] for d in op.get("deltaFilePaths") or []],
+                    {str(k): float(v) for k, v in (op.get("metrics") or {}).items()}))
+            strategy = rec.get("strategy")
+            return cls(ops, {str(k): str(v) for k, v in (rec.get("extraMetadata") or {}).items()},
+                       dict(strategy.get("strategyParams") or {}) if strategy else None)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise CorruptMetadataError(f"compaction plan {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
 
 

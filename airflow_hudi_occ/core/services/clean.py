@@ -49,7 +49,10 @@ from airflow_hudi_occ.core.format.instant_time import process_generator
 from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata, FileGroupId
 from airflow_hudi_occ.core.table.time_travel import (check_as_of_readable, cleaned_files,  # noqa: F401
                                                      read_clean_plan as _read_plan)
-from airflow_hudi_occ.core.table.file_system_view import relative_path
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView, relative_path
+from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, list_log_files
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
+from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.table.timeline import complete, transition_to_inflight
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.commit import attempt_log
@@ -101,6 +104,21 @@ def _committed_versions(table, timeline) -> dict[FileGroupId, list[BaseFile]]:
                 out.setdefault(bf.file_group, []).append(bf)
     for v in out.values():
         v.sort(key=lambda b: b.instant_time, reverse=True)
+    return out
+
+
+def _committed_log_files(table, timeline) -> dict[FileGroupId, list[tuple[str, str]]]:
+    """Merge-on-read: every committed log file per file group, with its completion time (the
+    slice it belongs to is the latest base instant at or before that time)."""
+    if table.config.table_type != MERGE_ON_READ:
+        return {}
+    completion = CompletionTimes(FileSystemView(table, timeline))
+    out: dict[FileGroupId, list[tuple[str, str]]] = {}
+    for part in list_partitions(table):
+        for lf in list_log_files(table, part):
+            done = completion.completion_time(lf.instant_time)
+            if done is not None:
+                out.setdefault(FileGroupId(part, lf.file_id), []).append((done, join_partition(part, lf.name)))
     return out
 
 
@@ -163,6 +181,7 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
             return CleanerPlan(config.policy.value, None,
                                latest_done.requested_time if latest_done else "", {})
     to_delete: dict[str, list[str]] = {}
+    slice_logs = _committed_log_files(table, timeline)
     for fg, vs in versions.items():
         protected = {b.relative_path for b in vs if b.relative_path in clustering_files}
         if fg in clustering_groups:
@@ -191,6 +210,13 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
         for b in doomed:
             if b.relative_path not in protected:
                 to_delete.setdefault(b.partition, []).append(b.relative_path)
+                # merge-on-read: a slice goes whole, base and log files (Hudi's cleaner does the
+                # same): a log file left behind has no slice to belong to, and hudi-rs refuses
+                # a log file older than every base file of its group
+                newer = min((v.instant_time for v in vs if v.instant_time > b.instant_time), default=None)
+                to_delete[b.partition].extend(
+                    rel for done, rel in slice_logs.get(fg, [])
+                    if done >= b.instant_time and (newer is None or done < newer))
     return CleanerPlan(config.policy.value,
                        (earliest.requested_time, earliest.action.value) if earliest else None,
                        latest_done.requested_time if latest_done else "",

@@ -78,6 +78,10 @@ class _Completion:
         return instant_time if self.view.completion.is_visible(instant_time) else None
 
 
+#: completion times as the merge sees them (compaction plans filter log files by them)
+CompletionTimes = _Completion
+
+
 def merge_file_slices(table: Table, view: FileSystemView | None = None) -> list[MergeFileSlice]:
     """The latest slice of every file group with its committed log files."""
     view = view or FileSystemView(table)
@@ -192,5 +196,5 @@ def read_optimized(table: Table) -> pa.Table:
     return pa.concat_tables(parts, promote_options="permissive")
 
 
-__all__ = ["MergeFileSlice", "list_log_files", "merge_file_slices", "read_file_slice",
+__all__ = ["CompletionTimes", "MergeFileSlice", "list_log_files", "merge_file_slices", "read_file_slice",
            "read_snapshot", "read_optimized"]

@@ -22,7 +22,8 @@ from typing import Iterable, Iterator
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
-from airflow_hudi_occ.core.format.metadata import CommitMetadata, RequestedReplaceMetadata, RollbackPlan
+from airflow_hudi_occ.core.format.metadata import (CommitMetadata, CompactionPlan, RequestedReplaceMetadata,
+                                                   RollbackPlan)
 
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 
@@ -265,6 +266,27 @@ class Timeline:
                 continue
             return RequestedReplaceMetadata.decode(data, path)
         return None
+
+    def compaction_plan(self, instant: Instant) -> CompactionPlan | None:
+        """The plan in a compaction's ``.requested`` file (kept after it completes as a commit)."""
+        path = self.table.storage.path(self.table.config.timeline_folder,
+                                       Instant(instant.requested_time, Action.COMPACTION,
+                                               State.REQUESTED).file_name())
+        try:
+            return CompactionPlan.decode(self.table.storage.read(path), path)
+        except FileNotFoundError:
+            return None
+
+    def pending_compactions(self) -> list[Instant]:
+        return [i for i in self.pending() if i.action is Action.COMPACTION]
+
+    def pending_compaction_file_groups(self) -> dict:
+        """``{(partition, fileId): compaction instant}`` for every pending compaction plan."""
+        out = {}
+        for inst in self.pending_compactions():
+            for fg in (self.compaction_plan(inst) or CompactionPlan()).file_groups():
+                out[fg] = inst.requested_time
+        return out
 
     def is_clustering(self, instant: Instant) -> bool:
         if instant.action is Action.CLUSTERING:

@@ -133,3 +133,67 @@ def test_inprocess_lock_threads(table):
     assert sorted(results) == ["committed"] + ["conflict"] * (N - 1)
     assert hudi_read(table.base_uri).num_rows == 100
     _assert_unique_times(table)
+
+
+# --- merge-on-read: deltacommits appending log files ---------------------------------------
+
+
+def _mor_table(tmp_path):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    t = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", table_type="MERGE_ON_READ")
+    MergeOnReadWriter(t, WriteConfig.from_options(_options("filesystem", tmp_path))).write(
+        pa.table({"id": list(range(20)), "p": ["p0"] * 10 + ["p1"] * 10, "value": ["seed"] * 20,
+                  "ts": [0] * 20}), "insert")
+    return t
+
+
+def _run_mor(table, options, row_sets):
+    from airflow_hudi_occ.testing.workers import mor_upsert_between_barriers
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(len(row_sets))
+    results = ctx.Queue()
+    procs = [ctx.Process(target=mor_upsert_between_barriers,
+                         args=(table.base_uri, options, rows, [barrier], results, f"w{i}"))
+             for i, rows in enumerate(row_sets)]
+    for p in procs:
+        p.start()
+    out = [results.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert not [r for r in out if r["outcome"] == "error"], out
+    return out
+
+
+def test_mor_deltacommits_on_one_file_group_exactly_one_winner(tmp_path):
+    """Two deltacommits appending log files to the same file group conflict under the simple
+    strategy (their write stats name the same fileId): one commits, the other is rolled back,
+    its log file deleted through its APPEND marker."""
+    table = _mor_table(tmp_path)
+    opts = _options("filesystem", tmp_path)
+    row_sets = [[{"id": i, "p": "p0", "value": f"w{i}", "ts": 1}] for i in range(3)]
+    out = _run_mor(table, opts, row_sets)
+    winners = [r for r in out if r["outcome"] == "committed"]
+    losers = [r for r in out if r["outcome"] == "conflict"]
+    assert len(winners) == 1 and len(losers) == 2
+    expected = {i: "seed" for i in range(20)}
+    expected[winners[0]["rows"][0]["id"]] = winners[0]["rows"][0]["value"]
+    got = {k: v["value"] for k, v in rows_by_key(hudi_read(table.base_uri)).items()}
+    assert got == expected
+    for lo in losers:
+        assert lo["error"]["other_instant"] == winners[0]["instant"]
+        assert table.timeline().get(lo["instant"]) is None
+        assert not [f for f in os.listdir(os.path.join(table.base_uri, "p0")) if lo["instant"] in f]
+    _assert_unique_times(table)
+
+
+def test_mor_deltacommits_on_disjoint_file_groups_all_commit(tmp_path):
+    table = _mor_table(tmp_path)
+    opts = _options("filesystem", tmp_path)
+    out = _run_mor(table, opts, [[{"id": 1, "p": "p0", "value": "a", "ts": 1}],
+                                 [{"id": 11, "p": "p1", "value": "b", "ts": 1}]])
+    assert [r["outcome"] for r in out] == ["committed", "committed"]
+    got = {k: v["value"] for k, v in rows_by_key(hudi_read(table.base_uri)).items()}
+    assert got == {i: "seed" for i in range(20)} | {1: "a", 11: "b"}
+    _assert_unique_times(table)

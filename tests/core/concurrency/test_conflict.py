@@ -630,3 +630,77 @@ def test_strategy_from_options(table):
     with pytest.raises(ConfigError):
         strategy_from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
                                "hoodie.clustering.fail.on.pending.ingestion": "maybe"}, table=table)
+
+
+# --- merge-on-read (table version 8): deltacommits and compaction ---------------------------
+
+
+@pytest.fixture
+def mor(tmp_path):
+    return Table.create(str(tmp_path / "m"), "m", record_key_fields=["id"], partition_fields=["p"],
+                        precombine_field="ts", table_type="MERGE_ON_READ")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_mor_deltacommits_on_one_file_group_conflict(mor, name):
+    base = commit(mor, 10, 11, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    current = writer(mor, 20, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    commit(mor, 21, 25, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    with pytest.raises(WriteConflictError) as ei:
+        resolve_write_conflicts(mor.timeline(), current, strategy(name, mor), last_successful=base,
+                                pending_at_start=())
+    assert ei.value.other_instant == T(21)
+
+
+@pytest.mark.parametrize("name", ["simple", "bucket"])
+def test_mor_compaction_planned_after_the_writer_began_is_no_candidate(mor, name):
+    """v8 completion-time slicing: the writer's log lands in the slice the compaction starts,
+    so neither a pending nor a completed later compaction is a candidate."""
+    base = commit(mor, 10, 11, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    current = writer(mor, 20, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    compaction(mor, 22, [("p1", "f1")])                                  # pending
+    compaction(mor, 23, [("p1", "f1")], done=26)                         # completed as commit
+    checked = resolve_write_conflicts(mor.timeline(), current, strategy(name, mor),
+                                      last_successful=base, pending_at_start=())
+    assert not {T(22), T(23)} & {o.requested_time for o in checked}
+
+
+def test_mor_prefer_writer_ingestion_yields_to_a_later_completed_compaction_as_hudi(mor):
+    """Hudi's prefer-writer takes every write completed after the writer began as a candidate,
+    compactions included, and Simple's resolution lets only an *earlier* compaction through:
+    on an overlapping file group the deltacommit aborts (although slicing would make it safe)."""
+    base = commit(mor, 10, 11, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    current = writer(mor, 20, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    compaction(mor, 22, [("p1", "f1")])                                  # pending: never a candidate
+    resolve_write_conflicts(mor.timeline(), current, strategy("prefer-writer", mor),
+                            last_successful=base, pending_at_start=())
+    compaction(mor, 23, [("p1", "f1")], done=26)
+    with pytest.raises(WriteConflictError) as ei:
+        resolve_write_conflicts(mor.timeline(), current, strategy("prefer-writer", mor),
+                                last_successful=base, pending_at_start=())
+    assert ei.value.other_instant == T(23)
+
+
+def _compaction_current(mor, req, groups):
+    inst = compaction(mor, req, groups)
+    return ConcurrentOperation.for_current(transition_to_inflight(mor, inst), "COMPACT", set(groups))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_mor_compaction_commit_never_yields_to_deltacommits(mor, name):
+    base = commit(mor, 10, 11, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    pending_commit(mor, 12, [("p1", "f1")], action=Action.DELTA_COMMIT)   # inflight, same group
+    current = _compaction_current(mor, 15, [("p1", "f1")])
+    commit(mor, 16, 18, [("p1", "f1")], action=Action.DELTA_COMMIT)      # completed after the plan
+    checked = resolve_write_conflicts(mor.timeline(), current, strategy(name, mor), last_successful=base,
+                                      pending_at_start={T(12)})
+    assert T(16) in [o.requested_time for o in checked]
+
+
+def test_mor_compaction_yields_to_a_replacecommit_of_its_file_group(mor):
+    base = commit(mor, 10, 11, [("p1", "f1")], action=Action.DELTA_COMMIT)
+    current = _compaction_current(mor, 15, [("p1", "f1")])
+    insert_overwrite(mor, 16, [("p1", "f9")], state=State.COMPLETED, replaced={"p1": ["f1"]}, done=18)
+    with pytest.raises(WriteConflictError):
+        resolve_write_conflicts(mor.timeline(), current, strategy("simple", mor), last_successful=base,
+                                pending_at_start=())
