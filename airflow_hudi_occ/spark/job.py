@@ -146,6 +146,9 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
         base["batch_key"] = args.batch_key
     spark = None
     try:
+        # A store that refuses our credentials: one listing says so, naming the store and the
+        # fix, before anything else reads or writes.
+        Storage(args.table, args.storage_options).check_access()
         # Before Spark starts and the source is read: a batch already in the table, or staged
         # by a writer that died before completing it, needs neither (nor its source, which
         # may be gone by the time a re-run finds the batch committed).

@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from airflow_hudi_occ.core.format.storage import fsspec_options
+
 NATIVE_CONF = "spark.hudi_occ.read.native"
 #: schemes Spark resolves through Hadoop file systems (the user chose the connector)
 HADOOP_SCHEMES = frozenset({"s3a", "hdfs", "abfs", "abfss", "wasb", "wasbs", "viewfs", "file"})
@@ -75,7 +77,7 @@ def list_files(url: str, storage_options: dict | None) -> list[str]:
     """The data files under ``url`` (a file, a folder or a glob), as fsspec URLs, skipping the
     names Spark skips (``_SUCCESS``, ``.crc``, ``_temporary/``)."""
     from fsspec.core import url_to_fs
-    fs, path = url_to_fs(url, **dict(storage_options or {}))
+    fs, path = url_to_fs(url, **fsspec_options(storage_options))
     if any(c in path for c in "*?["):
         found = fs.glob(path)
         paths = []
@@ -99,7 +101,7 @@ def list_files(url: str, storage_options: dict | None) -> list[str]:
 
 def _open(url: str, storage_options: dict):
     from fsspec.core import url_to_fs
-    fs, path = url_to_fs(url, **storage_options)
+    fs, path = url_to_fs(url, **fsspec_options(storage_options))
     return fs, path
 
 
