@@ -39,7 +39,7 @@ def tag_file_groups(spark, prepared, op, opts: SparkWriteOptions, table: Table, 
         out, _ = tagging.assign_buckets(prepared, {}, num_buckets, spark, len(table.config.record_key_fields))
         return out, None
     if op in ("upsert", "delete"):
-        tagged = tagging.lookup(spark, prepared, slices, table.storage.root)
+        tagged = tagging.lookup(spark, prepared, slices, table.storage)
     else:
         tagged = prepared.withColumn(FID, F.lit(None).cast("string"))
     if op == "delete":

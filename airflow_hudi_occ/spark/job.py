@@ -69,7 +69,7 @@ def preflight(args, options: dict, storage_options: dict | None = None) -> None:
     nothing is written: every option (keys, values, plug-in names), the source, and the
     table's location (an existing table this write can write, or a new or empty folder)."""
     opts = SparkWriteOptions.from_options(options)
-    check_source(args.source, args.source_format)
+    check_source(args.source, args.source_format, storage_options)
     try:
         # a metadata table or a version this write cannot produce: refused before Spark starts
         check_for_write(Table.open(args.table, storage_options), opts.write_config)
@@ -146,6 +146,9 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
         base["batch_key"] = args.batch_key
     spark = None
     try:
+        # A store that refuses our credentials: one listing says so, naming the store and the
+        # fix, before anything else reads or writes.
+        Storage(args.table, args.storage_options).check_access()
         # Before Spark starts and the source is read: a batch already in the table, or staged
         # by a writer that died before completing it, needs neither (nor its source, which
         # may be gone by the time a re-run finds the batch committed).
@@ -157,7 +160,7 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
             spark = _session(args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
                                      on_begin=on_begin, storage_options=args.storage_options)
-            df = read_source(spark, args.source, args.source_format)
+            df = read_source(spark, args.source, args.source_format, args.storage_options)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
                                before_commit=before_commit, recover=False)

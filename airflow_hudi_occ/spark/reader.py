@@ -5,6 +5,8 @@ They return the rows any Hudi reader returns (hudi-rs is the oracle in the tests
 - snapshot / time travel: the latest visible base file of every file group, as of a
   *requested* time (core :class:`FileSystemView`), read by Spark's parquet reader with the
   columns of every file merged (a file written before a column was added reads it as null);
+  on an object store Spark has no connector for (``s3://`` without ``hadoop-aws``), by
+  executor tasks through fsspec with the table's storage options (object_store.py);
 - incremental: completed writes whose *completion* time is in ``(start, end]`` (version 8
   semantics, so out-of-order completions are neither lost nor read twice), then, per file
   group they touched, the newest of their base files, keeping the rows whose
@@ -18,6 +20,7 @@ as an empty DataFrame with the meta columns.
 from __future__ import annotations
 
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.spark import object_store
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
 
@@ -25,8 +28,11 @@ from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_
 def _read(spark, table: Table, rels: list[str]):
     if not rels:
         return spark.createDataFrame([], ", ".join(f"{c} string" for c in META_COLUMNS))
-    root = table.storage.root
-    return spark.read.option("mergeSchema", "true").parquet(*[f"{root}/{r}" for r in rels])
+    urls = [table.storage.uri(r) for r in rels]
+    if object_store.spark_reads(spark, table.base_uri):
+        return spark.read.option("mergeSchema", "true").parquet(
+            *[object_store.spark_url(u) for u in urls])
+    return object_store.read_files(spark, urls, "parquet", table.storage.storage_options)
 
 
 def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_options=None):

@@ -29,9 +29,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+import pyarrow as pa
+
 from airflow_hudi_occ.core.format.base_file import new_file_id
+from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
+from airflow_hudi_occ.spark import object_store
 
 KEY = "_hoodie_record_key"
 PART = "_hoodie_partition_path"
@@ -93,19 +97,29 @@ def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], h
     return df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1").drop("__rn")
 
 
-def lookup(spark: SparkSession, df: DataFrame, slices: list[FileSlice], table_root: str) -> DataFrame:
+def lookup(spark: SparkSession, df: DataFrame, slices: list[FileSlice], storage: Storage) -> DataFrame:
     """Add FID: the file group holding each key (null for keys not on the table)."""
     if not slices:
         return df.withColumn(FID, F.lit(None).cast("string"))
     names = spark.createDataFrame([(s.base_file.name, s.partition, s.file_id) for s in slices],
                                   "__fname string, __epart string, __efid string")
-    paths = [f"{table_root}/{s.base_file.relative_path}" for s in slices]
-    existing = spark.read.parquet(*paths).select(F.col(KEY).alias("__ekey"),
-                                                 F.col("_metadata.file_name").alias("__fname"))
+    existing = _existing_keys(spark, storage, [s.base_file.relative_path for s in slices])
     existing = existing.join(F.broadcast(names), "__fname").select("__ekey", "__epart", "__efid")
     joined = df.join(existing, (df[KEY] == existing["__ekey"]) & (df[PART] == existing["__epart"]),
                      "left")
     return joined.withColumn(FID, F.col("__efid")).drop("__ekey", "__epart", "__efid")
+
+
+def _existing_keys(spark: SparkSession, storage: Storage, rels: list[str]) -> DataFrame:
+    """(``__ekey``, ``__fname``) of every record in the base files ``rels``: read by Spark
+    where it can open the store, else by executor tasks through fsspec (object_store.py)."""
+    urls = [storage.uri(r) for r in rels]
+    if object_store.spark_reads(spark, storage.base_uri):
+        return spark.read.parquet(*[object_store.spark_url(u) for u in urls]).select(
+            F.col(KEY).alias("__ekey"), F.col("_metadata.file_name").alias("__fname"))
+    return object_store.read_files(
+        spark, urls, "parquet", storage.storage_options, schema=pa.schema([(KEY, pa.string())]),
+        columns=[KEY], file_column="__fname").withColumnRenamed(KEY, "__ekey")
 
 
 @dataclass
@@ -208,12 +222,12 @@ def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buck
 
 
 def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], partition_fields: list[str],
-                   hive_style: bool, slices: list[FileSlice], table_root: str) -> str | None:
+                   hive_style: bool, slices: list[FileSlice], storage: Storage) -> str | None:
     """The file group (fileId) of the first batch record whose key lives in one of ``slices``
     (the file groups other writers are writing), or None. One Spark job: the batch's keys
     joined with those base files' keys, read by Spark itself. A simple index puts such a
     record in exactly that file group, so a hit is a certain conflict, found before tagging."""
     keyed = df.select(partition_path_expr(df, partition_fields, hive_style).alias(PART),
                       record_key_expr(df, key_fields).alias(KEY))
-    hit = lookup(spark, keyed, slices, table_root).where(F.col(FID).isNotNull()).select(FID).limit(1).collect()
+    hit = lookup(spark, keyed, slices, storage).where(F.col(FID).isNotNull()).select(FID).limit(1).collect()
     return hit[0][0] if hit else None

@@ -391,7 +391,7 @@ class SparkHudiWriter(SparkTableJob):
             return  # new file groups only: no record of this batch lives there yet
         cfg = table.config
         fid = tagging.first_held_hit(self.spark, batch.df, cfg.record_key_fields, cfg.partition_fields,
-                                     cfg.hive_style_partitioning, slices, table.storage.root)
+                                     cfg.hive_style_partitioning, slices, table.storage)
         if fid is None:
             return
         group = next(g for g in held if g[1] == fid)

@@ -13,6 +13,11 @@ concurrent. ``False`` runs moto as shipped, to measure the race. The wrapper rea
 whole first (Content-Length, or chunked to its end); a client that dies mid-body gets
 400 IncompleteBody and nothing is stored, as on S3.
 
+Stores as they are met in the field: ``conditional_writes=False`` answers every PUT carrying
+``If-None-Match`` with ``501 NotImplemented`` (what some S3-compatible stores without
+conditional writes answer); ``check_credentials=True`` answers a
+request signed with another access key (or not signed) with ``403`` (moto itself accepts any).
+
 Diagnosis: ``S3Server(request_log=path)`` (or ``HUDI_OCC_S3_LOG=path``) appends one JSON line
 per request (method, path, Range / Content-Length / Transfer-Encoding headers, status,
 seconds); :meth:`S3Server.server_errors` returns what the server wrote to stderr.
@@ -48,7 +53,10 @@ def _free_port() -> int:
 
 class S3Server:
     def __init__(self, *, port: int | None = None, atomic_conditional_writes: bool = True,
-                 start_timeout_s: float = 60.0, request_log: str | None = None):
+                 start_timeout_s: float = 60.0, request_log: str | None = None,
+                 conditional_writes: bool = True, check_credentials: bool = False):
+        self.conditional_writes = conditional_writes
+        self.check_credentials = check_credentials
         self.request_log = request_log or os.environ.get("HUDI_OCC_S3_LOG") or None
         self.port = port or _free_port()
         self.atomic = atomic_conditional_writes
@@ -78,6 +86,10 @@ class S3Server:
             args.append("--atomic")
         if self.request_log:
             args += ["--log", self.request_log]
+        if not self.conditional_writes:
+            args.append("--no-conditional-writes")
+        if self.check_credentials:
+            args.append("--check-credentials")
         # stderr goes to a file, never to an unread pipe: once a pipe's 64 KiB buffer is full,
         # every server thread blocks writing its log line and all clients stall (this was the
         # "hudi-rs hangs for 180 s after a crash" of the S3 tests; see docs/reliability.md).
@@ -142,7 +154,8 @@ def hudi_read_s3(base_uri: str, storage_options: dict):
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
-def _serve(port: int, atomic: bool, log_path: str | None = None) -> None:  # pragma: no cover
+def _serve(port: int, atomic: bool, log_path: str | None = None, *, conditional_writes: bool = True,
+           check_credentials: bool = False) -> None:  # pragma: no cover
     import io
     import logging
     from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
@@ -166,6 +179,9 @@ def _serve(port: int, atomic: bool, log_path: str | None = None) -> None:  # pra
                 with lock:
                     return list(inner(environ, start_response))
             return inner(environ, start_response)
+    if not conditional_writes or check_credentials:
+        app = _refusing(app, conditional_writes=conditional_writes,
+                        check_credentials=check_credentials)
     if log_path:
         app = _logged(app, log_path)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log: errors only
@@ -197,6 +213,35 @@ def _whole_body(environ) -> bytes | None:  # pragma: no cover - runs in the serv
     except (OSError, ValueError):
         return None
     return b""
+
+
+def _s3_error(start_response, status: str, code: str, message: str) -> list[bytes]:
+    start_response(status, [("Content-Type", "application/xml")])
+    return [(f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+             f"<Message>{message}</Message></Error>").encode()]
+
+
+def _refusing(inner, *, conditional_writes: bool, check_credentials: bool):  # pragma: no cover
+    """The answers of a stricter or a more limited store than moto: 403 for a foreign or
+    missing access key, 501 for a conditional PUT."""
+    import re
+    cred = re.compile(r"Credential=([^/,\s]+)/")
+
+    def app(environ, start_response):
+        if check_credentials:
+            m = cred.search(environ.get("HTTP_AUTHORIZATION", ""))
+            if m is None:
+                return _s3_error(start_response, "403 Forbidden", "AccessDenied", "Access Denied")
+            if m.group(1) != ACCESS_KEY:
+                return _s3_error(start_response, "403 Forbidden", "InvalidAccessKeyId",
+                                 "The AWS Access Key Id you provided does not exist in our records.")
+        if (not conditional_writes and environ.get("REQUEST_METHOD") == "PUT"
+                and environ.get("HTTP_IF_NONE_MATCH")):
+            environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            return _s3_error(start_response, "501 Not Implemented", "NotImplemented",
+                             "A header you provided implies functionality that is not implemented")
+        return inner(environ, start_response)
+    return app
 
 
 def _logged(inner, log_path: str):  # pragma: no cover - runs in the server process
@@ -240,5 +285,8 @@ if __name__ == "__main__":  # pragma: no cover
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--atomic", action="store_true")
     p.add_argument("--log", default=None)
+    p.add_argument("--no-conditional-writes", action="store_true")
+    p.add_argument("--check-credentials", action="store_true")
     a = p.parse_args()
-    _serve(a.port, a.atomic, a.log)
+    _serve(a.port, a.atomic, a.log, conditional_writes=not a.no_conditional_writes,
+           check_credentials=a.check_credentials)

@@ -178,3 +178,89 @@ def test_the_zip_is_built_once_per_content_and_readable(tmp_path):
     assert stat.S_IMODE(a.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == [a.name]  # no temporary file left
 
+
+
+def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_success(
+        cluster, spark_conn, tmp_path, monkeypatch):
+    """Two HudiWriteOperators at once, on the standalone cluster (one core each), upserting
+    overlapping keys of an S3 table (the loopback moto server) named by a table connection
+    whose storage options hold the secret: both write their files and meet at the commit
+    barrier; one commits, the other loses the conflict, is rolled back and retried on a fresh
+    instant, and commits. The executors (the worker's clean interpreter) wrote through the
+    shipped engine with the storage options of the task closure; hudi-rs reads exactly the
+    model; no command line showed the secret."""
+    import json
+    import threading
+
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.provider.operators import hudi_occ as ops
+    from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
+    from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
+    from tests.provider.test_write_operator_recovery import StubTI
+
+    s3_secret = "s3-cluster-secret-Pq4rT8"
+    opts = {**OPTS, "hoodie.write.lock.provider": "filesystem",
+            "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
+            "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+            "hoodie.client.heartbeat.interval_in_ms": "1500"}
+    with S3Server() as s3:
+        s3.create_bucket("lake")
+        so = dict(s3.storage_options, secret=s3_secret)  # moto checks no signature
+        monkeypatch.setenv("AIRFLOW_CONN_HUDI_S3", json.dumps(
+            {"conn_type": "hudi_occ", "host": "lake/orders", "schema": "s3",
+             "extra": {"storage_options": so}}))
+        table = Table.create("s3://lake/orders", "orders", record_key_fields=["id"],
+                             partition_fields=["p"], precombine_field="ts", storage_options=so)
+        seed = [{"id": i, "p": f"d{i % 2}", "ts": 1, "v": "seed"} for i in range(20)]
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(
+            pa.Table.from_pylist(seed), "upsert")
+        batches = {"a": [{"id": i, "p": f"d{i % 2}", "ts": 2, "v": "A"} for i in range(0, 20, 2)],
+                   "b": [{"id": i, "p": f"d{i % 2}", "ts": 3, "v": "B"} for i in range(0, 20, 4)]}
+        outs, errors = {}, {}
+
+        def run(name):
+            op = ops.HudiWriteOperator(
+                task_id=f"upsert_{name}", source=source(tmp_path / f"{name}.parquet", batches[name]),
+                hudi_conn_id="hudi_s3", options=opts, spark_conn_id=spark_conn,
+                conflict_retries=2, backoff_base_s=0.2, backoff_max_s=1.0, yield_to_windows=False,
+                batch_key=f"batch-{name}", application=TEST_JOB,
+                # one core and a small executor each: the 2-core, 1 GiB worker runs both at once
+                spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},
+                spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2"})
+            try:
+                outs[name] = op.execute({"ti": StubTI()})
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors[name] = e
+
+        watch = ArgvWatch(s3_secret)
+        watch.start()
+        t0 = time.time()
+        try:
+            threads = [threading.Thread(target=run, args=(n,)) for n in batches]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(900)
+        finally:
+            watch.stop()
+        assert errors == {}, (errors, cluster.executor_logs()[-4000:])
+        attempts = {n: [a["outcome"] for a in o["attempts"]] for n, o in outs.items()}
+        assert sorted(attempts.values()) == [["committed"], ["conflict", "committed"]], attempts
+        loser = next(n for n, a in attempts.items() if a[0] == "conflict")
+        winner = next(n for n in batches if n != loser)
+        assert outs[loser]["attempts"][0]["other_instant"] == outs[winner]["instant"]
+        model = {r["id"]: r["v"] for r in seed}
+        for name in ("a", "b"):  # b's ordering field (ts 3) beats a's (2), whoever commits last
+            model.update({r["id"]: r["v"] for r in batches[name]})
+        got = rows_by_key(hudi_read_s3("s3://lake/orders", so), columns=["id", "v"])
+        assert {k: v["v"] for k, v in got.items()} == model
+        assert watch.seen_submit > 0 and watch.hits == []
+        # three applications (two first attempts, one retry) ran on the cluster, the first
+        # two side by side
+        apps = sorted((a for a in cluster.state()["completedapps"]
+                       if a["name"] == "hudi-occ upsert orders" and a["starttime"] >= t0 * 1000),
+                      key=lambda a: a["starttime"])
+        assert len(apps) == 3, apps
+        assert apps[1]["starttime"] < apps[0]["starttime"] + apps[0]["duration"], apps

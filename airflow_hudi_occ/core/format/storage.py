@@ -11,11 +11,16 @@ implemented here *truthfully per backend*:
 - memory: a process-wide lock (the memory file system is only shared inside one process).
 
 Any other backend is refused with a :class:`StorageError` unless the caller declares that a
-lock provider serialises every create (``assume_locked_creates=True``), because a
-check-then-write on a backend without conditional writes would let two writers both "win".
+lock provider serialises every create (``assume_locked_creates=True``, or the storage option
+``"assume_locked_creates": true``, which reaches every process that opens the table, Spark
+executors included), because a check-then-write on a backend without conditional writes would
+let two writers both "win". An S3-compatible store that answers the conditional PUT with
+``501 NotImplemented`` (some S3-compatible stores do) is refused the same way, naming the store; with
+the declaration it falls back to check-then-write under the caller's lock.
 
 Errors: ``FileNotFoundError`` / ``FileExistsError`` pass through as fsspec raises them;
-backend refusals are :class:`StorageError`.
+backend refusals are :class:`StorageError`; :meth:`Storage.check_access` turns a store that
+refuses our credentials (403, or none found) into a :class:`StorageError` naming the store.
 """
 
 from __future__ import annotations
@@ -34,7 +39,21 @@ from fsspec.core import url_to_fs
 from airflow_hudi_occ.core.errors import StorageError, StorageFullError
 
 _MEMORY_LOCK = threading.Lock()
+#: the storage option that declares every create serialised by a lock (never given to fsspec)
+ASSUME_LOCKED_CREATES = "assume_locked_creates"
+_NO_CONDITIONAL_REMEDY = (
+    "use a store that honours If-None-Match on PUT (AWS S3 does since August 2024), "
+    "or serialise every commit with the zookeeper lock provider "
+    "(hoodie.write.lock.provider=zookeeper) and add \"assume_locked_creates\": true to the "
+    "table's storage_options")
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def fsspec_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out)."""
+    out = dict(storage_options or {})
+    out.pop(ASSUME_LOCKED_CREATES, None)
+    return out
 
 
 def _typed_full(method):
@@ -57,21 +76,58 @@ class Storage:
     def __init__(self, base_uri: str, storage_options: dict[str, Any] | None = None, *,
                  assume_locked_creates: bool = False):
         self.storage_options = dict(storage_options or {})
+        fs_options = fsspec_options(self.storage_options)
+        declared = str(self.storage_options.get(ASSUME_LOCKED_CREATES, "false")).lower() in ("true", "1")
         if "://" not in base_uri:
             base_uri = os.path.abspath(os.path.expanduser(base_uri))
         self.base_uri = base_uri.rstrip("/") or "/"
-        self.fs, root = url_to_fs(self.base_uri, **self.storage_options)
+        self.fs, root = url_to_fs(self.base_uri, **fs_options)
         self.root = root.rstrip("/") or "/"
         protocol = self.fs.protocol
         self.protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
         self.is_local = self.protocol in ("file", "local")
-        self.assume_locked_creates = assume_locked_creates
+        self._no_conditional_writes = False
+        self.assume_locked_creates = assume_locked_creates or declared
 
     @property
     def atomic_creates(self) -> bool:
         """Whether :meth:`create_if_absent` is atomic on the backend itself, as a lock file
-        needs; with ``assume_locked_creates`` on another backend it is a check-then-write."""
-        return self.is_local or self.protocol in ("memory", "s3", "s3a")
+        needs; with ``assume_locked_creates`` on another backend (or an S3-compatible store
+        declared without conditional writes) it is a check-then-write."""
+        if self.protocol in ("s3", "s3a"):
+            return not self.assume_locked_creates
+        return self.is_local or self.protocol == "memory"
+
+    @property
+    def endpoint(self) -> str:
+        """Where the store is, for messages: the configured endpoint, or the protocol's default."""
+        so = self.storage_options
+        return (so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
+                or {"s3": "AWS S3", "s3a": "AWS S3", "gs": "Google Cloud Storage",
+                    "gcs": "Google Cloud Storage", "az": "Azure Blob Storage",
+                    "abfs": "Azure Blob Storage"}.get(self.protocol, self.protocol))
+
+    def check_access(self) -> None:
+        """One listing of the base path: a store that refuses our credentials (403) or a
+        client that finds none fails here, as a :class:`StorageError` naming the store and the
+        fix, before anything is written (a local path is always accessible here)."""
+        if self.is_local:
+            return
+        try:
+            self.fs.ls(self.root, detail=False, refresh=True)
+        except FileNotFoundError:
+            pass
+        except Exception as e:  # noqa: BLE001 - the credential errors of every backend
+            if not (isinstance(e, PermissionError) or "Credentials" in type(e).__name__
+                    or "credentials" in str(e).lower()):
+                raise
+            raise StorageError(
+                f"the {self.protocol} store at {self.endpoint} refused access to {self.uri()}: "
+                f"{type(e).__name__}: {e}", protocol=self.protocol,
+                remedy="give the table connection's storage_options credentials that may list, "
+                       "read, write and delete under this path (fsspec's: key / secret, or a "
+                       "profile; or an instance role on every driver and executor host), and "
+                       "check the bucket name and the endpoint") from e
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -213,9 +269,10 @@ class Storage:
                     raise FileExistsError(path)
                 self.fs.pipe_file(path, data)
             return
-        if self.protocol in ("s3", "s3a"):
+        if self.protocol in ("s3", "s3a") and not self._no_conditional_writes:
             try:
                 self.fs.pipe_file(path, data, mode="create")
+                return
             except FileExistsError:
                 raise
             except TypeError as e:  # an s3fs too old to know mode="create"
@@ -226,8 +283,16 @@ class Storage:
                 msg = str(e)
                 if "PreconditionFailed" in msg or "412" in msg or "ConditionalRequestConflict" in msg:
                     raise FileExistsError(path) from e
-                raise
-            return
+                if not (e.errno == errno.ENOSYS or "NotImplemented" in msg
+                        or "not implemented" in msg):
+                    raise
+                if not self.assume_locked_creates:
+                    raise StorageError(
+                        f"the S3 store at {self.endpoint} does not support conditional writes: "
+                        f"it answered the PUT with If-None-Match: * ({path}) with 501 "
+                        "NotImplemented, so two writers could both create the same completed "
+                        "instant", protocol=self.protocol, remedy=_NO_CONDITIONAL_REMEDY) from e
+                self._no_conditional_writes = True  # declared: check-then-write under the lock
         if self.assume_locked_creates:
             # Safe only because the caller holds a lock around every create on this table.
             if self.fs.exists(path):
@@ -242,7 +307,8 @@ class Storage:
             protocol=self.protocol,
             remedy="use local storage or S3 (conditional writes), or lock every commit with the "
                    "zookeeper or inprocess lock provider and open the table with "
-                   "assume_locked_creates=True")
+                   "assume_locked_creates=True (the storage option \"assume_locked_creates\": "
+                   "true)")
 
     @_typed_full
     def touch(self, path: str) -> None:
@@ -342,4 +408,4 @@ def delete_planned_files(storage, files_by_partition, *, with_temp_copies: bool 
     return deleted, failed
 
 
-__all__ = ["Storage"]
+__all__ = ["Storage", "fsspec_options", "ASSUME_LOCKED_CREATES"]
