@@ -180,6 +180,7 @@ def test_the_zip_is_built_once_per_content_and_readable(tmp_path):
 
 
 
+@pytest.mark.slow  # ~2 min on 2 cores; the default run keeps the single cluster write above
 def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_success(
         cluster, spark_conn, tmp_path, monkeypatch):
     """Two HudiWriteOperators at once, on the standalone cluster (one core each), upserting
