@@ -24,6 +24,15 @@ The points (in protocol order)::
     after_completed     <t>_<c>.commit exists (the commit IS visible), lock released, markers
                         and heartbeat not yet deleted
 
+A merge-on-read deltacommit (the child writes with ``MergeOnReadWriter`` when the table is
+MOR) dies at the same points; ``after_first_marker`` is then the APPEND marker of a log file
+when the batch only updates stored keys, and two points belong to log files::
+
+    mid_log_file        the first log file half written (its hidden temporary copy; a log file
+                        is published by one atomic create, like a base file)
+    torn_log_file       a half-written log file under its final name (what an appending writer
+                        on HDFS-like storage leaves): readers must skip it, rollback delete it
+
 Inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false`` on a table that
 has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant created yet::
 
@@ -58,6 +67,9 @@ MARK = "HUDI_OCC_CRASH"
 
 POINTS = ("after_requested", "after_first_marker", "mid_file", "torn_file", "after_all_files",
           "commit_lock_held", "after_completed")
+#: the deltacommit matrix of a merge-on-read table (the batch updates stored keys: log files)
+MOR_POINTS = ("after_requested", "after_first_marker", "mid_log_file", "torn_log_file",
+              "after_all_files", "commit_lock_held", "after_completed")
 #: points that exist only for a batch with a key (kept out of POINTS, the crash matrix)
 RECOVERY_POINTS = ("after_staged",)
 #: points inside the removal of a metadata table (kept out of POINTS: they need a table with one)
@@ -90,7 +102,7 @@ def install(point: str | None = None) -> str | None:
     point = point or os.environ.get(CRASH_ENV)
     if not point:
         return None
-    known = POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
+    known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -121,7 +133,8 @@ def install(point: str | None = None) -> str | None:
 
         def create_marker(self, *a, **kw):
             out = orig_marker(self, *a, **kw)
-            maybe_crash("after_first_marker")
+            # which marker (CREATE of a base file, APPEND of a log file) the test asserts on
+            maybe_crash("after_first_marker", marker=list(a[1:3]))
             return out
         WT.create_marker = create_marker
 
@@ -145,6 +158,22 @@ def install(point: str | None = None) -> str | None:
                 maybe_crash("mid_file", path=path)  # an object PUT that never completed
             return orig_create(self, path, data, **kw)
         storage._local_tmp_copy = _local_tmp_copy
+        storage.Storage.create_if_absent = create_if_absent
+
+    elif point in ("mid_log_file", "torn_log_file"):
+        orig_create = storage.Storage.create_if_absent
+        orig_tmp = storage._local_tmp_copy
+
+        def create_if_absent(self, path, data=b"", **kw):
+            if ".log." in posixpath.basename(str(path)) and isinstance(data, (bytes, bytearray)) and data:
+                half = bytes(data[: len(data) // 2])
+                if point == "mid_log_file" and self.is_local:
+                    orig_tmp(path, half, fsync=True)  # the real hidden temporary name
+                elif point == "torn_log_file":
+                    self.makedirs(posixpath.dirname(str(path)))
+                    self.write(path, half)
+                maybe_crash(point, path=str(path))  # (S3 mid_log_file: a PUT that never completed)
+            return orig_create(self, path, data, **kw)
         storage.Storage.create_if_absent = create_if_absent
 
     elif point == "torn_file":
@@ -231,11 +260,14 @@ def _child(job: dict) -> int:
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.errors import HudiOccError
     from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 
     install()
     table = Table.open(job["table"], job.get("storage_options"))
-    w = ArrowTableWriter(table, WriteConfig.from_options(job["options"]),
+    cls = MergeOnReadWriter if table.config.table_type == MERGE_ON_READ else ArrowTableWriter
+    w = cls(table, WriteConfig.from_options(job["options"]),
                          writer_id=job.get("writer_id", "crash-child"))
     try:
         # rows as JSON, or a parquet file for types JSON cannot carry (decimals, timestamps)

@@ -8,6 +8,11 @@ on, commits.
 
 Default run: each point once per provider. ``HUDI_OCC_SLOW=1``: each point ``CRASH_RUNS`` times
 per provider, plus one file-lock case that waits out the real one-minute expiry.
+
+Merge-on-read: the same cell with a deltacommit that only updates stored keys (so its files are
+log files behind APPEND markers), at ``MOR_POINTS``; after recovery and the next write a forced
+compaction must leave nothing pending and hudi-rs still reading the model. Default run: the
+log-file points with the file lock; the rest, and ZooKeeper, with ``HUDI_OCC_SLOW=1``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
 from airflow_hudi_occ.core.concurrency.locks.storage_based import CLOCK_DRIFT_MS
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-from airflow_hudi_occ.testing.crash import COMMITTED_POINTS, LOCK_HELD_POINTS, POINTS, run_writer
+from airflow_hudi_occ.core.services.compaction import run_compaction
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
+from airflow_hudi_occ.testing.crash import (COMMITTED_POINTS, LOCK_HELD_POINTS, MOR_POINTS, POINTS,
+                                            run_writer)
 
 from .conftest import (ZK_SESSION_MS, age_lock_file, all_files, assert_unique_times, files_naming,
                        lock_options, read_rows, wait_until)
@@ -38,6 +47,9 @@ CHILD = [{"id": 0, "p": "p0", "value": "child", "ts": 1}, {"id": 1, "p": "p1", "
          {"id": 100, "p": "p0", "value": "child", "ts": 1}]
 NEXT = [{"id": 0, "p": "p0", "value": "next", "ts": 2}, {"id": 1, "p": "p1", "value": "next", "ts": 2},
         {"id": 200, "p": "p1", "value": "next", "ts": 2}]
+#: a MOR deltacommit of stored keys only: one log file per partition, APPEND markers
+MOR_CHILD = [{"id": 0, "p": "p0", "value": "child", "ts": 1}, {"id": 1, "p": "p1", "value": "child", "ts": 1},
+             {"id": 2, "p": "p0", "value": "child", "ts": 1}]
 
 
 def _as_rows(rows):
@@ -59,15 +71,21 @@ def _zk_lock_children(hosts: str, options: dict, table: Table) -> list[str]:
         c.close()
 
 
+def _writer(table: Table, cfg: WriteConfig) -> ArrowTableWriter:
+    return (MergeOnReadWriter if table.config.table_type == MERGE_ON_READ else ArrowTableWriter)(table, cfg)
+
+
 def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str | None = None,
                       storage_options: dict | None = None, age_file_lock: bool = True) -> dict:
     """One cell of the matrix; returns what happened (for the report)."""
     cfg = WriteConfig.from_options(options)
-    ArrowTableWriter(table, cfg).write(pa.Table.from_pylist(SEED))
+    mor = table.config.table_type == MERGE_ON_READ
+    child_rows = MOR_CHILD if mor else CHILD
+    _writer(table, cfg).write(pa.Table.from_pylist(SEED))
     before = read_rows(table, storage_options)
     assert before == _as_rows(SEED)
 
-    child = run_writer(table.base_uri, options, CHILD, crash_at=point, storage_options=storage_options,
+    child = run_writer(table.base_uri, options, child_rows, crash_at=point, storage_options=storage_options,
                        writer_id=f"crash-{point}")
     assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
     crash = child.crash
@@ -76,9 +94,11 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
     committed = point in COMMITTED_POINTS
     if point == "commit_lock_held":
         assert crash["lock_held"] is True
+    if mor and point == "after_first_marker":
+        assert crash["marker"][1] == "APPEND" and ".log." in crash["marker"][0], crash
 
     # 1. Readers see exactly the committed rows: the dead write is invisible unless it completed.
-    expected = _as_rows(SEED) | (_as_rows(CHILD) if committed else {})
+    expected = _as_rows(SEED) | (_as_rows(child_rows) if committed else {})
     assert read_rows(table, storage_options) == expected
     tl = table.timeline()
     assert (tl.get(instant) is not None and tl.get(instant).is_completed) == committed
@@ -122,8 +142,13 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
     assert table.timeline().pending_writes() == []
 
     # 4. The next writer (same file groups, early conflict detection on) commits.
-    ArrowTableWriter(Table.open(table.base_uri, storage_options), cfg).write(pa.Table.from_pylist(NEXT))
+    _writer(Table.open(table.base_uri, storage_options), cfg).write(pa.Table.from_pylist(NEXT))
     assert read_rows(table, storage_options) == expected | _as_rows(NEXT)
+    if mor:  # the next service run: compaction merges every committed log, nothing stays pending
+        out = run_compaction(Table.open(table.base_uri, storage_options), options, force=True)
+        assert out["executed"] and out["executed"]["log_files_compacted"] >= 2, out
+        assert table.timeline().pending() == []
+        assert read_rows(table, storage_options) == expected | _as_rows(NEXT)
     assert_unique_times(table)
     return {"point": point, "instant": instant, "committed": committed,
             "rolled_back": [r.rolled_back for r in results]}
@@ -149,9 +174,11 @@ def check_storage_lease_of_dead_writer(table: Table, cfg: WriteConfig, crash: di
     probe.close()
 
 
-def _fresh_table(tmp_path, i=0, storage_options=None, base=None):
+def _fresh_table(tmp_path, i=0, storage_options=None, base=None, table_type=None):
+    kw = {"table_type": table_type} if table_type else {}
     return Table.create(base or str(tmp_path / f"t{i}"), "crash", record_key_fields=["id"],
-                        partition_fields=["p"], precombine_field="ts", storage_options=storage_options)
+                        partition_fields=["p"], precombine_field="ts", storage_options=storage_options,
+                        **kw)
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -178,3 +205,22 @@ def test_file_lock_really_expires(tmp_path):
     """No ageing: a SIGKILLed holder's lock file is taken over after the configured minute."""
     crash_and_recover(_fresh_table(tmp_path), lock_options("filesystem"), "commit_lock_held",
                       age_file_lock=False)
+
+
+#: the MOR cells of the default run: the log file's marker, the log file itself, the lock held
+MOR_DEFAULT = ("after_first_marker", "mid_log_file", "torn_log_file", "after_all_files",
+               "commit_lock_held")
+
+
+@pytest.mark.parametrize("point", MOR_DEFAULT)
+def test_mor_crash_point(point, tmp_path):
+    crash_and_recover(_fresh_table(tmp_path, table_type=MERGE_ON_READ), lock_options("filesystem"), point)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", MOR_POINTS)
+def test_mor_crash_point_repeated(point, tmp_path, make_options, lock_kind, request):
+    hosts = request.getfixturevalue("zk_server").hosts if lock_kind == "zookeeper" else None
+    for i in range(CRASH_RUNS):
+        crash_and_recover(_fresh_table(tmp_path, i, table_type=MERGE_ON_READ), make_options(), point,
+                          zk_hosts=hosts)
