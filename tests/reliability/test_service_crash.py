@@ -1,4 +1,4 @@
-"""Kill points inside clean and clustering: a service process SIGKILLed part-way is completed by
+"""Kill points inside clean, clustering, archival and compaction: a service process SIGKILLed part-way is completed by
 the next service run, and readers never see a half-done service.
 
 The kill is real (the step's function is wrapped to do its work, or part of it, and then
@@ -93,6 +93,29 @@ KILLER = textwrap.dedent("""
                     die()
             H._write_data = _write_data
         mod.run_archival(Table.open(base), opts)
+    elif service == "compact":
+        from airflow_hudi_occ.core.services import compaction as mod
+        from airflow_hudi_occ.core.commit import transaction
+        if step == "mid_file":  # the first new base file half written, under its final name
+            def write_parquet(store, rel, table):
+                import io
+                import pyarrow.parquet as pq
+                buf = io.BytesIO()
+                pq.write_table(table, buf)
+                store.write(store.path(rel), buf.getvalue()[: buf.tell() // 2])
+                die()
+            mod.write_parquet = write_parquet
+        elif step == "after_first_file":
+            orig = mod.write_parquet
+            def write_parquet(*a, **k):
+                orig(*a, **k)
+                die()
+            mod.write_parquet = write_parquet
+        elif step == "after_base_files":  # every base file written, commit not started
+            mod.CompactionTransaction.commit = die
+        else:
+            transaction.complete = die  # lock held, conflicts resolved, not completed
+        mod.execute_compaction(Table.open(base), opts)
     else:
         from airflow_hudi_occ.core.services import clustering as mod
         from airflow_hudi_occ.core.commit import transaction
@@ -226,3 +249,60 @@ def test_archival_killed_part_way_is_finished_by_the_next_run(tmp_path, opts, st
         assert len(times) == len(set(times))
     assert snapshot(table) == expected
     assert rows_by_key(read_table(table)) == expected
+
+
+def _hudi_read_optimised(base: str) -> dict:
+    from hudi import HudiReadOptions, HudiTableBuilder
+    t = HudiTableBuilder.from_base_uri(os.path.abspath(base)).build()
+    batches = t.read(HudiReadOptions().with_hudi_option("hoodie.read.use.read_optimized.mode", "true"))
+    return rows_by_key(pa.Table.from_batches(batches)) if batches else {}
+
+
+COMPACTION_STEPS = ["mid_file", "after_first_file", "after_base_files", "before_complete"]
+
+
+@pytest.mark.parametrize("step", [
+    *(pytest.param(s, marks=pytest.mark.slow) for s in ("mid_file", "after_first_file")),
+    "after_base_files", "before_complete"])
+def test_compaction_killed_part_way_is_rerun_by_the_next_run(tmp_path, opts, step):
+    """A dead compaction executor: readers see the old slices and their logs (0 lost, 0
+    exposed); the next service run rolls it back to requested and runs the same plan; nothing
+    stays pending; only the re-run's base files are in the commit."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.services.compaction import run_compaction, schedule_compaction
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(table, WriteConfig.from_options(opts))
+    model = {}
+    for i in range(3):  # inserts (base files in a and b), then two rounds of upserts (log files)
+        rows = [{"id": k, "p": "ab"[k % 2], "ts": i, "v": f"v{i}"} for k in range(6)]
+        w.write(pa.Table.from_pylist(rows))
+        model.update({r["id"]: r for r in rows})
+    w.write(pa.Table.from_pylist([{"id": 1, "p": "b"}]), "delete")
+    model.pop(1)
+    assert snapshot(table) == model
+    ro_before = _hudi_read_optimised(table.base_uri)
+    plan = schedule_compaction(table, opts, force=True)
+    assert plan is not None
+    kill_at("compact", step, table, opts)
+
+    inst = table.timeline().get(plan)
+    assert inst is not None and inst.is_pending
+    assert snapshot(table) == model  # the dead executor's base files belong to a pending instant
+    assert _hudi_read_optimised(table.base_uri) == ro_before
+    time.sleep(1.0)  # its heartbeat (300 ms x 2) expires
+
+    out = run_compaction(Table.open(table.base_uri), opts)  # the next service run, as scheduled
+    assert out["executed"]["instant"] == plan, out
+    tl = table.timeline()
+    assert tl.get(plan).is_completed and tl.pending() == []
+    assert snapshot(table) == model
+    assert _hudi_read_optimised(table.base_uri) == model  # every log merged into the base files
+    meta = tl.commit_metadata(tl.get(plan))
+    written = {s.path for s in meta.write_stats()}
+    on_disk = {f"{p}/{b.name}" for p in "ab" for b in list_base_files(table, p)
+               if b.instant_time == plan}
+    assert on_disk == written and len(written) == 2
+    stray = [f for f in table.storage.walk_files(table.storage.root)
+             if plan in f and f.endswith((".parquet", ".tmp")) and f not in written]
+    assert stray == [], stray
