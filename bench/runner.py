@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "fs_lock": "bench.fs_lock",
     "spark_write": "bench.spark_write",
     "peers": "bench.peers",
+    "mor": "bench.mor",
 }
 
 
