@@ -53,10 +53,11 @@ from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import schedule_clustering
+from airflow_hudi_occ.core.services.compaction import schedule_compaction
 from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE,
                                                 RESULT_PREFIX, format_options, parse_line)
 from airflow_hudi_occ.core.format.storage import Storage
-from airflow_hudi_occ.core.table.table import Table, check_new_table_location
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table, check_new_table_location
 from airflow_hudi_occ.provider import write_window
 from airflow_hudi_occ.provider.assets import (check_table_assets, commit_summary, declare_table_outlet,
                                               emit_table_event, table_uri)
@@ -484,8 +485,10 @@ class HudiWriteOperator(BaseOperator):
 
 class HudiTableServiceOperator(BaseOperator):
     """Run a table service: ``rollback`` (failed writes whose heartbeat expired), ``clean``,
-    ``archive`` (old completed instants to the LSM history, Hudi's keep.min/max commits), or
-    ``cluster`` (planned here under the table lock, executed as a Spark job).
+    ``archive`` (old completed instants to the LSM history, Hudi's keep.min/max commits),
+    ``cluster`` (planned here under the table lock, executed as a Spark job), or ``compact``
+    (merge-on-read only: planned here under the lock when Hudi's trigger says so, executed by
+    the service job; on a copy-on-write table a no-op that says so).
 
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
@@ -494,7 +497,7 @@ class HudiTableServiceOperator(BaseOperator):
     template_fields: Sequence[str] = ("table_path", "options", "instant")
     template_fields_renderers = {"options": "json"}
     ui_color = "#f0e0ff"
-    SERVICES = ("rollback", "clean", "archive", "cluster")
+    SERVICES = ("rollback", "clean", "archive", "cluster", "compact")
 
     def __init__(self, *, service: str, table_path: str | None = None,
                  options: dict[str, Any] | None = None,
@@ -583,6 +586,39 @@ class HudiTableServiceOperator(BaseOperator):
         if code != EXIT_OK:
             raise AirflowFailException(f"clustering {instant} failed (exit {code}): {result.get('error')}")
         return {"service": "cluster", "scheduled": instant, **result}
+
+    def _compact(self, table, config, options, hook) -> dict:
+        if table.config.table_type != MERGE_ON_READ:
+            # one services DAG for every table: compaction is simply not a step of a COW table
+            msg = f"{table.base_uri} is {table.config.table_type}: nothing to compact"
+            self.log.info(msg)
+            return {"service": "compact", "scheduled": None, "message": msg}
+        # planned here, under the lock, as clustering is: the job only executes a fixed plan;
+        # without a new plan, a pending one (a dead executor's) is what the job re-runs
+        instant = self.instant or schedule_compaction(table, config)
+        pending = [i.requested_time for i in table.timeline().pending_compactions()]
+        run = instant or (pending[0] if pending else None)
+        if run is None:
+            return {"service": "compact", "scheduled": None,
+                    "message": "nothing to compact (trigger not reached, or no log files)"}
+        args = ["--table", table.base_uri, "--service", "compact", "--instant", str(run),
+                *format_options(options)]
+        out = _JobOutput()
+        self._job_hook = HudiSparkJobHook(
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
+            application_args=args, on_line=out,
+            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
+            name=f"hudi-occ compact {run}", storage_options=hook.storage_options)
+        code = self._job_hook.run(_application(self.application, SERVICE_APP))
+        result = out.result
+        if code == EXIT_RETRYABLE:
+            raise AirflowException(f"compaction {run} yielded to a conflicting write and was rolled "
+                                   f"back to requested, plan kept; the next run executes it again: "
+                                   f"{result.get('error')}")
+        if code != EXIT_OK:
+            raise AirflowFailException(f"compaction {run} failed (exit {code}); its plan stays pending "
+                                       f"for the next run: {result.get('error')}")
+        return {**result, "service": "compact", "scheduled": instant, "executed": run}
 
     def on_kill(self) -> None:
         if self._job_hook is not None:
