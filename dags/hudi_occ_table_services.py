@@ -4,7 +4,10 @@ roll back failed writes whose heartbeat expired, clean old file versions, archiv
 clustering (a Spark job). The example table uses the bucket index (so that concurrent
 writers of the same new keys conflict instead of duplicating them), and a bucket-index table
 cannot be clustered (a record's file group is its bucket): the clustering task is only part of
-the DAG for a table on the simple index."""
+the DAG for a table on the simple index. Compaction runs for every table: on a merge-on-read
+table it plans under the lock when Hudi's trigger says so (``hoodie.compact.inline.max.delta.commits``)
+and runs the plan as a job; on a copy-on-write table, like the example's, it logs "nothing to
+compact" and ends (the table's type is read at run time, never at parse time)."""
 
 from __future__ import annotations
 
@@ -36,5 +39,9 @@ with DAG(
     clean = HudiTableServiceOperator(task_id="clean", service="clean", **common)
     archive = HudiTableServiceOperator(task_id="archive", service="archive", **common)
     rollback >> clean >> archive
+    # [START howto_operator_hudi_compact]
+    compact = HudiTableServiceOperator(task_id="compact", service="compact", **common)
+    # [END howto_operator_hudi_compact]
+    archive >> compact
     if examples.TABLE_OPTIONS.get("hoodie.index.type", "SIMPLE").upper() != "BUCKET":
         archive >> HudiTableServiceOperator(task_id="cluster", service="cluster", **common)
