@@ -18,8 +18,21 @@ from airflow_hudi_occ.core.commit.write_options import check_write_options
 from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE,  # noqa: F401
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,
-                                          DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
+                                          TABLE_TYPE, DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError
+
+#: what the Spark engine tells a merge-on-read write to do instead
+MOR_REMEDY = ("write merge-on-read tables with the core engine, "
+              "airflow_hudi_occ.core.commit.mor_writer.MergeOnReadWriter (one process, Arrow), or "
+              "write a COPY_ON_WRITE table with Spark")
+
+
+def refuse_merge_on_read(table_type: str, key: str = TABLE_TYPE.key) -> None:
+    """The Spark executor writes base files only: a deltacommit (log files) is not written here."""
+    if table_type == "MERGE_ON_READ":
+        raise ConfigError("the Spark engine does not write merge-on-read tables yet", key=key,
+                          value=table_type, remedy=MOR_REMEDY)
+
 
 @dataclass(frozen=True)
 class SparkWriteOptions:
@@ -48,6 +61,7 @@ class SparkWriteOptions:
         :func:`~airflow_hudi_occ.core.commit.write_options.check_write_options`."""
         opts = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
         write_config = check_write_options(opts, warn=warn, partial=partial)
+        refuse_merge_on_read(TABLE_TYPE.get(opts))
         o = cls(
             table_name=TABLE_NAME.get(opts),
             record_key_fields=RECORD_KEY.get(opts),

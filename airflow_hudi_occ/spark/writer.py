@@ -64,7 +64,7 @@ from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.file_group_plan import tag_file_groups
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
-from airflow_hudi_occ.spark.options import SparkWriteOptions
+from airflow_hudi_occ.spark.options import SparkWriteOptions, refuse_merge_on_read
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,7 @@ class SparkHudiWriter(SparkTableJob):
                                   remedy="set hoodie.datasource.write.recordkey.field") from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
+        refuse_merge_on_read(cfg.table_type, key="hoodie.table.type")  # a MOR table made elsewhere
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         arrow_schema = arrow_schema_of(df)

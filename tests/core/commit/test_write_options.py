@@ -18,7 +18,7 @@ from airflow_hudi_occ.core.errors import ConfigError, UnknownLockProviderError, 
     ({"hoodie.write.lock.wait_time_ms": "-5"}, ConfigError, "must not be negative"),
     ({"hoodie.write.lock.zookeeper.port": "0", "hoodie.write.lock.zookeeper.url": "zk"}, ConfigError,
      "is not a TCP port"),
-    ({"hoodie.datasource.write.table.type": "MERGE_ON_READ"}, ConfigError, "merge-on-read"),
+    ({"hoodie.datasource.write.table.type": "MERGE_ON_WRITE"}, ConfigError, "MERGE_ON_READ"),
     ({"hoodie.clean.commits.retained": "0"}, ConfigError, "at least one commit"),
     ({"hoodie.clustering.updates.strategy": "maybe"}, ConfigError, "unknown clustering updates strategy"),
     ({"hoodie.client.heartbeat.interval_in_ms": "soon"}, ConfigError, "invalid value 'soon'"),
@@ -55,3 +55,8 @@ def test_non_strict_warns_about_unknown_keys_and_goes_on():
     check_write_options({"hoodie.write.lock.providr": "x", "hoodie.occ.options.strict": "false"},
                         warn=seen.append)
     assert seen and "hoodie.write.lock.providr" in seen[0]
+
+
+def test_merge_on_read_is_a_valid_table_type_for_the_core():
+    """MergeOnReadWriter writes it; the Spark engine refuses it itself (tests/spark/test_options.py)."""
+    check_write_options({"hoodie.datasource.write.table.type": "merge_on_read"})
