@@ -39,7 +39,7 @@ from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
@@ -205,6 +205,12 @@ class ArrowTableWriter:
     def __init__(self, table: Table, config: WriteConfig | None = None, *, writer_id: str | None = None,
                  lock_manager=None, threads: int | None = None,
                  time_generator: InstantTimeGenerator | None = None):
+        if type(self) is ArrowTableWriter and table.config.table_type == MERGE_ON_READ:
+            # a copy-on-write commit would rewrite base files where Hudi appends log blocks
+            raise ConfigError(f"table {table.name} is MERGE_ON_READ: this writer writes "
+                              "copy-on-write commits", key="hoodie.table.type", value=MERGE_ON_READ,
+                              remedy="write merge-on-read tables with "
+                                     "airflow_hudi_occ.core.commit.mor_writer.MergeOnReadWriter")
         self.table = table
         #: instant times for every write (None: the process's generator); injectable so tests
         #: can write a table's history as if it had happened over past days

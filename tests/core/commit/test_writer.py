@@ -70,3 +70,13 @@ def test_text_keys_are_never_pruned_by_an_integer_order(tmp_path, column_reads):
     assert writer_module._disjoint((10, 19), (20, 30)) is True
     assert writer_module._disjoint(("k1", "k3"), ("k4", "k9")) is True
     assert writer_module._disjoint(("k1", "k5"), ("k4", "k9")) is False
+
+
+def test_a_merge_on_read_table_is_refused_naming_its_writer(tmp_path):
+    from airflow_hudi_occ.core.errors import ConfigError
+    table = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts", table_type="MERGE_ON_READ")
+    with pytest.raises(ConfigError) as e:
+        ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    assert "MergeOnReadWriter" in e.value.remedy
+    assert table.timeline().completed() == []
