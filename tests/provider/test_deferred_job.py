@@ -73,7 +73,7 @@ def test_committed_then_conflict_then_failed(tmp_path):
 
     # conflict: two overlapping writers held before their commits until both got there
     barrier = tmp_path / "barrier"
-    env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2"}
+    env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2:begin"}
     jobs = [_start(tmp_path, table, _source(tmp_path, f"s{i}", ts=10 + i), f"w-race-{i}", env=env)
             for i in (1, 2)]
 
