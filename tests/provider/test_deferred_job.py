@@ -61,9 +61,9 @@ def test_trigger_serializes_round_trip():
     assert DetachedJob.from_json(kw["job"]) == job
 
 
-def test_committed_then_conflict_then_failed(tmp_path):
+def test_committed(tmp_path):
     table = str(tmp_path / "t")
-    # committed: the outcome from the timeline; the job's exit status agrees
+    # the outcome from the timeline; the job's exit status agrees
     job = _start(tmp_path, table, _source(tmp_path), "w-commit")
     event = asyncio.run(_first_event(_trigger(table, job)))
     assert event["status"] == "committed", event
@@ -71,7 +71,11 @@ def test_committed_then_conflict_then_failed(tmp_path):
     assert inst is not None and inst.is_completed and event["completion_time"] == inst.completion_time
     assert event["exit_code"] in (0, None)
 
-    # conflict: two overlapping writers held before their commits until both got there
+
+@pytest.mark.slow  # two Spark jobs at once: about 2 minutes on 2 shared cores
+def test_conflict(tmp_path):
+    table = str(tmp_path / "t")
+    # two overlapping writers, each held before its commit until both have begun
     barrier = tmp_path / "barrier"
     env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2:begin"}
     jobs = [_start(tmp_path, table, _source(tmp_path, f"s{i}", ts=10 + i), f"w-race-{i}", env=env)
@@ -87,7 +91,10 @@ def test_committed_then_conflict_then_failed(tmp_path):
     tl = Table.open(table).timeline()
     assert tl.get(lost["instant"]) is None or not tl.get(lost["instant"]).is_completed
 
-    # failed: a source that does not exist (the job's own error, read from its result)
+
+def test_failed(tmp_path):
+    table = str(tmp_path / "t")
+    # a source that does not exist: the job's own error, read from its result
     job = _start(tmp_path, table, str(tmp_path / "missing.parquet"), "w-fail")
     event = asyncio.run(_first_event(_trigger(table, job)))
     assert event["status"] == "failed" and event["exit_code"] == 1, event
