@@ -269,6 +269,8 @@ def check_job(table_path: str, storage_options: dict | None, job: DetachedJob,
     """One look at a detached write; an event dict when it ended, else None. Sets
     ``job.instant`` once found."""
     alive = job.alive() if not job.driver_on_cluster else None
+    if alive is False:
+        remove_quietly(job.secrets_file)  # a job that never started did not delete it
     try:
         table = Table.open(table_path, storage_options or None)
     except TableNotFoundError:

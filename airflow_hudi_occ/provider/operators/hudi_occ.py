@@ -27,6 +27,12 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
   killed instant stays pending with its markers until a rollback (the table-service operator,
   or any writer's lazy rollback) removes it once its heartbeat expired.
 
+- **deferrable** (``deferrable=True``): the job is submitted detached
+  (``provider/deferred_job.py``); once its instant is known the operator pushes it and the
+  timeline link to XCom and defers to ``HudiWriteJobTrigger``, which reads the outcome from the
+  timeline and the attempt log (so cluster deploy mode works too). ``execute_complete`` ends as
+  ``execute`` does, or after a conflict backs off and defers a fresh attempt.
+
 - **crash recovery by re-commit**: a job that died after writing every file of its instant
   (the commit was *staged*, core/recovery.py) is not rewritten: the next attempt of the same
   batch (an Airflow retry, or the next conflict retry) takes the instant over once its writer's

@@ -1,4 +1,5 @@
-"""Triggers: the early-conflict watch of a running write, polled in the triggerer.
+"""Triggers: the early-conflict watch of a running write, and the deferrable write's job
+(:class:`HudiWriteJobTrigger`, over ``provider/deferred_job.py``), polled in the triggerer.
 
 Why in the triggerer: watching a write that may run for an hour must not hold a worker slot;
 the check is a few listings of ``.hoodie`` (timeline, markers, heartbeats) every few seconds.
