@@ -97,6 +97,10 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
                 break
             time.sleep(3)
         assert look["states"] == ["success"], f"{seen}\n{tail(log)}"
+        ret = look["xcom"].get("return_value")
+        ret = json.loads(ret) if isinstance(ret, str) else ret
+        assert ret["outcome"] == "committed" and ret["instant"] == running["instant"], ret
+        assert [a["outcome"] for a in ret["attempts"]] == ["committed"], ret
     finally:
         os.killpg(p.pid, signal.SIGTERM)
         try:
