@@ -75,6 +75,10 @@ def test_committed(tmp_path):
 @pytest.mark.slow  # two Spark jobs at once: about 2 minutes on 2 shared cores
 def test_conflict(tmp_path):
     table = str(tmp_path / "t")
+    # a first commit, so that both upserts update the same file groups (on an empty table
+    # each insert would make new file groups of its own, and both would commit)
+    first = asyncio.run(_first_event(_trigger(table, _start(tmp_path, table, _source(tmp_path), "w-0"))))
+    assert first["status"] == "committed", first
     # two overlapping writers, each held before its commit until both have begun
     barrier = tmp_path / "barrier"
     env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2:begin"}
