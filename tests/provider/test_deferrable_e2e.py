@@ -20,20 +20,20 @@ from .test_asset_scheduling import free_port, tail
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-STATE = ("import json\n"
+STATE = ("import json, sys\n"
          "from sqlalchemy import select\n"
          "from airflow.models.taskinstance import TaskInstance as TI\n"
          "from airflow.models.xcom import XComModel as X\n"
          "from airflow.utils.session import create_session\n"
          "with create_session() as s:\n"
-         "    tis = s.scalars(select(TI).where(TI.dag_id == 'hudi_occ_test_deferrable')).all()\n"
-         "    xs = s.scalars(select(X).where(X.dag_id == 'hudi_occ_test_deferrable')).all()\n"
+         "    tis = s.scalars(select(TI).where(TI.dag_id == 'hudi_occ_test_deferrable', TI.run_id == sys.argv[1])).all()\n"
+         "    xs = s.scalars(select(X).where(X.dag_id == 'hudi_occ_test_deferrable', X.run_id == sys.argv[1])).all()\n"
          "    print(json.dumps({'states': [str(t.state) for t in tis],\n"
          "                      'xcom': {x.key: x.value for x in xs}}, default=str))\n")
 
 
-def _look(env) -> dict:
-    out = subprocess.run([sys.executable, "-c", STATE], env=env.env, capture_output=True, text=True,
+def _look(env, run_id: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", STATE, run_id], env=env.env, capture_output=True, text=True,
                          timeout=120)
     if out.returncode != 0 or not out.stdout.strip():
         return {"states": [], "xcom": {}}
@@ -68,7 +68,8 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
         deadline = time.time() + 300
         while time.time() < deadline:  # the DAG parsed: trigger it
             assert p.poll() is None, tail(log)
-            if env.airflow("dags", "trigger", "hudi_occ_test_deferrable", check=False).returncode == 0:
+            if env.airflow("dags", "trigger", "hudi_occ_test_deferrable", "--run-id", "first",
+                           check=False).returncode == 0:
                 break
             time.sleep(5)
         else:
@@ -76,7 +77,7 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
         deferred = None
         deadline = time.time() + 400
         while time.time() < deadline:  # held before its commit: the task must be deferred
-            look = _look(env)
+            look = _look(env, "first")
             seen.append(look["states"])
             if look["states"] == ["deferred"] and hold.exists() and os.listdir(hold):
                 deferred = look
@@ -91,7 +92,7 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
         (hold / "go").touch()  # let the job commit
         deadline = time.time() + 300
         while time.time() < deadline:
-            look = _look(env)
+            look = _look(env, "first")
             seen.append(look["states"])
             if look["states"] and look["states"][0] in ("success", "failed", "up_for_retry"):
                 break
@@ -101,6 +102,7 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
         ret = json.loads(ret) if isinstance(ret, str) else ret
         assert ret["outcome"] == "committed" and ret["instant"] == running["instant"], ret
         assert [a["outcome"] for a in ret["attempts"]] == ["committed"], ret
+        killed = _mark_failed_while_deferred(env, port, hold, seen, log)
     finally:
         os.killpg(p.pid, signal.SIGTERM)
         try:
@@ -110,3 +112,41 @@ def test_deferred_while_spark_runs_then_success(tmp_path):
             p.wait(timeout=30)
     tl = Table.open(env.table).timeline()
     assert running["instant"] in {i.requested_time for i in tl.completed_writes()}, running
+    # the killed attempt: no process left (checked above), its instant pending for a rollback
+    assert killed in {i.requested_time for i in tl.pending_writes()}, killed
+
+
+def _mark_failed_while_deferred(env, port, hold, seen, log) -> str:
+    """A second run, held before its commit; once deferred, a user marks the task failed
+    through the REST API: the triggerer's ``on_kill`` must end the job's whole process tree."""
+    import psutil
+
+    from .test_ui_server import _http
+    for f in hold.iterdir():
+        f.unlink()
+    env.airflow("dags", "trigger", "hudi_occ_test_deferrable", "--run-id", "killed")
+    deadline = time.time() + 400
+    look = {}
+    while time.time() < deadline:
+        look = _look(env, "killed")
+        seen.append(look["states"])
+        if look["states"] == ["deferred"] and any(hold.iterdir()):
+            break
+        time.sleep(2)
+    assert look.get("states") == ["deferred"], f"{seen}\n{tail(log)}"
+    running = look["xcom"]["hudi_occ_running_instant"]
+    running = json.loads(running) if isinstance(running, str) else running
+    root = psutil.Process(running["pid"])
+    tree = [root] + root.children(recursive=True)
+    assert any("spark_job.py" in " ".join(p.cmdline()) for p in tree), [p.cmdline() for p in tree]
+    pw = json.loads((env.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+    base = f"http://localhost:{port}"
+    status, body, _ = _http("POST", f"{base}/auth/token", body={"username": "admin", "password": pw})
+    assert status in (200, 201), body
+    token = json.loads(body)["access_token"]
+    status, body, _ = _http("PATCH", f"{base}/api/v2/dags/hudi_occ_test_deferrable/dagRuns/killed/"
+                            "taskInstances/upsert", token=token, body={"new_state": "failed"})
+    assert status == 200, body
+    _, alive = psutil.wait_procs(tree, timeout=90)
+    assert not alive, [(p.pid, p.cmdline()) for p in alive] + [tail(log)]
+    return running["instant"]
