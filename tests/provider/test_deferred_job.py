@@ -127,3 +127,47 @@ def test_cancelled_trigger_kills_the_driver_and_leaves_the_instant_pending(tmp_p
     assert not alive, [(p.pid, p.cmdline()) for p in alive]
     pending = [i.requested_time for i in Table.open(table).timeline().pending_writes()]
     assert pending, "the killed instant stays pending for the next writer's rollback"
+
+
+@pytest.mark.slow  # four Spark jobs: about 2-3 minutes on 2 shared cores
+def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
+    """The operator's own deferrable path, its triggers run here: attempt 1 loses to an
+    earlier overlapping writer, ``execute_complete`` defers attempt 2 on a fresh instant, which
+    commits; the return value lists both attempts."""
+    from airflow.exceptions import TaskDeferred
+
+    from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+    from tests.provider.test_deferrable_operator import _context
+
+    table = str(tmp_path / "t")
+    first = asyncio.run(_first_event(_trigger(table, _start(tmp_path, table, _source(tmp_path), "w-0"))))
+    assert first["status"] == "committed", first
+    barrier = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2:begin"}
+    other = _start(tmp_path, table, _source(tmp_path, "o", ts=5), "w-other", env=barrier)
+    deadline = time.time() + 120
+    while not (other.began() or {}).get("instant") and time.time() < deadline:
+        time.sleep(0.5)  # the other writer's instant is the earlier one
+    op = HudiWriteOperator(task_id="t", source=_source(tmp_path, "mine", ts=7), table_path=table,
+                           hudi_conn_id=None, spark_conn_id="spark_local", deferrable=True,
+                           options={"hoodie.datasource.write.recordkey.field": "id",
+                                    "hoodie.datasource.write.partitionpath.field": "p",
+                                    "hoodie.datasource.write.precombine.field": "ts"},
+                           spark_env=barrier, application=SPARK_APP, poll_interval=0.5,
+                           backoff_base_s=0.1, backoff_max_s=0.1, yield_to_windows=False)
+    ctx = _context()
+    with pytest.raises(TaskDeferred) as d1:
+        op.execute(ctx)
+    assert ctx["ti"].xcom["hudi_occ_running_instant"]["instant"] > other.began()["instant"]
+
+    async def race():
+        return await asyncio.gather(_first_event(d1.value.trigger), _first_event(_trigger(table, other)))
+    mine, theirs = asyncio.run(race())
+    assert (mine["status"], theirs["status"]) == ("conflict", "committed"), (mine, theirs)
+    with pytest.raises(TaskDeferred) as d2:
+        op.execute_complete(ctx, mine, **d1.value.kwargs)
+    assert d2.value.kwargs["attempt"] == 2
+    event = asyncio.run(_first_event(d2.value.trigger))
+    out = op.execute_complete(ctx, event, **d2.value.kwargs)
+    assert out["outcome"] == "committed", out
+    assert [a["outcome"] for a in out["attempts"]] == ["conflict", "committed"], out
+    assert Table.open(table).timeline().get(out["instant"]).is_completed
