@@ -403,8 +403,9 @@ class HudiSparkJobHook(SparkSubmitHook):
                 yield line
         super()._process_spark_submit_log(tee())
 
-    def run(self, application: str) -> int:
-        """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+    def write_job_secrets(self) -> str | None:
+        """Hand the job's credentials over off the command line: a 0600 file (client mode), or
+        refuse a cluster driver that has no other way to get them. The file's path, or None."""
         if self._secrets:
             if self._driver_on_cluster:
                 if not any(k.endswith(SECRETS_ENV) for k in self._conf):
@@ -419,6 +420,11 @@ class HudiSparkJobHook(SparkSubmitHook):
                                "client deploy mode")
             else:
                 self._secrets_file = write_secrets_file(self._secrets)
+        return self._secrets_file
+
+    def run(self, application: str) -> int:
+        """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+        self.write_job_secrets()
         try:
             self.submit(application, start_new_session=True)
         except AirflowException:

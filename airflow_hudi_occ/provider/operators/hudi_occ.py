@@ -27,6 +27,12 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
   killed instant stays pending with its markers until a rollback (the table-service operator,
   or any writer's lazy rollback) removes it once its heartbeat expired.
 
+- **deferrable** (``deferrable=True``): the job is submitted detached
+  (``provider/deferred_job.py``); once its instant is known the operator pushes it and the
+  timeline link to XCom and defers to ``HudiWriteJobTrigger``, which reads the outcome from the
+  timeline and the attempt log (so cluster deploy mode works too). ``execute_complete`` ends as
+  ``execute`` does, or after a conflict backs off and defers a fresh attempt.
+
 - **crash recovery by re-commit**: a job that died after writing every file of its instant
   (the commit was *staged*, core/recovery.py) is not rewritten: the next attempt of the same
   batch (an Airflow retry, or the next conflict retry) takes the instant over once its writer's
@@ -64,8 +70,11 @@ from airflow_hudi_occ.provider.assets import (check_table_assets, commit_summary
 from airflow_hudi_occ.provider.arguments import check_service_arguments, check_write_arguments
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
+from airflow.sdk import conf
 
-from airflow_hudi_occ.provider.links import HudiTimelineLink
+from airflow_hudi_occ.provider.links import HudiTimelineLink, build_url, table_name_for
+from airflow_hudi_occ.provider import deferred_job
+from airflow_hudi_occ.provider.triggers.hudi_occ import HudiWriteJobTrigger
 
 _LINKS: tuple = (HudiTimelineLink(),)
 
@@ -232,6 +241,12 @@ class HudiWriteOperator(BaseOperator):
     connection's options are checked in ``execute``, and the job checks its source and the
     table's folder before its Spark session starts.
 
+    :param deferrable: submit the job detached and give the worker slot back while it runs
+        (a :class:`~airflow_hudi_occ.provider.triggers.hudi_occ.HudiWriteJobTrigger` follows it;
+        conflict retries resume on a worker); default ``[operators] default_deferrable``
+    :param poll_interval: seconds between the trigger's looks at the job (deferrable)
+    :param instant_wait_s: how long the worker waits for the attempt's instant before it
+        defers (to push it to XCom first); the trigger finds it if it comes later (deferrable)
     :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
         request of another DAG run covers these partitions (see ``provider/write_window.py``)
     """
@@ -251,7 +266,9 @@ class HudiWriteOperator(BaseOperator):
                  batch_key: str | None = None, checkpoint: str | None = None,
                  partitions: list[str] | None = None, yield_to_windows: bool = True,
                  window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
-                 application: str | None = None, **kwargs):
+                 application: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 5.0, instant_wait_s: float = 60.0, **kwargs):
         super().__init__(**kwargs)
         check_write_arguments(self.task_id, operation=operation, source=source,
                               source_format=source_format, options=options,
@@ -277,7 +294,11 @@ class HudiWriteOperator(BaseOperator):
         self.yield_to_windows = yield_to_windows
         self.window_wait_timeout_s = window_wait_timeout_s
         self.window_poll_s = window_poll_s
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.instant_wait_s = instant_wait_s
         self._job_hook: HudiSparkJobHook | None = None
+        self._detached: deferred_job.DetachedJob | None = None
         self._killed = False
         # assets and lineage (provider/assets.py, provider/openlineage.py)
         self.table_asset = declare_table_outlet(self, table_path)
@@ -327,8 +348,9 @@ class HudiWriteOperator(BaseOperator):
         run = self._resolve(context)
         _check_assets(self, run.table_path, run.storage_options)
         self._run_spark_conf = _with_parent_job(self.spark_conf, context)
-        policy = RetryPolicy(max_conflict_retries=self.conflict_retries,
-                             base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
+        if self.deferrable:
+            return self._deferred_attempt(context, run, 1)
+        policy = self._policy()
         try:
             out = run_with_conflict_retries(lambda n: self._attempt(run, n), policy, RetryRun())
         except RetriesExhaustedError as e:
@@ -340,6 +362,14 @@ class HudiWriteOperator(BaseOperator):
             raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
         finally:
             self._release_windows(run)
+        return self._committed(context, run, out)
+
+    def _policy(self) -> RetryPolicy:
+        return RetryPolicy(max_conflict_retries=self.conflict_retries,
+                           base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
+
+    def _committed(self, context, run: "_WriteRun", out: dict) -> dict:
+        """The end of a write that committed (or found its batch committed): log, asset event."""
         conflicts = sum(1 for a in run.attempts if a["outcome"] == "conflict")
         self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", run.batch_key,
                       out["outcome"], len(run.attempts), conflicts)
@@ -479,8 +509,131 @@ class HudiWriteOperator(BaseOperator):
 
     def on_kill(self) -> None:
         self._killed = True
+        if self._detached is not None:  # killed before it deferred: the trigger does it after
+            self.log.info("killed the detached Spark job: %s", self._detached.kill())
         if self._job_hook is not None:
             self._job_hook.on_kill()
+
+    # -- deferrable: submit detached, defer, resume on the trigger's event --------------------
+
+    def _deferred_attempt(self, context, run: "_WriteRun", n: int) -> dict:
+        """Attempt ``n``: as :meth:`_attempt` up to the submission, which is detached; then
+        publish the instant and the timeline link and defer (this method does not return then)."""
+        try:
+            found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        except TableLocationNotEmptyError as e:
+            raise AirflowFailException(str(e)) from e
+        if found is not None:
+            self._release_windows(run)
+            return self._committed(context, run, self._already_committed(run, found))
+        if self.yield_to_windows:
+            self._yield_to_windows(run)
+        hook = HudiSparkJobHook(
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
+            name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
+            application_args=self._args(run.table_path, run.options, run.batch_key, n)
+            + ["--writer-id", self._writer_id(run, n)], storage_options=run.storage_options)
+        job = self._detached = deferred_job.start_detached(
+            hook, _application(self.application, SPARK_APP), writer_id=self._writer_id(run, n))
+        self.log.info("attempt %d submitted detached (pid %d, log %s)", n, job.pid, job.log_path)
+        job.instant = self._wait_for_instant(run, job)
+        self._publish_running(run, job, n)
+        self.defer(trigger=HudiWriteJobTrigger(
+            run.table_path, job.to_json(), options=_heartbeat_options(run.options),
+            storage_options=run.storage_options, poll_interval=self.poll_interval),
+            method_name="execute_complete",
+            kwargs={"attempt": n, "attempts": run.attempts, "submitted_at": job.started_at})
+
+    @staticmethod
+    def _writer_id(run: "_WriteRun", n: int) -> str:
+        lab = run.labels
+        return (f"airflow:{lab['dag_id']}.{lab['task_id']}.{lab['map_index']}:{lab['run_id']}:"
+                f"try{lab['try_number']}:attempt{n}")
+
+    def _wait_for_instant(self, run: "_WriteRun", job) -> str | None:
+        """The attempt's instant, waited for (Spark's start) so that XCom has it before the
+        worker lets go; None if it takes longer than ``instant_wait_s`` (the trigger finds it)."""
+        deadline = time.time() + self.instant_wait_s
+        while time.time() < deadline and not self._killed:
+            try:
+                instant = deferred_job.find_instant(Table.open(run.table_path, run.storage_options or None), job)
+            except TableNotFoundError:
+                instant = (job.began() or {}).get("instant")
+            if instant or job.alive() is False:
+                return instant
+            time.sleep(0.5)
+        return None
+
+    def _publish_running(self, run: "_WriteRun", job, n: int) -> None:
+        lab = run.labels
+        if job.instant:
+            run.ti.xcom_push(key=XCOM_RUNNING, value={"instant": job.instant, "attempt": n,
+                                                     "writer_id": job.writer_id, "pid": job.pid,
+                                                     "table": run.table_path})
+            self.log.info("attempt %d began instant %s; deferring while Spark runs", n, job.instant)
+        link = build_url(table_name_for(self, {"table_path": run.table_path}), dag_id=lab["dag_id"],
+                         task_id=lab["task_id"], run_id=lab["run_id"], instant=job.instant)
+        run.ti.xcom_push(key=_LINKS[0].xcom_key, value=link)
+
+    def execute_complete(self, context, event: dict, attempt: int = 1, attempts: list | None = None,
+                         submitted_at: float | None = None) -> dict:
+        """The trigger's outcome of attempt ``attempt``: done, another deferred attempt after a
+        conflict (with backoff), or the failure raised as the synchronous path raises it."""
+        run = self._resolve(context)
+        run.attempts = list(attempts or [])
+        self._run_spark_conf = _with_parent_job(self.spark_conf, context)
+        status = event.get("status")
+        result = _result_of_event(event)
+        seconds = round(time.time() - submitted_at, 3) if submitted_at else 0.0
+        rec = self._record(run, attempt, deferred_job.exit_code_for(event),
+                           {"instant": event.get("instant")}, result, seconds)
+        try:
+            if status == deferred_job.ALREADY_COMMITTED:
+                found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+                if found is None:
+                    raise _JobFailed(EXIT_ERROR, {**result, "error": {
+                        "error": "BatchNotFound", "message": "the job said the batch was already "
+                        f"committed, but no completed instant carries {run.batch_key!r}"}})
+                out = self._already_committed(run, found)
+            else:
+                out = self._decide(run, attempt, deferred_job.exit_code_for(event), result, rec)
+        except _JobConflict as e:
+            if attempt > self.conflict_retries:
+                self._release_windows(run)
+                raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
+                                       f"{run.batch_key!r}): {e.remedy}") from e
+            delay = self._policy().delay(attempt)
+            self.log.info("retrying in %.1f s with a fresh instant (attempt %d of %d)", delay,
+                          attempt + 1, self.conflict_retries + 1)
+            time.sleep(delay)
+            return self._deferred_attempt(context, run, attempt + 1)
+        except _JobFailed as e:
+            self._release_windows(run)
+            if e.code in (EXIT_ERROR, EXIT_USAGE):
+                raise AirflowFailException(str(e)) from e
+            raise AirflowException(str(e)) from e
+        self._release_windows(run)
+        return self._committed(context, run, out)
+
+
+def _heartbeat_options(options: dict) -> dict:
+    """What the trigger needs of the write options: the heartbeat's settings (no credential)."""
+    return {k: v for k, v in options.items() if k.startswith("hoodie.client.heartbeat.")}
+
+
+def _result_of_event(event: dict) -> dict:
+    """The trigger's event in the shape of the job's result line, for :meth:`_record`/:meth:`_decide`."""
+    status = event.get("status")
+    drop = ("status", "writer_id", "exit_code", "error", "message", "remedy")
+    out = {k: v for k, v in event.items() if k not in drop}
+    if status in (deferred_job.COMMITTED, deferred_job.ALREADY_COMMITTED):
+        out["outcome"] = event.get("outcome") or status
+        return out
+    out["outcome"] = "conflict" if status == deferred_job.CONFLICT else "error"
+    err = event.get("error")
+    out["error"] = err if isinstance(err, dict) else {
+        "error": err or status, "message": event.get("message"), "remedy": event.get("remedy")}
+    return out
 
 
 class HudiTableServiceOperator(BaseOperator):

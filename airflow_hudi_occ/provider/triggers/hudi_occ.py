@@ -1,4 +1,5 @@
-"""Triggers: the early-conflict watch of a running write, polled in the triggerer.
+"""Triggers: the early-conflict watch of a running write, and the deferrable write's job
+(:class:`HudiWriteJobTrigger`, over ``provider/deferred_job.py``), polled in the triggerer.
 
 Why in the triggerer: watching a write that may run for an hour must not hold a worker slot;
 the check is a few listings of ``.hoodie`` (timeline, markers, heartbeats) every few seconds.
@@ -95,3 +96,61 @@ class HudiEarlyConflictTrigger(BaseTrigger):
                 yield TriggerEvent(event)
                 return
             await asyncio.sleep(self.poll_interval)
+
+
+class HudiWriteJobTrigger(BaseTrigger):
+    """Follows a detached write job (``provider/deferred_job.py``) until it committed, lost a
+    conflict or failed, and yields that outcome once.
+
+    Each poll (:func:`~airflow_hudi_occ.provider.deferred_job.check_job`, in a thread) looks at
+    the driver's liveness (pid and start time, on this host in client mode), the instant on the
+    timeline, the job's attempt-log record and, for a driver elsewhere, the instant's heartbeat.
+
+    Killing: :meth:`on_kill` (Airflow 3 calls it when a user marks or clears the deferred task)
+    ends the job's whole process group; the pending instant stays for the next writer's lazy
+    rollback. :meth:`cleanup` kills nothing: it also runs when the triggerer stops or hands the
+    trigger to another triggerer, and the job must survive that.
+    """
+
+    def __init__(self, table_path: str, job: dict, options: dict | None = None,
+                 storage_options: dict | None = None, poll_interval: float = 5.0,
+                 begin_timeout_s: float = 900.0):
+        super().__init__()
+        self.table_path = table_path
+        self.job = dict(job)
+        self.options = dict(options or {})
+        self.storage_options = dict(storage_options or {})
+        self.poll_interval = poll_interval
+        self.begin_timeout_s = begin_timeout_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"table_path": self.table_path, "job": self.job, "options": self.options,
+                 "storage_options": self.storage_options, "poll_interval": self.poll_interval,
+                 "begin_timeout_s": self.begin_timeout_s})
+
+    def _detached(self):
+        from airflow_hudi_occ.provider.deferred_job import DetachedJob
+        return DetachedJob.from_json(self.job)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_hudi_occ.provider.deferred_job import FAILED, check_job
+        job = self._detached()
+        while True:
+            try:
+                event = await asyncio.to_thread(check_job, self.table_path, self.storage_options, job,
+                                                self.options, self.begin_timeout_s)
+            except Exception as e:  # noqa: BLE001 - the operator fails clearly with it
+                event = {"status": FAILED, "instant": job.instant, "writer_id": job.writer_id,
+                         "error": type(e).__name__, "message": f"following the job failed: {e}"}
+            self.job["instant"] = job.instant
+            if event is not None:
+                yield TriggerEvent(event)
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        job = self._detached()
+        pids = await asyncio.to_thread(job.kill)
+        self.log.info("the task was cancelled: killed the Spark job's process group %s; instant "
+                      "%s is left for the next writer's rollback", pids, job.instant)
