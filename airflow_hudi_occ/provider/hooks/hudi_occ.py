@@ -40,6 +40,7 @@ from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, Jo
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook
+from airflow_hudi_occ.spark.master import check_master_reachable
 from airflow_hudi_occ.spark.options import SparkWriteOptions
 from airflow_hudi_occ.spark.session import default_conf
 from airflow_hudi_occ.spark.shipping import is_local_master, package_zip
@@ -405,6 +406,8 @@ class HudiSparkJobHook(SparkSubmitHook):
 
     def run(self, application: str) -> int:
         """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+        # fail in a second, naming the fix, rather than after Spark's minute of retries
+        check_master_reachable(self.master)
         if self._secrets:
             if self._driver_on_cluster:
                 if not any(k.endswith(SECRETS_ENV) for k in self._conf):
