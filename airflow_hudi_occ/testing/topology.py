@@ -124,7 +124,8 @@ class Topology:
         """The compose file's ``x-airflow-common`` environment, with loopback addresses."""
         assert self.zk and self.s3 and self.spark
         spark_conf = self.workdir / "spark-conf"
-        spark_conf.mkdir(exist_ok=True)
+        spark_conf.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
         # Two writers on the 2-core worker run side by side only if each is capped; the
         # example DAGs set no spark_conf, so the cap is the deployment's (spark-defaults.conf).
         (spark_conf / "spark-defaults.conf").write_text(
