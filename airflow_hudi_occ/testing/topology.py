@@ -40,6 +40,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,10 +127,9 @@ class Topology:
         spark_conf = self.workdir / "spark-conf"
         spark_conf.mkdir(parents=True, exist_ok=True)
         self.home.mkdir(parents=True, exist_ok=True)
-        # Two writers on the 2-core worker run side by side only if each is capped; the
-        # example DAGs set no spark_conf, so the cap is the deployment's (spark-defaults.conf).
-        (spark_conf / "spark-defaults.conf").write_text(
-            "spark.cores.max 1\nspark.executor.memory 512m\n")
+        # the compose file's (docker/spark-defaults.conf): the cap that lets two writers share
+        # the 2-core worker, as the example DAGs set no spark_conf
+        shutil.copy(REPO / "docker" / "spark-defaults.conf", spark_conf / "spark-defaults.conf")
         users = self.home / "passwords.json"
         users.write_text(json.dumps({"admin": ADMIN_PASSWORD}))
         keep = ("PATH", "HOME", "LANG", "JAVA_HOME", "TMPDIR", "TZ")

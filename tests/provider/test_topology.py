@@ -23,7 +23,7 @@ def test_the_local_topology_uses_the_compose_files_variables_and_connections(tmp
         hosts, port, storage_options = "127.0.0.1:2181", 7077, {"key": "k"}
     topo.zk = topo.s3 = topo.spark = Fake()
     env = topo.airflow_env()
-    for name in ("HUDI_OCC_TABLE", "HUDI_OCC_STAGING", "HUDI_OCC_SPARK_CONN", "PYSPARK_PYTHON",
+    for name in ("HUDI_OCC_TABLE", "HUDI_OCC_STAGING", "HUDI_OCC_SPARK_CONN", "PYSPARK_PYTHON", "SPARK_CONF_DIR",
                  "AIRFLOW_CONN_SPARK_CLUSTER", "AIRFLOW_CONN_HUDI_ZOOKEEPER_DEFAULT",
                  "AIRFLOW_CONN_HUDI_OCC_DEFAULT"):
         assert name in env, name
@@ -45,3 +45,11 @@ def test_the_example_dags_run_on_the_local_topology(tmp_path):
     assert result.ok, "\n".join(result.lines) + "\n" + topo.airflow_log()
     assert {"hudi_occ_backfill", "hudi_occ_ingestion", "hudi_occ_table_services"} <= set(result.runs)
     assert topo.survivors == [], "processes outlived the topology"
+
+
+def test_the_spark_defaults_are_the_compose_files(tmp_path):
+    compose = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    common = compose["x-airflow-common"]
+    mount = next(v for v in common["volumes"] if "spark-defaults.conf" in v)
+    assert mount.split(":")[1] == common["environment"]["SPARK_CONF_DIR"] + "/spark-defaults.conf"
+    assert "spark.cores.max 1" in (REPO / "docker" / "spark-defaults.conf").read_text()
