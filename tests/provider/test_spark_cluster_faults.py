@@ -133,3 +133,55 @@ def _catch(errors, fn):
         fn()
     except BaseException as e:  # noqa: BLE001 - asserted by the test
         errors.append(e)
+
+
+@pytest.mark.slow  # two cluster applications, about a minute and a half
+def test_early_detection_stops_the_losers_job_on_the_cluster_with_no_file_written(
+        cluster, spark_conn, tmp_path):  # noqa: F811 - fixtures
+    """A has written every file group and waits at its commit (one core); B (early conflict
+    detection on, the other core) upserts the same keys: its driver finds A's markers on
+    the file groups its batch needs and stops with a retryable EarlyConflictError: no file
+    of B's instant exists; A then commits and hudi-rs reads A's rows."""
+    from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_RETRYABLE, last_payload
+    from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
+    from tests.spark.test_job import files_of
+
+    table_path = str(tmp_path / "orders")
+    table = Table.create(table_path, "orders", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    seed = [{"id": i, "p": f"d{i % 4}", "ts": 1, "v": "seed"} for i in range(20)]
+    ArrowTableWriter(table, WriteConfig.from_options(FS_OPTS)).write(pa.Table.from_pylist(seed), "upsert")
+    barrier = tmp_path / "barrier"
+
+    def job(name, extra_opts, env, conf):
+        rows = [dict(r, ts=2 if name == "a" else 3, v=name.upper()) for r in seed]
+        args = ["--table", table_path, "--operation", "upsert",
+                "--source", source(tmp_path / f"{name}.parquet", rows), "--batch-key", name]
+        for k, v in {**FS_OPTS, **extra_opts}.items():
+            args += ["--option", f"{k}={v}"]
+        lines: list[str] = []
+        hook = HudiSparkJobHook(conn_id=spark_conn, application_args=args, on_line=lines.append,
+                                env_vars=env, conf={"spark.cores.max": "1",
+                                                    "spark.executor.memory": "512m", **conf},
+                                name=f"hudi-occ ecd {name}")
+        return hook.run(TEST_JOB), lines
+
+    out = {}
+    a = threading.Thread(target=lambda: out.__setitem__("a", job(
+        "a", {}, {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2"}, {})), daemon=True)
+    a.start()
+    deadline = time.time() + 300
+    while not (barrier.exists() and os.listdir(barrier)) and time.time() < deadline and a.is_alive():
+        time.sleep(0.5)
+    assert barrier.exists() and os.listdir(barrier), ("A never reached its commit", out)
+    code_b, lines_b = job("b", {"hoodie.write.concurrency.early.conflict.detection.enable": "true"},
+                          {}, {"spark.sql.shuffle.partitions": "48"})
+    (barrier / "release").touch()
+    a.join(300)
+    code_a, lines_a = out["a"]
+    res_a, res_b = last_payload(lines_a), last_payload(lines_b)
+    assert (code_a, code_b) == (EXIT_OK, EXIT_RETRYABLE), (res_a, res_b, "\n".join(lines_b)[-3000:])
+    assert res_b["error"]["error"] == "EarlyConflictError" and res_b["other_instant"] == res_a["instant"]
+    assert res_b["files_written"] == 0 and files_of(table_path, res_b["instant"]) == []
+    got = rows_by_key(hudi_read(table_path), columns=["id", "v"])
+    assert {v["v"] for v in got.values()} == {"A"} and len(got) == len(seed)
