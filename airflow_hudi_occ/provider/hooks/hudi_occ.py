@@ -287,6 +287,17 @@ class HudiOccHook(BaseHook):
 # --- the Spark job ----------------------------------------------------------------------------
 
 
+def _in_spark_defaults(key: str) -> bool:
+    """Whether the deployment's spark-defaults.conf (``$SPARK_CONF_DIR``, which spark-submit
+    reads) sets ``key``: a cap set there is a cap, and warning about it would mislead."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf")) if folder else open(os.devnull) as f:
+            return any(line.split(None, 1)[:1] == [key] for line in f)
+    except OSError:
+        return False
+
+
 def _split_secret_arguments(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """The job's arguments without the ``--option k=v`` items whose key is a credential, and
     those options."""
@@ -365,7 +376,7 @@ class HudiSparkJobHook(SparkSubmitHook):
             if zip_path not in (self._py_files or "").split(","):
                 self._py_files = ",".join(p for p in (self._py_files, zip_path) if p)
         if (self.master.startswith("spark://") and "spark.cores.max" not in self._conf
-                and not self._total_executor_cores):
+                and not self._total_executor_cores and not _in_spark_defaults("spark.cores.max")):
             self.log.warning("no spark.cores.max: on a standalone cluster this application takes "
                              "every free core, and concurrent writers queue behind it instead of "
                              "overlapping; set spark_conf={'spark.cores.max': N}")
