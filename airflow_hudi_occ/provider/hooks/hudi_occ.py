@@ -359,6 +359,7 @@ class HudiSparkJobHook(SparkSubmitHook):
         mask_secrets(self._secrets.options, self._secrets.storage_options)
         self._ship_package = ship_package
         self._secrets_file: str | None = None
+        self._killed = False
 
     @property
     def master(self) -> str:
@@ -441,7 +442,13 @@ class HudiSparkJobHook(SparkSubmitHook):
         finally:
             remove_quietly(self._secrets_file)  # the job deleted it on reading, if it started
             self._secrets_file = None
-        return self._submit_sp.returncode
+        code = self._submit_sp.returncode
+        if self._killed and code == 0:
+            # Measured on a standalone master: SIGTERM to the process group lets spark-submit's
+            # JVM stop the SparkContext and exit 0, and a killed attempt with no result line
+            # must not read as a success (the caller would report a commit that never was).
+            return -signal.SIGTERM
+        return code
 
     @property
     def pid(self) -> int | None:
@@ -452,6 +459,7 @@ class HudiSparkJobHook(SparkSubmitHook):
         ``grace_s``. Returns the pids that were running. Descendants are listed BEFORE the
         signal: once spark-submit dies its children are re-parented and cannot be found."""
         sp = self._submit_sp
+        self._killed = True  # before the signal: run() reads it once spark-submit returns
         if sp is None:
             return []
         try:
