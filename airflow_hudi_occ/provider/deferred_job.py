@@ -43,6 +43,7 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_O
                                                 RESULT_PREFIX, last_payload)
 from airflow_hudi_occ.core.job_secrets import remove_quietly
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.master import check_master_reachable
 
 #: trigger event statuses
 COMMITTED = "committed"
@@ -174,6 +175,7 @@ def start_detached(hook, application: str, *, writer_id: str, directory: str | N
     directory = directory or jobs_dir()
     stem = os.path.join(directory, f"{time.strftime('%Y%m%dT%H%M%S')}-{writer_id.replace('/', '_')}")
     log_path, exit_path = stem + ".log", stem + ".exit"
+    check_master_reachable(hook.master)  # as the synchronous path: fail now, naming the fix
     secrets_file = hook.write_job_secrets()
     cmd = hook._build_spark_submit_command(application)
     env = {**os.environ, **(hook._env or {}), "HUDI_OCC_JOB_LOG": log_path, "HUDI_OCC_JOB_EXIT": exit_path}

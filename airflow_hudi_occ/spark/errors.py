@@ -30,3 +30,17 @@ class EngineNotShippedError(HudiOccError):
         self.missing = missing
         self.python = python
         super().__init__(message, remedy=remedy)
+
+
+class SparkMasterUnreachableError(HudiOccError):
+    """No Spark master answers at the URL the Spark connection names. Found by a TCP probe
+    before spark-submit runs: Spark itself retries the master for about a minute and then
+    leaves the driver waiting for resources, so without the probe the task hangs instead of
+    failing. Nothing was submitted and nothing was written. ``master`` is the URL,
+    ``cause`` the socket error of each address tried."""
+
+    def __init__(self, message: str, *, master: str, cause: str | None = None,
+                 remedy: str | None = None):
+        self.master = master
+        self.cause = cause
+        super().__init__(message, remedy=remedy)

@@ -40,6 +40,7 @@ from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, Jo
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook
+from airflow_hudi_occ.spark.master import check_master_reachable
 from airflow_hudi_occ.spark.options import SparkWriteOptions
 from airflow_hudi_occ.spark.session import default_conf
 from airflow_hudi_occ.spark.shipping import is_local_master, package_zip
@@ -286,6 +287,17 @@ class HudiOccHook(BaseHook):
 # --- the Spark job ----------------------------------------------------------------------------
 
 
+def _in_spark_defaults(key: str) -> bool:
+    """Whether the deployment's spark-defaults.conf (``$SPARK_CONF_DIR``, which spark-submit
+    reads) sets ``key``: a cap set there is a cap, and warning about it would mislead."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf")) if folder else open(os.devnull) as f:
+            return any(line.split(None, 1)[:1] == [key] for line in f)
+    except OSError:
+        return False
+
+
 def _split_secret_arguments(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """The job's arguments without the ``--option k=v`` items whose key is a credential, and
     those options."""
@@ -347,6 +359,7 @@ class HudiSparkJobHook(SparkSubmitHook):
         mask_secrets(self._secrets.options, self._secrets.storage_options)
         self._ship_package = ship_package
         self._secrets_file: str | None = None
+        self._killed = False
 
     @property
     def master(self) -> str:
@@ -364,7 +377,7 @@ class HudiSparkJobHook(SparkSubmitHook):
             if zip_path not in (self._py_files or "").split(","):
                 self._py_files = ",".join(p for p in (self._py_files, zip_path) if p)
         if (self.master.startswith("spark://") and "spark.cores.max" not in self._conf
-                and not self._total_executor_cores):
+                and not self._total_executor_cores and not _in_spark_defaults("spark.cores.max")):
             self.log.warning("no spark.cores.max: on a standalone cluster this application takes "
                              "every free core, and concurrent writers queue behind it instead of "
                              "overlapping; set spark_conf={'spark.cores.max': N}")
@@ -424,6 +437,8 @@ class HudiSparkJobHook(SparkSubmitHook):
 
     def run(self, application: str) -> int:
         """Run spark-submit to the end; the exit code (negative: killed by that signal)."""
+        # fail in a second, naming the fix, rather than after Spark's minute of retries
+        check_master_reachable(self.master)
         self.write_job_secrets()
         try:
             self.submit(application, start_new_session=True)
@@ -433,7 +448,13 @@ class HudiSparkJobHook(SparkSubmitHook):
         finally:
             remove_quietly(self._secrets_file)  # the job deleted it on reading, if it started
             self._secrets_file = None
-        return self._submit_sp.returncode
+        code = self._submit_sp.returncode
+        if self._killed and code == 0:
+            # Measured on a standalone master: SIGTERM to the process group lets spark-submit's
+            # JVM stop the SparkContext and exit 0, and a killed attempt with no result line
+            # must not read as a success (the caller would report a commit that never was).
+            return -signal.SIGTERM
+        return code
 
     @property
     def pid(self) -> int | None:
@@ -444,6 +465,7 @@ class HudiSparkJobHook(SparkSubmitHook):
         ``grace_s``. Returns the pids that were running. Descendants are listed BEFORE the
         signal: once spark-submit dies its children are re-parented and cannot be found."""
         sp = self._submit_sp
+        self._killed = True  # before the signal: run() reads it once spark-submit returns
         if sp is None:
             return []
         try:
