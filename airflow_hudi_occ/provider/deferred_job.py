@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -43,6 +42,7 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_O
                                                 RESULT_PREFIX, last_payload)
 from airflow_hudi_occ.core.job_secrets import remove_quietly
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider.process_tree import kill_session_tree
 from airflow_hudi_occ.spark.master import check_master_reachable
 
 #: trigger event statuses
@@ -147,24 +147,7 @@ class DetachedJob:
         root = self._process()
         if root is None:
             return []
-        try:
-            procs = [root] + root.children(recursive=True)
-        except psutil.Error:
-            procs = [root]
-        pids = [p.pid for p in procs]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.pid, sig)  # the session leader's pid is the group id
-            except (ProcessLookupError, PermissionError):
-                pass
-            for p in procs:
-                try:
-                    p.send_signal(sig)
-                except psutil.Error:
-                    pass
-            _, procs = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 5)
-            if not procs:
-                break
+        pids = kill_session_tree(root, grace_s)
         remove_quietly(self.secrets_file)
         return pids
 

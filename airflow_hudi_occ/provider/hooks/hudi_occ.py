@@ -40,6 +40,7 @@ from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, Jo
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook
+from airflow_hudi_occ.provider.process_tree import kill_session_tree
 from airflow_hudi_occ.spark.master import check_master_reachable
 from airflow_hudi_occ.spark.options import SparkWriteOptions
 from airflow_hudi_occ.spark.session import default_conf
@@ -469,24 +470,9 @@ class HudiSparkJobHook(SparkSubmitHook):
         if sp is None:
             return []
         try:
-            root = psutil.Process(sp.pid)
-            procs = [root] + root.children(recursive=True)
+            pids = kill_session_tree(psutil.Process(sp.pid), grace_s)
         except psutil.NoSuchProcess:
-            procs = []
-        pids = [p.pid for p in procs]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(sp.pid, sig)  # the session leader's pid is the group id
-            except (ProcessLookupError, PermissionError):
-                pass
-            for p in procs:
-                try:
-                    p.send_signal(sig)
-                except psutil.NoSuchProcess:
-                    pass
-            _, procs = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 5)
-            if not procs:
-                break
+            pids = []
         try:
             sp.wait(timeout=5)
         except Exception:  # noqa: BLE001 - already reaped
