@@ -230,14 +230,21 @@ def _concurrent_once(root: str, engine: str, mode: str, size: dict) -> tuple[flo
     else:
         write_deltalake(path, empty)
     start = os.path.join(root, f"start-{engine}-{mode}")
-    if os.path.exists(start):
-        os.unlink(start)
+    for stale in [start, *(f"{start}.ready.{w}" for w in range(size["processes"]))]:
+        if os.path.exists(stale):
+            os.unlink(stale)
     p, c = size["processes"], size["per_process"]
     procs = [subprocess.Popen([sys.executable, "-m", "bench.peer_workers", engine, mode, path, str(w), str(c), start],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
              for w in range(p)]
-    time.sleep(1.5)  # every process imported and waiting
+    ready = [f"{start}.ready.{w}" for w in range(p)]
+    deadline = time.monotonic() + 300
+    while not all(os.path.exists(r) for r in ready):  # every process imported and waiting
+        if time.monotonic() > deadline or any(pr.poll() is not None for pr in procs):
+            raise RuntimeError(f"{engine} workers did not get ready: "
+                               f"{[pr.communicate()[1][-500:] for pr in procs if pr.poll() is not None]}")
+        time.sleep(0.01)
     t0 = time.perf_counter()
     open(start, "w").close()
     outs = [pr.communicate(timeout=900) for pr in procs]

@@ -136,25 +136,41 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
 
 
-def _value_range(values: pa.Array) -> tuple | None:
-    """(min, max) of the batch's keys as Python values, to compare with files' key ranges."""
-    if len(values) == 0:
-        return None
-    mm = pc.min_max(values)
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    return None if lo is None else (lo, hi)
+class _KeyProbe:
+    """The batch's keys, ready to ask "may a file whose keys span [lo, hi] hold any of them?".
 
+    Hudi's bloom index first prunes files by key range, key by key, not by the batch's overall
+    range: a batch of keys 0..9 plus 100123 spans every file of a table that small commits
+    grew one fresh key at a time, yet few files hold any of its keys. The keys are sorted once
+    (lazily, only if some file's range overlaps the batch's) and each file costs one binary
+    search. Only like is compared with like: integers with integers, text with text (UTF-8
+    byte order, which parquet's statistics use, is code-point order, which Python's str
+    comparison uses)."""
 
-def _disjoint(span: tuple, batch: tuple | None) -> bool:
-    """True if no batch key can lie in a file's key range. Only like with like is compared:
-    integers with integers, text with text (UTF-8 byte order, which parquet's statistics use,
-    is code-point order, which Python's str comparison uses)."""
-    if batch is None:
-        return False
-    kinds = {type(v) for v in (*span, *batch)}
-    if kinds != {int} and kinds != {str}:
-        return False
-    return span[1] < batch[0] or span[0] > batch[1]
+    def __init__(self, values: pa.Array):
+        self._values = values
+        self._sorted = None
+        self.range = None
+        if len(values):
+            mm = pc.min_max(values)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            self.range = None if lo is None else (lo, hi)
+
+    def may_hold(self, span: tuple) -> bool:
+        if self.range is None:
+            return True
+        kinds = {type(v) for v in (*span, *self.range)}
+        if kinds != {int} and kinds != {str}:
+            return True
+        lo, hi = span
+        if hi < self.range[0] or lo > self.range[1]:
+            return False
+        if self._sorted is None:
+            vals = self._values.drop_null()
+            self._sorted = (np.sort(vals.to_numpy()) if kinds == {int}
+                            else np.array(sorted(vals.to_pylist()), dtype=object))
+        i = int(np.searchsorted(self._sorted, lo, side="left"))
+        return bool(i < len(self._sorted) and self._sorted[i] <= hi)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -359,14 +375,14 @@ class ArrowTableWriter:
         return out
 
     def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields,
-                     batch_range: tuple | None = None) -> np.ndarray:
+                     batch_range: _KeyProbe | None = None) -> np.ndarray:
         """Which batch keys the file slice holds. With an integer key field, the stored file's
         column of it is read and compared (a fraction of the cost of the key text); otherwise
         its ``_hoodie_record_key`` column. A file whose key range (parquet statistics) misses the
         batch's is not read at all."""
         rel = s.base_file.relative_path
         span = key_range(self.table.storage, rel, key_fields[0] if ids is not None else "_hoodie_record_key")
-        if span is not None and _disjoint(span, batch_range):
+        if span is not None and batch_range is not None and not batch_range.may_hold(span):
             return np.zeros(len(keys), dtype=bool)  # no key of the batch can be in it: not read
         if ids is not None:
             stored = read_parquet_columns(self.table.storage, rel, [key_fields[0]])
@@ -387,7 +403,7 @@ class ArrowTableWriter:
         work: list[_Work] = []
         claimed = np.zeros(len(keys), dtype=bool)
         key_fields = self.table.config.record_key_fields
-        batch_range = None if append_fresh and op != "delete" else _value_range(ids if ids is not None else keys)
+        batch_range = None if append_fresh and op != "delete" else _KeyProbe(ids if ids is not None else keys)
         for s in slices:
             if append_fresh and op != "delete":
                 mine = np.ones(len(keys), dtype=bool)
