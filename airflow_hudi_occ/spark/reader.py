@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.spark import object_store
+from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
 
@@ -60,6 +61,12 @@ def read_incremental(spark, base_path: str, *, start: str | None = None, end: st
     """Rows written by writes that completed in ``(start, end]``."""
     from pyspark.sql import functions as F
     table = Table.open(base_path, storage_options)
+    if not table.config.populates_meta_fields:
+        # as in Hudi: without _hoodie_commit_time a row cannot say which write brought it
+        raise ConfigError(f"table {table.name} has virtual keys (hoodie.populate.meta.fields=false): "
+                          "its rows carry no commit time, so an incremental read cannot select them",
+                          key="hoodie.populate.meta.fields", value="false",
+                          remedy="read a snapshot or as of an instant, or write the table with meta fields")
     selected = incremental_instants(table, start, end)
     if not selected:
         return _read(spark, table, [])

@@ -247,6 +247,7 @@ class SparkHudiWriter(SparkTableJob):
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
         refuse_merge_on_read(cfg.table_type, key="hoodie.table.type")  # a MOR table made elsewhere
+        table.require_meta_fields("the Spark engine")
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         arrow_schema = arrow_schema_of(df)

@@ -75,6 +75,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             raise ConfigError(f"table {table.name} is {table.config.table_type}",
                               key="hoodie.table.type", value=table.config.table_type,
                               remedy="write copy-on-write tables with ArrowTableWriter")
+        table.require_meta_fields("the merge-on-read writer")
         super().__init__(table, *args, **kwargs)
 
     def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,

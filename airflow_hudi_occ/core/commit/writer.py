@@ -381,7 +381,12 @@ class ArrowTableWriter:
         its ``_hoodie_record_key`` column. A file whose key range (parquet statistics) misses the
         batch's is not read at all."""
         rel = s.base_file.relative_path
-        span = key_range(self.table.storage, rel, key_fields[0] if ids is not None else "_hoodie_record_key")
+        virtual = not self.table.config.populates_meta_fields
+        if ids is not None or (virtual and len(key_fields) == 1):
+            range_column = key_fields[0]  # the key's own column: its values are the key text
+        else:
+            range_column = None if virtual else "_hoodie_record_key"
+        span = key_range(self.table.storage, rel, range_column) if range_column else None
         if span is not None and batch_range is not None and not batch_range.may_hold(span):
             return np.zeros(len(keys), dtype=bool)  # no key of the batch can be in it: not read
         if ids is not None:
@@ -391,6 +396,9 @@ class ArrowTableWriter:
                 probe = ids if ids.type == col.type else ids.cast(pa.int64())
                 col = col if col.type == probe.type else col.cast(pa.int64())
                 return _hits(probe, col)
+        if virtual:  # no _hoodie_record_key column: the key is spelled from its fields
+            stored = read_parquet_columns(self.table.storage, rel, list(key_fields))
+            return _hits(keys, record_key_array(stored, key_fields).cast(keys.type))
         bkeys = read_parquet_columns(self.table.storage, rel, ["_hoodie_record_key"]).column(0)
         return _hits(keys, bkeys.combine_chunks())
 
@@ -443,14 +451,18 @@ class ArrowTableWriter:
                                          instant=tx.instant_time,
                                          precombine=self.table.config.precombine_field,
                                          order=merge.STORED_ORDER,
-                                         match_on=merge.integer_key_column(key_fields, base, rows))
+                                         match_on=merge.integer_key_column(key_fields, base, rows),
+                                         key_fields=key_fields)
             del base
             # keys=None: the keys are spelled again from the merged rows, as this writer always did
             rows, commit_times = res.user, res.commit_times
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
-        full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
-                                 file_name=name, key_fields=key_fields, keys=keys,
-                                 commit_times=commit_times)
+        if self.table.config.populates_meta_fields:
+            full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
+                                     file_name=name, key_fields=key_fields, keys=keys,
+                                     commit_times=commit_times)
+        else:  # virtual keys: the user's columns alone, as Hudi writes them
+            full = rows
         del rows
         size = write_parquet(self.table.storage, rel, full)
         ms = int((time.time() - t0) * 1000)

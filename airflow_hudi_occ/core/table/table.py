@@ -103,6 +103,14 @@ class TableConfig:
                 or self.properties.get("hoodie.table.ordering.fields") or None)
 
     @property
+    def populates_meta_fields(self) -> bool:
+        """False for a table with *virtual keys* (``hoodie.populate.meta.fields=false``): its
+        base files hold the user's columns only, and the record key is computed from the key
+        fields on read. Hudi's answer to the cost of the five meta columns, which roughly
+        double the bytes a narrow table writes."""
+        return self.properties.get("hoodie.populate.meta.fields", "true").strip().lower() != "false"
+
+    @property
     def hive_style_partitioning(self) -> bool:
         return self.properties.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
 
@@ -134,6 +142,12 @@ class TableConfig:
                               key="hoodie.table.version", value=str(version),
                               remedy="create the merge-on-read table at version 8")
         keys = [k for k in record_key_fields]
+        if (table_type == MERGE_ON_READ and str((extra or {}).get("hoodie.populate.meta.fields", "true")).lower()
+                == "false"):
+            raise ConfigError("merge-on-read tables are written with their meta fields",
+                              key="hoodie.populate.meta.fields", value="false",
+                              remedy="leave hoodie.populate.meta.fields at true for a merge-on-read "
+                                     "table (log records are merged by _hoodie_record_key)")
         if not keys:
             raise ConfigError("a table needs at least one record key field",
                               key="hoodie.table.recordkey.fields",
@@ -305,6 +319,17 @@ class Table:
     @property
     def version(self) -> int:
         return self.config.version
+
+    def require_meta_fields(self, what: str) -> None:
+        """Refuse a writer or service that would write meta columns into a table with virtual
+        keys: one file group would mix files with and without them."""
+        if not self.config.populates_meta_fields:
+            raise ConfigError(
+                f"table {self.name} has virtual keys (hoodie.populate.meta.fields=false); {what} "
+                "writes Hudi's meta columns and would mix them into its files",
+                key="hoodie.populate.meta.fields", value="false",
+                remedy="write this table with the core ArrowTableWriter, which keeps virtual keys, "
+                       "or use a table with hoodie.populate.meta.fields=true")
 
     def require_writable(self) -> None:
         if self.config.version not in WRITABLE_VERSIONS:
