@@ -145,6 +145,8 @@ def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None)
 class ConcurrencyMode(enum.Enum):
     SINGLE_WRITER = "SINGLE_WRITER"
     OPTIMISTIC_CONCURRENCY_CONTROL = "OPTIMISTIC_CONCURRENCY_CONTROL"
+    #: Hudi 1.x's NBCC: merge-on-read + simple bucket index only (core/concurrency/nbcc.py)
+    NON_BLOCKING_CONCURRENCY_CONTROL = "NON_BLOCKING_CONCURRENCY_CONTROL"
 
 
 class FailedWritesPolicy(enum.Enum):
