@@ -15,10 +15,13 @@ What it writes, as Hudi 1.x does for a MOR table with the simple index (table ve
   delete of its files, which the marker-driven rollback already does.
 
 Tagging (which rows go to which file group) is :class:`ArrowTableWriter`'s own, so the two
-writers agree on where a key lives; only the per-file-group step differs.
+writers agree on where a key lives; only the per-file-group step differs. Under non-blocking
+concurrency control (``core/concurrency/nbcc.py``) tagging is by bucket alone and every write
+is a log file, including a bucket's first (a log-only file group under the bucket's fixed
+fileId); concurrent deltacommits on one bucket all commit.
 
-Not here (see docs/merge-on-read.md): compaction, log-only file groups, the bucket index,
-insert_overwrite, appending to existing log files, table version 9.
+Not here (see docs/merge-on-read.md): compaction (``services/compaction``), the bucket index
+under OCC, insert_overwrite, appending to existing log files, table version 9.
 
 Errors are the transaction's (retryable conflicts, lock errors) plus :class:`ConfigError` for
 an operation or table this writer does not handle.

@@ -5,7 +5,10 @@ which slice follows Hudi 1.0's completion-time slicing, as hudi-rs implements it
 is named with its deltacommit's requested time; it counts only once that instant is completed
 (or archived), and it belongs to the slice with the latest base instant at or before the
 deltacommit's *completion* time. Within a slice, log files are read in completion-time order,
-then version, then write token.
+then version, then write token, so equal ordering values go to the write that completed later
+(a serial replay by completion time; with NBCC, where a deltacommit that began first can
+complete last, hudi-rs 0.5.0 and Java order by requested time instead: docs/merge-on-read.md).
+A file group with log files and no visible base file (NBCC's new bucket) is one log-only slice.
 
 The snapshot merge is the one hudi-rs (and Java's EVENT_TIME_ORDERING) performs:
 

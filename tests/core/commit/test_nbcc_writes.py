@@ -155,6 +155,7 @@ def test_writers_creating_one_bucket_all_commit_in_reverse_order(table, tmp_path
     assert all(fs.base is not None and not fs.log_files for fs in merge_file_slices(table))
 
 
+@pytest.mark.slow
 def test_writers_racing_on_a_compacted_bucket_all_commit(table, tmp_path):
     """The same bucket, now with a base file (bulk_insert, then logs compacted): four writers
     race to commit in whatever order the lock gives them. All commit; base + logs read as the
@@ -215,3 +216,24 @@ def test_delete_racing_an_insert_of_a_new_bucket(table):
     assert set(rows_by_key(hudi_read(table.base_uri), columns=["id", "v"])) == {1, 2}
     run_compaction(table, _options(buckets=1), force=True)
     assert rows_by_key(hudi_read(table.base_uri), columns=["id", "v"]) == {2: {"id": 2, "v": "y"}}
+
+
+def test_failed_writer_rolls_back_only_its_own_log_file(table):
+    """Two writers append to one bucket; the one that fails before committing is rolled back
+    from its APPEND marker: its log file goes, the other's (same file group) stays committed."""
+    cfg = WriteConfig.from_options(_options(buckets=1))
+    row = lambda v: pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 1, "v": v}])  # noqa: E731
+    other = {}
+
+    def fail_after_other(tx):
+        other["res"] = MergeOnReadWriter(table, cfg).write(row("kept"), "upsert")
+        other["failed"] = tx.instant_time
+        raise RuntimeError("writer dies before its commit")
+
+    with pytest.raises(RuntimeError):
+        MergeOnReadWriter(table, cfg).write(row("lost"), "upsert", before_commit=fail_after_other)
+    logs = [LogFileName.parse(f) for f in os.listdir(os.path.join(table.base_uri, "a"))]
+    assert {lf.instant_time for lf in logs if lf} == {other["res"].instant.requested_time}
+    assert table.timeline().get(other["failed"]) is None
+    assert rows_by_key(read_snapshot(table), columns=["id", "v"]) == {1: {"id": 1, "v": "kept"}}
+    assert rows_by_key(hudi_read(table.base_uri), columns=["id", "v"]) == {1: {"id": 1, "v": "kept"}}
