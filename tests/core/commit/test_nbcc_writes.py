@@ -237,3 +237,29 @@ def test_failed_writer_rolls_back_only_its_own_log_file(table):
     assert table.timeline().get(other["failed"]) is None
     assert rows_by_key(read_snapshot(table), columns=["id", "v"]) == {1: {"id": 1, "v": "kept"}}
     assert rows_by_key(hudi_read(table.base_uri), columns=["id", "v"]) == {1: {"id": 1, "v": "kept"}}
+
+
+def test_clean_removes_a_compacted_log_only_slice(table):
+    """After a compaction gives a log-only group its first base file, the log-only slice is an
+    older version: clean deletes its log files by the retention policy, and only them."""
+    from airflow_hudi_occ.core.services.clean import run_clean
+    cfg = WriteConfig.from_options(_options(buckets=1))
+    w = MergeOnReadWriter(table, cfg)
+    w.write(pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 1, "v": "a"}]), "upsert")
+    w.write(pa.Table.from_pylist([{"id": 2, "p": "a", "ts": 1, "v": "b"}]), "upsert")
+    run_compaction(table, _options(buckets=1), force=True)
+    late = w.write(pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 2, "v": "c"}]), "upsert")
+    model = {1: {"id": 1, "v": "c"}, 2: {"id": 2, "v": "b"}}
+
+    def logs():
+        return {lf.instant_time for lf in map(LogFileName.parse, os.listdir(os.path.join(table.base_uri, "a")))
+                if lf}
+
+    assert len(logs()) == 3
+    run_clean(table, {**_options(buckets=1)})  # KEEP_LATEST_COMMITS, 10 retained: all kept
+    assert len(logs()) == 3
+    run_clean(table, {**_options(buckets=1), "hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS",
+                      "hoodie.clean.fileversions.retained": "1"})
+    assert logs() == {late.instant.requested_time}
+    assert rows_by_key(read_snapshot(table), columns=["id", "v"]) == model
+    assert rows_by_key(hudi_read(table.base_uri), columns=["id", "v"]) == model
