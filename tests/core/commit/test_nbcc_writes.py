@@ -263,3 +263,29 @@ def test_clean_removes_a_compacted_log_only_slice(table):
     assert logs() == {late.instant.requested_time}
     assert rows_by_key(read_snapshot(table), columns=["id", "v"]) == model
     assert rows_by_key(hudi_read(table.base_uri), columns=["id", "v"]) == model
+
+
+def test_deltacommit_overlapping_a_compaction_commits(table):
+    """Under NBCC a deltacommit that began before a compaction and commits after it completed
+    needs no resolution, even with the prefer-writer strategy (which aborts it under OCC): its
+    log completes after the compaction instant, so it belongs to the slice the compaction
+    starts, and both readers show it on top of the compacted base."""
+    opts = {**_options(buckets=1), "hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+    cfg = WriteConfig.from_options(opts)
+    w = MergeOnReadWriter(table, cfg)
+    w.write(pa.Table.from_pylist([{"id": k, "p": "a", "ts": 1, "v": "first"} for k in range(3)]), "upsert")
+    state = {}
+
+    def compact_meanwhile(tx):
+        state["compaction"] = run_compaction(table, opts, force=True)["executed"]["instant"]
+
+    res = MergeOnReadWriter(table, cfg).write(
+        pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 2, "v": "overlapping"}]), "upsert",
+        before_commit=compact_meanwhile)
+    assert res.instant.requested_time < state["compaction"] < res.instant.completion_time
+    [fs] = merge_file_slices(table)
+    assert fs.base.instant_time == state["compaction"]
+    assert [lf.instant_time for lf in fs.log_files] == [res.instant.requested_time]
+    model = {0: "first", 1: "overlapping", 2: "first"}
+    for read in (read_snapshot(table), hudi_read(table.base_uri)):
+        assert {k: v["v"] for k, v in rows_by_key(read, columns=["id", "v"]).items()} == model
