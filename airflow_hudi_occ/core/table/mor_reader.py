@@ -5,7 +5,10 @@ which slice follows Hudi 1.0's completion-time slicing, as hudi-rs implements it
 is named with its deltacommit's requested time; it counts only once that instant is completed
 (or archived), and it belongs to the slice with the latest base instant at or before the
 deltacommit's *completion* time. Within a slice, log files are read in completion-time order,
-then version, then write token.
+then version, then write token, so equal ordering values go to the write that completed later
+(a serial replay by completion time; with NBCC, where a deltacommit that began first can
+complete last, hudi-rs 0.5.0 and Java order by requested time instead: docs/merge-on-read.md).
+A file group with log files and no visible base file (NBCC's new bucket) is one log-only slice.
 
 The snapshot merge is the one hudi-rs (and Java's EVENT_TIME_ORDERING) performs:
 
@@ -36,6 +39,7 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.format.base_file import read_parquet
 from airflow_hudi_occ.core.format.layout import FileGroupId, join_partition
+from airflow_hudi_occ.core.format.schema import avro_to_arrow
 from airflow_hudi_occ.core.format.log_file import (BlockType, DeleteRecord, LogBlock, LogFileName,
                                                    decode_blocks, read_avro_records,
                                                    read_delete_records, read_parquet_block)
@@ -44,17 +48,24 @@ from airflow_hudi_occ.core.table.table import Table
 
 @dataclass(frozen=True)
 class MergeFileSlice:
-    """A base file and the log files that belong to it, in read order."""
+    """A base file and the log files that belong to it, in read order. ``base`` is None for a
+    log-only file group (NBCC writes a new bucket's first records to log files only); its
+    ``group`` then names it."""
 
-    base: FileSlice
+    base: FileSlice | None
     log_files: tuple[LogFileName, ...] = field(default_factory=tuple)
+    group: FileGroupId | None = None
 
     @property
     def file_group(self) -> FileGroupId:
-        return self.base.file_group
+        return self.base.file_group if self.base is not None else self.group
+
+    @property
+    def partition(self) -> str:
+        return self.file_group.partition
 
     def log_paths(self) -> list[str]:
-        return [join_partition(self.base.partition, lf.name) for lf in self.log_files]
+        return [join_partition(self.partition, lf.name) for lf in self.log_files]
 
 
 def list_log_files(table: Table, partition: str) -> list[LogFileName]:
@@ -87,7 +98,8 @@ def merge_file_slices(table: Table, view: FileSystemView | None = None) -> list[
     view = view or FileSystemView(table)
     completion = _Completion(view)
     logs: dict[FileGroupId, list[tuple[str, LogFileName]]] = {}
-    parts = {s.partition for s in view.latest_file_slices()} or set(list_partitions(table))
+    # every partition, not only those with base files: a partition may hold log-only groups
+    parts = set(view._partitions) if view._partitions is not None else set(list_partitions(table))
     for part in sorted(parts):
         for lf in list_log_files(table, part):
             done = completion.completion_time(lf.instant_time)
@@ -95,10 +107,22 @@ def merge_file_slices(table: Table, view: FileSystemView | None = None) -> list[
                 logs.setdefault(FileGroupId(part, lf.file_id), []).append((done, lf))
     out = []
     for s in view.latest_file_slices():
-        mine = [(c, lf) for c, lf in logs.get(s.file_group, []) if c >= s.instant_time]
-        mine.sort(key=lambda cl: (cl[0], cl[1].version, cl[1].write_token))
-        out.append(MergeFileSlice(s, tuple(lf for _, lf in mine)))
+        mine = [(c, lf) for c, lf in logs.pop(s.file_group, []) if c >= s.instant_time]
+        out.append(MergeFileSlice(s, _in_read_order(mine)))
+    # log-only file groups (no visible base file yet; a pending compaction's is invisible):
+    # one slice of every committed log, as Java's HoodieFileGroup keeps the logs of a group
+    # without a base file in its one slice
+    replaced = view.completion.replaced_file_groups()
+    for fg, mine in sorted(logs.items()):
+        if fg not in replaced:
+            out.append(MergeFileSlice(None, _in_read_order(mine), fg))
     return out
+
+
+def _in_read_order(logs: list[tuple[str, LogFileName]]) -> tuple[LogFileName, ...]:
+    """Completion time, then version, then write token: the order a serial replay applies
+    the deltacommits in, so that equal ordering values go to the later *completed* write."""
+    return tuple(lf for _, lf in sorted(logs, key=lambda cl: (cl[0], cl[1].version, cl[1].write_token)))
 
 
 def _valid_blocks(table: Table, fs: MergeFileSlice, completion: _Completion) -> list[LogBlock]:
@@ -143,16 +167,26 @@ def _fold(events: list, ordering: bool) -> list[int]:
 def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | None = None) -> pa.Table:
     """The merged rows of one slice (meta columns first, the base file's column order)."""
     completion = completion or _Completion(FileSystemView(table))
-    base = read_parquet(table.storage, fs.base.base_file.relative_path)
-    if not fs.log_files:
-        return base
-    schema = base.schema
+    blocks = _valid_blocks(table, fs, completion) if fs.log_files else []
+    if fs.base is not None:
+        base = read_parquet(table.storage, fs.base.base_file.relative_path)
+        if not fs.log_files:
+            return base
+        schema = base.schema
+    else:
+        # log-only: the latest data block's schema (the most evolved one)
+        schemas = [b.schema for b in blocks if b.block_type is BlockType.AVRO_DATA and b.schema]
+        schema = avro_to_arrow(schemas[-1]) if schemas else None
+        if schema is None:
+            return pa.table({})
+        base = schema.empty_table()
     # data parts in write order; the deletes that follow each part
     parts = [base]
     delete_after: list[list[DeleteRecord]] = [[]]
-    for b in _valid_blocks(table, fs, completion):
+    for b in blocks:
         if b.block_type is BlockType.AVRO_DATA:
-            parts.append(pa.Table.from_pylist(read_avro_records(b), schema=schema))
+            bschema = schema if fs.base is not None else avro_to_arrow(b.schema)
+            parts.append(pa.Table.from_pylist(read_avro_records(b), schema=bschema))
             delete_after.append([])
         elif b.block_type is BlockType.PARQUET_DATA:
             parts.append(read_parquet_block(b))
