@@ -33,7 +33,8 @@ from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
 
 READABLE_VERSIONS = (6, 8, 9)
-#: ``hoodie.table.type`` values; merge-on-read is written for version 8 only (docs/merge-on-read.md)
+#: ``hoodie.table.type`` values; both are written at versions 8 and 9 (docs/merge-on-read.md: a
+#: version 9 merge-on-read table differs from version 8 in its properties only)
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
 TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
@@ -129,10 +130,10 @@ class TableConfig:
         if table_type not in TABLE_TYPES:
             raise ConfigError(f"unknown table type {table_type!r}", key="hoodie.table.type",
                               value=table_type, remedy=f"use one of {TABLE_TYPES}")
-        if table_type == MERGE_ON_READ and version != 8:
-            raise ConfigError(f"merge-on-read tables are written at version 8 only, not {version}",
-                              key="hoodie.table.version", value=str(version),
-                              remedy="create the merge-on-read table at version 8")
+        if version not in WRITABLE_VERSIONS:
+            raise ConfigError(f"tables are created at version {' or '.join(map(str, WRITABLE_VERSIONS))}, "
+                              f"not {version}", key="hoodie.table.version", value=str(version),
+                              remedy="create the table at version 8 (the default) or 9")
         keys = [k for k in record_key_fields]
         if not keys:
             raise ConfigError("a table needs at least one record key field",
