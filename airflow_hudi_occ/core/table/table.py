@@ -1,4 +1,4 @@
-"""A Hudi table (copy-on-write, or merge-on-read at version 8) on storage: ``hoodie.properties`` and the table's folders.
+"""A Hudi table (copy-on-write or merge-on-read, versions 8 and 9) on storage: ``hoodie.properties`` and the table's folders.
 
 The project writes table versions 8 (Hudi 1.0.x) and 9 (Hudi 1.1+): both use timeline layout
 2, Avro metadata and completion times, and differ only in table properties (v9 names the
