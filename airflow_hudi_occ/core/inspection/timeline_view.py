@@ -296,7 +296,9 @@ def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms) -> dict[str
         outcome = "running"  # refined with the heartbeat by the caller
     compaction = compaction_of(tl, inst)
     if compaction is not None and compaction["state"] == "requested":
-        outcome = "service"  # scheduled: no executor has started it, so it cannot be stale
+        # scheduled: no executor has started it, so it is neither running nor stale, and a
+        # bar to now would squash the chart while it waits (hours, with an async executor)
+        outcome, end, end_kind = "service", start, "scheduled"
     row = _base_row(inst.requested_time, inst.action.value, inst.state.value, start, end, end_kind,
                     outcome, writer, on_timeline=True)
     if compaction is not None:

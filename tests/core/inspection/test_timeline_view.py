@@ -180,8 +180,11 @@ def make_compacting_table(path: str) -> dict:
     from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction
 
     opts = {**FAST_WRITE_OPTIONS, "hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
-    svc = {**opts, attempt_log.LABELS_OPTION: json.dumps(
-        {"dag_id": "services", "task_id": "compact", "run_id": "s1", "try_number": "1"})}
+
+    def svc(run):
+        return {**opts, attempt_log.LABELS_OPTION: json.dumps(
+            {"dag_id": "services", "task_id": "compact", "run_id": run, "try_number": "1"})}
+
     table = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts", table_type="MERGE_ON_READ")
 
@@ -193,16 +196,16 @@ def make_compacting_table(path: str) -> dict:
     out = {}
     w = writer("load")
     w.write(_mor_rows([(i, f"p{i % 2}", 1, "seed") for i in range(10)]), "insert")
-    w.write(_mor_rows([(0, "p0", 2, "u"), (1, "p1", 2, "u")]))
-    out["done"] = schedule_compaction(table, svc, force=True)
+    writer("load", "r1b").write(_mor_rows([(0, "p0", 2, "u"), (1, "p1", 2, "u")]))
+    out["done"] = schedule_compaction(table, svc("s1"), force=True)
     out["appended"] = writer("upsert").write(_mor_rows([(2, "p0", 3, "during")])).instant.requested_time
-    execute_compaction(table, svc, out["done"])
+    execute_compaction(table, svc("s1"), out["done"])
     writer("upsert", "r2").write(_mor_rows([(3, "p1", 3, "after")]))
 
     def compaction_completes_meanwhile(tx):
         out["loser"] = tx.instant_time
-        out["won"] = schedule_compaction(table, svc, force=True)
-        execute_compaction(table, svc, out["won"])
+        out["won"] = schedule_compaction(table, svc("s2"), force=True)
+        execute_compaction(table, svc("s2"), out["won"])
 
     late = writer("upsert", "r3")
     with pytest.raises(WriteConflictError):
@@ -210,7 +213,7 @@ def make_compacting_table(path: str) -> dict:
                    before_commit=compaction_completes_meanwhile)
     out["retry"] = late.write(_mor_rows([(5, "p1", 4, "retried")]), batch_key="late",
                               attempt=2).instant.requested_time
-    out["pending"] = schedule_compaction(table, svc, force=True)
+    out["pending"] = schedule_compaction(table, svc("s3"), force=True)
     out["appended_pending"] = writer("upsert", "r4").write(
         _mor_rows([(7, "p1", 5, "meanwhile")])).instant.requested_time
     return out
@@ -248,6 +251,11 @@ def test_compactions_with_the_writers_they_met(tmp_path):
     assert pending["outcome"] == "service" and rows[got["pending"]]["outcome"] == "service"
     assert got["pending"] not in {w["instant"] for w in view["live_writers"]}
     assert pending["lane"] == "table service: compaction"
+    # drawn as a mark at its request, not a bar to now: nothing runs until an executor starts it
+    p = rows[got["pending"]]
+    assert p["end_ms"] == p["start_ms"] and p["end_kind"] == "scheduled"
+    # each compaction is its own task run; the one retry is the attempt that lost
+    assert [r["key"] for r in view["retries"]] == ["ingest/upsert/r3"]
     assert pending["file_groups"] and all(fg.startswith("p1/") for fg in pending["file_groups"])
     assert [a["instant"] for a in pending["appended"]] == [got["appended_pending"]]
     assert rows[got["pending"]]["compaction"]["appended"] == [got["appended_pending"]]
