@@ -1,4 +1,5 @@
-"""Reading merge-on-read tables: file slices with their log files, snapshot and read-optimised.
+"""Reading merge-on-read tables: file slices with their log files; snapshot, time travel,
+incremental and read-optimised reads.
 
 A MOR file slice is a base file plus the log files written into it. Which log files belong to
 which slice follows Hudi 1.0's completion-time slicing, as hudi-rs implements it: a log file
@@ -23,6 +24,11 @@ case included).
 
 Read-optimised reads only the base files of the latest slices, so it lags the snapshot by
 every deltacommit not yet compacted.
+
+Time travel and incremental reads bound which committed instants are seen (:class:`ReadBound`):
+as of a requested time (Hudi's time-travel rule), or as of a completion time (the end of an
+incremental window, whose writes are chosen by completion time). A log file's completion time
+comes from the active timeline, else from the LSM history once its deltacommit is archived.
 
 Errors: :class:`~airflow_hudi_occ.core.format.log_file.LogFormatError` for a log file that
 is not Hudi's format (a truncated last block, a crashed writer's tail, is skipped).
