@@ -477,7 +477,11 @@ class ArrowTableWriter:
 
 
 def read_table(table: Table, as_of: str | None = None) -> pa.Table:
-    """Snapshot (or as-of) read of the whole table through the file-system view."""
+    """Snapshot (or as-of) read of the whole table through the file-system view; a
+    merge-on-read table is read with its logs merged (``mor_reader``)."""
+    if table.config.table_type == MERGE_ON_READ:
+        from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+        return read_snapshot(table, as_of=as_of)
     view = FileSystemView(table, as_of=as_of)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)

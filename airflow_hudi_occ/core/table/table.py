@@ -1,4 +1,4 @@
-"""A Hudi table (copy-on-write, or merge-on-read at version 8) on storage: ``hoodie.properties`` and the table's folders.
+"""A Hudi table (copy-on-write or merge-on-read, versions 8 and 9) on storage: ``hoodie.properties`` and the table's folders.
 
 The project writes table versions 8 (Hudi 1.0.x) and 9 (Hudi 1.1+): both use timeline layout
 2, Avro metadata and completion times, and differ only in table properties (v9 names the
@@ -33,7 +33,8 @@ from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
 
 READABLE_VERSIONS = (6, 8, 9)
-#: ``hoodie.table.type`` values; merge-on-read is written for version 8 only (docs/merge-on-read.md)
+#: ``hoodie.table.type`` values; both are written at versions 8 and 9 (docs/merge-on-read.md: a
+#: version 9 merge-on-read table differs from version 8 in its properties only)
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
 TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
@@ -137,10 +138,10 @@ class TableConfig:
         if table_type not in TABLE_TYPES:
             raise ConfigError(f"unknown table type {table_type!r}", key="hoodie.table.type",
                               value=table_type, remedy=f"use one of {TABLE_TYPES}")
-        if table_type == MERGE_ON_READ and version != 8:
-            raise ConfigError(f"merge-on-read tables are written at version 8 only, not {version}",
-                              key="hoodie.table.version", value=str(version),
-                              remedy="create the merge-on-read table at version 8")
+        if version not in WRITABLE_VERSIONS:
+            raise ConfigError(f"tables are created at version {' or '.join(map(str, WRITABLE_VERSIONS))}, "
+                              f"not {version}", key="hoodie.table.version", value=str(version),
+                              remedy="create the table at version 8 (the default) or 9")
         keys = [k for k in record_key_fields]
         if (table_type == MERGE_ON_READ and str((extra or {}).get("hoodie.populate.meta.fields", "true")).lower()
                 == "false"):
