@@ -140,7 +140,7 @@ def server(tmp_path_factory):
 
 PROTECTED = ["/hudi-occ/", "/hudi-occ/api/tables", "/hudi-occ/api/tables/events/timeline",
              "/hudi-occ/static/timeline.js", "/hudi-occ/api/tables/history/trends?window=30d",
-             "/hudi-occ/static/trends.js"]
+             "/hudi-occ/static/trends.js", "/hudi-occ/static/dom.js"]
 
 
 def test_plugin_paths_need_credentials(server):

@@ -3,26 +3,13 @@
 // Every value from the table goes through textContent or setAttribute, never innerHTML.
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
   var params = new URLSearchParams(window.location.search);
   var focus = {dag_id: params.get("dag_id"), task_id: params.get("task_id"),
                run_id: params.get("run_id"), instant: params.get("instant")};
   var OUTCOMES = ["committed", "conflict", "aborted", "error", "running", "stale", "rolled_back", "service"];
   var timer = null;
 
-  function $(id) { return document.getElementById(id); }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function sv(tag, attrs, text) {
-    var e = document.createElementNS(SVG, tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
+  var $ = HudiDom.$, el = HudiDom.el, sv = HudiDom.sv;
   function setStatus(s) { $("status").textContent = s; }
   function showError(msg) { var e = $("errors"); e.hidden = !msg; e.textContent = msg || ""; }
   function utc(ms) { return ms == null ? "" : new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC"); }
@@ -45,19 +32,7 @@
            (!focus.run_id || w.run_id === focus.run_id);
   }
 
-  function api(path) {
-    return fetch(path, {credentials: "same-origin", headers: {"Accept": "application/json"}})
-      .then(function (r) {
-        return r.json().catch(function () { return {}; }).then(function (body) {
-          if (!r.ok) {
-            var d = body && body.detail;
-            var msg = typeof d === "string" ? d : (d && (d.message + (d.remedy ? " (what to do: " + d.remedy + ")" : "")));
-            throw new Error("HTTP " + r.status + ": " + (msg || r.statusText));
-          }
-          return body;
-        });
-      });
-  }
+  var api = HudiDom.api;
 
   function legend() {
     var box = $("legend");
