@@ -36,7 +36,7 @@ from typing import Callable
 import pyarrow as pa
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.commit.writer import (OPERATIONS, ArrowTableWriter, _map_bounded,
                                                  _Work, partition_groups)
@@ -51,10 +51,9 @@ from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.log_file import (DeleteRecord, LogFileName, avro_data_block,
                                                    delete_block, encode_blocks, table_avro_schema)
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, list_log_files
-from airflow_hudi_occ.core.table.table import META_COLUMNS, MERGE_ON_READ, Table
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
 
 #: the operations a deltacommit of this writer performs
 MOR_OPERATIONS = ("upsert", "insert", "delete", "bulk_insert")
@@ -103,24 +102,9 @@ class MergeOnReadWriter(ArrowTableWriter):
                               key="hoodie.index.type", value="BUCKET",
                               remedy=f"set {nbcc.MODE_KEY}={nbcc.NBCC}, or use the simple index "
                                      "(the default)")
-        keys = self.table.config.record_key_fields
-        missing = [k for k in keys if k not in data.column_names]
-        if missing:
-            raise ConfigError(f"the data lacks the record key columns {missing}",
-                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
-        if recover:
-            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
-                                  attempt=attempt, lock_manager=self._lock_manager)
-            if early is not None:
-                return early
-        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        schema_json = avro_schema_json(data.schema, self.table.name)
-        tl = self.table.timeline()
-        last = tl.last_completed_write()
-        if last is not None:
-            old = tl.commit_metadata(last).schema
-            # a delete batch carries keys only: the table keeps its schema
-            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
+        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
+        if early is not None:
+            return early
         tx = WriteTransaction(self.table, self.config, action=Action.DELTA_COMMIT,
                               operation_type=OPERATIONS[op], writer_id=self.writer_id,
                               attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,

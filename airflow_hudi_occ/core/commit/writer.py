@@ -251,22 +251,9 @@ class ArrowTableWriter:
         if op not in OPERATIONS:
             raise ConfigError(f"unknown write operation {operation!r}", key="hoodie.datasource.write.operation",
                               value=operation, remedy=f"use one of {sorted(OPERATIONS)}")
-        keys = self.table.config.record_key_fields
-        missing = [k for k in keys if k not in data.column_names]
-        if missing:
-            raise ConfigError(f"the data lacks the record key columns {missing}",
-                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
-        if recover:
-            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
-                                  attempt=attempt, lock_manager=self._lock_manager)
-            if early is not None:
-                return early
-        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        schema_json = avro_schema_json(data.schema, self.table.name)
-        tl = self.table.timeline()
-        last = tl.last_completed_write()
-        if last is not None and op != "delete":
-            schema_json = evolve(tl.commit_metadata(last).schema, schema_json)
+        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
+        if early is not None:
+            return early
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
@@ -279,8 +266,6 @@ class ArrowTableWriter:
         try:
             # the snapshot this write reads, listed for the partitions it touches only
             view = FileSystemView(self.table, partitions=[p for p, _ in groups])
-            if last is not None and op == "delete":
-                schema_json = tl.commit_metadata(last).schema or schema_json
             work, replaced = self._plan(view, data, op, groups, plan_threads)
             # Refused before any data file exists: clustering would drop these updates.
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
@@ -302,6 +287,31 @@ class ArrowTableWriter:
         except BaseException as e:
             tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
             raise
+
+    def _prepare_batch(self, data: pa.Table, op: str, batch_key: str | None, attempt: int,
+                       recover: bool) -> tuple[CommitResult | None, pa.Table | None, str | None]:
+        """Everything a write (copy-on-write or merge-on-read) settles before its instant
+        exists: the key columns are there; a batch already committed is answered from the
+        timeline (idempotence: ``(result, None, None)``); the user's columns; the schema the
+        commit records, evolved from the last write's (a delete's keys-only batch keeps it)."""
+        keys = self.table.config.record_key_fields
+        missing = [k for k in keys if k not in data.column_names]
+        if missing:
+            raise ConfigError(f"the data lacks the record key columns {missing}",
+                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        if recover:
+            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
+                                  attempt=attempt, lock_manager=self._lock_manager)
+            if early is not None:
+                return early, None, None
+        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        schema_json = avro_schema_json(data.schema, self.table.name)
+        tl = self.table.timeline()
+        last = tl.last_completed_write()
+        if last is not None:
+            old = tl.commit_metadata(last).schema
+            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
+        return None, data, schema_json
 
     # -- tagging --------------------------------------------------------------------------------
 
