@@ -242,3 +242,24 @@ def test_conflict_with_a_core_writer_in_another_process_on_one_file_group(spark,
     assert log_files(path, seen["instant"]) == []
     assert Table.open(path).timeline().get(seen["instant"]) is None
     check(path, model)
+
+
+def test_the_spark_job_writes_a_merge_on_read_table(spark, tmp_path):
+    """spark-submit of the engine's job with hoodie.datasource.write.table.type=MERGE_ON_READ
+    (what HudiWriteOperator submits): an upsert of stored keys is a deltacommit of log files."""
+    from tests.spark.test_job import finish, launch, source
+    path = str(tmp_path / "mor")
+    mor = {"hoodie.datasource.write.table.type": "MERGE_ON_READ"}
+    seed = [(i, "ab"[i % 2], 1, "seed") for i in range(10)]
+    SparkHudiWriter(spark, path, options()).write(spark.createDataFrame(seed, SCHEMA), "upsert")
+    model = Model()
+    model.upsert(seed)
+    rows = [(0, "a", 2, "job"), (1, "b", 2, "job"), (42, "a", 1, "new")]
+    src = source(tmp_path, "w0", [dict(zip(COLS, r)) for r in rows])
+    [(code, res)] = finish([launch(path, src, None, 1, extra=mor)])
+    assert code == 0, res
+    model.upsert(rows)
+    inst = Table.open(path).timeline().get(res["instant"])
+    assert inst.action is Action.DELTA_COMMIT and inst.is_completed
+    assert len(log_files(path, res["instant"])) == 2
+    check(path, model)
