@@ -325,20 +325,26 @@ class CompactionResult:
                 "rows_written": sum(s.num_writes for s in self.stats)}
 
 
-def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
-                   completion: CompletionTimes) -> WriteStat:
+def compact_file_slice(table, instant_time: str, op: CompactionOperation, completion: CompletionTimes,
+                       *, token: str, create_marker, check_abort=None) -> WriteStat:
+    """Merge one plan operation (base + exactly the plan's log files) into the compaction's new
+    base file, behind its marker: the per-slice step any executor runs (the Arrow one here, one
+    Spark task per slice in spark/compaction.py). ``create_marker(partition, name, io_type)``
+    and ``check_abort()`` are the caller's (a transaction in-process, the markers and the abort
+    signal on a Spark executor); ``token`` makes each attempt's file name distinct."""
     if not op.data_file_name:
-        raise InstantStateError(f"compaction {tx.instant_time} has a log-only slice {op.file_id}; "
-                                "this executor merges base + logs only", instant=tx.instant_time,
+        raise InstantStateError(f"compaction {instant_time} has a log-only slice {op.file_id}; "
+                                "this executor merges base + logs only", instant=instant_time,
                                 remedy="execute this plan with Java Hudi")
     base = parse_base_file_name(op.data_file_name, op.partition_path)
     logs = tuple(LogFileName.parse(n) for n in op.delta_file_names)
     t0 = time.time()
     merged = read_file_slice(table, MergeFileSlice(FileSlice(base), logs), completion)
-    name = base_file_name(op.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
+    name = base_file_name(op.file_id, token, instant_time)
     rel = join_partition(op.partition_path, name)
-    tx.check_abort()
-    tx.create_marker(op.partition_path, name, "MERGE")
+    if check_abort is not None:
+        check_abort()
+    create_marker(op.partition_path, name, "MERGE")
     # records keep their commit time and sequence number; only the file they live in changes
     i = merged.schema.get_field_index(FILE_NAME)
     merged = merged.set_column(i, FILE_NAME, pa.array([name] * merged.num_rows, pa.string()))
@@ -349,6 +355,26 @@ def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
                      file_size_in_bytes=size, total_write_bytes=size, prev_base_file=base.name,
                      upsert_time_ms=int((time.time() - t0) * 1000),
                      log_counts={"totalLogFilesCompacted": len(logs), "totalLogSizeCompacted": log_size})
+
+
+def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
+                   completion: CompletionTimes) -> WriteStat:
+    return compact_file_slice(table, tx.instant_time, op, completion,
+                              token=write_token(0, 0, tx.attempt), create_marker=tx.create_marker,
+                              check_abort=tx.check_abort)
+
+
+def complete_compaction(table, tx: CompactionTransaction, stats: list[WriteStat], timeline, *,
+                        started: float, before_commit=None) -> CompactionResult:
+    """Commit an executed compaction: one ``commit`` (COMPACT, compacted) under the lock, the
+    schema of the last write the plan's timeline saw. Every executor ends here."""
+    if before_commit is not None:
+        before_commit(tx)
+    last = timeline.last_completed_write()
+    schema = timeline.commit_metadata(last).schema if last is not None else None
+    res = tx.commit(stats, schema=schema)
+    return CompactionResult(res.instant.requested_time, res.instant.completion_time, stats,
+                            time.time() - started)
 
 
 def execute_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, Any] | None = None,
@@ -364,13 +390,7 @@ def execute_compaction(table, config: CompactionConfig | WriteConfig | Mapping[s
         timeline = table.timeline()
         completion = CompletionTimes(FileSystemView(table, timeline))
         stats = [_compact_slice(table, tx, op, completion) for op in plan.operations]
-        if before_commit is not None:
-            before_commit(tx)
-        last = timeline.last_completed_write()
-        schema = timeline.commit_metadata(last).schema if last is not None else None
-        res = tx.commit(stats, schema=schema)
-        return CompactionResult(res.instant.requested_time, res.instant.completion_time, stats,
-                                time.time() - t0)
+        return complete_compaction(table, tx, stats, timeline, started=t0, before_commit=before_commit)
     except BaseException as e:
         # the plan survives: rollback of a compaction returns it to requested
         tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
@@ -399,5 +419,6 @@ def run_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, 
 
 
 __all__ = ["schedule_compaction", "plan_compaction", "execute_compaction", "run_compaction",
+           "compact_file_slice", "complete_compaction",
            "show_compaction", "trigger_reached", "deltacommits_since_compaction",
            "CompactionTransaction", "CompactionResult", "compaction_config", "COMPACT"]
