@@ -263,3 +263,42 @@ def test_the_spark_job_writes_a_merge_on_read_table(spark, tmp_path):
     assert inst.action is Action.DELTA_COMMIT and inst.is_completed
     assert len(log_files(path, res["instant"])) == 2
     check(path, model)
+
+
+def test_early_conflict_on_an_append_marker_stops_the_spark_write_before_it_writes(spark, tmp_path):
+    """With early conflict detection, a core MOR writer (another process) holding an APPEND
+    marker on a file group stops a Spark upsert into that group before any log file exists;
+    the core writer then commits."""
+    from airflow_hudi_occ.core.errors import EarlyConflictError
+    from airflow_hudi_occ.testing.workers import mor_upsert_between_barriers
+    path = str(tmp_path / "mor")
+    opts = options(**{"hoodie.write.concurrency.early.conflict.detection.enable": "true"})
+    w = SparkHudiWriter(spark, path, opts)
+    model = Model()
+    seed = [(i, "a", 1, "seed") for i in range(10)]
+    w.write(spark.createDataFrame(seed, SCHEMA), "upsert")
+    model.upsert(seed)
+    ctx = mp.get_context("spawn")
+    inside, release = ctx.Barrier(2), ctx.Barrier(2)
+    results = ctx.Queue()
+    proc = ctx.Process(target=mor_upsert_between_barriers,
+                       args=(path, opts, [{"id": 1, "p": "a", "ts": 2, "v": "core"}],
+                             [inside, release], results, "core"))
+    proc.start()
+    try:
+        inside.wait(timeout=120)
+        before = set(log_files(path))
+        with pytest.raises(EarlyConflictError) as e:
+            w.write(spark.createDataFrame([(2, "a", 3, "spark")], SCHEMA), "upsert")
+        assert e.value.stopped_before_job
+        assert set(log_files(path)) == before  # the Spark write wrote no log file
+        release.wait(timeout=60)
+        core = results.get(timeout=120)
+    finally:
+        proc.join(timeout=120)
+    assert core["outcome"] == "committed", core
+    assert e.value.to_dict().get("other_instant") == core["instant"]
+    model.upsert([(1, "a", 2, "core")])
+    tl = Table.open(path).timeline()
+    assert [i.requested_time for i in tl.pending()] == []
+    check(path, model)
