@@ -302,3 +302,66 @@ def test_early_conflict_on_an_append_marker_stops_the_spark_write_before_it_writ
     tl = Table.open(path).timeline()
     assert [i.requested_time for i in tl.pending()] == []
     check(path, model)
+
+
+KILLED_WRITE = """
+import sys, time
+from airflow_hudi_occ.spark.session import local_session
+from airflow_hudi_occ.spark.writer import SparkHudiWriter
+base, opts = sys.argv[1], eval(sys.argv[2])
+spark = local_session("local[1]", "killed-mor-write")
+
+def hang(tx):  # every log file written, the commit not begun: the driver is killed here
+    print("HUDI_TEST_INSTANT", tx.instant_time, flush=True)
+    time.sleep(600)
+
+SparkHudiWriter(spark, base, opts).write(
+    spark.createDataFrame([(0, "a", 5, "lost"), (1, "b", 5, "lost"), (77, "a", 5, "lost")],
+                          "id long, p string, ts long, v string"), "upsert", before_commit=hang)
+"""
+
+
+def test_a_killed_spark_driver_leaves_nothing_visible_and_is_rolled_back(spark, tmp_path):
+    """SIGKILL of a Spark MOR write's driver (its process group) after its log files exist:
+    readers see the model, the lazy rollback of the dead writer deletes its files by their
+    markers, and the next write commits."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
+    path = str(tmp_path / "mor")
+    opts = options(**{"hoodie.client.heartbeat.interval_in_ms": "300",
+                      "hoodie.client.heartbeat.tolerable.misses": "2"})
+    w = SparkHudiWriter(spark, path, opts)
+    model = Model()
+    seed = [(i, "ab"[i % 2], 1, "seed") for i in range(10)]
+    w.write(spark.createDataFrame(seed, SCHEMA), "upsert")
+    model.upsert(seed)
+    out = tmp_path / "killed.out"
+    with open(out, "w") as f:
+        p = subprocess.Popen([sys.executable, "-c", KILLED_WRITE, path, repr(opts)],
+                             env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=f,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, instant = time.time() + 240, None
+        while instant is None and time.time() < deadline and p.poll() is None:
+            lines = [ln for ln in out.read_text().splitlines() if ln.startswith("HUDI_TEST_INSTANT")]
+            instant = lines[0].split()[1] if lines else None
+            time.sleep(0.2)
+        assert instant is not None, out.read_text()[-3000:]
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=60)
+    assert len(log_files(path, instant)) == 2 and Table.open(path).timeline().get(instant).is_pending
+    check(path, model)
+    time.sleep(1.0)  # the dead writer's heartbeat expires
+    res = rollback_failed_writes(Table.open(path), WriteConfig.from_options(opts))
+    assert [r.rolled_back for r in res if r.rollback_instant] == [instant]
+    assert log_files(path, instant) == []
+    assert not [f for _r, _d, fs in os.walk(path) for f in fs if f.endswith(f"_{instant}.parquet")]
+    up = [(0, "a", 6, "next")]
+    w.write(spark.createDataFrame(up, SCHEMA), "upsert")
+    model.upsert(up)
+    check(path, model)
