@@ -138,3 +138,30 @@ def test_spark_compaction_killed_mid_way_is_rerun_by_the_next_attempt(spark, tmp
                if b.instant_time == plan}
     assert on_disk == written and len(written) == 3 and not set(dead) & {os.path.basename(w) for w in written}
     assert {k: {c: v[c] for c in ("id", "p", "ts", "v")} for k, v in _read(table.base_uri).items()} == model
+
+
+def test_spark_writes_racing_a_spark_compaction(spark, tmp_path):
+    """Spark MOR writes before and after a compaction is planned on their file group: the later
+    log file is recorded in the slice the compaction starts (prevCommit = the compaction, no
+    base file, as Java writes it), the compaction merges only the planned logs, and hudi-rs
+    reads the model throughout (read-optimised: the rows as of the plan)."""
+    from airflow_hudi_occ.spark.writer import SparkHudiWriter
+    from tests.spark.test_mor_writer import SCHEMA, Model, check, options
+    path = str(tmp_path / "mor")
+    w = SparkHudiWriter(spark, path, options(**OPTS))
+    model = Model()
+    for rows in ([(i, "ab"[i % 2], 1, "seed") for i in range(8)], [(0, "a", 2, "u1"), (1, "b", 2, "u1")]):
+        w.write(spark.createDataFrame(rows, SCHEMA), "upsert")
+        model.upsert(rows)
+    plan = schedule_compaction(Table.open(path), OPTS, force=True)
+    as_planned = dict(model.rows)
+    late = [(0, "a", 3, "late"), (2, "a", 3, "late")]
+    r = w.write(spark.createDataFrame(late, SCHEMA), "upsert")
+    model.upsert(late)
+    [stat] = r.stats
+    assert stat.log_files and stat.prev_commit == plan and stat.base_file == ""
+    check(path, model)
+    SparkCompactionExecutor(spark, path, OPTS).execute(plan)
+    check(path, model)
+    ro = rows_by_key(hudi_read_optimized(path), columns=["id", "p", "ts", "v"])
+    assert ro == as_planned
