@@ -127,6 +127,11 @@ def test_upserts_deletes_inserts_are_deltacommits_equal_to_the_model(spark, tmp_
     check(path, model)
     tl = Table.open(path).timeline()
     assert {i.action for i in tl.completed()} == {Action.DELTA_COMMIT}
+    from airflow_hudi_occ.spark.reader import read_incremental
+    from airflow_hudi_occ.spark.reader import read_snapshot as spark_snapshot
+    for read in (spark_snapshot, read_incremental):  # base files only: refused, not wrong
+        with pytest.raises(ConfigError, match="MERGE_ON_READ"):
+            read(spark, path)
 
 
 def test_spark_and_core_writers_write_the_same_table(spark, tmp_path):
