@@ -326,6 +326,8 @@ SparkHudiWriter(spark, base, opts).write(
 """
 
 
+@pytest.mark.slow  # a second Spark driver process; the default run has the dead-driver case
+# in test_failed_write_leaves_nothing_visible and the real kill in test_compaction.py
 def test_a_killed_spark_driver_leaves_nothing_visible_and_is_rolled_back(spark, tmp_path):
     """SIGKILL of a Spark MOR write's driver (its process group) after its log files exist:
     readers see the model, the lazy rollback of the dead writer deletes its files by their
