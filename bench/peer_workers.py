@@ -1,7 +1,8 @@
 """Worker processes of ``bench/peers.py``: one engine, one process, N small commits.
 
-``python -m bench.peer_workers ENGINE MODE TABLE WORKER N START_FILE`` waits for
-``START_FILE`` to exist (so that every process starts together), then commits ``N`` batches
+``python -m bench.peer_workers ENGINE MODE TABLE WORKER N START_FILE`` imports its engine,
+creates ``START_FILE.ready.WORKER``, waits for ``START_FILE`` to exist (so that every process
+starts together), then commits ``N`` batches
 and prints one JSON line: the conflicts it retried and its tags. ``ENGINE`` is ``ours`` (the
 core writer, default settings, file-system lock) or ``delta`` (deltalake); ``MODE`` is
 ``disjoint`` (each commit appends its own keys) or ``overlapping`` (each commit also upserts
@@ -72,8 +73,23 @@ def run_delta(table_path: str, mode: str, worker: int, n: int) -> dict:
     return {"retries": retries}
 
 
+def warm_up(engine: str) -> None:
+    """Imports before the start line, for both engines: the figure is commits, not start-up
+    (pyarrow imports pandas on its first ``pa.table``; the engines' modules take seconds on a
+    busy machine)."""
+    batch("overlapping", 0, 0)
+    if engine == "ours":
+        import airflow_hudi_occ.core.commit.writer  # noqa: F401
+        import airflow_hudi_occ.core.config  # noqa: F401
+        import airflow_hudi_occ.core.errors  # noqa: F401
+    else:
+        import deltalake  # noqa: F401
+
+
 def main(argv: list[str]) -> int:
     engine, mode, table_path, worker, n, start = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4]), argv[5]
+    warm_up(engine)
+    open(f"{start}.ready.{worker}", "w").close()
     while not os.path.exists(start):
         time.sleep(0.001)
     out = (run_ours if engine == "ours" else run_delta)(table_path, mode, worker, n)

@@ -6,7 +6,9 @@ concurrency). Every figure is ours / theirs, medians of alternating runs:
 
 - ``write``: N rows (id, ts, a 20-character string, 10 partitions) written once into a new
   table (2,000,000; quick: 20,000). Ours writes Hudi's five meta columns besides the data and
-  fsyncs every file before the commit; the floor does neither.
+  fsyncs every file before the commit; the floor does neither. ``write_virtual_keys`` /
+  ``upsert_virtual_keys``: the same on a table with Hudi's virtual keys
+  (``hoodie.populate.meta.fields=false``): no meta columns, still fsynced and committed.
 - ``upsert``: N/10 rows (half updates spread over all partitions, half new keys) into that
   table; delta-rs ``merge`` (update all / insert all) on the same keys. Both rewrite the files
   they touch (copy-on-write; delta-rs without deletion vectors).
@@ -54,6 +56,7 @@ def sizes(quick: bool) -> dict:
 
 def figure_names(quick: bool = False) -> list[str]:
     return ["peers.write.vs_pyarrow", "peers.write.vs_deltalake", "peers.upsert.vs_deltalake",
+            "peers.write_virtual_keys.vs_pyarrow", "peers.upsert_virtual_keys.vs_deltalake",
             "peers.small_commit.vs_deltalake", "peers.small_commit_wait.vs_deltalake",
             "peers.concurrent.disjoint.vs_deltalake", "peers.concurrent.overlapping.vs_deltalake"]
 
@@ -87,11 +90,12 @@ def small_batch(i: int) -> pa.Table:
 # --- the engines ---------------------------------------------------------------------------------
 
 
-def ours_table(path: str):
+def ours_table(path: str, virtual_keys: bool = False):
     from airflow_hudi_occ.core.table.table import Table
     shutil.rmtree(path, ignore_errors=True)
     return Table.create(path, "bench", record_key_fields=["id"], partition_fields=["p"],
-                        precombine_field="ts")
+                        precombine_field="ts",
+                        extra_properties={"hoodie.populate.meta.fields": "false"} if virtual_keys else None)
 
 
 def ours_writer(table, options: dict | None = None):
@@ -129,18 +133,20 @@ def bench_write_and_upsert(root: str, size: dict, log) -> dict:
     from deltalake import DeltaTable, write_deltalake
     data = make_data(size["rows"])
     upsert = make_upsert(data)
-    t = {"ours": [], "floor": [], "delta": [], "ours_up": [], "delta_up": []}
+    t = {"ours": [], "floor": [], "delta": [], "ours_up": [], "delta_up": [], "vk": [], "vk_up": []}
     rows_checked = 0
     for r in range(size["runs"]):
-        tbl = ours_table(os.path.join(root, "ours"))
-        w = ours_writer(tbl)
-        t0 = time.perf_counter()
-        w.write(data, "insert")
-        t["ours"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        w.write(upsert, "upsert")
-        t["ours_up"].append(time.perf_counter() - t0)
-        rows_checked = check_with_hudi_rs(tbl.base_uri, merged(data, upsert))
+        for virtual, w_key, up_key in ((False, "ours", "ours_up"), (True, "vk", "vk_up")):
+            tbl = ours_table(os.path.join(root, w_key), virtual_keys=virtual)
+            w = ours_writer(tbl)
+            t0 = time.perf_counter()
+            w.write(data, "insert")
+            t[w_key].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            w.write(upsert, "upsert")
+            t[up_key].append(time.perf_counter() - t0)
+            rows_checked = check_with_hudi_rs(tbl.base_uri, merged(data, upsert))
+            shutil.rmtree(tbl.base_uri, ignore_errors=True)
 
         floor = os.path.join(root, "floor")
         shutil.rmtree(floor, ignore_errors=True)
@@ -159,7 +165,8 @@ def bench_write_and_upsert(root: str, size: dict, log) -> dict:
          .when_matched_update_all().when_not_matched_insert_all().execute())
         t["delta_up"].append(time.perf_counter() - t0)
         log(f"peers: run {r + 1}: write ours {t['ours'][-1]:.2f}s floor {t['floor'][-1]:.2f}s "
-            f"delta {t['delta'][-1]:.2f}s; upsert ours {t['ours_up'][-1]:.2f}s delta {t['delta_up'][-1]:.2f}s")
+            f"delta {t['delta'][-1]:.2f}s virtual keys {t['vk'][-1]:.2f}s; upsert ours "
+            f"{t['ours_up'][-1]:.2f}s delta {t['delta_up'][-1]:.2f}s virtual keys {t['vk_up'][-1]:.2f}s")
     return {"t": t, "rows": data.num_rows, "upsert_rows": upsert.num_rows, "rows_checked": rows_checked,
             "batch_bytes": data.nbytes}
 
@@ -230,14 +237,21 @@ def _concurrent_once(root: str, engine: str, mode: str, size: dict) -> tuple[flo
     else:
         write_deltalake(path, empty)
     start = os.path.join(root, f"start-{engine}-{mode}")
-    if os.path.exists(start):
-        os.unlink(start)
+    for stale in [start, *(f"{start}.ready.{w}" for w in range(size["processes"]))]:
+        if os.path.exists(stale):
+            os.unlink(stale)
     p, c = size["processes"], size["per_process"]
     procs = [subprocess.Popen([sys.executable, "-m", "bench.peer_workers", engine, mode, path, str(w), str(c), start],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
              for w in range(p)]
-    time.sleep(1.5)  # every process imported and waiting
+    ready = [f"{start}.ready.{w}" for w in range(p)]
+    deadline = time.monotonic() + 300
+    while not all(os.path.exists(r) for r in ready):  # every process imported and waiting
+        if time.monotonic() > deadline or any(pr.poll() is not None for pr in procs):
+            raise RuntimeError(f"{engine} workers did not get ready: "
+                               f"{[pr.communicate()[1][-500:] for pr in procs if pr.poll() is not None]}")
+        time.sleep(0.01)
     t0 = time.perf_counter()
     open(start, "w").close()
     outs = [pr.communicate(timeout=900) for pr in procs]
@@ -304,6 +318,14 @@ def run(ctx) -> list[Figure]:
                "(half updates over every partition) vs deltalake merge", median_ms(t["ours_up"]), "ms",
                "deltalake merge", median_ms(t["delta_up"]), target=1.0,
                details={**common, "ours_s": t["ours_up"], "delta_s": t["delta_up"]}),
+        Figure("peers.write_virtual_keys.vs_pyarrow", NAME, f"core writer, virtual keys "
+               f"(hoodie.populate.meta.fields=false): {wu['rows']:,} rows into a new table vs pyarrow "
+               "write_to_dataset", median_ms(t["vk"]), "ms", "pyarrow.parquet.write_to_dataset",
+               median_ms(t["floor"]), target=1.3, details={**common, "ours_s": t["vk"], "floor_s": t["floor"]}),
+        Figure("peers.upsert_virtual_keys.vs_deltalake", NAME, f"core writer, virtual keys: upsert of "
+               f"{wu['upsert_rows']:,} rows vs deltalake merge", median_ms(t["vk_up"]), "ms",
+               "deltalake merge", median_ms(t["delta_up"]), target=1.0,
+               details={**common, "ours_s": t["vk_up"], "delta_s": t["delta_up"]}),
     ]
     for label, name, target in (("default", "peers.small_commit.vs_deltalake", 1.0),
                                 ("wait", "peers.small_commit_wait.vs_deltalake", None)):

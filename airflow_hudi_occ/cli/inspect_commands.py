@@ -18,6 +18,7 @@ from airflow_hudi_occ.core.inspection.diagnose import heartbeat_doc
 from airflow_hudi_occ.core.inspection.timeline_view import describe_instant, rollbacks_by_target
 from airflow_hudi_occ.core.job_protocol import EXIT_OK
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_partitions
+from airflow_hudi_occ.core.table.mor_reader import ReadBound, merge_file_slices
 
 
 def _metadata_table_line(m: dict) -> str:
@@ -78,16 +79,24 @@ def cmd_file_groups(ctx: Context) -> Result:
         partitions = [wanted]
     view = FileSystemView(ctx.table, ctx.timeline, as_of=as_of, partitions=partitions)
     slices = view.latest_file_slices()
+    mor = ctx.table.config.table_type == MERGE_ON_READ
+    # merge-on-read: the log files each slice reads as of that time (completion-time slicing)
+    logs = ({fs.file_group: [lf.name for lf in fs.log_files]
+             for fs in merge_file_slices(ctx.table, view, ReadBound(as_of=as_of))} if mor else {})
     rows = []
     for s in slices:
         inst = ctx.timeline.get(s.instant_time)
-        rows.append({**s.to_json(), "file_group": str(FileGroupId(s.partition, s.file_id)),
-                     "completion_time": inst.completion_time if inst is not None else None})
+        row = {**s.to_json(), "file_group": str(FileGroupId(s.partition, s.file_id)),
+               "completion_time": inst.completion_time if inst is not None else None}
+        if mor:
+            row["log_files"] = logs.get(s.file_group, [])
+        rows.append(row)
     doc = {"table": ctx.table.base_uri, "as_of": as_of, "partition": ctx.args.partition,
            "count": len(rows), "file_groups": rows}
-    text = render_table(["PARTITION", "FILE_ID", "INSTANT", "COMPLETED", "PATH"],
+    text = render_table(["PARTITION", "FILE_ID", "INSTANT", "COMPLETED", "PATH"] + (["LOGS"] if mor else []),
                         [[r["partition"] or "(none)", r["file_id"], r["instant_time"],
-                          r["completion_time"], r["path"]] for r in rows], empty="no file groups")
+                          r["completion_time"], r["path"]] + ([len(r["log_files"])] if mor else [])
+                         for r in rows], empty="no file groups")
     text += f"\n{len(rows)} file groups" + (f" as of {as_of}" if as_of else "")
     return doc, text, EXIT_OK
 

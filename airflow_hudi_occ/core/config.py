@@ -145,6 +145,8 @@ def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None)
 class ConcurrencyMode(enum.Enum):
     SINGLE_WRITER = "SINGLE_WRITER"
     OPTIMISTIC_CONCURRENCY_CONTROL = "OPTIMISTIC_CONCURRENCY_CONTROL"
+    #: Hudi 1.x's NBCC: merge-on-read + simple bucket index only (core/concurrency/nbcc.py)
+    NON_BLOCKING_CONCURRENCY_CONTROL = "NON_BLOCKING_CONCURRENCY_CONTROL"
 
 
 class FailedWritesPolicy(enum.Enum):
@@ -309,7 +311,9 @@ CONCURRENCY_MODE = ConfigProperty("hoodie.write.concurrency.mode",
                                   ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL,
                                   parse_enum(ConcurrencyMode),
                                   doc="Hudi defaults to SINGLE_WRITER; this project exists for "
-                                      "multiple writers and defaults to OCC")
+                                      "multiple writers and defaults to OCC. "
+                                      "NON_BLOCKING_CONCURRENCY_CONTROL: merge-on-read tables with "
+                                      "the simple bucket index only (docs/merge-on-read.md, NBCC)")
 CONFLICT_RESOLUTION_STRATEGY = ConfigProperty(
     "hoodie.write.lock.conflict.resolution.strategy", "simple", str,
     doc="simple | bucket | prefer-writer, or Hudi's Java class names")

@@ -50,6 +50,7 @@ class SparkClusteringExecutor(SparkTableJob):
 
         from airflow_hudi_occ.spark.writer import EXTRA_ENGINE, _short, arrow_schema_of
         table = Table.open(self.base_path, self.storage_options)
+        table.require_meta_fields("Spark clustering")
         cfg = ClusteringConfig.from_options(self.options)
         t0 = time.time()
         tx = ClusteringTransaction(table, cfg.write, lock_manager=self._lock_manager,

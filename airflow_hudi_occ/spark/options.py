@@ -93,4 +93,9 @@ class SparkWriteOptions:
             raise ConfigError("the bucket index needs a positive number of buckets",
                               key=BUCKET_NUM.key, value=o.bucket_num)
         check_merge_on_read(o.table_type, o.operation, o.index_type)
+        if write_config.concurrency_mode.value == "NON_BLOCKING_CONCURRENCY_CONTROL":
+            raise ConfigError("the Spark engine does not write with non-blocking concurrency control",
+                              key="hoodie.write.concurrency.mode", value=write_config.concurrency_mode.value,
+                              remedy="write NBCC tables with the core engine (MergeOnReadWriter), or "
+                                     "use OPTIMISTIC_CONCURRENCY_CONTROL with Spark")
         return o

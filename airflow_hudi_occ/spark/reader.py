@@ -74,6 +74,12 @@ def read_incremental(spark, base_path: str, *, start: str | None = None, end: st
     from pyspark.sql import functions as F
     table = Table.open(base_path, storage_options)
     _refuse_merge_on_read(table)
+    if not table.config.populates_meta_fields:
+        # as in Hudi: without _hoodie_commit_time a row cannot say which write brought it
+        raise ConfigError(f"table {table.name} has virtual keys (hoodie.populate.meta.fields=false): "
+                          "its rows carry no commit time, so an incremental read cannot select them",
+                          key="hoodie.populate.meta.fields", value="false",
+                          remedy="read a snapshot or as of an instant, or write the table with meta fields")
     selected = incremental_instants(table, start, end)
     if not selected:
         return _read(spark, table, [])

@@ -247,6 +247,7 @@ class SparkHudiWriter(SparkTableJob):
                                   remedy="set hoodie.datasource.write.recordkey.field") from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
+        table.require_meta_fields("the Spark engine")
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
         mor = cfg.table_type == MERGE_ON_READ  # also a MOR table made elsewhere
         if mor:  # spark/mor_executor.py: deltacommits; new keys go to new file groups, as core's

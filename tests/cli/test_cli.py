@@ -144,6 +144,34 @@ def test_file_groups_of_java_v9_table_now_and_as_of(tmp_path, capsys):
     assert rc == 2 and out == "" and "partition 'mars' does not exist" in err and "'eu'" in err
 
 
+def test_file_groups_of_a_mor_table_list_the_log_files_read_as_of(tmp_path, capsys):
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+    t = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(t, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    rows = lambda ts: pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [ts, ts], "v": ["x", "y"]})  # noqa: E731
+    w.write(rows(1), "insert")
+    r2 = w.write(rows(2), "upsert").instant.requested_time
+    w.write(rows(3), "upsert")
+    ht = HudiTableBuilder.from_base_uri(t.base_uri).build()
+    rc, doc = run_json(capsys, "file-groups", t.base_uri)
+    theirs = {(s.partition_path, s.file_id): sorted(s.log_file_names) for s in ht.get_file_slices()}
+    assert rc == 0 and {(g["partition"], g["file_id"]): sorted(g["log_files"])
+                        for g in doc["file_groups"]} == theirs
+    assert {len(g["log_files"]) for g in doc["file_groups"]} == {2}
+    # as of r2: the slice's logs of instants requested by then (hudi-rs lists the slice's every
+    # log file and skips the later blocks when it reads them)
+    rc, old = run_json(capsys, "file-groups", t.base_uri, "--as-of", r2)
+    theirs = {(s.partition_path, s.file_id) for s in ht.get_file_slices(HudiReadOptions().with_as_of_timestamp(r2))}
+    assert rc == 0 and {(g["partition"], g["file_id"]) for g in old["file_groups"]} == theirs
+    assert all([n.split("_")[1].split(".")[0] for n in g["log_files"]] == [r2] for g in old["file_groups"])
+    rc, out, _ = run(capsys, "file-groups", t.base_uri, "--as-of", r2)
+    assert rc == 0 and "LOGS" in out
+
+
 def test_show_java_v9_table(tmp_path, capsys):
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
     rc, doc = run_json(capsys, "show", path)

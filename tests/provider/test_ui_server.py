@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 
-from tests.core.inspection.test_timeline_view import _cfg, make_contended_table  # noqa: E402
+from tests.core.inspection.test_timeline_view import _cfg, make_compacting_table, make_contended_table  # noqa: E402
 from tests.core.inspection.test_trends import make_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +84,7 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow_home")
     lake = tmp_path_factory.mktemp("lake")
     got = make_contended_table(str(lake / "events"))
+    orders = make_compacting_table(str(lake / "orders"))  # merge-on-read, with compactions
     # twelve days of conflicts between three DAGs, ending now, for the trends
     history = make_history(str(lake / "history"), now=time.time())
     # A table that is NOT configured, beside the configured one, and a symlink to it: no
@@ -102,7 +103,7 @@ def server(tmp_path_factory):
         "HUDI_OCC_TEST_DAG_GRANTS": json.dumps({"ingest_viewer": ["ingest"]}),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'}",
+        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'},orders={lake / 'orders'}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
     airflow = [sys.executable, "-m", "airflow"]
@@ -110,7 +111,8 @@ def server(tmp_path_factory):
     log = open(home / "api-server.log", "wb")
     proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    srv = Server(home, port, {"events": got, "secret": secret, "history": history}, proc, env)
+    srv = Server(home, port, {"events": got, "secret": secret, "history": history, "orders": orders},
+                 proc, env)
     try:
         deadline = time.time() + 180
         while True:
@@ -138,7 +140,7 @@ def server(tmp_path_factory):
 
 PROTECTED = ["/hudi-occ/", "/hudi-occ/api/tables", "/hudi-occ/api/tables/events/timeline",
              "/hudi-occ/static/timeline.js", "/hudi-occ/api/tables/history/trends?window=30d",
-             "/hudi-occ/static/trends.js"]
+             "/hudi-occ/static/trends.js", "/hudi-occ/static/dom.js"]
 
 
 def test_plugin_paths_need_credentials(server):
@@ -171,7 +173,7 @@ def test_readers_get_the_page_and_api(server, user):
     status, body, headers = server.get("/hudi-occ/", token=token)
     assert headers["content-type"].startswith("text/html") and b"static/timeline.js" in body
     doc = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])
-    assert [t["name"] for t in doc["tables"]] == ["events", "history"] and doc["config_errors"] == []
+    assert [t["name"] for t in doc["tables"]] == ["events", "history", "orders"] and doc["config_errors"] == []
 
 
 def test_timeline_json_shows_the_conflict_and_the_retry(server):
@@ -425,6 +427,59 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
     finally:
         driver.quit()
         live.abort(reason="test over")
+
+
+def test_page_in_headless_chromium_shows_compactions(server, tmp_path):
+    """A merge-on-read table with a completed compaction an upsert appended to meanwhile, one
+    an ingestion attempt lost to (then retried), and one only scheduled, with a writer
+    appending to its file group."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    got = server.tables["orders"]
+    api_view = json.loads(server.get("/hudi-occ/api/tables/orders/timeline", token=server.token())[1])
+    assert [c["instant"] for c in api_view["compactions"]] == [got["done"], got["won"], got["pending"]]
+    driver = _chrome(tmp_path)
+    try:
+        driver.get(server.base + "/hudi-occ/api/tables")
+        driver.add_cookie({"name": "_token", "value": server.token(), "path": "/"})
+        driver.get(server.base + "/hudi-occ/?table=orders&instant=" + got["pending"])
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "orders", \
+            driver.find_element(By.ID, "errors").text
+        shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(shots / "hudi_timeline_compaction.png"))
+
+        bars = {e.get_attribute("data-instant"): (e.get_attribute("data-compaction"),
+                                                 e.get_attribute("data-outcome"))
+                for e in driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar.compaction")}
+        assert bars == {got["done"]: ("completed", "committed"), got["won"]: ("completed", "committed"),
+                        got["pending"]: ("requested", "service")}
+        edges = {(e.get_attribute("data-from"), e.get_attribute("data-to"))
+                 for e in driver.find_elements(By.CSS_SELECTOR, "#gantt line.compaction-edge")}
+        assert edges == {(got["appended"], got["done"]), (got["appended_pending"], got["pending"])}
+        conflict_edges = [(e.get_attribute("data-from"), e.get_attribute("data-to"))
+                          for e in driver.find_elements(By.CSS_SELECTOR, "#gantt line.conflict-edge")]
+        assert conflict_edges == [(got["loser"], got["won"])]
+        labels = {t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")}
+        assert {"services \u203a compact", "table service: compaction", "ingest \u203a upsert"} <= labels
+
+        rows = driver.find_elements(By.CSS_SELECTOR, "#compactions tbody tr.row")
+        cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+        assert [c[0] for c in cells] == [got["done"], got["won"], got["pending"]]
+        assert [c[1] for c in cells] == ["completed", "completed", "requested"]
+        assert got["appended"] in cells[0][5] and cells[0][6] == "\u2014"
+        assert got["loser"] in cells[1][6] and f"retried as {got['retry']}" in cells[1][6]
+        assert got["appended_pending"] in cells[2][5] and "p1/" in cells[2][3]
+        assert driver.find_element(By.ID, "compaction-count").text == "3"
+        # scheduled, not running: not a live writer, and its detail names what met it
+        assert got["pending"] not in driver.find_element(By.ID, "live-writers").text
+        detail = driver.find_element(By.ID, "detail").text
+        assert "compaction requested" in detail and got["appended_pending"] in detail
+    finally:
+        driver.quit()
 
 
 #: every label of an SVG (class tick-label): its box, the picture's width, and the labels that

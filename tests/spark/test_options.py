@@ -23,3 +23,10 @@ def test_merge_on_read_refuses_what_deltacommits_do_not_write_yet(extra):
 
 def test_copy_on_write_is_the_default():
     SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "COPY_ON_WRITE"})
+
+
+def test_non_blocking_concurrency_control_is_refused_by_spark():
+    with pytest.raises(ConfigError) as e:
+        SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                        "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"})
+    assert e.value.key == "hoodie.write.concurrency.mode" and "MergeOnReadWriter" in e.value.remedy

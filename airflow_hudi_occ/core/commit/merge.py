@@ -143,17 +143,26 @@ def integer_key_column(key_fields, *tables: pa.Table) -> str | None:
 
 def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array, *, mode: str,
                      instant: str, precombine: str | None = None, schema: pa.Schema | None = None,
-                     order: str = BATCH_ORDER, match_on: str | None = None) -> MergeResult:
+                     order: str = BATCH_ORDER, match_on: str | None = None,
+                     key_fields=None) -> MergeResult:
     """Merge a deduped batch into one file group's stored base file (meta columns included).
 
     ``schema`` is the target schema of the user columns (None: see the module docstring; a
     delete keeps the stored schema either way); ``order`` is :data:`STORED_ORDER` or
     :data:`BATCH_ORDER`; ``match_on`` names an integer key column (:func:`integer_key_column`)
-    to match records by instead of their key text."""
+    to match records by instead of their key text. A base file of a table with virtual keys
+    has no meta columns: its keys are spelled from ``key_fields`` and its commit times are
+    unknown (null; such a table writes none)."""
     if order not in (STORED_ORDER, BATCH_ORDER):
         raise ValueError(f"unknown merge order {order!r}")
-    bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
-    btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
+    if "_hoodie_record_key" in base.column_names:
+        bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
+        btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
+    elif key_fields:
+        bkeys = record_key_array(base, key_fields).cast(pa.string())
+        btimes = pa.nulls(base.num_rows, pa.string())
+    else:
+        raise ValueError("a base file without _hoodie_record_key needs key_fields (virtual keys)")
     buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
     ikeys = incoming_keys.cast(pa.string())
     # what records are matched by: the key text, or the integer key column (same result)

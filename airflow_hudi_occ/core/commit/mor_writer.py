@@ -15,10 +15,13 @@ What it writes, as Hudi 1.x does for a MOR table with the simple index (table ve
   delete of its files, which the marker-driven rollback already does.
 
 Tagging (which rows go to which file group) is :class:`ArrowTableWriter`'s own, so the two
-writers agree on where a key lives; only the per-file-group step differs.
+writers agree on where a key lives; only the per-file-group step differs. Under non-blocking
+concurrency control (``core/concurrency/nbcc.py``) tagging is by bucket alone and every write
+is a log file, including a bucket's first (a log-only file group under the bucket's fixed
+fileId); concurrent deltacommits on one bucket all commit.
 
-Not here (see docs/merge-on-read.md): compaction, log-only file groups, the bucket index,
-insert_overwrite, appending to existing log files, table version 9.
+Not here (see docs/merge-on-read.md): compaction (``services/compaction``), the bucket index
+under OCC, insert_overwrite, appending to existing log files, table version 9.
 
 Errors are the transaction's (retryable conflicts, lock errors) plus :class:`ConfigError` for
 an operation or table this writer does not handle.
@@ -33,22 +36,24 @@ from typing import Callable
 import pyarrow as pa
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.commit.writer import (OPERATIONS, ArrowTableWriter, _map_bounded,
                                                  _Work, partition_groups)
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns, write_token
-from airflow_hudi_occ.core.format.bucket_index import bucket_config
+from airflow_hudi_occ.core.concurrency import nbcc
+from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields, nbcc_file_id
+from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.log_file import (DeleteRecord, LogFileName, avro_data_block,
                                                    delete_block, encode_blocks, table_avro_schema)
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
-from airflow_hudi_occ.core.table.table import META_COLUMNS, MERGE_ON_READ, Table
+from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, list_log_files
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
 
 #: the operations a deltacommit of this writer performs
 MOR_OPERATIONS = ("upsert", "insert", "delete", "bulk_insert")
@@ -75,6 +80,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             raise ConfigError(f"table {table.name} is {table.config.table_type}",
                               key="hoodie.table.type", value=table.config.table_type,
                               remedy="write copy-on-write tables with ArrowTableWriter")
+        table.require_meta_fields("the merge-on-read writer")
         super().__init__(table, *args, **kwargs)
 
     def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
@@ -87,28 +93,18 @@ class MergeOnReadWriter(ArrowTableWriter):
             raise ConfigError(f"operation {operation!r} is not written to merge-on-read tables yet",
                               key="hoodie.datasource.write.operation", value=operation,
                               remedy=f"use one of {MOR_OPERATIONS}")
-        if bucket_config(self.config.options) is not None:
-            raise ConfigError("the bucket index is not written to merge-on-read tables yet",
+        use_nbcc = nbcc.is_nbcc(self.config)
+        if use_nbcc:
+            nbcc.check_config(self.table, self.config)
+        elif bucket_config(self.config.options) is not None:
+            raise ConfigError("the bucket index is written to merge-on-read tables only under "
+                              "non-blocking concurrency control",
                               key="hoodie.index.type", value="BUCKET",
-                              remedy="use the simple index (the default)")
-        keys = self.table.config.record_key_fields
-        missing = [k for k in keys if k not in data.column_names]
-        if missing:
-            raise ConfigError(f"the data lacks the record key columns {missing}",
-                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
-        if recover:
-            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
-                                  attempt=attempt, lock_manager=self._lock_manager)
-            if early is not None:
-                return early
-        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        schema_json = avro_schema_json(data.schema, self.table.name)
-        tl = self.table.timeline()
-        last = tl.last_completed_write()
-        if last is not None:
-            old = tl.commit_metadata(last).schema
-            # a delete batch carries keys only: the table keeps its schema
-            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
+                              remedy=f"set {nbcc.MODE_KEY}={nbcc.NBCC}, or use the simple index "
+                                     "(the default)")
+        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
+        if early is not None:
+            return early
         tx = WriteTransaction(self.table, self.config, action=Action.DELTA_COMMIT,
                               operation_type=OPERATIONS[op], writer_id=self.writer_id,
                               attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
@@ -117,17 +113,20 @@ class MergeOnReadWriter(ArrowTableWriter):
         tx.begin()
         try:
             view = FileSystemView(self.table, partitions=[p for p, _ in groups])
-            work, _ = self._plan(view, data, op, groups, 1)
+            if use_nbcc:
+                work = self._plan_nbcc(view, data, op, groups)
+            else:
+                work, _ = self._plan(view, data, op, groups, 1)
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
             # a file group under a pending compaction: this write's log file belongs to the slice
             # the compaction starts (Java records that slice's base instant as prevCommit)
             self._pending_compaction = view.timeline.pending_compaction_file_groups()
             check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
             tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
-            names = [self._mark(tx, w, before_file) if w.prev is None
+            names = [self._mark(tx, w, before_file) if _is_base(w)
                      else self._mark_log(tx, w, before_file) for w in work]
             stats = _map_bounded(
-                lambda wn: (self._write_file(tx, data, *wn) if wn[0].prev is None
+                lambda wn: (self._write_file(tx, data, *wn) if _is_base(wn[0])
                             else self._write_log(tx, data, *wn, schema_json=schema_json)),
                 list(zip(work, names)), self.threads)
             if before_commit:
@@ -140,6 +139,63 @@ class MergeOnReadWriter(ArrowTableWriter):
             tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
             raise
 
+    # -- NBCC tagging ------------------------------------------------------------------------
+
+    def _plan_nbcc(self, view: FileSystemView, data: pa.Table, op: str, groups) -> list[_Work]:
+        """Non-blocking concurrency control: every key goes to its bucket's one file group, and
+        every write to a log file of this deltacommit, whether the bucket exists or not (Java's
+        bucket partitioner under NB-CC). No stored key is read: the bucket alone decides, so
+        concurrent writers never look at, or wait for, each other's files. A bucket that has no
+        file group yet gets the fixed NBCC fileId, the same in every writer. Only bulk_insert
+        creates base files (for new buckets, under the same fixed fileId), and it resolves
+        conflicts at commit as Hudi's bulk_insert does.
+
+        Deletes are written as delete blocks for every key of the batch, also to buckets not
+        (yet) in the table: a concurrent insert of the key that completes first must end up
+        deleted, as a serial replay by completion time has it (Hudi drops deletes it cannot
+        tag to a file group; beyond Hudi, deliberate)."""
+        cfg = self.table.config
+        n = nbcc.num_buckets(self.table, self.config)
+        fields = hash_fields(self.config.options, cfg.record_key_fields)
+        pre = cfg.precombine_field
+        completion = CompletionTimes(view)
+        work: list[_Work] = []
+        for part, idx in groups:
+            keyed = data.select(list(dict.fromkeys([*cfg.record_key_fields, *fields]))).take(idx)
+            keys = record_key_array(keyed, cfg.record_key_fields)
+            chosen = merge.dedupe_indices(keys, data.column(pre).take(idx)
+                                          if pre and pre in data.column_names else None)
+            if chosen is not None:
+                idx, keyed = idx.take(chosen), keyed.take(chosen)
+            cols = [keyed.column(f).to_pylist() for f in fields]
+            by_bucket: dict[int, list[int]] = {}
+            for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode: not vectorised
+                by_bucket.setdefault(bucket_id(vals, n), []).append(i)
+            existing = self._bucket_file_groups(view, part, completion)
+            for b, pos in sorted(by_bucket.items()):
+                rows = idx.take(pa.array(pos, pa.int64()))
+                file_id, base = existing.get(b, (nbcc_file_id(b), None))
+                if op == "bulk_insert" and b not in existing:
+                    work.append(_Work(part, file_id, None, rows))  # a base file (CREATE)
+                    continue
+                mode = merge.DELETE if op == "delete" else merge.UPSERT
+                work.append(_Work(part, file_id, _NbccSlice(base, b in existing), rows, mode))
+        return work
+
+    def _bucket_file_groups(self, view: FileSystemView, part: str, completion) -> dict:
+        """bucket -> (fileId, latest base slice or None) of the partition's file groups that
+        exist: with a visible base file, or with a log file of a completed deltacommit."""
+        out: dict[int, tuple[str, object]] = {}
+        for sl in view.latest_file_slices(part):
+            b = bucket_id_of(sl.file_id)
+            if b is not None:
+                out[int(b)] = (sl.file_id, sl)
+        for lf in list_log_files(self.table, part):
+            b = bucket_id_of(lf.file_id)
+            if b is not None and int(b) not in out and completion.completion_time(lf.instant_time):
+                out[int(b)] = (lf.file_id, None)
+        return out
+
     # -- log files --------------------------------------------------------------------------
 
     def _mark_log(self, tx: WriteTransaction, w: _Work, before_file) -> str:
@@ -148,6 +204,8 @@ class MergeOnReadWriter(ArrowTableWriter):
         if before_file:
             before_file(tx, w.partition, w.file_id)
         tx.create_marker(w.partition, name, "APPEND")
+        if w.partition:  # a log-only file group may be the partition's first file
+            self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
     def _write_log(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str, *,
@@ -180,16 +238,45 @@ class MergeOnReadWriter(ArrowTableWriter):
         self.table.storage.create_if_absent(self.table.storage.path(rel), payload)
         ms = int((time.time() - t0) * 1000)
         base = w.prev.base_file
-        prev = w.prev.instant_time
+        # a log-only file group (NBCC): its slice begins with this deltacommit, as Java's
+        # append handle takes the instant for the base instant of a group with no slice yet
+        prev = w.prev.instant_time or tx.instant_time
+        if isinstance(w.prev, _NbccSlice) and not w.prev.exists and w.mode != merge.DELETE:
+            writes, updates = writes, 0
+            inserts = writes
+        else:
+            inserts = 0
         compaction = getattr(self, "_pending_compaction", {}).get((w.partition, w.file_id))
         if compaction is not None:
             prev, base = compaction, None
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=prev, num_writes=writes,
-                         num_deletes=deletes, num_update_writes=updates, num_inserts=0,
+                         num_deletes=deletes, num_update_writes=updates, num_inserts=inserts,
                          file_size_in_bytes=len(payload), total_write_bytes=len(payload),
                          upsert_time_ms=ms, base_file=base.name if base is not None else "",
                          log_files=[name], log_version=1, log_offset=0)
+
+
+def _is_base(w: _Work) -> bool:
+    """Whether the work item writes a base file (a new file group) rather than a log file."""
+    return w.prev is None
+
+
+class _NbccSlice:
+    """The slice an NBCC log file goes into: the bucket's latest base slice, or none yet
+    (a log-only file group). Quacks like the FileSlice ``_write_log`` reads."""
+
+    def __init__(self, base, exists: bool):
+        self.base = base
+        self.exists = exists
+
+    @property
+    def base_file(self):
+        return self.base.base_file if self.base is not None else None
+
+    @property
+    def instant_time(self):
+        return self.base.instant_time if self.base is not None else None
 
 
 __all__ = ["MergeOnReadWriter", "MOR_OPERATIONS", "ordering_avro_type"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Iterable, Mapping
 
-from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.concurrency import abort_signal, nbcc
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.archival import archive_if_needed
@@ -205,6 +205,8 @@ class WriteTransaction:
             opts[key] = self.config.conflict_resolution_strategy  # set on the object, not by key
         self._strategy = strategy_from_options(opts, table=self.table,
                                                heartbeat_config=self.config.heartbeat)
+        if not self.is_table_service:
+            nbcc.check_config(self.table, self.config)
         if self.config.early_conflict.enabled:
             get_detection_strategy(self.config.early_conflict.strategy, self.config)
         _ = self.lock_manager
@@ -397,9 +399,14 @@ class WriteTransaction:
                     raise BatchAlreadyCommittedError(
                         instant=self.instant_time, committed_instant=done.requested_time,
                         committed_completion_time=done.completion_time, batch_key=self.batch_key)
-            checked = resolve_write_conflicts(
-                timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
-                pending_at_start=set(self.snapshot.pending_at_start))
+            checked = []
+            # NBCC: concurrent deltacommits on one file group all commit (readers merge them
+            # by completion time); only bulk_insert and table services still resolve
+            if nbcc.resolves_conflicts(self.config, self.operation_type,
+                                       is_table_service=self.is_table_service):
+                checked = resolve_write_conflicts(
+                    timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
+                    pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
             prepare_for_write(self.table, self.config)
             completion_time = self._time.new_time(floor=timeline.latest_time())

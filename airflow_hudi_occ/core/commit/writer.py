@@ -136,25 +136,41 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
 
 
-def _value_range(values: pa.Array) -> tuple | None:
-    """(min, max) of the batch's keys as Python values, to compare with files' key ranges."""
-    if len(values) == 0:
-        return None
-    mm = pc.min_max(values)
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    return None if lo is None else (lo, hi)
+class _KeyProbe:
+    """The batch's keys, ready to ask "may a file whose keys span [lo, hi] hold any of them?".
 
+    Hudi's bloom index first prunes files by key range, key by key, not by the batch's overall
+    range: a batch of keys 0..9 plus 100123 spans every file of a table that small commits
+    grew one fresh key at a time, yet few files hold any of its keys. The keys are sorted once
+    (lazily, only if some file's range overlaps the batch's) and each file costs one binary
+    search. Only like is compared with like: integers with integers, text with text (UTF-8
+    byte order, which parquet's statistics use, is code-point order, which Python's str
+    comparison uses)."""
 
-def _disjoint(span: tuple, batch: tuple | None) -> bool:
-    """True if no batch key can lie in a file's key range. Only like with like is compared:
-    integers with integers, text with text (UTF-8 byte order, which parquet's statistics use,
-    is code-point order, which Python's str comparison uses)."""
-    if batch is None:
-        return False
-    kinds = {type(v) for v in (*span, *batch)}
-    if kinds != {int} and kinds != {str}:
-        return False
-    return span[1] < batch[0] or span[0] > batch[1]
+    def __init__(self, values: pa.Array):
+        self._values = values
+        self._sorted = None
+        self.range = None
+        if len(values):
+            mm = pc.min_max(values)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            self.range = None if lo is None else (lo, hi)
+
+    def may_hold(self, span: tuple) -> bool:
+        if self.range is None:
+            return True
+        kinds = {type(v) for v in (*span, *self.range)}
+        if kinds != {int} and kinds != {str}:
+            return True
+        lo, hi = span
+        if hi < self.range[0] or lo > self.range[1]:
+            return False
+        if self._sorted is None:
+            vals = self._values.drop_null()
+            self._sorted = (np.sort(vals.to_numpy()) if kinds == {int}
+                            else np.array(sorted(vals.to_pylist()), dtype=object))
+        i = int(np.searchsorted(self._sorted, lo, side="left"))
+        return bool(i < len(self._sorted) and self._sorted[i] <= hi)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -235,22 +251,9 @@ class ArrowTableWriter:
         if op not in OPERATIONS:
             raise ConfigError(f"unknown write operation {operation!r}", key="hoodie.datasource.write.operation",
                               value=operation, remedy=f"use one of {sorted(OPERATIONS)}")
-        keys = self.table.config.record_key_fields
-        missing = [k for k in keys if k not in data.column_names]
-        if missing:
-            raise ConfigError(f"the data lacks the record key columns {missing}",
-                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
-        if recover:
-            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
-                                  attempt=attempt, lock_manager=self._lock_manager)
-            if early is not None:
-                return early
-        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        schema_json = avro_schema_json(data.schema, self.table.name)
-        tl = self.table.timeline()
-        last = tl.last_completed_write()
-        if last is not None and op != "delete":
-            schema_json = evolve(tl.commit_metadata(last).schema, schema_json)
+        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
+        if early is not None:
+            return early
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
@@ -263,8 +266,6 @@ class ArrowTableWriter:
         try:
             # the snapshot this write reads, listed for the partitions it touches only
             view = FileSystemView(self.table, partitions=[p for p, _ in groups])
-            if last is not None and op == "delete":
-                schema_json = tl.commit_metadata(last).schema or schema_json
             work, replaced = self._plan(view, data, op, groups, plan_threads)
             # Refused before any data file exists: clustering would drop these updates.
             touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
@@ -286,6 +287,31 @@ class ArrowTableWriter:
         except BaseException as e:
             tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
             raise
+
+    def _prepare_batch(self, data: pa.Table, op: str, batch_key: str | None, attempt: int,
+                       recover: bool) -> tuple[CommitResult | None, pa.Table | None, str | None]:
+        """Everything a write (copy-on-write or merge-on-read) settles before its instant
+        exists: the key columns are there; a batch already committed is answered from the
+        timeline (idempotence: ``(result, None, None)``); the user's columns; the schema the
+        commit records, evolved from the last write's (a delete's keys-only batch keeps it)."""
+        keys = self.table.config.record_key_fields
+        missing = [k for k in keys if k not in data.column_names]
+        if missing:
+            raise ConfigError(f"the data lacks the record key columns {missing}",
+                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        if recover:
+            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
+                                  attempt=attempt, lock_manager=self._lock_manager)
+            if early is not None:
+                return early, None, None
+        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        schema_json = avro_schema_json(data.schema, self.table.name)
+        tl = self.table.timeline()
+        last = tl.last_completed_write()
+        if last is not None:
+            old = tl.commit_metadata(last).schema
+            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
+        return None, data, schema_json
 
     # -- tagging --------------------------------------------------------------------------------
 
@@ -359,14 +385,19 @@ class ArrowTableWriter:
         return out
 
     def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields,
-                     batch_range: tuple | None = None) -> np.ndarray:
+                     batch_range: _KeyProbe | None = None) -> np.ndarray:
         """Which batch keys the file slice holds. With an integer key field, the stored file's
         column of it is read and compared (a fraction of the cost of the key text); otherwise
         its ``_hoodie_record_key`` column. A file whose key range (parquet statistics) misses the
         batch's is not read at all."""
         rel = s.base_file.relative_path
-        span = key_range(self.table.storage, rel, key_fields[0] if ids is not None else "_hoodie_record_key")
-        if span is not None and _disjoint(span, batch_range):
+        virtual = not self.table.config.populates_meta_fields
+        if ids is not None or (virtual and len(key_fields) == 1):
+            range_column = key_fields[0]  # the key's own column: its values are the key text
+        else:
+            range_column = None if virtual else "_hoodie_record_key"
+        span = key_range(self.table.storage, rel, range_column) if range_column else None
+        if span is not None and batch_range is not None and not batch_range.may_hold(span):
             return np.zeros(len(keys), dtype=bool)  # no key of the batch can be in it: not read
         if ids is not None:
             stored = read_parquet_columns(self.table.storage, rel, [key_fields[0]])
@@ -375,6 +406,9 @@ class ArrowTableWriter:
                 probe = ids if ids.type == col.type else ids.cast(pa.int64())
                 col = col if col.type == probe.type else col.cast(pa.int64())
                 return _hits(probe, col)
+        if virtual:  # no _hoodie_record_key column: the key is spelled from its fields
+            stored = read_parquet_columns(self.table.storage, rel, list(key_fields))
+            return _hits(keys, record_key_array(stored, key_fields).cast(keys.type))
         bkeys = read_parquet_columns(self.table.storage, rel, ["_hoodie_record_key"]).column(0)
         return _hits(keys, bkeys.combine_chunks())
 
@@ -387,7 +421,7 @@ class ArrowTableWriter:
         work: list[_Work] = []
         claimed = np.zeros(len(keys), dtype=bool)
         key_fields = self.table.config.record_key_fields
-        batch_range = None if append_fresh and op != "delete" else _value_range(ids if ids is not None else keys)
+        batch_range = None if append_fresh and op != "delete" else _KeyProbe(ids if ids is not None else keys)
         for s in slices:
             if append_fresh and op != "delete":
                 mine = np.ones(len(keys), dtype=bool)
@@ -427,14 +461,18 @@ class ArrowTableWriter:
                                          instant=tx.instant_time,
                                          precombine=self.table.config.precombine_field,
                                          order=merge.STORED_ORDER,
-                                         match_on=merge.integer_key_column(key_fields, base, rows))
+                                         match_on=merge.integer_key_column(key_fields, base, rows),
+                                         key_fields=key_fields)
             del base
             # keys=None: the keys are spelled again from the merged rows, as this writer always did
             rows, commit_times = res.user, res.commit_times
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
-        full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
-                                 file_name=name, key_fields=key_fields, keys=keys,
-                                 commit_times=commit_times)
+        if self.table.config.populates_meta_fields:
+            full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
+                                     file_name=name, key_fields=key_fields, keys=keys,
+                                     commit_times=commit_times)
+        else:  # virtual keys: the user's columns alone, as Hudi writes them
+            full = rows
         del rows
         size = write_parquet(self.table.storage, rel, full)
         ms = int((time.time() - t0) * 1000)
@@ -449,7 +487,11 @@ class ArrowTableWriter:
 
 
 def read_table(table: Table, as_of: str | None = None) -> pa.Table:
-    """Snapshot (or as-of) read of the whole table through the file-system view."""
+    """Snapshot (or as-of) read of the whole table through the file-system view; a
+    merge-on-read table is read with its logs merged (``mor_reader``)."""
+    if table.config.table_type == MERGE_ON_READ:
+        from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+        return read_snapshot(table, as_of=as_of)
     view = FileSystemView(table, as_of=as_of)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)

@@ -121,7 +121,13 @@ def write_parquet(storage, relative_path: str, table: pa.Table) -> int:
 
 
 def read_parquet(storage, relative_path: str) -> pa.Table:
-    return pq.read_table(io.BytesIO(storage.read(storage.path(relative_path))))
+    """A whole base file. Locally the parquet reader reads the file itself (its column chunks
+    in parallel, no copy of the file in Python's memory first); elsewhere the object is fetched
+    once and decoded from memory."""
+    path = storage.path(relative_path)
+    if storage.is_local:
+        return pq.read_table(path)
+    return pq.read_table(io.BytesIO(storage.read(path)))
 
 
 def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.Table:

@@ -22,6 +22,12 @@ INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", lambda v: str(v).uppe
 NUM_BUCKETS = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
 HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
                             doc="defaults to the record key fields")
+BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
+                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
+                                   "Hudi's CONSISTENT_HASHING (not written)")
+#: the fixed tail of a bucket's fileId under non-blocking concurrency control (Java's
+#: ``BucketIdentifier.CONSTANT_FILE_ID_SUFFIX``): every writer names a bucket's file group alike
+NBCC_FILE_ID_SUFFIX = "-0000-0000-0000-000000000000"
 
 
 def java_string_hash(s: str) -> int:
@@ -43,6 +49,18 @@ def bucket_id(values: Iterable[Any], num_buckets: int) -> int:
     """The bucket of one record, from its index key field values (Java Hudi's formula)."""
     strs = [None if v is None else str(v) for v in values]
     return (java_list_hash(strs) & 0x7FFFFFFF) % num_buckets
+
+
+def hash_fields(options: Mapping[str, Any], record_key_fields: list[str]) -> list[str]:
+    """The fields the bucket hash reads: ``hoodie.bucket.index.hash.field``, else the record key."""
+    return [f.strip() for f in (HASH_FIELD.get(options) or "").split(",") if f.strip()] or list(record_key_fields)
+
+
+def nbcc_file_id(bucket: int) -> str:
+    """A bucket's fileId under NBCC, ``<8-digit bucket>-0000-0000-0000-000000000000-0`` (Java's
+    ``BucketIdentifier.newBucketFileIdForNBCC``): writers that create the same new bucket at
+    the same time name the same file group, instead of one each."""
+    return f"{bucket:08d}{NBCC_FILE_ID_SUFFIX}-0"
 
 
 def bucket_config(options: Mapping[str, Any]) -> int | None:

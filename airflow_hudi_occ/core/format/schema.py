@@ -79,6 +79,42 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     return json.dumps(arrow_to_avro(schema, table_name), separators=(",", ":"))
 
 
+_AVRO_PRIMITIVES = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+                    "double": pa.float64(), "string": pa.string(), "bytes": pa.binary()}
+
+
+def _arrow_type(t: Any) -> pa.DataType:
+    t = _strip_null(t)
+    if isinstance(t, str):
+        if t in _AVRO_PRIMITIVES:
+            return _AVRO_PRIMITIVES[t]
+        raise SchemaError(f"Avro type {t!r} has no Arrow counterpart here")
+    if isinstance(t, list):
+        raise SchemaError(f"Avro union {t!r} is not a nullable type")
+    logical = t.get("logicalType")
+    if logical == "date":
+        return pa.date32()
+    if logical in ("timestamp-millis", "timestamp-micros"):
+        return pa.timestamp("ms" if logical == "timestamp-millis" else "us", tz="UTC")
+    if logical == "decimal":
+        return pa.decimal128(t["precision"], t.get("scale", 0))
+    kind = t.get("type")
+    if kind == "array":
+        return pa.list_(_arrow_type(t["items"]))
+    if kind == "map":
+        return pa.map_(pa.string(), _arrow_type(t["values"]))
+    if kind == "record":
+        return pa.struct([pa.field(f["name"], _arrow_type(f["type"])) for f in t["fields"]])
+    return _arrow_type(kind)
+
+
+def avro_to_arrow(schema_json: str | dict) -> pa.Schema:
+    """The Arrow schema of an Avro record schema (a log block's SCHEMA header): what a reader
+    needs for a file group that has log files only, with no parquet file to take types from."""
+    rec = json.loads(schema_json) if isinstance(schema_json, str) else schema_json
+    return pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in rec["fields"]])
+
+
 def _strip_null(t: Any) -> Any:
     if isinstance(t, list):
         rest = [x for x in t if x != "null"]

@@ -29,6 +29,7 @@ from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY
 from airflow_hudi_occ.core.concurrency.conflict import UNKNOWN, ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired
 from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 
 #: Outcomes a bar can have; the page maps each to a colour class ``outcome-<name>``.
 OUTCOMES = ("committed", "conflict", "aborted", "error", "running", "stale", "rolled_back",
@@ -200,6 +201,8 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
         if not (inst.is_write or inst.is_table_service):
             continue
         row = rows[inst.requested_time]
+        if (row.get("compaction") or {}).get("state") == "requested":
+            continue
         age = heartbeat_age_s(table, inst.requested_time, now=now)
         expired = is_expired(table, inst.requested_time, config.heartbeat, now=now)
         try:
@@ -230,6 +233,7 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
     ordered = sorted(rows.values(), key=lambda r: r["instant"])
     retries = _retries(ordered)
     conflicts = _conflicts(ordered, rows, retries, hidden)
+    compactions = _compactions(ordered)
     for r in ordered:
         r["class"] = f"outcome-{r['outcome']}"
     starts = [r["start_ms"] for r in ordered if r["start_ms"] is not None]
@@ -249,8 +253,30 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
         "conflicts": conflicts,
         "retries": retries,
         "live_writers": live,
+        "compactions": compactions,
         "summary": {o: sum(1 for r in ordered if r["outcome"] == o) for o in OUTCOMES},
     }
+
+
+def compaction_of(tl, inst: Instant) -> dict[str, Any] | None:
+    """The compaction an instant is, if it is one: a pending ``compaction`` (requested: a plan
+    waiting for an executor; inflight: being executed), or the ``commit`` it completes as on a
+    merge-on-read table (operation COMPACT). Its file groups and log files come from the plan,
+    which stays in ``<t>.compaction.requested`` after completion."""
+    if inst.action is Action.COMPACTION:
+        state = "requested" if inst.state is State.REQUESTED else "inflight"
+    elif (inst.action is Action.COMMIT and inst.is_completed
+          and tl.table.config.table_type == MERGE_ON_READ
+          and tl.commit_metadata(inst).operation_type == "COMPACT"):
+        state = "completed"
+    else:
+        return None
+    plan = tl.compaction_plan(inst)
+    ops = plan.operations if plan is not None else []
+    return {"state": state,
+            "file_groups": file_group_names({(op.partition_path, op.file_id) for op in ops}),
+            "log_files": sum(len(op.delta_file_names) for op in ops),
+            "appended": [], "conflicted": []}
 
 
 def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms) -> dict[str, Any]:
@@ -268,8 +294,17 @@ def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms) -> dict[str
         outcome = "committed"
     else:
         outcome = "running"  # refined with the heartbeat by the caller
+    compaction = compaction_of(tl, inst)
+    if compaction is not None and compaction["state"] == "requested":
+        # scheduled: no executor has started it, so it is neither running nor stale, and a
+        # bar to now would squash the chart while it waits (hours, with an async executor)
+        outcome, end, end_kind = "service", start, "scheduled"
     row = _base_row(inst.requested_time, inst.action.value, inst.state.value, start, end, end_kind,
                     outcome, writer, on_timeline=True)
+    if compaction is not None:
+        row["compaction"] = compaction
+        if not (writer.get("dag_id") or writer.get("task_id")):
+            row["lane"] = "table service: compaction"
     row.update(operation=d.get("operation_type") or (rec.operation if rec else None) or None,
                completion_time=inst.completion_time,
                file_groups=list(d.get("file_groups") or []),
@@ -374,6 +409,37 @@ def _conflicts(rows, by_instant, retries, hidden=frozenset()) -> list[dict[str, 
             "files_discarded": r["files_discarded"], "message": r["message"],
             "retried_by": r["retried_by"], "rolled_back_by": r["rolled_back_by"],
         })
+    return out
+
+
+def _compactions(rows) -> list[dict[str, Any]]:
+    """Every compaction drawn, with the writers it met: ``appended`` are deltacommits that ran
+    while it was pending on one of its file groups (completed after it was requested, requested
+    before it completed): their logs belong to the slice it starts, so they neither wait for it
+    nor conflict; ``conflicted`` are attempts that lost to it (under prefer-writer, a deltacommit
+    that overlaps a compaction completed during its run aborts, as in Hudi)."""
+    out = []
+    for r in rows:
+        c = r.get("compaction")
+        if c is None:
+            continue
+        groups = set(c["file_groups"])
+        done = r.get("completion_time")
+        c["appended"] = [o["instant"] for o in rows
+                         if o["action"] == "deltacommit" and o["outcome"] == "committed"
+                         and (o.get("completion_time") or "") > r["instant"]
+                         and (done is None or o["instant"] < done)
+                         and groups & set(o.get("file_groups") or [])]
+        c["conflicted"] = [o["instant"] for o in rows
+                           if o["outcome"] == "conflict" and o["other_instant"] == r["instant"]]
+        by = {o["instant"]: o for o in rows}
+        out.append({"instant": r["instant"], "state": c["state"], "outcome": r["outcome"],
+                    "lane": r["lane"], "writer": r["writer"], "completion_time": done,
+                    "file_groups": c["file_groups"], "log_files": c["log_files"],
+                    "heartbeat_age_s": r["heartbeat_age_s"],
+                    "appended": [{"instant": t, "lane": by[t]["lane"]} for t in c["appended"]],
+                    "conflicted": [{"instant": t, "lane": by[t]["lane"],
+                                    "retried_by": by[t]["retried_by"]} for t in c["conflicted"]]})
     return out
 
 

@@ -217,6 +217,17 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
                 to_delete[b.partition].extend(
                     rel for done, rel in slice_logs.get(fg, [])
                     if done >= b.instant_time and (newer is None or done < newer))
+        # an NBCC bucket's first writes: a log-only slice older than the group's first base
+        # file (its compaction). It is one more version, older than all the others.
+        pre = [rel for done, rel in slice_logs.get(fg, []) if done < vs[-1].instant_time]
+        if pre:
+            if config.policy is CleanPolicy.KEEP_LATEST_COMMITS:
+                e = earliest.requested_time
+                gone = (rep is not None and rep.requested_time <= e) or any(b.instant_time < e for b in vs)
+            else:
+                gone = bool(doomed) or len(vs) >= config.file_versions_retained
+            if gone:
+                to_delete.setdefault(fg.partition, []).extend(pre)
     return CleanerPlan(config.policy.value,
                        (earliest.requested_time, earliest.action.value) if earliest else None,
                        latest_done.requested_time if latest_done else "",

@@ -304,10 +304,13 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
                 rel = posixpath.join(part, name) if part else name
                 tx.check_abort()
                 tx.create_marker(part, name, "CREATE")
-                full = with_meta_columns(chunk.drop_columns([c for c in META_COLUMNS if c in chunk.column_names]),
-                                         instant_time=tx.instant_time, partition=part, file_name=name,
-                                         key_fields=table.config.record_key_fields,
-                                         commit_times=chunk.column(COMMIT_TIME).to_pylist())
+                if table.config.populates_meta_fields:
+                    full = with_meta_columns(chunk.drop_columns([c for c in META_COLUMNS if c in chunk.column_names]),
+                                             instant_time=tx.instant_time, partition=part, file_name=name,
+                                             key_fields=table.config.record_key_fields,
+                                             commit_times=chunk.column(COMMIT_TIME).to_pylist())
+                else:  # virtual keys: the rows as they are, no meta columns
+                    full = chunk
                 size = write_parquet(table.storage, rel, full)
                 stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, num_writes=full.num_rows,
                                        num_inserts=full.num_rows, file_size_in_bytes=size,

@@ -134,12 +134,17 @@ def trigger_reached(timeline, cfg: CompactionConfig, *, now: float | None = None
 
 def _operation(table, fs: MergeFileSlice) -> CompactionOperation:
     storage = table.storage
-    base_size = storage.size(storage.path(fs.base.base_file.relative_path))
+    base = fs.base
+    base_size = storage.size(storage.path(base.base_file.relative_path)) if base is not None else 0
     log_size = sum(storage.size(storage.path(p)) for p in fs.log_paths())
     read_mb = (base_size + log_size) / _MB
     write_mb = base_size / _MB
+    # a log-only slice (NBCC's new bucket) has no data file; its base instant is its first
+    # deltacommit's, as Java keys a base-less group's slice by a log file's instant
+    base_instant = base.instant_time if base is not None else min(lf.instant_time for lf in fs.log_files)
     return CompactionOperation(
-        fs.base.partition, fs.base.file_id, fs.base.instant_time, fs.base.base_file.name,
+        fs.partition, fs.file_group.file_id, base_instant,
+        base.base_file.name if base is not None else None,
         [lf.name for lf in fs.log_files],
         {"TOTAL_LOG_FILES": float(len(fs.log_files)), "TOTAL_LOG_FILES_SIZE": float(log_size),
          "TOTAL_IO_READ_MB": read_mb, "TOTAL_IO_WRITE_MB": write_mb, "TOTAL_IO_MB": read_mb + write_mb})
@@ -184,7 +189,7 @@ def plan_compaction(table, timeline, cfg: CompactionConfig, instant_time: str) -
         # a log completing later belongs to the slice this compaction starts)
         logs = tuple(lf for lf in fs.log_files if _completed_before(completion, lf, instant_time))
         if logs:
-            ops.append(_operation(table, MergeFileSlice(fs.base, logs)))
+            ops.append(_operation(table, MergeFileSlice(fs.base, logs, fs.group)))
     return CompactionPlan(_apply_strategy(ops, cfg))
 
 
@@ -332,19 +337,18 @@ def compact_file_slice(table, instant_time: str, op: CompactionOperation, comple
     Spark task per slice in spark/compaction.py). ``create_marker(partition, name, io_type)``
     and ``check_abort()`` are the caller's (a transaction in-process, the markers and the abort
     signal on a Spark executor); ``token`` makes each attempt's file name distinct."""
-    if not op.data_file_name:
-        raise InstantStateError(f"compaction {instant_time} has a log-only slice {op.file_id}; "
-                                "this executor merges base + logs only", instant=instant_time,
-                                remedy="execute this plan with Java Hudi")
-    base = parse_base_file_name(op.data_file_name, op.partition_path)
+    # a log-only slice (NBCC's new bucket) is merged from its logs alone into the first base file
+    base = parse_base_file_name(op.data_file_name, op.partition_path) if op.data_file_name else None
     logs = tuple(LogFileName.parse(n) for n in op.delta_file_names)
     t0 = time.time()
-    merged = read_file_slice(table, MergeFileSlice(FileSlice(base), logs), completion)
+    fs = (MergeFileSlice(FileSlice(base), logs) if base is not None
+          else MergeFileSlice(None, logs, FileGroupId(op.partition_path, op.file_id)))
+    merged = read_file_slice(table, fs, completion)
     name = base_file_name(op.file_id, token, instant_time)
     rel = join_partition(op.partition_path, name)
     if check_abort is not None:
         check_abort()
-    create_marker(op.partition_path, name, "MERGE")
+    create_marker(op.partition_path, name, "MERGE" if base is not None else "CREATE")
     # records keep their commit time and sequence number; only the file they live in changes
     i = merged.schema.get_field_index(FILE_NAME)
     merged = merged.set_column(i, FILE_NAME, pa.array([name] * merged.num_rows, pa.string()))
@@ -352,7 +356,8 @@ def compact_file_slice(table, instant_time: str, op: CompactionOperation, comple
     log_size = int(op.metrics.get("TOTAL_LOG_FILES_SIZE", 0))
     return WriteStat(file_id=op.file_id, path=rel, partition_path=op.partition_path,
                      prev_commit=op.base_instant_time, num_writes=merged.num_rows,
-                     file_size_in_bytes=size, total_write_bytes=size, prev_base_file=base.name,
+                     file_size_in_bytes=size, total_write_bytes=size,
+                     prev_base_file=base.name if base is not None else None,
                      upsert_time_ms=int((time.time() - t0) * 1000),
                      log_counts={"totalLogFilesCompacted": len(logs), "totalLogSizeCompacted": log_size})
 

@@ -50,6 +50,8 @@ _DATA_RE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 SNAPSHOTS_KEPT = 3
 #: (base uri, snapshot version) -> archived writes; see TimelineHistory.completed_writes
 _WRITES_CACHE: dict = {}
+#: (base uri, snapshot version) -> {instant time: completion time}; see TimelineHistory.completion_times
+_COMPLETION_CACHE: dict = {}
 
 #: Hudi's org.apache.hudi.avro.model.HoodieLSMTimelineInstant, as parquet-avro stores it
 AVRO_SCHEMA = {
@@ -229,6 +231,25 @@ class TimelineHistory:
             _WRITES_CACHE.clear()
         _WRITES_CACHE[key] = out
         return out
+
+    def completion_times(self) -> dict[str, str]:
+        """Archived instant time -> its completion time (instants archived without one are left
+        out). Merge-on-read slicing needs these once a deltacommit is archived: its log file
+        belongs to the slice chosen by when it *completed*, which its name does not tell.
+        Cached for the process per snapshot, as :meth:`completed_writes`."""
+        version = self.latest_version()
+        if version < 0:
+            return {}
+        key = (self.table.base_uri, version)
+        cached = _COMPLETION_CACHE.get(key)
+        if cached is None:
+            t = self.read(["completionTime"])
+            cached = {i: c for i, c in zip(t.column("instantTime").to_pylist(),
+                                           t.column("completionTime").to_pylist()) if c}
+            if len(_COMPLETION_CACHE) > 64:
+                _COMPLETION_CACHE.clear()
+            _COMPLETION_CACHE[key] = cached
+        return cached
 
     def max_completion_time(self) -> str | None:
         col = self.read(["completionTime"]).column("completionTime").to_pylist()

@@ -1,4 +1,4 @@
-"""A Hudi table (copy-on-write, or merge-on-read at version 8) on storage: ``hoodie.properties`` and the table's folders.
+"""A Hudi table (copy-on-write or merge-on-read, versions 8 and 9) on storage: ``hoodie.properties`` and the table's folders.
 
 The project writes table versions 8 (Hudi 1.0.x) and 9 (Hudi 1.1+): both use timeline layout
 2, Avro metadata and completion times, and differ only in table properties (v9 names the
@@ -33,7 +33,8 @@ from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
 
 READABLE_VERSIONS = (6, 8, 9)
-#: ``hoodie.table.type`` values; merge-on-read is written for version 8 only (docs/merge-on-read.md)
+#: ``hoodie.table.type`` values; both are written at versions 8 and 9 (docs/merge-on-read.md: a
+#: version 9 merge-on-read table differs from version 8 in its properties only)
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
 TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
@@ -103,6 +104,14 @@ class TableConfig:
                 or self.properties.get("hoodie.table.ordering.fields") or None)
 
     @property
+    def populates_meta_fields(self) -> bool:
+        """False for a table with *virtual keys* (``hoodie.populate.meta.fields=false``): its
+        base files hold the user's columns only, and the record key is computed from the key
+        fields on read. Hudi's answer to the cost of the five meta columns, which roughly
+        double the bytes a narrow table writes."""
+        return self.properties.get("hoodie.populate.meta.fields", "true").strip().lower() != "false"
+
+    @property
     def hive_style_partitioning(self) -> bool:
         return self.properties.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
 
@@ -129,11 +138,17 @@ class TableConfig:
         if table_type not in TABLE_TYPES:
             raise ConfigError(f"unknown table type {table_type!r}", key="hoodie.table.type",
                               value=table_type, remedy=f"use one of {TABLE_TYPES}")
-        if table_type == MERGE_ON_READ and version != 8:
-            raise ConfigError(f"merge-on-read tables are written at version 8 only, not {version}",
-                              key="hoodie.table.version", value=str(version),
-                              remedy="create the merge-on-read table at version 8")
+        if version not in WRITABLE_VERSIONS:
+            raise ConfigError(f"tables are created at version {' or '.join(map(str, WRITABLE_VERSIONS))}, "
+                              f"not {version}", key="hoodie.table.version", value=str(version),
+                              remedy="create the table at version 8 (the default) or 9")
         keys = [k for k in record_key_fields]
+        if (table_type == MERGE_ON_READ and str((extra or {}).get("hoodie.populate.meta.fields", "true")).lower()
+                == "false"):
+            raise ConfigError("merge-on-read tables are written with their meta fields",
+                              key="hoodie.populate.meta.fields", value="false",
+                              remedy="leave hoodie.populate.meta.fields at true for a merge-on-read "
+                                     "table (log records are merged by _hoodie_record_key)")
         if not keys:
             raise ConfigError("a table needs at least one record key field",
                               key="hoodie.table.recordkey.fields",
@@ -305,6 +320,17 @@ class Table:
     @property
     def version(self) -> int:
         return self.config.version
+
+    def require_meta_fields(self, what: str) -> None:
+        """Refuse a writer or service that would write meta columns into a table with virtual
+        keys: one file group would mix files with and without them."""
+        if not self.config.populates_meta_fields:
+            raise ConfigError(
+                f"table {self.name} has virtual keys (hoodie.populate.meta.fields=false); {what} "
+                "writes Hudi's meta columns and would mix them into its files",
+                key="hoodie.populate.meta.fields", value="false",
+                remedy="write this table with the core ArrowTableWriter, which keeps virtual keys, "
+                       "or use a table with hoodie.populate.meta.fields=true")
 
     def require_writable(self) -> None:
         if self.config.version not in WRITABLE_VERSIONS:

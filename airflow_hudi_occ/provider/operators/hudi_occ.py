@@ -722,16 +722,7 @@ class HudiTableServiceOperator(BaseOperator):
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
-        args = ["--table", table.base_uri, "--service", "cluster", "--instant", str(instant),
-                *format_options(options)]
-        out = _JobOutput()
-        self._job_hook = HudiSparkJobHook(
-            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
-            application_args=args, on_line=out,
-            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
-            name=f"hudi-occ cluster {instant}", storage_options=hook.storage_options)
-        code = self._job_hook.run(_application(self.application, SERVICE_APP))
-        result = out.result
+        code, result = self._run_service_job("cluster", instant, table, options, hook)
         if code == EXIT_RETRYABLE:
             raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
                                    f"rolled back, plan included; the next run plans again: "
@@ -754,16 +745,7 @@ class HudiTableServiceOperator(BaseOperator):
         if run is None:
             return {"service": "compact", "scheduled": None,
                     "message": "nothing to compact (trigger not reached, or no log files)"}
-        args = ["--table", table.base_uri, "--service", "compact", "--instant", str(run),
-                *format_options(options)]
-        out = _JobOutput()
-        self._job_hook = HudiSparkJobHook(
-            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
-            application_args=args, on_line=out,
-            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
-            name=f"hudi-occ compact {run}", storage_options=hook.storage_options)
-        code = self._job_hook.run(_application(self.application, SERVICE_APP))
-        result = out.result
+        code, result = self._run_service_job("compact", run, table, options, hook)
         if code == EXIT_RETRYABLE:
             raise AirflowException(f"compaction {run} yielded to a conflicting write and was rolled "
                                    f"back to requested, plan kept; the next run executes it again: "
@@ -772,6 +754,20 @@ class HudiTableServiceOperator(BaseOperator):
             raise AirflowFailException(f"compaction {run} failed (exit {code}); its plan stays pending "
                                        f"for the next run: {result.get('error')}")
         return {**result, "service": "compact", "scheduled": instant, "executed": run}
+
+    def _run_service_job(self, service: str, instant: str, table, options, hook) -> tuple[int, dict]:
+        """spark-submit the service job for one planned instant; its exit code and result line.
+        The plan was made here, under the lock: the job only executes it."""
+        args = ["--table", table.base_uri, "--service", service, "--instant", str(instant),
+                *format_options(options)]
+        out = _JobOutput()
+        self._job_hook = HudiSparkJobHook(
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
+            application_args=args, on_line=out,
+            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
+            name=f"hudi-occ {service} {instant}", storage_options=hook.storage_options)
+        code = self._job_hook.run(_application(self.application, SERVICE_APP))
+        return code, out.result
 
     def on_kill(self) -> None:
         if self._job_hook is not None:

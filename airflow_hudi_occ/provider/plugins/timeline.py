@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 URL_PREFIX = "/hudi-occ"
 WWW = Path(__file__).resolve().parent.parent / "www"
 #: The only files the app serves besides the API: name -> media type.
-STATIC = {"timeline.js": "text/javascript", "trends.js": "text/javascript", "timeline.css": "text/css"}
+STATIC = {"dom.js": "text/javascript", "timeline.js": "text/javascript", "trends.js": "text/javascript",
+          "timeline.css": "text/css"}
 
 
 # --- auth --------------------------------------------------------------------------------------

@@ -3,26 +3,13 @@
 // Every value from the table goes through textContent or setAttribute, never innerHTML.
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
   var params = new URLSearchParams(window.location.search);
   var focus = {dag_id: params.get("dag_id"), task_id: params.get("task_id"),
                run_id: params.get("run_id"), instant: params.get("instant")};
   var OUTCOMES = ["committed", "conflict", "aborted", "error", "running", "stale", "rolled_back", "service"];
   var timer = null;
 
-  function $(id) { return document.getElementById(id); }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function sv(tag, attrs, text) {
-    var e = document.createElementNS(SVG, tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
+  var $ = HudiDom.$, el = HudiDom.el, sv = HudiDom.sv;
   function setStatus(s) { $("status").textContent = s; }
   function showError(msg) { var e = $("errors"); e.hidden = !msg; e.textContent = msg || ""; }
   function utc(ms) { return ms == null ? "" : new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC"); }
@@ -45,19 +32,7 @@
            (!focus.run_id || w.run_id === focus.run_id);
   }
 
-  function api(path) {
-    return fetch(path, {credentials: "same-origin", headers: {"Accept": "application/json"}})
-      .then(function (r) {
-        return r.json().catch(function () { return {}; }).then(function (body) {
-          if (!r.ok) {
-            var d = body && body.detail;
-            var msg = typeof d === "string" ? d : (d && (d.message + (d.remedy ? " (what to do: " + d.remedy + ")" : "")));
-            throw new Error("HTTP " + r.status + ": " + (msg || r.statusText));
-          }
-          return body;
-        });
-      });
-  }
+  var api = HudiDom.api;
 
   function legend() {
     var box = $("legend");
@@ -68,6 +43,14 @@
       s.appendChild(document.createTextNode(o.replace("_", " ")));
       box.appendChild(s);
     });
+    var c = el("span", {"class": "legend-item"});
+    c.appendChild(el("span", {"class": "swatch swatch-compaction"}));
+    c.appendChild(document.createTextNode("compaction (dashed: scheduled)"));
+    box.appendChild(c);
+  }
+  function compactionText(c) {
+    return "compaction " + c.state + ": " + c.file_groups.length + " file group" +
+      (c.file_groups.length === 1 ? "" : "s") + ", " + c.log_files + " log file" + (c.log_files === 1 ? "" : "s");
   }
 
   function showDetail(r) {
@@ -87,6 +70,12 @@
     if (r.rolled_back && r.rolled_back.length) lines.push("rolled back " + r.rolled_back.join(", "));
     if (r.heartbeat_age_s != null) lines.push("heartbeat age: " + r.heartbeat_age_s + " s");
     if (r.message) lines.push("message: " + r.message);
+    if (r.compaction) {
+      lines.push(compactionText(r.compaction));
+      if (r.compaction.appended.length)
+        lines.push("appended meanwhile (logs go to its new slice): " + r.compaction.appended.join(", "));
+      if (r.compaction.conflicted.length) lines.push("lost to it: " + r.compaction.conflicted.join(", "));
+    }
     d.textContent = lines.join("\n");
   }
 
@@ -224,10 +213,14 @@
       var x0 = x(r.start_ms), x1 = Math.max(x(r.end_ms == null ? r.start_ms : r.end_ms), x0 + 4);
       var yy = y(r.lane) + 5, h = rowH - 10;
       pos[r.instant] = {x0: x0, x1: x1, y: yy + h / 2};
-      var cls = "bar " + r["class"] + (matchesFocus(r) ? " task-match" : "");
-      var rect = sv("rect", {"class": cls, x: x0, y: yy, width: x1 - x0, height: h, rx: 2,
-                             "data-instant": r.instant, "data-outcome": r.outcome});
+      var cls = "bar " + r["class"] + (matchesFocus(r) ? " task-match" : "") +
+        (r.compaction ? " compaction compaction-" + r.compaction.state : "");
+      var attrs = {"class": cls, x: x0, y: yy, width: x1 - x0, height: h, rx: 2,
+                   "data-instant": r.instant, "data-outcome": r.outcome};
+      if (r.compaction) attrs["data-compaction"] = r.compaction.state;
+      var rect = sv("rect", attrs);
       rect.appendChild(sv("title", {}, r.instant + " " + r.action + " " + r.outcome + "\n" + writerText(r.writer) +
+        (r.compaction ? "\n" + compactionText(r.compaction) : "") +
         (r.other_instant ? "\nlost to " + r.other_instant : "") +
         (r.file_groups && r.file_groups.length ? "\nfile groups: " + r.file_groups.join(", ") : "") +
         (r.seconds_discarded ? "\ndiscarded " + r.seconds_discarded + " s" : "")));
@@ -245,6 +238,14 @@
       var a = pos[r.instant], b = r.retried_by && pos[r.retried_by];
       if (a && b) edges.appendChild(sv("line", {"class": "retry-edge", x1: a.x1, y1: a.y, x2: b.x0, y2: b.y,
                                                   "data-from": r.instant, "data-to": r.retried_by}));
+    });
+    (view.compactions || []).forEach(function (c) {
+      var b = pos[c.instant];
+      c.appended.forEach(function (a) {
+        var p = pos[a.instant];
+        if (p && b) edges.appendChild(sv("line", {"class": "compaction-edge", x1: p.x1, y1: p.y, x2: b.x0, y2: b.y,
+                                                    "data-from": a.instant, "data-to": c.instant}));
+      });
     });
     svg.appendChild(edges);
   }
@@ -288,6 +289,15 @@
               [(w.partitions || []).join(", ") || "(none yet)"], [(w.file_groups || []).join(", "), "mono"]];
     });
     $("live-count").textContent = view.live_writers.length;
+    var comps = view.compactions || [];
+    fillTable("compactions", comps, function (c) {
+      return [[c.instant, "mono"], [c.state + (c.heartbeat_age_s != null ? " (heartbeat " + c.heartbeat_age_s + " s)" : "")],
+              [writerText(c.writer) || c.lane], [c.file_groups.join(", "), "mono"], [c.log_files],
+              [c.appended.map(function (a) { return a.instant + " (" + a.lane + ")"; }).join("\n") || "\u2014", "mono"],
+              [c.conflicted.map(function (a) { return a.instant + " (" + a.lane + ")" +
+                 (a.retried_by ? ", retried as " + a.retried_by : ""); }).join("\n") || "\u2014", "mono"]];
+    });
+    $("compaction-count").textContent = comps.length;
     if (focus.instant) {
       var r = view.instants.filter(function (i) { return i.instant === focus.instant; })[0];
       if (r) showDetail(r);

@@ -5,23 +5,10 @@
 // the URL (?window=7d&trend_dag=...) so a link reproduces what was seen.
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
   var CHAR_PX = 6.4;
   var state = {table: null, seq: 0, last: null};
 
-  function $(id) { return document.getElementById(id); }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function sv(tag, attrs, text) {
-    var e = document.createElementNS(SVG, tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
+  var $ = HudiDom.$, el = HudiDom.el, sv = HudiDom.sv;
   function dur(ms) {
     if (ms == null) return "\u2014";
     if (ms < 1000) return ms + " ms";
@@ -46,16 +33,7 @@
   function fetchTrends(table, windowText, dag) {
     var url = "api/tables/" + encodeURIComponent(table) + "/trends?window=" + encodeURIComponent(windowText) +
       (dag ? "&dag_id=" + encodeURIComponent(dag) : "");
-    return fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (body) {
-        if (!r.ok) {
-          var d = body && body.detail;
-          var msg = typeof d === "string" ? d : (d && (d.message + (d.remedy ? " (what to do: " + d.remedy + ")" : "")));
-          throw new Error("HTTP " + r.status + ": " + (msg || r.statusText));
-        }
-        return body;
-      });
-    });
+    return HudiDom.api(url);
   }
 
   // Bars per bucket: conflicts and retries side by side. Bucket labels are thinned to every

@@ -137,3 +137,35 @@ def test_unsupported_operations_are_refused(mor, table):
         w.write(_batch([(1, "a", 1, "x")]), "insert_overwrite")
     with pytest.raises(ConfigError):
         MergeOnReadWriter(table)
+
+
+@pytest.mark.parametrize("strategy", ["simple", "transactional"])
+def test_early_conflict_detection_stops_the_second_deltacommit_at_its_append_marker(mor, strategy):
+    """RFC-56 on merge-on-read: writer B appends to a file group whose log writer A has marked
+    (APPEND marker, A alive and not yet committed). B stops at its own marker, before writing
+    its log file; A commits; the table holds A's rows and nothing of B."""
+    from airflow_hudi_occ.core.errors import EarlyConflictError
+    from airflow_hudi_occ.core.table.mor_reader import list_log_files
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.write.concurrency.early.conflict.detection.enable": "true",
+            "hoodie.write.concurrency.early.conflict.detection.strategy": strategy}
+    seed = _batch([(1, "a", 1, "seed"), (2, "a", 1, "seed")])
+    MergeOnReadWriter(mor, WriteConfig.from_options(opts), writer_id="seed").write(seed, "insert")
+    a = MergeOnReadWriter(mor, WriteConfig.from_options(opts), writer_id="A")
+    b = MergeOnReadWriter(mor, WriteConfig.from_options(opts), writer_id="B")
+    seen = {}
+
+    def b_runs_while_a_is_open(tx):
+        with pytest.raises(EarlyConflictError) as e:
+            b.write(_batch([(2, "a", 5, "B")]), "upsert")
+        seen["error"] = e.value
+        # on disk, committed or not
+        seen["b_logs"] = [lf for lf in list_log_files(mor, "a") if lf.instant_time == e.value.instant]
+
+    a.write(_batch([(1, "a", 2, "A")]), "upsert", before_commit=b_runs_while_a_is_open)
+    assert seen["b_logs"] == []  # B stopped before its log file existed
+    err = seen["error"]
+    assert err.other_action == "deltacommit" and err.file_groups and err.other_instant != err.instant
+    assert not [i for i in mor.timeline().pending()]  # B's instant rolled back
+    want = {1: {"id": 1, "p": "a", "ts": 2, "v": "A"}, 2: {"id": 2, "p": "a", "ts": 1, "v": "seed"}}
+    got = {k: {c: r[c] for c in COLS} for k, r in rows_by_key(hudi_read(mor.base_uri), "id").items()}
+    assert got == want

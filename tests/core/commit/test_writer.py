@@ -64,12 +64,43 @@ def test_files_outside_the_batch_key_range_are_not_read(tmp_path, column_reads, 
     assert got[key(104)]["v"] == "v1" and got[key(0)]["v"] == "v0"
 
 
-def test_text_keys_are_never_pruned_by_an_integer_order(tmp_path, column_reads):
+def test_text_keys_are_never_pruned_by_an_integer_order():
     """'10' < '9' as text: a range of text keys says nothing about integers, so such files are read."""
-    assert writer_module._disjoint(("10", "9"), (5, 6)) is False
-    assert writer_module._disjoint((10, 19), (20, 30)) is True
-    assert writer_module._disjoint(("k1", "k3"), ("k4", "k9")) is True
-    assert writer_module._disjoint(("k1", "k5"), ("k4", "k9")) is False
+    probe = writer_module._KeyProbe
+    assert probe(pa.array([5, 6])).may_hold(("10", "9")) is True
+    assert probe(pa.array([20, 30])).may_hold((10, 19)) is False
+    assert probe(pa.array(["k4", "k9"])).may_hold(("k1", "k3")) is False
+    assert probe(pa.array(["k4", "k9"])).may_hold(("k1", "k5")) is True
+
+
+def test_a_file_inside_the_batch_range_but_between_its_keys_is_not_read():
+    """Key by key, as Hudi's bloom index prunes: the batch 0..9 + 500 spans [0, 500], yet a file
+    holding 100..109 can hold none of its keys."""
+    probe = writer_module._KeyProbe(pa.array([500, *range(10)], pa.int64()))
+    assert probe.may_hold((100, 109)) is False
+    assert probe.may_hold((5, 5)) is True and probe.may_hold((499, 500)) is True
+    assert probe.may_hold((501, 900)) is False
+    text = writer_module._KeyProbe(pa.array(["k500", "k001", "k009"]))
+    assert text.may_hold(("k100", "k109")) is False and text.may_hold(("k009", "k100")) is True
+
+
+def test_small_commits_that_also_update_shared_keys_read_only_the_files_holding_them(tmp_path, column_reads):
+    """The overlapping small-commit pattern: each commit upserts the shared keys 0..9 and adds
+    one fresh key, so each adds a file group holding one key far above the shared ones. A
+    commit must read the shared keys' file and not every one-key file."""
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    w = ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    for i in range(8):
+        w.write(_rows([*range(10), 1000 + i], f"c{i}"))
+    groups = FileSystemView(table).latest_file_slices("a")
+    assert len(groups) == 8  # the shared keys' group and one group per fresh key
+    column_reads.clear()
+    w.write(_rows([*range(10), 2000], "last"))
+    assert len(column_reads) == 1
+    got = rows_by_key(hudi_read(table.base_uri), "id")
+    assert {k: r["v"] for k, r in got.items()} == {**{k: "last" for k in [*range(10), 2000]},
+                                                   **{1000 + i: f"c{i}" for i in range(8)}}
 
 
 def test_a_merge_on_read_table_is_refused_naming_its_writer(tmp_path):

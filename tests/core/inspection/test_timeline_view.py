@@ -163,3 +163,101 @@ def test_live_writer_named_by_a_begin_record(table):
     attempt_log.write_record(table, rec)  # as if the writer died: only the begin record is left
     row = next(r for r in build_timeline_view(table)["instants"] if r["instant"] == tx.instant_time)
     assert row["outcome"] == "rolled_back" and row["on_timeline"] is False
+
+
+def _mor_rows(rows):
+    return pa.table({"id": [r[0] for r in rows], "p": [r[1] for r in rows],
+                     "ts": [r[2] for r in rows], "v": [r[3] for r in rows]})
+
+
+def make_compacting_table(path: str) -> dict:
+    """A merge-on-read table under prefer-writer with three compactions: ``done`` completed
+    while ingestion appended to its file group (``appended``); ``won`` completed in the
+    middle of an ingestion attempt on its file group, which lost (``loser``) and was retried
+    (``retry``); ``pending`` is only requested, and a writer appended to its file group
+    meanwhile (``appended_pending``). Used by the UI tests too."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction
+
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+
+    def svc(run):
+        return {**opts, attempt_log.LABELS_OPTION: json.dumps(
+            {"dag_id": "services", "task_id": "compact", "run_id": run, "try_number": "1"})}
+
+    table = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts", table_type="MERGE_ON_READ")
+
+    def writer(task, run="r1"):
+        labels = {"dag_id": "ingest", "task_id": task, "run_id": run, "try_number": "1"}
+        return MergeOnReadWriter(table, WriteConfig.from_options(
+            {**opts, attempt_log.LABELS_OPTION: json.dumps(labels)}), writer_id=task)
+
+    out = {}
+    w = writer("load")
+    w.write(_mor_rows([(i, f"p{i % 2}", 1, "seed") for i in range(10)]), "insert")
+    writer("load", "r1b").write(_mor_rows([(0, "p0", 2, "u"), (1, "p1", 2, "u")]))
+    out["done"] = schedule_compaction(table, svc("s1"), force=True)
+    out["appended"] = writer("upsert").write(_mor_rows([(2, "p0", 3, "during")])).instant.requested_time
+    execute_compaction(table, svc("s1"), out["done"])
+    writer("upsert", "r2").write(_mor_rows([(3, "p1", 3, "after")]))
+
+    def compaction_completes_meanwhile(tx):
+        out["loser"] = tx.instant_time
+        out["won"] = schedule_compaction(table, svc("s2"), force=True)
+        execute_compaction(table, svc("s2"), out["won"])
+
+    late = writer("upsert", "r3")
+    with pytest.raises(WriteConflictError):
+        late.write(_mor_rows([(5, "p1", 4, "lost")]), batch_key="late", attempt=1,
+                   before_commit=compaction_completes_meanwhile)
+    out["retry"] = late.write(_mor_rows([(5, "p1", 4, "retried")]), batch_key="late",
+                              attempt=2).instant.requested_time
+    out["pending"] = schedule_compaction(table, svc("s3"), force=True)
+    out["appended_pending"] = writer("upsert", "r4").write(
+        _mor_rows([(7, "p1", 5, "meanwhile")])).instant.requested_time
+    return out
+
+
+def test_compactions_with_the_writers_they_met(tmp_path):
+    got = make_compacting_table(str(tmp_path / "orders"))
+    table = Table.open(str(tmp_path / "orders"))
+    view = build_timeline_view(table, name="orders")
+    json.dumps(view)
+    rows = {r["instant"]: r for r in view["instants"]}
+    comps = {c["instant"]: c for c in view["compactions"]}
+    assert list(comps) == [got["done"], got["won"], got["pending"]]
+
+    done = comps[got["done"]]
+    assert done["state"] == "completed" and done["outcome"] == "committed"
+    assert rows[got["done"]]["action"] == "commit" and rows[got["done"]]["operation"] == "COMPACT"
+    assert done["lane"] == "services \u203a compact" and done["log_files"] == 2
+    assert len(done["file_groups"]) == 2 and {fg.split("/")[0] for fg in done["file_groups"]} == {"p0", "p1"}
+    # the upsert that ran while it was pending: its log lands in the new slice, no conflict
+    assert [a["instant"] for a in done["appended"]] == [got["appended"]]
+    assert done["conflicted"] == []
+
+    won = comps[got["won"]]
+    assert won["state"] == "completed"
+    assert won["conflicted"] == [{"instant": got["loser"], "lane": "ingest \u203a upsert",
+                                  "retried_by": got["retry"]}]
+    [c] = view["conflicts"]
+    assert (c["instant"], c["other_instant"], c["other_lane"]) == (got["loser"], got["won"],
+                                                                   "services \u203a compact")
+
+    pending = comps[got["pending"]]
+    assert pending["state"] == "requested" and pending["completion_time"] is None
+    # scheduled, not started: a table service waiting for its executor, not a stale writer
+    assert pending["outcome"] == "service" and rows[got["pending"]]["outcome"] == "service"
+    assert got["pending"] not in {w["instant"] for w in view["live_writers"]}
+    assert pending["lane"] == "table service: compaction"
+    # drawn as a mark at its request, not a bar to now: nothing runs until an executor starts it
+    p = rows[got["pending"]]
+    assert p["end_ms"] == p["start_ms"] and p["end_kind"] == "scheduled"
+    # each compaction is its own task run; the one retry is the attempt that lost
+    assert [r["key"] for r in view["retries"]] == ["ingest/upsert/r3"]
+    assert pending["file_groups"] and all(fg.startswith("p1/") for fg in pending["file_groups"])
+    assert [a["instant"] for a in pending["appended"]] == [got["appended_pending"]]
+    assert rows[got["pending"]]["compaction"]["appended"] == [got["appended_pending"]]
+    # an ordinary deltacommit is no compaction
+    assert "compaction" not in rows[got["appended"]]

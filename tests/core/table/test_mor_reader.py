@@ -65,13 +65,17 @@ def test_log_file_of_a_pending_instant_is_invisible(tmp_path):
     assert rows_by_key(read_snapshot(t), columns=COLS) == want
 
 
-def test_merge_on_read_is_created_at_version_8_only(tmp_path):
+def test_merge_on_read_is_created_at_versions_8_and_9_only(tmp_path):
     import pytest
     from airflow_hudi_occ.core.errors import ConfigError
-    with pytest.raises(ConfigError):
-        Table.create(str(tmp_path / "v9"), "v9", record_key_fields=["id"], table_type="MERGE_ON_READ",
-                     version=9)
+    for v in (8, 9):
+        t = Table.create(str(tmp_path / f"v{v}"), f"v{v}", record_key_fields=["id"],
+                         table_type="MERGE_ON_READ", version=v)
+        assert Table.open(t.base_uri).config.get("hoodie.table.version") == str(v)
     with pytest.raises(ConfigError):
         Table.create(str(tmp_path / "x"), "x", record_key_fields=["id"], table_type="MERGE_ON_WRITE")
+    with pytest.raises(ConfigError):
+        Table.create(str(tmp_path / "v7"), "v7", record_key_fields=["id"], table_type="MERGE_ON_READ",
+                     version=7)
     t = Table.create(str(tmp_path / "m"), "m", record_key_fields=["id"], table_type="MERGE_ON_READ")
     assert Table.open(t.base_uri).config.get("hoodie.table.type") == "MERGE_ON_READ"

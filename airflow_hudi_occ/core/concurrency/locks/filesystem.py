@@ -41,8 +41,14 @@ from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lo
 log = logging.getLogger(__name__)
 
 LOCK_FILE_NAME = "lock"
+#: waits between attempts to create the lock file: they double from the first to the cap. A
+#: commit holds the lock for milliseconds, so on a local disk (an attempt is one ``open``) a
+#: waiter polls often: a waiter asleep for 200 ms leaves the lock idle for most of that time
+#: while other writers queue. An object store bills and throttles requests, so it backs off.
 MIN_POLL_S = 0.01
 MAX_POLL_S = 0.2
+MIN_POLL_LOCAL_S = 0.001
+MAX_POLL_LOCAL_S = 0.02
 
 
 def lock_file_name(lock_key: str | None) -> str:
@@ -103,7 +109,8 @@ class FileSystemBasedLockProvider(LockProvider):
 
     def _try_acquire(self, timeout_s: float) -> bool:
         deadline = self._monotonic() + timeout_s
-        delay = MIN_POLL_S
+        local = self.storage.is_local
+        delay, cap = (MIN_POLL_LOCAL_S, MAX_POLL_LOCAL_S) if local else (MIN_POLL_S, MAX_POLL_S)
         while True:
             try:
                 self.storage.create_if_absent(self.lock_path, self._content(), durable=False)
@@ -117,7 +124,7 @@ class FileSystemBasedLockProvider(LockProvider):
             if remaining <= 0:
                 return False
             self._sleep(min(delay, remaining))
-            delay = min(delay * 2, MAX_POLL_S)
+            delay = min(delay * 2, cap)
 
     def _age_s(self, data: bytes) -> float | None:
         """Seconds since the lock was last known alive, or None if the file is gone."""
