@@ -92,10 +92,17 @@ class SparkWriteOptions:
         if o.index_type == "BUCKET" and o.bucket_num <= 0:
             raise ConfigError("the bucket index needs a positive number of buckets",
                               key=BUCKET_NUM.key, value=o.bucket_num)
-        check_merge_on_read(o.table_type, o.operation, o.index_type)
-        if write_config.concurrency_mode.value == "NON_BLOCKING_CONCURRENCY_CONTROL":
+        return o
+
+    def check_writable(self) -> "SparkWriteOptions":
+        """What the Spark engine cannot *write* (checked by the write job, the writer and
+        HudiWriteOperator; not by the table services, which act on any table): MOR with an
+        operation or index deltacommits do not write yet, and NBCC."""
+        check_merge_on_read(self.table_type, self.operation, self.index_type)
+        mode = self.write_config.concurrency_mode.value
+        if mode == "NON_BLOCKING_CONCURRENCY_CONTROL":
             raise ConfigError("the Spark engine does not write with non-blocking concurrency control",
-                              key="hoodie.write.concurrency.mode", value=write_config.concurrency_mode.value,
+                              key="hoodie.write.concurrency.mode", value=mode,
                               remedy="write NBCC tables with the core engine (MergeOnReadWriter), or "
                                      "use OPTIMISTIC_CONCURRENCY_CONTROL with Spark")
-        return o
+        return self

@@ -237,7 +237,7 @@ class SparkHudiWriter(SparkTableJob):
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
-        opts = SparkWriteOptions.from_options(opts_map)
+        opts = SparkWriteOptions.from_options(opts_map).check_writable()
         if not opts.record_key_fields:
             try:
                 Table.open(self.base_path, self.storage_options)

@@ -165,3 +165,24 @@ def test_spark_writes_racing_a_spark_compaction(spark, tmp_path):
     check(path, model)
     ro = rows_by_key(hudi_read_optimized(path), columns=["id", "p", "ts", "v"])
     assert ro == as_planned
+
+
+def test_spark_compaction_of_nbcc_log_only_slices_equals_the_arrow_executor(spark, tmp_path):
+    """An NBCC table (core writer, bucket index) has log-only file groups: core's
+    compact_file_slice gives them their first base file, under Spark as under Arrow."""
+    nbcc = {**OPTS, "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL",
+            "hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    table = Table.create(str(tmp_path / "arrow"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts", table_type="MERGE_ON_READ")
+    w = MergeOnReadWriter(table, WriteConfig.from_options(nbcc))
+    for i in range(2):
+        w.write(pa.Table.from_pylist([{"id": k, "p": "ab"[k % 2], "ts": i, "v": f"v{i}"} for k in range(8)]))
+    plan = schedule_compaction(table, nbcc, force=True)
+    ops = Table.open(table.base_uri).timeline().compaction_plan(Table.open(table.base_uri).timeline().get(plan)).operations
+    assert ops and all(not op.data_file_name for op in ops)  # log-only slices
+    shutil.copytree(table.base_uri, str(tmp_path / "spark"))
+    before = _read(table.base_uri)
+    execute_compaction(Table.open(table.base_uri), nbcc, plan)
+    SparkCompactionExecutor(spark, str(tmp_path / "spark"), nbcc).execute(plan)
+    assert _read(str(tmp_path / "spark")) == _read(table.base_uri) == before
+    assert _read(str(tmp_path / "spark"), ro=True) == _read(table.base_uri, ro=True) == before

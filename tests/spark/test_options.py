@@ -17,7 +17,8 @@ def test_merge_on_read_is_accepted_for_the_operations_core_writes_as_deltacommit
                                    {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}])
 def test_merge_on_read_refuses_what_deltacommits_do_not_write_yet(extra):
     with pytest.raises(ConfigError) as e:
-        SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ", **extra})
+        SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                        **extra}).check_writable()
     assert "merge-on-read" in str(e.value) and e.value.remedy
 
 
@@ -28,5 +29,13 @@ def test_copy_on_write_is_the_default():
 def test_non_blocking_concurrency_control_is_refused_by_spark():
     with pytest.raises(ConfigError) as e:
         SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
-                                        "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"})
+                                        "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"}
+                                       ).check_writable()
     assert e.value.key == "hoodie.write.concurrency.mode" and "MergeOnReadWriter" in e.value.remedy
+
+
+def test_table_services_accept_the_options_of_an_nbcc_merge_on_read_table():
+    """The service job and the service operators parse options without the write checks."""
+    SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                    "hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
+                                    "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"})
