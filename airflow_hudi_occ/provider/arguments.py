@@ -60,7 +60,7 @@ def _number(where: str, name: str, value: Any, *, minimum: float, integer: bool 
                           remedy=f"set {name} to a value {bound}")
 
 
-def _options(where: str, options: Mapping[str, Any] | None, *, spark: bool) -> None:
+def _options(where: str, options: Mapping[str, Any] | None, *, spark: bool, write: bool = False) -> None:
     if options is not None and not isinstance(options, Mapping):
         if not isinstance(options, (str, list, tuple, set)):
             return  # an XComArg or another value Airflow resolves at run time
@@ -72,7 +72,9 @@ def _options(where: str, options: Mapping[str, Any] | None, *, spark: bool) -> N
     static = static_options(options)
     try:
         if spark:
-            SparkWriteOptions.from_options(static, partial=True)
+            o = SparkWriteOptions.from_options(static, partial=True)
+            if write:
+                o.check_writable()
         else:
             check_write_options(static, partial=True)
     except ConfigError as e:
@@ -97,7 +99,7 @@ def check_write_arguments(task_id: str, *, operation: Any, source: Any, source_f
     _number(where, "backoff_max_s", backoff_max_s, minimum=backoff_base_s)
     _number(where, "window_wait_timeout_s", window_wait_timeout_s, minimum=0)
     _number(where, "window_poll_s", window_poll_s, minimum=0, strict=True)
-    _options(where, options, spark=True)
+    _options(where, options, spark=True, write=True)
 
 
 def check_service_arguments(task_id: str, *, service: Any, services: Iterable[str],

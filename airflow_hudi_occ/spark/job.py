@@ -68,7 +68,7 @@ def preflight(args, options: dict, storage_options: dict | None = None) -> None:
     missing input or a folder that is not a Hudi table costs a second, not a Spark start, and
     nothing is written: every option (keys, values, plug-in names), the source, and the
     table's location (an existing table this write can write, or a new or empty folder)."""
-    opts = SparkWriteOptions.from_options(options)
+    opts = SparkWriteOptions.from_options(options).check_writable()
     check_source(args.source, args.source_format, storage_options)
     try:
         # a metadata table or a version this write cannot produce: refused before Spark starts

@@ -21,17 +21,25 @@ from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MA
                                           TABLE_TYPE, DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError
 
-#: what the Spark engine tells a merge-on-read write to do instead
-MOR_REMEDY = ("write merge-on-read tables with the core engine, "
-              "airflow_hudi_occ.core.commit.mor_writer.MergeOnReadWriter (one process, Arrow), or "
-              "write a COPY_ON_WRITE table with Spark")
+#: the operations the Spark engine writes as deltacommits (core's MergeOnReadWriter's)
+MOR_OPERATIONS = ("upsert", "insert", "delete", "bulk_insert")
 
 
-def refuse_merge_on_read(table_type: str, key: str = TABLE_TYPE.key) -> None:
-    """The Spark executor writes base files only: a deltacommit (log files) is not written here."""
-    if table_type == "MERGE_ON_READ":
-        raise ConfigError("the Spark engine does not write merge-on-read tables yet", key=key,
-                          value=table_type, remedy=MOR_REMEDY)
+def check_merge_on_read(table_type: str, operation: str, index_type: str,
+                        key: str = TABLE_TYPE.key) -> None:
+    """A merge-on-read write is a deltacommit (spark/mor_executor.py) with the simple index and
+    the operations core's ``MergeOnReadWriter`` writes; anything else is refused up front, so
+    the Spark and core engines never disagree on what a MOR table may hold."""
+    if table_type != "MERGE_ON_READ":
+        return
+    if operation not in MOR_OPERATIONS:
+        raise ConfigError(f"operation {operation!r} is not written to merge-on-read tables yet",
+                          key=OPERATION.key, value=operation,
+                          remedy=f"use one of {', '.join(MOR_OPERATIONS)}, or a COPY_ON_WRITE table")
+    if index_type == "BUCKET":
+        raise ConfigError("the bucket index is not written to merge-on-read tables yet", key=INDEX_TYPE.key,
+                          value=index_type, remedy="use the simple index (the default) on a MERGE_ON_READ "
+                          f"table ({key}), or a COPY_ON_WRITE table")
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class SparkWriteOptions:
     partition_fields: list[str]
     precombine_field: str | None
     operation: str
+    table_type: str
     hive_style_partitioning: bool
     max_file_size: int
     small_file_limit: int
@@ -61,13 +70,13 @@ class SparkWriteOptions:
         :func:`~airflow_hudi_occ.core.commit.write_options.check_write_options`."""
         opts = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
         write_config = check_write_options(opts, warn=warn, partial=partial)
-        refuse_merge_on_read(TABLE_TYPE.get(opts))
         o = cls(
             table_name=TABLE_NAME.get(opts),
             record_key_fields=RECORD_KEY.get(opts),
             partition_fields=PARTITION_PATH.get(opts),
             precombine_field=PRECOMBINE.get(opts) or None,
             operation=OPERATION.get(opts),
+            table_type=TABLE_TYPE.get(opts),
             hive_style_partitioning=HIVE_STYLE.get(opts),
             max_file_size=MAX_FILE_SIZE.get(opts),
             small_file_limit=SMALL_FILE_LIMIT.get(opts),
@@ -84,3 +93,16 @@ class SparkWriteOptions:
             raise ConfigError("the bucket index needs a positive number of buckets",
                               key=BUCKET_NUM.key, value=o.bucket_num)
         return o
+
+    def check_writable(self) -> "SparkWriteOptions":
+        """What the Spark engine cannot *write* (checked by the write job, the writer and
+        HudiWriteOperator; not by the table services, which act on any table): MOR with an
+        operation or index deltacommits do not write yet, and NBCC."""
+        check_merge_on_read(self.table_type, self.operation, self.index_type)
+        mode = self.write_config.concurrency_mode.value
+        if mode == "NON_BLOCKING_CONCURRENCY_CONTROL":
+            raise ConfigError("the Spark engine does not write with non-blocking concurrency control",
+                              key="hoodie.write.concurrency.mode", value=mode,
+                              remedy="write NBCC tables with the core engine (MergeOnReadWriter), or "
+                                     "use OPTIMISTIC_CONCURRENCY_CONTROL with Spark")
+        return self

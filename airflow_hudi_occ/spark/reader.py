@@ -22,8 +22,19 @@ from __future__ import annotations
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.spark import object_store
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
+
+
+def _refuse_merge_on_read(table: Table) -> None:
+    """These readers take base files only: on a merge-on-read table that would silently be a
+    read-optimised read (log files ignored), so it is refused rather than returned."""
+    if table.config.table_type == MERGE_ON_READ:
+        raise ConfigError(f"table {table.name} is MERGE_ON_READ: the Spark readers read base files "
+                          "only and would miss its log files", key="hoodie.table.type",
+                          value=MERGE_ON_READ,
+                          remedy="read it with airflow_hudi_occ.core.table.mor_reader.read_snapshot "
+                                 "(or read_optimized), or with hudi-rs")
 
 
 def _read(spark, table: Table, rels: list[str]):
@@ -39,6 +50,7 @@ def _read(spark, table: Table, rels: list[str]):
 def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_options=None):
     """The table now, or as of a requested instant time (time travel)."""
     table = Table.open(base_path, storage_options)
+    _refuse_merge_on_read(table)
     view = FileSystemView(table, as_of=as_of)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)
@@ -61,6 +73,7 @@ def read_incremental(spark, base_path: str, *, start: str | None = None, end: st
     """Rows written by writes that completed in ``(start, end]``."""
     from pyspark.sql import functions as F
     table = Table.open(base_path, storage_options)
+    _refuse_merge_on_read(table)
     if not table.config.populates_meta_fields:
         # as in Hudi: without _hoodie_commit_time a row cannot say which write brought it
         raise ConfigError(f"table {table.name} has virtual keys (hoodie.populate.meta.fields=false): "

@@ -14,9 +14,11 @@
   Only execution starts Spark.
 - ``compact`` (merge-on-read): ``--schedule-only`` plans under the lock when Hudi's trigger
   says so (``hoodie.compact.inline.trigger.strategy``...); ``--instant T`` executes that plan;
-  neither: executes the earliest pending compaction, scheduling one if none is pending. The
-  executor is the core's Arrow one, in the driver (no Spark session is started): fine for
-  slices one process can merge; a Spark executor for compaction is not written yet.
+  neither: executes the earliest pending compaction, scheduling one if none is pending.
+  ``--executor spark`` (the default, as clustering runs on Spark) executes the plan as Spark
+  tasks, one per file slice (spark/compaction.py); ``--executor arrow`` runs core's Arrow
+  executor in the driver without starting Spark (small tables). Both complete the compaction
+  with core's completion under the lock.
 
 Exit codes and output as ``job.py``: ``0`` done (also "nothing to do"), ``75`` a retryable
 conflict (the clustering lost to another writer and was rolled back: schedule again later),
@@ -57,6 +59,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--schedule-only", action="store_true")
     g.add_argument("--instant", default=None)
     p.add_argument("--dry-run", action="store_true", help="clean, archive: plan only")
+    p.add_argument("--executor", choices=("spark", "arrow"), default="spark",
+                   help="compact: run the plan as Spark tasks (default) or with Arrow in the driver")
     p.add_argument("--writer-id", default=None)
     p.add_argument("--master", default=None)
     return p.parse_args(argv)
@@ -64,7 +68,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _spark(args):
     from airflow_hudi_occ.spark.session import job_session
-    return job_session(f"hudi-occ cluster {os.path.basename(args.table)}", args.master)
+    return job_session(f"hudi-occ {args.service} {os.path.basename(args.table)}", args.master)
 
 
 def run(args, options: dict, *, before_commit=None) -> dict:
@@ -114,9 +118,22 @@ def _compact(table, args, options: dict, *, before_commit=None) -> dict:
         if instant is None:
             return {"outcome": "ok", "scheduled": None,
                     "message": "nothing to compact (trigger not reached or no log files)"}
-    res = execute_compaction(table, options, instant, writer_id=args.writer_id,
-                             before_commit=before_commit)
-    return {**res.to_json(), "scheduled": scheduled}
+    if getattr(args, "executor", "spark") == "arrow":
+        res = execute_compaction(table, options, instant, writer_id=args.writer_id,
+                                 before_commit=before_commit)
+        return {**res.to_json(), "scheduled": scheduled, "executor": "arrow"}
+    spark = _spark(args)  # only execution starts Spark
+    try:
+        from airflow_hudi_occ.spark.compaction import SparkCompactionExecutor
+        res = SparkCompactionExecutor(spark, args.table, options, writer_id=args.writer_id,
+                                      storage_options=getattr(args, "storage_options", None)) \
+            .execute(instant, before_commit=before_commit)
+        return {**res.to_json(), "scheduled": scheduled, "executor": "spark"}
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # pragma: no cover
+            pass
 
 
 def main(argv=None, *, before_commit=None) -> int:

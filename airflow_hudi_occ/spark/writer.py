@@ -42,7 +42,7 @@ import logging
 import posixpath
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
@@ -56,7 +56,7 @@ from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_ba
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import tagging
@@ -64,7 +64,7 @@ from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.file_group_plan import tag_file_groups
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
-from airflow_hudi_occ.spark.options import SparkWriteOptions, refuse_merge_on_read
+from airflow_hudi_occ.spark.options import SparkWriteOptions, check_merge_on_read
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,8 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
                              precombine_field=opts.precombine_field,
                              hive_style_partitioning=opts.hive_style_partitioning,
                              storage_options=storage_options, extra_properties=extra, exist_ok=True,
-                             version=opts.write_config.write_table_version)
+                             version=opts.write_config.write_table_version,
+                             table_type=opts.table_type)
     return table
 
 
@@ -236,7 +237,7 @@ class SparkHudiWriter(SparkTableJob):
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
-        opts = SparkWriteOptions.from_options(opts_map)
+        opts = SparkWriteOptions.from_options(opts_map).check_writable()
         if not opts.record_key_fields:
             try:
                 Table.open(self.base_path, self.storage_options)
@@ -246,9 +247,13 @@ class SparkHudiWriter(SparkTableJob):
                                   remedy="set hoodie.datasource.write.recordkey.field") from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
-        refuse_merge_on_read(cfg.table_type, key="hoodie.table.type")  # a MOR table made elsewhere
         table.require_meta_fields("the Spark engine")
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
+        mor = cfg.table_type == MERGE_ON_READ  # also a MOR table made elsewhere
+        if mor:  # spark/mor_executor.py: deltacommits; new keys go to new file groups, as core's
+            check_merge_on_read(cfg.table_type, opts.operation, "BUCKET" if bucket else "SIMPLE",
+                                key="hoodie.table.type")
+            opts = replace(opts, small_file_limit=0)
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         arrow_schema = arrow_schema_of(df)
         schema_json = avro_schema_json(arrow_schema, table.name)
@@ -266,7 +271,7 @@ class SparkHudiWriter(SparkTableJob):
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
         return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
                       target_schema=target_schema, bucket=bucket,
-                      num_buckets=cfg.bucket_num or opts.bucket_num)
+                      num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor)
 
     def _begin(self, batch: "_Batch", attempt: int, checkpoint: str | None,
                batch_key: str | None) -> "_Attempt":
@@ -324,6 +329,9 @@ class SparkHudiWriter(SparkTableJob):
         on a conflict or an abort signal."""
         if not run.planned:
             return []
+        if batch.mor:
+            from airflow_hudi_occ.spark import mor_executor
+            return mor_executor.write_files(self, batch, run, plan)
         tx, table = run.tx, batch.table
         cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
         job = plan.tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
@@ -489,6 +497,7 @@ class _Batch:
     target_schema: pa.Schema | None  #: None for a delete (no rows are written)
     bucket: bool
     num_buckets: int
+    mor: bool = False  #: merge-on-read: a deltacommit (spark/mor_executor.py)
 
     @property
     def op(self) -> str:
@@ -496,6 +505,8 @@ class _Batch:
 
     @property
     def action(self) -> Action:
+        if self.mor:
+            return Action.DELTA_COMMIT
         return Action.REPLACE_COMMIT if self.op == "insert_overwrite" else Action.COMMIT
 
     @property

@@ -76,3 +76,13 @@ def test_deferrable_defaults_to_the_config(tmp_path, monkeypatch):
     assert _operator(tmp_path).deferrable is True
     op = HudiWriteOperator(task_id="t2", source="s.parquet", table_path="/t", hudi_conn_id=None)
     assert op.deferrable is False  # [operators] default_deferrable is off here
+
+
+def test_merge_on_read_options_are_accepted_when_the_dag_is_parsed():
+    from airflow_hudi_occ.core.errors import ConfigError
+    opts = {"hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.table.type": "MERGE_ON_READ"}
+    HudiWriteOperator(task_id="mor", source="s.parquet", table_path="/t", hudi_conn_id=None, options=opts)
+    with pytest.raises(ConfigError, match="merge-on-read"):
+        HudiWriteOperator(task_id="mor_bucket", source="s.parquet", table_path="/t", hudi_conn_id=None,
+                          options={**opts, "hoodie.index.type": "BUCKET"})

@@ -85,6 +85,7 @@ def test_compact_plans_under_the_lock_then_the_job_executes_that_instant(tmp_pat
     out = _run(_op(t))
     planned = out["scheduled"]
     assert planned and out["executed"] == planned and out["outcome"] == "committed", out
+    assert out["executor"] == "spark"  # the service job runs the plan as Spark tasks
     assert local_job.calls[0][local_job.calls[0].index("--instant") + 1] == planned
     tl = t.timeline()
     assert tl.get(planned).is_completed and tl.pending() == []

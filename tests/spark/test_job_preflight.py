@@ -67,7 +67,8 @@ def test_bad_input_is_refused_before_spark_and_the_table_is_unchanged(case, tabl
         args += options(**{"hoodie.write.lock.provider": "zookeepr"})
         want_error, words = "UnknownLockProviderError", ["'zookeepr'", "did you mean 'zookeeper'"]
     elif case == "mor":
-        args += options(**{"hoodie.datasource.write.table.type": "MERGE_ON_READ"})
+        args += options(**{"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                           "hoodie.index.type": "BUCKET"})
         words = ["merge-on-read"]
     before = tree_snapshot(table)
     code, result, out = run_job(args)

@@ -7,12 +7,35 @@ from airflow_hudi_occ.spark.options import SparkWriteOptions
 
 
 @pytest.mark.parametrize("key", ["hoodie.datasource.write.table.type", "hoodie.table.type"])
-def test_merge_on_read_is_refused_by_spark_and_the_remedy_names_the_core_writer(key):
+def test_merge_on_read_is_accepted_for_the_operations_core_writes_as_deltacommits(key):
+    for op in ("upsert", "insert", "bulk_insert", "delete"):
+        o = SparkWriteOptions.from_options({key: "MERGE_ON_READ", "hoodie.datasource.write.operation": op})
+        assert o.table_type == "MERGE_ON_READ"
+
+
+@pytest.mark.parametrize("extra", [{"hoodie.datasource.write.operation": "insert_overwrite"},
+                                   {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}])
+def test_merge_on_read_refuses_what_deltacommits_do_not_write_yet(extra):
     with pytest.raises(ConfigError) as e:
-        SparkWriteOptions.from_options({key: "MERGE_ON_READ"})
-    assert "Spark engine does not write merge-on-read" in str(e.value)
-    assert "MergeOnReadWriter" in e.value.remedy
+        SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                        **extra}).check_writable()
+    assert "merge-on-read" in str(e.value) and e.value.remedy
 
 
 def test_copy_on_write_is_the_default():
     SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "COPY_ON_WRITE"})
+
+
+def test_non_blocking_concurrency_control_is_refused_by_spark():
+    with pytest.raises(ConfigError) as e:
+        SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                        "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"}
+                                       ).check_writable()
+    assert e.value.key == "hoodie.write.concurrency.mode" and "MergeOnReadWriter" in e.value.remedy
+
+
+def test_table_services_accept_the_options_of_an_nbcc_merge_on_read_table():
+    """The service job and the service operators parse options without the write checks."""
+    SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
+                                    "hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
+                                    "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"})

@@ -50,8 +50,9 @@ def test_compact_schedules_by_trigger_then_executes_with_arrow(tmp_path, fast_op
     code, res = _run(["--table", mor.base_uri, "--service", "compact", "--schedule-only", *o])
     t = res["scheduled"]
     assert code == 0 and mor.timeline().get(t).action.value == "compaction"
-    code, res = _run(["--table", mor.base_uri, "--service", "compact", *o])
+    code, res = _run(["--table", mor.base_uri, "--service", "compact", "--executor", "arrow", *o])
     assert code == 0 and res["outcome"] == "committed" and res["instant"] == t and res["scheduled"] is None
+    assert res["executor"] == "arrow"
     assert {k: v["v"] for k, v in rows_by_key(hudi_read(mor.base_uri)).items()} == {0: "x", 1: "y", 2: "x"}
     code, res = _run(["--table", mor.base_uri, "--service", "compact", *o])
     assert code == 0 and res["scheduled"] is None and "nothing to compact" in res["message"]

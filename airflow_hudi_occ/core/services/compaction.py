@@ -330,8 +330,13 @@ class CompactionResult:
                 "rows_written": sum(s.num_writes for s in self.stats)}
 
 
-def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
-                   completion: CompletionTimes) -> WriteStat:
+def compact_file_slice(table, instant_time: str, op: CompactionOperation, completion: CompletionTimes,
+                       *, token: str, create_marker, check_abort=None) -> WriteStat:
+    """Merge one plan operation (base + exactly the plan's log files) into the compaction's new
+    base file, behind its marker: the per-slice step any executor runs (the Arrow one here, one
+    Spark task per slice in spark/compaction.py). ``create_marker(partition, name, io_type)``
+    and ``check_abort()`` are the caller's (a transaction in-process, the markers and the abort
+    signal on a Spark executor); ``token`` makes each attempt's file name distinct."""
     # a log-only slice (NBCC's new bucket) is merged from its logs alone into the first base file
     base = parse_base_file_name(op.data_file_name, op.partition_path) if op.data_file_name else None
     logs = tuple(LogFileName.parse(n) for n in op.delta_file_names)
@@ -339,10 +344,11 @@ def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
     fs = (MergeFileSlice(FileSlice(base), logs) if base is not None
           else MergeFileSlice(None, logs, FileGroupId(op.partition_path, op.file_id)))
     merged = read_file_slice(table, fs, completion)
-    name = base_file_name(op.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
+    name = base_file_name(op.file_id, token, instant_time)
     rel = join_partition(op.partition_path, name)
-    tx.check_abort()
-    tx.create_marker(op.partition_path, name, "MERGE" if base is not None else "CREATE")
+    if check_abort is not None:
+        check_abort()
+    create_marker(op.partition_path, name, "MERGE" if base is not None else "CREATE")
     # records keep their commit time and sequence number; only the file they live in changes
     i = merged.schema.get_field_index(FILE_NAME)
     merged = merged.set_column(i, FILE_NAME, pa.array([name] * merged.num_rows, pa.string()))
@@ -354,6 +360,26 @@ def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
                      prev_base_file=base.name if base is not None else None,
                      upsert_time_ms=int((time.time() - t0) * 1000),
                      log_counts={"totalLogFilesCompacted": len(logs), "totalLogSizeCompacted": log_size})
+
+
+def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
+                   completion: CompletionTimes) -> WriteStat:
+    return compact_file_slice(table, tx.instant_time, op, completion,
+                              token=write_token(0, 0, tx.attempt), create_marker=tx.create_marker,
+                              check_abort=tx.check_abort)
+
+
+def complete_compaction(table, tx: CompactionTransaction, stats: list[WriteStat], timeline, *,
+                        started: float, before_commit=None) -> CompactionResult:
+    """Commit an executed compaction: one ``commit`` (COMPACT, compacted) under the lock, the
+    schema of the last write the plan's timeline saw. Every executor ends here."""
+    if before_commit is not None:
+        before_commit(tx)
+    last = timeline.last_completed_write()
+    schema = timeline.commit_metadata(last).schema if last is not None else None
+    res = tx.commit(stats, schema=schema)
+    return CompactionResult(res.instant.requested_time, res.instant.completion_time, stats,
+                            time.time() - started)
 
 
 def execute_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, Any] | None = None,
@@ -369,13 +395,7 @@ def execute_compaction(table, config: CompactionConfig | WriteConfig | Mapping[s
         timeline = table.timeline()
         completion = CompletionTimes(FileSystemView(table, timeline))
         stats = [_compact_slice(table, tx, op, completion) for op in plan.operations]
-        if before_commit is not None:
-            before_commit(tx)
-        last = timeline.last_completed_write()
-        schema = timeline.commit_metadata(last).schema if last is not None else None
-        res = tx.commit(stats, schema=schema)
-        return CompactionResult(res.instant.requested_time, res.instant.completion_time, stats,
-                                time.time() - t0)
+        return complete_compaction(table, tx, stats, timeline, started=t0, before_commit=before_commit)
     except BaseException as e:
         # the plan survives: rollback of a compaction returns it to requested
         tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
@@ -404,5 +424,6 @@ def run_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, 
 
 
 __all__ = ["schedule_compaction", "plan_compaction", "execute_compaction", "run_compaction",
+           "compact_file_slice", "complete_compaction",
            "show_compaction", "trigger_reached", "deltacommits_since_compaction",
            "CompactionTransaction", "CompactionResult", "compaction_config", "COMPACT"]
