@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.format.base_file import (key_range, new_file_id, read_parquet, read_parquet_columns,
                                                     record_key_array, with_meta_columns, write_parquet,
+                                                    write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import WriteConfig
@@ -47,8 +48,14 @@ from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
 CREATE = "create"
 #: batches smaller than this are tagged on one thread
 PARALLEL_MIN_ROWS = 50_000
+#: up to this many partition values (the product over partition fields), a batch is split by
+#: one pass per partition rather than by a sort
+FEW_PARTITIONS = 256
 #: the most file groups written at once by one process
 MAX_THREADS = 4
+#: rows per row group of a base file this writer writes: its meta columns are built one chunk
+#: at a time (peak memory of a 2 M-row write: 3.7x the batch with whole file groups)
+WRITE_CHUNK_ROWS = 131_072
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": "INSERT_OVERWRITE", "bulk_insert": "BULK_INSERT"}
 
@@ -86,28 +93,39 @@ def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
                           key="hoodie.table.partition.fields", value=",".join(fields),
                           remedy="add the columns; the partition column stays in the data")
     hive = table.config.hive_style_partitioning
-    codes = np.zeros(n, dtype=np.int64)
+    codes = None
     texts: list[list[str]] = []
     for f in fields:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
         labels = [_partition_text(f, v, hive) for v in enc.dictionary.to_pylist()]
-        codes = codes * max(len(labels), 1) + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        idx = enc.indices.to_numpy(zero_copy_only=False)
+        codes = idx if codes is None else codes.astype(np.int64) * max(len(labels), 1) + idx
         texts.append(labels)
-    # a stable radix sort when the codes fit 16 bits (the common case: few partitions)
+    sizes = [len(t) for t in texts]
+
+    def label(code: int) -> str:
+        parts = []
+        for size, labels in zip(reversed(sizes), reversed(texts)):
+            parts.append(labels[code % size])
+            code //= size
+        return "/".join(reversed(parts))
+
+    out: dict[str, pa.Array] = {}
+    if n and int(np.prod(sizes, dtype=np.float64)) <= FEW_PARTITIONS:
+        # few partitions (the common case): one pass per partition over the small codes, so
+        # the only large array made is the indices themselves (a sort needs four of them)
+        for code in np.flatnonzero(np.bincount(codes)):
+            out[label(int(code))] = pa.array(np.flatnonzero(codes == code))
+        return out
+    # a stable radix sort when the codes fit 16 bits
     order = np.argsort(codes.astype(np.uint16) if n and codes.max() < 65536 else codes, kind="stable")
     ordered = codes[order]
     starts = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]) if n else np.array([], np.int64)
     bounds = list(starts) + [n]
-    sizes = [len(t) for t in texts]
-    out: dict[str, pa.Array] = {}
     for a, b in zip(bounds[:-1], bounds[1:]):
-        code, parts = int(ordered[a]), []
-        for size, labels in zip(reversed(sizes), reversed(texts)):
-            parts.append(labels[code % size])
-            code //= size
-        out["/".join(reversed(parts))] = pa.array(order[a:b])
+        out[label(int(ordered[a]))] = pa.array(order[a:b])
     return out
 
 
@@ -454,7 +472,7 @@ class ArrowTableWriter:
         rows = data.take(w.indices)
         updates = deletes = 0
         inserts = rows.num_rows
-        commit_times = keys = None
+        commit_times = None
         if w.prev is not None:
             base = read_parquet(self.table.storage, w.prev.base_file.relative_path)
             res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
@@ -467,18 +485,22 @@ class ArrowTableWriter:
             # keys=None: the keys are spelled again from the merged rows, as this writer always did
             rows, commit_times = res.user, res.commit_times
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
+        n = rows.num_rows
         if self.table.config.populates_meta_fields:
-            full = with_meta_columns(rows, instant_time=tx.instant_time, partition=w.partition,
-                                     file_name=name, key_fields=key_fields, keys=keys,
-                                     commit_times=commit_times)
+            def chunks():  # meta columns a chunk at a time: memory bounded by the chunk
+                for off in range(0, max(n, 1), WRITE_CHUNK_ROWS):
+                    yield with_meta_columns(
+                        rows.slice(off, WRITE_CHUNK_ROWS), instant_time=tx.instant_time,
+                        partition=w.partition, file_name=name, key_fields=key_fields,
+                        commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
+                        seqno_start=off)
+            size = write_parquet_chunks(self.table.storage, rel, chunks())
         else:  # virtual keys: the user's columns alone, as Hudi writes them
-            full = rows
-        del rows
-        size = write_parquet(self.table.storage, rel, full)
+            size = write_parquet(self.table.storage, rel, rows)
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=w.prev.instant_time if w.prev is not None else "null",
-                         num_writes=full.num_rows, num_deletes=deletes,
+                         num_writes=n, num_deletes=deletes,
                          num_update_writes=updates, num_inserts=inserts,
                          file_size_in_bytes=size, total_write_bytes=size,
                          prev_base_file=w.prev.base_file.name if w.prev is not None else None,

@@ -120,6 +120,31 @@ def write_parquet(storage, relative_path: str, table: pa.Table) -> int:
     return size[0]
 
 
+def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]) -> int:
+    """:func:`write_parquet` for a file built a chunk at a time (one row group each): only one
+    chunk of meta columns exists at once, so a writer's memory is bounded by the chunk, not
+    by the file group. The first chunk's schema is the file's (it may have no rows)."""
+    it = iter(chunks)
+    first = next(it)
+    opts = parquet_write_options(first)
+    path = storage.path(relative_path)
+    storage.makedirs(posixpath.dirname(path))
+    size = [0]
+
+    def write(f):
+        with pq.ParquetWriter(f, first.schema, **opts) as pw:
+            pw.write_table(first)
+            for chunk in it:
+                pw.write_table(chunk)
+        size[0] = f.tell()
+    try:
+        storage.create_if_absent(path, write)
+    except FileExistsError:
+        raise FileExistsError(f"base file {relative_path} already exists; a base file is written "
+                              "once per (fileId, write token, instant)") from None
+    return size[0]
+
+
 def read_parquet(storage, relative_path: str) -> pa.Table:
     """A whole base file. Locally the parquet reader reads the file itself (its column chunks
     in parallel, no copy of the file in Python's memory first); elsewhere the object is fetched

@@ -111,3 +111,23 @@ def test_a_merge_on_read_table_is_refused_naming_its_writer(tmp_path):
         ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
     assert "MergeOnReadWriter" in e.value.remedy
     assert table.timeline().completed() == []
+
+
+@pytest.mark.parametrize("distinct", [3, 400], ids=["few-partitions", "many-partitions"])
+def test_partition_groups_equal_a_row_by_row_grouping(tmp_path, distinct):
+    """Both ways of splitting a batch (a pass per partition for few values, a sort for many)
+    give each partition path exactly its rows, in batch order, nulls as Hive's default."""
+    import random
+    rng = random.Random(distinct)
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["a", "b"],
+                         hive_style_partitioning=True)
+    n = 3000
+    a = [rng.choice([None, *range(distinct)]) for _ in range(n)]
+    b = [rng.choice(["x", "y", None]) for _ in range(n)]
+    data = pa.table({"id": list(range(n)), "a": a, "b": b})
+    want: dict[str, list[int]] = {}
+    for i in range(n):
+        want.setdefault(writer_module.partition_path_of(table, {"a": a[i], "b": b[i]}), []).append(i)
+    got = {p: idx.to_pylist() for p, idx in writer_module.partition_groups(table, data).items()}
+    assert got == want
+    assert "a=__HIVE_DEFAULT_PARTITION__/b=__HIVE_DEFAULT_PARTITION__" in got
