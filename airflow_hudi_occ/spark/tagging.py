@@ -221,13 +221,51 @@ def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buck
     return out, mapping
 
 
+#: the driver-side probe of :func:`first_held_hit` reads the held base files' keys itself only
+#: up to this many bytes of base files (beyond, the Spark join alone answers)
+PROBE_MAX_BYTES = 256 * 1024 * 1024
+#: how many of the batch's first records the probe compares
+PROBE_ROWS = 10_000
+
+
 def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], partition_fields: list[str],
                    hive_style: bool, slices: list[FileSlice], storage: Storage) -> str | None:
     """The file group (fileId) of the first batch record whose key lives in one of ``slices``
-    (the file groups other writers are writing), or None. One Spark job: the batch's keys
-    joined with those base files' keys, read by Spark itself. A simple index puts such a
-    record in exactly that file group, so a hit is a certain conflict, found before tagging."""
+    (the file groups other writers are writing), or None. A simple index puts such a record in
+    exactly that file group, so a hit is a certain conflict, found before tagging.
+
+    First a probe that costs well under a second: the batch's first records (a limited
+    collect, which Spark answers from the first input partition) against the held base files'
+    key column read on the driver. A doomed batch (one rewriting those file groups) nearly
+    always hits there. Only a batch the probe clears pays the full answer: one Spark job
+    joining all its keys with those files' keys."""
     keyed = df.select(partition_path_expr(df, partition_fields, hive_style).alias(PART),
                       record_key_expr(df, key_fields).alias(KEY))
+    hit = _probe_held(keyed, slices, storage)
+    if hit is not None:
+        return hit
     hit = lookup(spark, keyed, slices, storage).where(F.col(FID).isNotNull()).select(FID).limit(1).collect()
     return hit[0][0] if hit else None
+
+
+def _probe_held(keyed: DataFrame, slices: list[FileSlice], storage: Storage) -> str | None:
+    import pyarrow.compute as pc
+    from airflow_hudi_occ.core.format.base_file import read_parquet_columns
+
+    try:
+        total = sum(storage.size(storage.path(s.base_file.relative_path)) for s in slices)
+    except (OSError, FileNotFoundError):
+        return None
+    if total > PROBE_MAX_BYTES:
+        return None
+    first = keyed.limit(PROBE_ROWS).toArrow()
+    if first.num_rows == 0:
+        return None
+    for s in slices:
+        mine = first.filter(pc.equal(first.column(PART), s.partition)).column(KEY)
+        if len(mine) == 0:
+            continue
+        keys = read_parquet_columns(storage, s.base_file.relative_path, [KEY]).column(KEY)
+        if pc.any(pc.is_in(mine, value_set=keys.combine_chunks().cast(pa.string()))).as_py():
+            return s.file_id
+    return None
