@@ -83,9 +83,21 @@ def partition_path_expr(df: DataFrame, fields: list[str], hive_style: bool):
 def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
             precombine: str | None) -> DataFrame:
     """Key and partition columns, then one record per (partition, key)."""
+    return dedupe(keyed(df, key_fields, partition_fields, hive_style), precombine)
+
+
+def keyed(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool) -> DataFrame:
+    """Key and partition columns, and each record's place in the batch (for :func:`dedupe`)."""
     df = df.withColumn(SEQ, F.monotonically_increasing_id())
-    df = df.withColumn(KEY, record_key_expr(df, key_fields)) \
-           .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+    return df.withColumn(KEY, record_key_expr(df, key_fields)) \
+             .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+
+
+def dedupe(df: DataFrame, precombine: str | None, within: tuple[str, ...] = ()) -> DataFrame:
+    """One record per (partition, key) of a :func:`keyed` frame. ``within``: columns that every
+    record of a key shares (the file group), listed so that a frame already partitioned by
+    (partition, *within) is deduplicated in place: the window then needs no shuffle of its
+    own, only a sort within each Spark partition."""
     if precombine and precombine in df.columns:
         p = F.col(precombine)
         # core.commit.merge.dedupe: the largest non-null value wins, the later one on a tie; a null never
@@ -93,7 +105,7 @@ def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], h
         order = [p.isNull().asc(), p.desc(), F.when(p.isNull(), F.col(SEQ)).otherwise(-F.col(SEQ)).asc()]
     else:
         order = [F.col(SEQ).desc()]
-    w = Window.partitionBy(PART, KEY).orderBy(*order)
+    w = Window.partitionBy(PART, *within, KEY).orderBy(*order)
     return df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1").drop("__rn")
 
 
