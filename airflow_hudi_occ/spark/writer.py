@@ -59,7 +59,7 @@ from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
-from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark import native_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_file_groups, tag_buckets
@@ -313,15 +313,27 @@ class SparkHudiWriter(SparkTableJob):
         run.tx.start_inflight(planned_file_groups=run.planned)
 
     def _write_files(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[WriteStat]:
-        """The Spark job: one task per planned file group, in a job group the driver cancels
-        on a conflict or an abort signal."""
+        """The Spark job, in a job group the driver cancels on a conflict or an abort signal:
+        new file groups only (and a local table): Spark's own parquet writer
+        (native_write.py); else one Python task per planned file group (executor.py)."""
         if not run.planned:
             return []
         tx, table = run.tx, batch.table
-        job = self._records_by_file_group(batch, plan).groupBy(tagging.PART, tagging.FID) \
-                  .applyInArrow(make_group_fn(self._task_context(batch, run, plan)), STAT_DDL)
-        rows = run_watched(self.spark, table, tx.instant_time, job.collect,
-                           description=f"hudi {batch.op} {table.name} {tx.instant_time}",
+        ctx = self._task_context(batch, run, plan)
+        records = self._records_by_file_group(batch, plan)
+        description = f"hudi {batch.op} {table.name} {tx.instant_time}"
+        if native_write.applies(table, ctx.mode, batch.df.schema):
+            names = native_write.file_names(run.planned, tx.instant_time)
+            native_write.create_markers(table, tx.config, tx.instant_time, names)
+            out = native_write.staging_dir(table, tx.instant_time)
+            t0 = time.time()
+            run_watched(self.spark, table, tx.instant_time,
+                        native_write.write_job(self.spark, records, batch.user_columns,
+                                               tx.instant_time, names, out),
+                        description=description, extra_check=self._async_checker(tx, run.planned))
+            return native_write.publish(table, tx.instant_time, names, out, t0)
+        job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+        rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned))
         stopped = [r for r in rows if r.stopped]
         if stopped:  # the signal is gone (cleared by someone): still doomed
@@ -336,9 +348,8 @@ class SparkHudiWriter(SparkTableJob):
         the shuffle (all copies of a key share its file group), so it costs a sort within
         each Spark partition, not a shuffle of its own."""
         cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
-        data = plan.tagged
+        data = plan.tagged.repartition(tagging.PART, tagging.FID)
         if not plan.deduped:
-            data = data.repartition(tagging.PART, tagging.FID)
             data = tagging.dedupe(data, batch.table.config.precombine_field, within=(tagging.FID,))
         return data.select(*cols)
 
