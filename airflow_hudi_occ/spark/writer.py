@@ -5,11 +5,16 @@
     driver:    _validate: options -> table (created on first write) -> schema check
                (refused BEFORE the instant exists)
                -> _begin: WriteTransaction.begin (lock, instant, heartbeat; on_begin told)
-               -> _plan_file_groups: tagging (tagging.py: keys, dedupe, simple/bucket index,
-                  file sizing; file_group_plan.py: which of them per operation)
+               -> _check_before_tagging: RFC-56 against live writers' markers (a driver-side
+                  probe of the batch's first records, then one Spark join if needed)
+               -> _plan_file_groups: tagging (tagging.py: keys, simple/bucket index, file
+                  sizing; file_group_plan.py: which of them per operation, in one pass)
                -> _start_inflight: pending-clustering check, inflight with the planned groups
-    executors: _write_files, per file group (executor.py): abort? -> early conflict check +
-               marker -> merge with the previous base file -> one parquet base file -> WriteStat
+    executors: _write_files: records shuffled by file group, deduplicated after the shuffle;
+               new file groups only, on a local table: Spark's parquet writer, markers made
+               by the driver first, files published under Hudi names (native_write.py);
+               else per file group (executor.py): abort? -> early conflict check + marker
+               -> merge with the previous base file -> one parquet base file -> WriteStat
     driver:    _commit under the lock with conflict resolution (core) -> result
                (or _cancelled / _lost_to_twin / _abort: the instant rolled back)
 
