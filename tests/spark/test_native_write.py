@@ -87,16 +87,15 @@ def test_a_failure_after_publishing_rolls_the_files_back(spark, tmp_path, monkey
     assert not [n for n in os.listdir(os.path.join(path, ".hoodie", ".temp")) if n.startswith("2")]
 
 
-def test_timestamp_columns_and_merges_take_the_python_route(spark, tmp_path):
+def test_only_new_file_groups_of_a_local_table_without_timestamps_take_the_native_route():
     from pyspark.sql import types as T
-    table = type("T", (), {"storage": type("S", (), {"is_local": True})()})()
-    ts_schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("at", T.TimestampType())])
-    assert not native_write.applies(table, "create", ts_schema)
-    assert not native_write.applies(table, "merge", T.StructType([T.StructField("id", T.LongType())]))
-    assert native_write.applies(table, "create", T.StructType([T.StructField("id", T.LongType())]))
-    path = str(tmp_path / "t")
-    df = spark.createDataFrame([(1, "a", 1, "x")], SCHEMA).selectExpr(
-        "id", "p", "ts", "v", "timestamp'2024-01-02 03:04:05' as at")
-    SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")
-    got = hudi_read(path).to_pylist()
-    assert len(got) == 1 and str(got[0]["at"]).startswith("2024-01-02 03:04:05")
+    local = type("T", (), {"storage": type("S", (), {"is_local": True})()})()
+    remote = type("T", (), {"storage": type("S", (), {"is_local": False})()})()
+    plain = T.StructType([T.StructField("id", T.LongType())])
+    nested_ts = T.StructType([T.StructField("id", T.LongType()), T.StructField(
+        "s", T.ArrayType(T.StructType([T.StructField("at", T.TimestampType())])))])
+    assert native_write.applies(local, "create", plain)
+    assert not native_write.applies(local, "merge", plain)  # merges need the previous file
+    assert not native_write.applies(local, "append", plain)  # small-file top-ups too
+    assert not native_write.applies(remote, "create", plain)
+    assert not native_write.applies(local, "create", nested_ts)  # Spark would write INT96
