@@ -16,6 +16,7 @@ which every copy of a key shares), so the counts that size new file groups inclu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,21 +41,38 @@ class FilePlan:
     planned: list = field(default_factory=list)
     #: whether ``tagged`` holds one record per key already (else the write job dedupes)
     deduped: bool = True
+    #: whether the write job shuffles the records by file group (else each input task writes
+    #: file groups of its own, see :func:`_plan_by_task`)
+    shuffle: bool = True
 
     @property
     def existing(self) -> dict:
         return {(s.partition, s.file_id): s for s in self.slices}
 
 
-def plan_file_groups(spark, keyed, op, opts: SparkWriteOptions, table: Table, persisted: list) -> FilePlan:
+def plan_file_groups(spark, keyed, op, opts: SparkWriteOptions, table: Table, persisted: list,
+                     by_task: bool = False) -> FilePlan:
     """The plan of a write without buckets, from a ``tagging.keyed`` frame (not deduplicated).
-    Frames it caches are appended to ``persisted`` (the caller unpersists them)."""
+    Frames it caches are appended to ``persisted`` (the caller unpersists them). ``by_task``:
+    new file groups only, and a writer that needs no shuffle (native_write.py): try
+    :func:`plan_by_task` first."""
     FID, PART = tagging.FID, tagging.PART
     if op in ("insert", "bulk_insert", "insert_overwrite"):
-        counts = {r[0]: r[1] for r in keyed.groupBy(PART).count().collect()}
+        by_pair = tagging.count_by_task(keyed) if by_task else None
+        if by_pair is not None:
+            counts: dict = {}
+            for part, _, n, _ in by_pair:
+                counts[part] = counts.get(part, 0) + n
+        else:
+            counts = {r[0]: r[1] for r in keyed.groupBy(PART).count().collect()}
         partitions = sorted(counts)
         view = FileSystemView(table)  # the snapshot this write reads (after begin)
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
+        if by_pair is not None:
+            plan = plan_by_task(spark, keyed, opts.max_file_size, record_size(view, opts), by_pair, counts)
+            if plan is not None:
+                tagged, planned = plan
+                return FilePlan(tagged, partitions, view, slices, planned, deduped=True, shuffle=False)
         assignment = _assignment(op, opts, table, view, slices, counts)
         new = keyed.withColumn(FID, F.lit(None).cast("string"))
         tagged = tagging.assign_new(spark, new, assignment) if counts else new
@@ -92,6 +110,27 @@ def _assignment(op, opts: SparkWriteOptions, table: Table, view, slices, counts:
                 small.setdefault(s.partition, []).append((s.file_id, size))
     return tagging.plan_new_file_groups(counts, small, max_file_size=opts.max_file_size,
                                         record_size=record_size(view, opts))
+
+
+def plan_by_task(spark, keyed, max_file_size: int, rec_size: int, by_pair, counts):
+    """New file groups per (partition, input task), as Hudi's bulk_insert without a sort mode
+    writes them: no shuffle at all. Only when the batch has no duplicate key (there would be
+    nothing to combine) and it makes at most a quarter more file groups than sizing each
+    partition as a whole would (each still within the max file size; many small input tasks
+    take the shuffle instead). (tagged, planned) or None."""
+    if any(dup > 1 for _, _, _, dup in by_pair):
+        return None
+    per_file = max(1, max_file_size // max(1, rec_size))
+    sized = sum(math.ceil(n / per_file) for n in counts.values())
+    if sum(math.ceil(n / per_file) for _, _, n, _ in by_pair) > sized + sized // 4:
+        return None
+    ranges, planned = [], []
+    for part, task, n, _ in sorted(by_pair):
+        for b in tagging.plan_new_file_groups({part: n}, {}, max_file_size=max_file_size,
+                                              record_size=rec_size).to_rows():
+            ranges.append((part, task, b[1], b[2], b[3], n))
+            planned.append((part, b[1]))
+    return tagging.assign_new_by_task(spark, keyed, ranges), sorted(planned)
 
 
 def _planned_new(assignment) -> list:

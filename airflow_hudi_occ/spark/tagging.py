@@ -41,6 +41,7 @@ KEY = "_hoodie_record_key"
 PART = "_hoodie_partition_path"
 FID = "__hudi_file_id"
 SEQ = "__hudi_seq"
+TASK = "__hudi_task"
 HIVE_DEFAULT = "__HIVE_DEFAULT_PARTITION__"
 
 # Types whose Spark string cast equals Python's str() of the Arrow value (core's spelling).
@@ -198,6 +199,34 @@ def assign_new(spark: SparkSession, df: DataFrame, assignment: Assignment) -> Da
     cond = (df[PART] == ranges["__rpart"]) & (df["__h"] >= ranges["__lo"]) & (df["__h"] < ranges["__hi"])
     return df.join(F.broadcast(ranges), cond).withColumn(FID, F.col("__rfid")) \
              .drop("__rpart", "__rfid", "__lo", "__hi", "__h", "__total")
+
+
+def count_by_task(df: DataFrame) -> list[tuple[str, int, int, int]]:
+    """(partition, input task, records, copies of its most repeated key) for every pair of a
+    partition and a Spark partition of ``df`` (the task that reads it) holding records. One
+    job that shuffles only the keys; a key with copies in several tasks counts in each row."""
+    per_key = df.select(PART, KEY, F.spark_partition_id().alias(TASK)).groupBy(PART, KEY).agg(
+        F.count(F.lit(1)).alias("__n"), F.min(TASK).alias(TASK))
+    rows = per_key.groupBy(PART, TASK).agg(F.sum("__n").alias("__rows"), F.max("__n").alias("__dup"))
+    return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows.collect()]
+
+
+def assign_new_by_task(spark: SparkSession, df: DataFrame,
+                       ranges: list[tuple[str, int, str, int, int, int]]) -> DataFrame:
+    """FID for every row by its (partition, input task) and a hash range of its key:
+    ``ranges`` rows are (partition, task, fileId, lo, hi, total of the pair). No shuffle: the
+    rows stay in the task that reads them. A row of a pair the plan lacks (the input changed
+    between the counting job and this one) fails the job rather than be dropped."""
+    r = spark.createDataFrame(ranges, "__rpart string, __rtask int, __rfid string, __lo long, "
+                                      "__hi long, __total long")
+    df = df.withColumn(TASK, F.spark_partition_id())
+    h = F.pmod(F.xxhash64(F.col(KEY)), F.col("__total"))
+    cond = (df[PART] == r["__rpart"]) & (df[TASK] == r["__rtask"]) & (h >= r["__lo"]) & (h < r["__hi"])
+    out = df.join(F.broadcast(r), cond, "left")
+    fid = F.when(F.col("__rfid").isNull(), F.raise_error(F.lit(
+        "a record of an input partition the write did not plan for: the input changed while "
+        "it was written; make it deterministic (e.g. cache it) and retry"))).otherwise(F.col("__rfid"))
+    return out.withColumn(FID, fid).drop("__rpart", "__rtask", "__rfid", "__lo", "__hi", "__total", TASK)
 
 
 def bucket_of_expr(num_buckets: int, num_key_fields: int = 1):

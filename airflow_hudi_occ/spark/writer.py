@@ -290,7 +290,10 @@ class SparkHudiWriter(SparkTableJob):
         keyed = tagging.keyed(batch.df, cfg.record_key_fields, cfg.partition_fields,
                               cfg.hive_style_partitioning)
         if not batch.bucket:
-            plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table, run.persisted)
+            native = batch.op in ("bulk_insert", "insert_overwrite") and \
+                native_write.applies(batch.table, "create", batch.df.schema)
+            plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table, run.persisted,
+                                    by_task=native)
             run.planned = plan.planned
             return plan
         prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
@@ -351,9 +354,12 @@ class SparkHudiWriter(SparkTableJob):
     def _records_by_file_group(batch: "_Batch", plan: FilePlan):
         """The tagged records, one per key, shuffled by file group: the dedupe runs after
         the shuffle (all copies of a key share its file group), so it costs a sort within
-        each Spark partition, not a shuffle of its own."""
+        each Spark partition, not a shuffle of its own. A plan by input task (no duplicate
+        keys, file groups of their own per task) needs neither."""
         cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
-        data = plan.tagged.repartition(tagging.PART, tagging.FID)
+        data = plan.tagged
+        if plan.shuffle:
+            data = data.repartition(tagging.PART, tagging.FID)
         if not plan.deduped:
             data = tagging.dedupe(data, batch.table.config.precombine_field, within=(tagging.FID,))
         return data.select(*cols)

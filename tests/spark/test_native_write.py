@@ -99,3 +99,32 @@ def test_only_new_file_groups_of_a_local_table_without_timestamps_take_the_nativ
     assert not native_write.applies(local, "append", plain)  # small-file top-ups too
     assert not native_write.applies(remote, "create", plain)
     assert not native_write.applies(local, "create", nested_ts)  # Spark would write INT96
+
+
+def test_a_batch_without_duplicates_is_written_by_its_input_tasks_without_a_shuffle(spark, tmp_path, monkeypatch):
+    """Each input task writes file groups of its own (Hudi's bulk_insert without a sort mode):
+    here task 0 holds partition a and task 1 partition b, so the plan by task is the sized one."""
+    from airflow_hudi_occ.spark import file_group_plan, tagging
+    path = str(tmp_path / "t")
+    df = spark.range(0, 60, numPartitions=2).selectExpr(
+        "id", "if(id < 30, 'a', 'b') as p", "cast(1 as bigint) as ts", "concat('x', cast(id as string)) as v")
+    opts = {**OPTS, "hoodie.parquet.max.file.size": "2000"}  # 20 records a file
+    keyed = tagging.keyed(df, ["id"], ["p"], False)
+    by_pair = tagging.count_by_task(keyed)
+    assert sorted((p, t, n, d) for p, t, n, d in by_pair) == [("a", 0, 30, 1), ("b", 1, 30, 1)]
+    real, plans = file_group_plan.plan_by_task, []
+    monkeypatch.setattr(file_group_plan, "plan_by_task", lambda *a: plans.append(real(*a)) or plans[-1])
+    res = SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    assert plans[0] is not None  # planned by task: the write job has no shuffle
+    got = hudi_read(path).to_pylist()
+    assert sorted(r["id"] for r in got) == list(range(60))
+    assert all(r["v"] == f"x{r['id']}" and r["p"] == ("a" if r["id"] < 30 else "b") for r in got)
+    assert sorted(s.partition_path for s in res.stats) == ["a", "a", "b", "b"]  # 2 x 20 >= 30
+    assert sum(s.num_writes for s in res.stats) == 60
+    # with a duplicate key the batch takes the shuffle, and the copies are combined
+    dup = df.unionByName(df.where("id = 3").selectExpr("id", "p", "cast(9 as bigint) as ts", "'again' as v"))
+    assert max(d for *_, d in tagging.count_by_task(tagging.keyed(dup, ["id"], ["p"], False))) == 2
+    SparkHudiWriter(spark, str(tmp_path / "d"), opts).write(dup, "bulk_insert")
+    assert plans[-1] is None
+    got = {r["id"]: r["v"] for r in hudi_read(str(tmp_path / "d")).to_pylist()}
+    assert len(got) == 60 and got[3] == "again"
