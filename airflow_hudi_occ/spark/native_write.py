@@ -5,7 +5,10 @@ merge, so its records never need to reach Python: the five meta columns are Spar
 expressions, Spark's parquet writer writes one file per file group into a staging folder, and
 the driver moves each file to its Hudi name. Measured on 500 k rows, the Python route (Arrow
 transfer to a worker, then pyarrow's writer) cost about twice Spark's own write of the same
-rows; this route costs the shuffle by file group and the dedupe's sort on top of it.
+rows. A batch without duplicate keys is written by its input tasks, each with file groups of
+its own (file_group_plan.plan_by_task), so this route adds no shuffle to Spark's write, only
+a keys-only counting job before it; a batch with duplicates is shuffled by file group and
+deduplicated there.
 
 What a Hudi write guarantees is kept:
 
