@@ -204,8 +204,10 @@ def assign_new(spark: SparkSession, df: DataFrame, assignment: Assignment) -> Da
 def count_by_task(df: DataFrame) -> list[tuple[str, int, int, int]]:
     """(partition, input task, records, copies of its most repeated key) for every pair of a
     partition and a Spark partition of ``df`` (the task that reads it) holding records. One
-    job that shuffles only the keys; a key with copies in several tasks counts in each row."""
-    per_key = df.select(PART, KEY, F.spark_partition_id().alias(TASK)).groupBy(PART, KEY).agg(
+    job that shuffles only a 64-bit hash of each key: copies of a key share it, so a batch
+    whose hashes are unique has no duplicate key (a collision only looks like a duplicate,
+    which sends the batch the safe way, through the dedupe)."""
+    per_key = df.select(PART, F.xxhash64(KEY).alias("__kh"), F.spark_partition_id().alias(TASK)).groupBy(PART, "__kh").agg(
         F.count(F.lit(1)).alias("__n"), F.min(TASK).alias(TASK))
     rows = per_key.groupBy(PART, TASK).agg(F.sum("__n").alias("__rows"), F.max("__n").alias("__dup"))
     return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows.collect()]
