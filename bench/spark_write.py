@@ -5,12 +5,24 @@ session (so JVM start-up is paid once and never measured):
 
 - ``spark.bulk_insert.vs_bare_arrow`` (target <= 1.05, the 5% overhead Alibaba reports for
   their exactly-once commit): ``SparkHudiWriter.write(df, "bulk_insert")`` of N rows (2 M in the
-  full run) into a new table, against a *bare Arrow write* of the same rows: the same tagging
-  (keys, dedupe, file-group planning) and the same ``groupBy(partition, fileId).applyInArrow``
-  job writing the same parquet files with the five meta columns, but no lock, instant,
-  heartbeat, markers, early-detection check or commit. The difference is the transactional
-  machinery. ``spark.bulk_insert.vs_df_write_parquet`` (informational): the same write
-  against Spark's own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
+  full run) into a new table, against a *bare write* of the same rows: the same tagging
+  (keys, file-group planning by input task, or dedupe after a shuffle by file group when the
+  batch has duplicate keys) and the same Spark
+  parquet job writing the same files with the five meta columns (spark/native_write.py),
+  moved to their Hudi names, but no lock, instant, heartbeat, markers, early-detection check
+  or commit. The difference is the transactional machinery.
+- ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
+  own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
+- ``spark.upsert.vs_plain_spark`` (target <= 1.3): an upsert of N/10 rows (half updates spread
+  over every partition, half new keys) into the N-row table, against what a plain Spark job
+  does for the same change to a plain parquet table: read the touched partitions, full-join
+  them with the batch on (id, p), the batch's values winning, and write the result
+  (``df.write.partitionBy("p").parquet``, to a new folder: Spark cannot overwrite what it
+  reads). Each round starts from a fresh copy of both tables.
+
+Every Hudi table the benchmark writes is read back by hudi-rs, which must see exactly the
+expected number of rows. ``HUDI_OCC_BENCH_SPARK_ROWS`` overrides N (e.g. 500000 while
+iterating on a shared machine).
 - ``spark.rfc56.time_to_stop`` (target <= 0.1): RFC-56's test plan. Writer A (another
   process, core's Arrow writer) has written every file group of the table and waits to
   commit; writer B (this process, the Spark engine) upserts every row of the same file groups.
@@ -43,13 +55,17 @@ ECD = "hoodie.write.concurrency.early.conflict.detection.enable"
 
 def sizes(quick: bool) -> dict:
     if quick:
-        return {"rows": 20_000, "reps": 1, "rfc_parts": 4, "rfc_rows": 2_000, "rfc_reps": 1}
-    return {"rows": 2_000_000, "reps": 3, "rfc_parts": 8, "rfc_rows": 50_000, "rfc_reps": 2}
+        out = {"rows": 20_000, "reps": 1, "rfc_parts": 4, "rfc_rows": 2_000, "rfc_reps": 1}
+    else:
+        out = {"rows": 2_000_000, "reps": 3, "rfc_parts": 8, "rfc_rows": 50_000, "rfc_reps": 3}
+    if os.environ.get("HUDI_OCC_BENCH_SPARK_ROWS"):
+        out["rows"] = int(os.environ["HUDI_OCC_BENCH_SPARK_ROWS"])
+    return out
 
 
 def figure_names(quick: bool = False) -> list[str]:
     return ["spark.bulk_insert.vs_bare_arrow", "spark.bulk_insert.vs_df_write_parquet",
-            "spark.rfc56.time_to_stop"]
+            "spark.upsert.vs_plain_spark", "spark.rfc56.time_to_stop"]
 
 
 def source_df(spark, rows: int, parts: int = 4):
@@ -58,52 +74,81 @@ def source_df(spark, rows: int, parts: int = 4):
         "concat('value-', cast(id as string)) as v", "cast(id * 1.5 as double) as amount")
 
 
-# --- the bare Arrow write -------------------------------------------------------------------------
+# --- the bare write -------------------------------------------------------------------------------
 
 
-def bare_arrow_write(spark, df, out_dir: str) -> int:
-    """Everything of the Hudi write but the transaction (see the module docstring)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from typing import Iterator, Tuple
-
-    from airflow_hudi_occ.core.table.file_system_view import base_file_name
-    from airflow_hudi_occ.spark import tagging
-    from airflow_hudi_occ.core.commit.merge import conform
-    from airflow_hudi_occ.core.format.base_file import with_meta_columns
-    from airflow_hudi_occ.spark.executor import STAT_DDL, STAT_SCHEMA, _normalize
+def bare_write(spark, df, out_dir: str) -> int:
+    """Everything of the Hudi bulk_insert but the transaction (see the module docstring)."""
+    from airflow_hudi_occ.spark import native_write, tagging
+    from airflow_hudi_occ.spark.file_group_plan import plan_by_task
     from airflow_hudi_occ.spark.options import SparkWriteOptions
-    from airflow_hudi_occ.spark.writer import arrow_schema_of
 
     opts = SparkWriteOptions.from_options(BASE_OPTS)
-    schema = arrow_schema_of(df)
-    cols = list(df.columns)
     instant = time.strftime("%Y%m%d%H%M%S000", time.gmtime())
-    prepared = tagging.prepare(df, opts.record_key_fields, opts.partition_fields, False,
-                               opts.precombine_field)
-    counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
-    plan = tagging.plan_new_file_groups(counts, {}, max_file_size=opts.max_file_size,
-                                        record_size=opts.record_size_estimate)
-    tagged = tagging.assign_new(spark, prepared, plan)
+    keyed = tagging.keyed(df, opts.record_key_fields, opts.partition_fields, False)
+    by_pair = tagging.count_by_task(keyed)
+    counts: dict = {}
+    for part, _, c, _ in by_pair:
+        counts[part] = counts.get(part, 0) + c
+    by_task = plan_by_task(spark, keyed, opts.max_file_size, opts.record_size_estimate, by_pair, counts)
+    if by_task is not None:
+        records, planned = by_task
+    else:
+        plan = tagging.plan_new_file_groups(counts, {}, max_file_size=opts.max_file_size,
+                                            record_size=opts.record_size_estimate)
+        records = tagging.dedupe(tagging.assign_new(spark, keyed, plan).repartition(tagging.PART, tagging.FID),
+                                 opts.precombine_field, within=(tagging.FID,))
+        planned = sorted({(b.partition, b.file_id) for b in plan.buckets if b.weight > 0})
+    names = native_write.file_names(planned, instant)
+    staging = os.path.join(out_dir, ".staging")
+    native_write.write_job(spark, records, list(df.columns), instant, names, staging)()
+    import pyarrow.parquet as pq
+    written = 0
+    for i, ((part, _), name) in enumerate(names.items()):
+        folder = os.path.join(staging, f"{native_write.GROUP}={i}")
+        if not os.path.isdir(folder):
+            continue
+        (staged,) = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]
+        os.makedirs(os.path.join(out_dir, part), exist_ok=True)
+        os.rename(os.path.join(folder, staged), os.path.join(out_dir, part, name))
+        written += pq.read_metadata(os.path.join(out_dir, part, name)).num_rows
+    shutil.rmtree(staging)
+    return written
 
-    def fn(key, batches):
-        part, fid = key[0].as_py(), key[1].as_py()
-        t = pa.concat_tables([_normalize(b) for b in batches])
-        name = base_file_name(fid, "0-0-0", instant)
-        full = with_meta_columns(conform(t, schema), instant_time=instant, partition=part,
-                                 file_name=name, keys=t.column(tagging.KEY).combine_chunks(),
-                                 seq_prefix=f"{instant}_0_")
-        d = os.path.join(out_dir, part)
-        os.makedirs(d, exist_ok=True)
-        pq.write_table(full, os.path.join(d, name), compression="snappy")
-        yield from pa.Table.from_pylist([{"partition": part, "file_id": fid, "num_writes": full.num_rows}],
-                                        schema=STAT_SCHEMA).to_batches()
 
-    fn.__annotations__ = {"key": Tuple[pa.Scalar, ...], "batches": Iterator[pa.RecordBatch],
-                          "return": Iterator[pa.RecordBatch]}
-    rows = tagged.select(*cols, tagging.KEY, tagging.PART, tagging.FID) \
-                 .groupBy(tagging.PART, tagging.FID).applyInArrow(fn, STAT_DDL).collect()
-    return sum(r.num_writes for r in rows)
+# --- upsert against a plain Spark merge ----------------------------------------------------------
+
+
+def upsert_df(spark, rows: int, parts: int = 4):
+    """N/10 rows: half of them updates of existing keys spread over every partition, half new."""
+    half = max(1, rows // 20)
+    step = max(1, rows // half)
+    upd = spark.range(half).selectExpr(f"(id * {step} + id % {parts}) % {rows} as id").selectExpr(
+        "id", f"concat('p', cast(id % {parts} as string)) as p", "cast(100 as bigint) as ts",
+        "concat('updated-', cast(id as string)) as v", "cast(id * 2.5 as double) as amount")
+    return upd.unionByName(source_df(spark, half, parts).selectExpr(f"id + {rows} as id", "p", "ts", "v", "amount")
+                           .selectExpr("id", f"concat('p', cast(id % {parts} as string)) as p",
+                                       "ts", "v", "amount"))
+
+
+def plain_upsert(spark, table_dir: str, up, out_dir: str) -> None:
+    """Read the touched partitions, full-join with the batch (its values win), write them."""
+    from pyspark.sql import functions as F
+    touched = [r[0] for r in up.select("p").distinct().collect()]
+    old = spark.read.parquet(table_dir).where(F.col("p").isin(touched))
+    o, u = old.alias("o"), up.alias("u")
+    cols = [F.coalesce(F.col(f"u.{c}"), F.col(f"o.{c}")).alias(c) for c in ("id", "p", "ts", "v", "amount")]
+    merged = o.join(u, (F.col("o.id") == F.col("u.id")) & (F.col("o.p") == F.col("u.p")), "full_outer")
+    merged.select(*cols).write.mode("overwrite").partitionBy("p").parquet(out_dir)
+
+
+def hudi_rows(path: str) -> int:
+    from airflow_hudi_occ.testing.tables import hudi_read
+    t = hudi_read(path)
+    ids = t.column("id")
+    if len(set(ids.to_pylist())) != t.num_rows:
+        raise RuntimeError(f"hudi-rs sees duplicate keys in {path}")
+    return t.num_rows
 
 
 # --- RFC-56: two writers --------------------------------------------------------------------------
@@ -190,7 +235,7 @@ def run(ctx) -> list[Figure]:
             t0 = time.perf_counter()
             res = SparkHudiWriter(spark, os.path.join(work, f"hudi-{rep}"), BASE_OPTS).write(df, "bulk_insert")
             t1 = time.perf_counter()
-            written = bare_arrow_write(spark, df, os.path.join(work, f"bare-{rep}"))
+            written = bare_write(spark, df, os.path.join(work, f"bare-{rep}"))
             t2 = time.perf_counter()
             df.write.mode("overwrite").partitionBy("p").parquet(os.path.join(work, f"plain-{rep}"))
             t3 = time.perf_counter()
@@ -199,21 +244,62 @@ def run(ctx) -> list[Figure]:
                 ours.append(t1 - t0)
                 bare.append(t2 - t1)
                 plain.append(t3 - t2)
+            if rep == size["reps"]:
+                got = hudi_rows(os.path.join(work, f"hudi-{rep}"))
+                assert got == n, f"hudi-rs read {got} rows of the bulk_insert, expected {n}"
             for d in ("hudi", "bare", "plain"):
-                shutil.rmtree(os.path.join(work, f"{d}-{rep}"), ignore_errors=True)
+                if rep < size["reps"]:
+                    shutil.rmtree(os.path.join(work, f"{d}-{rep}"), ignore_errors=True)
         o, b, p = Samples(ours), Samples(bare), Samples(plain)
         common = {"rows": n, "ours": o.summary(), "files": res.summary()["files"]}
         figures.append(Figure(
             "spark.bulk_insert.vs_bare_arrow", NAME,
-            f"bulk_insert of {n} rows through the transaction vs the same Arrow write without "
+            f"bulk_insert of {n} rows through the transaction vs the same Spark write without "
             "lock, instant, heartbeat, markers or commit", o.median_ms, "ms",
-            "bare Arrow write (same tagging and files)", b.median_ms, target=1.05,
+            "bare write (same tagging and files)", b.median_ms, target=1.05,
             details={**common, "bare": b.summary()}))
         figures.append(Figure(
             "spark.bulk_insert.vs_df_write_parquet", NAME,
             f"bulk_insert of {n} rows vs Spark's df.write.partitionBy('p').parquet of the same "
             "DataFrame (no keys, no dedupe, no meta columns)", o.median_ms, "ms",
-            "df.write.parquet", p.median_ms, details={**common, "plain": p.summary()}))
+            "df.write.parquet", p.median_ms, target=1.5, details={**common, "plain": p.summary()}))
+
+        # upsert N/10 into the N-row tables left by the last round
+        seed_hudi, seed_plain = os.path.join(work, f"hudi-{size['reps']}"), os.path.join(work, f"plain-{size['reps']}")
+        shutil.rmtree(os.path.join(work, f"bare-{size['reps']}"), ignore_errors=True)
+        up = upsert_df(spark, n)
+        n_up = up.count()
+        n_new = up.where(f"id >= {n}").count()
+        ups, plains = [], []
+        for rep in range(size["reps"] + 1):
+            ctx.log(f"spark_write: upsert {n_up} rows into {n}, round {rep}")
+            h, pl, out = (os.path.join(work, f"up-hudi-{rep}"), os.path.join(work, f"up-plain-{rep}"),
+                          os.path.join(work, f"up-plain-out-{rep}"))
+            shutil.copytree(seed_hudi, h)
+            shutil.copytree(seed_plain, pl)
+            t0 = time.perf_counter()
+            ures = SparkHudiWriter(spark, h, BASE_OPTS).write(up, "upsert")
+            t1 = time.perf_counter()
+            plain_upsert(spark, pl, up, out)
+            t2 = time.perf_counter()
+            if rep > 0:
+                ups.append(t1 - t0)
+                plains.append(t2 - t1)
+            if rep == size["reps"]:
+                got = hudi_rows(h)
+                assert got == n + n_new, f"hudi-rs read {got} rows after the upsert, expected {n + n_new}"
+            for d in (h, pl, out):
+                shutil.rmtree(d, ignore_errors=True)
+        u, pu = Samples(ups), Samples(plains)
+        figures.append(Figure(
+            "spark.upsert.vs_plain_spark", NAME,
+            f"upsert of {n_up} rows ({n_new} new) into {n} rows vs plain Spark reading the touched "
+            "partitions, joining and rewriting them", u.median_ms, "ms",
+            "plain Spark read+join+write", pu.median_ms, target=1.3,
+            details={"rows": n, "upsert_rows": n_up, "new_rows": n_new, "ours": u.summary(),
+                     "plain": pu.summary(), "files": ures.summary()["files"]}))
+        for d in (seed_hudi, seed_plain):
+            shutil.rmtree(d, ignore_errors=True)
 
         parts, per = size["rfc_parts"], size["rfc_rows"]
         seeded = os.path.join(work, "rfc56-seed")

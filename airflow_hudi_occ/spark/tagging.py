@@ -41,6 +41,7 @@ KEY = "_hoodie_record_key"
 PART = "_hoodie_partition_path"
 FID = "__hudi_file_id"
 SEQ = "__hudi_seq"
+TASK = "__hudi_task"
 HIVE_DEFAULT = "__HIVE_DEFAULT_PARTITION__"
 
 # Types whose Spark string cast equals Python's str() of the Arrow value (core's spelling).
@@ -83,9 +84,21 @@ def partition_path_expr(df: DataFrame, fields: list[str], hive_style: bool):
 def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
             precombine: str | None) -> DataFrame:
     """Key and partition columns, then one record per (partition, key)."""
+    return dedupe(keyed(df, key_fields, partition_fields, hive_style), precombine)
+
+
+def keyed(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool) -> DataFrame:
+    """Key and partition columns, and each record's place in the batch (for :func:`dedupe`)."""
     df = df.withColumn(SEQ, F.monotonically_increasing_id())
-    df = df.withColumn(KEY, record_key_expr(df, key_fields)) \
-           .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+    return df.withColumn(KEY, record_key_expr(df, key_fields)) \
+             .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+
+
+def dedupe(df: DataFrame, precombine: str | None, within: tuple[str, ...] = ()) -> DataFrame:
+    """One record per (partition, key) of a :func:`keyed` frame. ``within``: columns that every
+    record of a key shares (the file group), listed so that a frame already partitioned by
+    (partition, *within) is deduplicated in place: the window then needs no shuffle of its
+    own, only a sort within each Spark partition."""
     if precombine and precombine in df.columns:
         p = F.col(precombine)
         # core.commit.merge.dedupe: the largest non-null value wins, the later one on a tie; a null never
@@ -93,7 +106,7 @@ def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], h
         order = [p.isNull().asc(), p.desc(), F.when(p.isNull(), F.col(SEQ)).otherwise(-F.col(SEQ)).asc()]
     else:
         order = [F.col(SEQ).desc()]
-    w = Window.partitionBy(PART, KEY).orderBy(*order)
+    w = Window.partitionBy(PART, *within, KEY).orderBy(*order)
     return df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1").drop("__rn")
 
 
@@ -188,6 +201,36 @@ def assign_new(spark: SparkSession, df: DataFrame, assignment: Assignment) -> Da
              .drop("__rpart", "__rfid", "__lo", "__hi", "__h", "__total")
 
 
+def count_by_task(df: DataFrame) -> list[tuple[str, int, int, int]]:
+    """(partition, input task, records, copies of its most repeated key) for every pair of a
+    partition and a Spark partition of ``df`` (the task that reads it) holding records. One
+    job that shuffles only a 64-bit hash of each key: copies of a key share it, so a batch
+    whose hashes are unique has no duplicate key (a collision only looks like a duplicate,
+    which sends the batch the safe way, through the dedupe)."""
+    per_key = df.select(PART, F.xxhash64(KEY).alias("__kh"), F.spark_partition_id().alias(TASK)).groupBy(PART, "__kh").agg(
+        F.count(F.lit(1)).alias("__n"), F.min(TASK).alias(TASK))
+    rows = per_key.groupBy(PART, TASK).agg(F.sum("__n").alias("__rows"), F.max("__n").alias("__dup"))
+    return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows.collect()]
+
+
+def assign_new_by_task(spark: SparkSession, df: DataFrame,
+                       ranges: list[tuple[str, int, str, int, int, int]]) -> DataFrame:
+    """FID for every row by its (partition, input task) and a hash range of its key:
+    ``ranges`` rows are (partition, task, fileId, lo, hi, total of the pair). No shuffle: the
+    rows stay in the task that reads them. A row of a pair the plan lacks (the input changed
+    between the counting job and this one) fails the job rather than be dropped."""
+    r = spark.createDataFrame(ranges, "__rpart string, __rtask int, __rfid string, __lo long, "
+                                      "__hi long, __total long")
+    df = df.withColumn(TASK, F.spark_partition_id())
+    h = F.pmod(F.xxhash64(F.col(KEY)), F.col("__total"))
+    cond = (df[PART] == r["__rpart"]) & (df[TASK] == r["__rtask"]) & (h >= r["__lo"]) & (h < r["__hi"])
+    out = df.join(F.broadcast(r), cond, "left")
+    fid = F.when(F.col("__rfid").isNull(), F.raise_error(F.lit(
+        "a record of an input partition the write did not plan for: the input changed while "
+        "it was written; make it deterministic (e.g. cache it) and retry"))).otherwise(F.col("__rfid"))
+    return out.withColumn(FID, fid).drop("__rpart", "__rtask", "__rfid", "__lo", "__hi", "__total", TASK)
+
+
 def bucket_of_expr(num_buckets: int, num_key_fields: int = 1):
     """The bucket of each record, by Java Hudi's bucket hash (core.bucket_index), so that the
     Spark writer, the Arrow writer and Java Hudi agree on every key's bucket. The record key
@@ -221,13 +264,51 @@ def assign_buckets(df: DataFrame, existing: dict[tuple[str, int], str], num_buck
     return out, mapping
 
 
+#: the driver-side probe of :func:`first_held_hit` reads the held base files' keys itself only
+#: up to this many bytes of base files (beyond, the Spark join alone answers)
+PROBE_MAX_BYTES = 256 * 1024 * 1024
+#: how many of the batch's first records the probe compares
+PROBE_ROWS = 10_000
+
+
 def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], partition_fields: list[str],
                    hive_style: bool, slices: list[FileSlice], storage: Storage) -> str | None:
     """The file group (fileId) of the first batch record whose key lives in one of ``slices``
-    (the file groups other writers are writing), or None. One Spark job: the batch's keys
-    joined with those base files' keys, read by Spark itself. A simple index puts such a
-    record in exactly that file group, so a hit is a certain conflict, found before tagging."""
+    (the file groups other writers are writing), or None. A simple index puts such a record in
+    exactly that file group, so a hit is a certain conflict, found before tagging.
+
+    First a probe that costs well under a second: the batch's first records (a limited
+    collect, which Spark answers from the first input partition) against the held base files'
+    key column read on the driver. A doomed batch (one rewriting those file groups) nearly
+    always hits there. Only a batch the probe clears pays the full answer: one Spark job
+    joining all its keys with those files' keys."""
     keyed = df.select(partition_path_expr(df, partition_fields, hive_style).alias(PART),
                       record_key_expr(df, key_fields).alias(KEY))
+    hit = _probe_held(keyed, slices, storage)
+    if hit is not None:
+        return hit
     hit = lookup(spark, keyed, slices, storage).where(F.col(FID).isNotNull()).select(FID).limit(1).collect()
     return hit[0][0] if hit else None
+
+
+def _probe_held(keyed: DataFrame, slices: list[FileSlice], storage: Storage) -> str | None:
+    import pyarrow.compute as pc
+    from airflow_hudi_occ.core.format.base_file import read_parquet_columns
+
+    try:
+        total = sum(storage.size(storage.path(s.base_file.relative_path)) for s in slices)
+    except (OSError, FileNotFoundError):
+        return None
+    if total > PROBE_MAX_BYTES:
+        return None
+    first = keyed.limit(PROBE_ROWS).toArrow()
+    if first.num_rows == 0:
+        return None
+    for s in slices:
+        mine = first.filter(pc.equal(first.column(PART), s.partition)).column(KEY)
+        if len(mine) == 0:
+            continue
+        keys = read_parquet_columns(storage, s.base_file.relative_path, [KEY]).column(KEY)
+        if pc.any(pc.is_in(mine, value_set=keys.combine_chunks().cast(pa.string()))).as_py():
+            return s.file_id
+    return None

@@ -5,11 +5,16 @@
     driver:    _validate: options -> table (created on first write) -> schema check
                (refused BEFORE the instant exists)
                -> _begin: WriteTransaction.begin (lock, instant, heartbeat; on_begin told)
-               -> _plan_file_groups: tagging (tagging.py: keys, dedupe, simple/bucket index,
-                  file sizing; file_group_plan.py: which of them per operation)
+               -> _check_before_tagging: RFC-56 against live writers' markers (a driver-side
+                  probe of the batch's first records, then one Spark join if needed)
+               -> _plan_file_groups: tagging (tagging.py: keys, simple/bucket index, file
+                  sizing; file_group_plan.py: which of them per operation, in one pass)
                -> _start_inflight: pending-clustering check, inflight with the planned groups
-    executors: _write_files, per file group (executor.py): abort? -> early conflict check +
-               marker -> merge with the previous base file -> one parquet base file -> WriteStat
+    executors: _write_files: records shuffled by file group, deduplicated after the shuffle;
+               new file groups only, on a local table: Spark's parquet writer, markers made
+               by the driver first, files published under Hudi names (native_write.py);
+               else per file group (executor.py): abort? -> early conflict check + marker
+               -> merge with the previous base file -> one parquet base file -> WriteStat
     driver:    _commit under the lock with conflict resolution (core) -> result
                (or _cancelled / _lost_to_twin / _abort: the instant rolled back)
 
@@ -59,10 +64,10 @@ from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
-from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark import native_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
-from airflow_hudi_occ.spark.file_group_plan import tag_file_groups
+from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.options import SparkWriteOptions, check_merge_on_read
 
@@ -284,36 +289,33 @@ class SparkHudiWriter(SparkTableJob):
         tx.begin()
         return run
 
-    def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> "_FilePlan":
+    def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> FilePlan:
         """Tag the records (keys, partitions, file groups) against the snapshot read after
         begin, and settle which file groups the write touches."""
         cfg = batch.table.config
-        op = batch.op
-        prepared = tagging.prepare(batch.df, cfg.record_key_fields, cfg.partition_fields,
-                                   cfg.hive_style_partitioning, cfg.precombine_field)
-        prepared = prepared.persist()
+        keyed = tagging.keyed(batch.df, cfg.record_key_fields, cfg.partition_fields,
+                              cfg.hive_style_partitioning)
+        if not batch.bucket:
+            native = batch.op in ("bulk_insert", "insert_overwrite") and \
+                native_write.applies(batch.table, "create", batch.df.schema)
+            plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table, run.persisted,
+                                    by_task=native)
+            run.planned = plan.planned
+            return plan
+        prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
         run.persisted.append(prepared)
-        part_counts = None
-        if op in ("insert", "bulk_insert", "insert_overwrite") and not batch.bucket:
-            # No index lookup: one pass gives the partitions and the new records per
-            # partition, and the file groups are those the plan assigns.
-            part_counts = {r[0]: r[1] for r in prepared.groupBy(tagging.PART).count().collect()}
-            partitions = sorted(part_counts)
-        else:
-            partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
+        partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
         view = FileSystemView(batch.table)  # the snapshot this write reads (after begin)
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
-        tagged, planned = tag_file_groups(self.spark, prepared, op, batch.opts, batch.table, view,
-                                          slices, batch.bucket, batch.num_buckets, part_counts)
-        if planned is None:
-            tagged = tagged.persist()
-            run.persisted.append(tagged)
-            groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
-            planned = sorted(set(groups))
-        run.planned = planned
-        return _FilePlan(tagged=tagged, partitions=partitions, view=view, slices=slices)
+        tagged = tag_buckets(self.spark, prepared, batch.op, batch.table, slices,
+                             batch.num_buckets).persist()
+        run.persisted.append(tagged)
+        groups = [(r[0], r[1]) for r in tagged.groupBy(tagging.PART, tagging.FID).count().collect()]
+        run.planned = sorted(set(groups))
+        return FilePlan(tagged=tagged, partitions=partitions, view=view, slices=slices,
+                        planned=run.planned)
 
-    def _start_inflight(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> None:
+    def _start_inflight(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> None:
         """Refused before any data file exists if clustering would drop these updates; then
         inflight with the planned file groups."""
         existing = plan.existing
@@ -324,20 +326,31 @@ class SparkHudiWriter(SparkTableJob):
                                                run.tx.instant, batch.opts.write_config)
         run.tx.start_inflight(planned_file_groups=run.planned)
 
-    def _write_files(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> list[WriteStat]:
-        """The Spark job: one task per planned file group, in a job group the driver cancels
-        on a conflict or an abort signal."""
+    def _write_files(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[WriteStat]:
+        """The Spark job, in a job group the driver cancels on a conflict or an abort signal:
+        new file groups only (and a local table): Spark's own parquet writer
+        (native_write.py); else one Python task per planned file group (executor.py)."""
         if not run.planned:
             return []
         if batch.mor:
             from airflow_hudi_occ.spark import mor_executor
             return mor_executor.write_files(self, batch, run, plan)
         tx, table = run.tx, batch.table
-        cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
-        job = plan.tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
-                  .applyInArrow(make_group_fn(self._task_context(batch, run, plan)), STAT_DDL)
-        rows = run_watched(self.spark, table, tx.instant_time, job.collect,
-                           description=f"hudi {batch.op} {table.name} {tx.instant_time}",
+        ctx = self._task_context(batch, run, plan)
+        records = self._records_by_file_group(batch, plan)
+        description = f"hudi {batch.op} {table.name} {tx.instant_time}"
+        if native_write.applies(table, ctx.mode, batch.df.schema):
+            names = native_write.file_names(run.planned, tx.instant_time)
+            native_write.create_markers(table, tx.config, tx.instant_time, names)
+            out = native_write.staging_dir(table, tx.instant_time)
+            t0 = time.time()
+            run_watched(self.spark, table, tx.instant_time,
+                        native_write.write_job(self.spark, records, batch.user_columns,
+                                               tx.instant_time, names, out),
+                        description=description, extra_check=self._async_checker(tx, run.planned))
+            return native_write.publish(table, tx.instant_time, names, out, t0)
+        job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+        rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned))
         stopped = [r for r in rows if r.stopped]
         if stopped:  # the signal is gone (cleared by someone): still doomed
@@ -346,7 +359,21 @@ class SparkHudiWriter(SparkTableJob):
                 f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
         return [_write_stat(r) for r in rows]
 
-    def _task_context(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan") -> TaskContext:
+    @staticmethod
+    def _records_by_file_group(batch: "_Batch", plan: FilePlan):
+        """The tagged records, one per key, shuffled by file group: the dedupe runs after
+        the shuffle (all copies of a key share its file group), so it costs a sort within
+        each Spark partition, not a shuffle of its own. A plan by input task (no duplicate
+        keys, file groups of their own per task) needs neither."""
+        cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
+        data = plan.tagged
+        if plan.shuffle:
+            data = data.repartition(tagging.PART, tagging.FID)
+        if not plan.deduped:
+            data = tagging.dedupe(data, batch.table.config.precombine_field, within=(tagging.FID,))
+        return data.select(*cols)
+
+    def _task_context(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> TaskContext:
         """What every executor task needs: how to write (create, append, merge, delete) and
         the base file each touched file group had."""
         mode = {"upsert": "merge", "delete": "delete", "insert": "append",
@@ -362,7 +389,7 @@ class SparkHudiWriter(SparkTableJob):
                            precombine=batch.table.config.precombine_field, prev=prev,
                            completed_at_start=sorted(run.tx.snapshot.completed_at_start))
 
-    def _commit(self, batch: "_Batch", run: "_Attempt", plan: "_FilePlan", stats: list[WriteStat],
+    def _commit(self, batch: "_Batch", run: "_Attempt", plan: FilePlan, stats: list[WriteStat],
                 extra_metadata: Mapping[str, str] | None,
                 before_commit: Callable[[WriteTransaction], None] | None) -> SparkWriteResult:
         """Commit under the lock with conflict resolution (core)."""
@@ -527,20 +554,6 @@ class _Attempt:
     @property
     def planned_parts(self) -> set[str]:
         return {p for p, _ in self.planned}
-
-
-@dataclass
-class _FilePlan:
-    """Where the batch goes: the tagged records, and the snapshot they were tagged against."""
-
-    tagged: Any
-    partitions: list[str]
-    view: FileSystemView
-    slices: list
-
-    @property
-    def existing(self) -> dict:
-        return {(s.partition, s.file_id): s for s in self.slices}
 
 
 def _write_stat(r) -> WriteStat:

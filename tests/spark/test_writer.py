@@ -227,3 +227,31 @@ def test_early_check_before_tagging_stops_only_writes_into_held_file_groups(spar
     finally:
         other.abort(reason="test")
     assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x", 3: "y2"}
+
+
+def test_early_check_before_tagging_finds_a_held_key_beyond_the_probe(spark, tmp_path, monkeypatch):
+    """The driver-side probe compares only the batch's first records; a held key further on is
+    still found before tagging, by the Spark join."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.errors import EarlyConflictError
+    from airflow_hudi_occ.spark import tagging
+
+    monkeypatch.setattr(tagging, "PROBE_ROWS", 1)
+    path = str(tmp_path / "tbl")
+    ecd = {"hoodie.write.concurrency.early.conflict.detection.enable": "true",
+           "hoodie.parquet.small.file.limit": "0"}
+    w = SparkHudiWriter(spark, path, options(**ecd))
+    w.write(spark.createDataFrame([(0, "a", 1, "x")], SCHEMA), "insert")
+    fx = hudi_read(path).to_pylist()[0]["_hoodie_file_name"].split("_")[0]
+    other = WriteTransaction(Table.open(path), WriteConfig.from_options(options(**ecd)))
+    other.begin()
+    try:
+        other.create_marker("a", f"{fx}_0-0-0_{other.instant_time}.parquet", "MERGE")
+        batch = spark.createDataFrame([(7, "a", 2, "new"), (0, "a", 2, "x2")], SCHEMA).coalesce(1)
+        with pytest.raises(EarlyConflictError) as e:
+            w.write(batch, "upsert")
+        assert e.value.stopped_before_tagging is True and e.value.files_written == 0
+    finally:
+        other.abort(reason="test")
+    assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x"}
