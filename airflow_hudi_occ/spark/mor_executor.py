@@ -81,8 +81,9 @@ def write_files(writer, batch, run, plan) -> list[WriteStat]:
     ctx = MorTaskContext(base=base, logs=logs, ordering_type=otype,
                          schema_json=json.dumps(table_avro_schema(json.loads(batch.schema_json)),
                                                 separators=(",", ":")))
-    cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
-    job = plan.tagged.select(*cols).groupBy(tagging.PART, tagging.FID) \
+    # one record per key, as the copy-on-write job gets them (the plan may leave the batch's
+    # duplicate keys to the write job)
+    job = writer._records_by_file_group(batch, plan).groupBy(tagging.PART, tagging.FID) \
               .applyInArrow(make_group_fn(ctx), MOR_STAT_DDL)
     rows = run_watched(writer.spark, table, tx.instant_time, job.collect,
                        description=f"hudi {batch.op} (deltacommit) {table.name} {tx.instant_time}",
