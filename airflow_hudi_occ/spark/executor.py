@@ -41,6 +41,7 @@ from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import parquet_write_options, with_meta_columns
 from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import RetryableError, WriteAbortedError
@@ -266,6 +267,17 @@ def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
         raise WriteAbortedError(f"write {ctx.instant} aborted while writing {rel}",
                                 instant=ctx.instant, reason="aborted")
     return len(data)
+
+
+def write_stat_of(r) -> WriteStat:
+    """A task's row (STAT_DDL) as the commit metadata's write stat."""
+    return WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
+                     prev_commit=r.prev_commit, num_writes=r.num_writes,
+                     num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
+                     num_inserts=r.num_inserts, file_size_in_bytes=r.file_size,
+                     total_write_bytes=r.file_size, prev_base_file=r.prev_base_file,
+                     create_time_ms=r.write_ms if r.prev_commit == "null" else 0,
+                     upsert_time_ms=r.write_ms if r.prev_commit != "null" else 0)
 
 
 def make_group_fn(ctx: TaskContext):

@@ -180,8 +180,7 @@ def make_group_fn(ctx: MorTaskContext):
 
 def _write_stat(r) -> WriteStat:
     if r.log_file is None:  # a new file group's base file: as a copy-on-write insert
-        from airflow_hudi_occ.spark.writer import _write_stat as base_stat
-        return base_stat(r)
+        return executor.write_stat_of(r)
     return WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
                      prev_commit=r.prev_commit, num_writes=r.num_writes, num_deletes=r.num_deletes,
                      num_update_writes=r.num_update_writes, num_inserts=0,

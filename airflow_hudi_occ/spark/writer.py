@@ -66,7 +66,7 @@ from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepar
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
-from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
+from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.options import SparkWriteOptions, check_merge_on_read
@@ -357,7 +357,7 @@ class SparkHudiWriter(SparkTableJob):
             raise WriteAbortedError(
                 f"write {tx.instant_time} stopped on {len(stopped)} file group(s): "
                 f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
-        return [_write_stat(r) for r in rows]
+        return [write_stat_of(r) for r in rows]
 
     @staticmethod
     def _records_by_file_group(batch: "_Batch", plan: FilePlan):
@@ -554,17 +554,6 @@ class _Attempt:
     @property
     def planned_parts(self) -> set[str]:
         return {p for p, _ in self.planned}
-
-
-def _write_stat(r) -> WriteStat:
-    """A task's row (STAT_DDL) as the commit metadata's write stat."""
-    return WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,
-                     prev_commit=r.prev_commit, num_writes=r.num_writes,
-                     num_deletes=r.num_deletes, num_update_writes=r.num_update_writes,
-                     num_inserts=r.num_inserts, file_size_in_bytes=r.file_size,
-                     total_write_bytes=r.file_size, prev_base_file=r.prev_base_file,
-                     create_time_ms=r.write_ms if r.prev_commit == "null" else 0,
-                     upsert_time_ms=r.write_ms if r.prev_commit != "null" else 0)
 
 
 def _unpersist(frames: list) -> None:

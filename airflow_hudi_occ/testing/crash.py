@@ -190,7 +190,12 @@ def install(point: str | None = None) -> str | None:
             store.write(store.path(relative_path), data[: len(data) // 2])
             maybe_crash("torn_file", path=relative_path)
             return orig_wp(store, relative_path, table)
+
+        def write_parquet_chunks(store, relative_path, chunks):  # the writer's chunked route
+            import pyarrow as pa
+            return write_parquet(store, relative_path, pa.concat_tables(list(chunks)))
         writer.write_parquet = write_parquet
+        writer.write_parquet_chunks = write_parquet_chunks
 
     elif point == "after_all_files":
         orig_commit = WT.commit

@@ -3,6 +3,8 @@ executor gives, read exactly by hudi-rs; a Spark compaction killed mid-way is re
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import shutil
 import signal
@@ -97,6 +99,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a slower case (a second Spark driver, or a race); the default run keeps the model checks
 def test_spark_compaction_killed_mid_way_is_rerun_by_the_next_attempt(spark, tmp_path):
     """The driver process (and its Spark) is SIGKILLed once the first new base file exists:
     readers see the old slices (0 lost, 0 exposed); the next Spark attempt rolls the dead
@@ -140,6 +143,7 @@ def test_spark_compaction_killed_mid_way_is_rerun_by_the_next_attempt(spark, tmp
     assert {k: {c: v[c] for c in ("id", "p", "ts", "v")} for k, v in _read(table.base_uri).items()} == model
 
 
+@pytest.mark.slow  # a slower case (a second Spark driver, or a race); the default run keeps the model checks
 def test_spark_writes_racing_a_spark_compaction(spark, tmp_path):
     """Spark MOR writes before and after a compaction is planned on their file group: the later
     log file is recorded in the slice the compaction starts (prevCommit = the compaction, no

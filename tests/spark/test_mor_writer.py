@@ -249,6 +249,7 @@ def test_conflict_with_a_core_writer_in_another_process_on_one_file_group(spark,
     check(path, model)
 
 
+@pytest.mark.slow  # a slower case (a second Spark driver, or a race); the default run keeps the model checks
 def test_the_spark_job_writes_a_merge_on_read_table(spark, tmp_path):
     """spark-submit of the engine's job with hoodie.datasource.write.table.type=MERGE_ON_READ
     (what HudiWriteOperator submits): an upsert of stored keys is a deltacommit of log files."""
