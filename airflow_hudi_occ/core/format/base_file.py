@@ -104,20 +104,7 @@ def parquet_write_options(table: pa.Table) -> dict:
 def write_parquet(storage, relative_path: str, table: pa.Table) -> int:
     """Write a whole base file, created only if absent; returns its size in bytes. Locally the
     parquet writer streams into the hidden temporary file that is then linked into place."""
-    opts = parquet_write_options(table)
-    path = storage.path(relative_path)
-    storage.makedirs(posixpath.dirname(path))
-    size = [0]
-
-    def write(f):
-        pq.write_table(table, f, **opts)
-        size[0] = f.tell()
-    try:
-        storage.create_if_absent(path, write)
-    except FileExistsError:
-        raise FileExistsError(f"base file {relative_path} already exists; a base file is written "
-                              "once per (fileId, write token, instant)") from None
-    return size[0]
+    return write_parquet_chunks(storage, relative_path, [table])
 
 
 def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]) -> int:
