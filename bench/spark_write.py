@@ -6,9 +6,8 @@ session (so JVM start-up is paid once and never measured):
 - ``spark.bulk_insert.vs_bare_arrow`` (target <= 1.05, the 5% overhead Alibaba reports for
   their exactly-once commit): ``SparkHudiWriter.write(df, "bulk_insert")`` of N rows (2 M in the
   full run) into a new table, against a *bare write* of the same rows: the same tagging
-  (keys, file-group planning by input task, or dedupe after a shuffle by file group when the
-  batch has duplicate keys) and the same Spark
-  parquet job writing the same files with the five meta columns (spark/native_write.py),
+  (keys, file groups by partition and input task, counted in one small job) and the same
+  Spark parquet job writing the same files with the five meta columns (spark/native_write.py),
   moved to their Hudi names, but no lock, instant, heartbeat, markers, early-detection check
   or commit. The difference is the transactional machinery.
 - ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
@@ -79,33 +78,30 @@ def source_df(spark, rows: int, parts: int = 4):
 
 def bare_write(spark, df, out_dir: str) -> int:
     """Everything of the Hudi bulk_insert but the transaction (see the module docstring)."""
+    import uuid as _uuid
+
+    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.spark import native_write, tagging
-    from airflow_hudi_occ.spark.file_group_plan import plan_by_task
+    from airflow_hudi_occ.spark.file_group_plan import plan_by_pair
     from airflow_hudi_occ.spark.options import SparkWriteOptions
 
     opts = SparkWriteOptions.from_options(BASE_OPTS)
     instant = time.strftime("%Y%m%d%H%M%S000", time.gmtime())
     keyed = tagging.keyed(df, opts.record_key_fields, opts.partition_fields, False)
-    by_pair = tagging.count_by_task(keyed)
-    counts: dict = {}
-    for part, _, c, _ in by_pair:
-        counts[part] = counts.get(part, 0) + c
-    by_task = plan_by_task(spark, keyed, opts.max_file_size, opts.record_size_estimate, by_pair, counts)
-    if by_task is not None:
-        records, planned = by_task
-    else:
-        plan = tagging.plan_new_file_groups(counts, {}, max_file_size=opts.max_file_size,
-                                            record_size=opts.record_size_estimate)
-        records = tagging.dedupe(tagging.assign_new(spark, keyed, plan).repartition(tagging.PART, tagging.FID),
-                                 opts.precombine_field, within=(tagging.FID,))
-        planned = sorted({(b.partition, b.file_id) for b in plan.buckets if b.weight > 0})
-    names = native_write.file_names(planned, instant)
+    # an empty table to size by (Hudi's record estimate, as the first write of ours)
+    table = Table.create(os.path.join(out_dir, ".sizing"), "bare", record_key_fields=["id"],
+                         partition_fields=["p"], precombine_field="ts")
+    plan = plan_by_pair(keyed, opts, table, _uuid.uuid4().hex[:8])
+    assert plan is not None, "the bench's input takes the plan by (partition, task)"
+    names = native_write.pair_file_names(plan.by_pair, instant)
     staging = os.path.join(out_dir, ".staging")
-    native_write.write_job(spark, records, list(df.columns), instant, names, staging)()
+    records = keyed.select(*df.columns, tagging.KEY, tagging.PART)
+    native_write.write_job_by_pair(spark, records, list(df.columns), instant, plan.by_pair, staging)()
     import pyarrow.parquet as pq
     written = 0
-    for i, ((part, _), name) in enumerate(names.items()):
-        folder = os.path.join(staging, f"{native_write.GROUP}={i}")
+    folders = plan.by_pair.folders()
+    for (part, fid), name in names.items():
+        folder = os.path.join(staging, f"{native_write.GROUP}={folders[(part, fid)]}")
         if not os.path.isdir(folder):
             continue
         (staged,) = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]

@@ -97,7 +97,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.datasource.write.payload.class": "records merge by the precombine (ordering) field",
     "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
-    "hoodie.combine.before.insert": "duplicates in a batch are always combined by key",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
     "hoodie.datasource.write.partitionpath.urlencode": "a table property, fixed at false",
     "hoodie.datasource.write.drop.partition.columns": "a table property, fixed at false",
@@ -486,6 +485,12 @@ RECORD_SIZE_ESTIMATE = ConfigProperty("hoodie.copyonwrite.record.size.estimate",
 INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
                             doc="SIMPLE or BUCKET")
 BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
+#: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
+#: unless asked to combine them (the batch's copies of a key, by the precombine field).
+#: bulk_insert never looks keys up in the table either: its contract is "these keys are new".
+#: insert and upsert always combine (stricter than Hudi's insert).
+COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
+                                       doc="bulk_insert only: true combines duplicate keys of a batch")
 
 
 # --- table services: clean and clustering ----------------------------------------------------

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.format.base_file import parquet_write_options, with_meta_columns
+from airflow_hudi_occ.core.format.base_file import parquet_writer, with_meta_columns
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
@@ -221,11 +221,12 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         else:
             user = merge.conform(incoming, ctx.target_schema)
             keys = incoming.column(KEY).combine_chunks()
-            times = pa.array([ctx.instant] * incoming.num_rows, pa.string())
+            times = None  # every row is this instant's
             upd, ins, dels = 0, incoming.num_rows, 0
         full = with_meta_columns(user, instant_time=ctx.instant, partition=partition, file_name=name,
                                  keys=keys, commit_times=times,
-                                 seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_")
+                                 seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_",
+                                 dictionary_constants=True)
         size = _write(table, rel, full, ctx)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel,
@@ -251,7 +252,7 @@ def _instant_of(rel: str) -> str:
 def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
     """Write the parquet in row groups (abort checked between them), then create it whole."""
     buf = io.BytesIO()
-    with pq.ParquetWriter(buf, full.schema, **parquet_write_options(full)) as w:
+    with parquet_writer(buf, full.schema) as w:
         for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
             abort_signal.check_abort(table, ctx.instant)
             w.write_table(full.slice(off, ctx.batch_rows))

@@ -41,6 +41,7 @@ from pyspark.sql import types as T
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.errors import WriteAbortedError
+from airflow_hudi_occ.core.format.base_file import UNIQUE_META_COLUMNS
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
@@ -115,14 +116,81 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
     return action
 
 
-def publish(table, instant: str, names: dict, out_dir: str, started: float) -> list[WriteStat]:
+def pair_file_names(plan, instant: str) -> dict:
+    """(partition, fileId) -> base file name of a :class:`~file_group_plan.PairPlan`: the write
+    token is ``<task>-0-0``, as the write job spells it."""
+    return {g: base_file_name(g[1], f"{task}-0-0", instant) for g, task in plan.groups().items()}
+
+
+def write_job_by_pair(spark, records, user_columns: list[str], instant: str, plan, out_dir: str):
+    """The Spark action of a :func:`file_group_plan.plan_by_pair` bulk_insert: each input task
+    writes its records, as read, into ``out_dir/<GROUP>=<folder>/``, the folder being
+    :meth:`PairPlan.folder` of its file group: a long computed from the task id, the
+    partition's hash and a chunk of the key's hash (only pairs above the max file size have
+    more than one chunk). Its file name comes from a broadcast lookup of that long (a string
+    built per row cost more than the rest of the write). No shuffle. A record of a pair the
+    count did not see lands in a folder outside the plan, which :func:`publish` refuses."""
+    task = F.spark_partition_id()
+    big = {f"{t}|{p}": plan.files((p, t)) for (p, t) in plan.pairs if plan.files((p, t)) > 1}
+    if big:
+        files = F.try_element_at(F.create_map(*[F.lit(x) for kv in sorted(big.items()) for x in kv]),
+                                 F.concat(task.cast("string"), F.lit("|"), F.col(tagging.PART)))
+        chunk = F.pmod(F.xxhash64(F.col(tagging.KEY)), F.coalesce(files, F.lit(1)))
+    else:
+        chunk = F.lit(0)
+    folder = (F.shiftleft(task.cast("long"), 43) + F.shiftleft(chunk.cast("long"), 32)
+              + F.xxhash64(F.col(tagging.PART)).bitwiseAND(0xFFFFFFFF))
+    names = pair_file_names(plan, instant)
+    lookup = spark.createDataFrame([(f, names[g]) for g, f in plan.folders().items()],
+                                   "__hudi_folder long, __hudi_name string")
+    # Spark's writer sorts each task's rows by GROUP: sorted here, before the meta columns
+    # exist, the rows it sorts are narrow (measured: sorting the written rows, with their
+    # file name and sequence number, cost more than the rest of the write)
+    df = records.withColumn(GROUP, folder).sortWithinPartitions(GROUP)
+    df = df.join(F.broadcast(lookup), df[GROUP] == lookup["__hudi_folder"], "left")
+    seq = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1).cast("string")
+    # a condition Spark cannot fold (the task id is non-deterministic to it): every column nullable
+    known = task >= 0
+    meta = {
+        "_hoodie_commit_time": F.lit(instant),
+        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), task.cast("string"), F.lit("_"), seq),
+        "_hoodie_record_key": F.col(tagging.KEY),
+        "_hoodie_partition_path": F.col(tagging.PART),
+        "_hoodie_file_name": F.col("__hudi_name"),
+    }
+    cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS]
+    cols += [F.when(known, F.col(c)).alias(c) for c in user_columns]
+    out = df.select(*cols, GROUP)
+
+    def action():
+        w = out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy")
+        for c in UNIQUE_META_COLUMNS:  # no dictionary built only to be dropped (as base_file.py)
+            w = w.option(f"parquet.enable.dictionary#{c}", "false")
+        w.parquet(out_dir)
+    return action
+
+
+def publish(table, instant: str, names: dict, out_dir: str, started: float, *,
+            folders: dict | None = None) -> list[WriteStat]:
     """Move each file group's one staged file to its Hudi name; its write stat from the
-    footer. A file group that got no record (its hash range stayed empty) has no file."""
+    footer. A file group that got no record (its hash range stayed empty) has no file.
+    ``folders``: the ``GROUP`` value each file group was staged under (default: its index in
+    ``names``); a staged folder outside them (the input changed after it was counted) fails
+    the write before anything is moved."""
     abort_signal.check_abort(table, instant)
     ms = int((time.time() - started) * 1000)
+    folders = folders or {g: i for i, g in enumerate(names)}
+    staged = {n.split("=", 1)[1] for n in os.listdir(out_dir) if n.startswith(f"{GROUP}=")} \
+        if os.path.isdir(out_dir) else set()
+    unplanned = staged - {str(v) for v in folders.values()}
+    if unplanned:
+        raise RuntimeError(
+            f"Spark wrote {len(unplanned)} file group(s) the plan of {instant} did not count: the "
+            "input changed between the count and the write; make it deterministic (e.g. cache "
+            "it) and retry")
     stats = []
-    for i, ((partition, file_id), name) in enumerate(names.items()):
-        folder = os.path.join(out_dir, f"{GROUP}={i}")
+    for (partition, file_id), name in names.items():
+        folder = os.path.join(out_dir, f"{GROUP}={folders[(partition, file_id)]}")
         if not os.path.isdir(folder):
             continue
         staged = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
-from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE,  # noqa: F401
+from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE,  # noqa: F401
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,
                                           TABLE_TYPE, DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
@@ -58,6 +58,8 @@ class SparkWriteOptions:
     bucket_num: int
     write_config: WriteConfig
     options: Mapping[str, str]
+    #: bulk_insert combines a batch's duplicate keys only when asked (Hudi's default: no)
+    combine_before_insert: bool = False
 
     @property
     def operation_type(self) -> str:
@@ -85,6 +87,7 @@ class SparkWriteOptions:
             bucket_num=BUCKET_NUM.get(opts),
             write_config=write_config,
             options=opts,
+            combine_before_insert=COMBINE_BEFORE_INSERT.get(opts),
         )
         if o.max_file_size <= 0 or o.record_size_estimate <= 0:
             raise ConfigError("file and record sizes must be positive", key=MAX_FILE_SIZE.key,

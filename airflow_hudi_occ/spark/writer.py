@@ -58,6 +58,7 @@ from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServer
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
+from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
@@ -67,7 +68,7 @@ from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, Wr
 from airflow_hudi_occ.spark import native_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
-from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_file_groups, tag_buckets
+from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.options import SparkWriteOptions, check_merge_on_read
 
@@ -298,8 +299,13 @@ class SparkHudiWriter(SparkTableJob):
         if not batch.bucket:
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
-            plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table, run.persisted,
-                                    by_task=native)
+            plan = None
+            if native and batch.op == "bulk_insert" and not batch.combines:
+                plan = plan_by_pair(keyed, batch.opts, batch.table, new_file_id()[:8])
+            if plan is None:
+                plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
+                                        run.persisted, by_task=native and batch.combines)
+                plan.deduped = plan.deduped or not batch.combines
             run.planned = plan.planned
             return plan
         prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
@@ -340,15 +346,20 @@ class SparkHudiWriter(SparkTableJob):
         records = self._records_by_file_group(batch, plan)
         description = f"hudi {batch.op} {table.name} {tx.instant_time}"
         if native_write.applies(table, ctx.mode, batch.df.schema):
-            names = native_write.file_names(run.planned, tx.instant_time)
+            pairs = plan.by_pair
+            names = (native_write.pair_file_names(pairs, tx.instant_time) if pairs is not None
+                     else native_write.file_names(run.planned, tx.instant_time))
             native_write.create_markers(table, tx.config, tx.instant_time, names)
             out = native_write.staging_dir(table, tx.instant_time)
             t0 = time.time()
-            run_watched(self.spark, table, tx.instant_time,
-                        native_write.write_job(self.spark, records, batch.user_columns,
-                                               tx.instant_time, names, out),
-                        description=description, extra_check=self._async_checker(tx, run.planned))
-            return native_write.publish(table, tx.instant_time, names, out, t0)
+            job = (native_write.write_job_by_pair(self.spark, records, batch.user_columns,
+                                                  tx.instant_time, pairs, out) if pairs is not None
+                   else native_write.write_job(self.spark, records, batch.user_columns,
+                                               tx.instant_time, names, out))
+            run_watched(self.spark, table, tx.instant_time, job, description=description,
+                        extra_check=self._async_checker(tx, run.planned))
+            return native_write.publish(table, tx.instant_time, names, out, t0,
+                                        folders=pairs.folders() if pairs is not None else None)
         job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
         rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned))
@@ -365,7 +376,8 @@ class SparkHudiWriter(SparkTableJob):
         the shuffle (all copies of a key share its file group), so it costs a sort within
         each Spark partition, not a shuffle of its own. A plan by input task (no duplicate
         keys, file groups of their own per task) needs neither."""
-        cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
+        cols = batch.user_columns + [tagging.KEY, tagging.PART]
+        cols += [] if plan.by_pair is not None else [tagging.FID]  # named in the write job
         data = plan.tagged
         if plan.shuffle:
             data = data.repartition(tagging.PART, tagging.FID)
@@ -539,6 +551,13 @@ class _Batch:
     @property
     def user_columns(self) -> list[str]:
         return list(self.df.columns)
+
+    @property
+    def combines(self) -> bool:
+        """Whether the batch's copies of a key are combined: always, but for a copy-on-write
+        bulk_insert with the simple index and without ``hoodie.combine.before.insert`` (Hudi's
+        default)."""
+        return self.op != "bulk_insert" or self.mor or self.bucket or self.opts.combine_before_insert
 
 
 @dataclass

@@ -44,9 +44,10 @@ def test_bulk_insert_files_carry_hudi_names_meta_columns_and_one_record_per_key(
             return action()
         return checked
     monkeypatch.setattr(native_write, "write_job", job)
-    # 60 keys, 10 of them twice: the larger ts wins
+    # 60 keys, 10 of them twice: combined on request, the larger ts wins
     rows = _rows(60) + [(i, "ab"[i % 2], 5, f"dup{i}") for i in range(10)]
-    res = SparkHudiWriter(spark, path, OPTS).write(spark.createDataFrame(rows, SCHEMA), "bulk_insert")
+    res = SparkHudiWriter(spark, path, {**OPTS, "hoodie.combine.before.insert": "true"}).write(
+        spark.createDataFrame(rows, SCHEMA), "bulk_insert")
     assert seen["markers"] == seen["names"] and len(seen["names"]) >= 2  # several file groups
     got = hudi_read(path).to_pylist()
     assert sorted(r["id"] for r in got) == list(range(60))
@@ -74,8 +75,8 @@ def test_a_failure_after_publishing_rolls_the_files_back(spark, tmp_path, monkey
     real = native_write.publish
     published = []
 
-    def publish_then_fail(table, instant, names, out, started):
-        published.extend(real(table, instant, names, out, started))
+    def publish_then_fail(table, instant, names, out, started, **kw):
+        published.extend(real(table, instant, names, out, started, **kw))
         raise RuntimeError("driver failure after publishing")
     monkeypatch.setattr(native_write, "publish", publish_then_fail)
     with pytest.raises(SparkWriteError):
@@ -108,7 +109,8 @@ def test_a_batch_without_duplicates_is_written_by_its_input_tasks_without_a_shuf
     path = str(tmp_path / "t")
     df = spark.range(0, 60, numPartitions=2).selectExpr(
         "id", "if(id < 30, 'a', 'b') as p", "cast(1 as bigint) as ts", "concat('x', cast(id as string)) as v")
-    opts = {**OPTS, "hoodie.parquet.max.file.size": "2000"}  # 20 records a file
+    opts = {**OPTS, "hoodie.parquet.max.file.size": "2000",  # 20 records a file
+            "hoodie.combine.before.insert": "true"}
     keyed = tagging.keyed(df, ["id"], ["p"], False)
     by_pair = tagging.count_by_task(keyed)
     assert sorted((p, t, n, d) for p, t, n, d in by_pair) == [("a", 0, 30, 1), ("b", 1, 30, 1)]
@@ -128,3 +130,46 @@ def test_a_batch_without_duplicates_is_written_by_its_input_tasks_without_a_shuf
     assert plans[-1] is None
     got = {r["id"]: r["v"] for r in hudi_read(str(tmp_path / "d")).to_pylist()}
     assert len(got) == 60 and got[3] == "again"
+
+
+def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, tmp_path, monkeypatch):
+    """Hudi's default (``hoodie.combine.before.insert=false``): no key is combined or looked
+    up, every input task writes its records into file groups of its own, named in the write
+    job from the task, the partition's hash and the key's hash; every marker exists when the
+    job starts; duplicates stay, as Java Hudi writes them (hudi-rs reads both copies)."""
+    path = str(tmp_path / "t")
+    df = spark.range(0, 90, numPartitions=3).selectExpr(
+        "id % 80 as id", "if(id % 2 = 0, 'a', 'b') as p", "cast(id as bigint) as ts",
+        "concat('x', cast(id as string)) as v")
+    seen = {}
+    real_job = native_write.write_job_by_pair
+
+    def job(spark_, records, cols, instant, plan, out):
+        action = real_job(spark_, records, cols, instant, plan, out)
+
+        def checked():
+            seen["markers"] = set(markers_for(Table.open(path), instant).data_files())
+            seen["names"] = {f"{p}/{n}" for (p, _), n in native_write.pair_file_names(plan, instant).items()}
+            return action()
+        return checked
+    monkeypatch.setattr(native_write, "write_job_by_pair", job)
+    opts = {**OPTS, "hoodie.parquet.max.file.size": "1000"}  # 10 records a file: 2 per pair
+    res = SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    assert seen["markers"] == seen["names"]
+    got = hudi_read(path).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in got) == sorted((i % 80, f"x{i}") for i in range(90))
+    assert sum(s.num_writes for s in res.stats) == 90
+    stats = {s.path: s for s in res.stats}
+    for r in got:
+        assert r["_hoodie_partition_path"] == r["p"] and r["_hoodie_record_key"] == str(r["id"])
+        assert f"{r['p']}/{r['_hoodie_file_name']}" in stats
+        task = int(r["_hoodie_file_name"].split("_")[1].split("-")[0])
+        assert r["_hoodie_commit_seqno"].startswith(f"{res.instant}_{task}_")
+    assert len({r["_hoodie_commit_seqno"] for r in got}) == 90
+    tasks = {s.path.split("_")[1].split("-")[0] for s in res.stats}
+    assert tasks == {"0", "1", "2"}  # no shuffle: the files are the input tasks'
+    # 3 tasks x 2 partitions, 15 records each, 10 a file: each pair's keys split by hash in 2
+    assert {(s.partition_path, s.path.split("_")[1]) for s in res.stats} == \
+        {(p, f"{t}-0-0") for p in "ab" for t in range(3)}
+    assert 6 < len(res.stats) <= 12
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", res.instant))
