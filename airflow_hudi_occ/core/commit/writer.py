@@ -31,7 +31,7 @@ from airflow_hudi_occ.core.format.base_file import (key_range, new_file_id, read
                                                     write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
-from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
@@ -350,17 +350,26 @@ class ArrowTableWriter:
         key_fields = self.table.config.record_key_fields
         pre = self.table.config.precombine_field
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
+        num_buckets = bucket_config(self.config.options)
+        if (op == "bulk_insert" and num_buckets is None and self.table.config.table_type != MERGE_ON_READ
+                and not COMBINE_BEFORE_INSERT.get(self.config.options)):
+            # Hudi's copy-on-write bulk_insert: the batch as given, duplicate keys included (the
+            # Spark engine's too); merge-on-read and the bucket index always combine
+            return ([_Work(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
-        keys = record_key_array(keyed, key_fields)
         # one key field: its raw values identify records as well as their text, and hash
-        # faster (integers)
-        ident = keyed.column(key_fields[0]).combine_chunks() if len(key_fields) == 1 else keys
+        # faster (integers); the key text is spelled only where it is compared with stored keys
+        single = len(key_fields) == 1
+        keys = None if single else record_key_array(keyed, key_fields)
+        ident = keyed.column(key_fields[0]).combine_chunks() if single else keys
         chosen = merge.dedupe_indices(ident, keyed.column(pre) if pre in need else None)
         if chosen is not None:
-            idx, keys = idx.take(chosen), keys.take(chosen)
-        num_buckets = bucket_config(self.config.options)
+            idx, keyed = idx.take(chosen), keyed.take(chosen)
+            keys = None if keys is None else keys.take(chosen)
         if op in ("insert", "bulk_insert") and num_buckets is None:  # no lookup: new file groups
             return ([_Work(part, new_file_id(), None, idx)] if len(idx) else []), None
+        if keys is None:
+            keys = record_key_array(keyed, key_fields)
         slices = view.latest_file_slices(part)
         if num_buckets is not None and op != "insert_overwrite":
             return self._plan_buckets(part, data, idx, keys, slices, op, num_buckets), None
@@ -371,8 +380,6 @@ class ArrowTableWriter:
         ids = None
         if merge.integer_key_column(key_fields, keyed) is not None:
             ids = keyed.column(key_fields[0]).combine_chunks()
-            if chosen is not None:
-                ids = ids.take(chosen)
         return self._tag_into(part, idx, keys, slices, op, new_groups=True, ids=ids), None
 
     def _plan_buckets(self, part, data, idx, keys, slices, op, num_buckets):
@@ -493,7 +500,7 @@ class ArrowTableWriter:
                         rows.slice(off, WRITE_CHUNK_ROWS), instant_time=tx.instant_time,
                         partition=w.partition, file_name=name, key_fields=key_fields,
                         commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
-                        seqno_start=off)
+                        seqno_start=off, dictionary_constants=True)
             size = write_parquet_chunks(self.table.storage, rel, chunks())
         else:  # virtual keys: the user's columns alone, as Hudi writes them
             size = write_parquet(self.table.storage, rel, rows)

@@ -8,6 +8,8 @@ index, the uuid with its first 8 characters replaced by the zero-padded bucket n
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import posixpath
 import uuid
@@ -39,6 +41,15 @@ def constant_strings(value: str, n: int) -> pa.Array:
     return pc.take(pa.array([value], pa.string()), pa.array(np.zeros(n, dtype=np.int32)))
 
 
+def constant_dictionary(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` copies of one string as a one-value dictionary: the parquet writer then writes the
+    dictionary page and the indices as given instead of hashing ``n`` equal strings (measured:
+    the three constant meta columns cost about as much as all the user columns of a base file
+    when written as plain strings). :func:`write_parquet_chunks` records them as strings."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                          pa.array([value], pa.string()))
+
+
 _PLAIN_TO_STRING = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
 
 
@@ -67,16 +78,21 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
 def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file_name: str,
                       key_fields: Sequence[str] | None = None, keys: pa.Array | None = None,
                       commit_times: Iterable[str] | pa.Array | None = None, seqno_start: int = 0,
-                      partition_id: int = 0, seq_prefix: str | None = None) -> pa.Table:
+                      partition_id: int = 0, seq_prefix: str | None = None,
+                      dictionary_constants: bool = False) -> pa.Table:
     """Prepend the meta columns. ``keys`` (else computed from ``key_fields``) are the record
     keys; ``commit_times`` keeps unchanged rows' original commit time; the sequence number is
-    ``<seq_prefix><n>`` (default prefix ``<instant>_<partition_id>_``)."""
+    ``<seq_prefix><n>`` (default prefix ``<instant>_<partition_id>_``). With
+    ``dictionary_constants`` the columns that hold one value (file name, partition, commit time
+    of a new file) are :func:`constant_dictionary` arrays, for :func:`write_parquet_chunks`
+    only (it stores them as strings)."""
     n = data.num_rows
     data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
     if keys is None:
         keys = record_key_array(data, key_fields)
+    const = constant_dictionary if dictionary_constants else constant_strings
     if commit_times is None:
-        times = constant_strings(instant_time, n)
+        times = const(instant_time, n)
     elif isinstance(commit_times, (pa.Array, pa.ChunkedArray)):
         times = commit_times.cast(pa.string())
     else:
@@ -85,8 +101,7 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
     seq = pc.binary_join_element_wise(constant_strings(prefix, n),
                                       pc.cast(pa.array(np.arange(seqno_start, seqno_start + n, dtype=np.int64)),
                                               pa.string()), "")
-    meta = [times, seq, keys.cast(pa.string()), constant_strings(partition, n),
-            constant_strings(file_name, n)]
+    meta = [times, seq, keys.cast(pa.string()), const(partition, n), const(file_name, n)]
     return pa.Table.from_arrays(meta + list(data.columns),
                                 names=list(META_COLUMNS) + data.column_names)
 
@@ -96,9 +111,23 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
 UNIQUE_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
-def parquet_write_options(table: pa.Table) -> dict:
-    return {"compression": "snappy",
-            "use_dictionary": [c for c in table.column_names if c not in UNIQUE_META_COLUMNS]}
+def parquet_write_options(table: pa.Table | pa.Schema) -> dict:
+    names = table.names if isinstance(table, pa.Schema) else table.column_names
+    return {"compression": "snappy", "use_dictionary": [c for c in names if c not in UNIQUE_META_COLUMNS]}
+
+
+@contextlib.contextmanager
+def parquet_writer(sink, schema: pa.Schema):
+    """A parquet writer with the base-file options. Meta columns given as one-value
+    dictionaries (:func:`constant_dictionary`) are recorded as the strings they stand for."""
+    opts = parquet_write_options(schema)
+    stored = _stored_schema(schema)
+    if stored is not None:
+        opts["store_schema"] = False
+    with pq.ParquetWriter(sink, schema, **opts) as pw:
+        yield pw
+        if stored is not None:
+            pw.add_key_value_metadata({"ARROW:schema": stored})
 
 
 def write_parquet(storage, relative_path: str, table: pa.Table) -> int:
@@ -113,13 +142,12 @@ def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]
     by the file group. The first chunk's schema is the file's (it may have no rows)."""
     it = iter(chunks)
     first = next(it)
-    opts = parquet_write_options(first)
     path = storage.path(relative_path)
     storage.makedirs(posixpath.dirname(path))
     size = [0]
 
     def write(f):
-        with pq.ParquetWriter(f, first.schema, **opts) as pw:
+        with parquet_writer(f, first.schema) as pw:
             pw.write_table(first)
             for chunk in it:
                 pw.write_table(chunk)
@@ -130,6 +158,24 @@ def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]
         raise FileExistsError(f"base file {relative_path} already exists; a base file is written "
                               "once per (fileId, write token, instant)") from None
     return size[0]
+
+
+def _stored_schema(schema: pa.Schema) -> bytes | None:
+    """The Arrow schema a file records (``ARROW:schema``, as pyarrow writes it: base64 of the
+    IPC schema) when its meta columns are dictionaries: the same schema with strings there, so
+    every reader (pyarrow, hudi-rs) reads what a plain-string file would give. None when no
+    meta column is a dictionary (pyarrow stores the schema itself)."""
+    fields = []
+    changed = False
+    for f in schema:
+        if f.name in META_COLUMNS and pa.types.is_dictionary(f.type):
+            f = f.with_type(f.type.value_type)
+            changed = True
+        fields.append(f)
+    if not changed:
+        return None
+    plain = pa.schema(fields, metadata=schema.metadata)
+    return base64.b64encode(plain.serialize().to_pybytes())
 
 
 def read_parquet(storage, relative_path: str) -> pa.Table:

@@ -131,3 +131,28 @@ def test_partition_groups_equal_a_row_by_row_grouping(tmp_path, distinct):
     got = {p: idx.to_pylist() for p, idx in writer_module.partition_groups(table, data).items()}
     assert got == want
     assert "a=__HIVE_DEFAULT_PARTITION__/b=__HIVE_DEFAULT_PARTITION__" in got
+
+
+@pytest.mark.parametrize("combine", [None, "false", "true"])
+def test_bulk_insert_writes_duplicate_keys_as_given_unless_asked_to_combine(tmp_path, combine):
+    """Hudi's ``hoodie.combine.before.insert`` (default false): a bulk_insert writes the batch as
+    it is, as Java Hudi does; true combines the copies of a key (the larger ts wins). insert
+    combines either way. hudi-rs reads exactly what was written."""
+    opts = dict(FAST_WRITE_OPTIONS)
+    if combine is not None:
+        opts["hoodie.combine.before.insert"] = combine
+    batch = pa.table({"id": [1, 2, 1, 3, 2], "p": ["a", "a", "a", "b", "a"], "ts": [1, 5, 3, 1, 2],
+                      "v": ["x1", "y5", "x3", "z", "y2"]})
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    ArrowTableWriter(table, WriteConfig.from_options(opts)).write(batch, "bulk_insert")
+    got = sorted((r["id"], r["v"]) for r in hudi_read(table.base_uri).to_pylist())
+    if combine == "true":
+        assert got == [(1, "x3"), (2, "y5"), (3, "z")]
+    else:
+        assert got == [(1, "x1"), (1, "x3"), (2, "y2"), (2, "y5"), (3, "z")]
+    other = Table.create(str(tmp_path / "i"), "i", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    ArrowTableWriter(other, WriteConfig.from_options(opts)).write(batch, "insert")
+    assert sorted((r["id"], r["v"]) for r in hudi_read(other.base_uri).to_pylist()) == \
+        [(1, "x3"), (2, "y5"), (3, "z")]
