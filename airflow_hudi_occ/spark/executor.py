@@ -252,7 +252,7 @@ def _instant_of(rel: str) -> str:
 def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
     """Write the parquet in row groups (abort checked between them), then create it whole."""
     buf = io.BytesIO()
-    with parquet_writer(buf, full.schema) as w:
+    with parquet_writer(buf, full.schema, sample=full) as w:
         for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
             abort_signal.check_abort(table, ctx.instant)
             w.write_table(full.slice(off, ctx.batch_rows))

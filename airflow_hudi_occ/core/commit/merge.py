@@ -46,11 +46,20 @@ UPSERT, DELETE, APPEND = "upsert", "delete", "append"
 STORED_ORDER, BATCH_ORDER = "stored", "batch"
 
 
+def _strictly_increasing(keys: pa.Array) -> bool:
+    """Integer keys without nulls, each larger than the one before (ids written in order, the
+    common case of an ingestion batch): distinct without hashing them."""
+    if not pa.types.is_integer(keys.type) or keys.null_count or len(keys) < 2:
+        return False
+    a = keys.to_numpy(zero_copy_only=False)
+    return bool((a[1:] > a[:-1]).all())
+
+
 def dedupe_indices(keys: pa.Array, precombine: pa.Array | pa.ChunkedArray | None) -> pa.Array | None:
     """Which rows survive the in-batch dedupe (the rules in the module docstring), as indices
     in batch order; None when every key is distinct (nothing to drop, nothing to copy)."""
     n = len(keys)
-    if n == 0 or pc.count_distinct(keys).as_py() == n:
+    if n == 0 or _strictly_increasing(keys) or pc.count_distinct(keys).as_py() == n:
         return None
     idx = pa.array(np.arange(n, dtype=np.int64))
     if precombine is not None:
