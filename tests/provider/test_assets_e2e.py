@@ -48,6 +48,7 @@ def test_a_templated_table_path_emits_its_event_through_the_alias(airflow_env, a
         inst.requested_time, "upsert", 2)
 
 
+@pytest.mark.slow  # the default run keeps the alias event and the refusals
 def test_a_write_that_loses_every_conflict_emits_no_asset_event(airflow_env, asset_env):
     env, base = asset_env
     p = airflow_env.dags_test("hudi_occ_test_conflicts_exhausted", "conflicts-exhausted", env=env)
@@ -68,6 +69,7 @@ def test_assets_used_wrongly_fail_the_task_naming_the_fix(airflow_env, asset_env
     assert "spark-submit" not in log and "state=success" not in log
 
 
+@pytest.mark.slow
 def test_a_malformed_uri_fails_its_own_dag_only(airflow_env, asset_env):
     env, _ = asset_env
     p = airflow_env.dags_test("hudi_occ_bad_asset_uri", "bad-asset-uri", env=env)

@@ -95,6 +95,7 @@ def _job_processes(marker):
     return out
 
 
+@pytest.mark.slow  # ~1 min; the default run keeps the deferred write whose cancel kills the driver
 def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_instant(airflow_env, tmp_path):
     hold = tmp_path / "hold"
     p = airflow_env.dags_test("hudi_occ_test_long_write", "long_write",

@@ -145,6 +145,7 @@ def test_lineage_failures_never_raise(caplog):
     assert ol.inject_parent_job({"a": "b"}, context=None) == {"a": "b"}  # a broken context
 
 
+@pytest.mark.slow  # ~1 min; the default run keeps the facets of a real commit and the asset e2e tests
 @pytest.mark.zookeeper
 @pytest.mark.timeout(900)
 def test_dags_test_emits_valid_lineage_and_an_asset_event(airflow_env, tmp_path):

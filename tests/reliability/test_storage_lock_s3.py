@@ -111,7 +111,7 @@ def test_the_history_check_catches_two_holders():
                                      {"expired": True, "validUntil": 1, "owner": "b"}], 10_000)
 
 
-@pytest.mark.parametrize("point", ["commit_lock_held", "after_first_marker"])
+@pytest.mark.parametrize("point", [pytest.param("commit_lock_held", marks=pytest.mark.slow), "after_first_marker"])
 def test_killed_writer_with_the_storage_lock_on_s3(s3, point):
     """SIGKILLed holding the lease (inside the commit): others wait out its validity, then one
     takes it over and commits; killed without it: the lease is free at once."""

@@ -92,6 +92,7 @@ def run_writers(spark, tmp_path, batches):
     return path, finish(procs)
 
 
+@pytest.mark.slow  # ~1 min; the default run keeps two spark-submit writers on the same file groups
 def test_two_writers_on_disjoint_file_groups_both_commit(spark, tmp_path):
     a = [{"id": i, "p": "a", "ts": 2, "v": "A"} for i in range(0, 20, 2)]
     b = [{"id": i, "p": "b", "ts": 2, "v": "B"} for i in range(1, 20, 2)]
