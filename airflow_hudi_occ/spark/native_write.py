@@ -5,15 +5,21 @@ merge, so its records never need to reach Python: the five meta columns are Spar
 expressions, Spark's parquet writer writes one file per file group into a staging folder, and
 the driver moves each file to its Hudi name. Measured on 500 k rows, the Python route (Arrow
 transfer to a worker, then pyarrow's writer) cost about twice Spark's own write of the same
-rows. A batch without duplicate keys is written by its input tasks, each with file groups of
-its own (file_group_plan.plan_by_task), so this route adds no shuffle to Spark's write, only
-a keys-only counting job before it; a batch with duplicates is shuffled by file group and
-deduplicated there.
+rows. Three plans feed it:
+
+- a copy-on-write ``bulk_insert`` that does not combine keys (Hudi's default,
+  ``hoodie.combine.before.insert=false``): every input task writes the records it reads into
+  file groups of its own (file_group_plan.plan_by_pair, :func:`write_job_by_pair`); one small
+  job counts the records per (partition, task) first, and nothing is shuffled;
+- a batch that combines keys but has no duplicate: the same by task, after a keys-only
+  counting job that shuffles a hash of each key (file_group_plan.plan_by_task);
+- otherwise the records are shuffled by file group and deduplicated there.
 
 What a Hudi write guarantees is kept:
 
-- names: ``<fileId>_<writeToken>_<instant>.parquet``, the token ``<group index>-0-0`` fixed per
-  file group, so ``_hoodie_file_name`` is known before the job and a retried Spark task
+- names: ``<fileId>_<writeToken>_<instant>.parquet``, the token fixed per file group
+  (``<group index>-0-0``, or ``<task>-0-0`` by pair), so ``_hoodie_file_name`` is known before
+  the job and a retried Spark task
   cannot leave a second file (Spark's commit protocol keeps one attempt's output, and only
   committed output is in the staging folder);
 - markers before data: the driver creates every marker (after the one early-conflict check
