@@ -80,10 +80,12 @@ def plan_file_groups(spark, keyed, op, opts: SparkWriteOptions, table: Table, pe
         new = keyed.withColumn(FID, F.lit(None).cast("string"))
         tagged = tagging.assign_new(spark, new, assignment) if counts else new
         return FilePlan(tagged, partitions, view, slices, _planned_new(assignment), deduped=False)
-    partitions = sorted(r[0] for r in keyed.select(PART).distinct().collect())
+    per_partition = {r[0]: r[1] for r in keyed.groupBy(PART).count().collect()}
+    partitions = sorted(per_partition)
     view = FileSystemView(table)
     slices = [s for p in partitions for s in view.latest_file_slices(p)]
-    looked = tagging.lookup(spark, keyed, slices, table.storage).persist()
+    looked = tagging.lookup(spark, keyed, slices, table.storage,
+                            batch_rows=sum(per_partition.values())).persist()
     persisted.append(looked)
     by_group = looked.groupBy(PART, FID).count().collect()
     old_groups = sorted((r[0], r[1]) for r in by_group if r[1] is not None)

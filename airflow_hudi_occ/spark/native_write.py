@@ -104,21 +104,32 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
                       & (records[tagging.FID] == index["__if"]))
     # Every column nullable, as the Python route writes them (readers that concatenate files
     # of one table want one schema): a condition Spark cannot fold keeps the column nullable.
-    known = F.col(GROUP) >= 0
+    return _staged_write(df.sortWithinPartitions(GROUP), user_columns, instant, known=F.col(GROUP) >= 0,
+                         seq_part=F.col(GROUP), name=F.col("__iname"), out_dir=out_dir)
+
+
+def _staged_write(df, user_columns: list[str], instant: str, *, known, seq_part, name, out_dir: str):
+    """The write action shared by both jobs: ``df`` (sorted by ``GROUP`` within each task, so
+    that Spark's writer, which needs that order, sorts narrow rows or nothing) with the five
+    meta columns, every column wrapped in ``known`` (nullable), staged by ``GROUP``. The
+    sequence number is ``<instant>_<seq_part>_<row of the task>``."""
     seq = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1).cast("string")
     meta = {
         "_hoodie_commit_time": F.lit(instant),
-        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), F.col(GROUP).cast("string"), F.lit("_"), seq),
+        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), seq_part.cast("string"), F.lit("_"), seq),
         "_hoodie_record_key": F.col(tagging.KEY),
         "_hoodie_partition_path": F.col(tagging.PART),
-        "_hoodie_file_name": F.col("__iname"),
+        "_hoodie_file_name": name,
     }
     cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS]
     cols += [F.when(known, F.col(c)).alias(c) for c in user_columns]
     out = df.select(*cols, GROUP)
 
     def action():
-        out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy").parquet(out_dir)
+        w = out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy")
+        for c in UNIQUE_META_COLUMNS:  # no dictionary built only to be dropped (as base_file.py)
+            w = w.option(f"parquet.enable.dictionary#{c}", "false")
+        w.parquet(out_dir)
     return action
 
 
@@ -154,26 +165,9 @@ def write_job_by_pair(spark, records, user_columns: list[str], instant: str, pla
     # file name and sequence number, cost more than the rest of the write)
     df = records.withColumn(GROUP, folder).sortWithinPartitions(GROUP)
     df = df.join(F.broadcast(lookup), df[GROUP] == lookup["__hudi_folder"], "left")
-    seq = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1).cast("string")
     # a condition Spark cannot fold (the task id is non-deterministic to it): every column nullable
-    known = task >= 0
-    meta = {
-        "_hoodie_commit_time": F.lit(instant),
-        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), task.cast("string"), F.lit("_"), seq),
-        "_hoodie_record_key": F.col(tagging.KEY),
-        "_hoodie_partition_path": F.col(tagging.PART),
-        "_hoodie_file_name": F.col("__hudi_name"),
-    }
-    cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS]
-    cols += [F.when(known, F.col(c)).alias(c) for c in user_columns]
-    out = df.select(*cols, GROUP)
-
-    def action():
-        w = out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy")
-        for c in UNIQUE_META_COLUMNS:  # no dictionary built only to be dropped (as base_file.py)
-            w = w.option(f"parquet.enable.dictionary#{c}", "false")
-        w.parquet(out_dir)
-    return action
+    return _staged_write(df, user_columns, instant, known=task >= 0, seq_part=task,
+                         name=F.col("__hudi_name"), out_dir=out_dir)
 
 
 def publish(table, instant: str, names: dict, out_dir: str, started: float, *,
