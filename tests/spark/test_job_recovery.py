@@ -11,6 +11,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
@@ -48,6 +49,7 @@ def data_files(root, instant):
     return out
 
 
+@pytest.mark.slow  # ~40 s; the default run keeps the operator reporting recommitted and already_committed
 def test_killed_job_is_recommitted_by_its_retry_then_already_committed(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts")
