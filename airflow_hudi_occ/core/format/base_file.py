@@ -215,6 +215,21 @@ def read_parquet(storage, relative_path: str) -> pa.Table:
     return pq.read_table(io.BytesIO(storage.read(path)))
 
 
+#: meta columns a merge writes anew for every row (the merge reads the key and commit time)
+REWRITTEN_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
+
+
+def read_for_merge(storage, relative_path: str) -> pa.Table:
+    """A base file as a merge needs it: every column but :data:`REWRITTEN_META_COLUMNS`
+    (the unique sequence numbers were a fifth of the read of an upsert's base files)."""
+    path = storage.path(relative_path)
+    if storage.is_local:
+        names = pq.read_schema(path).names
+        return pq.read_table(path, columns=[c for c in names if c not in REWRITTEN_META_COLUMNS])
+    pf = pq.ParquetFile(io.BytesIO(storage.read(path)))
+    return pf.read(columns=[c for c in pf.schema_arrow.names if c not in REWRITTEN_META_COLUMNS])
+
+
 def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.Table:
     """Some columns of a base file (tagging reads only ``_hoodie_record_key``): locally the
     parquet reader fetches just those column chunks; elsewhere the object is read whole."""
