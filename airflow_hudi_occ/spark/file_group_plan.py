@@ -135,10 +135,13 @@ class PairPlan:
         t, h = f"{task:08x}", f"{self.pairs[(partition, task)][0] & 0xFFFFFFFFFFFFFFFF:016x}"
         return f"{self.prefix}-{t[:4]}-{t[4:]}-{h[:4]}-{h[4:]}-{chunk}"
 
+    def _file_groups(self):
+        """(partition, task, chunk) of every file group the write may make."""
+        return [(p, t, c) for (p, t) in sorted(self.pairs) for c in range(self.files((p, t)))]
+
     def groups(self) -> dict:
         """(partition, fileId) -> the writing task, for every file group the write may make."""
-        return {(p, self.file_id(p, t, c)): t for (p, t) in sorted(self.pairs)
-                for c in range(self.files((p, t)))}
+        return {(p, self.file_id(p, t, c)): t for p, t, c in self._file_groups()}
 
     def folder(self, partition: str, task: int, chunk: int) -> int:
         """The number the write job stages a file group's file under (its ``GROUP``): task,
@@ -148,8 +151,7 @@ class PairPlan:
 
     def folders(self) -> dict:
         """(partition, fileId) -> :meth:`folder`, for every file group of :meth:`groups`."""
-        return {(p, self.file_id(p, t, c)): self.folder(p, t, c) for (p, t) in sorted(self.pairs)
-                for c in range(self.files((p, t)))}
+        return {(p, self.file_id(p, t, c)): self.folder(p, t, c) for p, t, c in self._file_groups()}
 
     def packable(self) -> bool:
         """Whether every file group has a folder of its own: tasks below 2^20, at most 2^11

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.format.base_file import (key_range, new_file_id, read_parquet, read_parquet_columns,
-                                                    read_for_merge, record_key_array, with_meta_columns, write_parquet,
+from airflow_hudi_occ.core.format.base_file import (REWRITTEN_META_COLUMNS, key_range, new_file_id, read_parquet,
+                                                    read_parquet_columns, record_key_array, with_meta_columns, write_parquet,
                                                     write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
@@ -481,7 +481,7 @@ class ArrowTableWriter:
         inserts = rows.num_rows
         commit_times = None
         if w.prev is not None:
-            base = read_for_merge(self.table.storage, w.prev.base_file.relative_path)
+            base = read_parquet(self.table.storage, w.prev.base_file.relative_path, skip=REWRITTEN_META_COLUMNS)
             res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
                                          instant=tx.instant_time,
                                          precombine=self.table.config.precombine_field,

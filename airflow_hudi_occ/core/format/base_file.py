@@ -205,29 +205,21 @@ def _stored_schema(schema: pa.Schema) -> bytes | None:
     return base64.b64encode(plain.serialize().to_pybytes())
 
 
-def read_parquet(storage, relative_path: str) -> pa.Table:
-    """A whole base file. Locally the parquet reader reads the file itself (its column chunks
-    in parallel, no copy of the file in Python's memory first); elsewhere the object is fetched
-    once and decoded from memory."""
-    path = storage.path(relative_path)
-    if storage.is_local:
-        return pq.read_table(path)
-    return pq.read_table(io.BytesIO(storage.read(path)))
-
-
-#: meta columns a merge writes anew for every row (the merge reads the key and commit time)
+#: meta columns a merge writes anew for every row (it reads only the key and commit time)
 REWRITTEN_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
 
 
-def read_for_merge(storage, relative_path: str) -> pa.Table:
-    """A base file as a merge needs it: every column but :data:`REWRITTEN_META_COLUMNS`
-    (the unique sequence numbers were a fifth of the read of an upsert's base files)."""
+def read_parquet(storage, relative_path: str, skip: Sequence[str] = ()) -> pa.Table:
+    """A whole base file, but the columns in ``skip`` (a merge skips
+    :data:`REWRITTEN_META_COLUMNS`: the unique sequence numbers were a fifth of the read of an
+    upsert's base files). Locally the parquet reader reads the file itself (its column chunks
+    in parallel, no copy of the file in Python's memory first); elsewhere the object is fetched
+    once and decoded from memory."""
     path = storage.path(relative_path)
-    if storage.is_local:
-        names = pq.read_schema(path).names
-        return pq.read_table(path, columns=[c for c in names if c not in REWRITTEN_META_COLUMNS])
-    pf = pq.ParquetFile(io.BytesIO(storage.read(path)))
-    return pf.read(columns=[c for c in pf.schema_arrow.names if c not in REWRITTEN_META_COLUMNS])
+    f = pq.ParquetFile(path if storage.is_local else io.BytesIO(storage.read(path)))
+    if not skip:
+        return f.read()
+    return f.read(columns=[c for c in f.schema_arrow.names if c not in skip])
 
 
 def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.Table:
