@@ -81,9 +81,10 @@ def bare_write(spark, df, out_dir: str) -> int:
     import uuid as _uuid
 
     from airflow_hudi_occ.core.table.table import Table
-    from airflow_hudi_occ.spark import native_write, tagging
+    from airflow_hudi_occ.spark import native_write, pair_write, tagging
     from airflow_hudi_occ.spark.file_group_plan import plan_by_pair, plan_file_groups
     from airflow_hudi_occ.spark.options import SparkWriteOptions
+    from airflow_hudi_occ.spark.writer import arrow_schema_of
 
     opts = SparkWriteOptions.from_options(BASE_OPTS)
     instant = time.strftime("%Y%m%d%H%M%S000", time.gmtime())
@@ -94,9 +95,11 @@ def bare_write(spark, df, out_dir: str) -> int:
     staging = os.path.join(out_dir, ".staging")
     plan = plan_by_pair(keyed, opts, table, _uuid.uuid4().hex[:8])
     if plan is not None:  # the writer's route for this input (2 M rows in 2 input tasks)
-        names = native_write.pair_file_names(plan.by_pair, instant)
+        names = pair_write.file_names(plan.by_pair, instant)
         records = keyed.select(*df.columns, tagging.KEY, tagging.PART)
-        native_write.write_job_by_pair(spark, records, list(df.columns), instant, plan.by_pair, staging)()
+        pair_write.write_job(spark, records, user_columns=list(df.columns), key_fields=["id"],
+                             target_schema=arrow_schema_of(df), instant=instant, plan=plan.by_pair,
+                             out_dir=staging)()
         folders = plan.by_pair.folders()
     else:  # small inputs: file groups sized per partition, records shuffled to them
         plan = plan_file_groups(spark, keyed, "bulk_insert", opts, table, [])

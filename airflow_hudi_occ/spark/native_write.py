@@ -7,18 +7,19 @@ the driver moves each file to its Hudi name. Measured on 500 k rows, the Python 
 transfer to a worker, then pyarrow's writer) cost about twice Spark's own write of the same
 rows. Three plans feed it:
 
-- a copy-on-write ``bulk_insert`` that does not combine keys (Hudi's default,
-  ``hoodie.combine.before.insert=false``): every input task writes the records it reads into
-  file groups of its own (file_group_plan.plan_by_pair, :func:`write_job_by_pair`); one small
-  job counts the records per (partition, task) first, and nothing is shuffled;
-- a batch that combines keys but has no duplicate: the same by task, after a keys-only
-  counting job that shuffles a hash of each key (file_group_plan.plan_by_task);
+- a batch that combines keys but has no duplicate: every input task writes the records it
+  reads into file groups of its own, after a keys-only counting job that shuffles a hash of
+  each key (file_group_plan.plan_by_task);
 - otherwise the records are shuffled by file group and deduplicated there.
+
+A copy-on-write ``bulk_insert`` that does not combine keys (Hudi's default) is written by
+pyarrow in its input tasks instead (pair_write.py: cheaper meta columns, no sort); it shares
+this module's markers, staging and :func:`publish`.
 
 What a Hudi write guarantees is kept:
 
 - names: ``<fileId>_<writeToken>_<instant>.parquet``, the token fixed per file group
-  (``<group index>-0-0``, or ``<task>-0-0`` by pair), so ``_hoodie_file_name`` is known before
+  (``<group index>-0-0``), so ``_hoodie_file_name`` is known before
   the job and a retried Spark task
   cannot leave a second file (Spark's commit protocol keeps one attempt's output, and only
   committed output is in the staging folder);
@@ -102,25 +103,20 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
         "__ip string, __if string, __hudi_group int, __iname string")
     df = records.join(F.broadcast(index), (records[tagging.PART] == index["__ip"])
                       & (records[tagging.FID] == index["__if"]))
-    # Every column nullable, as the Python route writes them (readers that concatenate files
-    # of one table want one schema): a condition Spark cannot fold keeps the column nullable.
-    return _staged_write(df.sortWithinPartitions(GROUP), user_columns, instant, known=F.col(GROUP) >= 0,
-                         seq_part=F.col(GROUP), name=F.col("__iname"), out_dir=out_dir)
-
-
-def _staged_write(df, user_columns: list[str], instant: str, *, known, seq_part, name, out_dir: str):
-    """The write action shared by both jobs: ``df`` (sorted by ``GROUP`` within each task, so
-    that Spark's writer, which needs that order, sorts narrow rows or nothing) with the five
-    meta columns, every column wrapped in ``known`` (nullable), staged by ``GROUP``. The
-    sequence number is ``<instant>_<seq_part>_<row of the task>``."""
+    # Sorted by GROUP before the meta columns exist: Spark's writer needs that order and would
+    # otherwise sort the wide rows. The sequence number is <instant>_<group>_<row of the task>.
+    df = df.sortWithinPartitions(GROUP)
     seq = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1).cast("string")
     meta = {
         "_hoodie_commit_time": F.lit(instant),
-        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), seq_part.cast("string"), F.lit("_"), seq),
+        "_hoodie_commit_seqno": F.concat(F.lit(f"{instant}_"), F.col(GROUP).cast("string"), F.lit("_"), seq),
         "_hoodie_record_key": F.col(tagging.KEY),
         "_hoodie_partition_path": F.col(tagging.PART),
-        "_hoodie_file_name": name,
+        "_hoodie_file_name": F.col("__iname"),
     }
+    # Every column nullable, as the Python route writes them (readers that concatenate files
+    # of one table want one schema): a condition Spark cannot fold keeps the column nullable.
+    known = F.col(GROUP) >= 0
     cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS]
     cols += [F.when(known, F.col(c)).alias(c) for c in user_columns]
     out = df.select(*cols, GROUP)
@@ -131,43 +127,6 @@ def _staged_write(df, user_columns: list[str], instant: str, *, known, seq_part,
             w = w.option(f"parquet.enable.dictionary#{c}", "false")
         w.parquet(out_dir)
     return action
-
-
-def pair_file_names(plan, instant: str) -> dict:
-    """(partition, fileId) -> base file name of a :class:`~file_group_plan.PairPlan`: the write
-    token is ``<task>-0-0``, as the write job spells it."""
-    return {g: base_file_name(g[1], f"{task}-0-0", instant) for g, task in plan.groups().items()}
-
-
-def write_job_by_pair(spark, records, user_columns: list[str], instant: str, plan, out_dir: str):
-    """The Spark action of a :func:`file_group_plan.plan_by_pair` bulk_insert: each input task
-    writes its records, as read, into ``out_dir/<GROUP>=<folder>/``, the folder being
-    :meth:`PairPlan.folder` of its file group: a long computed from the task id, the
-    partition's hash and a chunk of the key's hash (only pairs above the max file size have
-    more than one chunk). Its file name comes from a broadcast lookup of that long (a string
-    built per row cost more than the rest of the write). No shuffle. A record of a pair the
-    count did not see lands in a folder outside the plan, which :func:`publish` refuses."""
-    task = F.spark_partition_id()
-    big = {f"{t}|{p}": plan.files((p, t)) for (p, t) in plan.pairs if plan.files((p, t)) > 1}
-    if big:
-        files = F.try_element_at(F.create_map(*[F.lit(x) for kv in sorted(big.items()) for x in kv]),
-                                 F.concat(task.cast("string"), F.lit("|"), F.col(tagging.PART)))
-        chunk = F.pmod(F.xxhash64(F.col(tagging.KEY)), F.coalesce(files, F.lit(1)))
-    else:
-        chunk = F.lit(0)
-    folder = (F.shiftleft(task.cast("long"), 43) + F.shiftleft(chunk.cast("long"), 32)
-              + F.xxhash64(F.col(tagging.PART)).bitwiseAND(0xFFFFFFFF))
-    names = pair_file_names(plan, instant)
-    lookup = spark.createDataFrame([(f, names[g]) for g, f in plan.folders().items()],
-                                   "__hudi_folder long, __hudi_name string")
-    # Spark's writer sorts each task's rows by GROUP: sorted here, before the meta columns
-    # exist, the rows it sorts are narrow (measured: sorting the written rows, with their
-    # file name and sequence number, cost more than the rest of the write)
-    df = records.withColumn(GROUP, folder).sortWithinPartitions(GROUP)
-    df = df.join(F.broadcast(lookup), df[GROUP] == lookup["__hudi_folder"], "left")
-    # a condition Spark cannot fold (the task id is non-deterministic to it): every column nullable
-    return _staged_write(df, user_columns, instant, known=task >= 0, seq_part=task,
-                         name=F.col("__hudi_name"), out_dir=out_dir)
 
 
 def publish(table, instant: str, names: dict, out_dir: str, started: float, *,

@@ -65,7 +65,7 @@ from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
-from airflow_hudi_occ.spark import native_write, tagging
+from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
@@ -347,15 +347,19 @@ class SparkHudiWriter(SparkTableJob):
         description = f"hudi {batch.op} {table.name} {tx.instant_time}"
         if native_write.applies(table, ctx.mode, batch.df.schema):
             pairs = plan.by_pair
-            names = (native_write.pair_file_names(pairs, tx.instant_time) if pairs is not None
+            names = (pair_write.file_names(pairs, tx.instant_time) if pairs is not None
                      else native_write.file_names(run.planned, tx.instant_time))
             native_write.create_markers(table, tx.config, tx.instant_time, names)
             out = native_write.staging_dir(table, tx.instant_time)
             t0 = time.time()
-            job = (native_write.write_job_by_pair(self.spark, records, batch.user_columns,
-                                                  tx.instant_time, pairs, out) if pairs is not None
-                   else native_write.write_job(self.spark, records, batch.user_columns,
-                                               tx.instant_time, names, out))
+            if pairs is not None:
+                job = pair_write.write_job(self.spark, records, user_columns=batch.user_columns,
+                                           key_fields=table.config.record_key_fields,
+                                           target_schema=batch.target_schema,
+                                           instant=tx.instant_time, plan=pairs, out_dir=out)
+            else:
+                job = native_write.write_job(self.spark, records, batch.user_columns,
+                                             tx.instant_time, names, out)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self._async_checker(tx, run.planned))
             return native_write.publish(table, tx.instant_time, names, out, t0,

@@ -1,0 +1,127 @@
+"""A bulk_insert written by its input tasks through pyarrow (spark/pair_write.py): Hudi names
+and meta columns, markers before the job, no shuffle, file groups split by the max file size,
+sorted input for tasks with many file groups, and a failed attempt's file never staged.
+hudi-rs is the reader throughout."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark import native_write, pair_write
+from airflow_hudi_occ.spark.writer import SparkHudiWriter
+from airflow_hudi_occ.testing.tables import hudi_read
+
+OPTS = {"hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.name": "tbl",
+        "hoodie.write.lock.provider": "filesystem",
+        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
+        "hoodie.parquet.max.file.size": "3000",
+        "hoodie.copyonwrite.record.size.estimate": "100"}
+
+
+def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, tmp_path, monkeypatch):
+    """Hudi's default (``hoodie.combine.before.insert=false``): no key is combined or looked
+    up, every input task writes its records into file groups of its own, named in the write
+    job from the task, the partition's hash and the key's hash; every marker exists when the
+    job starts; duplicates stay, as Java Hudi writes them (hudi-rs reads both copies)."""
+    path = str(tmp_path / "t")
+    df = spark.range(0, 90, numPartitions=3).selectExpr(
+        "id % 80 as id", "if(id % 2 = 0, 'a', 'b') as p", "cast(id as bigint) as ts",
+        "concat('x', cast(id as string)) as v")
+    seen = {}
+    real_job = pair_write.write_job
+
+    def job(spark_, records, *, instant, plan, **kw):
+        action = real_job(spark_, records, instant=instant, plan=plan, **kw)
+
+        def checked():
+            seen["markers"] = set(markers_for(Table.open(path), instant).data_files())
+            seen["names"] = {f"{p}/{n}" for (p, _), n in pair_write.file_names(plan, instant).items()}
+            return action()
+        return checked
+    monkeypatch.setattr(pair_write, "write_job", job)
+    opts = {**OPTS, "hoodie.parquet.max.file.size": "1000"}  # 10 records a file: 2 per pair
+    res = SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    assert seen["markers"] == seen["names"]
+    got = hudi_read(path).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in got) == sorted((i % 80, f"x{i}") for i in range(90))
+    assert sum(s.num_writes for s in res.stats) == 90
+    stats = {s.path: s for s in res.stats}
+    for r in got:
+        assert r["_hoodie_partition_path"] == r["p"] and r["_hoodie_record_key"] == str(r["id"])
+        assert f"{r['p']}/{r['_hoodie_file_name']}" in stats
+        task = int(r["_hoodie_file_name"].split("_")[1].split("-")[0])
+        assert r["_hoodie_commit_seqno"].startswith(f"{res.instant}_{task}_")
+    assert len({r["_hoodie_commit_seqno"] for r in got}) == 90
+    tasks = {s.path.split("_")[1].split("-")[0] for s in res.stats}
+    assert tasks == {"0", "1", "2"}  # no shuffle: the files are the input tasks'
+    # 3 tasks x 2 partitions, 15 records each, 10 a file: each pair's keys split by hash in 2
+    assert {(s.partition_path, s.path.split("_")[1]) for s in res.stats} == \
+        {(p, f"{t}-0-0") for p in "ab" for t in range(3)}
+    assert 6 < len(res.stats) <= 12
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", res.instant))
+
+
+def test_a_task_with_many_file_groups_writes_them_one_at_a_time(spark, tmp_path, monkeypatch):
+    """Above MAX_OPEN_FILES file groups in a task, Spark sorts the task's rows by file group and
+    the worker closes each file before the next one begins: the same rows, one file a group."""
+    monkeypatch.setattr(pair_write, "MAX_OPEN_FILES", 1)
+    modes = []
+    real_writer = pair_write._task_writer
+
+    def task_writer(*args):  # built on the driver: records whether the rows are sorted
+        modes.append(args[-1])
+        return real_writer(*args)
+    monkeypatch.setattr(pair_write, "_task_writer", task_writer)
+    path = str(tmp_path / "t")
+    df = spark.range(0, 400, numPartitions=2).selectExpr(
+        "id", "concat('p', cast(id % 7 as string)) as p", "id as ts", "concat('x', cast(id as string)) as v")
+    res = SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")  # 30 records a file
+    got = hudi_read(path).to_pylist()
+    assert sorted((r["id"], r["p"], r["v"]) for r in got) == [(i, f"p{i % 7}", f"x{i}") for i in range(400)]
+    assert {(s.partition_path, s.path.split("_")[1]) for s in res.stats} == \
+        {(f"p{i}", f"{t}-0-0") for i in range(7) for t in range(2)}  # 7 partitions x 2 tasks
+    assert modes == [True]
+    for s in res.stats:
+        assert pq.read_metadata(os.path.join(path, s.path)).num_rows == s.num_writes
+
+
+def test_an_attempt_that_fails_midway_leaves_no_staged_file_and_its_retry_stages_one(tmp_path):
+    """The worker writes each file under a hidden temporary name and renames it to its staged
+    name once complete: a task attempt that dies midway leaves only the hidden file, which
+    publish ignores, and the retry stages the complete one."""
+    out = str(tmp_path / "staging")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    targets = {7: ("a", "f-0_0-0-0_1.parquet")}
+    batch = pa.record_batch([pa.array([1, 2, 3]), pa.array(["a"] * 3), pa.array([7] * 3)],
+                            names=["id", "p", native_write.GROUP])
+    failed = pair_write._TaskFiles(targets, ["id"], schema, "1", out, "1_0_", ".0-0.inprogress")
+    failed.add(batch, ordered=False)
+    failed._flush(7)  # written, never closed: the attempt died here
+    folder = os.path.join(out, f"{native_write.GROUP}=7")
+    assert os.listdir(folder) == [".0-0.inprogress"]
+    retry = pair_write._TaskFiles(targets, ["id"], schema, "1", out, "1_0_", ".0-1.inprogress")
+    retry.add(batch, ordered=False)
+    assert retry.close_all() == [{"folder": 7, "rows": 3}]
+    assert sorted(os.listdir(folder)) == [".0-0.inprogress", pair_write.STAGED_NAME]
+    t = pq.read_table(os.path.join(folder, pair_write.STAGED_NAME))
+    assert t.column("_hoodie_record_key").to_pylist() == ["1", "2", "3"]
+    assert t.column("_hoodie_commit_seqno").to_pylist() == ["1_0_0", "1_0_1", "1_0_2"]
+    assert set(t.column("_hoodie_file_name").to_pylist()) == {"f-0_0-0-0_1.parquet"}
+
+
+def test_rows_of_a_file_group_the_plan_did_not_count_fail_the_task(tmp_path):
+    out = str(tmp_path / "staging")
+    files = pair_write._TaskFiles({}, ["id"], pa.schema([("id", pa.int64())]), "1", out, "1_0_", ".t")
+    files.add(pa.record_batch([pa.array([1]), pa.array([5])], names=["id", native_write.GROUP]), ordered=False)
+    try:
+        files.close_all()
+    except RuntimeError as e:
+        assert "did not count" in str(e) and "deterministic" in str(e)
+    else:
+        raise AssertionError("rows of an unplanned file group were written")
