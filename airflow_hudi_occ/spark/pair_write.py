@@ -35,9 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
+from airflow_hudi_occ.core.commit.merge import conform
 from airflow_hudi_occ.core.format.base_file import parquet_writer, with_meta_columns
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark.executor import _normalize
 from airflow_hudi_occ.spark.native_write import GROUP
 
 #: a task with more file groups than this gets its rows sorted by file group in Spark, so
@@ -120,8 +122,6 @@ class _TaskFiles:
         self.current: int | None = None  # sorted input: the file group being written
 
     def add(self, batch: pa.RecordBatch, ordered: bool) -> None:
-        from airflow_hudi_occ.spark.executor import _normalize
-
         data = _normalize(batch)
         folders = data.column(GROUP)
         data = data.drop_columns([GROUP])
@@ -140,8 +140,6 @@ class _TaskFiles:
             self._flush(max(self.buffered, key=self.buffered.get))
 
     def _flush(self, folder: int) -> None:
-        from airflow_hudi_occ.core.commit import merge
-
         parts = self.buffers.pop(folder, [])
         self.buffered.pop(folder, None)
         if not parts:
@@ -151,7 +149,7 @@ class _TaskFiles:
                                f"(folder {folder}): the input changed between the count and the "
                                "write; make it deterministic (e.g. cache it) and retry")
         partition, name = self.targets[folder]
-        user = merge.conform(pa.concat_tables(parts), self.schema)
+        user = conform(pa.concat_tables(parts), self.schema)
         full = with_meta_columns(user, instant_time=self.instant, partition=partition, file_name=name,
                                  key_fields=self.key_fields, seq_prefix=self.seq_prefix,
                                  seqno_start=self.seq, dictionary_constants=True)

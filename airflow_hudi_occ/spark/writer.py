@@ -12,7 +12,9 @@
                -> _start_inflight: pending-clustering check, inflight with the planned groups
     executors: _write_files: records shuffled by file group, deduplicated after the shuffle;
                new file groups only, on a local table: Spark's parquet writer, markers made
-               by the driver first, files published under Hudi names (native_write.py);
+               by the driver first, files published under Hudi names (native_write.py), or
+               for a bulk_insert that does not combine, pyarrow in each input task, no
+               shuffle (pair_write.py);
                else per file group (executor.py): abort? -> early conflict check + marker
                -> merge with the previous base file -> one parquet base file -> WriteStat
     driver:    _commit under the lock with conflict resolution (core) -> result
@@ -335,7 +337,8 @@ class SparkHudiWriter(SparkTableJob):
     def _write_files(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[WriteStat]:
         """The Spark job, in a job group the driver cancels on a conflict or an abort signal:
         new file groups only (and a local table): Spark's own parquet writer
-        (native_write.py); else one Python task per planned file group (executor.py)."""
+        (native_write.py), or pyarrow in the input tasks (pair_write.py); else one Python task
+        per planned file group (executor.py)."""
         if not run.planned:
             return []
         if batch.mor:
