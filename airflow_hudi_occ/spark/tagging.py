@@ -131,9 +131,10 @@ def lookup(spark: SparkSession, df: DataFrame, slices: list[FileSlice], storage:
     existing = _existing_keys(spark, storage, [s.base_file.relative_path for s in slices])
     existing = existing.join(F.broadcast(names), "__fname").select("__ekey", "__epart", "__efid")
     if batch_rows is not None and batch_rows <= BROADCAST_LOOKUP_ROWS:
-        wanted = df.select(F.col(KEY).alias("__wkey"), F.col(PART).alias("__wpart"))
-        existing = existing.join(F.broadcast(wanted), (existing["__ekey"] == wanted["__wkey"])
-                                 & (existing["__epart"] == wanted["__wpart"]), "left_semi")
+        # by key alone: a probe of one string per stored key, not a (key, partition) row; a key
+        # the batch has in another partition only widens the broadcast, the join below is exact
+        wanted = df.select(F.col(KEY).alias("__wkey"))
+        existing = existing.join(F.broadcast(wanted), existing["__ekey"] == wanted["__wkey"], "left_semi")
         existing = F.broadcast(existing)
     joined = df.join(existing, (df[KEY] == existing["__ekey"]) & (df[PART] == existing["__epart"]),
                      "left")

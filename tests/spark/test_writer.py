@@ -132,6 +132,23 @@ def test_upsert_keeps_unchanged_rows_commit_time_and_precombine(spark, tmp_path)
     assert (s["updates"], s["inserts"]) == (1, 0)
 
 
+def test_a_key_stored_in_two_partitions_is_updated_only_in_the_batch_record_s_partition(spark, tmp_path):
+    """The simple index is per partition: the lookup's first pass matches stored keys by key
+    alone (tagging.lookup), so a key that also lives in another partition must still be
+    tagged to its own partition's file group only."""
+    path = str(tmp_path / "tbl")
+    w = SparkHudiWriter(spark, path, options(**{"hoodie.parquet.max.file.size": str(10**8)}))
+    r1 = w.write(spark.createDataFrame([(1, "a", 1, "a1"), (2, "a", 1, "a2"), (1, "b", 1, "b1")], SCHEMA),
+                 "bulk_insert")
+    r2 = w.write(spark.createDataFrame([(1, "a", 2, "a1-new"), (1, "c", 2, "c1")], SCHEMA), "upsert")
+    got = sorted((r["p"], r["id"], r["v"], r["_hoodie_commit_time"]) for r in hudi_read(path).to_pylist())
+    assert got == [("a", 1, "a1-new", r2.instant), ("a", 2, "a2", r1.instant),
+                   ("b", 1, "b1", r1.instant), ("c", 1, "c1", r2.instant)]
+    s = r2.summary()
+    assert (s["updates"], s["inserts"]) == (1, 1)
+    assert {st.partition_path for st in r2.stats} == {"a", "c"}  # b's file group untouched
+
+
 def test_new_keys_split_by_target_file_size_and_top_up_small_files(spark, tmp_path):
     path = str(tmp_path / "tbl")
     w = SparkHudiWriter(spark, path, options(**{"hoodie.parquet.max.file.size": "2000",
