@@ -13,15 +13,7 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import native_write, pair_write
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read
-
-OPTS = {"hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.name": "tbl",
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-        "hoodie.parquet.max.file.size": "3000",
-        "hoodie.copyonwrite.record.size.estimate": "100"}
+from tests.spark.test_native_write import OPTS  # small files, a file lock, no clock-skew wait
 
 
 def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, tmp_path, monkeypatch):
