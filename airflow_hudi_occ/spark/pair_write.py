@@ -54,6 +54,13 @@ RESULT_DDL = "folder long, rows long"
 _RESULT = pa.schema([("folder", pa.int64()), ("rows", pa.int64())])
 
 
+def applies(table) -> bool:
+    """Whether a bulk_insert by (partition, task) may take this route: a local table (the
+    staged files are renamed into place). Unlike Spark's writer, pyarrow stores every column
+    type as the Python route does, timestamps included."""
+    return table.storage.is_local
+
+
 def file_names(plan, instant: str) -> dict:
     """(partition, fileId) -> base file name of a :class:`~file_group_plan.PairPlan`: the write
     token is ``<task>-0-0``, as Hudi's bulk_insert without a sort mode spells it."""

@@ -122,7 +122,9 @@ class SparkWriteResult:
 def arrow_schema_of(df) -> pa.Schema:
     """The user columns' Arrow schema (plain string/binary, as executors write them)."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    sch = to_arrow_schema(df.schema)
+    # a timestamp is an instant: stored as UTC microseconds (Java Hudi's TIMESTAMP_MICROS,
+    # adjusted to UTC); Spark hands executors the session's zone, the same instants
+    sch = to_arrow_schema(df.schema, timezone="UTC")
     fields = []
     for f in sch:
         t = f.type
@@ -302,7 +304,7 @@ class SparkHudiWriter(SparkTableJob):
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
             plan = None
-            if native and batch.op == "bulk_insert" and not batch.combines:
+            if batch.op == "bulk_insert" and not batch.combines and pair_write.applies(batch.table):
                 plan = plan_by_pair(keyed, batch.opts, batch.table, new_file_id()[:8])
             if plan is None:
                 plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
@@ -348,8 +350,8 @@ class SparkHudiWriter(SparkTableJob):
         ctx = self._task_context(batch, run, plan)
         records = self._records_by_file_group(batch, plan)
         description = f"hudi {batch.op} {table.name} {tx.instant_time}"
-        if native_write.applies(table, ctx.mode, batch.df.schema):
-            pairs = plan.by_pair
+        pairs = plan.by_pair
+        if pairs is not None or native_write.applies(table, ctx.mode, batch.df.schema):
             names = (pair_write.file_names(pairs, tx.instant_time) if pairs is not None
                      else native_write.file_names(run.planned, tx.instant_time))
             native_write.create_markers(table, tx.config, tx.instant_time, names)

@@ -117,3 +117,35 @@ def test_rows_of_a_file_group_the_plan_did_not_count_fail_the_task(tmp_path):
         assert "did not count" in str(e) and "deterministic" in str(e)
     else:
         raise AssertionError("rows of an unplanned file group were written")
+
+
+def test_a_timestamp_column_takes_this_route_and_is_stored_as_the_python_route_stores_it(spark, tmp_path, monkeypatch):
+    """Spark's own writer would store a timestamp as INT96 (native_write.applies refuses it);
+    pyarrow stores it as the per-file-group Python route does, so such a bulk_insert is
+    written by its input tasks too, with the same parquet type and the same values."""
+    import datetime as dt
+    calls = []
+    real_job = pair_write.write_job
+
+    def job(*a, **kw):
+        calls.append(kw["plan"])
+        return real_job(*a, **kw)
+    monkeypatch.setattr(pair_write, "write_job", job)
+    df = spark.range(0, 40, numPartitions=2).selectExpr(  # one partition per input task
+        "id", "if(id < 20, 'a', 'b') as p", "id as ts", "timestamp_seconds(1767225600 + id * 61) as at")
+    by_pair, by_group = str(tmp_path / "pair"), str(tmp_path / "group")
+    SparkHudiWriter(spark, by_pair, OPTS).write(df, "bulk_insert")
+    assert len(calls) == 1  # the pair route wrote it
+    SparkHudiWriter(spark, by_group, OPTS).write(df, "upsert")  # the per-file-group Python route
+    assert len(calls) == 1
+    pair_rows, group_rows = hudi_read(by_pair), hudi_read(by_group)
+    assert pair_rows.schema.field("at").type == group_rows.schema.field("at").type
+    assert sorted((r["id"], r["at"]) for r in pair_rows.to_pylist()) == \
+        sorted((r["id"], r["at"]) for r in group_rows.to_pylist())
+    assert len(pair_rows) == 40
+    assert {r["id"]: r["at"] for r in pair_rows.to_pylist()}[3] == \
+        dt.datetime(2026, 1, 1, 0, 3, 3, tzinfo=dt.timezone.utc)  # the instant, in UTC
+    some = next(f for f in os.listdir(os.path.join(by_pair, "a")) if f.endswith(".parquet"))
+    other = next(f for f in os.listdir(os.path.join(by_group, "a")) if f.endswith(".parquet"))
+    assert pq.read_schema(os.path.join(by_pair, "a", some)).field("at").type == \
+        pq.read_schema(os.path.join(by_group, "a", other)).field("at").type
