@@ -128,7 +128,12 @@ def _task_token() -> str:
 
 
 def _signal(table: Table, instant: str, err: BaseException) -> None:
-    """Leave the abort signal carrying the error, so the driver cancels the job at once."""
+    """Leave the abort signal carrying the error, so the driver cancels the job at once. Not
+    for an error the signal itself raised: the signal is there already (or was: a task the
+    driver cancelled can still run for Spark's Python kill timeout, and must not raise again
+    the signal the driver cleared after its rollback)."""
+    if getattr(err, "from_signal", False):
+        return
     body = err.to_dict() if hasattr(err, "to_dict") else {"error": type(err).__name__, "message": str(err)}
     abort_signal.raise_abort(table, instant, json.dumps(body), source="spark-executor")
 
@@ -139,7 +144,7 @@ def _check_abort(table: Table, instant: str, detector) -> None:
         detector.check_sticky()
 
 
-def _normalize(t: pa.Table | pa.RecordBatch) -> pa.Table:
+def plain_types(t: pa.Table | pa.RecordBatch) -> pa.Table:
     """Spark may hand large_string/large_binary; base files use the plain types."""
     if isinstance(t, pa.RecordBatch):
         t = pa.Table.from_batches([t])
@@ -156,7 +161,7 @@ def _normalize(t: pa.Table | pa.RecordBatch) -> pa.Table:
 
 
 def _read_base(table: Table, rel: str) -> pa.Table:
-    return _normalize(read_parquet(table.storage, rel, skip=REWRITTEN_META_COLUMNS))  # the merge rewrites them
+    return plain_types(read_parquet(table.storage, rel, skip=REWRITTEN_META_COLUMNS))  # the merge rewrites them
 
 
 def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table) -> merge.MergeResult:
@@ -197,7 +202,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         # Collect the group, checking the abort signal between Arrow batches.
         parts, n_seen, last_check = [], 0, time.time()
         for b in batches:
-            parts.append(_normalize(b))
+            parts.append(plain_types(b))
             n_seen += b.num_rows
             if time.time() - last_check > 0.2:
                 _check_abort(table, ctx.instant, detector)
@@ -265,9 +270,17 @@ def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
     # created after the abort signal is removed by its own writer.
     if abort_signal.abort_reason(table, ctx.instant) is not None:
         table.storage.delete(path)
-        raise WriteAbortedError(f"write {ctx.instant} aborted while writing {rel}",
-                                instant=ctx.instant, reason="aborted")
+        raise aborted_while_writing(ctx.instant, rel)
     return len(data)
+
+
+def aborted_while_writing(instant: str, rel: str) -> WriteAbortedError:
+    """The error of a task that found the abort signal right after creating ``rel`` (and
+    removed it): raised by the signal, so :func:`_signal` leaves it alone."""
+    err = WriteAbortedError(f"write {instant} aborted while writing {rel}", instant=instant,
+                            reason="aborted")
+    err.from_signal = True
+    return err
 
 
 def write_stat_of(r) -> WriteStat:

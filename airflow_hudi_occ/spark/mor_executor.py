@@ -112,7 +112,7 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
             detector.create_marker(markers, partition, name, "APPEND")
         else:
             markers.create(partition, name, "APPEND")
-        parts = [executor._normalize(b) for b in batches]
+        parts = [executor.plain_types(b) for b in batches]
         incoming = pa.concat_tables(parts) if parts else None
         if incoming is None or incoming.num_rows == 0:
             raise ValueError(f"no rows for file group {partition}/{file_id}")
@@ -141,8 +141,7 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
         # as executor._write: a file created after the driver's abort is removed by its writer
         if abort_signal.abort_reason(table, c.instant) is not None:
             table.storage.delete(path)
-            raise WriteAbortedError(f"write {c.instant} aborted while writing {rel}",
-                                    instant=c.instant, reason="aborted")
+            raise executor.aborted_while_writing(c.instant, rel)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel, "prev_commit": prev_commit,
             "prev_base_file": None, "num_writes": writes, "num_deletes": deletes,

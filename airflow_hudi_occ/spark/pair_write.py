@@ -39,7 +39,7 @@ from airflow_hudi_occ.core.commit.merge import conform
 from airflow_hudi_occ.core.format.base_file import parquet_writer, with_meta_columns
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.spark import tagging
-from airflow_hudi_occ.spark.executor import _normalize
+from airflow_hudi_occ.spark.executor import plain_types
 from airflow_hudi_occ.spark.native_write import GROUP
 
 #: a task with more file groups than this gets its rows sorted by file group in Spark, so
@@ -129,7 +129,7 @@ class _TaskFiles:
         self.current: int | None = None  # sorted input: the file group being written
 
     def add(self, batch: pa.RecordBatch, ordered: bool) -> None:
-        data = _normalize(batch)
+        data = plain_types(batch)
         folders = data.column(GROUP)
         data = data.drop_columns([GROUP])
         distinct = pc.unique(folders).to_pylist()

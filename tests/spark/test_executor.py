@@ -128,3 +128,26 @@ def test_abort_signal_stops_a_spark_write_and_rolls_it_back(spark, tmp_path):
         e.value.instant not in {i.requested_time for i in t.timeline().completed()}
     assert all(bf.instant_time != e.value.instant for bf in list_base_files(t, ""))
     assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", ".abort", e.value.instant))
+
+
+def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_cleared_it(tmp_path):
+    """A cancelled task's Python worker can run on for Spark's kill timeout. If it caught the
+    error the signal raised and signalled again, the driver's rollback would leave a signal
+    behind for an instant it removed; a conflict the task finds itself is still signalled."""
+    from airflow_hudi_occ.core.errors import EarlyConflictError
+    from airflow_hudi_occ.spark.executor import _signal, aborted_while_writing
+
+    table = Table.create(str(tmp_path / "tbl"), "tbl", record_key_fields=["id"], partition_fields=[])
+    abort_signal.raise_abort(table, "20260101000000000", "sensor: doomed", source="test")
+    try:
+        abort_signal.check_abort(table, "20260101000000000")
+    except Exception as e:  # noqa: BLE001 - the signal's own error
+        from_signal = e
+    abort_signal.clear_abort(table, "20260101000000000")  # the driver's rollback
+    _signal(table, "20260101000000000", from_signal)
+    _signal(table, "20260101000000000", aborted_while_writing("20260101000000000", "f.parquet"))
+    assert abort_signal.abort_reason(table, "20260101000000000") is None
+    found = EarlyConflictError(instant="20260101000000001", other_instant="20260101000000000",
+                               file_groups=[("", "fg-1")])
+    _signal(table, "20260101000000001", found)
+    assert abort_signal.abort_reason(table, "20260101000000001")["source"] == "spark-executor"

@@ -66,9 +66,14 @@ def error_for(instant_time: str, info: dict):
 
 
 def check_abort(table, instant_time: str) -> None:
+    """Raise the signal's error (:func:`error_for`), marked ``from_signal``: whoever catches it
+    must not raise the signal again (the driver may have cleared it by then, see
+    spark/executor.py)."""
     info = abort_reason(table, instant_time)
     if info is not None:
-        raise error_for(instant_time, info)
+        err = error_for(instant_time, info)
+        err.from_signal = True
+        raise err
 
 
 def clear_abort(table, instant_time: str) -> None:
