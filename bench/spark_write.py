@@ -99,7 +99,7 @@ def bare_write(spark, df, out_dir: str) -> int:
         records = keyed.select(*df.columns, tagging.KEY, tagging.PART)
         pair_write.write_job(spark, records, user_columns=list(df.columns), key_fields=["id"],
                              target_schema=arrow_schema_of(df), instant=instant, plan=plan.by_pair,
-                             out_dir=staging)()
+                             names=names, out_dir=staging)()
         folders = plan.by_pair.folders()
     else:  # small inputs: file groups sized per partition, records shuffled to them
         plan = plan_file_groups(spark, keyed, "bulk_insert", opts, table, [])

@@ -145,13 +145,20 @@ class PairPlan:
 
     def folder(self, partition: str, task: int, chunk: int) -> int:
         """The number the write job stages a file group's file under (its ``GROUP``): task,
-        chunk and the partition's hash packed in one long, which Spark's writer sorts by its
-        value (a string name shares its first bytes with every other and sorts slowly)."""
+        chunk and the partition's hash packed in one long, which Spark computes per row and
+        the write job splits and sorts rows by (a string name would cost a string per row)."""
         return (task << 43) | (chunk << 32) | (self.pairs[(partition, task)][0] & 0xFFFFFFFF)
 
     def folders(self) -> dict:
         """(partition, fileId) -> :meth:`folder`, for every file group of :meth:`groups`."""
         return {(p, self.file_id(p, t, c)): self.folder(p, t, c) for p, t, c in self._file_groups()}
+
+    def most_files_in_a_task(self) -> int:
+        """The most file groups one input task writes."""
+        per_task: dict[int, int] = {}
+        for pair in self.pairs:
+            per_task[pair[1]] = per_task.get(pair[1], 0) + self.files(pair)
+        return max(per_task.values(), default=0)
 
     def packable(self) -> bool:
         """Whether every file group has a folder of its own: tasks below 2^20, at most 2^11

@@ -3,9 +3,7 @@
 A write that only creates file groups (``bulk_insert``, ``insert_overwrite``) has nothing to
 merge, so its records never need to reach Python: the five meta columns are Spark
 expressions, Spark's parquet writer writes one file per file group into a staging folder, and
-the driver moves each file to its Hudi name. Measured on 500 k rows, the Python route (Arrow
-transfer to a worker, then pyarrow's writer) cost about twice Spark's own write of the same
-rows. Three plans feed it:
+the driver moves each file to its Hudi name. Two plans feed it:
 
 - a batch that combines keys but has no duplicate: every input task writes the records it
   reads into file groups of its own, after a keys-only counting job that shuffles a hash of

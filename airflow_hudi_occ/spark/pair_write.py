@@ -68,13 +68,14 @@ def file_names(plan, instant: str) -> dict:
 
 
 def write_job(spark, records, *, user_columns: list[str], key_fields: list[str], target_schema,
-              instant: str, plan, out_dir: str):
+              instant: str, plan, names: dict, out_dir: str):
     """The Spark action of a :func:`file_group_plan.plan_by_pair` bulk_insert: each input task
     writes its records, as read, into ``out_dir/<GROUP>=<folder>/data.parquet``, the folder being
     :meth:`PairPlan.folder` of its file group: a long computed in Spark from the task id, the
     partition's hash and a chunk of the key's hash (only pairs above the max file size have
-    more than one chunk). A record of a pair the count did not see lands in a folder outside
-    the plan, which :func:`native_write.publish` refuses."""
+    more than one chunk). ``names``: :func:`file_names` of the plan (its markers' names). A
+    record of a pair the count did not see lands in a folder outside the plan, which the task
+    refuses."""
     task = F.spark_partition_id()
     big = {f"{t}|{p}": plan.files((p, t)) for (p, t) in plan.pairs if plan.files((p, t)) > 1}
     if big:
@@ -86,13 +87,9 @@ def write_job(spark, records, *, user_columns: list[str], key_fields: list[str],
     folder = (F.shiftleft(task.cast("long"), 43) + F.shiftleft(chunk.cast("long"), 32)
               + F.xxhash64(F.col(tagging.PART)).bitwiseAND(0xFFFFFFFF))
     df = records.select(*user_columns, folder.alias(GROUP))
-    per_task: dict = {}
-    for pair in plan.pairs:
-        per_task[pair[1]] = per_task.get(pair[1], 0) + plan.files(pair)
-    ordered = max(per_task.values(), default=0) > MAX_OPEN_FILES
+    ordered = plan.most_files_in_a_task() > MAX_OPEN_FILES
     if ordered:
         df = df.sortWithinPartitions(GROUP)
-    names = file_names(plan, instant)
     targets = {folder_: (g[0], names[g]) for g, folder_ in plan.folders().items()}
     fn = _task_writer(targets, list(key_fields), target_schema, instant, out_dir, ordered)
     return lambda: df.mapInArrow(fn, RESULT_DDL).collect()
@@ -136,8 +133,8 @@ class _TaskFiles:
         for f in distinct:
             part = data if len(distinct) == 1 else data.filter(pc.equal(folders, f))
             if ordered and f != self.current:
-                for other in list(self.writers):  # sorted input: a file group never comes back
-                    self._close(other)
+                if self.current is not None:  # sorted input: a file group never comes back
+                    self._close(self.current)
                 self.current = f
             self.buffers.setdefault(f, []).append(part)
             self.buffered[f] = self.buffered.get(f, 0) + part.num_rows
@@ -172,6 +169,8 @@ class _TaskFiles:
 
     def _close(self, folder: int) -> None:
         self._flush(folder)
+        if folder not in self.writers:  # no row reached it
+            return
         cm, _, tmp = self.writers.pop(folder)
         cm.__exit__(None, None, None)
         os.replace(tmp, os.path.join(os.path.dirname(tmp), STAGED_NAME))  # complete, then visible

@@ -361,7 +361,8 @@ class SparkHudiWriter(SparkTableJob):
                 job = pair_write.write_job(self.spark, records, user_columns=batch.user_columns,
                                            key_fields=table.config.record_key_fields,
                                            target_schema=batch.target_schema,
-                                           instant=tx.instant_time, plan=pairs, out_dir=out)
+                                           instant=tx.instant_time, plan=pairs, names=names,
+                                           out_dir=out)
             else:
                 job = native_write.write_job(self.spark, records, batch.user_columns,
                                              tx.instant_time, names, out)
