@@ -12,6 +12,7 @@ import base64
 import contextlib
 import io
 import posixpath
+import threading
 import uuid
 from typing import Iterable, Sequence
 
@@ -75,6 +76,33 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
     return pc.binary_join_element_wise(*parts, ",")
 
 
+#: (prefix, start) -> the longest run of sequence numbers built for it; see :func:`sequence_numbers`
+_SEQNOS: dict[tuple[str, int], pa.Array] = {}
+_SEQNOS_MAX = 4  # a file's chunks; at most 4 x 131,072 strings (about 14 MB) are kept
+_SEQNOS_LOCK = threading.Lock()
+
+
+def sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
+    """``<prefix><start>`` ... ``<prefix><start + n - 1>``. Every file of one commit by the
+    core writer has the same prefix and counts from 0 in each chunk, so the column is built
+    once per commit and sliced for the other files: spelling it cost 16 of the 25 ms that a
+    200 k-row file's meta columns take. Arrow arrays are immutable, so sharing one is safe."""
+    key = (prefix, start)
+    with _SEQNOS_LOCK:
+        have = _SEQNOS.get(key)
+    if have is not None and len(have) >= n:
+        return have.slice(0, n)
+    # the prefix as a scalar: a third cheaper than joining with n copies of it
+    seq = pc.binary_join_element_wise(pa.scalar(prefix, pa.string()),
+                                      pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)),
+                                              pa.string()), "")
+    with _SEQNOS_LOCK:
+        if key not in _SEQNOS and len(_SEQNOS) >= _SEQNOS_MAX:
+            del _SEQNOS[next(iter(_SEQNOS))]  # the oldest
+        _SEQNOS[key] = seq
+    return seq
+
+
 def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file_name: str,
                       key_fields: Sequence[str] | None = None, keys: pa.Array | None = None,
                       commit_times: Iterable[str] | pa.Array | None = None, seqno_start: int = 0,
@@ -98,9 +126,7 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
     else:
         times = pa.array(list(commit_times), pa.string())
     prefix = f"{instant_time}_{partition_id}_" if seq_prefix is None else seq_prefix
-    seq = pc.binary_join_element_wise(constant_strings(prefix, n),
-                                      pc.cast(pa.array(np.arange(seqno_start, seqno_start + n, dtype=np.int64)),
-                                              pa.string()), "")
+    seq = sequence_numbers(prefix, seqno_start, n)
     meta = [times, seq, keys.cast(pa.string()), const(partition, n), const(file_name, n)]
     return pa.Table.from_arrays(meta + list(data.columns),
                                 names=list(META_COLUMNS) + data.column_names)
@@ -109,6 +135,13 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
 #: meta columns unique per row: a dictionary page for them is built and then thrown away
 #: (half the cost of writing a base file with it); every other column keeps Arrow's default
 UNIQUE_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+#: meta columns no reader filters by, written without min/max statistics: they cost a quarter
+#: of a base file's meta-column write (measured on 200 k rows: 4.8 ms for the sequence number,
+#: 2.4 ms for each constant dictionary, of 52 ms for the file). Kept: the commit time (an
+#: incremental read's pushdown) and the record key (tagging's key ranges, :func:`key_range`).
+UNFILTERED_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
 
 
 #: rows of a file's first chunk looked at to decide which columns get a dictionary
@@ -132,14 +165,15 @@ def _mostly_distinct(column) -> bool:
 def parquet_write_options(table: pa.Table | pa.Schema) -> dict:
     """Snappy; a dictionary for every column but those of unique values: the sequence number
     and record key always, and a user column whose first rows are mostly distinct (known only
-    when ``table`` has rows)."""
+    when ``table`` has rows); statistics for every column but :data:`UNFILTERED_META_COLUMNS`."""
     if isinstance(table, pa.Schema):
         names, unique = table.names, set(UNIQUE_META_COLUMNS)
     else:
         names = table.column_names
         unique = set(UNIQUE_META_COLUMNS) | {c for c in names if c not in META_COLUMNS
                                              and _mostly_distinct(table.column(c))}
-    return {"compression": "snappy", "use_dictionary": [c for c in names if c not in unique]}
+    return {"compression": "snappy", "use_dictionary": [c for c in names if c not in unique],
+            "write_statistics": [c for c in names if c not in UNFILTERED_META_COLUMNS]}
 
 
 @contextlib.contextmanager

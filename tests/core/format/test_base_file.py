@@ -1,0 +1,100 @@
+"""Base files as the writers lay them out: the meta columns' values, their encodings, and which
+columns carry parquet statistics.
+
+The sequence numbers are built once per commit and shared between files (a cache); the
+statistics are left out for the meta columns no reader filters by. Both are checked against
+an independent spelling and against what pyarrow and hudi-rs read back.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_hudi_occ.core.commit import writer as writer_module
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format import base_file
+from airflow_hudi_occ.core.format.base_file import (UNFILTERED_META_COLUMNS, key_range, sequence_numbers,
+                                                    with_meta_columns)
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read
+
+
+def _spelled(prefix: str, start: int, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(start, start + n)]
+
+
+def test_sequence_numbers_are_the_same_whatever_the_cache_already_holds():
+    # long then short (a slice of the cached run), short then long (rebuilt), other prefixes,
+    # more keys than the cache keeps, and empty runs
+    requests = [("i1_0_", 0, 500), ("i1_0_", 0, 7), ("i1_0_", 500, 3), ("i1_0_", 500, 40),
+                ("i2_0_", 0, 12), ("i1_3_", 0, 12), ("i3_0_", 0, 0), ("i4_0_", 98, 5),
+                ("i1_0_", 0, 600), ("i1_0_", 0, 1), ("i5_0_", 0, 0)]
+    requests += [(f"i{k}_0_", 0, 3) for k in range(6, 6 + 2 * base_file._SEQNOS_MAX)]
+    requests += requests[:4]  # evicted by now: built again
+    for prefix, start, n in requests:
+        got = sequence_numbers(prefix, start, n)
+        assert got.type == pa.string()
+        assert got.to_pylist() == _spelled(prefix, start, n), (prefix, start, n)
+    assert len(base_file._SEQNOS) <= base_file._SEQNOS_MAX
+
+
+def test_with_meta_columns_counts_each_chunk_from_its_start():
+    data = pa.table({"id": [5, 6, 7], "v": ["a", "b", "c"]})
+    t = with_meta_columns(data, instant_time="20261126000000000", partition="p=1", file_name="f.parquet",
+                          key_fields=["id"], seqno_start=131072, partition_id=4)
+    assert t.column_names == list(META_COLUMNS) + ["id", "v"]
+    assert t.column("_hoodie_commit_seqno").to_pylist() == _spelled("20261126000000000_4_", 131072, 3)
+    assert t.column("_hoodie_record_key").to_pylist() == ["5", "6", "7"]
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Files of several chunks (row groups) with small batches: the second chunk's sequence
+    numbers go on where the first's stop."""
+    monkeypatch.setattr(writer_module, "WRITE_CHUNK_ROWS", 4)
+
+
+def test_a_commit_s_files_carry_their_own_rows_meta_values_and_statistics_where_readers_filter(tmp_path, small_chunks):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    rows = pa.table({"id": list(range(30)), "p": [f"p{i % 3}" for i in range(30)],
+                     "ts": [1] * 30, "v": [f"v{i}" for i in range(30)]})
+    result = ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(rows, "insert")
+    instant = result.instant.requested_time
+    slices = FileSystemView(table).latest_file_slices()
+    assert len(slices) == 3
+
+    for s in slices:
+        rel = s.base_file.relative_path
+        path = table.storage.path(rel)
+        meta = pq.read_metadata(path)
+        assert meta.num_row_groups == 3  # 10 rows in chunks of 4
+        names = meta.schema.names
+        for rg in range(meta.num_row_groups):
+            for ci, name in enumerate(names):
+                st = meta.row_group(rg).column(ci).statistics
+                has = st is not None and st.has_min_max
+                assert has == (name not in UNFILTERED_META_COLUMNS), (name, rg)
+        got = pq.read_table(path)
+        # constants written as one-value dictionaries are read back as plain strings
+        assert all(got.schema.field(c).type == pa.string() for c in META_COLUMNS)
+        assert set(got.column("_hoodie_file_name").to_pylist()) == {s.base_file.name}
+        assert set(got.column("_hoodie_partition_path").to_pylist()) == {s.partition}
+        assert set(got.column("_hoodie_commit_time").to_pylist()) == {instant}
+        assert got.column("_hoodie_commit_seqno").to_pylist() == _spelled(f"{instant}_0_", 0, 10)
+        keys = got.column("_hoodie_record_key").to_pylist()
+        assert keys == [str(i) for i in got.column("id").to_pylist()]
+        # tagging's key range comes from the record key's statistics
+        assert key_range(table.storage, rel, "_hoodie_record_key") == (min(keys), max(keys))
+
+    # the independent reader sees the same meta values
+    read = hudi_read(table.base_uri).sort_by("id")
+    assert read.column("id").to_pylist() == list(range(30))
+    assert read.column("_hoodie_record_key").to_pylist() == [str(i) for i in range(30)]
+    assert set(read.column("_hoodie_commit_time").to_pylist()) == {instant}
+    assert len(set(read.column("_hoodie_commit_seqno").to_pylist())) == 10  # each file counts 0..9
