@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.format.base_file import (REWRITTEN_META_COLUMNS, parquet_writer, read_parquet,
-                                                    with_meta_columns)
+from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS,
+                                                    parquet_writer, read_parquet, with_meta_columns)
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
@@ -161,7 +161,9 @@ def plain_types(t: pa.Table | pa.RecordBatch) -> pa.Table:
 
 
 def _read_base(table: Table, rel: str) -> pa.Table:
-    return plain_types(read_parquet(table.storage, rel, skip=REWRITTEN_META_COLUMNS))  # the merge rewrites them
+    # the merge rewrites the skipped columns, and writes the commit times back as a dictionary
+    return plain_types(read_parquet(table.storage, rel, skip=REWRITTEN_META_COLUMNS,
+                                    dictionary=MERGE_DICTIONARY_COLUMNS))
 
 
 def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table) -> merge.MergeResult:

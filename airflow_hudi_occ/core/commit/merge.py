@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_hudi_occ.core.format.base_file import constant_strings, record_key_array
+from airflow_hudi_occ.core.format.base_file import record_key_array
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 UPSERT, DELETE, APPEND = "upsert", "delete", "append"
@@ -106,10 +106,38 @@ class MergeResult:
 
     user: pa.Table
     keys: pa.Array
-    commit_times: pa.Array
+    #: a dictionary array (a file's commit times are few distinct values): the parquet writer
+    #: then writes its dictionary as given instead of hashing every row's time again
+    commit_times: pa.DictionaryArray
     updates: int = 0
     inserts: int = 0
     deletes: int = 0
+
+
+TIMES_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def stored_times(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
+    """A base file's ``_hoodie_commit_time`` as one :data:`TIMES_TYPE` array, whether it was
+    read as a dictionary (``read_parquet(dictionary=...)``) or as strings."""
+    if isinstance(column, pa.ChunkedArray):
+        if pa.types.is_dictionary(column.type):
+            column = column.unify_dictionaries()
+        column = column.combine_chunks()
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column.cast(pa.string()))
+    return column.cast(TIMES_TYPE)
+
+
+def with_instant(times: pa.DictionaryArray, n: int, instant: str) -> pa.DictionaryArray:
+    """``times`` followed by ``n`` rows of ``instant``, still one dictionary."""
+    values = times.dictionary
+    hit = pc.index(values, instant).as_py()
+    if hit < 0:
+        hit = len(values)
+        values = pa.concat_arrays([values, pa.array([instant], pa.string())])
+    indices = pa.concat_arrays([times.indices, pa.array(np.full(n, hit, dtype=np.int32))])
+    return pa.DictionaryArray.from_arrays(indices, values)
 
 
 def _count(mask) -> int:
@@ -166,10 +194,10 @@ def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array
         raise ValueError(f"unknown merge order {order!r}")
     if "_hoodie_record_key" in base.column_names:
         bkeys = base.column("_hoodie_record_key").combine_chunks().cast(pa.string())
-        btimes = base.column("_hoodie_commit_time").combine_chunks().cast(pa.string())
+        btimes = stored_times(base.column("_hoodie_commit_time"))
     elif key_fields:
         bkeys = record_key_array(base, key_fields).cast(pa.string())
-        btimes = pa.nulls(base.num_rows, pa.string())
+        btimes = stored_times(pa.nulls(base.num_rows, pa.string()))
     else:
         raise ValueError("a base file without _hoodie_record_key needs key_fields (virtual keys)")
     buser = base.drop_columns([c for c in META_COLUMNS if c in base.column_names])
@@ -189,10 +217,9 @@ def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array
                            deletes=_count(hit))
     iuser = incoming.drop_columns([c for c in META_COLUMNS if c in incoming.column_names])
     iuser = conform(iuser, schema)
-    now = constant_strings(instant, incoming.num_rows)
     if mode == APPEND:
         return MergeResult(_combine(buser, iuser, schema), pa.concat_arrays([bkeys, ikeys]),
-                           pa.concat_arrays([btimes, now]), inserts=incoming.num_rows)
+                           with_instant(btimes, incoming.num_rows, instant), inserts=incoming.num_rows)
     if mode != UPSERT:
         raise ValueError(f"unknown merge mode {mode!r}")
     # for every stored row, the incoming row of its key (null: not in the batch)
@@ -221,7 +248,7 @@ def merge_file_group(base: pa.Table, incoming: pa.Table, incoming_keys: pa.Array
     return MergeResult(
         _combine(buser.filter(base_keep), taken, schema),
         pa.concat_arrays([bkeys.filter(base_keep), taken_keys]),
-        pa.concat_arrays([btimes.filter(base_keep), constant_strings(instant, len(taken_keys))]),
+        with_instant(btimes.filter(base_keep), len(taken_keys), instant),
         updates=updates, inserts=_count(pc.invert(matched_i)))
 
 

@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.format.base_file import (REWRITTEN_META_COLUMNS, key_range, new_file_id, read_parquet,
-                                                    read_parquet_columns, record_key_array, with_meta_columns, write_parquet,
-                                                    write_parquet_chunks,
-                                                    write_token)
+from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
+                                                    new_file_id, read_parquet, read_parquet_columns,
+                                                    record_key_array, with_meta_columns, write_parquet,
+                                                    write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
@@ -479,9 +479,10 @@ class ArrowTableWriter:
         rows = data.take(w.indices)
         updates = deletes = 0
         inserts = rows.num_rows
-        commit_times = None
+        commit_times = keys = None
         if w.prev is not None:
-            base = read_parquet(self.table.storage, w.prev.base_file.relative_path, skip=REWRITTEN_META_COLUMNS)
+            base = read_parquet(self.table.storage, w.prev.base_file.relative_path, skip=REWRITTEN_META_COLUMNS,
+                                dictionary=MERGE_DICTIONARY_COLUMNS)
             res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
                                          instant=tx.instant_time,
                                          precombine=self.table.config.precombine_field,
@@ -489,8 +490,9 @@ class ArrowTableWriter:
                                          match_on=merge.integer_key_column(key_fields, base, rows),
                                          key_fields=key_fields)
             del base
-            # keys=None: the keys are spelled again from the merged rows, as this writer always did
-            rows, commit_times = res.user, res.commit_times
+            # stored records keep their stored key text, as Hudi copies them (and as the Spark
+            # executor does); only the batch's keys are spelled here
+            rows, commit_times, keys = res.user, res.commit_times, res.keys
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
         n = rows.num_rows
         if self.table.config.populates_meta_fields:
@@ -499,6 +501,7 @@ class ArrowTableWriter:
                     yield with_meta_columns(
                         rows.slice(off, WRITE_CHUNK_ROWS), instant_time=tx.instant_time,
                         partition=w.partition, file_name=name, key_fields=key_fields,
+                        keys=None if keys is None else keys.slice(off, WRITE_CHUNK_ROWS),
                         commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
                         seqno_start=off, dictionary_constants=True)
             size = write_parquet_chunks(self.table.storage, rel, chunks())

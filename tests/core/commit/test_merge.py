@@ -5,12 +5,15 @@ writer used before the Arrow rewrite (stored order) and the Spark executor's per
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns
+from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, read_parquet, record_key_array,
+                                                    with_meta_columns)
+from airflow_hudi_occ.core.format.storage import Storage
 
 T0, T1 = "20250101000000000", "20250101000000001"
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
@@ -114,6 +117,36 @@ def test_delete_and_append():
     res = merge.merge_file_group(stored(base), t, keys, mode=merge.APPEND, instant=T1)
     assert res.keys.to_pylist() == ["0", "1", "2", "3", "1", "7"] and res.inserts == 2
     assert res.commit_times.to_pylist() == [T0] * 4 + [T1] * 2
+
+
+@pytest.mark.parametrize("mode", [merge.UPSERT, merge.DELETE, merge.APPEND])
+def test_commit_times_read_as_dictionaries_come_back_as_one_dictionary(tmp_path, mode):
+    """A base file of several row groups whose times were written by two commits: read as the
+    writers read it (a dictionary per row group), merged, and written back as given."""
+    rows = [{"id": i, "ts": 1, "v": "x"} for i in range(6)]
+    t = stored(rows)
+    t = t.set_column(0, "_hoodie_commit_time", pa.array([T0, T0, "20241231000000000", T0, T1, T1]))
+    pq.write_table(t, tmp_path / "f.parquet", row_group_size=2)  # three row groups
+    base = read_parquet(Storage(str(tmp_path)), "f.parquet", dictionary=MERGE_DICTIONARY_COLUMNS)
+    assert base.column("_hoodie_commit_time").num_chunks == 3
+    assert pa.types.is_dictionary(base.column("_hoodie_commit_time").type)
+    t2 = "20250101000000002"
+    res = merge.merge_file_group(base, *batch([{"id": 4, "ts": 2, "v": "u"}, {"id": 9, "ts": 2, "v": "n"}]),
+                                 mode=mode, instant=t2, precombine="ts", order=merge.STORED_ORDER)
+    assert res.commit_times.type == merge.TIMES_TYPE
+    want = {merge.UPSERT: [T0, T0, "20241231000000000", T0, T1, t2, t2],
+            merge.DELETE: [T0, T0, "20241231000000000", T0, T1],
+            merge.APPEND: [T0, T0, "20241231000000000", T0, T1, T1, t2, t2]}[mode]
+    assert res.commit_times.to_pylist() == want
+    # the instant is one dictionary entry, however many rows carry it
+    assert sorted(set(res.commit_times.dictionary.to_pylist())) == sorted(set(want))
+
+
+def test_with_instant_reuses_an_entry_already_in_the_dictionary():
+    times = merge.stored_times(pa.array([T0, T1, None]))
+    out = merge.with_instant(times, 2, T1)
+    assert out.to_pylist() == [T0, T1, None, T1, T1]
+    assert len(out.dictionary) == 2
 
 
 def test_target_schema_nulls_an_added_column_for_stored_rows():

@@ -8,6 +8,7 @@ key. Checked by counting the column reads and by reading the table back with hud
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.commit import writer as writer_module
@@ -156,3 +157,25 @@ def test_bulk_insert_writes_duplicate_keys_as_given_unless_asked_to_combine(tmp_
     ArrowTableWriter(other, WriteConfig.from_options(opts)).write(batch, "insert")
     assert sorted((r["id"], r["v"]) for r in hudi_read(other.base_uri).to_pylist()) == \
         [(1, "x3"), (2, "y5"), (3, "z")]
+
+
+def test_an_upsert_copies_untouched_records_with_the_key_text_they_were_stored_with(tmp_path):
+    """Hudi copies a record the batch does not touch as it is, record key included. A table
+    written by another key generator (Hudi 0.x's ComplexKeyGenerator spells one field as
+    ``id:5``) keeps that text; only the batch's records are spelled by this writer."""
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    w = ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    first = w.write(_rows(range(5), "v0")).instant.requested_time
+    (s,) = FileSystemView(table).latest_file_slices("a")
+    path = table.storage.path(s.base_file.relative_path)
+    stored = pq.read_table(path)
+    stored = stored.set_column(stored.schema.get_field_index("_hoodie_record_key"), "_hoodie_record_key",
+                               pa.array([f"id:{i}" for i in stored.column("id").to_pylist()]))
+    pq.write_table(stored, path)
+
+    second = w.write(_rows([2, 7], "v1")).instant.requested_time
+    got = {r["id"]: (r["_hoodie_record_key"], r["_hoodie_commit_time"], r["v"])
+           for r in hudi_read(table.base_uri).to_pylist()}
+    assert got == {0: ("id:0", first, "v0"), 1: ("id:1", first, "v0"), 3: ("id:3", first, "v0"),
+                   4: ("id:4", first, "v0"), 2: ("2", second, "v1"), 7: ("7", second, "v1")}
