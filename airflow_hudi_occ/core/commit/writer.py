@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
                                                     new_file_id, read_parquet, read_parquet_columns,
-                                                    record_key_array, with_meta_columns, write_parquet,
-                                                    write_parquet_chunks, write_token)
+                                                    record_key_array, with_constant_columns, with_meta_columns,
+                                                    write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
@@ -495,18 +495,21 @@ class ArrowTableWriter:
             rows, commit_times, keys = res.user, res.commit_times, res.keys
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
         n = rows.num_rows
+        # a new file group's rows are one partition group's: its partition columns hold one
+        # value (a merged file's stored rows may spell a partition differently: left alone)
+        constant = self.table.config.partition_fields if w.prev is None else ()
         if self.table.config.populates_meta_fields:
             def chunks():  # meta columns a chunk at a time: memory bounded by the chunk
                 for off in range(0, max(n, 1), WRITE_CHUNK_ROWS):
-                    yield with_meta_columns(
+                    yield with_constant_columns(with_meta_columns(
                         rows.slice(off, WRITE_CHUNK_ROWS), instant_time=tx.instant_time,
                         partition=w.partition, file_name=name, key_fields=key_fields,
                         keys=None if keys is None else keys.slice(off, WRITE_CHUNK_ROWS),
                         commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
-                        seqno_start=off, dictionary_constants=True)
+                        seqno_start=off, dictionary_constants=True), constant)
             size = write_parquet_chunks(self.table.storage, rel, chunks())
         else:  # virtual keys: the user's columns alone, as Hudi writes them
-            size = write_parquet(self.table.storage, rel, rows)
+            size = write_parquet(self.table.storage, rel, with_constant_columns(rows, constant))
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=w.prev.instant_time if w.prev is not None else "null",

@@ -51,6 +51,30 @@ def constant_dictionary(value: str, n: int) -> pa.DictionaryArray:
                                           pa.array([value], pa.string()))
 
 
+#: field metadata of a column :func:`with_constant_columns` made a one-value dictionary: the
+#: file records its plain type (:func:`_stored_schema`)
+CONSTANT_FIELD = b"airflow_hudi_occ.constant"
+
+
+def with_constant_columns(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``table`` with the columns ``names``, which the caller knows hold one value in every row
+    (a new file group's partition columns), as one-value dictionaries: the parquet writer then
+    writes one dictionary entry instead of hashing every row (a 200 k-row file's partition
+    column: about 8 ms as strings, 3.5 as a dictionary). Null or nested values stay as they are."""
+    for name in names:
+        i = table.schema.get_field_index(name)
+        if i < 0 or table.num_rows == 0:
+            continue
+        f = table.schema.field(i)
+        first = table.column(i).slice(0, 1).combine_chunks()
+        if pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) or first.null_count:
+            continue
+        values = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, dtype=np.int32)), first)
+        table = table.set_column(i, pa.field(name, values.type, f.nullable, metadata={CONSTANT_FIELD: b"1"}),
+                                 values)
+    return table
+
+
 _PLAIN_TO_STRING = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
 
 
@@ -224,14 +248,18 @@ def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]
 
 def _stored_schema(schema: pa.Schema) -> bytes | None:
     """The Arrow schema a file records (``ARROW:schema``, as pyarrow writes it: base64 of the
-    IPC schema) when its meta columns are dictionaries: the same schema with strings there, so
-    every reader (pyarrow, hudi-rs) reads what a plain-string file would give. None when no
-    meta column is a dictionary (pyarrow stores the schema itself)."""
+    IPC schema) when its meta columns (or :func:`with_constant_columns`' columns) are
+    dictionaries: the same schema with the plain types there, so every reader (pyarrow,
+    hudi-rs) reads what a plain file would give. None when there is no such column (pyarrow
+    stores the schema itself)."""
     fields = []
     changed = False
     for f in schema:
-        if f.name in META_COLUMNS and pa.types.is_dictionary(f.type):
+        constant = f.metadata is not None and CONSTANT_FIELD in f.metadata
+        if (f.name in META_COLUMNS or constant) and pa.types.is_dictionary(f.type):
             f = f.with_type(f.type.value_type)
+            if constant:
+                f = f.remove_metadata()
             changed = True
         fields.append(f)
     if not changed:

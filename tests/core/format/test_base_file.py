@@ -17,8 +17,9 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format import base_file
 from airflow_hudi_occ.core.format.base_file import (UNFILTERED_META_COLUMNS, key_range, sequence_numbers,
-                                                    with_meta_columns)
+                                                    with_constant_columns, with_meta_columns, write_parquet)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
+from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read
@@ -98,3 +99,45 @@ def test_a_commit_s_files_carry_their_own_rows_meta_values_and_statistics_where_
     assert read.column("_hoodie_record_key").to_pylist() == [str(i) for i in range(30)]
     assert set(read.column("_hoodie_commit_time").to_pylist()) == {instant}
     assert len(set(read.column("_hoodie_commit_seqno").to_pylist())) == 10  # each file counts 0..9
+
+
+@pytest.mark.parametrize("virtual_keys", [False, True], ids=["meta-fields", "virtual-keys"])
+def test_new_file_groups_write_partition_columns_as_one_value_dictionaries_read_back_as_written(
+        tmp_path, virtual_keys):
+    """A new file group's partition columns hold one value: they are written as one-value
+    dictionaries, and every reader reads the type the batch had (string, integer) and nulls
+    where they were (a null partition value is left as it is)."""
+    extra = {"hoodie.populate.meta.fields": "false"} if virtual_keys else None
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p", "q"],
+                         precombine_field="ts", extra_properties=extra)
+    rows = pa.table({"id": list(range(12)), "p": [["x", "y", None][i % 3] for i in range(12)],
+                     "q": pa.array([i % 2 for i in range(12)], pa.int32()), "ts": [1] * 12})
+    ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(rows, "insert")
+    slices = FileSystemView(table).latest_file_slices()
+    assert len(slices) == 6
+    dictionary_encoded = 0
+    for s in slices:
+        path = table.storage.path(s.base_file.relative_path)
+        got = pq.read_table(path)
+        assert got.schema.field("p").type == pa.string() and got.schema.field("q").type == pa.int32()
+        assert got.schema.field("q").metadata is None
+        encodings = pq.read_metadata(path).row_group(0).column(got.schema.get_field_index("q")).encodings
+        dictionary_encoded += any("DICTIONARY" in e for e in encodings)
+    assert dictionary_encoded == 6
+    read = hudi_read(table.base_uri).sort_by("id")
+    assert read.select(["id", "p", "q", "ts"]).equals(rows.cast(read.select(["id", "p", "q", "ts"]).schema))
+
+
+def test_with_constant_columns_makes_one_value_dictionaries_that_files_record_as_plain(tmp_path):
+    t = pa.table({"p": ["x"] * 5, "q": pa.array([3] * 5, pa.int16()), "n": pa.array([None] * 5, pa.string()),
+                  "v": list(range(5))})
+    c = with_constant_columns(t, ["p", "q", "n", "absent"])
+    assert c.schema.field("p").type == pa.dictionary(pa.int32(), pa.string())
+    assert c.schema.field("q").type == pa.dictionary(pa.int32(), pa.int16())
+    assert c.schema.field("n").type == pa.string()  # a null value is left as it is
+    assert c.column("p").combine_chunks().dictionary.to_pylist() == ["x"]
+    assert c.to_pylist() == t.to_pylist()
+    write_parquet(Storage(str(tmp_path)), "f.parquet", c)
+    back = pq.read_table(tmp_path / "f.parquet")
+    assert back.schema == t.schema
+    assert back.equals(t)
