@@ -109,7 +109,8 @@ class MergeOnReadWriter(ArrowTableWriter):
                               operation_type=OPERATIONS[op], writer_id=self.writer_id,
                               attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
                               lock_manager=self._lock_manager)
-        groups = sorted(partition_groups(self.table, data).items())
+        by_path = partition_groups(self.table, data)
+        groups = sorted(by_path.items())
         tx.begin()
         try:
             view = FileSystemView(self.table, partitions=[p for p, _ in groups])
@@ -126,7 +127,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             names = [self._mark(tx, w, before_file) if _is_base(w)
                      else self._mark_log(tx, w, before_file) for w in work]
             stats = _map_bounded(
-                lambda wn: (self._write_file(tx, data, *wn) if _is_base(wn[0])
+                lambda wn: (self._write_file(tx, data, *wn, mixed=by_path.mixed) if _is_base(wn[0])
                             else self._write_log(tx, data, *wn, schema_json=schema_json)),
                 list(zip(work, names)), self.threads)
             if before_commit:

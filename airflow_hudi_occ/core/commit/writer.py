@@ -76,7 +76,17 @@ def _partition_text(field_name: str, value, hive_style: bool) -> str:
     return f"{field_name}={v}" if hive_style else v
 
 
-def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
+class PartitionGroups(dict):
+    """partition path -> indices of its rows; ``mixed`` names the paths that more than one
+    value combination spells (a null and the literal Hive default; ``("x/y", "z")`` and
+    ``("x", "y/z")``): only there do a partition's rows differ in their partition columns."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed: set[str] = set()
+
+
+def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
     """For each partition path, the indices of its rows in ``data`` (in batch order).
 
     Vectorised: each partition column is dictionary-encoded, so ``str()`` runs once per
@@ -86,7 +96,9 @@ def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
     fields = table.config.partition_fields
     n = data.num_rows
     if not fields:
-        return {"": pa.array(np.arange(n, dtype=np.int64))}
+        out = PartitionGroups()
+        out[""] = pa.array(np.arange(n, dtype=np.int64))
+        return out
     missing = [f for f in fields if f not in data.column_names]
     if missing:
         raise ConfigError(f"the data lacks the partition columns {missing}",
@@ -112,12 +124,19 @@ def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
             code //= size
         return "/".join(reversed(parts))
 
-    out: dict[str, pa.Array] = {}
+    out = PartitionGroups()
+
+    def add(path: str, indices: np.ndarray) -> None:
+        if path in out:  # another value combination spelling the same path: one group
+            out.mixed.add(path)
+            indices = np.sort(np.concatenate([out[path].to_numpy(), indices]))
+        out[path] = pa.array(indices)
+
     if n and int(np.prod(sizes, dtype=np.float64)) <= FEW_PARTITIONS:
         # few partitions (the common case): one pass per partition over the small codes, so
         # the only large array made is the indices themselves (a sort needs four of them)
         for code in np.flatnonzero(np.bincount(codes)):
-            out[label(int(code))] = pa.array(np.flatnonzero(codes == code))
+            add(label(int(code)), np.flatnonzero(codes == code))
         return out
     # a stable radix sort when the codes fit 16 bits
     order = np.argsort(codes.astype(np.uint16) if n and codes.max() < 65536 else codes, kind="stable")
@@ -125,7 +144,7 @@ def partition_groups(table: Table, data: pa.Table) -> dict[str, pa.Array]:
     starts = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]) if n else np.array([], np.int64)
     bounds = list(starts) + [n]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        out[label(int(ordered[a]))] = pa.array(order[a:b])
+        add(label(int(ordered[a])), order[a:b])
     return out
 
 
@@ -277,7 +296,8 @@ class ArrowTableWriter:
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
                               batch_key=batch_key, lock_manager=self._lock_manager,
                               time_generator=self.time_generator)
-        groups = sorted(partition_groups(self.table, data).items())
+        by_path = partition_groups(self.table, data)
+        groups = sorted(by_path.items())
         # tagging small batches on one thread: handing them out costs more than it saves
         plan_threads = self.threads if data.num_rows >= PARALLEL_MIN_ROWS else 1
         tx.begin()
@@ -293,8 +313,8 @@ class ArrowTableWriter:
             # Every marker first (each passes the early conflict check), then the data files,
             # several at a time: parquet encoding and compression release the GIL.
             names = [self._mark(tx, w, before_file) for w in work]
-            stats = _map_bounded(lambda wn: self._write_file(tx, data, *wn), list(zip(work, names)),
-                                 self.threads)
+            stats = _map_bounded(lambda wn: self._write_file(tx, data, *wn, mixed=by_path.mixed),
+                                 list(zip(work, names)), self.threads)
             if before_commit:
                 before_commit(tx)
             return tx.commit(stats, schema=schema_json,
@@ -472,7 +492,8 @@ class ArrowTableWriter:
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
-    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str) -> WriteStat:
+    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str, *,
+                    mixed: set[str] | None = None) -> WriteStat:
         rel = join_partition(w.partition, name)
         t0 = time.time()
         key_fields = self.table.config.record_key_fields
@@ -495,9 +516,10 @@ class ArrowTableWriter:
             rows, commit_times, keys = res.user, res.commit_times, res.keys
             updates, deletes, inserts = res.updates, res.deletes, res.inserts
         n = rows.num_rows
-        # a new file group's rows are one partition group's: its partition columns hold one
-        # value (a merged file's stored rows may spell a partition differently: left alone)
-        constant = self.table.config.partition_fields if w.prev is None else ()
+        # a new file group's rows share their partition columns' values, unless other values
+        # spell the same path (``mixed``; None: not known); a merged file's stored rows are left alone
+        pure = mixed is not None and w.prev is None and w.partition not in mixed
+        constant = self.table.config.partition_fields if pure else ()
         if self.table.config.populates_meta_fields:
             def chunks():  # meta columns a chunk at a time: memory bounded by the chunk
                 for off in range(0, max(n, 1), WRITE_CHUNK_ROWS):

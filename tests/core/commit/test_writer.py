@@ -179,3 +179,22 @@ def test_an_upsert_copies_untouched_records_with_the_key_text_they_were_stored_w
            for r in hudi_read(table.base_uri).to_pylist()}
     assert got == {0: ("id:0", first, "v0"), 1: ("id:1", first, "v0"), 3: ("id:3", first, "v0"),
                    4: ("id:4", first, "v0"), 2: ("2", second, "v1"), 7: ("7", second, "v1")}
+
+
+@pytest.mark.parametrize("distinct", [3, 400], ids=["few-partitions", "many-partitions"])
+def test_values_that_spell_the_same_partition_path_are_all_written_with_their_own_values(tmp_path, distinct):
+    """Two value combinations can spell one partition path: a null and the literal Hive default,
+    or ``("x/y", "z")`` and ``("x", "y/z")``. Hudi writes both into that one partition; every
+    row keeps its own values (none may be lost, nor take its neighbour's partition value)."""
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["a", "b"],
+                         precombine_field="ts")
+    a = ["x/y", "x", None, "__HIVE_DEFAULT_PARTITION__", "x/y", "x"] + [f"f{i}" for i in range(distinct)]
+    b = ["z", "y/z", "k", "k", "z", "y/z"] + ["k"] * distinct
+    n = len(a)
+    rows = pa.table({"id": list(range(n)), "a": a, "b": b, "ts": [1] * n})
+    groups = writer_module.partition_groups(table, rows)
+    assert sorted(i for idx in groups.values() for i in idx.to_pylist()) == list(range(n))
+    assert groups["x/y/z"].to_pylist() == [0, 1, 4, 5]  # batch order
+    ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(rows, "insert")
+    got = hudi_read(table.base_uri).sort_by("id").select(["id", "a", "b"])
+    assert got.to_pylist() == rows.select(["id", "a", "b"]).to_pylist()
