@@ -44,7 +44,7 @@ from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
-from airflow_hudi_occ.core.errors import RetryableError, WriteAbortedError
+from airflow_hudi_occ.core.errors import RetryableError
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.core.table.table import Table
 
@@ -132,7 +132,7 @@ def _signal(table: Table, instant: str, err: BaseException) -> None:
     for an error the signal itself raised: the signal is there already (or was: a task the
     driver cancelled can still run for Spark's Python kill timeout, and must not raise again
     the signal the driver cleared after its rollback)."""
-    if getattr(err, "from_signal", False):
+    if abort_signal.raised_by_signal(err):
         return
     body = err.to_dict() if hasattr(err, "to_dict") else {"error": type(err).__name__, "message": str(err)}
     abort_signal.raise_abort(table, instant, json.dumps(body), source="spark-executor")
@@ -268,21 +268,8 @@ def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
     table.storage.makedirs(posixpath.dirname(path))
     abort_signal.check_abort(table, ctx.instant)
     table.storage.create_if_absent(path, data)
-    # Closes the race with a driver that cancelled and rolled back while we wrote: a file
-    # created after the abort signal is removed by its own writer.
-    if abort_signal.abort_reason(table, ctx.instant) is not None:
-        table.storage.delete(path)
-        raise aborted_while_writing(ctx.instant, rel)
+    abort_signal.remove_if_aborted(table, ctx.instant, path, rel)
     return len(data)
-
-
-def aborted_while_writing(instant: str, rel: str) -> WriteAbortedError:
-    """The error of a task that found the abort signal right after creating ``rel`` (and
-    removed it): raised by the signal, so :func:`_signal` leaves it alone."""
-    err = WriteAbortedError(f"write {instant} aborted while writing {rel}", instant=instant,
-                            reason="aborted")
-    err.from_signal = True
-    return err
 
 
 def write_stat_of(r) -> WriteStat:

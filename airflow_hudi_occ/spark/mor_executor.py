@@ -138,10 +138,7 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
         executor._check_abort(table, c.instant, detector)
         path = table.storage.path(rel)
         table.storage.create_if_absent(path, payload)
-        # as executor._write: a file created after the driver's abort is removed by its writer
-        if abort_signal.abort_reason(table, c.instant) is not None:
-            table.storage.delete(path)
-            raise executor.aborted_while_writing(c.instant, rel)
+        abort_signal.remove_if_aborted(table, c.instant, path, rel)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel, "prev_commit": prev_commit,
             "prev_base_file": None, "num_writes": writes, "num_deletes": deletes,

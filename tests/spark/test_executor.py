@@ -8,6 +8,7 @@ import sys
 import time
 
 import pyarrow as pa
+import pytest
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.config import WriteConfig
@@ -105,7 +106,6 @@ def test_abort_signal_stops_a_spark_write_and_rolls_it_back(spark, tmp_path):
     neither a commit nor a file."""
     from airflow_hudi_occ.core.errors import WriteAbortedError
     from airflow_hudi_occ.spark.writer import SparkHudiWriter
-    import pytest
 
     path = str(tmp_path / "tbl")
     opts = {**OPTS, "hoodie.datasource.write.recordkey.field": "id",
@@ -134,8 +134,8 @@ def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_c
     """A cancelled task's Python worker can run on for Spark's kill timeout. If it caught the
     error the signal raised and signalled again, the driver's rollback would leave a signal
     behind for an instant it removed; a conflict the task finds itself is still signalled."""
-    from airflow_hudi_occ.core.errors import EarlyConflictError
-    from airflow_hudi_occ.spark.executor import _signal, aborted_while_writing
+    from airflow_hudi_occ.core.errors import EarlyConflictError, WriteAbortedError
+    from airflow_hudi_occ.spark.executor import _signal
 
     table = Table.create(str(tmp_path / "tbl"), "tbl", record_key_fields=["id"], partition_fields=[])
     abort_signal.raise_abort(table, "20260101000000000", "sensor: doomed", source="test")
@@ -145,7 +145,15 @@ def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_c
         from_signal = e
     abort_signal.clear_abort(table, "20260101000000000")  # the driver's rollback
     _signal(table, "20260101000000000", from_signal)
-    _signal(table, "20260101000000000", aborted_while_writing("20260101000000000", "f.parquet"))
+    # a file created just before the driver's abort: removed by its writer, the error not re-signalled
+    abort_signal.raise_abort(table, "20260101000000000", "sensor: doomed", source="test")
+    created = tmp_path / "tbl" / "f.parquet"
+    created.write_bytes(b"x")
+    with pytest.raises(WriteAbortedError) as raised:
+        abort_signal.remove_if_aborted(table, "20260101000000000", str(created), "f.parquet")
+    assert not created.exists()
+    abort_signal.clear_abort(table, "20260101000000000")
+    _signal(table, "20260101000000000", raised.value)
     assert abort_signal.abort_reason(table, "20260101000000000") is None
     found = EarlyConflictError(instant="20260101000000001", other_instant="20260101000000000",
                                file_groups=[("", "fg-1")])

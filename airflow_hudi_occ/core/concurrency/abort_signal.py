@@ -65,15 +65,33 @@ def error_for(instant_time: str, info: dict):
                                     "sensor); retry with a fresh instant time")
 
 
+def _from_signal(err):
+    """Mark an error as raised by the signal: whoever catches it must not raise the signal
+    again (the driver may have cleared it by then, see spark/executor.py)."""
+    err.from_signal = True
+    return err
+
+
+def raised_by_signal(err: BaseException) -> bool:
+    """Whether ``err`` came from this signal (:func:`check_abort`, :func:`remove_if_aborted`)."""
+    return getattr(err, "from_signal", False)
+
+
 def check_abort(table, instant_time: str) -> None:
-    """Raise the signal's error (:func:`error_for`), marked ``from_signal``: whoever catches it
-    must not raise the signal again (the driver may have cleared it by then, see
-    spark/executor.py)."""
+    """Raise the signal's error (:func:`error_for`), marked as :func:`raised_by_signal`."""
     info = abort_reason(table, instant_time)
     if info is not None:
-        err = error_for(instant_time, info)
-        err.from_signal = True
-        raise err
+        raise _from_signal(error_for(instant_time, info))
+
+
+def remove_if_aborted(table, instant_time: str, path: str, rel: str) -> None:
+    """Called right after a file is created: if the write was aborted meanwhile, remove the
+    file and stop. Closes the race with a driver that cancelled and rolled back while the file
+    was written (its rollback listed the files before this one existed)."""
+    if abort_reason(table, instant_time) is not None:
+        table.storage.delete(path)
+        raise _from_signal(WriteAbortedError(f"write {instant_time} aborted while writing {rel}",
+                                             instant=instant_time, reason="aborted"))
 
 
 def clear_abort(table, instant_time: str) -> None:

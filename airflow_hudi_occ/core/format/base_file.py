@@ -97,7 +97,7 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
     parts = []
     for f in fields:
         parts.append(pc.binary_join_element_wise(
-            constant_strings(f"{f}:", table.num_rows), _key_part(table.column(f)), ""))
+            pa.scalar(f"{f}:", pa.string()), _key_part(table.column(f)), ""))
     return pc.binary_join_element_wise(*parts, ",")
 
 
@@ -289,10 +289,12 @@ def read_parquet(storage, relative_path: str, skip: Sequence[str] = (),
     the object is fetched once and decoded from memory."""
     path = storage.path(relative_path)
     source = path if storage.is_local else io.BytesIO(storage.read(path))
-    try:
-        f = pq.ParquetFile(source, read_dictionary=list(dictionary) or None)
-    except KeyError:  # a file without those columns (a table with virtual keys has no meta columns)
-        f = pq.ParquetFile(source)
+    f = pq.ParquetFile(source)
+    # only columns the file has (a table with virtual keys has no meta columns); the footer
+    # already read is handed over, not read again
+    wanted = [c for c in dictionary if c in f.schema_arrow.names]
+    if wanted:
+        f = pq.ParquetFile(source, metadata=f.metadata, read_dictionary=wanted)
     if not skip:
         return f.read()
     return f.read(columns=[c for c in f.schema_arrow.names if c not in skip])
