@@ -48,7 +48,7 @@ from airflow_hudi_occ.spark.session import arrow_batch_rows, arrow_batches
 MAX_OPEN_FILES = 16
 #: rows buffered per file group before they are written as one row group (as core's writer)
 CHUNK_ROWS = 131_072
-#: rows a task buffers over all its file groups before it writes the largest buffer
+#: rows a task buffers over all its file groups at most: beyond, its largest buffers are written
 TASK_BUFFER_ROWS = 4 * CHUNK_ROWS
 STAGED_NAME = "data.parquet"
 RESULT_DDL = "folder long, rows long"
@@ -146,7 +146,9 @@ class _TaskFiles:
             self.buffered[f] = self.buffered.get(f, 0) + part.num_rows
             if self.buffered[f] >= CHUNK_ROWS:
                 self._flush(f)
-        if sum(self.buffered.values()) > TASK_BUFFER_ROWS:
+        # the largest buffers until the task is within its bound again: one a batch is not
+        # enough when a batch (up to CHUNK_ROWS rows) spreads over many file groups
+        while sum(self.buffered.values()) > TASK_BUFFER_ROWS:
             self._flush(max(self.buffered, key=self.buffered.get))
 
     def _flush(self, folder: int) -> None:

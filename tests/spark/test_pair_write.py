@@ -107,6 +107,27 @@ def test_an_attempt_that_fails_midway_leaves_no_staged_file_and_its_retry_stages
     assert set(t.column("_hoodie_file_name").to_pylist()) == {"f-0_0-0-0_1.parquet"}
 
 
+def test_a_task_never_buffers_more_than_its_bound_when_batches_spread_over_many_file_groups(tmp_path, monkeypatch):
+    """Batches as large as a row group, spread evenly over 16 file groups: each batch leaves
+    every buffer below a row group, so only the task's bound flushes them; it must keep the
+    task within TASK_BUFFER_ROWS after every batch, and every row must still be written."""
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 160)
+    monkeypatch.setattr(pair_write, "TASK_BUFFER_ROWS", 4 * 160)
+    folders = list(range(16))
+    targets = {f: ("a", f"f{f}-0_0-0-0_1.parquet") for f in folders}
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    files = pair_write._TaskFiles(targets, ["id"], schema, "1", str(tmp_path / "staging"), "1_0_", ".0-0.inprogress")
+    most, n = 0, 0
+    for b in range(30):
+        ids = list(range(n, n + 160))
+        n += 160
+        files.add(pa.record_batch([pa.array(ids), pa.array(["a"] * 160), pa.array([i % 16 for i in ids])],
+                                  names=["id", "p", native_write.GROUP]), ordered=False)
+        most = max(most, sum(files.buffered.values()))
+    assert most <= 4 * 160
+    assert sum(r["rows"] for r in files.close_all()) == n
+
+
 def test_rows_of_a_file_group_the_plan_did_not_count_fail_the_task(tmp_path):
     out = str(tmp_path / "staging")
     files = pair_write._TaskFiles({}, ["id"], pa.schema([("id", pa.int64())]), "1", out, "1_0_", ".t")
