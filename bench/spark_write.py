@@ -12,6 +12,10 @@ session (so JVM start-up is paid once and never measured):
   or commit. The difference is the transactional machinery.
 - ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
   own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
+- ``spark.bulk_insert.vs_spark_writer_with_meta_columns`` (information): the same write against
+  Spark's own writer writing the same rows plus Hudi's five meta columns (:func:`with_meta_columns`,
+  Spark at its best: :data:`META_WRITE_OPTIONS`), without planning file groups or a transaction:
+  what Hudi's layout costs any writer. Its details carry that cost over ``df.write.parquet``.
 - ``spark.bulk_insert.vs_minimal_arrow_route`` (information): the same write against the
   least any write through Python can do with these rows (:func:`minimal_arrow_write`: Arrow
   batches to a Python worker, pyarrow writing the user columns per partition). Its details
@@ -69,7 +73,8 @@ def sizes(quick: bool) -> dict:
 
 def figure_names(quick: bool = False) -> list[str]:
     return ["spark.bulk_insert.vs_bare_arrow", "spark.bulk_insert.vs_df_write_parquet",
-            "spark.bulk_insert.vs_minimal_arrow_route", "spark.upsert.vs_plain_spark",
+            "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_with_meta_columns",
+            "spark.upsert.vs_plain_spark",
             "spark.rfc56.time_to_stop"]
 
 
@@ -161,6 +166,29 @@ def minimal_arrow_write(spark, df, out_dir: str) -> int:
         yield pa.RecordBatch.from_pydict({"n": [n]})
     with arrow_batches(spark, arrow_batch_rows(df.schema, CHUNK_ROWS)):
         return sum(r.n for r in df.mapInArrow(write, "n long").collect())
+
+
+def with_meta_columns(df, instant: str):
+    """``df`` with Hudi's five meta columns spelled in Spark SQL, as Spark's own writer would
+    have to write them: the commit time and a file name as literals, the sequence number and
+    the record key per row, the partition path from ``p``."""
+    from pyspark.sql import functions as F
+    seq = F.concat(F.lit(f"{instant}_"), F.spark_partition_id().cast("string"), F.lit("_"),
+                   F.monotonically_increasing_id().cast("string"))
+    return df.select(F.lit(instant).alias("_hoodie_commit_time"), seq.alias("_hoodie_commit_seqno"),
+                     F.col("id").cast("string").alias("_hoodie_record_key"),
+                     F.col("p").alias("_hoodie_partition_path"),
+                     F.lit(f"{uuid.uuid4()}-0_0-0-0_{instant}.parquet").alias("_hoodie_file_name"),
+                     *df.columns)
+
+
+#: Spark's writer at its best for those columns: no dictionary tried on the unique ones, no
+#: statistics where no reader filters (as base_file.py writes them)
+META_WRITE_OPTIONS = {
+    "parquet.enable.dictionary#_hoodie_commit_seqno": "false",
+    "parquet.enable.dictionary#_hoodie_record_key": "false",
+    **{f"parquet.column.statistics.enabled#{c}": "false"
+       for c in ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")}}
 
 
 # --- upsert against a plain Spark merge ----------------------------------------------------------
@@ -276,7 +304,7 @@ def run(ctx) -> list[Figure]:
     with work_dir(ctx.base_dir, NAME) as work:
         n = size["rows"]
         df = source_df(spark, n)
-        ours, bare, plain, floor = [], [], [], []
+        ours, bare, plain, floor, meta = [], [], [], [], []
         # the first round warms the JVM and workers up (not in the quick smoke run)
         for rep in range(1 if ctx.quick else 0, size["reps"] + 1):
             ctx.log(f"spark_write: bulk_insert {n} rows, round {rep}")
@@ -289,16 +317,21 @@ def run(ctx) -> list[Figure]:
             t3 = time.perf_counter()
             floor_rows = minimal_arrow_write(spark, df, os.path.join(work, f"floor-{rep}"))
             t4 = time.perf_counter()
+            with_meta_columns(df, res.instant).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
+                .partitionBy("p").parquet(os.path.join(work, f"meta-{rep}"))
+            t5 = time.perf_counter()
             assert res.summary()["rows_written"] == n == written == floor_rows, (res.summary(), written, floor_rows)
             if rep > 0:
                 ours.append(t1 - t0)
                 bare.append(t2 - t1)
                 plain.append(t3 - t2)
                 floor.append(t4 - t3)
+                meta.append(t5 - t4)
             if rep == size["reps"]:
                 got = hudi_rows(os.path.join(work, f"hudi-{rep}"))
                 assert got == n, f"hudi-rs read {got} rows of the bulk_insert, expected {n}"
             shutil.rmtree(os.path.join(work, f"floor-{rep}"), ignore_errors=True)
+            shutil.rmtree(os.path.join(work, f"meta-{rep}"), ignore_errors=True)
             for d in ("hudi", "bare", "plain"):
                 if rep < size["reps"]:
                     shutil.rmtree(os.path.join(work, f"{d}-{rep}"), ignore_errors=True)
@@ -324,6 +357,15 @@ def run(ctx) -> list[Figure]:
             o.median_ms, "ms", "minimal pyarrow writer behind mapInArrow", fl.median_ms,
             details={**common, "floor": fl.summary(),
                      "floor_vs_df_write_parquet": round(fl.median_ms / p.median_ms, 3)}))
+        mc = Samples(meta)
+        figures.append(Figure(
+            "spark.bulk_insert.vs_spark_writer_with_meta_columns", NAME,
+            f"bulk_insert of {n} rows vs Spark's own writer writing the same rows with Hudi's five "
+            "meta columns spelled in Spark SQL (with_meta_columns; no plan, no transaction): the "
+            "like-for-like baseline; its cost over df.write.parquet is in details",
+            o.median_ms, "ms", "df.write.parquet of the rows and their meta columns", mc.median_ms,
+            details={**common, "spark_with_meta": mc.summary(),
+                     "spark_with_meta_vs_df_write_parquet": round(mc.median_ms / p.median_ms, 3)}))
 
         # upsert N/10 into the N-row tables left by the last round
         seed_hudi, seed_plain = os.path.join(work, f"hudi-{size['reps']}"), os.path.join(work, f"plain-{size['reps']}")
