@@ -12,8 +12,8 @@ session (so JVM start-up is paid once and never measured):
   or commit. The difference is the transactional machinery.
 - ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
   own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
-- ``spark.bulk_insert.vs_spark_writer_with_meta_columns`` (information): the same write against
-  Spark's own writer writing the same rows plus Hudi's five meta columns (:func:`with_meta_columns`,
+- ``spark.bulk_insert.vs_spark_writer_spark_sql_meta_columns`` (information): the same write against
+  Spark's own writer writing the same rows plus Hudi's five meta columns (:func:`spark_sql_meta_columns`,
   Spark at its best: :data:`META_WRITE_OPTIONS`), without planning file groups or a transaction:
   what Hudi's layout costs any writer. Its details carry that cost over ``df.write.parquet``.
 - ``spark.bulk_insert.vs_minimal_arrow_route`` (information): the same write against the
@@ -73,7 +73,7 @@ def sizes(quick: bool) -> dict:
 
 def figure_names(quick: bool = False) -> list[str]:
     return ["spark.bulk_insert.vs_bare_arrow", "spark.bulk_insert.vs_df_write_parquet",
-            "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_with_meta_columns",
+            "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_spark_sql_meta_columns",
             "spark.upsert.vs_plain_spark",
             "spark.rfc56.time_to_stop"]
 
@@ -142,7 +142,7 @@ def minimal_arrow_write(spark, df, out_dir: str) -> int:
     with one pyarrow ``ParquetWriter`` (snappy, 131,072-row row groups). No key, no meta
     column, no plan, no transaction. Rows written."""
     from airflow_hudi_occ.spark.pair_write import CHUNK_ROWS
-    from airflow_hudi_occ.spark.session import arrow_batch_rows, arrow_batches
+    from airflow_hudi_occ.spark.session import arrow_batches
 
     def write(batches):  # nested: pickled by value, so workers need not import bench
         import pyarrow as pa
@@ -164,11 +164,11 @@ def minimal_arrow_write(spark, df, out_dir: str) -> int:
         for w in writers.values():
             w.close()
         yield pa.RecordBatch.from_pydict({"n": [n]})
-    with arrow_batches(spark, arrow_batch_rows(df.schema, CHUNK_ROWS)):
+    with arrow_batches(spark, CHUNK_ROWS):
         return sum(r.n for r in df.mapInArrow(write, "n long").collect())
 
 
-def with_meta_columns(df, instant: str):
+def spark_sql_meta_columns(df, instant: str):
     """``df`` with Hudi's five meta columns spelled in Spark SQL, as Spark's own writer would
     have to write them: the commit time and a file name as literals, the sequence number and
     the record key per row, the partition path from ``p``."""
@@ -317,7 +317,7 @@ def run(ctx) -> list[Figure]:
             t3 = time.perf_counter()
             floor_rows = minimal_arrow_write(spark, df, os.path.join(work, f"floor-{rep}"))
             t4 = time.perf_counter()
-            with_meta_columns(df, res.instant).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
+            spark_sql_meta_columns(df, res.instant).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
                 .partitionBy("p").parquet(os.path.join(work, f"meta-{rep}"))
             t5 = time.perf_counter()
             assert res.summary()["rows_written"] == n == written == floor_rows, (res.summary(), written, floor_rows)
@@ -354,8 +354,8 @@ def run(ctx) -> list[Figure]:
                  "(mapInArrow, pyarrow writes each partition's user columns; minimal_arrow_write): "
                  "what the engine adds to its route", "minimal pyarrow writer behind mapInArrow",
                  "floor", Samples(floor)),
-                ("vs_spark_writer_with_meta_columns", "Spark's own writer writing the same rows with "
-                 "Hudi's five meta columns spelled in Spark SQL (with_meta_columns; no plan, no "
+                ("vs_spark_writer_spark_sql_meta_columns", "Spark's own writer writing the same rows with "
+                 "Hudi's five meta columns spelled in Spark SQL (spark_sql_meta_columns; no plan, no "
                  "transaction): the like-for-like baseline", "df.write.parquet of the rows and their "
                  "meta columns", "spark_with_meta", Samples(meta))):
             figures.append(Figure(

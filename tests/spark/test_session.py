@@ -2,7 +2,7 @@ import os
 
 import pyspark
 
-from airflow_hudi_occ.spark.session import ARROW_BATCH_BYTES, ARROW_BATCH_KEY, arrow_batch_rows, arrow_batches, jar_version
+from airflow_hudi_occ.spark.session import ARROW_BATCH_KEY, arrow_batches, jar_version
 
 
 def test_pyspark_python_files_match_the_jars(spark):
@@ -40,9 +40,24 @@ def test_a_job_run_in_arrow_batches_gets_batches_of_that_size_and_the_session_it
     assert [r.n for r in df.mapInArrow(sizes, "n long").collect()] == [200]  # Spark's 10,000
 
 
-def test_arrow_batch_rows_shrink_for_wide_rows():
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-    narrow = StructType([StructField("id", LongType()), StructField("v", StringType())])
-    wide = StructType([StructField(f"c{i}", StringType()) for i in range(200)])
-    assert arrow_batch_rows(narrow, 131_072) == 131_072
-    assert arrow_batch_rows(wide, 131_072) == ARROW_BATCH_BYTES // (200 * 20)
+def test_wide_rows_in_arrow_batches_stay_within_sparks_byte_bound(spark):
+    """arrow_batches raises the row count only: Spark's byte bound per batch still applies, so
+    a batch of wide rows is cut by its size (here 1 MB rows, an 8 MB bound)."""
+    import pyarrow as pa
+
+    def sizes(batches):
+        for b in batches:
+            yield pa.RecordBatch.from_pydict({"n": [b.num_rows]})
+    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(8 << 20))
+    try:
+        with arrow_batches(spark, 131_072):
+            got = [r.n for r in spark.range(0, 40, numPartitions=1).selectExpr(
+                "repeat('x', 1000000) as v").mapInArrow(sizes, "n long").collect()]
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+    assert sum(got) == 40 and max(got) <= 9
