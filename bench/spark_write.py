@@ -12,7 +12,7 @@ session (so JVM start-up is paid once and never measured):
   or commit. The difference is the transactional machinery.
 - ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
   own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
-- ``spark.bulk_insert.vs_spark_writer_spark_sql_meta_columns`` (information): the same write against
+- ``spark.bulk_insert.vs_spark_writer_with_meta_columns`` (information): the same write against
   Spark's own writer writing the same rows plus Hudi's five meta columns (:func:`spark_sql_meta_columns`,
   Spark at its best: :data:`META_WRITE_OPTIONS`), without planning file groups or a transaction:
   what Hudi's layout costs any writer. Its details carry that cost over ``df.write.parquet``.
@@ -73,7 +73,7 @@ def sizes(quick: bool) -> dict:
 
 def figure_names(quick: bool = False) -> list[str]:
     return ["spark.bulk_insert.vs_bare_arrow", "spark.bulk_insert.vs_df_write_parquet",
-            "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_spark_sql_meta_columns",
+            "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_with_meta_columns",
             "spark.upsert.vs_plain_spark",
             "spark.rfc56.time_to_stop"]
 
@@ -354,7 +354,7 @@ def run(ctx) -> list[Figure]:
                  "(mapInArrow, pyarrow writes each partition's user columns; minimal_arrow_write): "
                  "what the engine adds to its route", "minimal pyarrow writer behind mapInArrow",
                  "floor", Samples(floor)),
-                ("vs_spark_writer_spark_sql_meta_columns", "Spark's own writer writing the same rows with "
+                ("vs_spark_writer_with_meta_columns", "Spark's own writer writing the same rows with "
                  "Hudi's five meta columns spelled in Spark SQL (spark_sql_meta_columns; no plan, no "
                  "transaction): the like-for-like baseline", "df.write.parquet of the rows and their "
                  "meta columns", "spark_with_meta", Samples(meta))):
