@@ -27,6 +27,10 @@ session (so JVM start-up is paid once and never measured):
   them with the batch on (id, p), the batch's values winning, and write the result
   (``df.write.partitionBy("p").parquet``, to a new folder: Spark cannot overwrite what it
   reads). Each round starts from a fresh copy of both tables.
+- ``spark.upsert.vs_spark_writer_with_meta_columns`` (information): the same upsert against
+  that plain job run on the table the like-for-like bulk baseline wrote, keeping the meta
+  columns as a Hudi merge keeps them (:func:`spark_sql_meta_upsert`). Its details carry that
+  baseline over the plain one.
 
 Every Hudi table the benchmark writes is read back by hudi-rs, which must see exactly the
 expected number of rows. ``HUDI_OCC_BENCH_SPARK_ROWS`` overrides N (e.g. 500000 while
@@ -74,7 +78,7 @@ def sizes(quick: bool) -> dict:
 def figure_names(quick: bool = False) -> list[str]:
     return ["spark.bulk_insert.vs_bare_arrow", "spark.bulk_insert.vs_df_write_parquet",
             "spark.bulk_insert.vs_minimal_arrow_route", "spark.bulk_insert.vs_spark_writer_with_meta_columns",
-            "spark.upsert.vs_plain_spark",
+            "spark.upsert.vs_plain_spark", "spark.upsert.vs_spark_writer_with_meta_columns",
             "spark.rfc56.time_to_stop"]
 
 
@@ -217,6 +221,30 @@ def plain_upsert(spark, table_dir: str, up, out_dir: str) -> None:
     merged.select(*cols).write.mode("overwrite").partitionBy("p").parquet(out_dir)
 
 
+def spark_sql_meta_upsert(spark, table_dir: str, up, out_dir: str, instant: str) -> None:
+    """:func:`plain_upsert` on a table written by :func:`spark_sql_meta_columns`, keeping its meta
+    columns as a Hudi merge does: the batch's rows get this instant's commit time and their key,
+    the untouched rows keep theirs; every row gets a new sequence number, its partition path and
+    the new file's name (base_file.REWRITTEN_META_COLUMNS). The like-for-like upsert baseline."""
+    from pyspark.sql import functions as F
+    touched = [r[0] for r in up.select("p").distinct().collect()]
+    old = spark.read.parquet(table_dir).where(F.col("p").isin(touched))
+    o, u = old.alias("o"), up.alias("u")
+    merged = o.join(u, (F.col("o.id") == F.col("u.id")) & (F.col("o.p") == F.col("u.p")), "full_outer")
+    cols = [F.coalesce(F.col(f"u.{c}"), F.col(f"o.{c}")).alias(c) for c in up.columns]
+    from_batch = F.col("u.id").isNotNull()
+    seq = F.concat(F.lit(f"{instant}_"), F.spark_partition_id().cast("string"), F.lit("_"),
+                   F.monotonically_increasing_id().cast("string"))
+    meta = [F.when(from_batch, F.lit(instant)).otherwise(F.col("o._hoodie_commit_time")).alias("_hoodie_commit_time"),
+            seq.alias("_hoodie_commit_seqno"),
+            F.when(from_batch, F.col("u.id").cast("string")).otherwise(F.col("o._hoodie_record_key"))
+            .alias("_hoodie_record_key"),
+            F.coalesce(F.col("u.p"), F.col("o.p")).alias("_hoodie_partition_path"),
+            F.lit(f"{uuid.uuid4()}-0_0-0-0_{instant}.parquet").alias("_hoodie_file_name")]
+    merged.select(*meta, *cols).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
+        .partitionBy("p").parquet(out_dir)
+
+
 def hudi_rows(path: str) -> int:
     from airflow_hudi_occ.testing.tables import hudi_read
     t = hudi_read(path)
@@ -331,8 +359,7 @@ def run(ctx) -> list[Figure]:
                 got = hudi_rows(os.path.join(work, f"hudi-{rep}"))
                 assert got == n, f"hudi-rs read {got} rows of the bulk_insert, expected {n}"
             shutil.rmtree(os.path.join(work, f"floor-{rep}"), ignore_errors=True)
-            shutil.rmtree(os.path.join(work, f"meta-{rep}"), ignore_errors=True)
-            for d in ("hudi", "bare", "plain"):
+            for d in ("hudi", "bare", "plain", "meta"):
                 if rep < size["reps"]:
                     shutil.rmtree(os.path.join(work, f"{d}-{rep}"), ignore_errors=True)
         o, b, p = Samples(ours), Samples(bare), Samples(plain)
@@ -366,32 +393,38 @@ def run(ctx) -> list[Figure]:
                          f"{key}_vs_df_write_parquet": round(samples.median_ms / p.median_ms, 3)}))
 
         # upsert N/10 into the N-row tables left by the last round
-        seed_hudi, seed_plain = os.path.join(work, f"hudi-{size['reps']}"), os.path.join(work, f"plain-{size['reps']}")
+        seed_hudi, seed_plain, seed_meta = (os.path.join(work, f"{d}-{size['reps']}") for d in ("hudi", "plain", "meta"))
         shutil.rmtree(os.path.join(work, f"bare-{size['reps']}"), ignore_errors=True)
         up = upsert_df(spark, n)
         n_up = up.count()
         n_new = up.where(f"id >= {n}").count()
-        ups, plains = [], []
+        ups, plains, metas = [], [], []
         for rep in range(1 if ctx.quick else 0, size["reps"] + 1):
             ctx.log(f"spark_write: upsert {n_up} rows into {n}, round {rep}")
-            h, pl, out = (os.path.join(work, f"up-hudi-{rep}"), os.path.join(work, f"up-plain-{rep}"),
-                          os.path.join(work, f"up-plain-out-{rep}"))
+            h, pl, out, me, me_out = (os.path.join(work, f"up-{d}-{rep}")
+                                      for d in ("hudi", "plain", "plain-out", "meta", "meta-out"))
             shutil.copytree(seed_hudi, h)
             shutil.copytree(seed_plain, pl)
+            shutil.copytree(seed_meta, me)
             t0 = time.perf_counter()
             ures = SparkHudiWriter(spark, h, BASE_OPTS).write(up, "upsert")
             t1 = time.perf_counter()
             plain_upsert(spark, pl, up, out)
             t2 = time.perf_counter()
+            spark_sql_meta_upsert(spark, me, up, me_out, ures.instant)
+            t3 = time.perf_counter()
             if rep > 0:
                 ups.append(t1 - t0)
                 plains.append(t2 - t1)
+                metas.append(t3 - t2)
             if rep == size["reps"]:
                 got = hudi_rows(h)
                 assert got == n + n_new, f"hudi-rs read {got} rows after the upsert, expected {n + n_new}"
-            for d in (h, pl, out):
+                got = spark.read.parquet(me_out).where(f"_hoodie_commit_time = '{ures.instant}'").count()
+                assert got == n_up, f"the like-for-like upsert wrote {got} rows of the batch, expected {n_up}"
+            for d in (h, pl, out, me, me_out):
                 shutil.rmtree(d, ignore_errors=True)
-        u, pu = Samples(ups), Samples(plains)
+        u, pu, mu = Samples(ups), Samples(plains), Samples(metas)
         figures.append(Figure(
             "spark.upsert.vs_plain_spark", NAME,
             f"upsert of {n_up} rows ({n_new} new) into {n} rows vs plain Spark reading the touched "
@@ -399,7 +432,15 @@ def run(ctx) -> list[Figure]:
             "plain Spark read+join+write", pu.median_ms, target=1.3,
             details={"rows": n, "upsert_rows": n_up, "new_rows": n_new, "ours": u.summary(),
                      "plain": pu.summary(), "files": ures.summary()["files"]}))
-        for d in (seed_hudi, seed_plain):
+        figures.append(Figure(
+            "spark.upsert.vs_spark_writer_with_meta_columns", NAME,
+            f"upsert of {n_up} rows ({n_new} new) into {n} rows vs the same read+join+write by plain "
+            "Spark on a table with Hudi's five meta columns, kept as a Hudi merge keeps them "
+            "(spark_sql_meta_upsert): the like-for-like baseline; over the plain one in details",
+            u.median_ms, "ms", "plain Spark read+join+write with meta columns", mu.median_ms,
+            details={"rows": n, "upsert_rows": n_up, "ours": u.summary(), "spark_with_meta": mu.summary(),
+                     "spark_with_meta_vs_plain": round(mu.median_ms / pu.median_ms, 3)}))
+        for d in (seed_hudi, seed_plain, seed_meta):
             shutil.rmtree(d, ignore_errors=True)
 
         parts, per = size["rfc_parts"], size["rfc_rows"]
