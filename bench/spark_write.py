@@ -177,13 +177,27 @@ def spark_sql_meta_columns(df, instant: str):
     have to write them: the commit time and a file name as literals, the sequence number and
     the record key per row, the partition path from ``p``."""
     from pyspark.sql import functions as F
-    seq = F.concat(F.lit(f"{instant}_"), F.spark_partition_id().cast("string"), F.lit("_"),
-                   F.monotonically_increasing_id().cast("string"))
-    return df.select(F.lit(instant).alias("_hoodie_commit_time"), seq.alias("_hoodie_commit_seqno"),
+    return df.select(F.lit(instant).alias("_hoodie_commit_time"), _seqno(instant),
                      F.col("id").cast("string").alias("_hoodie_record_key"),
-                     F.col("p").alias("_hoodie_partition_path"),
-                     F.lit(f"{uuid.uuid4()}-0_0-0-0_{instant}.parquet").alias("_hoodie_file_name"),
-                     *df.columns)
+                     F.col("p").alias("_hoodie_partition_path"), _file_name(instant), *df.columns)
+
+
+def _seqno(instant: str):
+    """The per-row sequence number, ``<instant>_<task>_<n>``, in Spark SQL."""
+    from pyspark.sql import functions as F
+    return F.concat(F.lit(f"{instant}_"), F.spark_partition_id().cast("string"), F.lit("_"),
+                    F.monotonically_increasing_id().cast("string")).alias("_hoodie_commit_seqno")
+
+
+def _file_name(instant: str):
+    """A new base file's name, one literal for every row (Spark writes no Hudi names)."""
+    from pyspark.sql import functions as F
+    return F.lit(f"{uuid.uuid4()}-0_0-0-0_{instant}.parquet").alias("_hoodie_file_name")
+
+
+def write_with_meta_columns(df, out_dir: str) -> None:
+    """Spark's own writer on rows that carry the meta columns, at its best for them."""
+    df.write.options(**META_WRITE_OPTIONS).mode("overwrite").partitionBy("p").parquet(out_dir)
 
 
 #: Spark's writer at its best for those columns: no dictionary tried on the unique ones, no
@@ -210,14 +224,20 @@ def upsert_df(spark, rows: int, parts: int = 4):
                                        "ts", "v", "amount"))
 
 
-def plain_upsert(spark, table_dir: str, up, out_dir: str) -> None:
-    """Read the touched partitions, full-join with the batch (its values win), write them."""
+def _joined(spark, table_dir: str, up):
+    """The touched partitions of the table full-joined with the batch on (id, p), as ``o`` and
+    ``u``; and the batch's columns, its values winning."""
     from pyspark.sql import functions as F
     touched = [r[0] for r in up.select("p").distinct().collect()]
     old = spark.read.parquet(table_dir).where(F.col("p").isin(touched))
     o, u = old.alias("o"), up.alias("u")
-    cols = [F.coalesce(F.col(f"u.{c}"), F.col(f"o.{c}")).alias(c) for c in ("id", "p", "ts", "v", "amount")]
     merged = o.join(u, (F.col("o.id") == F.col("u.id")) & (F.col("o.p") == F.col("u.p")), "full_outer")
+    return merged, [F.coalesce(F.col(f"u.{c}"), F.col(f"o.{c}")).alias(c) for c in up.columns]
+
+
+def plain_upsert(spark, table_dir: str, up, out_dir: str) -> None:
+    """Read the touched partitions, full-join with the batch (its values win), write them."""
+    merged, cols = _joined(spark, table_dir, up)
     merged.select(*cols).write.mode("overwrite").partitionBy("p").parquet(out_dir)
 
 
@@ -227,22 +247,15 @@ def spark_sql_meta_upsert(spark, table_dir: str, up, out_dir: str, instant: str)
     the untouched rows keep theirs; every row gets a new sequence number, its partition path and
     the new file's name (base_file.REWRITTEN_META_COLUMNS). The like-for-like upsert baseline."""
     from pyspark.sql import functions as F
-    touched = [r[0] for r in up.select("p").distinct().collect()]
-    old = spark.read.parquet(table_dir).where(F.col("p").isin(touched))
-    o, u = old.alias("o"), up.alias("u")
-    merged = o.join(u, (F.col("o.id") == F.col("u.id")) & (F.col("o.p") == F.col("u.p")), "full_outer")
-    cols = [F.coalesce(F.col(f"u.{c}"), F.col(f"o.{c}")).alias(c) for c in up.columns]
+    merged, cols = _joined(spark, table_dir, up)
     from_batch = F.col("u.id").isNotNull()
-    seq = F.concat(F.lit(f"{instant}_"), F.spark_partition_id().cast("string"), F.lit("_"),
-                   F.monotonically_increasing_id().cast("string"))
     meta = [F.when(from_batch, F.lit(instant)).otherwise(F.col("o._hoodie_commit_time")).alias("_hoodie_commit_time"),
-            seq.alias("_hoodie_commit_seqno"),
+            _seqno(instant),
             F.when(from_batch, F.col("u.id").cast("string")).otherwise(F.col("o._hoodie_record_key"))
             .alias("_hoodie_record_key"),
             F.coalesce(F.col("u.p"), F.col("o.p")).alias("_hoodie_partition_path"),
-            F.lit(f"{uuid.uuid4()}-0_0-0-0_{instant}.parquet").alias("_hoodie_file_name")]
-    merged.select(*meta, *cols).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
-        .partitionBy("p").parquet(out_dir)
+            _file_name(instant)]
+    write_with_meta_columns(merged.select(*meta, *cols), out_dir)
 
 
 def hudi_rows(path: str) -> int:
@@ -345,8 +358,7 @@ def run(ctx) -> list[Figure]:
             t3 = time.perf_counter()
             floor_rows = minimal_arrow_write(spark, df, os.path.join(work, f"floor-{rep}"))
             t4 = time.perf_counter()
-            spark_sql_meta_columns(df, res.instant).write.options(**META_WRITE_OPTIONS).mode("overwrite") \
-                .partitionBy("p").parquet(os.path.join(work, f"meta-{rep}"))
+            write_with_meta_columns(spark_sql_meta_columns(df, res.instant), os.path.join(work, f"meta-{rep}"))
             t5 = time.perf_counter()
             assert res.summary()["rows_written"] == n == written == floor_rows, (res.summary(), written, floor_rows)
             if rep > 0:

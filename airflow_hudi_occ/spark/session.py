@@ -134,6 +134,21 @@ ARROW_BATCH_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 @contextmanager
+def session_conf(spark, key: str, value: str):
+    """Run what the block does with ``key`` set to ``value`` on the session, then put the
+    session's own value back (unset again when it had none)."""
+    conf = spark.conf
+    before = conf.get(key, None)
+    conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            conf.unset(key)
+        else:
+            conf.set(key, before)
+
+
 def arrow_batches(spark, rows: int):
     """Run a job with up to ``rows`` records per Arrow batch, then put the session's value back.
 
@@ -142,13 +157,4 @@ def arrow_batches(spark, rows: int):
     interleaved A/B (8 of 9 rounds faster) and no difference in another. Spark reads the value
     when the job is planned, so it is set only around the action; a job another thread of this
     session plans meanwhile sees it too, which changes its batch size, never its result."""
-    conf = spark.conf
-    before = conf.get(ARROW_BATCH_KEY, None)
-    conf.set(ARROW_BATCH_KEY, str(rows))
-    try:
-        yield
-    finally:
-        if before is None:
-            conf.unset(ARROW_BATCH_KEY)
-        else:
-            conf.set(ARROW_BATCH_KEY, before)
+    return session_conf(spark, ARROW_BATCH_KEY, str(rows))

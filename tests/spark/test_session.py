@@ -2,7 +2,7 @@ import os
 
 import pyspark
 
-from airflow_hudi_occ.spark.session import ARROW_BATCH_KEY, arrow_batches, jar_version
+from airflow_hudi_occ.spark.session import ARROW_BATCH_KEY, arrow_batches, jar_version, session_conf
 
 
 def test_pyspark_python_files_match_the_jars(spark):
@@ -48,16 +48,8 @@ def test_wide_rows_in_arrow_batches_stay_within_sparks_byte_bound(spark):
     def sizes(batches):
         for b in batches:
             yield pa.RecordBatch.from_pydict({"n": [b.num_rows]})
-    key = "spark.sql.execution.arrow.maxBytesPerBatch"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, str(8 << 20))
-    try:
-        with arrow_batches(spark, 131_072):
-            got = [r.n for r in spark.range(0, 40, numPartitions=1).selectExpr(
-                "repeat('x', 1000000) as v").mapInArrow(sizes, "n long").collect()]
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+    with session_conf(spark, "spark.sql.execution.arrow.maxBytesPerBatch", str(8 << 20)), \
+            arrow_batches(spark, 131_072):
+        got = [r.n for r in spark.range(0, 40, numPartitions=1).selectExpr(
+            "repeat('x', 1000000) as v").mapInArrow(sizes, "n long").collect()]
     assert sum(got) == 40 and max(got) <= 9
