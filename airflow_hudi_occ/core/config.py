@@ -15,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from airflow_hudi_occ.core.errors import ConfigError
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: every key (and alias) a :class:`ConfigProperty` reads, filled as the properties are defined;
 #: :func:`check_option_keys` refuses what is in neither this nor :data:`ACCEPTED_HUDI_KEYS`
@@ -106,6 +109,25 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
 OPTIONS_STRICT_KEY = "hoodie.occ.options.strict"
 OPTIONS_STRICT = ConfigProperty(OPTIONS_STRICT_KEY, True, parse_bool,
                                 doc="this project's key: false lets unknown keys through (warned)")
+
+
+#: this project's keys that other modules read, defined here so that every key is known as soon
+#: as this module is (the check in :meth:`WriteConfig.from_options` needs the whole set)
+WRITER_LABELS = ConfigProperty(
+    "hoodie.occ.writer.labels", "", str,
+    doc="set by the orchestrator: who the writer is, a JSON object of strings "
+        "(dag_id, task_id, run_id, try_number), recorded in the attempt log")
+RECOVERY_GRACE_PERIOD_MS = ConfigProperty(
+    "hoodie.occ.recovery.grace_period_ms", 600_000, parse_int,
+    doc="how long after its writer died a staged instant of a batch is left for the batch's "
+        "retry to re-commit before LAZY rollback removes it (0: no grace)")
+#: Hudi's key (PreferWriterConflictResolutionStrategy); the alias is this project's earlier name.
+CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
+    "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution", False, parse_bool,
+    aliases=("hoodie.clustering.fail.on.pending.ingestion",),
+    doc="prefer-writer only, as in Hudi: a clustering commit also yields to any requested "
+        "ingestion whose heartbeat is alive, whatever file groups it will touch (they are not "
+        "known before it goes inflight); inflight ingestion is judged by its planned file groups")
 
 
 def known_keys() -> set[str]:
@@ -398,8 +420,15 @@ class WriteConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "WriteConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     warn: Callable[[str], None] | None = None) -> "WriteConfig":
+        """The typed config of ``options``. A key nothing reads is refused here, whatever the
+        entry point (library, CLI, DAG, Spark job): a misspelt ``hoodie.write.lock.providr``
+        must not mean the default lock (``hoodie.occ.options.strict=false`` only warns)."""
         options = dict(options or {})
+        unknown = check_option_keys(options)
+        if unknown:
+            (warn or log.warning)(f"options nothing reads ({OPTIONS_STRICT_KEY}=false): {unknown}")
         lock = LockConfig.from_options(options)
         skew = MAX_CLOCK_SKEW_MS.get(options)
         if MAX_CLOCK_SKEW_MS.key not in options and lock.provider.lower().replace("_", "") in (
@@ -485,6 +514,11 @@ RECORD_SIZE_ESTIMATE = ConfigProperty("hoodie.copyonwrite.record.size.estimate",
 INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
                             doc="SIMPLE or BUCKET")
 BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
+HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
+                            doc="defaults to the record key fields")
+BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
+                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
+                                   "Hudi's CONSISTENT_HASHING (not written)")
 #: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
 #: unless asked to combine them (the batch's copies of a key, by the precombine field).
 #: bulk_insert never looks keys up in the table either: its contract is "these keys are new".

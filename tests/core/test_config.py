@@ -55,3 +55,44 @@ def test_every_known_key_is_documented():
     assert not missing, f"docs/configuration.md lacks {missing}"
     stale = sorted(k for k in documented - all_known_keys() if k not in ACCEPTED_HUDI_KEYS)
     assert not stale, f"docs/configuration.md documents keys nothing reads: {stale}"
+
+
+@pytest.mark.parametrize("options, meant", [
+    ({"hoodie.write.lock.providr": "zookeeper"}, "hoodie.write.lock.provider"),
+    ({"hoodie.bucket.index.hash.feild": "id"}, "hoodie.bucket.index.hash.field"),
+])
+def test_the_librarys_own_config_refuses_unknown_keys_as_the_dag_and_cli_do(options, meant):
+    """Issue 28: ``WriteConfig.from_options`` used to return, and the write then used the
+    file-system lock; it now refuses exactly as ``check_write_options`` (DAG, CLI, job) does."""
+    from airflow_hudi_occ.core.commit.write_options import check_write_options
+    from airflow_hudi_occ.core.config import WriteConfig
+    for entry in (WriteConfig.from_options, check_write_options):
+        with pytest.raises(ConfigError) as e:
+            entry(options)
+        assert e.value.key == next(iter(options)) and f"did you mean {meant!r}" in e.value.message
+
+
+def test_the_strict_escape_warns_through_the_library_too(caplog):
+    from airflow_hudi_occ.core.config import WriteConfig
+    warned = []
+    cfg = WriteConfig.from_options({"hoodie.write.lock.providr": "zookeeper", "hoodie.occ.options.strict": "false"},
+                                   warn=warned.append)
+    assert cfg.lock.provider != "zookeeper"  # the misspelt key is read by nothing, as warned
+    assert warned and "hoodie.write.lock.providr" in warned[0]
+
+
+def test_every_key_is_known_as_soon_as_the_config_module_is():
+    """The library's check runs with whatever modules are imported: a key defined in another
+    module would be refused by a process that has not imported it yet. So a fresh interpreter
+    that imports only ``core.config`` must know every key the whole package defines."""
+    import json
+    import subprocess
+    import sys
+    import airflow_hudi_occ.spark.options  # noqa: F401 - the engine's keys
+    from airflow_hudi_occ.core.commit import writer, mor_writer  # noqa: F401
+    from airflow_hudi_occ.core.services import clean, clustering, compaction  # noqa: F401
+    alone = subprocess.run(
+        [sys.executable, "-c", "import json; from airflow_hudi_occ.core.config import known_keys; "
+                               "print(json.dumps(sorted(known_keys())))"],
+        capture_output=True, text=True, check=True).stdout
+    assert set(json.loads(alone)) == all_known_keys()

@@ -18,13 +18,14 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterator, Mapping
+from airflow_hudi_occ.core.config import WRITER_LABELS
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, RetryableError, WriteConflictError
 
 log = logging.getLogger(__name__)
 
 #: Write option carrying who the writer is (JSON object of strings), for example
 #: ``{"dag_id": "ingest", "task_id": "upsert", "run_id": "...", "try_number": "1"}``.
-LABELS_OPTION = "hoodie.occ.writer.labels"
+LABELS_OPTION = WRITER_LABELS.key
 
 RUNNING = "running"
 ROLLED_BACK = "rolled_back"

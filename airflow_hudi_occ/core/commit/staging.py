@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from airflow_hudi_occ.core.config import ConfigProperty, WriteConfig, parse_int
+from airflow_hudi_occ.core.config import RECOVERY_GRACE_PERIOD_MS, WriteConfig
 from airflow_hudi_occ.core.errors import CorruptMetadataError, StagedCommitError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.metadata import CommitMetadata
@@ -28,10 +28,8 @@ FORMAT_VERSION = 1
 #: extra metadata key naming the writer that re-committed a staged instant
 EXTRA_RECOVERED_BY = "airflow_hudi_occ.recovered_by"
 
-GRACE_PERIOD_MS = ConfigProperty(
-    "hoodie.occ.recovery.grace_period_ms", 600_000, parse_int,
-    doc="how long after its writer died a staged instant of a batch is left for the batch's "
-        "retry to re-commit before LAZY rollback removes it (0: no grace)")
+#: defined with the other keys in core.config
+GRACE_PERIOD_MS = RECOVERY_GRACE_PERIOD_MS
 
 
 def staged_path(table, instant: str) -> str:

@@ -9,36 +9,29 @@ known (or refused with the closest known key), every value parses, every named p
 (lock provider, conflict-resolution and early-detection strategy, clustering update
 strategy) exists. Nothing is constructed: a ZooKeeper lock is named, not connected to.
 
-The modules imported here are the ones that define ``hoodie.*`` properties of their own, so
-that :func:`~airflow_hudi_occ.core.config.known_keys` sees them all; an engine adds its own
-keys by defining its properties before it calls :func:`check_write_options`.
+Every ``hoodie.*`` property is defined in :mod:`airflow_hudi_occ.core.config`, so that
+:func:`~airflow_hudi_occ.core.config.known_keys` is whole as soon as that module is imported
+and the library's own :meth:`WriteConfig.from_options` refuses unknown keys exactly as this
+check does; an engine adds its own keys by defining its properties before it calls
+:func:`check_write_options`.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
                                           RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT, TABLE_TYPE, CleanConfig,
-                                          ClusteringConfig, WriteConfig, check_option_keys, known_keys)
+                                          ClusteringConfig, WriteConfig, known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.format import bucket_index  # noqa: F401 - defines hoodie.bucket.* keys
-from airflow_hudi_occ.core.commit import staging  # noqa: F401 - defines hoodie.occ.recovery.* keys
-from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.concurrency.conflict import check_strategy
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import check_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import check_provider
 
-log = logging.getLogger(__name__)
-
-#: keys set by the orchestrator rather than by a user, read where they are used
-_INTERNAL_KEYS = frozenset({LABELS_OPTION})
-
 
 def all_known_keys() -> set[str]:
     """Every key a write accepts (of this layer; an engine's own keys join when defined)."""
-    return known_keys() | _INTERNAL_KEYS
+    return known_keys()
 
 
 def check_write_options(options: Mapping[str, Any] | None, *,
@@ -51,10 +44,7 @@ def check_write_options(options: Mapping[str, Any] | None, *,
     options, before an Airflow connection adds the rest): checks that need the whole set
     (the ZooKeeper hosts of a ZooKeeper lock) are left for the complete options."""
     options = {str(k): v for k, v in (options or {}).items() if v is not None}
-    unknown = check_option_keys(options, all_known_keys())
-    if unknown:
-        (warn or log.warning)(f"options nothing reads (hoodie.occ.options.strict=false): {unknown}")
-    config = WriteConfig.from_options(options)
+    config = WriteConfig.from_options(options, warn=warn)  # refuses (or warns of) unknown keys
     for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, MAX_FILE_SIZE,
                  SMALL_FILE_LIMIT, RECORD_SIZE_ESTIMATE):
         prop.get(options)

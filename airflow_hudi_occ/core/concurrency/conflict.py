@@ -30,7 +30,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
-from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ConfigProperty, HeartbeatConfig, parse_bool
+from airflow_hudi_occ.core.config import (CLUSTERING_FAIL_ON_PENDING_INGESTION,  # noqa: F401 (re-exported)
+                                          CONFLICT_RESOLUTION_STRATEGY, HeartbeatConfig)
 from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
@@ -40,15 +41,6 @@ from airflow_hudi_occ.core.concurrency.operation import (  # noqa: F401 (re-expo
     CLUSTER, COMPACT, ConcurrentOperation, LOG_COMPACT, UNKNOWN, _COMPLETED_WRITE_ACTIONS, _INGESTION_ACTIONS, _TABLE_SERVICE_ACTIONS, _TABLE_SERVICE_OPERATIONS, _compaction_plan_file_groups, _implies_table_service, _pending_replace)
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.metadata import FileGroupId
-
-#: Hudi's key (PreferWriterConflictResolutionStrategy); the alias is this project's earlier name.
-CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
-    "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution", False, parse_bool,
-    aliases=("hoodie.clustering.fail.on.pending.ingestion",),
-    doc="prefer-writer only, as in Hudi: a clustering commit also yields to any requested "
-        "ingestion whose heartbeat is alive, whatever file groups it will touch (they are not "
-        "known before it goes inflight); inflight ingestion is judged by its planned file groups")
-
 
 # --- strategies ---------------------------------------------------------------------------------
 

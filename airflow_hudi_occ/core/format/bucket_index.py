@@ -15,16 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from airflow_hudi_occ.core.config import ConfigProperty, parse_int
+from airflow_hudi_occ.core.config import BUCKET_ENGINE, HASH_FIELD, ConfigProperty, parse_int  # noqa: F401 (re-exported)
 from airflow_hudi_occ.core.errors import ConfigError
 
 INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", lambda v: str(v).upper())
 NUM_BUCKETS = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
-HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
-                            doc="defaults to the record key fields")
-BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
-                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
-                                   "Hudi's CONSISTENT_HASHING (not written)")
 #: the fixed tail of a bucket's fileId under non-blocking concurrency control (Java's
 #: ``BucketIdentifier.CONSTANT_FILE_ID_SUFFIX``): every writer names a bucket's file group alike
 NBCC_FILE_ID_SUFFIX = "-0000-0000-0000-000000000000"
