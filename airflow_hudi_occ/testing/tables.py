@@ -13,19 +13,17 @@ from pathlib import Path
 import pyarrow as pa
 
 
-def shared_dir() -> Path:
-    """``../shared`` beside the checkout (as in CI), or $HUDI_OCC_SHARED."""
-    env = os.environ.get("HUDI_OCC_SHARED")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared"
+#: the Java-written fixture tables, vendored in the repository so that a clone alone passes its
+#: tests (small zips from hudi-rs's test data: tests/fixtures/java-hudi-tables/README.md)
+FIXTURES_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "java-hudi-tables"
 
 
 def java_fixture(name: str, dest: Path) -> Path:
     """Unzip one of the Java-written fixture tables into ``dest``; returns the table path."""
-    z = shared_dir() / "fixtures" / "java-hudi-tables" / f"{name}.zip"
+    z = FIXTURES_DIR / f"{name}.zip"
     if not z.exists():
-        raise FileNotFoundError(f"fixture {z} is missing: the tests expect ../shared beside the checkout")
+        raise FileNotFoundError(f"fixture {z} is missing: the tests run from a checkout of the "
+                                f"repository, which holds tests/fixtures/java-hudi-tables/")
     with zipfile.ZipFile(z) as zf:
         members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
         zf.extractall(dest, members)

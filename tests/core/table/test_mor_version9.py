@@ -5,7 +5,7 @@ the precombine field, ``hoodie.table.format=native``); log files are still named
 deltacommit's own instant, as Java 1.1 names them in a version 9 MOR table (hudi-rs fixture
 ``sample_table/mor/avro/v9_lance_nonhivestyle``: ``.875d6ca6-...-0_20260503194343537.log.1_0-60-156``
 is deltacommit 20260503194343537's log on a base file of 20260503194334929) and in the
-metadata table of ``../shared/fixtures/java-hudi-tables/v9_txns_simple_overwrite.zip``.
+metadata table of ``tests/fixtures/java-hudi-tables/v9_txns_simple_overwrite.zip``.
 hudi-rs must read exactly the model's rows after every step.
 """
 
