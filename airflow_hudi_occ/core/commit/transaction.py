@@ -485,9 +485,11 @@ class WriteTransaction:
                 pass
         try:
             if rollback:
-                rollback_instant(self.table, self.instant_time, self.config,
-                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer",
-                                 time_generator=self._time)
+                done = rollback_instant(self.table, self.instant_time, self.config,
+                                        lock_manager=self.lock_manager, reason=reason or "aborted by writer",
+                                        time_generator=self._time)
+                # kept in the record: `hudi-occ conflicts` names it after the timeline forgot it
+                rec.rolled_back_by = getattr(done, "rollback_instant", None)
         finally:
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=rollback)
