@@ -74,3 +74,16 @@ def test_retention_covers_the_longest_trends_window():
     young = attempt_log.AttemptRecord(instant="x", started_at_ms=now_ms - longest - trends.LOOKBACK_MS + 1)
     old = attempt_log.AttemptRecord(instant="y", started_at_ms=now_ms - attempt_log.RETAINED_MS - 1)
     assert not attempt_log.prunable(young, now_ms) and attempt_log.prunable(old, now_ms)
+
+
+def test_a_rollback_by_someone_else_is_not_erased_by_the_writers_own_abort(table, fast_options):
+    """A clean rolled the instant back first (its writer looked dead); the writer's abort then
+    skips its own rollback, and its record must still name the clean's."""
+    from airflow_hudi_occ.core.commit.rollback import rollback_instant
+    tx = WriteTransaction(table, _cfg(table, fast_options), writer_id="W")
+    tx.begin()
+    by_clean = rollback_instant(table, tx.instant_time, tx.config).rollback_instant
+    assert by_clean is not None
+    tx.abort(error=WriteConflictError("lost", instant=tx.instant_time, other_instant="1"))
+    rec = attempt_log.read_record(table, tx.instant_time)
+    assert (rec.outcome, rec.rolled_back_by) == ("conflict", by_clean)
