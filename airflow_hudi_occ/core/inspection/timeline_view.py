@@ -194,7 +194,8 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
                                                          rolled_back_by, now_ms)
     for t, rec in records.items():
         if t not in rows and t in kept:
-            rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t), tl)
+            # the record names its rollback too, after archival took it off the timeline
+            rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t) or rec.rolled_back_by, tl)
 
     # Live writers: pending writes, with heartbeat age and the partitions their markers hold.
     for inst in tl.pending():

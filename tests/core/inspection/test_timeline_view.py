@@ -331,3 +331,17 @@ def test_concurrent_runs_of_one_task_get_their_own_rows(tmp_path):
             bars = sorted((r["start_ms"], r["end_ms"]) for r in view["instants"]
                           if r["lane"] == lane["lane"] and r["lane_row"] == k)
             assert all(a[1] <= b[0] for a, b in zip(bars, bars[1:])), (lane["lane"], k, bars)
+
+
+def test_a_gone_attempt_names_its_rollback_after_the_timeline_forgot_it(tmp_path):
+    """Archival moves the rollback off the active timeline; the loser's record still names it."""
+    got = make_contended_table(str(tmp_path / "events"))
+    table = Table.open(str(tmp_path / "events"))
+    [rb] = [i for i in table.timeline() if i.action.value == "rollback"]
+    assert attempt_log.read_record(table, got["loser"]).rolled_back_by == rb.requested_time
+    # as archival would leave it: the rollback's files gone from .hoodie
+    for name in table.timeline().files_of(rb.requested_time):
+        table.storage.delete(table.storage.path(table.config.timeline_folder, name))
+    assert all(i.action.value != "rollback" for i in table.timeline())
+    rows = {r["instant"]: r for r in build_timeline_view(table)["instants"]}
+    assert rows[got["loser"]]["rolled_back_by"] == rb.requested_time
