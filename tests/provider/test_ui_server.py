@@ -680,3 +680,14 @@ def test_page_in_headless_chromium_concurrent_runs_units_pruned_note_unknown_tab
         assert driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar") and text("errors") == ""
     finally:
         driver.quit()
+
+
+def test_the_pages_windows_are_the_ones_the_attempt_log_keeps():
+    """The window list on the page is static HTML; it must offer what trends.WINDOWS names,
+    whose longest the attempt log keeps whatever clean retains."""
+    import re
+
+    from airflow_hudi_occ.core.inspection import trends
+    html = (ROOT / "airflow_hudi_occ" / "provider" / "www" / "index.html").read_text()
+    select = re.search(r'<select id="trend-window">(.*?)</select>', html, re.S).group(1)
+    assert tuple(re.findall(r'<option value="([^"]+)"', select)) == trends.WINDOWS
