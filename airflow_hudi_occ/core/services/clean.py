@@ -332,8 +332,11 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
         instant_done = inst.requested_time
         if not pending:
             break
-    timeline = table.timeline()
-    records, signals = _prune_bookkeeping(table, timeline, cfg, now=now, clean_instant=instant_done)
+    # under the lock: two cleans pruning at once would each count the same records in the
+    # attempt log's pruned summary
+    with lm.locked():
+        records, signals = _prune_bookkeeping(table, table.timeline(), cfg, now=now,
+                                              clean_instant=instant_done)
     e = plan.earliest_instant_to_retain if plan is not None else None
     log.info("clean %s: %d files deleted, %d writers rolled back", instant_done, len(deleted), len(rolled))
     return CleanResult(instant_done, cfg.policy.value, e[0] if e else None, deleted, failed, rolled,
