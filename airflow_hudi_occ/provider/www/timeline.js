@@ -363,6 +363,7 @@
           doc.tables.map(function (t) { return t.name; }).join(", ") +
           " (what to do: choose one above, or add " + want + "=PATH to [hudi_occ] tables or HUDI_OCC_TABLES).");
         document.body.setAttribute("data-loaded", "unknown-table");
+        schedule();  // refreshes nothing until a table is chosen, then that one
         return;
       }
       if (want) sel.value = want;
