@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, _instant_time
-from airflow_hudi_occ.cli.render import _iso, render_table
+from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.inspection.attempt_history import attempt_of, list_attempts
@@ -84,7 +84,6 @@ def conflict_history(ctx: Context, t: str) -> Result | None:
              f"discarded  {row['seconds_discarded']:.3f} s of work, {row['files_discarded']} "
              + ("file" if row["files_discarded"] == 1 else "files")
              if row["outcome"] != attempt_log.COMMITTED else None,
-             f"ended      {_iso(row['ended_at_ms'] / 1000)}" if row["ended_at_ms"] else None,
              f"retried as {row['retried_by']} ({retry['outcome']})" if retry else None,
              f"message    {row['message']}" if row["message"] else None,
              ""]
