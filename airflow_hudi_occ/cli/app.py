@@ -9,6 +9,9 @@ prints either aligned plain-text tables or, with ``--json``, one JSON document o
     hudi-occ writers     TABLE                        pending writes: heartbeat age, alive or expired
     hudi-occ markers     TABLE [--instant T]
     hudi-occ conflicts   TABLE --instant T [--file-group P/F ...] [--strategy NAME]
+                                                      a loser already rolled back: from the attempt log
+    hudi-occ attempts    TABLE [--instant T] [--outcome O ...] [--dag-id D] [--limit N]
+                                                      the attempt log: outcome, winner, file groups, retries
     hudi-occ early-check TABLE --instant T --partition P --file-id F [--strategy NAME]
                                [--check-commit-conflict]
 
@@ -44,11 +47,13 @@ from typing import Any, Callable, Sequence
 
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError
 from airflow_hudi_occ.cli.diagnose_commands import cmd_conflicts, cmd_early_check
+from airflow_hudi_occ.cli.history_commands import cmd_attempts
 from airflow_hudi_occ.cli.inspect_commands import cmd_file_groups, cmd_markers, cmd_show, cmd_timeline, cmd_writers
 from airflow_hudi_occ.cli.service_commands import cmd_archive, cmd_clean, cmd_cluster, cmd_compact, cmd_rollback
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_STRATEGY
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
 from airflow_hudi_occ.core.format.instant import State
+from airflow_hudi_occ.core.inspection.attempt_history import OUTCOMES as ATTEMPT_OUTCOMES
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE
 
 
@@ -97,13 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("markers", cmd_markers, "markers of pending (or failed) instants")
     p.add_argument("--instant", metavar="T")
     p = add("conflicts", cmd_conflicts, "would this pending instant commit or abort, and "
-            "because of which instants (exit 3: abort)")
+            "because of which instants (exit 3: abort); for an instant already rolled back, "
+            "what its attempt record says")
     p.add_argument("--instant", metavar="T", required=True)
     p.add_argument("--file-group", metavar="PARTITION/FILEID", action="append",
                    help="judge these file groups instead of the instant's markers (repeatable)")
     p.add_argument("--strategy", metavar="NAME", help="conflict resolution strategy "
                    "(simple, bucket, prefer-writer or a class name); default from --option "
                    f"{CONFLICT_RESOLUTION_STRATEGY.key}")
+    p = add("attempts", cmd_attempts, "the attempt log: every write attempt, how it ended, the "
+            "instant it lost to and on which file groups, what became of its instant, its retries")
+    p.add_argument("--instant", metavar="T", help="only this attempt")
+    p.add_argument("--outcome", action="append", choices=list(ATTEMPT_OUTCOMES),
+                   help="only attempts that ended so (repeatable)")
+    p.add_argument("--dag-id", metavar="DAG", help="only attempts this Airflow DAG made")
+    p.add_argument("--limit", type=int, metavar="N", help="only the newest N (N >= 1)")
     p = add("early-check", cmd_early_check, "would early conflict detection stop this instant "
             "from writing this file group (exit 3: stopped)")
     p.add_argument("--instant", metavar="T", required=True)

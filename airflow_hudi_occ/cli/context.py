@@ -107,5 +107,6 @@ def _require_instant(ctx: Context, t: str) -> Instant:
                    "shows the rollback, and the writer's own log says why it gave up")
     raise InstantStateError(
         f"instant {t} is not on the timeline of {ctx.table.base_uri}", instant=t,
-        remedy=f"list instants with `{PROG} timeline TABLE`; an instant archived or rolled back "
-               "before the archive is no longer visible")
+        remedy=f"list instants with `{PROG} timeline TABLE` and recorded attempts with `{PROG} "
+               "attempts TABLE`; an instant archived, or rolled back with its attempt record "
+               "pruned by clean, is no longer visible")

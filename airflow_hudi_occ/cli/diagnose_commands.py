@@ -1,10 +1,12 @@
-"""conflicts and early-check: parse the question, ask core.inspection.diagnose, render the verdict."""
+"""conflicts and early-check: parse the question, ask core.inspection.diagnose, render the verdict
+(an instant already gone from the timeline: its attempt record, through history_commands)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, _instant_time, _parse_file_group, _require_instant
+from airflow_hudi_occ.cli.history_commands import conflict_history
 from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.concurrency.markers import marker_dir, read_marker_type
 from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE, ECD_STRATEGY, MARKERS_TYPE
@@ -26,6 +28,11 @@ def cmd_conflicts(ctx: Context) -> Result:
             remedy=f"give PARTITION/FILEID, e.g. --file-group <partition path>/{bare[0]} "
                    f"(`{PROG} file-groups {ctx.table.base_uri}` lists them)")
     strategy = strategy_for(ctx.table, ctx.config, ctx.args.strategy, now=ctx.now)
+    if ctx.timeline.get(t) is None:
+        # a loser is rolled back at once: the question "why did it abort" is asked after that
+        answered = conflict_history(ctx, t)
+        if answered is not None:
+            return answered
     inst = _require_instant(ctx, t)
     if inst.is_completed:
         raise InstantStateError(

@@ -212,7 +212,14 @@ def test_timeline_shows_writer_attempt_checkpoint_and_rollbacks(table, capsys):
     rc, out, _ = run(capsys, "timeline", table.base_uri)
     assert rc == 0 and f"rolled back {failed}" in out and "offset-17" in out and "ingest-1" in out
 
-    # "why did my write fail?" about an instant that is gone: the answer names the rollback
+    # "why did my write fail?" about an instant that is gone: its attempt record answers,
+    # naming the rollback (exit 3: it aborted)
+    rc, out, err = run(capsys, "conflicts", table.base_uri, "--instant", failed)
+    assert rc == 3 and f"rolled back by {rollbacks[0]['requested_time']}" in out
+    assert f"verdict: {failed} ABORTED (aborted)" in out and err == ""
+    # without a record (a writer that keeps none, such as Java Hudi), the rollback still does
+    from airflow_hudi_occ.core.commit import attempt_log
+    attempt_log.delete_record(table, failed)
     rc, out, err = run(capsys, "conflicts", table.base_uri, "--instant", failed)
     assert rc == 2 and out == ""
     assert f"error: instant {failed} is not on the timeline: rollback {rollbacks[0]['requested_time']}" in err

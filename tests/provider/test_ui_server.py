@@ -26,7 +26,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 
-from tests.core.inspection.test_timeline_view import _cfg, make_compacting_table, make_contended_table  # noqa: E402
+from tests.core.inspection.test_timeline_view import (_cfg, make_compacting_table, make_concurrent_runs_table,  # noqa: E402
+                                                      make_contended_table)
 from tests.core.inspection.test_trends import make_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,8 @@ def server(tmp_path_factory):
     orders = make_compacting_table(str(lake / "orders"))  # merge-on-read, with compactions
     # twelve days of conflicts between three DAGs, ending now, for the trends
     history = make_history(str(lake / "history"), now=time.time())
+    # two runs of one task at once, and an old conflict a clean pruned
+    runs = make_concurrent_runs_table(str(lake / "runs"))
     # A table that is NOT configured, beside the configured one, and a symlink to it: no
     # request may reach either.
     secret = make_contended_table(str(lake / "secret"))
@@ -103,7 +106,8 @@ def server(tmp_path_factory):
         "HUDI_OCC_TEST_DAG_GRANTS": json.dumps({"ingest_viewer": ["ingest"]}),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'},orders={lake / 'orders'}",
+        "HUDI_OCC_TABLES": f"events={lake / 'events'},history={lake / 'history'},orders={lake / 'orders'},"
+                           f"runs={lake / 'runs'}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
     airflow = [sys.executable, "-m", "airflow"]
@@ -111,8 +115,8 @@ def server(tmp_path_factory):
     log = open(home / "api-server.log", "wb")
     proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "-p", str(port), "-w", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    srv = Server(home, port, {"events": got, "secret": secret, "history": history, "orders": orders},
-                 proc, env)
+    srv = Server(home, port, {"events": got, "secret": secret, "history": history, "orders": orders,
+                              "runs": runs}, proc, env)
     try:
         deadline = time.time() + 180
         while True:
@@ -173,7 +177,7 @@ def test_readers_get_the_page_and_api(server, user):
     status, body, headers = server.get("/hudi-occ/", token=token)
     assert headers["content-type"].startswith("text/html") and b"static/timeline.js" in body
     doc = json.loads(server.get("/hudi-occ/api/tables", token=token)[1])
-    assert [t["name"] for t in doc["tables"]] == ["events", "history", "orders"] and doc["config_errors"] == []
+    assert [t["name"] for t in doc["tables"]] == ["events", "history", "orders", "runs"] and doc["config_errors"] == []
 
 
 def test_timeline_json_shows_the_conflict_and_the_retry(server):
@@ -609,3 +613,81 @@ def test_trends_for_a_user_granted_one_dag_in_chromium(server, tmp_path):
         _full_page_shot(driver, shots / "hudi_trends_ingest_viewer_1600.png", 1600)
     finally:
         driver.quit()
+
+
+def test_page_in_headless_chromium_concurrent_runs_units_pruned_note_unknown_table(server, tmp_path):
+    """One browser, four of issue 28's page cases: two runs of one task at once are drawn on
+    two rows (the winner's bar inside the loser's was hidden under it); seconds thrown away
+    carry their unit even when 0; the "clean pruned" note appears only where a clean pruned
+    records the window reaches; a link to a table not configured says so and draws nothing."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    got = server.tables["runs"]
+    shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    driver = _chrome(tmp_path, "1400,1000")
+    text = lambda id_: driver.find_element(By.ID, id_).text  # noqa: E731
+    try:
+        token = server.token()
+        _open_page(driver, server, token, "table=runs&window=90d")
+        bars = {e.get_attribute("data-instant"): e for e in driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar")}
+        loser, winner, retry = bars[got["loser"]], bars[got["winner"]], bars[got["retry"]]
+        y = lambda e: float(e.get_attribute("y"))  # noqa: E731
+        x = lambda e: (float(e.get_attribute("x")), float(e.get_attribute("x")) + float(e.get_attribute("width")))  # noqa: E731
+        assert x(loser)[0] <= x(winner)[0] and x(winner)[1] <= x(loser)[1] + 0.5  # inside it in time
+        assert y(winner) != y(loser) and y(retry) == y(loser)  # ... and drawn on a row of its own
+        assert loser.get_attribute("data-outcome") == "conflict" and winner.get_attribute("data-outcome") == "committed"
+        sub = driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-sub")
+        assert [(t.get_attribute("data-lane"), t.text) for t in sub] == [("ingest \u203a upsert", "\u21b3 concurrent run 2")]
+        edges = [(e.get_attribute("data-from"), e.get_attribute("data-to"))
+                 for e in driver.find_elements(By.CSS_SELECTOR, "#gantt line.conflict-edge")]
+        assert edges == [(got["loser"], got["winner"])]
+        # the old conflict is beyond the attempt log's retention: a clean pruned it, and a
+        # 90-day window reaches back to it, so the page says so
+        note = driver.find_elements(By.CSS_SELECTOR, "#trend-summary .pruned-note")
+        assert len(note) == 1 and "Clean pruned 1 attempt record " in note[0].text, text("trend-summary")
+        assert _label_problems(driver, "gantt")[1] == []
+        _full_page_shot(driver, shots / "hudi_timeline_concurrent_runs.png", 1400)
+        _viewport(driver, 1400)
+
+        # 30 days: the pruned record is older than the window, which is whole: no note
+        _open_page(driver, server, token, "table=runs&window=30d")
+        assert "pruned" not in text("trend-summary") and "1 conflict" in text("trend-summary")
+
+        # a table no clean ever touched (its log starts inside the window) and a DAG that lost
+        # nothing: no note, and 0 of work has its unit
+        _open_page(driver, server, token, "table=history&window=30d&trend_dag=seed")
+        summary = text("trend-summary")
+        assert "0 s of work and 0 files thrown away" in summary and "prune" not in summary, summary
+
+        # a link to a table that is not configured: said, and nothing else drawn
+        driver.get(server.base + "/hudi-occ/?table=nope")
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "unknown-table"
+        err = text("errors")
+        assert "Table nope is not configured" in err and "events, history, orders, runs" in err
+        assert driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar") == []
+        assert driver.find_element(By.ID, "table-select").get_attribute("value") == ""
+        assert text("table-info") == "" and driver.find_element(By.TAG_NAME, "body").get_attribute("data-trends") is None
+        assert driver.save_screenshot(str(shots / "hudi_timeline_unknown_table.png"))
+        # choosing a table from there loads it
+        from selenium.webdriver.support.ui import Select
+        Select(driver.find_element(By.ID, "table-select")).select_by_value("runs")
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "runs")
+        assert driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar") and text("errors") == ""
+    finally:
+        driver.quit()
+
+
+def test_the_pages_windows_are_the_ones_the_attempt_log_keeps():
+    """The window list on the page is static HTML; it must offer what trends.WINDOWS names,
+    whose longest the attempt log keeps whatever clean retains."""
+    import re
+
+    from airflow_hudi_occ.core.inspection import trends
+    html = (ROOT / "airflow_hudi_occ" / "provider" / "www" / "index.html").read_text()
+    select = re.search(r'<select id="trend-window">(.*?)</select>', html, re.S).group(1)
+    assert tuple(re.findall(r'<option value="([^"]+)"', select)) == trends.WINDOWS

@@ -6,7 +6,14 @@ on which file groups, how many seconds and files of work were thrown away, and w
 task (or other writer) made the attempt. Each attempt writes ``.hoodie/.aux/occ/attempts/
 <instant>.json`` when it begins (running) and again when it ends (committed, conflict,
 aborted, error); a record left "running" by a writer that died is told apart by its heartbeat. Hudi readers ignore
-``.aux``; the clean service prunes records of instants no longer on the active timeline.
+``.aux``.
+
+Retention: the clean service prunes a record only once its instant has left the active
+timeline, is older than the commits clean retains, *and* is older than :data:`RETAINED_MS`:
+the longest window the timeline page's trends offer plus the lookback they read before it.
+A clean right after a retried write therefore never takes a conflict off the page while its
+retry still counts. What clean did prune is kept as a compact summary
+(:func:`read_pruned_summary`), so a reader can tell "pruned" from "never happened".
 
 Writing a record is best effort: a failure to log never fails or un-commits a write.
 """
@@ -20,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator, Mapping
 from airflow_hudi_occ.core.config import WRITER_LABELS
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, RetryableError, WriteConflictError
+from airflow_hudi_occ.core.format.instant_time import parse_ms
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +43,17 @@ ABORTED = "aborted"
 ERROR = "error"
 
 _DIR = (".hoodie", ".aux", "occ", "attempts")
+#: beside the records, not among them: ``read_records`` reads every ``*.json`` in ``_DIR``
+_PRUNED = (".hoodie", ".aux", "occ", "attempts_pruned.json")
+
+DAY_MS = 86_400_000
+#: The longest window the timeline page's trends offer (``inspection/trends.WINDOWS``).
+TRENDS_WINDOW_DAYS = 30
+#: How far before a window the trends read records: the instant that beat a loser, and the
+#: first attempt of a batch retried inside the window, usually started a little earlier.
+TRENDS_LOOKBACK_DAYS = 1
+#: Records younger than this are never pruned: the page and the CLI show the same history.
+RETAINED_MS = (TRENDS_WINDOW_DAYS + TRENDS_LOOKBACK_DAYS) * DAY_MS
 
 
 @dataclass
@@ -60,6 +79,9 @@ class AttemptRecord:
     #: set when this attempt re-committed a dead writer's staged instant (core/recovery.py):
     #: the writer id that wrote the files
     recovered_from: str | None = None
+    #: the rollback instant that removed this attempt's instant, when the attempt knew it (its
+    #: own abort) or a later rollback closed it; the timeline forgets it once archived
+    rolled_back_by: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -81,6 +103,17 @@ def parse_labels(options: Mapping[str, str] | None) -> dict:
     except ValueError:
         return {"label": str(raw)}
     return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {"label": str(raw)}
+
+
+def batch_of(rec: AttemptRecord) -> str | None:
+    """Which batch an attempt wrote, so its retries can be found: the Airflow task run, else
+    the batch key, else none (a writer id alone does not make two writes one batch)."""
+    lb = rec.labels or {}
+    if lb.get("dag_id") and lb.get("task_id") and lb.get("run_id"):
+        return f"{lb['dag_id']}/{lb['task_id']}/{lb['run_id']}"
+    if rec.batch_key:
+        return f"batch {rec.batch_key}"
+    return None
 
 
 def outcome_of(error: BaseException | None) -> str:
@@ -149,17 +182,69 @@ def delete_record(table, instant: str) -> None:
     table.storage.delete(table.storage.path(*_DIR, f"{instant}.json"))
 
 
-def mark_rolled_back(table, instant: str, rollback_instant: str) -> None:
-    """A record left "running" by a writer that died is closed by the rollback that removed it,
-    so history shows the attempt as rolled back instead of forever running."""
-    path = table.storage.path(*_DIR, f"{instant}.json")
+def read_record(table, instant: str) -> AttemptRecord | None:
+    """The record of one instant, or None when there is none (never written, pruned) or it
+    cannot be read (a damaged record is warned about, as :func:`read_records` does)."""
     try:
-        rec = AttemptRecord.from_json(json.loads(table.storage.read(path)))
-    except (FileNotFoundError, ValueError, TypeError):
+        return AttemptRecord.from_json(json.loads(table.storage.read(table.storage.path(*_DIR, f"{instant}.json"))))
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as e:
+        log.warning("skipping unreadable attempt record %s: %s", instant, e)
+        return None
+
+
+def mark_rolled_back(table, instant: str, rollback_instant: str) -> None:
+    """Name the rollback in the record of the instant it removed: the timeline forgets the
+    rollback once archived, and ``hudi-occ conflicts`` still has to say what became of the
+    attempt. A record left "running" by a writer that died is closed as rolled back, so
+    history shows the attempt as rolled back instead of forever running."""
+    rec = read_record(table, instant)
+    if rec is None or (rec.outcome != RUNNING and rec.rolled_back_by == rollback_instant):
         return
-    if rec.outcome != RUNNING:
-        return
-    rec.outcome = ROLLED_BACK
-    rec.message = f"writer died; rolled back by {rollback_instant}"
-    rec.ended_at_ms = int(time.time() * 1000)
+    rec.rolled_back_by = rollback_instant
+    if rec.outcome == RUNNING:
+        rec.outcome = ROLLED_BACK
+        rec.message = f"writer died; rolled back by {rollback_instant}"
+        rec.ended_at_ms = int(time.time() * 1000)
     write_record(table, rec)
+
+
+def prunable(rec: AttemptRecord, now_ms: int) -> bool:
+    """Old enough to prune (the caller checks the instant left the timeline): older than
+    :data:`RETAINED_MS`, by its instant time (by its start when the name is no instant time)."""
+    try:
+        started = parse_ms(rec.instant)
+    except ValueError:
+        started = rec.started_at_ms or 0
+    return started < now_ms - RETAINED_MS
+
+
+def read_pruned_summary(table) -> dict | None:
+    """What clean has pruned so far: ``{"count", "by_outcome", "newest_instant",
+    "last_clean", "at_ms"}``, or None when it never pruned a record."""
+    try:
+        return json.loads(table.storage.read(table.storage.path(*_PRUNED)))
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        log.warning("unreadable summary of pruned attempt records: %s", e)
+        return None
+
+
+def prune_records(table, records: list[AttemptRecord], *, clean_instant: str | None) -> list[str]:
+    """Delete ``records`` and fold them into the pruned summary (written first: a crash in
+    between leaves a summary that counts a record still there, never a record gone uncounted)."""
+    if not records:
+        return []
+    summary = read_pruned_summary(table) or {"count": 0, "by_outcome": {}, "newest_instant": None}
+    summary["count"] += len(records)
+    for r in records:
+        summary["by_outcome"][r.outcome] = summary["by_outcome"].get(r.outcome, 0) + 1
+    summary["newest_instant"] = max([r.instant for r in records] + [summary.get("newest_instant") or ""])
+    summary["last_clean"] = clean_instant
+    summary["at_ms"] = int(time.time() * 1000)
+    table.storage.write(table.storage.path(*_PRUNED), json.dumps(summary, sort_keys=True).encode())
+    for r in records:
+        delete_record(table, r.instant)
+    return [r.instant for r in records]

@@ -485,9 +485,14 @@ class WriteTransaction:
                 pass
         try:
             if rollback:
-                rollback_instant(self.table, self.instant_time, self.config,
-                                 lock_manager=self.lock_manager, reason=reason or "aborted by writer",
-                                 time_generator=self._time)
+                done = rollback_instant(self.table, self.instant_time, self.config,
+                                        lock_manager=self.lock_manager, reason=reason or "aborted by writer",
+                                        time_generator=self._time)
+                # kept in the record: `hudi-occ conflicts` names it after the timeline forgot it.
+                # Skipped (a clean rolled this instant back first): that rollback marked the
+                # record already, and this write of it must not erase the name.
+                rec.rolled_back_by = done.rollback_instant or getattr(
+                    attempt_log.read_record(self.table, self.instant_time), "rolled_back_by", None)
         finally:
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=rollback)

@@ -194,7 +194,8 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
                                                          rolled_back_by, now_ms)
     for t, rec in records.items():
         if t not in rows and t in kept:
-            rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t), tl)
+            # the record names its rollback too, after archival took it off the timeline
+            rows[t] = _row_for_gone_attempt(rec, rolled_back_by.get(t) or rec.rolled_back_by, tl)
 
     # Live writers: pending writes, with heartbeat age and the partitions their markers hold.
     for inst in tl.pending():
@@ -444,12 +445,31 @@ def _compactions(rows) -> list[dict[str, Any]]:
 
 
 def _lanes(rows) -> list[dict[str, Any]]:
+    """The Gantt's rows: one lane per task (or writer), split into as many sub-rows as it had
+    attempts running at once. Two runs of one task (a backfill of yesterday beside today's
+    run) overlap in time; drawn on one row, the later bar covers the earlier and a conflict
+    between them cannot be seen. Each row gets ``lane_row`` (0 = the lane's first sub-row),
+    packed greedily in start order so a retry after its loser stays on the loser's row."""
     lanes: dict[str, dict[str, Any]] = {}
-    for r in rows:
+    ends: dict[str, list[int]] = {}  # per lane, the end of the last bar of each sub-row
+    for r in sorted(rows, key=lambda r: (r["start_ms"] is None, r["start_ms"] or 0, r["instant"])):
         lane = lanes.setdefault(r["lane"], {"lane": r["lane"], "dag_id": r["writer"].get("dag_id"),
                                             "task_id": r["writer"].get("task_id"),
-                                            "instants": 0, "committed": 0, "conflicts": 0})
+                                            "instants": 0, "committed": 0, "conflicts": 0, "rows": 1})
         lane["instants"] += 1
         lane["committed"] += r["outcome"] == "committed"
         lane["conflicts"] += r["outcome"] == "conflict"
+        r["lane_row"] = 0
+        if r["start_ms"] is None:
+            continue
+        end = max(r["end_ms"] if r["end_ms"] is not None else r["start_ms"], r["start_ms"])
+        subs = ends.setdefault(r["lane"], [])
+        free = next((i for i, e in enumerate(subs) if e <= r["start_ms"]), None)
+        if free is None:
+            subs.append(end)
+            free = len(subs) - 1
+        else:
+            subs[free] = end
+        r["lane_row"] = free
+        lane["rows"] = max(lane["rows"], len(subs))
     return list(lanes.values())

@@ -9,9 +9,11 @@ the Airflow task that made it. :func:`build_trends` folds those records into per
 counts (per hour for a window of a day or two, per UTC day beyond), per-DAG and per-file-group
 costs, who-beat-whom pairs, and request-to-commit latencies, as plain JSON.
 
-Reach: records of instants that left the active timeline are pruned by the clean service once
-they are older than the retained commits (``services/clean``), so a window can reach further
-back than the log does; ``covered_from_ms`` says where the log starts, and the page says so.
+Reach: the clean service keeps every record younger than ``attempt_log.RETAINED_MS`` (the
+longest window offered here plus the lookback), so the windows the page offers are whole; a
+longer window asked for by URL can reach further back than the log does. ``covered_from_ms``
+says where the log starts and ``pruned`` what clean removed (None when it never removed a
+record), so the page can say "clean pruned records before ..." only when one did.
 
 Access: a caller that serves people who may read only some DAGs passes ``may_read``, a
 predicate over ``dag_id`` (``None`` for attempts no DAG made: they are shown only to callers
@@ -32,17 +34,18 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format.instant_time import format_ms, parse_ms
 
-DAY_MS = 86_400_000
+DAY_MS = attempt_log.DAY_MS
 HOUR_MS = 3_600_000
-#: windows the page offers; any ``<n>d`` or ``<n>h`` up to :data:`MAX_WINDOW_MS` is accepted
-WINDOWS = ("1d", "7d", "30d")
+#: windows the page offers (the longest is the attempt log's retention, which clean honours);
+#: any ``<n>d`` or ``<n>h`` up to :data:`MAX_WINDOW_MS` is accepted
+WINDOWS = ("1d", "7d", f"{attempt_log.TRENDS_WINDOW_DAYS}d")
 DEFAULT_WINDOW = "7d"
 MAX_WINDOW_MS = 366 * DAY_MS
 #: windows up to this long are bucketed per hour, longer ones per UTC day
 HOURLY_UP_TO_MS = 2 * DAY_MS
 #: how far before the window records are read: the instant that beat a loser, and the first
 #: attempt of a batch retried inside the window, usually started a little earlier
-LOOKBACK_MS = DAY_MS
+LOOKBACK_MS = attempt_log.TRENDS_LOOKBACK_DAYS * DAY_MS
 HOT_FILE_GROUPS = 15
 
 #: an attempt that ended without committing threw its work away
@@ -96,16 +99,6 @@ def _start_ms(rec: attempt_log.AttemptRecord) -> int | None:
         return rec.started_at_ms or None
 
 
-def _batch_key(rec: attempt_log.AttemptRecord) -> str | None:
-    """Attempts of one batch, as the timeline page groups them (see ``timeline_view``)."""
-    lb = rec.labels or {}
-    if lb.get("dag_id") and lb.get("task_id") and lb.get("run_id"):
-        return f"{lb['dag_id']}/{lb['task_id']}/{lb['run_id']}"
-    if rec.batch_key:
-        return f"batch {rec.batch_key}"
-    return None
-
-
 def _floor(ms: int, bucket_ms: int) -> int:
     return ms - ms % bucket_ms  # UTC: epoch milliseconds have no offset
 
@@ -124,9 +117,10 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
     now_ms = int((time.time() if now is None else now) * 1000)
     start_ms = now_ms - win.ms
     may_read = may_read or (lambda _dag: True)
-    oldest = None
+    oldest = pruned = None
     if records is None:
         oldest = attempt_log.oldest_instant(table)
+        pruned = attempt_log.read_pruned_summary(table)
         records = attempt_log.read_records(table, since=format_ms(max(start_ms - LOOKBACK_MS, 0)))
 
     readable: dict[str | None, bool] = {}
@@ -153,7 +147,7 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
     # window is a retry even when its first attempt started the day before.
     batches: dict[str, list[attempt_log.AttemptRecord]] = {}
     for rec in by_instant.values():
-        key = _batch_key(rec)
+        key = attempt_log.batch_of(rec)
         if key is not None and rec.outcome != attempt_log.RUNNING:
             batches.setdefault(key, []).append(rec)
     first_of: dict[str, str] = {}
@@ -261,6 +255,7 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
         "dag_id": dag_id,
         "filtered": hidden,
         "covered_from_ms": covered_from,
+        "pruned": _pruned_doc(pruned),
         "totals": totals,
         "buckets": [buckets[k] for k in sorted(buckets)],
         "dags": sorted(dags.values(), key=lambda d: (-d["seconds_discarded"], -d["conflicts"],
@@ -270,6 +265,21 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
         "fights": sorted(fights.values(), key=lambda f: (-f["conflicts"], f["loser_dag"] or "",
                                                           f["winner_dag"] or "")),
     }
+
+
+def _pruned_doc(summary: dict | None) -> dict[str, Any] | None:
+    """What clean pruned, for the page's note: how many records, and the newest one's time
+    (records older than it may be missing from a window that reaches back that far)."""
+    if not summary or not summary.get("count"):
+        return None
+    newest = summary.get("newest_instant")
+    try:
+        newest_ms = parse_ms(newest) if newest else None
+    except ValueError:
+        newest_ms = None
+    return {"count": int(summary["count"]), "by_outcome": dict(summary.get("by_outcome") or {}),
+            "newest_ms": newest_ms, "last_clean": summary.get("last_clean"),
+            "retained_days": attempt_log.RETAINED_MS // DAY_MS}
 
 
 def _bucket_label(start_ms: int, bucket_ms: int) -> str:

@@ -26,8 +26,10 @@ Protocol (the timeline shows it the way Java Hudi 1.x writes it):
 3. ``<t>.clean.inflight``, delete the planned files (idempotent: a missing file was already
    deleted by an interrupted run of the same plan);
 4. under the lock: ``<t>_<c>.clean`` (HoodieCleanMetadata);
-5. prune bookkeeping: attempt-log records of instants gone from the timeline and older than the
-   retained commits, and abort signals of instants no longer pending.
+5. prune bookkeeping: attempt-log records of instants gone from the timeline, older than the
+   retained commits and older than the attempt log's retention (the timeline page's longest
+   trends window: ``attempt_log.RETAINED_MS``), counted in the log's pruned summary; and
+   abort signals of instants no longer pending.
 
 Time travel: :func:`check_as_of_readable` tells a reader, from the timeline alone, that a
 requested as-of time needs a file a clean deleted, so it fails clearly instead of returning
@@ -256,16 +258,20 @@ def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
     return meta
 
 
-def _prune_bookkeeping(table, timeline, config: CleanConfig) -> tuple[list[str], list[str]]:
-    """Attempt records of instants gone from the timeline and older than the retained commits;
-    abort signals of instants that are no longer pending."""
+def _prune_bookkeeping(table, timeline, config: CleanConfig, *, now: float | None = None,
+                       clean_instant: str | None = None) -> tuple[list[str], list[str]]:
+    """Attempt records of instants gone from the timeline, older than the retained commits and
+    older than the attempt log's own retention (``attempt_log.RETAINED_MS``: the timeline
+    page's longest trends window, so the page never loses a conflict whose retry it still
+    counts); abort signals of instants that are no longer pending."""
     cutoff = earliest_commit_to_retain(timeline, config.commits_retained)
     pruned_records: list[str] = []
     if cutoff is not None:
-        for rec in list(attempt_log.read_records(table)):
-            if timeline.get(rec.instant) is None and rec.instant < cutoff.requested_time:
-                attempt_log.delete_record(table, rec.instant)
-                pruned_records.append(rec.instant)
+        now_ms = int((time.time() if now is None else now) * 1000)
+        doomed = [rec for rec in attempt_log.read_records(table)
+                  if timeline.get(rec.instant) is None and rec.instant < cutoff.requested_time
+                  and attempt_log.prunable(rec, now_ms)]
+        pruned_records = attempt_log.prune_records(table, doomed, clean_instant=clean_instant)
     pruned_signals: list[str] = []
     folder = table.storage.path(".hoodie", ".aux", ".abort")
     try:
@@ -326,8 +332,11 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
         instant_done = inst.requested_time
         if not pending:
             break
-    timeline = table.timeline()
-    records, signals = _prune_bookkeeping(table, timeline, cfg)
+    # under the lock: two cleans pruning at once would each count the same records in the
+    # attempt log's pruned summary
+    with lm.locked():
+        records, signals = _prune_bookkeeping(table, table.timeline(), cfg, now=now,
+                                              clean_instant=instant_done)
     e = plan.earliest_instant_to_retain if plan is not None else None
     log.info("clean %s: %d files deleted, %d writers rolled back", instant_done, len(deleted), len(rolled))
     return CleanResult(instant_done, cfg.policy.value, e[0] if e else None, deleted, failed, rolled,

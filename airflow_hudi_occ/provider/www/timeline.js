@@ -170,7 +170,12 @@
     ganttDrawnAt = $("gantt-wrap").clientWidth;
     var svg = $("gantt");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var lanes = view.lanes.map(function (l) { return l.lane; });
+    // One drawn row per sub-row of a lane: attempts of one task that ran at the same time
+    // (lane_row from the read model) get rows of their own, so no bar hides another.
+    var lanes = [];
+    view.lanes.forEach(function (l, li) {
+      for (var k = 0; k < (l.rows || 1); k++) lanes.push({lane: l.lane, row: k, index: li, of: l.rows || 1});
+    });
     var rows = view.instants;
     // Narrow windows get a narrower lane column (labels shortened, full text on hover)
     // rather than a plot squeezed to nothing; below 360 px the chart scrolls sideways.
@@ -183,15 +188,22 @@
     var plotW = width - labelW - right;
     var scale = timeScale(rows, view.now_ms, plotW);
     function x(ms) { return labelW + scale.px(ms); }
-    function y(lane) { return top + lanes.indexOf(lane) * rowH; }
+    var rowOf = {};
+    lanes.forEach(function (l, i) { rowOf[l.lane + "\u0000" + l.row] = i; });
+    function y(r) { return top + rowOf[r.lane + "\u0000" + (r.lane_row || 0)] * rowH; }
     var g = sv("g", {"class": "axis"});
     lanes.forEach(function (l, i) {
+      // sub-rows of one lane share its background, so they read as one writer
       g.appendChild(sv("rect", {"class": "lane-bg", x: 0, y: top + i * rowH, width: width, height: rowH,
-                                fill: i % 2 ? "#f8f9fb" : "#ffffff"}));
+                                fill: l.index % 2 ? "#f8f9fb" : "#ffffff"}));
+      var text = l.row ? "\u21b3 concurrent run " + (l.row + 1) : l.lane;
       var maxChars = Math.floor((labelW - 12) / CHAR_PX);
-      var label = sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4, "class": "lane-label"},
-                     l.length > maxChars ? l.substr(0, maxChars - 1) + "\u2026" : l);
-      label.appendChild(sv("title", {}, l));
+      var label = sv("text", {x: 6, y: top + i * rowH + rowH / 2 + 4,
+                              "class": "lane-label" + (l.row ? " lane-sub" : ""), "data-lane": l.lane,
+                              "data-lane-row": l.row},
+                     text.length > maxChars ? text.substr(0, maxChars - 1) + "\u2026" : text);
+      label.appendChild(sv("title", {}, l.row ? l.lane + ": row " + (l.row + 1) + " of " + l.of +
+        " (attempts that ran while another of this task was running)" : l.lane));
       g.appendChild(label);
     });
     scale.segments.forEach(function (sg) {
@@ -211,12 +223,12 @@
     rows.forEach(function (r) {
       if (r.start_ms == null) return;
       var x0 = x(r.start_ms), x1 = Math.max(x(r.end_ms == null ? r.start_ms : r.end_ms), x0 + 4);
-      var yy = y(r.lane) + 5, h = rowH - 10;
+      var yy = y(r) + 5, h = rowH - 10;
       pos[r.instant] = {x0: x0, x1: x1, y: yy + h / 2};
       var cls = "bar " + r["class"] + (matchesFocus(r) ? " task-match" : "") +
         (r.compaction ? " compaction compaction-" + r.compaction.state : "");
       var attrs = {"class": cls, x: x0, y: yy, width: x1 - x0, height: h, rx: 2,
-                   "data-instant": r.instant, "data-outcome": r.outcome};
+                   "data-instant": r.instant, "data-outcome": r.outcome, "data-lane-row": r.lane_row || 0};
       if (r.compaction) attrs["data-compaction"] = r.compaction.state;
       var rect = sv("rect", attrs);
       rect.appendChild(sv("title", {}, r.instant + " " + r.action + " " + r.outcome + "\n" + writerText(r.writer) +
@@ -333,15 +345,29 @@
         return;
       }
       var want = params.get("table");
-      if (want && doc.tables.some(function (t) { return t.name === want; })) sel.value = want;
-      else if (want) showError("table " + want + " is not configured; showing " + sel.value);
       sel.addEventListener("change", function () {
         focus = {};
+        showError("");
+        var blank = sel.querySelector("option[value='']");
+        if (blank && sel.value) sel.removeChild(blank);
         if (window.HudiTrends) window.HudiTrends.show(sel.value);
         load();
       });
-      if (window.HudiTrends) window.HudiTrends.show(sel.value);
       $("auto-refresh").addEventListener("change", schedule);
+      if (want && !doc.tables.some(function (t) { return t.name === want; })) {
+        // A link to a table that is not (or no longer) configured: say so and show nothing,
+        // rather than another table's timeline under a link that named this one.
+        sel.insertBefore(el("option", {value: ""}, "choose a table\u2026"), sel.firstChild);
+        sel.value = "";
+        showError("Table " + want + " is not configured on this Airflow. Configured: " +
+          doc.tables.map(function (t) { return t.name; }).join(", ") +
+          " (what to do: choose one above, or add " + want + "=PATH to [hudi_occ] tables or HUDI_OCC_TABLES).");
+        document.body.setAttribute("data-loaded", "unknown-table");
+        schedule();  // refreshes nothing until a table is chosen, then that one
+        return;
+      }
+      if (want) sel.value = want;
+      if (window.HudiTrends) window.HudiTrends.show(sel.value);
       return load().then(schedule);
     }).catch(function (e) { showError(e.message); document.body.setAttribute("data-loaded", "error"); });
   }

@@ -19,7 +19,7 @@
     return Math.floor(m / 60) + " h " + (m % 60) + " min";
   }
   function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
-  function secs(s) { return s ? dur(Math.round(s * 1000)) : "0"; }
+  function secs(s) { return s ? dur(Math.round(s * 1000)) : "0 s"; }
   function dagName(d) { return d == null ? "(no DAG)" : d; }
   function utcDay(ms) { return ms == null ? "" : new Date(ms).toISOString().substr(0, 16).replace("T", " ") + " UTC"; }
 
@@ -129,10 +129,13 @@
     s.appendChild(document.createTextNode(" in " + plural(t.attempts, "attempt") + " since " + utcDay(w.start_ms) +
       "; " + secs(t.seconds_discarded) + " of work and " + plural(t.files_discarded, "file") + " thrown away" +
       (tr.dag_id ? " (DAG " + tr.dag_id + " only)" : "") + "."));
-    if (tr.covered_from_ms == null || tr.covered_from_ms > w.start_ms)
-      s.appendChild(el("span", {"class": "note"}, " The attempt log starts " +
-        (tr.covered_from_ms == null ? "with the next write" : utcDay(tr.covered_from_ms)) +
-        " (clean prunes older records): earlier days have nothing to show."));
+    // Only when a clean really pruned records this window reaches: a young table's log simply
+    // starts late, and saying "clean prunes" there would invent a loss.
+    var pr = tr.pruned;
+    if (pr && pr.newest_ms != null && pr.newest_ms >= w.start_ms)
+      s.appendChild(el("span", {"class": "note pruned-note"}, " Clean pruned " + plural(pr.count, "attempt record") +
+        " (the newest from " + utcDay(pr.newest_ms) + "; it keeps every record younger than " + pr.retained_days +
+        " days): days before " + utcDay(pr.newest_ms) + " may miss attempts."));
     if (tr.filtered)
       s.appendChild(el("span", {"class": "note"}, " Attempts of DAGs you may not read are left out."));
     chart(tr);

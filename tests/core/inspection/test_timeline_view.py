@@ -59,6 +59,56 @@ def make_contended_table(path: str) -> dict:
     return out
 
 
+def make_concurrent_runs_table(path: str, *, now: float | None = None) -> dict:
+    """Two runs of one task at once, and history a clean pruned: used by the UI tests too.
+
+    Forty days before ``now`` (the writers' instant clock set back), ``ingest.upsert`` run
+    ``old`` lost a conflict and retried. Now, run ``late__2`` of the same task begins, run
+    ``manual__1`` writes the same file group and commits in the middle of it (its bar lies
+    inside the loser's), and ``late__2`` retries. A clean retaining one commit then prunes the
+    old loser's record (older than the attempt log's retention), never the new one's.
+    """
+    import time as _time
+
+    from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
+    from airflow_hudi_occ.core.services.clean import run_clean
+
+    now = _time.time() if now is None else now
+    table = Table.create(path, "runs", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    old_clock = InstantTimeGenerator(0, clock=lambda: now - 40 * 86_400, sleep=lambda s: None)
+
+    def upsert(run, gen=None):
+        labels = dict(dag_id="ingest", task_id="upsert", run_id=run, try_number="1")
+        return ArrowTableWriter(table, _cfg(**labels), writer_id=f"upsert-{run}", time_generator=gen)
+
+    out = {}
+    ArrowTableWriter(table, _cfg(dag_id="seed", task_id="load", run_id="r0", try_number="1"),
+                     time_generator=old_clock).write(_rows(range(20), "seed"))
+    old, old_winner = upsert("old", old_clock), upsert("old-w", old_clock)
+
+    def old_winner_first(tx):
+        out["old_loser"] = tx.instant_time
+        old_winner.write(_rows(range(5), "old-w"))
+
+    with pytest.raises(WriteConflictError):
+        old.write(_rows(range(5), "old"), batch_key="old", attempt=1, before_commit=old_winner_first)
+    out["old_retry"] = old.write(_rows(range(5), "old-2"), batch_key="old",
+                                 attempt=2).instant.requested_time
+
+    late, manual = upsert("late__2"), upsert("manual__1")
+
+    def manual_commits_inside(tx):
+        out["loser"] = tx.instant_time
+        out["winner"] = manual.write(_rows(range(10), "manual")).instant.requested_time
+
+    with pytest.raises(WriteConflictError):
+        late.write(_rows(range(5), "late"), batch_key="late", attempt=1, before_commit=manual_commits_inside)
+    out["retry"] = late.write(_rows(range(5), "late-2"), batch_key="late", attempt=2).instant.requested_time
+    out["clean"] = run_clean(table, {**FAST_WRITE_OPTIONS, "hoodie.clean.commits.retained": "1"}, now=now)
+    return out
+
+
 def test_conflict_retry_and_writers(tmp_path):
     got = make_contended_table(str(tmp_path / "events"))
     table = Table.open(str(tmp_path / "events"))
@@ -261,3 +311,37 @@ def test_compactions_with_the_writers_they_met(tmp_path):
     assert rows[got["pending"]]["compaction"]["appended"] == [got["appended_pending"]]
     # an ordinary deltacommit is no compaction
     assert "compaction" not in rows[got["appended"]]
+
+
+def test_concurrent_runs_of_one_task_get_their_own_rows(tmp_path):
+    got = make_concurrent_runs_table(str(tmp_path / "runs"))
+    view = build_timeline_view(Table.open(str(tmp_path / "runs")))
+    rows = {r["instant"]: r for r in view["instants"]}
+    loser, winner, retry = rows[got["loser"]], rows[got["winner"]], rows[got["retry"]]
+    assert loser["lane"] == winner["lane"] == retry["lane"] == "ingest \u203a upsert"
+    # the winner ran inside the loser's bar: on one row it would be hidden under it
+    assert loser["start_ms"] < winner["start_ms"] and winner["end_ms"] <= loser["end_ms"]
+    assert (loser["lane_row"], winner["lane_row"]) == (0, 1)
+    assert retry["lane_row"] == 0  # after its loser, on the loser's row
+    lanes = {lane["lane"]: lane for lane in view["lanes"]}
+    assert lanes["ingest \u203a upsert"]["rows"] == 2 and lanes["seed \u203a load"]["rows"] == 1
+    # rows of one sub-row never overlap
+    for lane in view["lanes"]:
+        for k in range(lane["rows"]):
+            bars = sorted((r["start_ms"], r["end_ms"]) for r in view["instants"]
+                          if r["lane"] == lane["lane"] and r["lane_row"] == k)
+            assert all(a[1] <= b[0] for a, b in zip(bars, bars[1:])), (lane["lane"], k, bars)
+
+
+def test_a_gone_attempt_names_its_rollback_after_the_timeline_forgot_it(tmp_path):
+    """Archival moves the rollback off the active timeline; the loser's record still names it."""
+    got = make_contended_table(str(tmp_path / "events"))
+    table = Table.open(str(tmp_path / "events"))
+    [rb] = [i for i in table.timeline() if i.action.value == "rollback"]
+    assert attempt_log.read_record(table, got["loser"]).rolled_back_by == rb.requested_time
+    # as archival would leave it: the rollback's files gone from .hoodie
+    for name in table.timeline().files_of(rb.requested_time):
+        table.storage.delete(table.storage.path(table.config.timeline_folder, name))
+    assert all(i.action.value != "rollback" for i in table.timeline())
+    rows = {r["instant"]: r for r in build_timeline_view(table)["instants"]}
+    assert rows[got["loser"]]["rolled_back_by"] == rb.requested_time

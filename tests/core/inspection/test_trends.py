@@ -219,3 +219,20 @@ def test_a_damaged_or_pruned_log_degrades_the_numbers_not_the_answer(tmp_path, h
                          partition_fields=["p"], precombine_field="ts")
     tr = build_trends(empty, window="7d", now=NOW)
     assert tr["totals"]["attempts"] == 0 and tr["covered_from_ms"] is None and len(tr["buckets"]) == 8
+
+
+def test_what_clean_pruned_is_reported_only_after_it_did(tmp_path, history):
+    """The page says "clean pruned older records" from ``pruned``: None on a table no clean
+    pruned (a young log is not a pruned one), the count and the newest pruned time after."""
+    from tests.core.inspection.test_timeline_view import make_concurrent_runs_table
+    table, _got = history
+    assert build_trends(table, window="30d", now=NOW)["pruned"] is None
+    got = make_concurrent_runs_table(str(tmp_path / "runs"))  # its writers use the real clock
+    runs = Table.open(str(tmp_path / "runs"))
+    assert got["clean"].pruned_attempt_records == [got["old_loser"]]
+    tr = build_trends(runs, window="90d")
+    assert tr["pruned"]["count"] == 1 and tr["pruned"]["by_outcome"] == {"conflict": 1}
+    assert tr["pruned"]["newest_ms"] == parse_ms(got["old_loser"]) < tr["window"]["end_ms"] - 30 * DAY * 1000
+    assert tr["pruned"]["last_clean"] == got["clean"].clean_instant
+    # the new conflict and its retry are counted; the old retry still counts as a retry
+    assert tr["totals"]["conflicts"] == 1 and tr["totals"]["retries"] == 2

@@ -135,6 +135,10 @@ def test_clean_prunes_bookkeeping_of_gone_instants(table, fast_options):
     assert res.pruned_attempt_records == ["20000101000000000"]
     assert res.pruned_abort_signals == [insts[0]]
     assert {r.instant for r in attempt_log.read_records(table)} >= set(insts)  # committed ones stay
+    # what went is counted, so the page can say a clean pruned history (and only then)
+    summary = attempt_log.read_pruned_summary(table)
+    assert (summary["count"], summary["by_outcome"], summary["newest_instant"]) == \
+        (1, {"committed": 1}, "20000101000000000")
 
 
 def test_sigkilled_writer_rolled_back_by_clean_live_slow_writer_survives(table, fast_options, tmp_path):
@@ -195,3 +199,36 @@ def test_cli_clean_rollback_cluster(table, fast_options, capsys):
     assert [p["instant"] for p in json.loads(capsys.readouterr().out)["pending"]] == [t]
     assert cli_main(["cluster", "run", table.base_uri, "--json", *o]) == 0
     assert json.loads(capsys.readouterr().out)["instant"] == t
+
+
+def test_clean_right_after_a_retried_conflict_keeps_it_for_the_page_and_the_cli(tmp_path, capsys,
+                                                                               fast_options):
+    """The issue's case: a conflict, its retry, then a clean retaining one commit. The loser
+    is off the timeline and older than the retained commit, yet younger than the trends window:
+    its record stays, so the page's read models and `hudi-occ attempts` count the same."""
+    from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
+    from airflow_hudi_occ.core.inspection.trends import build_trends
+    from airflow_hudi_occ.core.table.table import Table
+    from tests.core.inspection.test_timeline_view import make_contended_table
+
+    got = make_contended_table(str(tmp_path / "events"))
+    table = Table.open(str(tmp_path / "events"))
+    res = run_clean(table, {**fast_options, "hoodie.clean.commits.retained": "1"})
+    assert res.earliest_commit_to_retain > got["loser"] and table.timeline().get(got["loser"]) is None
+    assert res.pruned_attempt_records == [] and attempt_log.read_pruned_summary(table) is None
+
+    view = build_timeline_view(table)
+    assert [c["instant"] for c in view["conflicts"]] == [got["loser"]]
+    assert [a["instant"] for a in view["retries"][0]["attempts"]] == [got["loser"], got["retry"]]
+    trends = build_trends(table, window="1d")
+    assert (trends["totals"]["conflicts"], trends["totals"]["retries"]) == (1, 1)
+    assert trends["pruned"] is None
+    assert cli_main(["attempts", table.base_uri, "--outcome", "conflict", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["attempts"]
+    assert (row["instant"], row["other_instant"], row["retried_by"]) == (got["loser"], got["winner"], got["retry"])
+
+    # a month and a half later the same clean prunes it, and says so
+    later = run_clean(table, {**fast_options, "hoodie.clean.commits.retained": "1"},
+                      now=time.time() + attempt_log.RETAINED_MS / 1000 + 3600)
+    assert got["loser"] in later.pruned_attempt_records
+    assert attempt_log.read_pruned_summary(table)["by_outcome"]["conflict"] == 1
