@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
+from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, URL_ENCODE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
                                           RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT, TABLE_TYPE, CleanConfig,
                                           ClusteringConfig, WriteConfig, check_option_keys, known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
@@ -55,7 +55,7 @@ def check_write_options(options: Mapping[str, Any] | None, *,
     if unknown:
         (warn or log.warning)(f"options nothing reads (hoodie.occ.options.strict=false): {unknown}")
     config = WriteConfig.from_options(options)
-    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, MAX_FILE_SIZE,
+    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, URL_ENCODE, MAX_FILE_SIZE,
                  SMALL_FILE_LIMIT, RECORD_SIZE_ESTIMATE):
         prop.get(options)
     check_provider(config.lock.provider)
