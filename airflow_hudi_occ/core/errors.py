@@ -180,10 +180,11 @@ class TableLocationNotADirectoryError(TableError):
     remedy = "choose a base path that is a folder (or does not exist yet); the file was left as it is"
 
 
-class UnsafePathError(TableError):
+class UnsafePathError(CorruptMetadataError):
     """A path that would leave the table: read from one of its files (a commit, a plan, a
     marker: ``source`` says which) or handed to :meth:`Storage.path`. Nothing was read,
-    written or deleted there."""
+    written or deleted there. A :class:`CorruptMetadataError`, so every reader that already
+    tells a corrupt instant file apart does the same with this one."""
 
     remedy = ("the table's timeline holds a file naming a path outside the table (edited or "
               "corrupt): inspect it with `hudi-occ show`, and remove or restore that instant file "
@@ -191,9 +192,8 @@ class UnsafePathError(TableError):
 
     def __init__(self, message: str, *, path: str | None = None, source: str | None = None,
                  base_path: str | None = None, remedy: str | None = None):
-        self.path = path
         self.source = source
-        super().__init__(message, base_path=base_path, remedy=remedy)
+        super().__init__(message, path=path, base_path=base_path, remedy=remedy)
 
 
 class CorruptDataFileError(TableError):

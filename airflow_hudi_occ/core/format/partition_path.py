@@ -126,14 +126,31 @@ def partition_path(fields, values, *, hive_style: bool, url_encode: bool) -> str
                        for f, v in zip(fields, values))
 
 
+def leaves_problem(path: str) -> str | None:
+    """Why a relative path read from the table's own files would leave (or not name a folder
+    of) the table, or None. Looser than :func:`path_problem` on purpose: a table Java Hudi
+    wrote may hold names this library refuses to create (a control character, a backslash
+    without url-encoding), and reading it must keep working; leaving the table never does.
+    A backslash counts as a separator for ``..``, as in Hudi's ``hasPathTraversal``."""
+    if path == "":
+        return None
+    for seg in path.split("/"):
+        if seg in ("", ".", ".."):
+            return segment_problem(seg)
+    if ".." in path.replace("\\", "/").split("/"):
+        return segment_problem("..")
+    return None
+
+
 def check_partition_path(path: str, *, source: str) -> str:
-    """``path`` when it is a safe partition path, else :class:`UnsafePathError` naming where
-    it was read (``source``: a commit file, a plan). For paths the table's own files name:
-    a service must not act on a hostile plan's path before it touches storage."""
+    """``path`` when it stays inside the table (:func:`leaves_problem`), else
+    :class:`UnsafePathError` naming where it was read (``source``: a commit file, a plan).
+    For the paths the table's own files name, checked as they are decoded, so that no
+    service acts on a hostile plan's path."""
     if not isinstance(path, str):
         raise UnsafePathError(f"{source} names a partition path that is not a string: {path!r}",
                               path=repr(path), source=source)
-    problem = path_problem(path)
+    problem = leaves_problem(path)
     if problem is not None:
         raise UnsafePathError(
             f"{source} names the partition path {path!r}, which has {problem}; nothing was "
@@ -147,7 +164,7 @@ def check_relative_path(path: str, *, source: str) -> str:
     plain file name."""
     folder, _, name = path.rpartition("/") if isinstance(path, str) else ("", "", path)
     check_partition_path(folder, source=source)
-    if not isinstance(name, str) or segment_problem(name) is not None:
+    if not isinstance(name, str) or leaves_problem(name) is not None or name == "":
         raise UnsafePathError(f"{source} names the file {path!r}, which is not a file name "
                               "inside the table; nothing was read, written or deleted there",
                               path=repr(path), source=source)
@@ -165,5 +182,5 @@ def _remedy(field: str, text: str, hive_style: bool, url_encode: bool) -> str:
 
 
 __all__ = ["DEFAULT_PARTITION", "URL_ENCODE_KEY", "MAX_SEGMENT_BYTES", "escape_path_name",
-           "value_text", "segment_problem", "path_problem", "field_text", "join_fields",
+           "value_text", "segment_problem", "path_problem", "leaves_problem", "field_text", "join_fields",
            "partition_path", "check_partition_path", "check_relative_path"]

@@ -85,7 +85,7 @@ def test_slashes_that_make_valid_folders_are_nested_folders_as_in_hudi():
         pp.field_text("d", "../..", hive_style=True, url_encode=False)
 
 
-@pytest.mark.parametrize("path", ["..", "a/../..", "/abs", "a//b", "a\x00", "."])
+@pytest.mark.parametrize("path", ["..", "a/../..", "/abs", "a//b", "..\\x", "."])
 def test_paths_read_from_the_timeline_are_checked_naming_their_source(path):
     with pytest.raises(UnsafePathError) as e:
         pp.check_partition_path(path, source="clustering plan 20240101000000000")
