@@ -109,9 +109,9 @@ def field_text(field: str, value, *, hive_style: bool, url_encode: bool) -> str:
     problem = path_problem(spelled)
     if problem is not None:
         raise InvalidPartitionPathError(
-            f"partition column {field!r} has the value {value!r}, which would make the partition "
-            f"path {spelled!r} with {problem}; nothing was written", column=field, value=repr(value),
-            path=spelled, remedy=_remedy(field, text, hive_style, url_encode))
+            f"partition column {field!r} has the value {_shown(value)}, which would make the "
+            f"partition path {_shown(spelled)} with {problem}; nothing was written", column=field,
+            value=repr(value), path=spelled, remedy=_remedy(field, text, hive_style, url_encode))
     return spelled
 
 
@@ -169,6 +169,13 @@ def check_relative_path(path: str, *, source: str) -> str:
                               "inside the table; nothing was read, written or deleted there",
                               path=repr(path), source=source)
     return path
+
+
+def _shown(value, limit: int = 120) -> str:
+    """``repr(value)``, cut for the message when very long (the error's ``value`` field keeps
+    it whole): a 10 kB value would drown the reason."""
+    r = repr(value)
+    return r if len(r) <= limit else f"{r[:limit]}... ({len(str(value))} characters)"
 
 
 def _remedy(field: str, text: str, hive_style: bool, url_encode: bool) -> str:

@@ -61,8 +61,8 @@ def test_null_and_empty_values_are_the_hive_default_as_in_hudi(value, hive):
 def test_hostile_values_are_refused_naming_the_column_and_the_value(value, reason):
     with pytest.raises(InvalidPartitionPathError) as e:
         pp.field_text("day", value, hive_style=False, url_encode=False)
-    assert e.value.column == "day" and e.value.value == repr(value)
-    assert repr(value) in str(e.value) and reason in str(e.value) and e.value.remedy
+    assert e.value.column == "day" and e.value.value == repr(value)  # whole, in the field
+    assert repr(value)[:100] in str(e.value) and reason in str(e.value) and e.value.remedy
 
 
 def test_url_encoding_saves_what_it_escapes_but_never_traversal():
