@@ -64,7 +64,8 @@ from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
-from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
+                                               NO_RECORD_KEY_REMEDY, Table)
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
@@ -253,9 +254,8 @@ class SparkHudiWriter(SparkTableJob):
             try:
                 Table.open(self.base_path, self.storage_options)
             except TableNotFoundError:
-                raise ConfigError("a new table needs a record key",
-                                  key="hoodie.datasource.write.recordkey.field",
-                                  remedy="set hoodie.datasource.write.recordkey.field") from None
+                raise ConfigError(NO_RECORD_KEY_MESSAGE, key="hoodie.datasource.write.recordkey.field",
+                                  remedy=NO_RECORD_KEY_REMEDY) from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
         table.require_meta_fields("the Spark engine")

@@ -49,8 +49,18 @@ WRITABLE_VERSION = 8
 PROPERTIES_BACKUP_FILE = PROPERTIES_FILE + ".backup"
 
 
-
 # --- table config ---------------------------------------------------------------------------
+
+
+#: Hudi 0.14+ generates record keys for an append-only table created without a record key
+#: field; this library does not (every writer and service here merges and tags by key), so
+#: such a table is refused by every entry point with these words.
+NO_RECORD_KEY_MESSAGE = ("a table needs at least one record key field: Hudi's auto-generated "
+                         "record keys (a table created without "
+                         "hoodie.datasource.write.recordkey.field) are not supported")
+NO_RECORD_KEY_REMEDY = ("set hoodie.datasource.write.recordkey.field to the column(s) that "
+                        "identify a row; for append-only data without one, add a unique id "
+                        "column (e.g. a UUID) and key the table by it")
 
 
 @dataclass(frozen=True)
@@ -159,9 +169,8 @@ class TableConfig:
                               remedy="leave hoodie.populate.meta.fields at true for a merge-on-read "
                                      "table (log records are merged by _hoodie_record_key)")
         if not keys:
-            raise ConfigError("a table needs at least one record key field",
-                              key="hoodie.table.recordkey.fields",
-                              remedy="set hoodie.datasource.write.recordkey.field")
+            raise ConfigError(NO_RECORD_KEY_MESSAGE, key="hoodie.datasource.write.recordkey.field",
+                              remedy=NO_RECORD_KEY_REMEDY)
         parts = list(partition_fields)
         p = {
             "hoodie.table.name": table_name,

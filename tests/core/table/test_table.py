@@ -136,3 +136,12 @@ def test_create_records_url_encoding_as_a_table_property(tmp_path):
     assert Table.open(t.base_uri).config.url_encode_partitions
     plain = Table.create(str(tmp_path / "p"), "p", record_key_fields=["id"])
     assert not Table.open(plain.base_uri).config.url_encode_partitions
+
+
+def test_a_table_without_a_record_key_names_hudis_auto_keys_as_unsupported(tmp_path):
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError) as e:
+        Table.create(str(tmp_path / "t"), "t", record_key_fields=[])
+    assert e.value.key == "hoodie.datasource.write.recordkey.field"
+    assert "auto-generated record keys" in str(e.value) and "unique id column" in e.value.remedy
+    assert not (tmp_path / "t").exists()
