@@ -101,7 +101,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
-    "hoodie.datasource.write.partitionpath.urlencode": "a table property, fixed at false",
     "hoodie.datasource.write.drop.partition.columns": "a table property, fixed at false",
     "hoodie.database.name": "a table property (hoodie.properties)",
 }
@@ -507,6 +506,9 @@ PRECOMBINE = ConfigProperty("hoodie.datasource.write.precombine.field", "", str,
                             aliases=("hoodie.table.precombine.field", "hoodie.table.ordering.fields"))
 OPERATION = ConfigProperty("hoodie.datasource.write.operation", "upsert", _operation)
 HIVE_STYLE = ConfigProperty("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
+URL_ENCODE = ConfigProperty("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool,
+                            doc="a table property, taken when a write creates the table; "
+                                "afterwards the table's hoodie.properties decides")
 MAX_FILE_SIZE = ConfigProperty("hoodie.parquet.max.file.size", 120 * 1024 * 1024, parse_int)
 SMALL_FILE_LIMIT = ConfigProperty("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, parse_int,
                                   doc="0 turns small-file top-up off")

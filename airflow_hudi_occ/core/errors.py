@@ -79,6 +79,35 @@ class InvalidTableUriError(ConfigError, ValueError):
         super().__init__(message, key="uri", value=uri, remedy=remedy)
 
 
+class InvalidPartitionPathError(ConfigError):
+    """A row's partition value would make a path that is not a folder inside the table
+    (traversal, an absolute path, an empty segment, a control character, a name too long:
+    ``core/format/partition_path``). Raised before the write's instant exists: nothing on
+    the table has changed."""
+
+    def __init__(self, message: str, *, column: str | None = None, value: str | None = None,
+                 path: str | None = None, remedy: str | None = None):
+        self.column = column
+        self.path = path
+        super().__init__(message, key="hoodie.datasource.write.partitionpath.field",
+                         value=value, remedy=remedy)
+
+
+class InvalidRecordKeyError(ConfigError):
+    """Rows whose record key is null or empty (Java Hudi's ``HoodieKeyException``): such a
+    row could never be updated or deleted by key. Raised before the write's instant exists."""
+
+    remedy = ("drop or fix the rows with a null or empty key upstream (e.g. filter "
+              "`key IS NOT NULL AND key != ''`), or key the table by columns that always have a value")
+
+    def __init__(self, message: str, *, column: str | None = None, rows: int = 0,
+                 remedy: str | None = None):
+        self.column = column
+        self.rows = rows
+        super().__init__(message, key="hoodie.datasource.write.recordkey.field", value=column,
+                         remedy=remedy)
+
+
 class SourceNotFoundError(HudiOccError):
     """A write's input path does not exist (found before a Spark session is started)."""
 
@@ -138,6 +167,42 @@ class MetadataTableEnabledError(TableError):
 
 class CorruptMetadataError(TableError):
     """A metadata file (hoodie.properties, a commit, a marker, a plan) cannot be parsed."""
+
+    def __init__(self, message: str, *, path: str | None = None, base_path: str | None = None,
+                 remedy: str | None = None):
+        self.path = path
+        super().__init__(message, base_path=base_path, remedy=remedy)
+
+
+class TableLocationNotADirectoryError(TableError):
+    """The base path of a new table is an existing file, not a folder."""
+
+    remedy = "choose a base path that is a folder (or does not exist yet); the file was left as it is"
+
+
+class UnsafePathError(CorruptMetadataError):
+    """A path that would leave the table: read from one of its files (a commit, a plan, a
+    marker: ``source`` says which) or handed to :meth:`Storage.path`. Nothing was read,
+    written or deleted there. A :class:`CorruptMetadataError`, so every reader that already
+    tells a corrupt instant file apart does the same with this one."""
+
+    remedy = ("the table's timeline holds a file naming a path outside the table (edited or "
+              "corrupt): inspect it with `hudi-occ show`, and remove or restore that instant file "
+              "from a backup before running table services again")
+
+    def __init__(self, message: str, *, path: str | None = None, source: str | None = None,
+                 base_path: str | None = None, remedy: str | None = None):
+        self.source = source
+        super().__init__(message, path=path, base_path=base_path, remedy=remedy)
+
+
+class CorruptDataFileError(TableError):
+    """A data file of the table (a parquet base file) cannot be read: truncated, overwritten,
+    or not parquet at all."""
+
+    remedy = ("restore the file from a backup; if its instant is still pending, roll it back "
+              "(`hudi-occ rollback`); if it is committed, restore the table to an earlier "
+              "instant with Java Hudi's restore, which brings the previous file slice back")
 
     def __init__(self, message: str, *, path: str | None = None, base_path: str | None = None,
                  remedy: str | None = None):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
-from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE,  # noqa: F401
+from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,  # noqa: F401
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,
                                           TABLE_TYPE, DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
@@ -51,6 +51,7 @@ class SparkWriteOptions:
     operation: str
     table_type: str
     hive_style_partitioning: bool
+    url_encode_partitions: bool
     max_file_size: int
     small_file_limit: int
     record_size_estimate: int
@@ -80,6 +81,7 @@ class SparkWriteOptions:
             operation=OPERATION.get(opts),
             table_type=TABLE_TYPE.get(opts),
             hive_style_partitioning=HIVE_STYLE.get(opts),
+            url_encode_partitions=URL_ENCODE.get(opts),
             max_file_size=MAX_FILE_SIZE.get(opts),
             small_file_limit=SMALL_FILE_LIMIT.get(opts),
             record_size_estimate=RECORD_SIZE_ESTIMATE.get(opts),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Mapping
 
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -31,7 +32,8 @@ from pyspark.sql import types as T
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core.format.base_file import new_file_id
+from airflow_hudi_occ.core.format import partition_path
+from airflow_hudi_occ.core.format.base_file import invalid_key_error, new_file_id
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
@@ -42,7 +44,7 @@ PART = "_hoodie_partition_path"
 FID = "__hudi_file_id"
 SEQ = "__hudi_seq"
 TASK = "__hudi_task"
-HIVE_DEFAULT = "__HIVE_DEFAULT_PARTITION__"
+HIVE_DEFAULT = partition_path.DEFAULT_PARTITION
 
 # Types whose Spark string cast equals Python's str() of the Arrow value (core's spelling).
 _SAFE_KEY_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType)
@@ -70,28 +72,76 @@ def record_key_expr(df: DataFrame, fields: list[str]):
                                                                   F.lit(""))) for f in fields])
 
 
-def partition_path_expr(df: DataFrame, fields: list[str], hive_style: bool):
+def partition_path_expr(df: DataFrame, fields: list[str], hive_style: bool,
+                        labels: Mapping[str, Mapping[str, str]] | None = None):
+    """Each record's partition path as Spark SQL. Spelled by ``core/format/partition_path``:
+    a null or empty value is the Hive default; ``labels`` (from :func:`check_batch`, which
+    ran the core rule on every distinct value on the driver) give the values whose spelling
+    is not the value itself (url-encoded ones), so Spark never spells a path of its own."""
     key = "hoodie.datasource.write.partitionpath.field"
     if not fields:
         return F.lit("")
     parts = []
     for f in fields:
-        v = F.coalesce(_string_of(df, f, "partition", key), F.lit(HIVE_DEFAULT))
-        parts.append(F.concat(F.lit(f + "="), v) if hive_style else v)
+        raw = _string_of(df, f, "partition", key)
+        v = F.when(raw.isNull() | (raw == ""), F.lit(HIVE_DEFAULT)).otherwise(raw)
+        text = F.concat(F.lit(f + "="), v) if hive_style else v
+        spelled = (labels or {}).get(f)
+        if spelled:
+            # guarded by isin: a map lookup of a missing key raises under ANSI SQL
+            table = F.create_map(*[F.lit(x) for kv in sorted(spelled.items()) for x in kv])
+            text = F.when(raw.isin(list(spelled)), F.element_at(table, raw)).otherwise(text)
+        parts.append(text)
     return F.concat_ws("/", *parts)
 
 
+def _no_key(df: DataFrame, fields: list[str]):
+    """Per record: has it no record key (Hudi's HoodieKeyException rule, as core's
+    ``check_record_keys``: the single key field null or empty, or every field of a composite
+    key)?"""
+    key = "hoodie.datasource.write.recordkey.field"
+    missing = [(lambda c: c.isNull() | (c == ""))(_string_of(df, f, "record key", key)) for f in fields]
+    out = missing[0]
+    for m in missing[1:]:
+        out = out & m
+    return out
+
+
+def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
+                url_encode: bool) -> dict[str, dict[str, str]]:
+    """On the driver, before the write's instant exists, one Spark job over the batch: every
+    distinct partition value goes through core's rule (``partition_path.field_text``: a
+    hostile one is refused naming its column), and rows without a record key are counted
+    (refused as core refuses them). Returns the ``labels`` for :func:`partition_path_expr`:
+    per field, the values whose path text differs from the value (url-encoded ones)."""
+    key = "hoodie.datasource.write.partitionpath.field"
+    cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
+    bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
+    rows = (df.groupBy(*cols).agg(bad) if cols else df.agg(bad)).collect()
+    no_key = sum(int(r["__bad"] or 0) for r in rows)
+    if no_key:
+        raise invalid_key_error(key_fields, no_key)
+    labels: dict[str, dict[str, str]] = {}
+    for i, f in enumerate(partition_fields):
+        for value in sorted({r[f"__p{i}"] for r in rows}, key=lambda v: (v is None, v or "")):
+            text = partition_path.field_text(f, value, hive_style=hive_style, url_encode=url_encode)
+            if value and text != (f"{f}={value}" if hive_style else value):
+                labels.setdefault(f, {})[value] = text
+    return labels
+
+
 def prepare(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
-            precombine: str | None) -> DataFrame:
+            precombine: str | None, labels: Mapping[str, Mapping[str, str]] | None = None) -> DataFrame:
     """Key and partition columns, then one record per (partition, key)."""
-    return dedupe(keyed(df, key_fields, partition_fields, hive_style), precombine)
+    return dedupe(keyed(df, key_fields, partition_fields, hive_style, labels), precombine)
 
 
-def keyed(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool) -> DataFrame:
+def keyed(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
+          labels: Mapping[str, Mapping[str, str]] | None = None) -> DataFrame:
     """Key and partition columns, and each record's place in the batch (for :func:`dedupe`)."""
     df = df.withColumn(SEQ, F.monotonically_increasing_id())
     return df.withColumn(KEY, record_key_expr(df, key_fields)) \
-             .withColumn(PART, partition_path_expr(df, partition_fields, hive_style))
+             .withColumn(PART, partition_path_expr(df, partition_fields, hive_style, labels))
 
 
 def dedupe(df: DataFrame, precombine: str | None, within: tuple[str, ...] = ()) -> DataFrame:
@@ -290,7 +340,8 @@ PROBE_ROWS = 10_000
 
 
 def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], partition_fields: list[str],
-                   hive_style: bool, slices: list[FileSlice], storage: Storage) -> str | None:
+                   hive_style: bool, slices: list[FileSlice], storage: Storage,
+                   labels: Mapping[str, Mapping[str, str]] | None = None) -> str | None:
     """The file group (fileId) of the first batch record whose key lives in one of ``slices``
     (the file groups other writers are writing), or None. A simple index puts such a record in
     exactly that file group, so a hit is a certain conflict, found before tagging.
@@ -300,7 +351,7 @@ def first_held_hit(spark: SparkSession, df: DataFrame, key_fields: list[str], pa
     key column read on the driver. A doomed batch (one rewriting those file groups) nearly
     always hits there. Only a batch the probe clears pays the full answer: one Spark job
     joining all its keys with those files' keys."""
-    keyed = df.select(partition_path_expr(df, partition_fields, hive_style).alias(PART),
+    keyed = df.select(partition_path_expr(df, partition_fields, hive_style, labels).alias(PART),
                       record_key_expr(df, key_fields).alias(KEY))
     hit = _probe_held(keyed, slices, storage)
     if hit is not None:

@@ -64,7 +64,8 @@ from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
-from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
+                                               NO_RECORD_KEY_REMEDY, Table)
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
@@ -153,6 +154,7 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
                              partition_fields=opts.partition_fields,
                              precombine_field=opts.precombine_field,
                              hive_style_partitioning=opts.hive_style_partitioning,
+                             url_encode_partitions=opts.url_encode_partitions,
                              storage_options=storage_options, extra_properties=extra, exist_ok=True,
                              version=opts.write_config.write_table_version,
                              table_type=opts.table_type)
@@ -252,9 +254,8 @@ class SparkHudiWriter(SparkTableJob):
             try:
                 Table.open(self.base_path, self.storage_options)
             except TableNotFoundError:
-                raise ConfigError("a new table needs a record key",
-                                  key="hoodie.datasource.write.recordkey.field",
-                                  remedy="set hoodie.datasource.write.recordkey.field") from None
+                raise ConfigError(NO_RECORD_KEY_MESSAGE, key="hoodie.datasource.write.recordkey.field",
+                                  remedy=NO_RECORD_KEY_REMEDY) from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
         table.require_meta_fields("the Spark engine")
@@ -279,9 +280,13 @@ class SparkHudiWriter(SparkTableJob):
         # Key/partition columns and their types, also before anything is written.
         tagging.record_key_expr(df, cfg.record_key_fields)
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
+        # Hostile partition values and rows without a key: one Spark job, still before begin.
+        labels = tagging.check_batch(df, cfg.record_key_fields, cfg.partition_fields,
+                                     cfg.hive_style_partitioning, cfg.url_encode_partitions)
         return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
                       target_schema=target_schema, bucket=bucket,
-                      num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor)
+                      num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor,
+                      partition_labels=labels)
 
     def _begin(self, batch: "_Batch", attempt: int, checkpoint: str | None,
                batch_key: str | None) -> "_Attempt":
@@ -299,7 +304,7 @@ class SparkHudiWriter(SparkTableJob):
         begin, and settle which file groups the write touches."""
         cfg = batch.table.config
         keyed = tagging.keyed(batch.df, cfg.record_key_fields, cfg.partition_fields,
-                              cfg.hive_style_partitioning)
+                              cfg.hive_style_partitioning, batch.partition_labels)
         if not batch.bucket:
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
@@ -450,7 +455,8 @@ class SparkHudiWriter(SparkTableJob):
             return  # new file groups only: no record of this batch lives there yet
         cfg = table.config
         fid = tagging.first_held_hit(self.spark, batch.df, cfg.record_key_fields, cfg.partition_fields,
-                                     cfg.hive_style_partitioning, slices, table.storage)
+                                     cfg.hive_style_partitioning, slices, table.storage,
+                                     batch.partition_labels)
         if fid is None:
             return
         group = next(g for g in held if g[1] == fid)
@@ -547,6 +553,8 @@ class _Batch:
     bucket: bool
     num_buckets: int
     mor: bool = False  #: merge-on-read: a deltacommit (spark/mor_executor.py)
+    #: partition values spelled other than as themselves (``tagging.check_batch``)
+    partition_labels: dict = field(default_factory=dict)
 
     @property
     def op(self) -> str:

@@ -55,6 +55,8 @@ def test_run_time_bad_input_fails_each_task_with_its_fix_and_changes_nothing(air
     base = tmp_path / "bad"
     (base / "landing").mkdir(parents=True)
     pq.write_table(pa.table({"id": [3], "day": ["d1"], "v": ["c"]}), base / "landing" / "batch.parquet")
+    pq.write_table(pa.table({"id": [4], "day": ["../../escaped"], "v": ["d"]}),
+                   base / "landing" / "hostile.parquet")
     t = Table.create(str(base / "table"), "orders", record_key_fields=["id"], partition_fields=["day"])
     ArrowTableWriter(t, WriteConfig()).write(pa.table({"id": [1, 2], "day": ["d1", "d2"], "v": ["a", "b"]}))
     (base / "plain" / "day=d1").mkdir(parents=True)
@@ -72,5 +74,8 @@ def test_run_time_bad_input_fails_each_task_with_its_fix_and_changes_nothing(air
     assert "AirflowFailException: " + str(base / "plain") + " is not a Hudi table and not empty" in log
     assert "write the table to a new or empty path" in log
     assert "unknown lock provider 'zookeepr'" in log and "did you mean 'zookeeper'?" in log
+    # a partition value that would leave the table: refused in the job's driver, before begin
+    assert "InvalidPartitionPathError: partition column 'day' has the value '../../escaped'" in log
     assert "read the job's log above" not in log and "UsageError: 2" not in log
     assert {name: tree_snapshot(base / name) for name in before} == before
+    assert not list(tmp_path.rglob("escaped"))

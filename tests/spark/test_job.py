@@ -179,3 +179,24 @@ def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_
     assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", ".abort", res_b["instant"]))
     got = rows_by_key(hudi_read(path))
     assert {got[i]["v"] for i in range(20)} == {"A"}
+
+
+def test_a_hostile_partition_value_through_the_job_is_refused_with_the_table_unchanged(spark, tmp_path):
+    """spark-submit with a source whose partition column holds '../../escaped': exit 1 (not
+    retryable), the result line names the error, the column and the value, and nothing
+    changed inside or outside the table (no requested instant, no marker, no file)."""
+    from airflow_hudi_occ.core.job_protocol import EXIT_ERROR
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    path = str(tmp_path / "a" / "b" / "tbl")
+    seed(spark, path, ["a", "b"])
+    src = source(tmp_path, "hostile", [{"id": 1, "p": "a", "ts": 2, "v": "x"},
+                                       {"id": 2, "p": "../../escaped", "ts": 2, "v": "y"}])
+    before = tree_snapshot(tmp_path / "a")
+    t0 = time.time()
+    [(code, res)] = finish([launch(path, src, None, 1)])
+    assert code == EXIT_ERROR, res
+    err = res["error"]
+    assert err["error"] == "InvalidPartitionPathError" and err["column"] == "p"
+    assert "'../../escaped'" in err["message"]
+    assert tree_snapshot(tmp_path / "a") == before
+    assert time.time() - t0 < 300  # refused in the driver before any write job, not after minutes

@@ -272,3 +272,51 @@ def test_early_check_before_tagging_finds_a_held_key_beyond_the_probe(spark, tmp
     finally:
         other.abort(reason="test")
     assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x"}
+
+
+# -- hostile partition values and keys (core/format/partition_path, core's key rule) -----------
+
+@pytest.mark.parametrize("value", ["../../escaped", "..", "a//b", "x\x00y", "/abs"])
+def test_hostile_partition_values_are_refused_before_the_instant(spark, tmp_path, value):
+    from airflow_hudi_occ.core.errors import InvalidPartitionPathError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    path = str(tmp_path / "a" / "b" / "tbl")
+    SparkHudiWriter(spark, path, options()).write(spark.createDataFrame([(1, "ok", 1, "x")], SCHEMA), "upsert")
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(InvalidPartitionPathError) as e:
+        SparkHudiWriter(spark, path, options()).write(
+            spark.createDataFrame([(2, "fine", 1, "y"), (3, value, 1, "z")], SCHEMA), "upsert")
+    assert e.value.column == "p" and e.value.value == repr(value)
+    assert tree_snapshot(tmp_path) == before  # no requested file, no marker, nothing outside
+
+
+def test_spark_spells_partitions_as_core_does(spark, tmp_path):
+    """url-encoded values, nested folders from a '/', null and empty values: the same
+    _hoodie_partition_path (and folder) from the Spark engine as from core's rule."""
+    from airflow_hudi_occ.core.format import partition_path as pp
+    values = ["a/b:c", "2024/01", "", None, "é #1"]
+    for encode in ("true", "false"):
+        path = str(tmp_path / f"t{encode}")
+        rows = [(i, v, 1, "x") for i, v in enumerate(values)]
+        SparkHudiWriter(spark, path, options(**{pp.URL_ENCODE_KEY: encode})).write(
+            spark.createDataFrame(rows, SCHEMA), "upsert")
+        assert Table.open(path).config.url_encode_partitions is (encode == "true")
+        got = {r["id"]: r["_hoodie_partition_path"] for r in hudi_read(path).to_pylist()}
+        assert got == {i: pp.field_text("p", v, hive_style=False, url_encode=encode == "true")
+                       for i, v in enumerate(values)}
+        for r in hudi_read(path).to_pylist():
+            assert os.path.isfile(os.path.join(path, r["_hoodie_partition_path"], r["_hoodie_file_name"]))
+
+
+def test_null_or_empty_keys_are_refused_with_their_count(spark, tmp_path):
+    from airflow_hudi_occ.core.errors import InvalidRecordKeyError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    path = str(tmp_path / "tbl")
+    SparkHudiWriter(spark, path, options()).write(spark.createDataFrame([(1, "a", 1, "x")], SCHEMA), "upsert")
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(InvalidRecordKeyError) as e:
+        SparkHudiWriter(spark, path, options()).write(
+            spark.createDataFrame([(None, "a", 1, "x"), (2, "a", 1, "y"), (None, "b", 1, "z")], SCHEMA),
+            "upsert")
+    assert e.value.column == "id" and e.value.rows == 2
+    assert tree_snapshot(tmp_path) == before

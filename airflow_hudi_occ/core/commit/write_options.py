@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
+from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, URL_ENCODE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
                                           RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT, TABLE_TYPE, CleanConfig,
                                           ClusteringConfig, WriteConfig, known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
@@ -45,7 +45,7 @@ def check_write_options(options: Mapping[str, Any] | None, *,
     (the ZooKeeper hosts of a ZooKeeper lock) are left for the complete options."""
     options = {str(k): v for k, v in (options or {}).items() if v is not None}
     config = WriteConfig.from_options(options, warn=warn)  # refuses (or warns of) unknown keys
-    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, MAX_FILE_SIZE,
+    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, URL_ENCODE, MAX_FILE_SIZE,
                  SMALL_FILE_LIMIT, RECORD_SIZE_ESTIMATE):
         prop.get(options)
     check_provider(config.lock.provider)

@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
-                                                    new_file_id, read_parquet, read_parquet_columns,
+                                                    check_record_keys, new_file_id, read_parquet,
+                                                    read_parquet_columns,
                                                     record_key_array, with_constant_columns, with_meta_columns,
                                                     write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
@@ -37,6 +38,7 @@ from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
+from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
@@ -61,19 +63,14 @@ OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
 
 
 def partition_path_of(table: Table, row_values: dict) -> str:
-    """The partition path of one row (Hudi's spelling: ``str()`` of each value, the Hive
-    default for null, ``field=value`` when hive-style); :func:`partition_groups` does the
-    same for a whole batch at once."""
-    fields = table.config.partition_fields
-    if not fields:
-        return ""
-    return "/".join(_partition_text(f, row_values[f], table.config.hive_style_partitioning)
-                    for f in fields)
-
-
-def _partition_text(field_name: str, value, hive_style: bool) -> str:
-    v = "__HIVE_DEFAULT_PARTITION__" if value is None else str(value)
-    return f"{field_name}={v}" if hive_style else v
+    """The partition path of one row (``core/format/partition_path``: Hudi's spelling, and
+    refused when it would leave the table); :func:`partition_groups` does the same for a
+    whole batch at once."""
+    cfg = table.config
+    fields = cfg.partition_fields
+    return partition_path.partition_path(fields, [row_values[f] for f in fields],
+                                         hive_style=cfg.hive_style_partitioning,
+                                         url_encode=cfg.url_encode_partitions)
 
 
 class PartitionGroups(dict):
@@ -104,14 +101,16 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
         raise ConfigError(f"the data lacks the partition columns {missing}",
                           key="hoodie.table.partition.fields", value=",".join(fields),
                           remedy="add the columns; the partition column stays in the data")
-    hive = table.config.hive_style_partitioning
+    hive, encode = table.config.hive_style_partitioning, table.config.url_encode_partitions
     codes = None
     texts: list[list[str]] = []
     for f in fields:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
-        labels = [_partition_text(f, v, hive) for v in enc.dictionary.to_pylist()]
+        # once per distinct value: a hostile value is refused here, before the instant exists
+        labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode)
+                  for v in enc.dictionary.to_pylist()]
         idx = enc.indices.to_numpy(zero_copy_only=False)
         codes = idx if codes is None else codes.astype(np.int64) * max(len(labels), 1) + idx
         texts.append(labels)
@@ -122,7 +121,7 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
         for size, labels in zip(reversed(sizes), reversed(texts)):
             parts.append(labels[code % size])
             code //= size
-        return "/".join(reversed(parts))
+        return partition_path.join_fields(reversed(parts))
 
     out = PartitionGroups()
 
@@ -337,6 +336,7 @@ class ArrowTableWriter:
         if missing:
             raise ConfigError(f"the data lacks the record key columns {missing}",
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        check_record_keys(data, keys)
         if recover:
             early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
                                   attempt=attempt, lock_manager=self._lock_manager)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
+from airflow_hudi_occ.core.format.partition_path import check_partition_path, leaves_problem
 
 TEMP_FOLDER = (".hoodie", ".temp")
 MARKER_INFIX = ".marker."
@@ -76,11 +77,13 @@ class Marker:
 
 
 def _normalise_partition(partition: str | None) -> str:
-    return (partition or "").strip("/")
+    """The partition of a marker about to be created, kept inside the instant's marker
+    folder (``core/format/partition_path``: no ``..``, ``.`` or empty segment)."""
+    return check_partition_path((partition or "").strip("/"), source="a marker's partition")
 
 
 def _validate_name(data_file_name: str) -> None:
-    if not data_file_name or "/" in data_file_name or data_file_name in (".", ".."):
+    if not data_file_name or "/" in data_file_name or leaves_problem(data_file_name) is not None:
         raise ValueError(f"invalid data file name {data_file_name!r}")
 
 
@@ -103,10 +106,9 @@ def parse_marker(relative_path: str) -> Marker:
     except ValueError:
         raise bad(f"unknown IO type {type_name!r}") from None
     partition, _, data_file_name = head.rpartition("/")
-    parts = partition.split("/") if partition else []
-    if any(p in ("", ".", "..") for p in parts):
-        raise bad("bad partition path")
-    if not data_file_name or data_file_name in (".", ".."):
+    if leaves_problem(partition) is not None:
+        raise bad(f"bad partition path: {leaves_problem(partition)}")
+    if not data_file_name or leaves_problem(data_file_name) is not None:
         raise bad("no data file name")
     if not file_id_of(data_file_name):
         raise bad("no fileId")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import io
 import posixpath
 import threading
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, base_file_path  # noqa: F401
 
 
@@ -99,6 +101,48 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
         parts.append(pc.binary_join_element_wise(
             pa.scalar(f"{f}:", pa.string()), _key_part(table.column(f)), ""))
     return pc.binary_join_element_wise(*parts, ",")
+
+
+def _null_or_empty(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Per row: is this key field null, or text that is empty (the only types whose str()
+    can be empty are the string ones)?"""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    missing = pc.is_null(col)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        missing = pc.or_(missing, pc.fill_null(pc.equal(col, ""), False))
+    return missing
+
+
+def invalid_key_error(key_fields: Sequence[str], rows: int, sample: str | None = None):
+    """The error for ``rows`` rows without a record key, as every writer raises it (Java
+    Hudi's HoodieKeyException: a single key field null or empty, or every field of a
+    composite key)."""
+    fields = list(key_fields)
+    what = (f"the record key column {fields[0]!r} is null or empty" if len(fields) == 1 else
+            f"every record key column of {fields} is null or empty")
+    return InvalidRecordKeyError(
+        f"{rows} row(s) have no record key: {what}{f' ({sample})' if sample else ''}; Hudi "
+        "refuses such rows (HoodieKeyException) and nothing was written",
+        column=",".join(fields), rows=rows)
+
+
+def check_record_keys(table: pa.Table, key_fields) -> None:
+    """Refuse a batch with rows that have no record key (:func:`invalid_key_error`); one
+    vectorised pass over the key columns, before the write's instant exists."""
+    fields = list(key_fields)
+    if not fields or table.num_rows == 0:
+        return
+    bad = None
+    for f in fields:
+        col = table.column(f)
+        if col.null_count == 0 and not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return  # this field always has a value, so every row has a key
+        m = _null_or_empty(col)
+        bad = m if bad is None else pc.and_(bad, m)
+    rows = int(pc.sum(bad).as_py() or 0)
+    if rows:
+        first = int(pc.index(bad, True).as_py())
+        raise invalid_key_error(fields, rows, f"the first is row {first} of the batch")
 
 
 #: (prefix, start) -> the longest run of sequence numbers built for it; see :func:`sequence_numbers`
@@ -279,6 +323,34 @@ REWRITTEN_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_ho
 MERGE_DICTIONARY_COLUMNS = ("_hoodie_commit_time",)
 
 
+def _undecodable(e: BaseException) -> bool:
+    """Is ``e`` the parquet reader finding bytes that are not (valid) parquet, rather than a
+    storage failure? pyarrow raises ``ArrowInvalid`` for a bad footer (no magic bytes, an
+    empty file) and a plain ``OSError`` without an errno for corrupt pages; a real I/O error
+    (missing file, refused access, a full or failing disk) carries an errno or its own type."""
+    return isinstance(e, pa.ArrowInvalid) or (type(e) is OSError and e.errno is None)
+
+
+def names_corrupt_file(fn):
+    """Wrap a reader of one table data file ``(storage, relative_path, ...)`` so that bytes
+    that are not parquet raise :class:`CorruptDataFileError` naming the file and what to do
+    (pyarrow's own message names neither). At the call boundary: the read itself is not
+    slowed, only its failure is translated."""
+    @functools.wraps(fn)
+    def wrapper(storage, relative_path, *args, **kwargs):
+        try:
+            return fn(storage, relative_path, *args, **kwargs)
+        except (pa.ArrowInvalid, OSError) as e:
+            if not _undecodable(e):
+                raise
+            raise CorruptDataFileError(
+                f"the data file {relative_path} of the table at {storage.base_uri} is not "
+                f"readable parquet ({type(e).__name__}: {e})", path=relative_path,
+                base_path=storage.base_uri) from e
+    return wrapper
+
+
+@names_corrupt_file
 def read_parquet(storage, relative_path: str, skip: Sequence[str] = (),
                  dictionary: Sequence[str] = ()) -> pa.Table:
     """A whole base file, but the columns in ``skip`` (a merge skips
@@ -300,6 +372,7 @@ def read_parquet(storage, relative_path: str, skip: Sequence[str] = (),
     return f.read(columns=[c for c in f.schema_arrow.names if c not in skip])
 
 
+@names_corrupt_file
 def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.Table:
     """Some columns of a base file (tagging reads only ``_hoodie_record_key``): locally the
     parquet reader fetches just those column chunks; elsewhere the object is read whole."""
@@ -314,6 +387,7 @@ _KEY_RANGES: dict[tuple[str, str], tuple | None] = {}
 _KEY_RANGES_MAX = 200_000
 
 
+@names_corrupt_file
 def key_range(storage, relative_path: str, column: str) -> tuple | None:
     """The min and max of ``column`` in a base file, from its parquet footer (no data read), or
     None when the footer has no usable statistics.

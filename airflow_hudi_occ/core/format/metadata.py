@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import fastavro
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
+from airflow_hudi_occ.core.format.partition_path import check_partition_path, check_relative_path
 from airflow_hudi_occ.core.format.layout import FileGroupId  # noqa: F401
 
 AVRO_MAGIC = b"Obj\x01"
@@ -228,9 +229,13 @@ class CommitMetadata:
             return cls()
         try:
             stats = {}
+            source = f"commit metadata {path or ''}"
             for part, items in (rec.get("partitionToWriteStats") or {}).items():
-                stats[part] = [WriteStat.from_record(it, part) for it in (items or [])]
+                stats[check_partition_path(part, source=source)] = [
+                    _contained(WriteStat.from_record(it, part), source) for it in (items or [])]
             replaced = rec.get("partitionToReplaceFileIds")
+            for part in replaced or {}:
+                check_partition_path(part, source=source)
             return cls(
                 partition_to_write_stats=stats,
                 extra_metadata={str(k): str(v) for k, v in (rec.get("extraMetadata") or {}).items()},
@@ -304,7 +309,9 @@ class RequestedReplaceMetadata:
             plan = rec.get("clusteringPlan") or {}
             groups = []
             for g in plan.get("inputGroups") or []:
-                slices = [(s.get("partitionPath") or "", s.get("fileId") or "", s.get("dataFilePath"))
+                slices = [(check_partition_path(s.get("partitionPath") or "",
+                                                source=f"clustering plan {path or ''}"),
+                           s.get("fileId") or "", s.get("dataFilePath"))
                           for s in g.get("slices") or []]
                 groups.append(ClusteringGroup(slices, g.get("numOutputFileGroups") or 1))
             strategy = plan.get("strategy") or {}
@@ -314,6 +321,15 @@ class RequestedReplaceMetadata:
         except (AttributeError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"replace plan {path or ''} has an unexpected shape: {e}",
                                        path=path) from e
+
+
+def _contained(stat: "WriteStat", source: str) -> "WriteStat":
+    """A decoded write stat whose partition and file path stay inside the table (a service
+    deletes, rewrites or re-reads what a commit names)."""
+    check_partition_path(stat.partition_path or "", source=source)
+    if stat.path:
+        check_relative_path(stat.path, source=source)
+    return stat
 
 
 # --- compaction plan (merge-on-read) -------------------------------------------------------
@@ -373,8 +389,12 @@ class CompactionPlan:
             return cls()
         try:
             ops = []
+            source = f"compaction plan {path or ''}"
             for op in rec.get("operations") or []:
                 data_file = op.get("dataFilePath")
+                part = check_partition_path(op.get("partitionPath") or "", source=source)
+                for f in ([data_file] if data_file else []) + list(op.get("deltaFilePaths") or []):
+                    check_relative_path(f"{part}/{f.rsplit('/', 1)[-1]}", source=source)
                 ops.append(CompactionOperation(
                     op.get("partitionPath") or "", op.get("fileId") or "",
                     op.get("baseInstantTime") or "",
@@ -415,7 +435,8 @@ class RollbackPlan:
             inst = rec.get("instantToRollback") or {}
             files: dict[str, list[str]] = {}
             for r in rec.get("RollbackRequests") or []:
-                files.setdefault(r["partitionPath"], []).extend(r.get("filesToBeDeleted") or [])
+                part = check_partition_path(r["partitionPath"], source=f"rollback plan {path or ''}")
+                files.setdefault(part, []).extend(r.get("filesToBeDeleted") or [])
             return cls(inst.get("commitTime") or "", inst.get("action") or "", files)
         except (AttributeError, TypeError, KeyError, ValueError) as e:
             raise CorruptMetadataError(f"rollback plan {path or ''} has an unexpected shape: {e}",
@@ -514,16 +535,20 @@ class CleanerPlan:
         base = base_uri.rstrip("/") + "/"
         try:
             files: dict[str, list[str]] = {}
+            source = f"clean plan {path or ''}"
             for p, infos in (rec.get("filePathsToBeDeletedPerPartition") or {}).items():
+                check_partition_path(p, source=source)
                 for info in infos or []:
                     fp = info.get("filePath") or ""
                     if fp.startswith(base):
                         rel = fp[len(base):]
                     else:  # another scheme spelling of the same base: keep partition/name
                         rel = "/".join(x for x in (p, fp.rsplit("/", 1)[-1]) if x)
-                    files.setdefault(p, []).append(rel)
+                    files.setdefault(p, []).append(check_relative_path(rel, source=source))
             for p, names in (rec.get("filesToBeDeletedPerPartition") or {}).items():  # version 1
-                files.setdefault(p, []).extend("/".join(x for x in (p, n) if x) for n in names or [])
+                check_partition_path(p, source=source)
+                files.setdefault(p, []).extend(check_relative_path("/".join(x for x in (p, n) if x), source=source)
+                                               for n in names or [])
             e = rec.get("earliestInstantToRetain")
             return cls(rec.get("policy") or "", (e["timestamp"], e["action"]) if e else None,
                        rec.get("lastCompletedCommitTimestamp") or "", files,

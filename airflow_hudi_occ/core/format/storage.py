@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 from fsspec.core import url_to_fs
 
-from airflow_hudi_occ.core.errors import StorageError, StorageFullError
+from airflow_hudi_occ.core.errors import StorageError, StorageFullError, UnsafePathError
 
 _MEMORY_LOCK = threading.Lock()
 #: the storage option that declares every create serialised by a lock (never given to fsspec)
@@ -132,8 +132,19 @@ class Storage:
     # -- paths -------------------------------------------------------------------------------
 
     def path(self, *parts: str) -> str:
-        """Absolute backend path of ``parts`` relative to the base path."""
+        """Absolute backend path of ``parts`` relative to the base path.
+
+        A part with a ``..`` segment is refused (:class:`UnsafePathError`): every path the
+        writers and services open, create or delete is built here, from data and from the
+        timeline's files, so this is the last line that keeps them all inside the table
+        (``core/format/partition_path`` refuses such values earlier, with the column named)."""
         parts = [p.strip("/") for p in parts if p not in ("", None)]
+        for p in parts:
+            if ".." in p and ".." in p.replace("\\", "/").split("/"):
+                raise UnsafePathError(f"the path {'/'.join(parts)!r} would leave the table at "
+                                      f"{self.base_uri} (a '..' segment); nothing was read, "
+                                      "written or deleted there", path="/".join(parts),
+                                      source="a path inside the table", base_path=self.base_uri)
         return posixpath.join(self.root, *parts) if parts else self.root
 
     def uri(self, *parts: str) -> str:
@@ -155,6 +166,11 @@ class Storage:
         if self.is_local:
             return os.path.exists(path)
         return self.fs.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        if self.is_local:
+            return os.path.isdir(path)
+        return self.fs.isdir(path)
 
     def list_names(self, path: str) -> list[str]:
         """Names (not paths) directly under ``path``; a missing directory lists as empty."""

@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError,
+                                          TableLocationNotADirectoryError,
                                           TableLocationNotEmptyError, TableNotFoundError,
                                           UnsupportedTableVersionError)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE  # noqa: F401
 from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
+from airflow_hudi_occ.core.format.partition_path import URL_ENCODE_KEY
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
@@ -47,8 +49,18 @@ WRITABLE_VERSION = 8
 PROPERTIES_BACKUP_FILE = PROPERTIES_FILE + ".backup"
 
 
-
 # --- table config ---------------------------------------------------------------------------
+
+
+#: Hudi 0.14+ generates record keys for an append-only table created without a record key
+#: field; this library does not (every writer and service here merges and tags by key), so
+#: such a table is refused by every entry point with these words.
+NO_RECORD_KEY_MESSAGE = ("a table needs at least one record key field: Hudi's auto-generated "
+                         "record keys (a table created without "
+                         "hoodie.datasource.write.recordkey.field) are not supported")
+NO_RECORD_KEY_REMEDY = ("set hoodie.datasource.write.recordkey.field to the column(s) that "
+                        "identify a row; for append-only data without one, add a unique id "
+                        "column (e.g. a UUID) and key the table by it")
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,12 @@ class TableConfig:
         return self.properties.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
 
     @property
+    def url_encode_partitions(self) -> bool:
+        """``hoodie.datasource.write.partitionpath.urlencode``: partition values escaped as
+        Hudi's ``escapePathName`` does (``core/format/partition_path``)."""
+        return self.properties.get(URL_ENCODE_KEY, "false").lower() == "true"
+
+    @property
     def base_file_format(self) -> str:
         return self.properties.get("hoodie.table.base.file.format", "PARQUET")
 
@@ -130,7 +148,8 @@ class TableConfig:
                       hive_style_partitioning: bool = False, database: str = "default",
                       create_schema: str | None = None, version: int = WRITABLE_VERSION,
                       extra: Mapping[str, Any] | None = None,
-                      table_type: str = COPY_ON_WRITE) -> "TableConfig":
+                      table_type: str = COPY_ON_WRITE,
+                      url_encode_partitions: bool = False) -> "TableConfig":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table_name or ""):
             raise ConfigError(f"invalid table name {table_name!r}", key="hoodie.table.name",
                               value=table_name,
@@ -150,9 +169,8 @@ class TableConfig:
                               remedy="leave hoodie.populate.meta.fields at true for a merge-on-read "
                                      "table (log records are merged by _hoodie_record_key)")
         if not keys:
-            raise ConfigError("a table needs at least one record key field",
-                              key="hoodie.table.recordkey.fields",
-                              remedy="set hoodie.datasource.write.recordkey.field")
+            raise ConfigError(NO_RECORD_KEY_MESSAGE, key="hoodie.datasource.write.recordkey.field",
+                              remedy=NO_RECORD_KEY_REMEDY)
         parts = list(partition_fields)
         p = {
             "hoodie.table.name": table_name,
@@ -169,7 +187,7 @@ class TableConfig:
             "hoodie.table.keygenerator.type": "COMPLEX" if len(keys) > 1 or len(parts) > 1 else (
                 "SIMPLE" if parts else "NON_PARTITION"),
             "hoodie.datasource.write.hive_style_partitioning": str(hive_style_partitioning).lower(),
-            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            URL_ENCODE_KEY: str(url_encode_partitions).lower(),
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.record.merge.mode": "EVENT_TIME_ORDERING" if precombine_field else "COMMIT_TIME_ORDERING",
             "hoodie.table.checksum": str(table_checksum(table_name, database)),
@@ -279,13 +297,21 @@ class Table:
                hive_style_partitioning: bool = False, storage_options: dict | None = None,
                extra_properties: Mapping[str, Any] | None = None, exist_ok: bool = False,
                version: int | None = None, table_type: str = COPY_ON_WRITE,
-               **storage_kw) -> "Table":
+               url_encode_partitions: bool = False, **storage_kw) -> "Table":
+        """A new table. ``url_encode_partitions`` is Hudi's
+        ``hoodie.datasource.write.partitionpath.urlencode`` (a table property: every writer
+        of the table must spell its partition paths alike, so it is fixed at creation)."""
         config = TableConfig.for_new_table(
             table_name, record_key_fields=record_key_fields, partition_fields=partition_fields,
             precombine_field=precombine_field, hive_style_partitioning=hive_style_partitioning,
-            version=version or WRITABLE_VERSION, extra=extra_properties, table_type=table_type)
+            version=version or WRITABLE_VERSION, extra=extra_properties, table_type=table_type,
+            url_encode_partitions=url_encode_partitions)
         storage = Storage(base_uri, storage_options, **storage_kw)
         path = storage.path(META_FOLDER, PROPERTIES_FILE)
+        if storage.exists(storage.path()) and not storage.isdir(storage.path()):
+            raise TableLocationNotADirectoryError(
+                f"cannot create a table at {storage.base_uri}: it is a file, not a folder",
+                base_path=storage.base_uri)
         try:
             check_new_table_location(storage)
             storage.create_if_absent(path, render_properties(config.properties).encode("utf-8"))

@@ -112,6 +112,20 @@ def test_unpartitioned_table(tmp_path, kind):
     assert markers.data_files() == [fname("x")]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("partition", ["..", "a/../..", "2022/./07", "a//b"])
+def test_a_marker_never_leaves_its_instant_folder(tmp_path, kind, partition):
+    """Markers stay under .hoodie/.temp/<instant>/: a partition that would leave it is
+    refused by the partition rule (core/format/partition_path) before anything is created."""
+    from airflow_hudi_occ.core.errors import UnsafePathError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    table = make_table(tmp_path)
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(UnsafePathError):
+        kind(table, T1).create(partition, fname("a"), IOType.CREATE)
+    assert tree_snapshot(tmp_path) == before
+
+
 def test_direct_layout_on_disk(tmp_path):
     table = make_table(tmp_path)
     DirectWriteMarkers(table, T1).create("p1", fname("f"), IOType.APPEND)

@@ -141,3 +141,25 @@ def test_with_constant_columns_makes_one_value_dictionaries_that_files_record_as
     back = pq.read_table(tmp_path / "f.parquet")
     assert back.schema == t.schema
     assert back.equals(t)
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not parquet at all", "truncated"])
+def test_a_corrupt_base_file_met_by_a_write_is_named_with_what_to_do(tmp_path, garbage):
+    """An upsert that has to read a base file which is not parquet fails naming that file
+    (pyarrow's own message names none)."""
+    from airflow_hudi_occ.core.errors import CorruptDataFileError
+    from airflow_hudi_occ.core.table.table import Table
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
+    w = ArrowTableWriter(t, WriteConfig())
+    w.write(pa.table({"id": list(range(100)), "p": ["a"] * 100}), "upsert")
+    (f,) = (tmp_path / "t" / "a").glob("*.parquet")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2] if garbage == "truncated" else garbage)
+    with pytest.raises(CorruptDataFileError) as e:
+        w.write(pa.table({"id": [1], "p": ["a"]}), "upsert")
+    assert e.value.path == f"a/{f.name}" and f"a/{f.name}" in str(e.value) and "backup" in e.value.remedy
+
+
+def test_missing_files_are_not_called_corrupt(tmp_path):
+    from airflow_hudi_occ.core.format.storage import Storage
+    with pytest.raises(FileNotFoundError):
+        base_file.read_parquet(Storage(str(tmp_path)), "nope.parquet")

@@ -448,3 +448,26 @@ def test_early_conflict_detection_lets_a_compaction_and_an_inflight_writer_both_
     w.write(_batch([(5, "a", 8, "after")]), "upsert")
     m.upsert([(5, "a", 8, "after")])
     check(mor, m)
+
+
+def test_a_hostile_plan_is_refused_before_anything_is_touched(mor, tmp_path):
+    """A compaction plan edited to name a partition outside the table: the executor refuses
+    it as it reads the plan (UnsafePathError naming the plan file), and nothing inside or
+    outside the table changes."""
+    from airflow_hudi_occ.core.errors import UnsafePathError
+    from airflow_hudi_occ.core.format.metadata import CompactionOperation
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    w, m = _seeded(mor)
+    _upsert(w, m, [(1, "a", 2, "u1")])
+    t = schedule_compaction(mor, FORCE, force=True)
+    (plan_file,) = [p for p in (tmp_path / "mor" / ".hoodie" / "timeline").iterdir()
+                    if p.name == f"{t}.compaction.requested"]
+    ops = CompactionPlan.decode(plan_file.read_bytes()).operations
+    hostile = [CompactionOperation("../..", o.file_id, o.base_instant_time, o.data_file_name,
+                                   o.delta_file_names) for o in ops]
+    plan_file.write_bytes(CompactionPlan(hostile).encode())
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(UnsafePathError) as e:
+        execute_compaction(Table.open(mor.base_uri), FORCE, t)
+    assert plan_file.name in str(e.value) and "'../..'" in str(e.value)
+    assert tree_snapshot(tmp_path) == before

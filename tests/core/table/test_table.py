@@ -118,3 +118,30 @@ def test_create_with_exist_ok_opens_a_table_that_already_holds_data(tmp_path):
     (tmp_path / "t" / "p1" / "x.parquet").write_bytes(b"PAR1")
     assert Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                         exist_ok=True).base_uri == t.base_uri
+
+
+def test_create_on_a_file_names_the_path_and_leaves_the_file(tmp_path):
+    from airflow_hudi_occ.core.errors import TableLocationNotADirectoryError
+    f = tmp_path / "orders"
+    f.write_bytes(b"not a folder")
+    with pytest.raises(TableLocationNotADirectoryError) as e:
+        Table.create(str(f), "orders", record_key_fields=["id"])
+    assert str(f) in str(e.value) and "is a file, not a folder" in str(e.value) and e.value.remedy
+    assert f.read_bytes() == b"not a folder"
+
+
+def test_create_records_url_encoding_as_a_table_property(tmp_path):
+    t = Table.create(str(tmp_path / "e"), "e", record_key_fields=["id"], url_encode_partitions=True)
+    assert Table.open(t.base_uri).config.properties["hoodie.datasource.write.partitionpath.urlencode"] == "true"
+    assert Table.open(t.base_uri).config.url_encode_partitions
+    plain = Table.create(str(tmp_path / "p"), "p", record_key_fields=["id"])
+    assert not Table.open(plain.base_uri).config.url_encode_partitions
+
+
+def test_a_table_without_a_record_key_names_hudis_auto_keys_as_unsupported(tmp_path):
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError) as e:
+        Table.create(str(tmp_path / "t"), "t", record_key_fields=[])
+    assert e.value.key == "hoodie.datasource.write.recordkey.field"
+    assert "auto-generated record keys" in str(e.value) and "unique id column" in e.value.remedy
+    assert not (tmp_path / "t").exists()

@@ -1,6 +1,7 @@
 """Bad input only known at run time: each task must fail naming what is wrong and the fix,
 before Spark writes anything. ``HUDI_OCC_BAD_INPUT_DIR`` holds ``table`` (a Hudi table),
-``plain`` (a folder of plain parquet files) and ``landing/batch.parquet``."""
+``plain`` (a folder of plain parquet files), ``landing/batch.parquet`` and
+``landing/hostile.parquet`` (a partition value that would leave the table)."""
 
 import os
 from datetime import datetime
@@ -21,3 +22,5 @@ with DAG(dag_id="hudi_occ_bad_runtime_input", schedule=None, start_date=datetime
     HudiWriteOperator(task_id="templated_lock_provider", source=BASE + "/landing/batch.parquet",
                       table_path=BASE + "/table", conflict_retries=0,
                       options={**KEYS, "hoodie.write.lock.provider": "{{ params.lock }}"})
+    HudiWriteOperator(task_id="hostile_partition", source=BASE + "/landing/hostile.parquet",
+                      table_path=BASE + "/table", options=KEYS, conflict_retries=0)
