@@ -119,6 +119,13 @@ def encode_lock_key(key: str) -> str:
     return urllib.parse.quote(key, safe="=,")
 
 
+def _holder_with_owner(holder: LockHolder | None) -> str:
+    if holder is None:
+        return "unknown"
+    described = holder.describe()
+    return described if described == holder.owner else f"{described}; owner {holder.owner}"
+
+
 class LockProvider(abc.ABC):
     """One lock (a table, or one key of it) as seen by one writer.
 
@@ -370,7 +377,7 @@ class LockManager:
         detail = f"; last attempt: {self.provider.last_failure}" if self.provider.last_failure else ""
         err = LockAcquireTimeoutError(
             f"could not acquire lock {self.name} after {self.attempts_used} attempts over "
-            f"{self.waited_s:.1f}s (held by {holder.describe() if holder else 'unknown'}){detail}",
+            f"{self.waited_s:.1f}s (held by {_holder_with_owner(holder)}){detail}",
             lock=self.name, owner=holder.owner if holder else None)
         err.attempts = self.attempts_used
         err.waited_s = round(self.waited_s, 3)
