@@ -60,6 +60,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, remedy=f"see `{self.prog} --help`")
 
 
+def _count(value: str) -> int:
+    """A count of things to show: a whole number, 0 or more (a negative one used to print
+    "no instants" and exit 0, hiding the typo)."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {value!r}")
+    return int(text)
+
+
 def _add_common(p: argparse.ArgumentParser, *, top: bool) -> None:
     # Sub-level copies use other dests: argparse lets a subparser's defaults overwrite what the
     # top level parsed, so both are kept and merged in Context.
@@ -89,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("timeline", cmd_timeline, "every instant: times, state, duration, operation, writer, "
             "attempt, checkpoint; what each rollback removed")
     p.add_argument("--state", choices=[s.value for s in State])
-    p.add_argument("--limit", type=int, metavar="N", help="only the last N instants")
+    p.add_argument("--limit", type=_count, metavar="N", help="only the last N instants (N >= 0)")
     p = add("file-groups", cmd_file_groups, "the latest base file of each file group")
     p.add_argument("--as-of", metavar="T", help="as of this instant time (time travel)")
     p.add_argument("--partition", metavar="P")
