@@ -153,13 +153,15 @@ class StorageError(HudiOccError):
         super().__init__(message, remedy=remedy)
 
 
-class StorageUnavailableError(StorageError):
+class StorageUnavailableError(StorageError, ConnectionError):
     """The object store did not answer: the connection was refused, or it accepted and then
     said nothing within the read timeout, on every one of the bounded retries.
 
     Not a bug and not a credential problem: the endpoint, the network or the store is down.
     Nothing was changed by the call that failed (a write that failed this way is rolled back
-    like any failed write)."""
+    like any failed write). Also a ``ConnectionError`` (an ``OSError``), so code that already
+    treats a storage ``OSError`` as "cannot tell now, try later" (a lock's validity check, a
+    best-effort delete) keeps doing so."""
 
     def __init__(self, message: str, *, endpoint: str | None = None, protocol: str | None = None,
                  cause: str | None = None, remedy: str | None = None):

@@ -118,6 +118,20 @@ def with_s3_defaults(fs_options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def open_fs(url: str, storage_options: dict[str, Any] | None = None):
+    """``(fs, path)`` for ``url``, as ``fsspec.core.url_to_fs`` gives them, with the bounded s3
+    client of :data:`S3_CLIENT_DEFAULTS` / :data:`S3FS_RETRIES`: every file system this package
+    opens (a table's, a Spark task's) comes from here."""
+    options = fsspec_options(storage_options)
+    s3 = url.split("://", 1)[0] in ("s3", "s3a") if "://" in url else False
+    if s3:
+        options = with_s3_defaults(options)
+    fs, path = url_to_fs(url, **options)
+    if s3 and hasattr(fs, "retries"):
+        fs.retries = min(int(fs.retries), S3FS_RETRIES)
+    return fs, path
+
+
 def _typed_full(method):
     """A full disk is an expected condition with a remedy, not a crash: raise it typed."""
     @functools.wraps(method)
@@ -138,16 +152,11 @@ class Storage:
     def __init__(self, base_uri: str, storage_options: dict[str, Any] | None = None, *,
                  assume_locked_creates: bool = False):
         self.storage_options = dict(storage_options or {})
-        fs_options = fsspec_options(self.storage_options)
         declared = str(self.storage_options.get(ASSUME_LOCKED_CREATES, "false")).lower() in ("true", "1")
         if "://" not in base_uri:
             base_uri = os.path.abspath(os.path.expanduser(base_uri))
         self.base_uri = base_uri.rstrip("/") or "/"
-        if base_uri.split("://", 1)[0] in ("s3", "s3a"):
-            fs_options = with_s3_defaults(fs_options)
-        self.fs, root = url_to_fs(self.base_uri, **fs_options)
-        if hasattr(self.fs, "retries") and base_uri.split("://", 1)[0] in ("s3", "s3a"):
-            self.fs.retries = min(int(self.fs.retries), S3FS_RETRIES)
+        self.fs, root = open_fs(self.base_uri, self.storage_options)
         self.root = root.rstrip("/") or "/"
         protocol = self.fs.protocol
         self.protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
@@ -498,5 +507,5 @@ def delete_planned_files(storage, files_by_partition, *, with_temp_copies: bool 
     return deleted, failed
 
 
-__all__ = ["Storage", "fsspec_options", "with_s3_defaults", "ASSUME_LOCKED_CREATES", "S3_CLIENT_DEFAULTS",
+__all__ = ["Storage", "fsspec_options", "open_fs", "with_s3_defaults", "ASSUME_LOCKED_CREATES", "S3_CLIENT_DEFAULTS",
            "S3FS_RETRIES"]

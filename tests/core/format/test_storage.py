@@ -135,6 +135,7 @@ def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
         storage.read(storage.path(".hoodie", "hoodie.properties"))
     assert time.monotonic() - start < 30
     assert exc.value.endpoint == endpoint and exc.value.cause == "EndpointConnectionError"
+    assert isinstance(exc.value, ConnectionError), "callers treating storage OSErrors as transient still do"
     assert f"the s3 store at {endpoint} did not answer (bucket/t/.hoodie/hoodie.properties)" in str(exc.value)
     with pytest.raises(StorageUnavailableError):  # writes go through the same boundary
         storage.create_if_absent(storage.path("x"), b"1")

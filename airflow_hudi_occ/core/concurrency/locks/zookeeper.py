@@ -267,7 +267,12 @@ class ZookeeperBasedLockProvider(LockProvider):
                 self._connected.set()
             client = self._client
         if not self._connected.wait(max(0.0, deadline - time.monotonic())):
+            # connected once, lost since (the ensemble went away): kazoo keeps reconnecting in
+            # the background, and the manager gives up after two such attempts, naming why
+            cause = probe(self.hosts, min(2.0, self.connection_timeout_s))
             self.last_failure = f"not connected to ZooKeeper at {self.hosts} (state {client.state})"
+            self.unreachable = (self.hosts, f"ZooKeeper unreachable at {cause}: the connection was "
+                                f"lost and not re-established (state {client.state})")
             return None
         return client
 

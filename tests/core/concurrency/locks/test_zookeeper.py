@@ -151,6 +151,24 @@ def test_server_stop_suspends_and_a_restart_lets_writers_continue(own_zk_server)
     other.close()
 
 
+def test_an_ensemble_that_goes_away_is_unreachable_not_contention(own_zk_server):
+    """Connected once, then the server stops: the manager does not wait out its 50 retries for
+    a lock nobody holds, and says the server is gone."""
+    config = zk_lock_config(own_zk_server.hosts, wait_time_ms=1000, client_num_retries=50,
+                            client_wait_time_ms_between_retry=100)
+    provider = _provider(config)
+    assert provider.try_acquire(5)
+    provider.release()
+    own_zk_server.stop()
+    manager = LockManager(provider, config)
+    start = time.monotonic()
+    with pytest.raises(LockServiceUnreachableError) as exc:
+        manager.acquire()
+    assert time.monotonic() - start < 30 and exc.value.attempts == 2
+    assert "(connection refused): the connection was lost" in exc.value.message
+    provider.close()
+
+
 def test_release_while_the_server_is_down_does_not_leave_the_node_behind(own_zk_server):
     config = zk_lock_config(own_zk_server.hosts, zk_session_timeout_ms=2000)
     holder, other = _provider(config), _provider(config)
