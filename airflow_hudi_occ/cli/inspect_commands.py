@@ -11,7 +11,7 @@ from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_t
 from airflow_hudi_occ.cli.render import _duration, _iso, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
 from airflow_hudi_occ.core.concurrency.locks import table_lock_holder
-from airflow_hudi_occ.core.errors import LockServiceUnreachableError
+from airflow_hudi_occ.core.errors import LockError, LockServiceUnreachableError
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired, list_heartbeats
 from airflow_hudi_occ.core.concurrency.markers import list_marker_instants, markers_for, read_marker_type
 from airflow_hudi_occ.core.format.instant import Instant, State
@@ -57,7 +57,7 @@ def lock_status(ctx: Context) -> dict[str, Any]:
                            "error": None}
     try:
         holder = table_lock_holder(ctx.table, ctx.config)
-    except LockServiceUnreachableError as e:
+    except (LockServiceUnreachableError, LockError) as e:  # unreachable, or not visible from here
         doc["error"] = e.message
         return doc
     doc["held"] = holder is not None

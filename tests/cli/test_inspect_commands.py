@@ -73,3 +73,10 @@ def test_an_unreachable_zookeeper_is_reported_on_the_page_within_its_timeout(tab
     assert rc == 0, err
     assert (f"lock         zookeeper: unknown (lock service unreachable: ZooKeeper unreachable at "
             f"127.0.0.1:{port} (connection refused)") in out, out
+
+
+def test_an_in_process_lock_is_said_to_be_invisible_not_free(table, capsys):
+    rc, out, err = run(capsys, "writers", table.base_uri, "--option", "hoodie.write.lock.provider=inprocess")
+    assert rc == 0, err
+    assert ("lock         inprocess: unknown (the inprocess lock lives inside the writing process: "
+            "another process cannot see who holds it)") in out

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, LockConfig
 from airflow_hudi_occ.core.plugins import Registry
-from airflow_hudi_occ.core.errors import UnknownLockProviderError
+from airflow_hudi_occ.core.errors import LockError, UnknownLockProviderError
 from airflow_hudi_occ.core.concurrency.locks.base import (LockHolder, LockManager, LockProvider, LostListener,
                                                           encode_lock_key, make_owner_id)
 
@@ -108,10 +108,16 @@ def table_lock_holder(table, config: "WriteConfig") -> LockHolder | None:
     """Who holds the table's lock now (None: free), asked of the configured provider once and
     without taking it: what ``hudi-occ show`` / ``writers`` print. A lock service that does not
     answer raises :class:`~airflow_hudi_occ.core.errors.LockServiceUnreachableError` within its
-    connection timeout."""
+    connection timeout; a provider whose holder no other process can see (inprocess) raises
+    :class:`~airflow_hudi_occ.core.errors.LockError`."""
     provider = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
                                  storage=table.storage)
     try:
+        if not provider.visible_to_other_processes:
+            raise LockError(f"the {provider.provider_name} lock lives inside the writing process: "
+                            "another process cannot see who holds it", lock=provider.name,
+                            remedy="the writing process's own log names its waits; writers in "
+                                   "several processes need the filesystem or zookeeper lock")
         return provider.holder()
     finally:
         provider.close()

@@ -135,6 +135,8 @@ class LockProvider(abc.ABC):
 
     #: short name used by :func:`~airflow_hudi_occ.core.concurrency.locks.get_lock_provider`
     provider_name: str = ""
+    #: whether another process can see who holds the lock (False: the in-process lock)
+    visible_to_other_processes: bool = True
 
     def __init__(self, *, name: str, owner: str | None = None):
         self.name = name
