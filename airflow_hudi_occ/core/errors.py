@@ -155,7 +155,8 @@ class StorageError(HudiOccError):
 
 class StorageUnavailableError(StorageError, ConnectionError):
     """The object store did not answer: the connection was refused, or it accepted and then
-    said nothing within the read timeout, on every one of the bounded retries.
+    said nothing within the read timeout (or answered what the HTTP client could not read), on
+    every one of the bounded retries.
 
     Not a bug and not a credential problem: the endpoint, the network or the store is down.
     Nothing was changed by the call that failed (a write that failed this way is rolled back

@@ -25,8 +25,9 @@ and never answers silent for minutes (415 s measured for ``hudi-occ show``). An 
 ``config_kwargs`` say otherwise, and s3fs's outer retry loop is cut to
 :data:`S3FS_RETRIES`, so a store that refuses or never answers fails within about 45 s.
 Every call to the store goes through one boundary (:func:`_boundary`) that turns "nobody
-answered" (connection refused, connect or read timeout, connection closed) into
-:class:`StorageUnavailableError` naming the endpoint, whatever client raised it.
+answered" (connection refused, connect or read timeout, connection closed) and "the answer was
+not HTTP the client could read" into :class:`StorageUnavailableError` naming the endpoint,
+whatever client raised it.
 
 Errors: ``FileNotFoundError`` / ``FileExistsError`` pass through as fsspec raises them;
 backend refusals are :class:`StorageError`; a store that does not answer is
@@ -73,6 +74,9 @@ S3FS_RETRIES = 2
 _UNANSWERED = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
                          "ConnectionClosedError", "ProxyConnectionError", "ClientConnectorError",
                          "ServerTimeoutError", "FSTimeoutError"})
+#: ... and "it answered, but not in HTTP the client could read" (botocore wraps aiohttp's
+#: protocol errors in ``HTTPClientError``): a misbehaving store or proxy, not a bug of ours
+_GARBLED = frozenset({"HTTPClientError", "ResponseParserError"})
 
 
 def fsspec_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
@@ -86,7 +90,7 @@ def _unanswered(exc: BaseException) -> BaseException | None:
     """The exception in ``exc``'s chain that says the store did not answer, if any."""
     seen = 0
     while exc is not None and seen < 8:
-        if {c.__name__ for c in type(exc).__mro__} & _UNANSWERED or isinstance(
+        if {c.__name__ for c in type(exc).__mro__} & (_UNANSWERED | _GARBLED) or isinstance(
                 exc, (ConnectionRefusedError, TimeoutError)):
             return exc
         exc = exc.__cause__ or exc.__context__
@@ -187,8 +191,11 @@ class Storage:
     def unavailable(self, exc: BaseException, path: str | None = None) -> StorageUnavailableError:
         """The typed error for a store that did not answer ``exc`` (see :func:`_boundary`)."""
         what = f" ({path})" if path else ""
+        names = {c.__name__ for c in type(exc).__mro__}
+        verb = ("gave no answer the client could read" if names & _GARBLED and not names & _UNANSWERED
+                else "did not answer")
         return StorageUnavailableError(
-            f"the {self.protocol} store at {self.endpoint} did not answer{what}: "
+            f"the {self.protocol} store at {self.endpoint} {verb}{what}: "
             f"{type(exc).__name__}: {exc}", endpoint=self.endpoint, protocol=self.protocol,
             cause=type(exc).__name__)
 

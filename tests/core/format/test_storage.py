@@ -156,3 +156,35 @@ def test_a_silent_endpoint_fails_within_the_default_bound(silent_endpoint):
 def test_a_local_error_is_not_mistaken_for_an_unanswering_store(tmp_path):
     with pytest.raises(FileNotFoundError):
         Storage(str(tmp_path)).read(str(tmp_path / "missing"))
+
+
+def test_an_answer_that_is_not_http_is_storage_unavailable_too():
+    """A store (or proxy) that answers garbage: a misbehaving store, not a bug of ours."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def answer_garbage():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn = server.accept()[0]
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"this is not HTTP\r\n\r\n")
+
+    thread = threading.Thread(target=answer_garbage, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+        storage = _s3(endpoint)
+        with pytest.raises(StorageUnavailableError) as exc:
+            storage.read(storage.path("x"))
+        assert f"the s3 store at {endpoint} gave no answer the client could read (bucket/t/x)" in str(exc.value)
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
