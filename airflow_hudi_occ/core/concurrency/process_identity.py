@@ -4,6 +4,9 @@ Why the start time: pids are reused. A lock file that names pid 4242 on this hos
 nothing once 4242 is some other program; the pid together with the time its process started
 does. Why "provably": a process on another host cannot be seen from here, so the answer there
 is "unknown", and a caller that would take something over must then wait for an expiry instead.
+"Here" is the host name *and* the pid namespace (Linux: the inode of ``/proc/self/ns/pid``):
+containers sharing the host's name (host networking) each have their own pids, and a pid that
+is free in ours may be a live writer in theirs.
 
 psutil (installed with the provider) reads the start time; without it the check falls back
 to ``os.kill(pid, 0)``, which tells "no such process" from "alive" (a reused pid counts as
@@ -28,6 +31,13 @@ except ImportError:  # pragma: no cover - exercised only without the provider ex
 START_TIME_TOLERANCE_S = 0.05
 
 
+def _pid_namespace() -> str | None:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:  # not Linux, or /proc not mounted: the host name alone must do
+        return None
+
+
 def _start_time(pid: int) -> float | None:
     if psutil is None:
         return None
@@ -43,14 +53,18 @@ class ProcessIdentity:
     pid: int
     #: epoch seconds the process started (None: not recorded)
     started_at: float | None = None
+    #: the pid namespace its pid belongs to (None: not recorded)
+    pid_namespace: str | None = None
 
     @classmethod
     def current(cls) -> "ProcessIdentity":
-        return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()))
+        return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()), _pid_namespace())
 
     @property
     def is_here(self) -> bool:
-        return self.host == socket.gethostname()
+        if self.host != socket.gethostname():
+            return False
+        return self.pid_namespace is None or self.pid_namespace == _pid_namespace()
 
     def alive(self) -> bool | None:
         """True or False for a process on this host; None for one elsewhere (cannot tell).

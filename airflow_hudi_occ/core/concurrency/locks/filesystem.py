@@ -3,14 +3,14 @@
 The lock is ``<hoodie.write.lock.filesystem.path or <base>/.hoodie>/lock`` (per-key locks:
 ``lock.<encoded key>``), created with :meth:`Storage.create_if_absent`, so exactly one writer
 can create it. It records its holder: ``{"owner", "host", "pid", "pid_started_at",
-"acquired_at_ms", "expire_minutes"}``, so that a waiter can say who is in the way (pid, host,
+"pid_namespace", "acquired_at_ms", "expire_minutes"}``, so that a waiter can say who is in the way (pid, host,
 age) and tell a live holder from a dead one. Java Hudi writers create the same file with
 ``create(overwrite=false)``, so the two exclude each other.
 
 A writer killed with SIGKILL never deletes its lock file. Two rules take such a lock over:
 
-- its holder is provably dead: it ran on this host and its process (pid and start time) is
-  gone. Checked at once, whatever the expiry, because nothing can be lost by it;
+- its holder is provably dead: it ran on this host, in this pid namespace, and its process
+  (pid and start time) is gone. Checked at once, whatever the expiry, because nothing can be lost by it;
 - ``hoodie.write.lock.filesystem.expire`` minutes (0 = never, as in Hudi) have passed, by the
   newer of the file's modification time and its ``acquired_at_ms`` (both clocks must agree it
   is stale). The only rule for a holder on another host, or a file without a holder (Java's).
@@ -80,7 +80,9 @@ def _identity(doc: dict) -> ProcessIdentity | None:
     if not host or pid is None:
         return None
     started = doc.get("pid_started_at")
-    return ProcessIdentity(host, pid, float(started) if isinstance(started, (int, float)) else None)
+    namespace = doc.get("pid_namespace")
+    return ProcessIdentity(host, pid, float(started) if isinstance(started, (int, float)) else None,
+                           str(namespace) if namespace is not None else None)
 
 
 def _parse(data: bytes) -> dict:
@@ -137,6 +139,7 @@ class FileSystemBasedLockProvider(LockProvider):
             "host": me.host,
             "pid": me.pid,
             "pid_started_at": me.started_at,
+            "pid_namespace": me.pid_namespace,
             "acquired_at_ms": int(self._wall_clock() * 1000),
             "expire_minutes": self.expire_minutes,
         }, sort_keys=True).encode("utf-8")

@@ -260,6 +260,20 @@ def test_a_reused_pid_does_not_keep_a_dead_holders_lock(tmp_path):
     lock.release()
 
 
+def test_a_dead_pid_of_another_pid_namespace_is_not_taken_over(tmp_path):
+    """A container sharing our host name (host networking) has pids of its own: a pid that is
+    free here may be a live writer there, so only the expiry may take its lock over."""
+    lock = _provider(tmp_path, expire_minutes=0)
+    dead = _kill9_holder(tmp_path / "table")
+    doc = json.loads(Path(lock.lock_path).read_text())
+    assert doc["pid"] == dead and doc["pid_namespace"] == str(os.stat("/proc/self/ns/pid").st_ino)
+    Path(lock.lock_path).write_text(json.dumps({**doc, "pid_namespace": "4026531999"}))
+    assert lock.try_acquire(0.5) is False
+    Path(lock.lock_path).write_text(json.dumps(doc))
+    assert lock.try_acquire(2), "the same dead holder in our namespace is taken over"
+    lock.release()
+
+
 def test_a_live_holder_on_this_host_is_waited_for(tmp_path):
     holder = _provider(tmp_path)
     assert holder.try_acquire(1)
