@@ -23,11 +23,19 @@ Table services (these write to the table): ``clean TABLE [--dry-run]``, ``rollba
 Global options (before or after the subcommand): ``--option KEY=VALUE`` (Hudi write options,
 the same keys a writer uses, so heartbeat expiry and the conflict strategy are judged as the
 writers judge them), ``--storage-option KEY=VALUE`` (fsspec options; values are read as JSON
-when they parse, so ``anon=true`` is a boolean), ``--json``.
+when they parse, so ``anon=true`` is a boolean), ``--secrets-file PATH``, ``--json``.
+
+Credentials need not be on the command line, where every user of the machine can read them
+(``ps``): botocore reads ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
+``AWS_SESSION_TOKEN`` / ``AWS_PROFILE`` and ``AWS_ENDPOINT_URL_S3`` from the environment, and
+``--secrets-file PATH`` (or ``$HUDI_OCC_SECRETS_FILE``) names a JSON file in the Spark job's
+secrets format, ``{"options": {...}, "storage_options": {...}}`` (``core/job_secrets``).
 
 Exit codes: 0 ok; 3 when ``conflicts`` finds that the instant would abort or ``early-check``
 that the file would be stopped; 2 for anything the user can get wrong (a missing table, an
-unknown instant or strategy, corrupt metadata, a malformed ``KEY=VALUE``); 1 for a bug.
+unknown instant or strategy, corrupt metadata, a malformed ``KEY=VALUE``) and for a store or
+lock service that does not answer (``StorageUnavailableError``, naming the endpoint, after the
+bounded timeouts of docs/configuration.md); 1 for a bug.
 
 Error handling: every :class:`HudiOccError` and every storage ``OSError`` is caught in
 :func:`main` and printed as ``error: <message>`` plus its remedy on stderr (with ``--json``,
@@ -65,6 +73,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, remedy=f"see `{self.prog} --help`")
 
 
+def _count(value: str) -> int:
+    """A count of things to show: a whole number, 0 or more (a negative one used to print
+    "no instants" and exit 0, hiding the typo)."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {value!r}")
+    return int(text)
+
+
 def _add_common(p: argparse.ArgumentParser, *, top: bool) -> None:
     # Sub-level copies use other dests: argparse lets a subparser's defaults overwrite what the
     # top level parsed, so both are kept and merged in Context.
@@ -75,6 +92,13 @@ def _add_common(p: argparse.ArgumentParser, *, top: bool) -> None:
                    metavar="KEY=VALUE", help="an fsspec storage option, repeatable")
     p.add_argument("--json", dest=f"{prefix}json", action="store_true", default=False,
                    help="print one JSON document instead of tables")
+    p.add_argument("--secrets-file", dest=f"{prefix}secrets_file", metavar="PATH",
+                   help="a JSON file {\"options\": {...}, \"storage_options\": {...}} (the Spark "
+                        "job's secrets format) with credentials kept off the command line; "
+                        "default $HUDI_OCC_SECRETS_FILE. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+                        "AWS_SESSION_TOKEN, AWS_PROFILE and AWS_ENDPOINT_URL(_S3) are read by "
+                        "botocore from the environment as usual; the command line wins over the "
+                        "file, the file over the environment")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("timeline", cmd_timeline, "every instant: times, state, duration, operation, writer, "
             "attempt, checkpoint; what each rollback removed")
     p.add_argument("--state", choices=[s.value for s in State])
-    p.add_argument("--limit", type=int, metavar="N", help="only the last N instants")
+    p.add_argument("--limit", type=_count, metavar="N", help="only the last N instants (N >= 0)")
     p = add("file-groups", cmd_file_groups, "the latest base file of each file group")
     p.add_argument("--as-of", metavar="T", help="as of this instant time (time travel)")
     p.add_argument("--partition", metavar="P")

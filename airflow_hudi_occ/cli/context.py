@@ -7,6 +7,7 @@ is read, so a mistyped instant is reported as a typo and not as a missing instan
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any, Iterable
 
@@ -17,9 +18,12 @@ from airflow_hudi_occ.core.format.instant import Instant
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.inspection.timeline_view import rollbacks_by_target
 from airflow_hudi_occ.core.job_protocol import OptionError, parse_options
+from airflow_hudi_occ.core.job_secrets import JobSecrets, read_secrets_file
 from airflow_hudi_occ.core.table.table import Table
 
 PROG = "hudi-occ"
+#: names a secrets file when --secrets-file does not
+SECRETS_FILE_ENV = "HUDI_OCC_SECRETS_FILE"
 
 #: what a subcommand returns: (JSON document, human text, exit code)
 Result = tuple[Any, str, int]
@@ -63,11 +67,13 @@ class Context:
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.options: dict[str, Any] = _parse_pairs(
-            [*(args.global_option or []), *(getattr(args, "option", None) or [])], "--option")
-        self.storage_options = _parse_pairs(
+        secrets = _secrets(args)
+        # the command line wins over the file, key by key
+        self.options: dict[str, Any] = {**secrets.options, **_parse_pairs(
+            [*(args.global_option or []), *(getattr(args, "option", None) or [])], "--option")}
+        self.storage_options = {**secrets.storage_options, **_parse_pairs(
             [*(args.global_storage_option or []), *(getattr(args, "storage_option", None) or [])],
-            "--storage-option", coerce=True)
+            "--storage-option", coerce=True)}
         self.config = check_write_options(self.options)  # a misspelt key must not fall back
         self.table = _open_table(args.table, self.storage_options)
         self.now = time.time()
@@ -81,6 +87,17 @@ class Context:
 
     def with_options(self, **changes: Any) -> WriteConfig:
         return WriteConfig.from_options({**self.options, **changes})
+
+
+def _secrets(args: argparse.Namespace) -> JobSecrets:
+    """Credentials kept off the command line (where every user of the machine can read them):
+    ``--secrets-file`` or ``$HUDI_OCC_SECRETS_FILE``, in the job's secrets format; never deleted."""
+    path = getattr(args, "secrets_file", None) or args.global_secrets_file
+    if path:
+        return read_secrets_file(path, where="--secrets-file")
+    if os.environ.get(SECRETS_FILE_ENV):
+        return read_secrets_file(os.environ[SECRETS_FILE_ENV], where=SECRETS_FILE_ENV)
+    return JobSecrets()
 
 
 def _open_table(path: str, storage_options: dict[str, Any]):

@@ -10,6 +10,8 @@ from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_time, _require_instant
 from airflow_hudi_occ.cli.render import _duration, _iso, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
+from airflow_hudi_occ.core.concurrency.locks import table_lock_holder
+from airflow_hudi_occ.core.errors import LockError, LockServiceUnreachableError
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired, list_heartbeats
 from airflow_hudi_occ.core.concurrency.markers import list_marker_instants, markers_for, read_marker_type
 from airflow_hudi_occ.core.format.instant import Instant, State
@@ -45,6 +47,33 @@ def writer_status(ctx: Context, inst: Instant, rolled_back_by: dict[str, str]) -
         "being_rolled_back_by": rolled_back_by.get(inst.requested_time),
         "abort_requested": abort.get("reason") if abort else None,
     }
+
+
+def lock_status(ctx: Context) -> dict[str, Any]:
+    """The table lock's holder, as the configured provider (``--option
+    hoodie.write.lock.provider=...``) sees it; a lock service that does not answer is reported,
+    not raised: the rest of the page is still worth printing."""
+    doc: dict[str, Any] = {"provider": ctx.config.lock.provider, "held": None, "holder": None,
+                           "error": None}
+    try:
+        holder = table_lock_holder(ctx.table, ctx.config)
+    except (LockServiceUnreachableError, LockError) as e:  # unreachable, or not visible from here
+        doc["error"] = e.message
+        return doc
+    doc["held"] = holder is not None
+    doc["holder"] = holder.to_dict(ctx.now) if holder is not None else None
+    if holder is not None:
+        doc["description"] = holder.describe(ctx.now)
+    return doc
+
+
+def _lock_line(lock: dict[str, Any]) -> str:
+    if lock["error"]:
+        return f"lock         {lock['provider']}: unknown ({lock['error']})"
+    if not lock["held"]:
+        return f"lock         {lock['provider']}: free"
+    return (f"lock         {lock['provider']}: held by {lock['description']} "
+            f"(owner {lock['holder']['owner']})")
 
 
 def cmd_timeline(ctx: Context) -> Result:
@@ -106,8 +135,9 @@ def cmd_writers(ctx: Context) -> Result:
     writers = [writer_status(ctx, i, by) for i in ctx.timeline.pending_writes()]
     pending = {i.requested_time for i in ctx.timeline.pending()}
     orphans = [t for t in list_heartbeats(ctx.table) if t not in pending]
+    lock = lock_status(ctx)
     doc = {"table": ctx.table.base_uri, "now": _iso(ctx.now), "heartbeat": heartbeat_doc(ctx.config),
-           "writers": writers, "orphan_heartbeats": orphans}
+           "writers": writers, "orphan_heartbeats": orphans, "lock": lock}
     text = render_table(
         ["INSTANT", "ACTION", "STATE", "HEARTBEAT_AGE_S", "STATUS", "MARKERS", "NOTE"],
         [[w["instant"], w["action"], w["state"], w["heartbeat_age_s"], w["status"], w["markers"],
@@ -120,6 +150,7 @@ def cmd_writers(ctx: Context) -> Result:
              f"(hoodie.client.heartbeat.interval_in_ms x tolerable.misses)")
     if orphans:
         text += f"\nheartbeats without a pending instant: {', '.join(orphans)}"
+    text += "\n" + _lock_line(lock)
     return doc, text, EXIT_OK
 
 
@@ -197,6 +228,7 @@ def cmd_show(ctx: Context) -> Result:
                     "heartbeat": heartbeat_doc(ctx.config), "instants": writers},
         "marker_instants": list_marker_instants(ctx.table),
         "history": _history_doc(ctx.table),
+        "lock": lock_status(ctx),
     }
     d = ctx.table.describe()
     lines = [
@@ -217,6 +249,7 @@ def cmd_show(ctx: Context) -> Result:
                             else "none"),
         f"writers      {len(writers)} pending: {doc['writers']['alive']} alive, "
         f"{doc['writers']['expired']} expired (expiry {ctx.config.heartbeat.expiry_ms} ms)",
+        _lock_line(doc["lock"]),
     ]
     if ctx.table.config.table_type == MERGE_ON_READ:
         # compaction: what is scheduled, whether an executor runs it, and how much waits for it

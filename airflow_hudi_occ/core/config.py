@@ -188,10 +188,16 @@ LOCK_PROVIDER = ConfigProperty("hoodie.write.lock.provider", "filesystem", str,
                                doc="zookeeper | filesystem | storage | inprocess, a Hudi Java class name, "
                                    "or a dotted Python path; this project defaults to the file "
                                    "system lock (Hudi: none) because it is multi-writer by design")
-LOCK_WAIT_TIME_MS = ConfigProperty("hoodie.write.lock.wait_time_ms", 60_000, parse_int)
-LOCK_CLIENT_NUM_RETRIES = ConfigProperty("hoodie.write.lock.client.num_retries", 50, parse_int)
+# Hudi's client defaults (60 s a try, 50 retries, 5 s apart) wait about 55 minutes before a
+# writer hears anything; ours give up after about 2 minutes (6 tries of 20 s, 2 s apart), far
+# longer than a commit's critical section (well under a second to a few seconds), so only a
+# stuck holder or a dead lock service reaches the bound (docs/configuration.md, "Lock").
+LOCK_WAIT_TIME_MS = ConfigProperty("hoodie.write.lock.wait_time_ms", 20_000, parse_int,
+                                   doc="one attempt's wait; Hudi: 60000 (see the bound above)")
+LOCK_CLIENT_NUM_RETRIES = ConfigProperty("hoodie.write.lock.client.num_retries", 5, parse_int,
+                                         doc="retries after the first attempt; Hudi: 50")
 LOCK_CLIENT_WAIT_BETWEEN_RETRY_MS = ConfigProperty(
-    "hoodie.write.lock.client.wait_time_ms_between_retry", 5_000, parse_int)
+    "hoodie.write.lock.client.wait_time_ms_between_retry", 2_000, parse_int, doc="Hudi: 5000")
 LOCK_NUM_RETRIES = ConfigProperty("hoodie.write.lock.num_retries", 15, parse_int)
 LOCK_WAIT_BETWEEN_RETRY_MS = ConfigProperty("hoodie.write.lock.wait_time_ms_between_retry", 1_000,
                                             parse_int)
@@ -204,14 +210,17 @@ ZK_LOCK_KEY = ConfigProperty("hoodie.write.lock.zookeeper.lock_key", "", str,
                              doc="defaults to the table name")
 ZK_SESSION_TIMEOUT_MS = ConfigProperty("hoodie.write.lock.zookeeper.session_timeout_ms", 60_000,
                                        parse_int)
-ZK_CONNECTION_TIMEOUT_MS = ConfigProperty("hoodie.write.lock.zookeeper.connection_timeout_ms",
-                                          15_000, parse_int)
+ZK_CONNECTION_TIMEOUT_MS = ConfigProperty(
+    "hoodie.write.lock.zookeeper.connection_timeout_ms", 10_000, parse_int,
+    doc="how long one attempt may take to reach the ensemble; an unreachable ensemble fails "
+        "after two attempts (about 2 x this + the pause); Hudi: 15000")
 ZK_AUTH = ConfigProperty("hoodie.write.lock.zookeeper.auth", "", str,
                          doc="digest credentials user:password (this project's key)")
 FS_LOCK_PATH = ConfigProperty("hoodie.write.lock.filesystem.path", "", str,
                               doc="directory of the lock file; defaults to <base>/.hoodie")
 FS_LOCK_EXPIRE_MIN = ConfigProperty("hoodie.write.lock.filesystem.expire", 0, parse_int,
-                                    doc="minutes; 0 = never")
+                                    doc="minutes; 0 = never (a lock whose holder is provably dead "
+                                        "on this host is taken over at once either way)")
 STORAGE_LOCK_VALIDITY_S = ConfigProperty(
     "hoodie.write.lock.storage.validity.timeout.secs", 300, parse_int,
     aliases=("hoodie.write.lock.storage.validity.timeout",),
@@ -225,9 +234,9 @@ STORAGE_LOCK_RENEW_S = ConfigProperty(
 @dataclass(frozen=True)
 class LockConfig:
     provider: str = "filesystem"
-    wait_time_ms: int = 60_000
-    client_num_retries: int = 50
-    client_wait_time_ms_between_retry: int = 5_000
+    wait_time_ms: int = 20_000
+    client_num_retries: int = 5
+    client_wait_time_ms_between_retry: int = 2_000
     num_retries: int = 15
     wait_time_ms_between_retry: int = 1_000
     max_wait_time_ms_between_retry: int = 16_000
@@ -236,7 +245,7 @@ class LockConfig:
     zk_base_path: str = "/hudi/locks"
     zk_lock_key: str = ""
     zk_session_timeout_ms: int = 60_000
-    zk_connection_timeout_ms: int = 15_000
+    zk_connection_timeout_ms: int = 10_000
     zk_auth: str = ""
     fs_path: str = ""
     fs_expire_minutes: int = 0

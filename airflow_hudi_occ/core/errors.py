@@ -218,6 +218,27 @@ class StorageError(HudiOccError):
         super().__init__(message, remedy=remedy)
 
 
+class StorageUnavailableError(StorageError, ConnectionError):
+    """The object store did not answer: the connection was refused, or it accepted and then
+    said nothing within the read timeout (or answered what the HTTP client could not read), on
+    every one of the bounded retries.
+
+    Not a bug and not a credential problem: the endpoint, the network or the store is down.
+    Nothing was changed by the call that failed (a write that failed this way is rolled back
+    like any failed write). Also a ``ConnectionError`` (an ``OSError``), so code that already
+    treats a storage ``OSError`` as "cannot tell now, try later" (a lock's validity check, a
+    best-effort delete) keeps doing so."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None, protocol: str | None = None,
+                 cause: str | None = None, remedy: str | None = None):
+        self.endpoint = endpoint
+        self.cause = cause
+        super().__init__(message, protocol=protocol, remedy=remedy or (
+            f"check that the store at {endpoint} is up and reachable from this host (the "
+            "endpoint_url storage option, proxies, firewalls); the timeouts are the storage "
+            "options config_kwargs.connect_timeout / read_timeout / retries (docs/configuration.md)"))
+
+
 class StorageFullError(StorageError):
     """A write failed because the storage is full (ENOSPC) or over quota (EDQUOT).
 
@@ -365,6 +386,21 @@ class LockError(HudiOccError):
 class LockAcquireTimeoutError(LockError, RetryableError):
     remedy = ("another writer held the table lock for too long; retry later or raise "
               "hoodie.write.lock.wait_time_ms / hoodie.write.lock.client.num_retries")
+
+
+class LockServiceUnreachableError(LockError):
+    """The lock service itself did not answer (ZooKeeper refused the connection or never
+    replied): nobody holds the lock as far as we know, and waiting for another writer would not
+    help. Not retryable with a fresh instant: the ensemble (or its address) must be fixed."""
+
+    def __init__(self, message: str, *, lock: str | None = None, endpoint: str | None = None,
+                 cause: str | None = None, remedy: str | None = None):
+        self.endpoint = endpoint
+        self.cause = cause
+        super().__init__(message, lock=lock, remedy=remedy or (
+            f"check that ZooKeeper runs at {endpoint} and that this host may reach it "
+            "(hoodie.write.lock.zookeeper.url / .port); how long a connection may take is "
+            "hoodie.write.lock.zookeeper.connection_timeout_ms"))
 
 
 class LockLostError(LockError, RetryableError):

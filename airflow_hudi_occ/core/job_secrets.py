@@ -20,6 +20,10 @@ The channel (the runner writes, the job reads, both through this module):
 The table's storage options (endpoint, credentials, region) always travel this way, whole:
 which of their keys is a credential depends on the backend.
 
+The ``hudi-occ`` command line reads the same format from a file a person keeps
+(``--secrets-file PATH`` or ``HUDI_OCC_SECRETS_FILE``, :func:`read_secrets_file`), which is
+never deleted.
+
 Errors: a file that is named but unreadable or not a JSON object raises
 :class:`~airflow_hudi_occ.core.errors.ConfigError` naming the variable; never the content.
 """
@@ -127,21 +131,28 @@ def read_job_secrets(environ: Mapping[str, str] | None = None, *, remove: bool =
     env = os.environ if environ is None else environ
     path = env.get(SECRETS_FILE_ENV)
     if path:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError as e:
-            raise ConfigError(f"{SECRETS_FILE_ENV} names {path!r}, which cannot be read "
-                              f"({e.strerror})", key=SECRETS_FILE_ENV,
-                              remedy="the runner deletes the file when the job ends: start the "
-                                     "job through the hook, or unset the variable") from None
-        finally:
-            if remove:
-                remove_quietly(path)
-        return _decode(text, SECRETS_FILE_ENV)
+        return read_secrets_file(path, where=SECRETS_FILE_ENV, remove=remove,
+                                 remedy="the runner deletes the file when the job ends: start the "
+                                        "job through the hook, or unset the variable")
     if env.get(SECRETS_ENV):
         return _decode(env[SECRETS_ENV], SECRETS_ENV)
     return JobSecrets()
+
+
+def read_secrets_file(path: str, *, where: str, remove: bool = False,
+                      remedy: str | None = None) -> JobSecrets:
+    """The secrets in the JSON file at ``path`` (the format above); ``where`` names the flag or
+    variable that named it, for errors, which never quote the content."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"{where} names {path!r}, which cannot be read ({e.strerror})", key=where,
+                          remedy=remedy or "check the path and that this user may read it") from None
+    finally:
+        if remove:
+            remove_quietly(path)
+    return _decode(text, where)
 
 
 def _decode(text: str, where: str) -> JobSecrets:

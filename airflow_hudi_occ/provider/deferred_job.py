@@ -36,6 +36,7 @@ import psutil
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.concurrency.process_identity import ProcessIdentity
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE,
@@ -95,13 +96,10 @@ class DetachedJob:
 
     def _process(self) -> psutil.Process | None:
         """The session leader if it is still ours (same pid AND start time) and not a zombie."""
-        if not self.local:
+        if not ProcessIdentity(self.host, self.pid, self.create_time).alive():
             return None
         try:
-            p = psutil.Process(self.pid)
-            if abs(p.create_time() - self.create_time) > 0.05 or p.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return p
+            return psutil.Process(self.pid)
         except psutil.Error:
             return None
 

@@ -33,7 +33,7 @@ if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - pyproject pins Airflow 3
                       + ".".join(map(str, get_base_airflow_version_tuple())))
 
 from airflow.sdk import (Asset, AssetAlias, BaseHook, BaseOperator,  # noqa: E402
-                         BaseOperatorLink, BaseSensorOperator, PokeReturnValue)
+                         BaseOperatorLink, BaseSensorOperator, Connection, PokeReturnValue)
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
 __all__ = [
@@ -48,5 +48,6 @@ __all__ = [
     "BaseOperator",
     "BaseOperatorLink",
     "BaseSensorOperator",
+    "Connection",
     "PokeReturnValue",
 ]

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from airflow_hudi_occ.core.format.storage import fsspec_options
+from airflow_hudi_occ.core.format.storage import open_fs
 
 NATIVE_CONF = "spark.hudi_occ.read.native"
 #: schemes Spark resolves through Hadoop file systems (the user chose the connector)
@@ -76,8 +76,7 @@ def _native_conf(spark) -> bool:
 def list_files(url: str, storage_options: dict | None) -> list[str]:
     """The data files under ``url`` (a file, a folder or a glob), as fsspec URLs, skipping the
     names Spark skips (``_SUCCESS``, ``.crc``, ``_temporary/``)."""
-    from fsspec.core import url_to_fs
-    fs, path = url_to_fs(url, **fsspec_options(storage_options))
+    fs, path = open_fs(url, storage_options)
     if any(c in path for c in "*?["):
         found = fs.glob(path)
         paths = []
@@ -100,9 +99,7 @@ def list_files(url: str, storage_options: dict | None) -> list[str]:
 
 
 def _open(url: str, storage_options: dict):
-    from fsspec.core import url_to_fs
-    fs, path = url_to_fs(url, **fsspec_options(storage_options))
-    return fs, path
+    return open_fs(url, storage_options)
 
 
 def read_one(url: str, fmt: str, storage_options: dict, columns: list[str] | None = None) -> pa.Table:

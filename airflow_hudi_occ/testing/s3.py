@@ -215,10 +215,14 @@ def _whole_body(environ) -> bytes | None:  # pragma: no cover - runs in the serv
     return b""
 
 
-def _s3_error(start_response, status: str, code: str, message: str) -> list[bytes]:
-    start_response(status, [("Content-Type", "application/xml")])
-    return [(f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-             f"<Message>{message}</Message></Error>").encode()]
+def _s3_error(start_response, status: str, code: str, message: str, method: str = "GET") -> list[bytes]:
+    """An S3 error document; a HEAD gets the headers only, as from S3 (a body after the headers
+    of a HEAD answer is a protocol error that aiohttp reports, now and then, as "Data after
+    `Connection: close`" instead of the status)."""
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            f"<Message>{message}</Message></Error>").encode()
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+    return [] if method == "HEAD" else [body]
 
 
 def _refusing(inner, *, conditional_writes: bool, check_credentials: bool):  # pragma: no cover
@@ -231,10 +235,12 @@ def _refusing(inner, *, conditional_writes: bool, check_credentials: bool):  # p
         if check_credentials:
             m = cred.search(environ.get("HTTP_AUTHORIZATION", ""))
             if m is None:
-                return _s3_error(start_response, "403 Forbidden", "AccessDenied", "Access Denied")
+                return _s3_error(start_response, "403 Forbidden", "AccessDenied", "Access Denied",
+                                 environ.get("REQUEST_METHOD", "GET"))
             if m.group(1) != ACCESS_KEY:
                 return _s3_error(start_response, "403 Forbidden", "InvalidAccessKeyId",
-                                 "The AWS Access Key Id you provided does not exist in our records.")
+                                 "The AWS Access Key Id you provided does not exist in our records.",
+                                 environ.get("REQUEST_METHOD", "GET"))
         if (not conditional_writes and environ.get("REQUEST_METHOD") == "PUT"
                 and environ.get("HTTP_IF_NONE_MATCH")):
             environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))

@@ -119,3 +119,18 @@ def test_the_job_hook_takes_credentials_off_the_command_line_and_masks_them(monk
     assert seen["secrets"].options == {"hoodie.write.lock.zookeeper.auth": "writer:pw-Zx81"}
     assert seen["secrets"].storage_options["secret"] == "sk-Zx81"
     assert not os.path.exists(seen["path"])  # deleted when the job ended
+
+
+def test_a_missing_spark_connection_runs_local_without_claiming_yarn(monkeypatch, capfd):
+    """The provider logs "Could not load connection string spark_default, defaulting to yarn"
+    for a missing connection; our hook runs such a job on local[*] and must say that instead."""
+    from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    hook = HudiSparkJobHook(conn_id="spark_default", ship_package=False)
+    out, err = capfd.readouterr()
+    assert hook.master == "local[*]" and not hook._is_yarn
+    assert "no Airflow connection 'spark_default': the Spark job runs on local[*]" in out + err
+    assert "defaulting to yarn" not in out + err
+    assert "get_connection" not in vars(hook), "the stand-in connection is gone after resolving"
+    conn_env(monkeypatch, "spark_default", conn_type="spark", host="spark://master.example", port=7077)
+    assert HudiSparkJobHook(conn_id="spark_default", ship_package=False).master == "spark://master.example:7077"

@@ -50,7 +50,8 @@ def test_kill_inside_metadata_table_removal(tmp_path, point):
     if point != "mdt_after_backup":
         assert table.config.get(PARTITIONS_KEY) == ""  # readers left the metadata table already
 
-    # the dead writer held the file lock; it is taken over once it has expired
+    # the dead writer held the file lock; it is taken over (its holder is gone from this host;
+    # aged as well, so the expiry alone would also let the next writer in)
     age_lock_file(str(path / ".hoodie" / "lock"), 120)
     nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
     ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)

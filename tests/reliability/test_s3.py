@@ -138,8 +138,10 @@ def test_crash_on_s3_file_lock_on_s3(s3, point):
 
 @pytest.mark.slow  # waits out hoodie.write.lock.filesystem.expire = 1 minute, for real
 def test_dead_writers_lock_file_on_s3_expires(s3):
-    """SIGKILLed while holding the lock file on S3: it blocks others until it expires (by S3's
-    LastModified and the acquired_at_ms inside), then it is taken over and the next write commits."""
+    """SIGKILLed while holding the lock file on S3, its holder made to look as if on another host
+    (on this one it is provably dead and taken over at once): it blocks others until it expires
+    (by S3's LastModified and the acquired_at_ms inside), then it is taken over and the next
+    write commits."""
     _crash(s3, "commit_lock_held", lock_options("filesystem", **S3_OPTS), age_file_lock=False)
 
 

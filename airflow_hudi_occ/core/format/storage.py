@@ -18,8 +18,20 @@ let two writers both "win". An S3-compatible store that answers the conditional 
 ``501 NotImplemented`` (some S3-compatible stores do) is refused the same way, naming the store; with
 the declaration it falls back to check-then-write under the caller's lock.
 
+Bounded waits on object stores: botocore's own defaults (60 s connect and read timeouts, its
+retries, and s3fs's five retries around them) keep a call to a store that accepts connections
+and never answers silent for minutes (415 s measured for ``hudi-occ show``). An S3 storage gets
+:data:`S3_CLIENT_DEFAULTS` (botocore ``Config``: connect 5 s, read 10 s, 2 attempts) unless its
+``config_kwargs`` say otherwise, and s3fs's outer retry loop is cut to
+:data:`S3FS_RETRIES`, so a store that refuses or never answers fails within about 45 s.
+Every call to the store goes through one boundary (:func:`_boundary`) that turns "nobody
+answered" (connection refused, connect or read timeout, connection closed) and "the answer was
+not HTTP the client could read" into :class:`StorageUnavailableError` naming the endpoint,
+whatever client raised it.
+
 Errors: ``FileNotFoundError`` / ``FileExistsError`` pass through as fsspec raises them;
-backend refusals are :class:`StorageError`; :meth:`Storage.check_access` turns a store that
+backend refusals are :class:`StorageError`; a store that does not answer is
+:class:`StorageUnavailableError`; :meth:`Storage.check_access` turns a store that
 refuses our credentials (403, or none found) into a :class:`StorageError` naming the store.
 """
 
@@ -36,7 +48,7 @@ from typing import Any, Iterable
 
 from fsspec.core import url_to_fs
 
-from airflow_hudi_occ.core.errors import StorageError, StorageFullError, UnsafePathError
+from airflow_hudi_occ.core.errors import StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
 
 _MEMORY_LOCK = threading.Lock()
 #: the storage option that declares every create serialised by a lock (never given to fsspec)
@@ -48,12 +60,80 @@ _NO_CONDITIONAL_REMEDY = (
     "table's storage_options")
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
+#: botocore ``Config`` defaults for s3 (each overridable through the storage option
+#: ``config_kwargs``): a connect gets 5 s, a read may be silent for 10 s (the gap between bytes,
+#: not a whole download), and a call is tried twice by botocore
+S3_CLIENT_DEFAULTS: dict[str, Any] = {"connect_timeout": 5, "read_timeout": 10,
+                                      "retries": {"total_max_attempts": 2, "mode": "standard"}}
+#: s3fs's own retry loop around botocore's (5 by default: 5 x botocore's attempts in all)
+S3FS_RETRIES = 2
+#: the names of the exceptions that mean "the store did not answer", from botocore
+#: (``EndpointConnectionError``, ``ConnectTimeoutError``, ``ReadTimeoutError``,
+#: ``ConnectionClosedError``, ``ProxyConnectionError``), aiohttp and fsspec; by name, because
+#: the core library does not depend on any of these clients
+_UNANSWERED = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                         "ConnectionClosedError", "ProxyConnectionError", "ClientConnectorError",
+                         "ServerTimeoutError", "FSTimeoutError"})
+#: ... and "it answered, but not in HTTP the client could read" (botocore wraps aiohttp's
+#: protocol errors in ``HTTPClientError``): a misbehaving store or proxy, not a bug of ours
+_GARBLED = frozenset({"HTTPClientError", "ResponseParserError"})
+
 
 def fsspec_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
     """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out)."""
     out = dict(storage_options or {})
     out.pop(ASSUME_LOCKED_CREATES, None)
     return out
+
+
+def _unanswered(exc: BaseException) -> BaseException | None:
+    """The exception in ``exc``'s chain that says the store did not answer, if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if {c.__name__ for c in type(exc).__mro__} & (_UNANSWERED | _GARBLED) or isinstance(
+                exc, (ConnectionRefusedError, TimeoutError)):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _boundary(method):
+    """Every call to the store: a store that did not answer is a typed error naming it."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except StorageError:
+            raise
+        except Exception as e:
+            found = None if self.is_local else _unanswered(e)
+            if found is None:
+                raise
+            raise self.unavailable(found, args[0] if args else None) from e
+    return wrapper
+
+
+def with_s3_defaults(fs_options: dict[str, Any]) -> dict[str, Any]:
+    """``fs_options`` with :data:`S3_CLIENT_DEFAULTS` under ``config_kwargs`` where the user
+    set nothing (a value the user gave always wins, key by key)."""
+    out = dict(fs_options)
+    out["config_kwargs"] = {**S3_CLIENT_DEFAULTS, **(out.get("config_kwargs") or {})}
+    return out
+
+
+def open_fs(url: str, storage_options: dict[str, Any] | None = None):
+    """``(fs, path)`` for ``url``, as ``fsspec.core.url_to_fs`` gives them, with the bounded s3
+    client of :data:`S3_CLIENT_DEFAULTS` / :data:`S3FS_RETRIES`: every file system this package
+    opens (a table's, a Spark task's) comes from here."""
+    options = fsspec_options(storage_options)
+    s3 = url.split("://", 1)[0] in ("s3", "s3a") if "://" in url else False
+    if s3:
+        options = with_s3_defaults(options)
+    fs, path = url_to_fs(url, **options)
+    if s3 and hasattr(fs, "retries"):
+        fs.retries = min(int(fs.retries), S3FS_RETRIES)
+    return fs, path
 
 
 def _typed_full(method):
@@ -76,12 +156,11 @@ class Storage:
     def __init__(self, base_uri: str, storage_options: dict[str, Any] | None = None, *,
                  assume_locked_creates: bool = False):
         self.storage_options = dict(storage_options or {})
-        fs_options = fsspec_options(self.storage_options)
         declared = str(self.storage_options.get(ASSUME_LOCKED_CREATES, "false")).lower() in ("true", "1")
         if "://" not in base_uri:
             base_uri = os.path.abspath(os.path.expanduser(base_uri))
         self.base_uri = base_uri.rstrip("/") or "/"
-        self.fs, root = url_to_fs(self.base_uri, **fs_options)
+        self.fs, root = open_fs(self.base_uri, self.storage_options)
         self.root = root.rstrip("/") or "/"
         protocol = self.fs.protocol
         self.protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
@@ -102,11 +181,25 @@ class Storage:
     def endpoint(self) -> str:
         """Where the store is, for messages: the configured endpoint, or the protocol's default."""
         so = self.storage_options
+        from_env = (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+                    if self.protocol in ("s3", "s3a") else None)  # where botocore looks next
         return (so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
-                or {"s3": "AWS S3", "s3a": "AWS S3", "gs": "Google Cloud Storage",
+                or from_env or {"s3": "AWS S3", "s3a": "AWS S3", "gs": "Google Cloud Storage",
                     "gcs": "Google Cloud Storage", "az": "Azure Blob Storage",
                     "abfs": "Azure Blob Storage"}.get(self.protocol, self.protocol))
 
+    def unavailable(self, exc: BaseException, path: str | None = None) -> StorageUnavailableError:
+        """The typed error for a store that did not answer ``exc`` (see :func:`_boundary`)."""
+        what = f" ({path})" if path else ""
+        names = {c.__name__ for c in type(exc).__mro__}
+        verb = ("gave no answer the client could read" if names & _GARBLED and not names & _UNANSWERED
+                else "did not answer")
+        return StorageUnavailableError(
+            f"the {self.protocol} store at {self.endpoint} {verb}{what}: "
+            f"{type(exc).__name__}: {exc}", endpoint=self.endpoint, protocol=self.protocol,
+            cause=type(exc).__name__)
+
+    @_boundary
     def check_access(self) -> None:
         """One listing of the base path: a store that refuses our credentials (403) or a
         client that finds none fails here, as a :class:`StorageError` naming the store and the
@@ -156,22 +249,26 @@ class Storage:
 
     # -- reads -------------------------------------------------------------------------------
 
+    @_boundary
     def read(self, path: str) -> bytes:
         if self.is_local:
             with open(path, "rb") as f:
                 return f.read()
         return self.fs.cat_file(path)
 
+    @_boundary
     def exists(self, path: str) -> bool:
         if self.is_local:
             return os.path.exists(path)
         return self.fs.exists(path)
 
+    @_boundary
     def isdir(self, path: str) -> bool:
         if self.is_local:
             return os.path.isdir(path)
         return self.fs.isdir(path)
 
+    @_boundary
     def list_names(self, path: str) -> list[str]:
         """Names (not paths) directly under ``path``; a missing directory lists as empty."""
         if self.is_local:
@@ -191,6 +288,7 @@ class Storage:
                 out.append(name)
         return out
 
+    @_boundary
     def list_dirs(self, path: str) -> list[str]:
         if self.is_local:
             try:
@@ -204,6 +302,7 @@ class Storage:
             return []
         return [posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "directory"]
 
+    @_boundary
     def walk_files(self, path: str) -> list[str]:
         """Every file below ``path``, as paths relative to it."""
         if self.is_local:
@@ -220,6 +319,7 @@ class Storage:
         prefix = path.rstrip("/") + "/"
         return [f[len(prefix):] if f.startswith(prefix) else f for f in found]
 
+    @_boundary
     def mtime(self, path: str) -> float:
         """Modification time in epoch seconds; FileNotFoundError if missing."""
         if self.is_local:
@@ -232,6 +332,7 @@ class Storage:
         raise StorageError(f"{self.protocol} gives no modification time for {path}",
                            protocol=self.protocol)
 
+    @_boundary
     def size(self, path: str) -> int:
         if self.is_local:
             return os.stat(path).st_size
@@ -239,6 +340,7 @@ class Storage:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @_boundary
     @_typed_full
     def makedirs(self, path: str) -> None:
         if self.is_local:
@@ -246,6 +348,7 @@ class Storage:
         else:
             self.fs.makedirs(path, exist_ok=True)
 
+    @_boundary
     @_typed_full
     def write(self, path: str, data: bytes) -> None:
         """Write (or replace) a file whole: readers see the old or the new content."""
@@ -255,6 +358,7 @@ class Storage:
         else:
             self.fs.pipe_file(path, data)
 
+    @_boundary
     @_typed_full
     def create_if_absent(self, path: str, data=b"", *, durable: bool = True) -> None:
         """Create ``path`` holding ``data`` atomically; ``FileExistsError`` if it exists.
@@ -326,6 +430,7 @@ class Storage:
                    "assume_locked_creates=True (the storage option \"assume_locked_creates\": "
                    "true)")
 
+    @_boundary
     @_typed_full
     def touch(self, path: str) -> None:
         """Create or refresh an empty file so that its modification time is now."""
@@ -337,6 +442,7 @@ class Storage:
         else:
             self.fs.pipe_file(path, b"")
 
+    @_boundary
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         try:
             if self.is_local:
@@ -347,6 +453,7 @@ class Storage:
             if not missing_ok:
                 raise
 
+    @_boundary
     def delete_dir(self, path: str) -> None:
         if self.is_local:
             import shutil
@@ -424,4 +531,5 @@ def delete_planned_files(storage, files_by_partition, *, with_temp_copies: bool 
     return deleted, failed
 
 
-__all__ = ["Storage", "fsspec_options", "ASSUME_LOCKED_CREATES"]
+__all__ = ["Storage", "fsspec_options", "open_fs", "with_s3_defaults", "ASSUME_LOCKED_CREATES", "S3_CLIENT_DEFAULTS",
+           "S3FS_RETRIES"]

@@ -39,7 +39,7 @@ from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, Jo
                                                write_secrets_file)
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
-from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook
+from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook, Connection
 from airflow_hudi_occ.provider.process_tree import kill_session_tree
 from airflow_hudi_occ.spark.master import check_master_reachable
 from airflow_hudi_occ.spark.options import SparkWriteOptions
@@ -324,6 +324,10 @@ def _split_secret_arguments(args: list[str]) -> tuple[list[str], dict[str, str]]
     return public, secret
 
 
+#: where a write job runs when the Spark connection does not exist (the example DAGs' case)
+LOCAL_MASTER = "local[*]"
+
+
 class HudiSparkJobHook(SparkSubmitHook):
     """The Apache Spark provider's SparkSubmitHook, with the changes the write needs.
 
@@ -396,12 +400,27 @@ class HudiSparkJobHook(SparkSubmitHook):
 
     def _resolve_connection(self) -> dict:
         """As the provider does, except that a missing connection means ``local[*]``, not
-        YARN: the example DAGs run out of the box on one machine."""
-        data = super()._resolve_connection()
+        YARN: the example DAGs run out of the box on one machine.
+
+        The provider resolves a missing connection by logging "Could not load connection
+        string spark_default, defaulting to yarn", which is false here (the job runs on
+        ``local[*]``) and sent people looking for a YARN cluster. So a missing connection is
+        resolved by the provider's own code from an in-memory ``spark`` connection to
+        ``local[*]`` (no copy of its parsing), and one true line is logged instead."""
         try:
             self.get_connection(self._conn_id)
         except Exception:  # noqa: BLE001 - AirflowNotFoundException
-            data["master"] = "local[*]"
+            pass
+        else:
+            return super()._resolve_connection()
+        local = Connection(conn_id=self._conn_id, conn_type="spark", host=LOCAL_MASTER)
+        self.get_connection = lambda conn_id: local  # this instance, for the call below only
+        try:
+            data = super()._resolve_connection()
+        finally:
+            del self.get_connection
+        self.log.info("no Airflow connection %r: the Spark job runs on %s (create the "
+                      "connection to submit elsewhere)", self._conn_id, data["master"])
         return data
 
     def _get_spark_binary_path(self) -> list[str]:

@@ -2,13 +2,16 @@
 
 import multiprocessing as mp
 import os
+import socket
+import threading
+import time
 
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_hudi_occ.core.errors import StorageError
-from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.errors import StorageError, StorageUnavailableError
+from airflow_hudi_occ.core.format.storage import S3_CLIENT_DEFAULTS, S3FS_RETRIES, Storage
 
 
 class NoConditionalWritesFS(MemoryFileSystem):
@@ -75,3 +78,113 @@ def test_backend_without_conditional_writes_is_refused():
     locked.create_if_absent(locked.path("x.commit"), b"data")
     with pytest.raises(FileExistsError):
         locked.create_if_absent(locked.path("x.commit"), b"again")
+
+
+# -- object stores that refuse or never answer ---------------------------------------------------
+
+
+def _refusing_endpoint() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def silent_endpoint():
+    """Accepts connections, never answers: what a hung store or proxy looks like."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(2)
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def _s3(endpoint: str, **options) -> Storage:
+    return Storage("s3://bucket/t", {"endpoint_url": endpoint, "key": "k", "secret": "s", **options})
+
+
+def test_s3_gets_bounded_client_timeouts_that_the_user_may_override():
+    storage = _s3(_refusing_endpoint())
+    assert storage.fs.config_kwargs == S3_CLIENT_DEFAULTS and storage.fs.retries == S3FS_RETRIES
+    mine = _s3(_refusing_endpoint(), config_kwargs={"read_timeout": 120})
+    assert mine.fs.config_kwargs == {**S3_CLIENT_DEFAULTS, "read_timeout": 120}
+    assert Storage("s3://bucket/t", {"key": "k", "secret": "s"}).storage_options == {"key": "k", "secret": "s"}
+
+
+def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
+    endpoint = _refusing_endpoint()
+    storage = _s3(endpoint)
+    start = time.monotonic()
+    with pytest.raises(StorageUnavailableError) as exc:
+        storage.read(storage.path(".hoodie", "hoodie.properties"))
+    assert time.monotonic() - start < 30
+    assert exc.value.endpoint == endpoint and exc.value.cause == "EndpointConnectionError"
+    assert isinstance(exc.value, ConnectionError), "callers treating storage OSErrors as transient still do"
+    assert f"the s3 store at {endpoint} did not answer (bucket/t/.hoodie/hoodie.properties)" in str(exc.value)
+    with pytest.raises(StorageUnavailableError):  # writes go through the same boundary
+        storage.create_if_absent(storage.path("x"), b"1")
+
+
+def test_a_silent_endpoint_fails_within_the_default_bound(silent_endpoint):
+    """The defaults, not a test-sized timeout: 2 s3fs tries x 2 botocore attempts x 10 s read
+    timeout, about 42 s measured (botocore's and s3fs's own defaults: 415 s)."""
+    storage = _s3(silent_endpoint)
+    start = time.monotonic()
+    with pytest.raises(StorageUnavailableError) as exc:
+        storage.exists(storage.path(".hoodie", "hoodie.properties"))
+    took = time.monotonic() - start
+    assert took < 60, f"took {took:.0f}s"
+    assert exc.value.endpoint == silent_endpoint and exc.value.cause == "ReadTimeoutError"
+
+
+def test_a_local_error_is_not_mistaken_for_an_unanswering_store(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Storage(str(tmp_path)).read(str(tmp_path / "missing"))
+
+
+def test_an_answer_that_is_not_http_is_storage_unavailable_too():
+    """A store (or proxy) that answers garbage: a misbehaving store, not a bug of ours."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def answer_garbage():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn = server.accept()[0]
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"this is not HTTP\r\n\r\n")
+
+    thread = threading.Thread(target=answer_garbage, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+        storage = _s3(endpoint)
+        with pytest.raises(StorageUnavailableError) as exc:
+            storage.read(storage.path("x"))
+        assert f"the s3 store at {endpoint} gave no answer the client could read (bucket/t/x)" in str(exc.value)
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, LockConfig
 from airflow_hudi_occ.core.plugins import Registry
-from airflow_hudi_occ.core.errors import UnknownLockProviderError
-from airflow_hudi_occ.core.concurrency.locks.base import LockManager, LockProvider, LostListener, encode_lock_key, make_owner_id
+from airflow_hudi_occ.core.errors import LockError, UnknownLockProviderError
+from airflow_hudi_occ.core.concurrency.locks.base import (LockHolder, LockManager, LockProvider, LostListener,
+                                                          encode_lock_key, make_owner_id)
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow_hudi_occ.core.config import WriteConfig
@@ -103,6 +104,25 @@ def table_lock_manager(table, config: "WriteConfig", *, lock_key: str | None = N
     return LockManager(provider, config.lock)
 
 
+def table_lock_holder(table, config: "WriteConfig") -> LockHolder | None:
+    """Who holds the table's lock now (None: free), asked of the configured provider once and
+    without taking it: what ``hudi-occ show`` / ``writers`` print. A lock service that does not
+    answer raises :class:`~airflow_hudi_occ.core.errors.LockServiceUnreachableError` within its
+    connection timeout; a provider whose holder no other process can see (inprocess) raises
+    :class:`~airflow_hudi_occ.core.errors.LockError`."""
+    provider = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                 storage=table.storage)
+    try:
+        if not provider.visible_to_other_processes:
+            raise LockError(f"the {provider.provider_name} lock lives inside the writing process: "
+                            "another process cannot see who holds it", lock=provider.name,
+                            remedy="the writing process's own log names its waits; writers in "
+                                   "several processes need the filesystem or zookeeper lock")
+        return provider.holder()
+    finally:
+        provider.close()
+
+
 def __getattr__(name: str):
     # Re-export the provider classes without importing kazoo for writers that never use it.
     if name in _LAZY_CLASSES:
@@ -111,7 +131,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "table_lock_holder",
     "table_lock_manager",
+    "LockHolder",
     "FileSystemBasedLockProvider",
     "InProcessLockProvider",
     "JAVA_CLASS_NAMES",

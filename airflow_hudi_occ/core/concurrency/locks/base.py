@@ -12,9 +12,17 @@ session expires, a file lock expires and is taken over. Callers must therefore c
 action the lock protects; it raises :class:`LockLostError`, and the right reaction is to
 abandon the commit (a retry with a fresh instant time may succeed).
 
+Every wait is bounded and said out loud: :class:`LockManager` logs once when it starts
+waiting (what for, who holds it, how long it will wait at most), then at most every
+:data:`WAIT_LOG_INTERVAL_S`, not on every poll.
+
 Errors: :class:`LockReentryError` (acquire while held), :class:`LockNotHeldError` (release or
 check without an acquire), :class:`LockLostError` (held but no longer valid),
-:class:`LockAcquireTimeoutError` from :class:`LockManager` when every attempt failed.
+:class:`LockAcquireTimeoutError` from :class:`LockManager` when every attempt failed because
+someone else held the lock, :class:`LockServiceUnreachableError` when the lock service itself
+did not answer on :data:`UNREACHABLE_ATTEMPTS` attempts in a row (a provider says so through
+:attr:`LockProvider.unreachable`): waiting out the whole contention budget for a server that
+is not there would only hide the cause.
 Anything else a provider raises (for example, ZooKeeper refusing our credentials) is a
 configuration problem that retrying will not fix, and is not retried.
 """
@@ -30,6 +38,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from airflow_hudi_occ.core.config import LockConfig
@@ -39,17 +48,66 @@ from airflow_hudi_occ.core.errors import (
     LockLostError,
     LockNotHeldError,
     LockReentryError,
+    LockServiceUnreachableError,
 )
 
 log = logging.getLogger(__name__)
 
 LostListener = Callable[["LockProvider", str], None]
 
+#: a wait is logged when it starts, then at most this often while it lasts
+WAIT_LOG_INTERVAL_S = 30.0
+#: attempts in a row on which the lock service did not answer before the manager gives up
+UNREACHABLE_ATTEMPTS = 2
+
 
 def make_owner_id() -> str:
     """host:pid:thread:uuid: enough to find the holder of a lock that is in the way."""
     return (f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}:"
             f"{uuid.uuid4().hex[:12]}")
+
+
+def parse_owner_id(owner: str | None) -> tuple[str | None, int | None]:
+    """``(host, pid)`` of an owner id made by :func:`make_owner_id`; ``(None, None)`` for an
+    id written by someone else (a Java writer's Curator node, a hand-made file)."""
+    parts = (owner or "").split(":")
+    if len(parts) >= 4 and parts[1].isdigit():
+        return parts[0] or None, int(parts[1])
+    return None, None
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a lock, as far as its provider can tell: for wait logs, errors and the CLI."""
+
+    provider: str
+    owner: str
+    host: str | None = None
+    pid: int | None = None
+    #: epoch seconds when the holder took the lock, when the provider records it
+    acquired_at: float | None = None
+
+    @classmethod
+    def from_owner(cls, provider: str, owner: str, acquired_at: float | None = None) -> "LockHolder":
+        host, pid = parse_owner_id(owner)
+        return cls(provider, owner, host, pid, acquired_at)
+
+    def age_s(self, now: float | None = None) -> float | None:
+        if self.acquired_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.acquired_at)
+
+    def describe(self, now: float | None = None) -> str:
+        who = (f"pid {self.pid} on {self.host}" if self.pid is not None and self.host
+               else self.owner)
+        age = self.age_s(now)
+        return who + (f", taken {age:.0f}s ago" if age is not None else "")
+
+    def to_dict(self, now: float | None = None) -> dict:
+        age = self.age_s(now)
+        return {"provider": self.provider, "owner": self.owner, "host": self.host,
+                "pid": self.pid, "acquired_at": self.acquired_at,
+                "age_s": None if age is None else round(age, 1)}
 
 
 def encode_lock_key(key: str) -> str:
@@ -61,6 +119,13 @@ def encode_lock_key(key: str) -> str:
     return urllib.parse.quote(key, safe="=,")
 
 
+def _holder_with_owner(holder: LockHolder | None) -> str:
+    if holder is None:
+        return "unknown"
+    described = holder.describe()
+    return described if described == holder.owner else f"{described}; owner {holder.owner}"
+
+
 class LockProvider(abc.ABC):
     """One lock (a table, or one key of it) as seen by one writer.
 
@@ -70,12 +135,20 @@ class LockProvider(abc.ABC):
 
     #: short name used by :func:`~airflow_hudi_occ.core.concurrency.locks.get_lock_provider`
     provider_name: str = ""
+    #: whether another process can see who holds the lock (False: the in-process lock)
+    visible_to_other_processes: bool = True
 
     def __init__(self, *, name: str, owner: str | None = None):
         self.name = name
         self.owner = owner or make_owner_id()
         #: why the last try_acquire failed without contention (connectivity), for error messages
         self.last_failure: str | None = None
+        #: set by a provider when the last try_acquire failed because the lock service did not
+        #: answer (not because the lock was held): ``(endpoint, cause)``
+        self.unreachable: tuple[str, str] | None = None
+        #: called (no arguments) by a provider when an attempt finds the lock held by another
+        #: writer and starts to wait; :class:`LockManager` sets it to log the wait
+        self.on_busy: Callable[[], None] | None = None
         self._state_lock = threading.RLock()
         self._held = False
         self._lost_reason: str | None = None
@@ -103,6 +176,18 @@ class LockProvider(abc.ABC):
         """Who holds the lock now, if the provider can tell (for error messages)."""
         return None
 
+    def holder(self) -> LockHolder | None:
+        """Who holds the lock now, with what the provider knows of the holder (host, pid,
+        since when); None when it is free. Providers that record more override this."""
+        owner = self.current_owner()
+        return None if owner is None else LockHolder.from_owner(self.provider_name, owner)
+
+    def _busy(self) -> None:
+        """Providers call this when an attempt finds the lock held and starts waiting."""
+        callback = self.on_busy
+        if callback is not None:
+            callback()
+
     def close(self) -> None:
         """Release (best effort) and free connections; the object may be reused afterwards."""
         with self._state_lock:
@@ -120,6 +205,7 @@ class LockProvider(abc.ABC):
                 raise LockReentryError(f"lock {self.name} is already held by this provider "
                                        f"(owner {self.owner})", lock=self.name, owner=self.owner)
         self.last_failure = None
+        self.unreachable = None
         got = self._try_acquire(max(0.0, float(timeout_s)))
         if got:
             with self._state_lock:
@@ -224,30 +310,88 @@ class LockManager:
     def name(self) -> str:
         return self.provider.name
 
+    @property
+    def bound_s(self) -> float:
+        """The longest :meth:`acquire` waits for a held lock (every attempt and every pause)."""
+        wait_s = max(0, self.config.wait_time_ms) / 1000.0
+        between_s = max(0, self.config.client_wait_time_ms_between_retry) / 1000.0
+        return self.max_attempts * wait_s + (self.max_attempts - 1) * between_s
+
+    def _holder_text(self) -> str:
+        try:
+            holder = self.provider.holder()
+        except Exception:  # who holds it is a detail; the wait itself must not fail over it
+            return "an unknown holder"
+        return holder.describe() if holder is not None else "nobody any more"
+
     def acquire(self) -> None:
         wait_s = max(0, self.config.wait_time_ms) / 1000.0
         between_s = max(0, self.config.client_wait_time_ms_between_retry) / 1000.0
         start = self._clock()
         self.attempts_used = 0
-        for attempt in range(1, self.max_attempts + 1):
-            self.attempts_used = attempt
-            if self.provider.try_acquire(wait_s):
-                self.waited_s = self._clock() - start
+        logged_at: list[float] = []
+
+        def report_wait() -> None:
+            # once when the wait starts, then at most every WAIT_LOG_INTERVAL_S: a person
+            # watching a stuck task learns what it waits for without a line per poll
+            now = self._clock()
+            if logged_at and now - logged_at[-1] < WAIT_LOG_INTERVAL_S:
                 return
-            if attempt < self.max_attempts:
-                log.info("lock %s busy (attempt %d of %d); retrying in %.3fs", self.name, attempt,
-                         self.max_attempts, between_s)
-                self._sleep(between_s)
+            if not logged_at:
+                log.info("waiting for lock %s, held by %s; giving up after %.0fs "
+                         "(hoodie.write.lock.wait_time_ms x (client.num_retries + 1) + pauses)",
+                         self.name, self._holder_text(), self.bound_s)
+            else:
+                log.info("still waiting for lock %s after %.0fs (attempt %d of %d), held by %s",
+                         self.name, now - start, self.attempts_used, self.max_attempts,
+                         self._holder_text())
+            logged_at.append(now)
+
+        unreachable_in_a_row = 0
+        self.provider.on_busy = report_wait
+        try:
+            for attempt in range(1, self.max_attempts + 1):
+                self.attempts_used = attempt
+                if self.provider.try_acquire(wait_s):
+                    self.waited_s = self._clock() - start
+                    if logged_at:
+                        log.info("got lock %s after waiting %.1fs", self.name, self.waited_s)
+                    return
+                if self.provider.unreachable is not None:
+                    unreachable_in_a_row += 1
+                    endpoint, cause = self.provider.unreachable
+                    if unreachable_in_a_row >= UNREACHABLE_ATTEMPTS or attempt == self.max_attempts:
+                        self._raise_unreachable(start, endpoint, cause)
+                    log.warning("lock service for %s did not answer (%s); one more try in %.1fs",
+                                self.name, cause, between_s)
+                else:
+                    unreachable_in_a_row = 0
+                    report_wait()
+                if attempt < self.max_attempts:
+                    self._sleep(between_s)
+        finally:
+            self.provider.on_busy = None
         self.waited_s = self._clock() - start
         try:
-            holder = self.provider.current_owner()
+            holder = self.provider.holder()
         except Exception:  # the error we are about to raise matters more than who holds it
             holder = None
         detail = f"; last attempt: {self.provider.last_failure}" if self.provider.last_failure else ""
         err = LockAcquireTimeoutError(
             f"could not acquire lock {self.name} after {self.attempts_used} attempts over "
-            f"{self.waited_s:.1f}s (held by {holder or 'unknown'}){detail}",
-            lock=self.name, owner=holder)
+            f"{self.waited_s:.1f}s (held by {_holder_with_owner(holder)}){detail}",
+            lock=self.name, owner=holder.owner if holder else None)
+        err.attempts = self.attempts_used
+        err.waited_s = round(self.waited_s, 3)
+        err.requested_by = self.provider.owner
+        raise err
+
+    def _raise_unreachable(self, start: float, endpoint: str, cause: str) -> None:
+        self.waited_s = self._clock() - start
+        err = LockServiceUnreachableError(
+            f"lock service unreachable: {cause} (lock {self.name}; {self.attempts_used} "
+            f"attempts over {self.waited_s:.1f}s); no other writer is known to hold the lock",
+            lock=self.name, endpoint=endpoint, cause=cause)
         err.attempts = self.attempts_used
         err.waited_s = round(self.waited_s, 3)
         err.requested_by = self.provider.owner
@@ -284,4 +428,5 @@ class LockManager:
         self.provider.close()
 
 
-__all__ = ["LockProvider", "LockManager", "LostListener", "encode_lock_key", "make_owner_id"]
+__all__ = ["LockHolder", "LockProvider", "LockManager", "LostListener", "encode_lock_key", "make_owner_id",
+           "parse_owner_id", "UNREACHABLE_ATTEMPTS", "WAIT_LOG_INTERVAL_S"]

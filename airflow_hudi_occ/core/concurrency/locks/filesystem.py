@@ -2,18 +2,29 @@
 
 The lock is ``<hoodie.write.lock.filesystem.path or <base>/.hoodie>/lock`` (per-key locks:
 ``lock.<encoded key>``), created with :meth:`Storage.create_if_absent`, so exactly one writer
-can create it; it holds ``{"owner", "acquired_at_ms", "expire_minutes"}``. Java Hudi writers
-create the same file with ``create(overwrite=false)``, so the two exclude each other.
+can create it. It records its holder: ``{"owner", "host", "pid", "pid_started_at",
+"pid_namespace", "acquired_at_ms", "expire_minutes"}``, so that a waiter can say who is in the way (pid, host,
+age) and tell a live holder from a dead one. Java Hudi writers create the same file with
+``create(overwrite=false)``, so the two exclude each other.
 
-Expiry (``hoodie.write.lock.filesystem.expire`` minutes, 0 = never) exists because a writer
-killed with SIGKILL never deletes its lock file; without expiry, the table would stay locked
-until someone deletes it by hand. A waiter that finds the file older than that (by the newer
-of its modification time and its ``acquired_at_ms``, so that both clocks must agree it is
-stale) deletes it and competes to create it again.
+A writer killed with SIGKILL never deletes its lock file. Two rules take such a lock over:
 
-Known limits, shared with Hudi's own provider: taking over an expired lock is a
-read-compare-delete, not one atomic step; and a live writer that holds the lock past the
-expiry may be taken over. Both are caught where it matters: the holder's :meth:`is_held`
+- its holder is provably dead: it ran on this host, in this pid namespace, and its process
+  (pid and start time) is gone. Checked at once, whatever the expiry, because nothing can be lost by it;
+- ``hoodie.write.lock.filesystem.expire`` minutes (0 = never, as in Hudi) have passed, by the
+  newer of the file's modification time and its ``acquired_at_ms`` (both clocks must agree it
+  is stale). The only rule for a holder on another host, or a file without a holder (Java's).
+
+The takeover is race-free between waiters: a waiter that judges the lock stale must first
+create ``<lock>.takeover-<hash of the stale content>`` (create-if-absent); only the one that
+creates it re-reads the lock, deletes it if it is still the very content judged stale, and
+removes the token. The others keep waiting and then compete for the new lock file as usual, so
+two waiters never both delete a lock (one of them the other's fresh one). A waiter killed
+between creating and removing its token leaves it behind; the next waiter removes a token
+whose creator is provably dead, and otherwise waits names it.
+
+Known limit, shared with Hudi's own provider: a live writer that holds the lock past the
+expiry may be taken over. That is caught where it matters: the holder's :meth:`is_held`
 re-reads the file and fails once it is no longer ours (or once our own lock has expired), and
 the commit path calls ``check_held()`` right before completing an instant.
 
@@ -28,6 +39,7 @@ Errors: :class:`ConfigError` for a store without atomic creates; storage errors 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import logging
@@ -37,7 +49,8 @@ from typing import Callable
 from airflow_hudi_occ.core.config import FS_LOCK_PATH, LOCK_PROVIDER, LockConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format.storage import Storage
-from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
+from airflow_hudi_occ.core.concurrency.locks.base import LockHolder, LockProvider, encode_lock_key, parse_owner_id
+from airflow_hudi_occ.core.concurrency.process_identity import ProcessIdentity
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +61,28 @@ LOCK_FILE_NAME = "lock"
 #: another finishes its begin -> write -> commit is backoff, and backoff is what OCC needs.
 MIN_POLL_S = 0.01
 MAX_POLL_S = 0.2
+#: a lock file judged held by a live process is not read again for this long while it stays
+#: the same file (inode and modification time): a waiter polls every 10-200 ms, and a pid check
+#: per poll would cost more than the wait it saves
+RECHECK_HOLDER_S = 1.0
+TAKEOVER_TOKEN_INFIX = ".takeover-"
 
 
 def lock_file_name(lock_key: str | None) -> str:
     return LOCK_FILE_NAME if not lock_key else f"{LOCK_FILE_NAME}.{encode_lock_key(lock_key)}"
+
+
+def _identity(doc: dict) -> ProcessIdentity | None:
+    """The holder's process as the lock file records it (older files: from the owner id)."""
+    host, pid = doc.get("host"), doc.get("pid")
+    if not (isinstance(host, str) and isinstance(pid, int)):
+        host, pid = parse_owner_id(doc.get("owner") if isinstance(doc.get("owner"), str) else None)
+    if not host or pid is None:
+        return None
+    started = doc.get("pid_started_at")
+    namespace = doc.get("pid_namespace")
+    return ProcessIdentity(host, pid, float(started) if isinstance(started, (int, float)) else None,
+                           str(namespace) if namespace is not None else None)
 
 
 def _parse(data: bytes) -> dict:
@@ -94,14 +125,21 @@ class FileSystemBasedLockProvider(LockProvider):
         self._monotonic = monotonic
         self._sleep = sleep
         self._acquired_monotonic: float | None = None
+        #: ((inode, mtime_ns), when) of the lock file last judged held by a live process
+        self._judged: tuple[tuple, float] | None = None
         name = self.lock_path if self.storage.is_local else f"{self.storage.protocol}://{self.lock_path.lstrip('/')}"
         super().__init__(name=name)
 
     # -- acquire ---------------------------------------------------------------------------
 
     def _content(self) -> bytes:
+        me = ProcessIdentity.current()
         return json.dumps({
             "owner": self.owner,
+            "host": me.host,
+            "pid": me.pid,
+            "pid_started_at": me.started_at,
+            "pid_namespace": me.pid_namespace,
             "acquired_at_ms": int(self._wall_clock() * 1000),
             "expire_minutes": self.expire_minutes,
         }, sort_keys=True).encode("utf-8")
@@ -110,36 +148,48 @@ class FileSystemBasedLockProvider(LockProvider):
         deadline = self._monotonic() + timeout_s
         local = self.storage.is_local
         delay = MIN_POLL_S
+        reported = False
         while True:
-            if local and self._held_and_fresh():
-                pass  # wait: taken, and too young to be stale
-            else:
+            if not (local and self._known_live()):
                 try:
                     self.storage.create_if_absent(self.lock_path, self._content(), durable=False)
                 except FileExistsError:
-                    if self._break_if_expired():
+                    if self._take_over_if_stale():
                         continue  # compete for the file again at once
                 else:
                     self._acquired_monotonic = self._monotonic()
                     return True
+            if not reported:
+                reported = True
+                self._busy()
             remaining = deadline - self._monotonic()
             if remaining <= 0:
                 return False
             self._sleep(min(delay, remaining))
             delay = min(delay * 2, MAX_POLL_S)
 
-    def _held_and_fresh(self) -> bool:
-        """One ``stat`` before an attempt on a local disk: a waiter polls from every
-        10 ms, and an attempt writes, links and unlinks a temporary copy of the lock
-        file, then reads the lock file. A file modified within the expiry cannot be stale (its
-        age is measured from its mtime or later), so only then is that work skipped."""
+    def _stat_key(self) -> tuple | None:
         try:
-            mtime = os.stat(self.lock_path).st_mtime
+            st = os.stat(self.lock_path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def _known_live(self) -> bool:
+        """One ``stat`` instead of an attempt on a local disk: an attempt writes, links and
+        unlinks a temporary copy of the lock file, then reads it and checks its holder. While
+        the file is the one last judged live (same inode and mtime), judged less than
+        :data:`RECHECK_HOLDER_S` ago and too young to expire, that work is skipped."""
+        judged = self._judged
+        if judged is None or self._monotonic() - judged[1] > RECHECK_HOLDER_S:
+            return False
+        try:
+            st = os.stat(self.lock_path)
         except FileNotFoundError:
             return False
-        if self.expire_minutes <= 0:
-            return True
-        return self._wall_clock() - mtime <= self.expire_minutes * 60
+        if (st.st_ino, st.st_mtime_ns) != judged[0]:
+            return False
+        return self.expire_minutes <= 0 or self._wall_clock() - st.st_mtime <= self.expire_minutes * 60
 
     def _age_s(self, data: bytes) -> float | None:
         """Seconds since the lock was last known alive, or None if the file is gone."""
@@ -152,30 +202,86 @@ class FileSystemBasedLockProvider(LockProvider):
             newest = max(newest, acquired_ms / 1000.0)
         return self._wall_clock() - newest
 
-    def _break_if_expired(self) -> bool:
-        """Delete a lock file older than the expiry; True if the file is gone now."""
+    def _stale_reason(self, data: bytes) -> str | None:
+        """Why the lock file holding ``data`` may be taken over, or None while it may not."""
+        doc = _parse(data)
+        identity = _identity(doc)
+        if identity is not None and identity.alive() is False:
+            return (f"its holder, pid {identity.pid} on {identity.host}, is no longer running "
+                    "(it died without releasing the lock)")
+        if self.expire_minutes <= 0:
+            return None
+        age = self._age_s(data)
+        if age is None or age <= self.expire_minutes * 60:
+            return None
+        return (f"it is {age:.0f}s old, past hoodie.write.lock.filesystem.expire "
+                f"({self.expire_minutes} min)")
+
+    def _take_over_if_stale(self) -> bool:
+        """Delete the lock file if it is stale, as the one waiter holding the takeover token
+        for it; True if the file is gone now (compete for it again)."""
+        key = self._stat_key() if self.storage.is_local else None
         try:
             data = self.storage.read(self.lock_path)
         except FileNotFoundError:
             return True
-        if self.expire_minutes <= 0:
+        why = self._stale_reason(data)
+        if why is None:
+            if key is not None:
+                self._judged = (key, self._monotonic())
             return False
-        age = self._age_s(data)
-        if age is None:
-            return True
-        if age <= self.expire_minutes * 60:
-            return False
-        # Delete only the very lock we judged stale: if its owner released it and another
-        # writer re-created it since our read, the content differs and it is left alone.
+        token = f"{self.lock_path}{TAKEOVER_TOKEN_INFIX}{hashlib.sha256(data).hexdigest()[:16]}"
         try:
-            if self.storage.read(self.lock_path) != data:
-                return False
-        except FileNotFoundError:
+            self.storage.create_if_absent(token, self._content(), durable=False)
+        except FileExistsError:
+            self._clear_dead_token(token)
+            return False  # another waiter is taking it over: wait for its lock, then compete
+        try:
+            # Delete only the very lock judged stale: it is never re-created with the same
+            # content (the owner id is unique), and no other waiter deletes it meanwhile.
+            try:
+                if self.storage.read(self.lock_path) != data:
+                    return False
+            except FileNotFoundError:
+                return True
+            log.warning("taking over lock %s from %s: %s", self.name,
+                        self._holder_of(data).describe(self._wall_clock()), why)
+            self.storage.delete(self.lock_path)
             return True
-        log.warning("taking over expired lock %s (owner %s, %.0fs old, expire %d min)",
-                    self.name, _parse(data).get("owner", "unknown"), age, self.expire_minutes)
-        self.storage.delete(self.lock_path)
-        return True
+        finally:
+            self.storage.delete(token)
+
+    def _clear_dead_token(self, token: str) -> None:
+        """A takeover token whose creator died before removing it would block the takeover
+        for good: remove it (only that very token) once its creator is provably gone."""
+        try:
+            data = self.storage.read(token)
+        except FileNotFoundError:
+            return
+        identity = _identity(_parse(data))
+        if identity is None or identity.alive() is not False:
+            return
+        try:
+            if self.storage.read(token) == data:
+                log.warning("removing takeover token %s left by pid %s on %s, which died",
+                            token, identity.pid, identity.host)
+                self.storage.delete(token)
+        except FileNotFoundError:
+            pass
+
+    def _holder_of(self, data: bytes) -> LockHolder:
+        doc = _parse(data)
+        owner = str(doc.get("owner") or "unknown (lock file without owner)")
+        identity = _identity(doc)
+        acquired_ms = doc.get("acquired_at_ms")
+        acquired_at = acquired_ms / 1000.0 if isinstance(acquired_ms, (int, float)) else None
+        if acquired_at is None:
+            try:
+                acquired_at = self.storage.mtime(self.lock_path)
+            except FileNotFoundError:
+                pass
+        return LockHolder(self.provider_name, owner, identity.host if identity else None,
+                          identity.pid if identity else None, acquired_at)
 
     # -- held --------------------------------------------------------------------------------
 
@@ -220,8 +326,12 @@ class FileSystemBasedLockProvider(LockProvider):
         self.storage.delete(self.lock_path)
 
     def current_owner(self) -> str | None:
+        holder = self.holder()
+        return None if holder is None else holder.owner
+
+    def holder(self) -> LockHolder | None:
         try:
             data = self.storage.read(self.lock_path)
         except FileNotFoundError:
             return None
-        return _parse(data).get("owner") or "unknown (lock file without owner)"
+        return self._holder_of(data)

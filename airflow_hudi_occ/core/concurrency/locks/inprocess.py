@@ -46,6 +46,7 @@ def _normalise(base_path: str) -> str:
 
 class InProcessLockProvider(LockProvider):
     provider_name = "inprocess"
+    visible_to_other_processes = False
 
     def __init__(self, config: LockConfig, *, base_path: str, table_name: str = "",
                  storage: Storage | None = None, lock_key: str | None = None):

@@ -171,6 +171,7 @@ class StorageBasedLockProvider(LockProvider):
             self.last_failure = f"cannot read {self.lock_path}: {e}"
             return False
         if not self._free(lease, raw):
+            self._busy()  # held: the manager logs the wait (once, then every 30 s)
             return False
         if lease is not None and not lease["expired"]:
             log.warning("taking over the lapsed lease %s of %s (valid until %d, now %d)",

@@ -26,13 +26,24 @@ Per-key locks (``lock_key=...``, used for per-file-group locks) live beside the 
 at ``<base_path>/<table key>.<percent-encoded key>``, and their parent node is deleted after
 release when empty, because kazoo has no container nodes and there can be very many keys.
 
+A server that is not there: the client is given ``connection_timeout_ms`` to connect, then
+stopped (kazoo would otherwise retry in the background for ever), and the attempt reports
+the cause in :attr:`~LockProvider.unreachable`, found by one TCP probe per host: "connection
+refused", "no answer to connect" or "accepts connections but never answered as ZooKeeper". The
+lock manager turns that into ``LockServiceUnreachableError`` naming host:port, instead of
+waiting out the contention budget. kazoo logs a warning on every reconnect attempt (dozens a
+second against a refusing port); our clients log through the ``kazoo.client.hudi_occ``
+logger, kept at ERROR, and this module says once, in its own words, what the connection did.
+
 Errors: a server that refuses our credentials raises ``LockError`` (a retry cannot fix it);
 connection failures make ``try_acquire`` return False with the cause in ``last_failure``.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -54,11 +65,16 @@ from kazoo.recipe.lock import Lock as _KazooLock
 from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
 
 from airflow_hudi_occ.core.config import ZK_AUTH, ZK_LOCK_KEY, ZK_URL, LockConfig
-from airflow_hudi_occ.core.errors import ConfigError, LockError
+from airflow_hudi_occ.core.errors import ConfigError, LockError, LockServiceUnreachableError
 from airflow_hudi_occ.core.format.storage import Storage
-from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
+from airflow_hudi_occ.core.concurrency.locks.base import LockHolder, LockProvider, encode_lock_key
 
 log = logging.getLogger(__name__)
+
+#: kazoo's connection loop logs a warning per reconnect attempt; our clients log here instead,
+#: where only errors pass (what the connection did is logged once by this module)
+KAZOO_LOG = logging.getLogger("kazoo.client.hudi_occ")
+KAZOO_LOG.setLevel(logging.ERROR)
 
 #: what Curator's InterProcessMutex puts between the protection prefix and the sequence
 CURATOR_LOCK_NAME = "-lock-"
@@ -77,13 +93,42 @@ def connect_string(zk_url: str, zk_port: int) -> str:
     return ",".join(out) + (slash + chroot if slash else "")
 
 
+def _host_ports(hosts: str) -> list[tuple[str, int]]:
+    out = []
+    for item in hosts.partition("/")[0].split(","):
+        host, _, port = item.strip().rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def probe(hosts: str, timeout_s: float) -> str:
+    """Why nobody answered at ``hosts``, host by host, from one TCP connect each: "connection
+    refused", "no answer to connect within Xs" or "accepts connections but did not answer as
+    ZooKeeper" (the client's session handshake is what timed out then)."""
+    causes = []
+    for host, port in _host_ports(hosts):
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                why = "accepts connections but did not answer as ZooKeeper"
+        except socket.timeout:
+            why = f"no answer to connect within {timeout_s:g}s"
+        except ConnectionRefusedError:
+            why = "connection refused"
+        except OSError as e:
+            why = e.strerror or errno.errorcode.get(e.errno or 0, str(e))
+        causes.append(f"{host}:{port} ({why})")
+    return "; ".join(causes) or hosts
+
+
 class _DeadlineEvent:
     """kazoo's Lock waits the full timeout again after every predecessor change; waiting only
     for what is left of one deadline keeps ``try_acquire(t)`` within ``t``."""
 
-    def __init__(self, event, deadline: float | None):
+    def __init__(self, event, deadline: float | None, on_wait=None):
         self._event = event
         self._deadline = deadline
+        self._on_wait = on_wait
 
     def set(self):
         self._event.set()
@@ -95,6 +140,9 @@ class _DeadlineEvent:
         return self._event.is_set()
 
     def wait(self, timeout=None):
+        # kazoo waits here only when a predecessor holds the lock: the wait starts
+        if self._on_wait is not None:
+            self._on_wait()
         if self._deadline is not None:
             left = max(0.0, self._deadline - time.monotonic())
             timeout = left if timeout is None else min(timeout, left)
@@ -113,11 +161,12 @@ class CuratorCompatibleLock(_KazooLock):
     _NODE_NAME = CURATOR_LOCK_NAME
     _EXCLUDE_NAMES = [CURATOR_LOCK_NAME, "__lock__"]  # Curator's and plain kazoo's contenders
 
-    def __init__(self, client, path, identifier=None, *, deadline: float | None = None):
+    def __init__(self, client, path, identifier=None, *, deadline: float | None = None,
+                 on_wait=None):
         super().__init__(client, path, identifier)
         self.prefix = f"_c_{uuid.uuid4()}{self._NODE_NAME}"
         self.create_path = self.path + "/" + self.prefix
-        self.wake_event = _DeadlineEvent(self.wake_event, deadline)
+        self.wake_event = _DeadlineEvent(self.wake_event, deadline, on_wait)
 
 
 def _session_id(client: KazooClient) -> int | None:
@@ -170,7 +219,7 @@ class ZookeeperBasedLockProvider(LockProvider):
             # Nodes we create can be changed only by these credentials; others may look.
             kwargs["default_acl"] = [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
         client = KazooClient(
-            hosts=self.hosts, timeout=self.session_timeout_s,
+            hosts=self.hosts, timeout=self.session_timeout_s, logger=KAZOO_LOG,
             # reconnect fast after a server restart: the session may still be alive
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
             **kwargs)
@@ -182,6 +231,10 @@ class ZookeeperBasedLockProvider(LockProvider):
         if state == KazooState.CONNECTED:
             self._connected.set()
         else:
+            if self._connected.is_set() and self._node_path is not None:
+                log.warning("ZooKeeper connection to %s %s while holding %s: the lock is not "
+                            "trusted until the session reconnects", self.hosts, state.lower(),
+                            self.lock_path)
             self._connected.clear()
         if state == KazooState.LOST and self._node_path is not None:
             session = f"0x{self._session_id:x}" if self._session_id is not None else "?"
@@ -196,14 +249,30 @@ class ZookeeperBasedLockProvider(LockProvider):
                 try:
                     client.start(timeout=self.connection_timeout_s)
                 except KazooTimeoutError:
+                    # kazoo keeps retrying in the background after start() gives up: stop it,
+                    # or the thread reconnects (and logs) until the process ends
+                    try:
+                        client.stop()
+                        client.close()
+                    except Exception:  # already broken: nothing more to free
+                        log.debug("closing the unconnected ZooKeeper client failed", exc_info=True)
+                    cause = probe(self.hosts, min(2.0, self.connection_timeout_s))
                     self.last_failure = (f"could not connect to ZooKeeper at {self.hosts} within "
-                                         f"{self.connection_timeout_s:g}s")
+                                         f"{self.connection_timeout_s:g}s: {cause}")
+                    self.unreachable = (self.hosts, f"ZooKeeper unreachable at {cause} within "
+                                        f"{self.connection_timeout_s:g}s "
+                                        "(hoodie.write.lock.zookeeper.connection_timeout_ms)")
                     return None
                 self._client = client
                 self._connected.set()
             client = self._client
         if not self._connected.wait(max(0.0, deadline - time.monotonic())):
+            # connected once, lost since (the ensemble went away): kazoo keeps reconnecting in
+            # the background, and the manager gives up after two such attempts, naming why
+            cause = probe(self.hosts, min(2.0, self.connection_timeout_s))
             self.last_failure = f"not connected to ZooKeeper at {self.hosts} (state {client.state})"
+            self.unreachable = (self.hosts, f"ZooKeeper unreachable at {cause}: the connection was "
+                                f"lost and not re-established (state {client.state})")
             return None
         return client
 
@@ -231,7 +300,8 @@ class ZookeeperBasedLockProvider(LockProvider):
         if client is None:
             return False
         while True:
-            lock = CuratorCompatibleLock(client, self.lock_path, self.owner, deadline=deadline)
+            lock = CuratorCompatibleLock(client, self.lock_path, self.owner, deadline=deadline,
+                                         on_wait=self._busy)
             remaining = max(0.0, deadline - time.monotonic())
             try:
                 if timeout_s > 0:
@@ -316,7 +386,8 @@ class ZookeeperBasedLockProvider(LockProvider):
             except (KazooException, KazooTimeoutError):
                 log.debug("could not remove empty lock parent %s", self.lock_path, exc_info=True)
 
-    def current_owner(self) -> str | None:
+    def _first_contender(self) -> tuple[str, object] | None:
+        """The data and stat of the lowest-sequence node under the lock path (the holder)."""
         client = self._client
         if client is None or not self._connected.is_set():
             return None
@@ -336,11 +407,32 @@ class ZookeeperBasedLockProvider(LockProvider):
             return None
         first = min(contenders)[1]
         try:
-            data, _ = client.get_async(f"{self.lock_path}/{first}").get(timeout=self.connection_timeout_s)
+            data, stat = client.get_async(f"{self.lock_path}/{first}").get(timeout=self.connection_timeout_s)
         except NoNodeError:
             return None
         text = (data or b"").decode("utf-8", errors="replace")
-        return text or first
+        return text or first, stat
+
+    def current_owner(self) -> str | None:
+        found = self._first_contender()
+        return None if found is None else found[0]
+
+    def holder(self) -> LockHolder | None:
+        """The holder's node data (our writers: host:pid:thread:uuid) and the node's creation
+        time; connects first when this provider has no client yet (the CLI asks so), within
+        the connection timeout, and raises :class:`LockServiceUnreachableError` if nobody answers."""
+        if self._client is None:
+            if self._connected_client(time.monotonic() + self.connection_timeout_s) is None:
+                endpoint, cause = self.unreachable or (self.hosts, self.last_failure or "")
+                raise LockServiceUnreachableError(
+                    f"lock service unreachable: {cause}", lock=self.name, endpoint=endpoint,
+                    cause=cause)
+        found = self._first_contender()
+        if found is None:
+            return None
+        owner, stat = found
+        return LockHolder.from_owner(self.provider_name, owner,
+                                     acquired_at=getattr(stat, "ctime", 0) / 1000.0 or None)
 
     def close(self) -> None:
         super().close()

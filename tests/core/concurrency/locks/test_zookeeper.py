@@ -8,7 +8,9 @@ import dataclasses
 import json
 import os
 import re
+import logging
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -19,7 +21,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from airflow_hudi_occ.core.config import LockConfig
-from airflow_hudi_occ.core.errors import ConfigError, LockError, LockLostError
+from airflow_hudi_occ.core.errors import (ConfigError, LockAcquireTimeoutError, LockError, LockLostError,
+                                         LockServiceUnreachableError)
 from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
 from airflow_hudi_occ.core.concurrency.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
 from airflow_hudi_occ.testing.zookeeper import expire_session
@@ -148,6 +151,24 @@ def test_server_stop_suspends_and_a_restart_lets_writers_continue(own_zk_server)
     other.close()
 
 
+def test_an_ensemble_that_goes_away_is_unreachable_not_contention(own_zk_server):
+    """Connected once, then the server stops: the manager does not wait out its 50 retries for
+    a lock nobody holds, and says the server is gone."""
+    config = zk_lock_config(own_zk_server.hosts, wait_time_ms=1000, client_num_retries=50,
+                            client_wait_time_ms_between_retry=100)
+    provider = _provider(config)
+    assert provider.try_acquire(5)
+    provider.release()
+    own_zk_server.stop()
+    manager = LockManager(provider, config)
+    start = time.monotonic()
+    with pytest.raises(LockServiceUnreachableError) as exc:
+        manager.acquire()
+    assert time.monotonic() - start < 30 and exc.value.attempts == 2
+    assert "(connection refused): the connection was lost" in exc.value.message
+    provider.close()
+
+
 def test_release_while_the_server_is_down_does_not_leave_the_node_behind(own_zk_server):
     config = zk_lock_config(own_zk_server.hosts, zk_session_timeout_ms=2000)
     holder, other = _provider(config), _provider(config)
@@ -259,7 +280,110 @@ def test_unreachable_server_fails_the_attempt_with_the_reason(zk_server):
                             wait_time_ms=100, client_num_retries=1,
                             client_wait_time_ms_between_retry=0)
     manager = LockManager(_provider(config), config, sleep=lambda s: None)
-    with pytest.raises(LockError, match="could not connect to ZooKeeper") as exc:
+    with pytest.raises(LockServiceUnreachableError, match="could not connect|unreachable") as exc:
         manager.acquire()
     assert exc.value.attempts == 2
     manager.close()
+
+
+@pytest.fixture
+def silent_listener():
+    """A loopback port that accepts TCP connections and never says a word (a hung server, a
+    firewall's tarpit): the case a connect timeout alone does not catch."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(2)
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def _kazoo_records(caplog):
+    return [r for r in caplog.records if r.name.startswith("kazoo") and r.levelno >= logging.WARNING]
+
+
+def test_a_refusing_port_fails_with_the_defaults_within_30s_naming_host_and_port(caplog):
+    """Hudi's defaults would wait about 55 minutes; ours give up on a dead ensemble after two
+    connection timeouts, say why, and do not blame another writer."""
+    from airflow_hudi_occ.testing.zookeeper import free_port
+    port = free_port()
+    config = LockConfig(provider="zookeeper", zk_url="127.0.0.1", zk_port=port)  # defaults otherwise
+    manager = LockManager(_provider(config), config)
+    caplog.set_level(logging.DEBUG, logger="kazoo")
+    start = time.monotonic()
+    with pytest.raises(LockServiceUnreachableError) as exc:
+        manager.acquire()
+    took = time.monotonic() - start
+    manager.close()
+    assert took < 30, f"took {took:.0f}s"
+    assert f"ZooKeeper unreachable at 127.0.0.1:{port} (connection refused)" in exc.value.message
+    assert exc.value.endpoint == f"127.0.0.1:{port}"
+    assert "another writer" not in str(exc.value)
+    assert not _kazoo_records(caplog), "kazoo's reconnect lines must stay out of the log"
+
+
+def test_a_silent_listener_is_told_apart_from_a_refusing_port(silent_listener, caplog):
+    config = zk_lock_config(f"127.0.0.1:{silent_listener}", zk_connection_timeout_ms=1500,
+                            wait_time_ms=60_000, client_num_retries=50)
+    manager = LockManager(_provider(config), config)
+    caplog.set_level(logging.DEBUG, logger="kazoo")
+    start = time.monotonic()
+    with pytest.raises(LockServiceUnreachableError) as exc:
+        manager.acquire()
+    assert time.monotonic() - start < 30, "two connection timeouts and a pause, not 50 retries"
+    assert (f"ZooKeeper unreachable at 127.0.0.1:{silent_listener} (accepts connections but did "
+            "not answer as ZooKeeper)") in exc.value.message
+    assert exc.value.attempts == 2
+    assert not _kazoo_records(caplog)
+    manager.close()
+
+
+def test_the_unconnected_client_is_stopped_after_a_failed_attempt():
+    """kazoo keeps reconnecting after start() gives up; the provider must stop that client,
+    or it retries (and logs) until the process exits."""
+    from airflow_hudi_occ.testing.zookeeper import free_port
+    config = zk_lock_config(f"127.0.0.1:{free_port()}", zk_connection_timeout_ms=300)
+    provider = _provider(config)
+    before = {t.name for t in threading.enumerate()}
+    assert provider.try_acquire(0.5) is False
+    assert provider.unreachable is not None
+    _wait_until(lambda: not [t for t in threading.enumerate()
+                             if t.name not in before and t.is_alive()], 5,
+                "the kazoo client's threads to end")
+    provider.close()
+
+
+def test_a_wait_for_a_held_lock_is_logged_once_with_its_holder(zk_server, caplog):
+    config = zk_lock_config(zk_server.hosts, wait_time_ms=400, client_num_retries=2,
+                            client_wait_time_ms_between_retry=50)
+    holder, waiter = _provider(config), _provider(config)
+    assert holder.try_acquire(5)
+    manager = LockManager(waiter, config)
+    caplog.set_level(logging.INFO, logger="airflow_hudi_occ")
+    with pytest.raises(LockAcquireTimeoutError) as exc:
+        manager.acquire()
+    waits = [r.getMessage() for r in caplog.records if "waiting for lock" in r.getMessage()]
+    assert len(waits) == 1, waits  # three attempts, one line: not a line per attempt
+    host, pid = holder.owner.split(":")[:2]
+    assert f"held by pid {pid} on {host}, taken " in waits[0]
+    assert f"pid {pid} on {host}" in exc.value.message
+    assert not isinstance(exc.value, LockServiceUnreachableError)
+    holder.release()
+    holder.close()
+    waiter.close()

@@ -1,0 +1,160 @@
+"""The command line's own checks and its error paths: a negative count, an object store that
+refuses or never answers (a normal error naming the endpoint, not "a bug in hudi-occ"), and
+credentials that come from the environment or a file instead of argv."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from airflow_hudi_occ.cli import main
+from airflow_hudi_occ.core.job_secrets import JobSecrets, write_secrets_file
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "1.5"])
+def test_a_limit_that_is_not_a_count_is_a_usage_error_naming_it(table, capsys, value):
+    rc, out, err = run(capsys, "timeline", table.base_uri, "--limit", value)
+    assert rc == 2 and out == ""
+    assert f"error: argument --limit: expected a whole number, 0 or more, got {value!r}" in err
+
+
+def test_a_limit_of_zero_is_still_allowed(table, capsys):
+    rc, out, _ = run(capsys, "timeline", table.base_uri, "--limit", "0")
+    assert rc == 0 and "no instants" in out
+
+
+# -- object stores that refuse or never answer ---------------------------------------------------
+
+
+def _refusing_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def silent_endpoint():
+    """An endpoint that accepts connections and never answers (a hung proxy, a tarpit)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(2)
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def _store_args(endpoint: str, *extra: str) -> list[str]:
+    return ["--storage-option", f"endpoint_url={endpoint}", "--storage-option", "key=k",
+            "--storage-option", "secret=s", *extra]
+
+
+def test_a_refusing_store_is_an_error_naming_the_endpoint_not_a_bug(capsys):
+    endpoint = f"http://127.0.0.1:{_refusing_port()}"
+    start = time.monotonic()
+    rc, out, err = run(capsys, "show", "s3://bucket/t", *_store_args(endpoint))
+    assert time.monotonic() - start < 30
+    assert rc == 2 and out == "", err
+    assert f"error: the s3 store at {endpoint} did not answer" in err
+    assert "EndpointConnectionError" in err and "remedy: check that the store at" in err
+    assert "bug" not in err and "Traceback" not in err
+    rc, _, err = run(capsys, "show", "s3://bucket/t", *_store_args(endpoint), "--json")
+    doc = json.loads(err)
+    assert rc == 2 and doc["error"] == "StorageUnavailableError" and doc["endpoint"] == endpoint
+
+
+def test_a_silent_store_fails_within_its_read_timeout(capsys, silent_endpoint):
+    start = time.monotonic()
+    rc, out, err = run(capsys, "show", "s3://bucket/t", *_store_args(
+        silent_endpoint, "--storage-option", 'config_kwargs={"read_timeout": 1}'))
+    took = time.monotonic() - start
+    assert rc == 2 and out == "", err
+    assert f"error: the s3 store at {silent_endpoint} did not answer" in err and "ReadTimeoutError" in err
+    # 2 s3fs tries x 2 botocore attempts x 1 s, plus backoff: seconds, not the 415 s of before
+    assert took < 30, f"took {took:.0f}s"
+
+
+# -- credentials off the command line ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def strict_s3():
+    """A loopback S3 store that refuses requests not signed with its access key."""
+    with S3Server(check_credentials=True) as s3:
+        s3.create_bucket("tables")
+        Table.create("s3://tables/t", "t", record_key_fields=["id"], storage_options=s3.storage_options)
+        yield s3
+
+
+def test_without_credentials_the_store_refuses(strict_s3, capsys, monkeypatch):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    rc, out, err = run(capsys, "show", "s3://tables/t", "--storage-option",
+                       f"endpoint_url={strict_s3.endpoint}", "--storage-option", "key=other",
+                       "--storage-option", "secret=other")
+    assert (rc, out) == (2, ""), (rc, out, err)
+    assert "error: " in err and "Traceback" not in err
+
+
+def test_credentials_from_the_standard_aws_environment(strict_s3, capsys, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", strict_s3.endpoint)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    rc, out, err = run(capsys, "show", "s3://tables/t", "--storage-option", "use_listings_cache=false")
+    assert rc == 0, err
+    assert "table        t " in out
+
+
+@pytest.mark.parametrize("via", ["flag", "env"])
+def test_credentials_from_a_secrets_file(strict_s3, capsys, monkeypatch, tmp_path, via):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(var, raising=False)
+    path = write_secrets_file(JobSecrets({}, strict_s3.storage_options), str(tmp_path))
+    argv = ["show", "s3://tables/t"]
+    if via == "flag":
+        argv += ["--secrets-file", path]
+    else:
+        monkeypatch.setenv("HUDI_OCC_SECRETS_FILE", path)
+    rc, out, err = run(capsys, *argv)
+    assert rc == 0, err
+    assert "table        t " in out
+    assert os.path.exists(path), "a person's secrets file is theirs: never deleted"
+
+
+def test_an_unreadable_secrets_file_is_a_usage_error_naming_it(table, capsys, tmp_path):
+    rc, out, err = run(capsys, "show", table.base_uri, "--secrets-file", tmp_path / "missing.json")
+    assert rc == 2 and "error: --secrets-file names" in err and "missing.json" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"storage_options": "key=abc"}')
+    rc, out, err = run(capsys, "show", table.base_uri, "--secrets-file", bad)
+    assert rc == 2 and "does not hold a JSON object" in err and "abc" not in err

@@ -1,0 +1,82 @@
+"""What `show` and `writers` say about the table lock: who holds it (provider, holder, age), or
+that the lock service did not answer (the page is still printed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from airflow_hudi_occ.cli import main
+from airflow_hudi_occ.core.config import LockConfig
+from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
+from airflow_hudi_occ.testing.zookeeper import free_port
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_writers_and_show_name_the_file_lock_holder(table, capsys):
+    holder = FileSystemBasedLockProvider(LockConfig(), base_path=table.base_uri)
+    assert holder.try_acquire(1)
+    me = f"pid {os.getpid()} on {socket.gethostname()}, taken "
+    for command in ("writers", "show"):
+        rc, out, err = run(capsys, command, table.base_uri)
+        assert rc == 0, err
+        line = next(line for line in out.splitlines() if line.startswith("lock "))
+        assert f"filesystem: held by {me}" in line and holder.owner in line, line
+        rc, out, err = run(capsys, command, table.base_uri, "--json")
+        lock = json.loads(out)["lock"]
+        assert lock["held"] is True and lock["holder"]["pid"] == os.getpid()
+        assert lock["holder"]["provider"] == "filesystem" and lock["holder"]["age_s"] >= 0
+    holder.release()
+    rc, out, _ = run(capsys, "writers", table.base_uri)
+    assert "lock         filesystem: free" in out
+
+
+def test_show_names_the_lock_of_a_kill9ed_writer(table, tmp_path, capsys):
+    script = textwrap.dedent("""
+        import sys, time
+        from airflow_hudi_occ.core.config import LockConfig
+        from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
+        assert FileSystemBasedLockProvider(LockConfig(), base_path=sys.argv[1]).try_acquire(5)
+        print("held", flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", script, table.base_uri], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stdout.readline().strip() == "held"
+    proc.kill()
+    proc.wait(10)
+    rc, out, err = run(capsys, "show", table.base_uri)
+    assert rc == 0 and f"held by pid {proc.pid} on {socket.gethostname()}" in out, out
+
+
+def test_an_unreachable_zookeeper_is_reported_on_the_page_within_its_timeout(table, capsys):
+    port = free_port()
+    start = time.monotonic()
+    rc, out, err = run(capsys, "writers", table.base_uri,
+                       "--option", "hoodie.write.lock.provider=zookeeper",
+                       "--option", f"hoodie.write.lock.zookeeper.url=127.0.0.1:{port}",
+                       "--option", "hoodie.write.lock.zookeeper.connection_timeout_ms=1000")
+    assert time.monotonic() - start < 30
+    assert rc == 0, err
+    assert (f"lock         zookeeper: unknown (lock service unreachable: ZooKeeper unreachable at "
+            f"127.0.0.1:{port} (connection refused)") in out, out
+
+
+def test_an_in_process_lock_is_said_to_be_invisible_not_free(table, capsys):
+    rc, out, err = run(capsys, "writers", table.base_uri, "--option", "hoodie.write.lock.provider=inprocess")
+    assert rc == 0, err
+    assert ("lock         inprocess: unknown (the inprocess lock lives inside the writing process: "
+            "another process cannot see who holds it)") in out
