@@ -42,7 +42,7 @@ def _parse_pairs(items: Iterable[str] | None, flag: str, *, coerce: bool = False
         raise UsageError(e.message, remedy=e.remedy) from None
 
 
-def _instant_time(value: str, what: str = "instant") -> str:
+def instant_time_arg(value: str, what: str = "instant") -> str:
     v = (value or "").strip()
     if not (v.isdigit() and len(v) in (14, 17)):
         raise UsageError(f"{what} {value!r} is not an instant time",
@@ -51,7 +51,7 @@ def _instant_time(value: str, what: str = "instant") -> str:
     return v
 
 
-def _parse_file_group(value: str) -> tuple[str, str]:
+def file_group_arg(value: str) -> tuple[str, str]:
     partition, file_id = FileGroupId.parse(value.strip().strip("/"))
     if not file_id:
         raise UsageError(f"--file-group expects PARTITION/FILEID, got {value!r}",
@@ -112,7 +112,7 @@ def _open_table(path: str, storage_options: dict[str, Any]):
                                 "and pass credentials with --storage-option KEY=VALUE") from e
 
 
-def _require_instant(ctx: Context, t: str) -> Instant:
+def require_instant(ctx: Context, t: str) -> Instant:
     inst = ctx.timeline.get(t)
     if inst is not None:
         return inst

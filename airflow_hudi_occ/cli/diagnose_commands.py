@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, _instant_time, _parse_file_group, _require_instant
+from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, instant_time_arg, file_group_arg, require_instant
 from airflow_hudi_occ.cli.history_commands import conflict_history
 from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.concurrency.markers import marker_dir, read_marker_type
@@ -17,8 +17,8 @@ from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_WOULD_ABORT
 
 def cmd_conflicts(ctx: Context) -> Result:
     # Arguments first, then the table: a typo is reported as a typo, not as a missing instant.
-    t = _instant_time(ctx.args.instant)
-    given = {_parse_file_group(v) for v in ctx.args.file_group or ()}
+    t = instant_time_arg(ctx.args.instant)
+    given = {file_group_arg(v) for v in ctx.args.file_group or ()}
     bare = sorted(f for p, f in given if not p)
     if bare and ctx.table.config.partition_fields:
         # a bare fileId would match no file group of a partitioned table: a silent "would commit"
@@ -33,7 +33,7 @@ def cmd_conflicts(ctx: Context) -> Result:
         answered = conflict_history(ctx, t)
         if answered is not None:
             return answered
-    inst = _require_instant(ctx, t)
+    inst = require_instant(ctx, t)
     if inst.is_completed:
         raise InstantStateError(
             f"instant {t} is completed (at {inst.completion_time or 'an unrecorded time'}): it "
@@ -71,7 +71,7 @@ def cmd_conflicts(ctx: Context) -> Result:
 def cmd_early_check(ctx: Context) -> Result:
     """Ask the real detector, as the writer of ``T`` would have asked it before creating the
     marker of ``F`` (the instant may be rolled back already)."""
-    t = _instant_time(ctx.args.instant)
+    t = instant_time_arg(ctx.args.instant)
     partition = ctx.args.partition.strip("/")
     file_id = ctx.args.file_id.strip()
     if not file_id or "/" in file_id:

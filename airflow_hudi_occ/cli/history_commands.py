@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, _instant_time
+from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, instant_time_arg
 from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -37,7 +37,7 @@ def _pruned_line(pruned: dict | None) -> str | None:
 def cmd_attempts(ctx: Context) -> Result:
     """Every recorded write attempt: who, how it ended, whom it lost to, on which file groups,
     what became of its instant, and its retries."""
-    t = _instant_time(ctx.args.instant) if ctx.args.instant else None
+    t = instant_time_arg(ctx.args.instant) if ctx.args.instant else None
     if ctx.args.limit is not None and ctx.args.limit < 1:
         raise UsageError(f"--limit {ctx.args.limit} lists nothing",
                          remedy="give a positive number of attempts (the newest are kept), or leave "

@@ -7,8 +7,8 @@ from typing import Any
 from airflow_hudi_occ.core.services.compaction import deltacommits_since_compaction, show_compaction
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.core.table.history import TimelineHistory
-from airflow_hudi_occ.cli.context import Context, Result, UsageError, _instant_time, _require_instant
-from airflow_hudi_occ.cli.render import _duration, _iso, render_table
+from airflow_hudi_occ.cli.context import Context, Result, UsageError, instant_time_arg, require_instant
+from airflow_hudi_occ.cli.render import duration_text, iso_time, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
 from airflow_hudi_occ.core.concurrency.locks import table_lock_holder
 from airflow_hudi_occ.core.errors import LockError, LockServiceUnreachableError
@@ -40,7 +40,7 @@ def writer_status(ctx: Context, inst: Instant, rolled_back_by: dict[str, str]) -
         "instant": inst.requested_time, "action": inst.action.value, "state": inst.state.value,
         "is_table_service": inst.is_table_service or ctx.timeline.is_clustering(inst),
         "heartbeat_age_s": None if age is None else round(age, 3),
-        "last_beat": _iso(None if age is None else ctx.now - age),
+        "last_beat": iso_time(None if age is None else ctx.now - age),
         "alive": not expired,
         "status": "missing" if age is None else ("expired" if expired else "alive"),
         "markers": len(markers_for(ctx.table, inst.requested_time).all_markers()),
@@ -87,7 +87,7 @@ def cmd_timeline(ctx: Context) -> Result:
         ["REQUESTED", "ACTION", "STATE", "COMPLETED", "DURATION", "OPERATION", "FGS", "WRITER",
          "ATTEMPT", "CHECKPOINT", "NOTE"],
         [[r["requested_time"], r["action"], r["state"], r["completion_time"],
-          _duration(r["duration_ms"]), r["operation_type"],
+          duration_text(r["duration_ms"]), r["operation_type"],
           None if r["file_groups"] is None else len(r["file_groups"]),
           r["writer_id"], r["attempt"], r["checkpoint"],
           f"rolled back {','.join(r['rolled_back'])}" if r["rolled_back"] else None]
@@ -96,7 +96,7 @@ def cmd_timeline(ctx: Context) -> Result:
 
 
 def cmd_file_groups(ctx: Context) -> Result:
-    as_of = _instant_time(ctx.args.as_of, "--as-of") if ctx.args.as_of else None
+    as_of = instant_time_arg(ctx.args.as_of, "--as-of") if ctx.args.as_of else None
     partitions = None
     if ctx.args.partition is not None:
         wanted = ctx.args.partition.strip("/")
@@ -136,7 +136,7 @@ def cmd_writers(ctx: Context) -> Result:
     pending = {i.requested_time for i in ctx.timeline.pending()}
     orphans = [t for t in list_heartbeats(ctx.table) if t not in pending]
     lock = lock_status(ctx)
-    doc = {"table": ctx.table.base_uri, "now": _iso(ctx.now), "heartbeat": heartbeat_doc(ctx.config),
+    doc = {"table": ctx.table.base_uri, "now": iso_time(ctx.now), "heartbeat": heartbeat_doc(ctx.config),
            "writers": writers, "orphan_heartbeats": orphans, "lock": lock}
     text = render_table(
         ["INSTANT", "ACTION", "STATE", "HEARTBEAT_AGE_S", "STATUS", "MARKERS", "NOTE"],
@@ -171,9 +171,9 @@ def _markers_doc(ctx: Context, t: str) -> dict[str, Any]:
 def cmd_markers(ctx: Context) -> Result:
     present = list_marker_instants(ctx.table)
     if ctx.args.instant:
-        t = _instant_time(ctx.args.instant)
+        t = instant_time_arg(ctx.args.instant)
         if t not in present:
-            _require_instant(ctx, t)  # unknown instant: an error; known without markers: empty
+            require_instant(ctx, t)  # unknown instant: an error; known without markers: empty
         instants = [t]
     else:
         instants = present

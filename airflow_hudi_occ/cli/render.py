@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
 
-def _iso(epoch_s: float | None) -> str | None:
+def iso_time(epoch_s: float | None) -> str | None:
     if epoch_s is None:
         return None
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds")
@@ -40,7 +40,7 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], empty: s
     return "\n".join(lines)
 
 
-def _duration(ms: int | None) -> str | None:
+def duration_text(ms: int | None) -> str | None:
     if ms is None:
         return None
     if ms < 60_000:

@@ -4,7 +4,7 @@ jobs)."""
 
 from __future__ import annotations
 
-from airflow_hudi_occ.cli.context import Context, Result, _instant_time, _require_instant
+from airflow_hudi_occ.cli.context import Context, Result, instant_time_arg, require_instant
 from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
@@ -45,8 +45,8 @@ def cmd_archive(ctx: Context) -> Result:
 
 def cmd_rollback(ctx: Context) -> Result:
     if ctx.args.instant:
-        t = _instant_time(ctx.args.instant)
-        _require_instant(ctx, t)
+        t = instant_time_arg(ctx.args.instant)
+        require_instant(ctx, t)
         res = [rollback_instant(ctx.table, t, ctx.config, reason="requested from the CLI")]
     else:
         res = rollback_failed_writes(ctx.table, ctx.config)
@@ -63,7 +63,7 @@ def cmd_cluster(ctx: Context) -> Result:
         t = schedule_clustering(ctx.table, ctx.options)
         return {"scheduled": t}, (f"scheduled clustering {t}" if t else "nothing to cluster"), EXIT_OK
     if action == "run":
-        t = _instant_time(ctx.args.instant) if ctx.args.instant else None
+        t = instant_time_arg(ctx.args.instant) if ctx.args.instant else None
         res = execute_clustering(ctx.table, ctx.options, t)
         return res.to_json(), (f"clustering {res.instant} committed at {res.completion_time}: "
                                f"{res.to_json()['replaced_file_groups']} file groups into "
@@ -88,8 +88,8 @@ def cmd_compact(ctx: Context) -> Result:
         return {"pending": plans}, text, EXIT_OK
     t = None
     if args.execute:
-        t = _instant_time(args.execute, "--execute")
-        _require_instant(ctx, t)
+        t = instant_time_arg(args.execute, "--execute")
+        require_instant(ctx, t)
     res = run_compaction(ctx.table, ctx.options, schedule_only=args.schedule_only, instant=t,
                          force=args.force)
     lines = []

@@ -139,10 +139,10 @@ def install(point: str | None = None) -> str | None:
         WT.create_marker = create_marker
 
     elif point == "mid_file":
-        orig_tmp = storage._local_tmp_copy
+        orig_tmp = storage.local_tmp_copy
         orig_create = storage.Storage.create_if_absent
 
-        def _local_tmp_copy(path, data, *, fsync):
+        def local_tmp_copy(path, data, *, fsync):
             if path.endswith(".parquet"):
                 if callable(data):  # a streamed write: render it to cut it in half
                     import io
@@ -157,12 +157,12 @@ def install(point: str | None = None) -> str | None:
             if not self.is_local and path.endswith(".parquet"):
                 maybe_crash("mid_file", path=path)  # an object PUT that never completed
             return orig_create(self, path, data, **kw)
-        storage._local_tmp_copy = _local_tmp_copy
+        storage.local_tmp_copy = local_tmp_copy
         storage.Storage.create_if_absent = create_if_absent
 
     elif point in ("mid_log_file", "torn_log_file"):
         orig_create = storage.Storage.create_if_absent
-        orig_tmp = storage._local_tmp_copy
+        orig_tmp = storage.local_tmp_copy
 
         def create_if_absent(self, path, data=b"", **kw):
             if ".log." in posixpath.basename(str(path)) and isinstance(data, (bytes, bytearray)) and data:

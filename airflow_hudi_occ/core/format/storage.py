@@ -353,7 +353,7 @@ class Storage:
     def write(self, path: str, data: bytes) -> None:
         """Write (or replace) a file whole: readers see the old or the new content."""
         if self.is_local:
-            tmp = _local_tmp_copy(path, data, fsync=False)
+            tmp = local_tmp_copy(path, data, fsync=False)
             os.replace(tmp, path)
         else:
             self.fs.pipe_file(path, data)
@@ -377,7 +377,7 @@ class Storage:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
                 return
-            tmp = _local_tmp_copy(path, data, fsync=durable)
+            tmp = local_tmp_copy(path, data, fsync=durable)
             try:
                 os.link(tmp, path)  # atomic, and refuses an existing name
             finally:
@@ -483,7 +483,7 @@ class Storage:
             self.delete(p)
 
 
-def _local_tmp_copy(path: str, data, *, fsync: bool) -> str:
+def local_tmp_copy(path: str, data, *, fsync: bool) -> str:
     """``data`` in a hidden temporary file beside ``path`` (same directory: same file system,
     so the following link or rename is atomic). ``data`` is bytes, or a function that writes
     into the open file (a parquet writer streams straight to disk, with no copy in memory)."""

@@ -27,7 +27,7 @@ import os
 import threading
 
 from airflow_hudi_occ.core.errors import StorageError
-from airflow_hudi_occ.core.format.storage import Storage, _local_tmp_copy
+from airflow_hudi_occ.core.format.storage import Storage, local_tmp_copy
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -107,7 +107,7 @@ def _local_put(storage: Storage, path: str, data: bytes, version: str | None) ->
             current_version = None
         if current_version != version:
             raise VersionConflictError(path)
-        tmp = _local_tmp_copy(path, data, fsync=False)
+        tmp = local_tmp_copy(path, data, fsync=False)
         os.replace(tmp, path)
         with open(path, "rb") as f:
             return _local_version(os.fstat(f.fileno()), f.read())
