@@ -35,8 +35,8 @@ import os
 import time
 import uuid
 
-from airflow_hudi_occ.core.concurrency import marker_files as marker_file_cache
 from airflow_hudi_occ.core.concurrency import markers as markers_mod
+from airflow_hudi_occ.core.concurrency.markers import files as marker_file_cache
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
 from airflow_hudi_occ.core.errors import EarlyConflictError

@@ -4,6 +4,11 @@
 ``table`` -> ``concurrency`` -> ``commit`` -> ``services`` -> ``inspection``). Code that still
 imports ``airflow_hudi_occ.core.transaction`` (and so on) gets a module that looks names up
 in their new homes; the warning names the new path. Removed in 0.3.
+
+Later moves within the new tree are kept the same way, for one release after their move:
+``concurrency.marker_names`` and ``concurrency.marker_files`` became modules of the
+``concurrency.markers`` package (issue 29), whose ``__init__`` keeps every name the old
+``concurrency.markers`` module had, so that path needs no entry here.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     f"{_C}.file_group": (f"{_C}.table.file_system_view", f"{_C}.format.layout"),
     f"{_C}.heartbeat": (f"{_C}.concurrency.heartbeat",),
     f"{_C}.markers": (f"{_C}.concurrency.markers",),
+    f"{_C}.concurrency.marker_names": (f"{_C}.concurrency.markers.names",),
+    f"{_C}.concurrency.marker_files": (f"{_C}.concurrency.markers.files",),
     f"{_C}.locks": (f"{_C}.concurrency.locks",),
     f"{_C}.locks.base": (f"{_C}.concurrency.locks.base",),
     f"{_C}.locks.filesystem": (f"{_C}.concurrency.locks.filesystem",),

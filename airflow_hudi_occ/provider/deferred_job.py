@@ -23,7 +23,6 @@ killing (:meth:`DetachedJob.kill`) never raises.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -195,12 +194,6 @@ def find_instant(table, job: DetachedJob) -> str | None:
     return None
 
 
-def _record(table, instant: str) -> attempt_log.AttemptRecord | None:
-    try:
-        raw = table.storage.read(table.storage.path(*attempt_log._DIR, f"{instant}.json"))
-        return attempt_log.AttemptRecord.from_json(json.loads(raw))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
 
 
 def _event(status: str, job: DetachedJob, **kw: Any) -> dict:
@@ -267,13 +260,13 @@ def check_job(table_path: str, storage_options: dict | None, job: DetachedJob,
             return _event(FAILED, job, error="JobNotStarted",
                           message=f"no instant of writer {job.writer_id} after {begin_timeout_s:.0f} s")
         return None
-    event = _from_record(table, job, _record(table, job.instant))
+    event = _from_record(table, job, attempt_log.read_record(table, job.instant))
     if event is not None or alive:
         return event
     if alive is False:
         # the process ended: the job's last words reached the table before it exited, so one
         # more look decides; still running there means it died mid-write
-        event = _from_record(table, job, _record(table, job.instant))
+        event = _from_record(table, job, attempt_log.read_record(table, job.instant))
         if event is not None:
             return event
         code = job.exit_code()

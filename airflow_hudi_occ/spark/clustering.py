@@ -32,7 +32,7 @@ from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.spark import tagging
-from airflow_hudi_occ.spark.errors import SparkWriteError
+from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.writer import SparkTableJob
@@ -48,7 +48,7 @@ class SparkClusteringExecutor(SparkTableJob):
         """Execute ``instant`` (default: the earliest pending clustering plan) and commit it."""
         from pyspark.sql import functions as F
 
-        from airflow_hudi_occ.spark.writer import EXTRA_ENGINE, _short, arrow_schema_of
+        from airflow_hudi_occ.spark.writer import EXTRA_ENGINE, arrow_schema_of
         table = Table.open(self.base_path, self.storage_options)
         table.require_meta_fields("Spark clustering")
         cfg = ClusteringConfig.from_options(self.options)
@@ -107,14 +107,14 @@ class SparkClusteringExecutor(SparkTableJob):
             self._abort(tx, table, parts, e)
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise SparkWriteError(f"the Spark clustering {tx.instant_time} failed: {_short(e)}",
+            raise SparkWriteError(f"the Spark clustering {tx.instant_time} failed: {short_message(e)}",
                                   instant=tx.instant_time, cause=type(e).__name__) from e
 
     @staticmethod
     def _abort(tx, table, parts, err) -> None:
-        from airflow_hudi_occ.spark.writer import _short, _sweep
+        from airflow_hudi_occ.spark.writer import sweep_failed_base_files
         try:
-            tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
+            tx.abort(reason=f"{type(err).__name__}: {short_message(err)}", error=err)
         finally:
-            _sweep(table, tx.instant_time, parts)
+            sweep_failed_base_files(table, tx.instant_time, parts)
             abort_signal.clear_abort(table, tx.instant_time)

@@ -33,7 +33,7 @@ from airflow_hudi_occ.core.services.compaction import (CompactionResult, Compact
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.spark.errors import SparkWriteError
+from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.writer import SparkTableJob
 
@@ -51,15 +51,15 @@ class CompactionTaskContext:
 def compact_operation(ctx: CompactionTaskContext, op: CompactionOperation) -> WriteStat:
     """One Spark task: one file slice of the plan into its new base file."""
     from airflow_hudi_occ.core.concurrency.markers import markers_for
-    from airflow_hudi_occ.spark.executor import _clear_previous_attempts, _task_token
+    from airflow_hudi_occ.spark.executor import clear_previous_attempts, task_token
     table = Table.open(ctx.base_uri, ctx.storage_options or None)
     config = WriteConfig.from_options(ctx.options)
     markers = markers_for(table, ctx.instant, config.marker_type)
     abort_signal.check_abort(table, ctx.instant)
-    token = _task_token()
+    token = task_token()
     name = base_file_name(op.file_id, token, ctx.instant)
     # a retried task (or a re-run stage) leaves one new base file per file group
-    _clear_previous_attempts(table, markers, op.partition_path, op.file_id, name)
+    clear_previous_attempts(table, markers, op.partition_path, op.file_id, name)
     completion = CompletionTimes(FileSystemView(table, table.timeline()))
     stat = compact_file_slice(table, ctx.instant, op, completion, token=token,
                               create_marker=markers.create,
@@ -81,7 +81,6 @@ class SparkCompactionExecutor(SparkTableJob):
                 ) -> CompactionResult:
         """Execute ``instant`` (default: the earliest pending compaction) and commit it.
         ``task`` is the per-slice function (tests wrap it to fail or stall a task)."""
-        from airflow_hudi_occ.spark.writer import _short
         table = Table.open(self.base_path, self.storage_options)
         cfg = compaction_config(self.options)
         t0 = time.time()
@@ -113,15 +112,14 @@ class SparkCompactionExecutor(SparkTableJob):
             self._abort(tx, table, e)
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise SparkWriteError(f"the Spark compaction {tx.instant_time} failed: {_short(e)}",
+            raise SparkWriteError(f"the Spark compaction {tx.instant_time} failed: {short_message(e)}",
                                   instant=tx.instant_time, cause=type(e).__name__) from e
 
     @staticmethod
     def _abort(tx, table, err) -> None:
         """Back to requested, plan kept (core's rollback of a compaction)."""
-        from airflow_hudi_occ.spark.writer import _short
         try:
-            tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
+            tx.abort(reason=f"{type(err).__name__}: {short_message(err)}", error=err)
         finally:
             abort_signal.clear_abort(table, tx.instant_time)
 

@@ -91,7 +91,10 @@ class TaskContext:
 _CACHE: dict = {}
 
 
-def _env(ctx: TaskContext):
+def task_env(ctx: TaskContext):
+    """(table, write config, markers, early-conflict detector) of the task's instant, built
+    once per Python worker; every executor-side task of a write starts here (``mor_executor``
+    too)."""
     key = (ctx.base_uri, ctx.instant)
     got = _CACHE.get(key)
     if got is None:
@@ -119,7 +122,10 @@ def _env(ctx: TaskContext):
     return got
 
 
-def _task_token() -> str:
+def task_token() -> str:
+    """The write token of this Spark task, ``<partition>-<stage>-<attempt>``, so a retried
+    task names its file differently (module docstring: Retries); shared with the merge-on-read
+    and compaction tasks."""
     from pyspark import TaskContext as SparkTaskContext
     tc = SparkTaskContext.get()
     if tc is None:  # called outside Spark (unit use)
@@ -127,7 +133,7 @@ def _task_token() -> str:
     return f"{tc.partitionId()}-{tc.stageId()}-{tc.attemptNumber()}"
 
 
-def _signal(table: Table, instant: str, err: BaseException) -> None:
+def leave_abort_signal(table: Table, instant: str, err: BaseException) -> None:
     """Leave the abort signal carrying the error, so the driver cancels the job at once. Not
     for an error the signal itself raised: the signal is there already (or was: a task the
     driver cancelled can still run for Spark's Python kill timeout, and must not raise again
@@ -138,7 +144,8 @@ def _signal(table: Table, instant: str, err: BaseException) -> None:
     abort_signal.raise_abort(table, instant, json.dumps(body), source="spark-executor")
 
 
-def _check_abort(table: Table, instant: str, detector) -> None:
+def check_abort(table: Table, instant: str, detector) -> None:
+    """Raise if the instant's abort signal is up or the detector has seen a conflict."""
     abort_signal.check_abort(table, instant)
     if detector is not None and getattr(detector, "has_conflict", False):
         detector.check_sticky()
@@ -176,7 +183,7 @@ def _merge(ctx: TaskContext, base: pa.Table, incoming: pa.Table) -> merge.MergeR
                                   schema=ctx.target_schema, order=merge.BATCH_ORDER)
 
 
-def _clear_previous_attempts(table: Table, markers, partition: str, file_id: str, name: str) -> None:
+def clear_previous_attempts(table: Table, markers, partition: str, file_id: str, name: str) -> None:
     """A retried task (or stage) must not leave a second base file for this fileId+instant."""
     for m in markers.markers_in_partition(partition):
         if m.file_id == file_id and m.data_file_name != name:
@@ -185,16 +192,16 @@ def _clear_previous_attempts(table: Table, markers, partition: str, file_id: str
 
 def write_file_group(ctx: TaskContext, partition: str, file_id: str,
                      batches: Iterator[pa.RecordBatch]) -> pa.Table:
-    table, config, markers, detector = _env(ctx)
+    table, config, markers, detector = task_env(ctx)
     t0 = time.time()
     try:
-        _check_abort(table, ctx.instant, detector)
-        token = _task_token()
+        check_abort(table, ctx.instant, detector)
+        token = task_token()
         name = base_file_name(file_id, token, ctx.instant)
         rel = join_partition(partition, name)
         prev_rel = ctx.prev.get((partition, file_id))
         io_type = "MERGE" if prev_rel else "CREATE"
-        _clear_previous_attempts(table, markers, partition, file_id, name)
+        clear_previous_attempts(table, markers, partition, file_id, name)
         if detector is not None:
             detector.create_marker(markers, partition, name, io_type)
         else:
@@ -207,7 +214,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
             parts.append(plain_types(b))
             n_seen += b.num_rows
             if time.time() - last_check > 0.2:
-                _check_abort(table, ctx.instant, detector)
+                check_abort(table, ctx.instant, detector)
                 last_check = time.time()
         incoming = pa.concat_tables(parts) if parts else None
         if incoming is None:
@@ -243,7 +250,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
             "num_inserts": ins, "file_size": size, "write_ms": int((time.time() - t0) * 1000),
             "stopped": None}], schema=STAT_SCHEMA)
     except RetryableError as e:
-        _signal(table, ctx.instant, e)
+        leave_abort_signal(table, ctx.instant, e)
         log.warning("file group %s/%s of %s stopped: %s", partition, file_id, ctx.instant, e)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": None, "prev_commit": None,

@@ -100,14 +100,14 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
                     batches: Iterator[pa.RecordBatch]) -> pa.Table:
     """One stored file group: one new log file with this deltacommit's block."""
     c = ctx.base
-    table, _config, markers, detector = executor._env(c)
+    table, _config, markers, detector = executor.task_env(c)
     t0 = time.time()
     prev_commit, base_name = ctx.logs[(partition, file_id)]
     try:
-        executor._check_abort(table, c.instant, detector)
-        name = LogFileName(file_id, c.instant, 1, executor._task_token()).name
+        executor.check_abort(table, c.instant, detector)
+        name = LogFileName(file_id, c.instant, 1, executor.task_token()).name
         rel = join_partition(partition, name)
-        executor._clear_previous_attempts(table, markers, partition, file_id, name)
+        executor.clear_previous_attempts(table, markers, partition, file_id, name)
         if detector is not None:
             detector.create_marker(markers, partition, name, "APPEND")
         else:
@@ -135,7 +135,7 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
             block = avro_data_block(c.instant, ctx.schema_json, full.to_pylist())
             writes, updates, deletes = full.num_rows, full.num_rows, 0
         payload = encode_blocks([block])
-        executor._check_abort(table, c.instant, detector)
+        executor.check_abort(table, c.instant, detector)
         path = table.storage.path(rel)
         table.storage.create_if_absent(path, payload)
         abort_signal.remove_if_aborted(table, c.instant, path, rel)
@@ -146,7 +146,7 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
             "write_ms": int((time.time() - t0) * 1000), "stopped": None,
             "base_file": base_name, "log_file": name}], schema=MOR_STAT_SCHEMA)
     except RetryableError as e:
-        executor._signal(table, c.instant, e)
+        executor.leave_abort_signal(table, c.instant, e)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": None, "prev_commit": None,
             "prev_base_file": None, "num_writes": 0, "num_deletes": 0, "num_update_writes": 0,

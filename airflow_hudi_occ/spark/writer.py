@@ -69,7 +69,7 @@ from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_R
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
-from airflow_hudi_occ.spark.errors import SparkWriteError
+from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
@@ -236,7 +236,7 @@ class SparkHudiWriter(SparkTableJob):
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise SparkWriteError(f"the Spark write of instant {run.tx.instant_time} failed: "
-                                  f"{_short(e)}", instant=run.tx.instant_time,
+                                  f"{short_message(e)}", instant=run.tx.instant_time,
                                   cause=type(e).__name__) from e
         finally:
             _unpersist(run.persisted)
@@ -512,7 +512,7 @@ class SparkHudiWriter(SparkTableJob):
     def _lost_to_twin(self, table: Table, run: "_Attempt",
                       e: BatchAlreadyCommittedError) -> SparkWriteResult:
         """A twin attempt of the batch won under the lock; ours is rolled back: its result."""
-        _sweep(table, run.tx.instant_time, run.planned_parts)
+        sweep_failed_base_files(table, run.tx.instant_time, run.planned_parts)
         done = committed_batch_result(table, table.timeline().get(e.committed_instant),
                                       attempted_instant=e.instant)
         return SparkWriteResult.from_commit(done, run.tx.attempt, time.time() - run.t_start)
@@ -527,10 +527,10 @@ class SparkHudiWriter(SparkTableJob):
         except Exception:  # pragma: no cover - storage unreadable: still roll back
             pass
         try:
-            tx.abort(reason=f"{type(err).__name__}: {_short(err)}", error=err)
+            tx.abort(reason=f"{type(err).__name__}: {short_message(err)}", error=err)
         finally:
             if tx.instant is not None:
-                _sweep(table, tx.instant_time, parts)
+                sweep_failed_base_files(table, tx.instant_time, parts)
                 abort_signal.clear_abort(table, tx.instant_time)
         if isinstance(err, HudiOccError):
             err.attempt = tx.attempt
@@ -601,15 +601,12 @@ def _unpersist(frames: list) -> None:
             pass
 
 
-def _sweep(table: Table, instant: str, partitions: set[str]) -> None:
+def sweep_failed_base_files(table: Table, instant: str, partitions: set[str]) -> None:
     """Belt and braces after a rollback: no base file of the failed instant may remain (a file
-    of an instant absent from the timeline could be taken for an archived commit)."""
+    of an instant absent from the timeline could be taken for an archived commit). Public: the
+    Spark clustering's abort sweeps the same way."""
     for p in partitions:
         for bf in list_base_files(table, p):
             if bf.instant_time == instant:
                 table.storage.delete(table.storage.path(bf.relative_path))
 
-
-def _short(e: BaseException) -> str:
-    s = str(e)
-    return s if len(s) < 2000 else s[:2000] + " ..."

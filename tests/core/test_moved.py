@@ -24,6 +24,11 @@ OLD_NAMES = [
     ("airflow_hudi_occ.core.clean", "check_as_of_readable", "airflow_hudi_occ.core.table.time_travel"),
     ("airflow_hudi_occ.core.cli", "main", "airflow_hudi_occ.cli"),
     ("airflow_hudi_occ.core.table", "Table", "airflow_hudi_occ.core.table.table"),
+    ("airflow_hudi_occ.core.concurrency.marker_names", "parse_marker",
+     "airflow_hudi_occ.core.concurrency.markers.names"),
+    ("airflow_hudi_occ.core.concurrency.marker_files", "read_marker_file",
+     "airflow_hudi_occ.core.concurrency.markers.files"),
+    ("airflow_hudi_occ.core.markers", "markers_for", "airflow_hudi_occ.core.concurrency.markers.write_markers"),
 ]
 
 

@@ -135,7 +135,7 @@ def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_c
     error the signal raised and signalled again, the driver's rollback would leave a signal
     behind for an instant it removed; a conflict the task finds itself is still signalled."""
     from airflow_hudi_occ.core.errors import EarlyConflictError, WriteAbortedError
-    from airflow_hudi_occ.spark.executor import _signal
+    from airflow_hudi_occ.spark.executor import leave_abort_signal
 
     table = Table.create(str(tmp_path / "tbl"), "tbl", record_key_fields=["id"], partition_fields=[])
     abort_signal.raise_abort(table, "20260101000000000", "sensor: doomed", source="test")
@@ -144,7 +144,7 @@ def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_c
     except Exception as e:  # noqa: BLE001 - the signal's own error
         from_signal = e
     abort_signal.clear_abort(table, "20260101000000000")  # the driver's rollback
-    _signal(table, "20260101000000000", from_signal)
+    leave_abort_signal(table, "20260101000000000", from_signal)
     # a file created just before the driver's abort: removed by its writer, the error not re-signalled
     abort_signal.raise_abort(table, "20260101000000000", "sensor: doomed", source="test")
     created = tmp_path / "tbl" / "f.parquet"
@@ -153,9 +153,9 @@ def test_a_task_stopped_by_the_signal_does_not_raise_it_again_after_the_driver_c
         abort_signal.remove_if_aborted(table, "20260101000000000", str(created), "f.parquet")
     assert not created.exists()
     abort_signal.clear_abort(table, "20260101000000000")
-    _signal(table, "20260101000000000", raised.value)
+    leave_abort_signal(table, "20260101000000000", raised.value)
     assert abort_signal.abort_reason(table, "20260101000000000") is None
     found = EarlyConflictError(instant="20260101000000001", other_instant="20260101000000000",
                                file_groups=[("", "fg-1")])
-    _signal(table, "20260101000000001", found)
+    leave_abort_signal(table, "20260101000000001", found)
     assert abort_signal.abort_reason(table, "20260101000000001")["source"] == "spark-executor"

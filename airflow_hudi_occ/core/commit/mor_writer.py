@@ -38,8 +38,8 @@ import pyarrow as pa
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
-from airflow_hudi_occ.core.commit.writer import (OPERATIONS, ArrowTableWriter, _map_bounded,
-                                                 _Work, partition_groups)
+from airflow_hudi_occ.core.commit.file_group_work import FileGroupWork, map_bounded
+from airflow_hudi_occ.core.commit.writer import OPERATIONS, ArrowTableWriter, partition_groups
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
 from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns, write_token
@@ -126,7 +126,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
             names = [self._mark(tx, w, before_file) if _is_base(w)
                      else self._mark_log(tx, w, before_file) for w in work]
-            stats = _map_bounded(
+            stats = map_bounded(
                 lambda wn: (self._write_file(tx, data, *wn, mixed=by_path.mixed) if _is_base(wn[0])
                             else self._write_log(tx, data, *wn, schema_json=schema_json)),
                 list(zip(work, names)), self.threads)
@@ -142,7 +142,7 @@ class MergeOnReadWriter(ArrowTableWriter):
 
     # -- NBCC tagging ------------------------------------------------------------------------
 
-    def _plan_nbcc(self, view: FileSystemView, data: pa.Table, op: str, groups) -> list[_Work]:
+    def _plan_nbcc(self, view: FileSystemView, data: pa.Table, op: str, groups) -> list[FileGroupWork]:
         """Non-blocking concurrency control: every key goes to its bucket's one file group, and
         every write to a log file of this deltacommit, whether the bucket exists or not (Java's
         bucket partitioner under NB-CC). No stored key is read: the bucket alone decides, so
@@ -160,7 +160,7 @@ class MergeOnReadWriter(ArrowTableWriter):
         fields = hash_fields(self.config.options, cfg.record_key_fields)
         pre = cfg.precombine_field
         completion = CompletionTimes(view)
-        work: list[_Work] = []
+        work: list[FileGroupWork] = []
         for part, idx in groups:
             keyed = data.select(list(dict.fromkeys([*cfg.record_key_fields, *fields]))).take(idx)
             keys = record_key_array(keyed, cfg.record_key_fields)
@@ -177,10 +177,10 @@ class MergeOnReadWriter(ArrowTableWriter):
                 rows = idx.take(pa.array(pos, pa.int64()))
                 file_id, base = existing.get(b, (nbcc_file_id(b), None))
                 if op == "bulk_insert" and b not in existing:
-                    work.append(_Work(part, file_id, None, rows))  # a base file (CREATE)
+                    work.append(FileGroupWork(part, file_id, None, rows))  # a base file (CREATE)
                     continue
                 mode = merge.DELETE if op == "delete" else merge.UPSERT
-                work.append(_Work(part, file_id, _NbccSlice(base, b in existing), rows, mode))
+                work.append(FileGroupWork(part, file_id, _NbccSlice(base, b in existing), rows, mode))
         return work
 
     def _bucket_file_groups(self, view: FileSystemView, part: str, completion) -> dict:
@@ -199,7 +199,7 @@ class MergeOnReadWriter(ArrowTableWriter):
 
     # -- log files --------------------------------------------------------------------------
 
-    def _mark_log(self, tx: WriteTransaction, w: _Work, before_file) -> str:
+    def _mark_log(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
         """The APPEND marker of the log file this deltacommit writes into ``w``'s slice."""
         name = LogFileName(w.file_id, tx.instant_time, 1, write_token(0, 0, tx.attempt)).name
         if before_file:
@@ -209,7 +209,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
-    def _write_log(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str, *,
+    def _write_log(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
                    schema_json: str) -> WriteStat:
         t0 = time.time()
         rel = join_partition(w.partition, name)
@@ -258,7 +258,7 @@ class MergeOnReadWriter(ArrowTableWriter):
                          log_files=[name], log_version=1, log_offset=0)
 
 
-def _is_base(w: _Work) -> bool:
+def _is_base(w: FileGroupWork) -> bool:
     """Whether the work item writes a base file (a new file group) rather than a log file."""
     return w.prev is None
 

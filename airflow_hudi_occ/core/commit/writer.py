@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -26,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
+from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupWork, map_bounded
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
                                                     check_record_keys, new_file_id, read_parquet,
                                                     read_parquet_columns,
@@ -47,14 +45,11 @@ from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepar
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
 
-CREATE = "create"
 #: batches smaller than this are tagged on one thread
 PARALLEL_MIN_ROWS = 50_000
 #: up to this many partition values (the product over partition fields), a batch is split by
 #: one pass per partition rather than by a sort
 FEW_PARTITIONS = 256
-#: the most file groups written at once by one process
-MAX_THREADS = 4
 #: rows per row group of a base file this writer writes: its meta columns are built one chunk
 #: at a time (peak memory of a 2 M-row write: 3.7x the batch with whole file groups)
 WRITE_CHUNK_ROWS = 131_072
@@ -152,19 +147,6 @@ def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:
     return {p: data.take(idx) for p, idx in partition_groups(table, data).items()}
 
 
-@dataclass
-class _Work:
-    """One file group this write produces a base file for: which batch rows go into it and
-    how. The rows are taken, merged and written only when its turn comes (``_write_file``), so
-    memory holds one file group's data at a time besides the batch."""
-
-    partition: str
-    file_id: str
-    prev: object | None  # FileSlice
-    indices: pa.Array  # rows of the batch (deduped, in batch order) for this file group
-    mode: str = CREATE  # CREATE (a new file group) or a merge mode: UPSERT, DELETE, APPEND
-
-
 def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     """``batch`` values present in ``stored``: the hash table is built on the batch (usually
     the smaller side) and probed with the stored values, then on the few stored hits."""
@@ -207,50 +189,6 @@ class _KeyProbe:
                             else np.array(sorted(vals.to_pylist()), dtype=object))
         i = int(np.searchsorted(self._sorted, lo, side="left"))
         return bool(i < len(self._sorted) and self._sorted[i] <= hi)
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    """One pool per process, reused by every write (starting threads per commit costs more
-    than a small commit's whole parquet work)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="hudi-occ-write")
-        return _POOL
-
-
-def _map_bounded(fn, items: list, threads: int) -> list:
-    """``[fn(x) for x in items]`` on up to ``threads`` threads, in order; at most ``threads``
-    items are in memory at once. The first error is raised after the running ones finish."""
-    if threads <= 1 or len(items) <= 1:
-        return [fn(x) for x in items]
-    out: list = [None] * len(items)
-    pending: dict = {}
-    error: BaseException | None = None
-    pool = _pool()
-    it = iter(enumerate(items))
-    while True:
-        while error is None and len(pending) < threads:
-            nxt = next(it, None)
-            if nxt is None:
-                break
-            pending[pool.submit(fn, nxt[1])] = nxt[0]
-        if not pending:
-            break
-        done, _ = wait(pending, return_when=FIRST_COMPLETED)
-        for f in done:
-            i = pending.pop(f)
-            try:
-                out[i] = f.result()
-            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
-                error = error or e
-    if error is not None:
-        raise error
-    return out
 
 
 class ArrowTableWriter:
@@ -312,7 +250,7 @@ class ArrowTableWriter:
             # Every marker first (each passes the early conflict check), then the data files,
             # several at a time: parquet encoding and compression release the GIL.
             names = [self._mark(tx, w, before_file) for w in work]
-            stats = _map_bounded(lambda wn: self._write_file(tx, data, *wn, mixed=by_path.mixed),
+            stats = map_bounded(lambda wn: self._write_file(tx, data, *wn, mixed=by_path.mixed),
                                  list(zip(work, names)), self.threads)
             if before_commit:
                 before_commit(tx)
@@ -357,8 +295,8 @@ class ArrowTableWriter:
         """Tag the batch: which rows go to which file group. Only key columns are read here
         (of the batch and of the stored base files); no data is copied or merged yet.
         Partitions are tagged on several threads (hashing and parquet reads release the GIL)."""
-        planned = _map_bounded(lambda pg: self._plan_partition(view, data, op, *pg), groups, threads)
-        work: list[_Work] = []
+        planned = map_bounded(lambda pg: self._plan_partition(view, data, op, *pg), groups, threads)
+        work: list[FileGroupWork] = []
         replaced: dict[str, list[str]] = {}
         for (part, _), (w, r) in zip(groups, planned):
             work.extend(w)
@@ -375,7 +313,7 @@ class ArrowTableWriter:
                 and not COMBINE_BEFORE_INSERT.get(self.config.options)):
             # Hudi's copy-on-write bulk_insert: the batch as given, duplicate keys included (the
             # Spark engine's too); merge-on-read and the bucket index always combine
-            return ([_Work(part, new_file_id(), None, idx)] if len(idx) else []), None
+            return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
         # one key field: its raw values identify records as well as their text, and hash
         # faster (integers); the key text is spelled only where it is compared with stored keys
@@ -387,16 +325,16 @@ class ArrowTableWriter:
             idx, keyed = idx.take(chosen), keyed.take(chosen)
             keys = None if keys is None else keys.take(chosen)
         if op in ("insert", "bulk_insert") and num_buckets is None:  # no lookup: new file groups
-            return ([_Work(part, new_file_id(), None, idx)] if len(idx) else []), None
+            return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         if keys is None:
             keys = record_key_array(keyed, key_fields)
         slices = view.latest_file_slices(part)
         if num_buckets is not None and op != "insert_overwrite":
             return self._plan_buckets(part, data, idx, keys, slices, op, num_buckets), None
         if op == "insert_overwrite":
-            return [_Work(part, new_file_id(), None, idx)], [s.file_id for s in slices]
+            return [FileGroupWork(part, new_file_id(), None, idx)], [s.file_id for s in slices]
         if op in ("insert", "bulk_insert") or not slices:
-            return ([_Work(part, new_file_id(), None, idx)] if op != "delete" and len(idx) else []), None
+            return ([FileGroupWork(part, new_file_id(), None, idx)] if op != "delete" and len(idx) else []), None
         ids = None
         if merge.integer_key_column(key_fields, keyed) is not None:
             ids = keyed.column(key_fields[0]).combine_chunks()
@@ -423,7 +361,7 @@ class ArrowTableWriter:
             sl = existing.get(b)
             if sl is None:
                 if op != "delete":
-                    out.append(_Work(part, new_file_id(bucket=b), None, sub_idx))
+                    out.append(FileGroupWork(part, new_file_id(bucket=b), None, sub_idx))
                 continue
             out.extend(self._tag_into(part, sub_idx, sub_keys, [sl], op, new_groups=False,
                                       append_fresh=True))
@@ -463,7 +401,7 @@ class ArrowTableWriter:
         ``_hoodie_record_key`` column alone); fresh keys go to a new file group (simple index)
         or into the one given slice (bucket index)."""
         mode = merge.DELETE if op == "delete" else merge.UPSERT
-        work: list[_Work] = []
+        work: list[FileGroupWork] = []
         claimed = np.zeros(len(keys), dtype=bool)
         key_fields = self.table.config.record_key_fields
         batch_range = None if append_fresh and op != "delete" else _KeyProbe(ids if ids is not None else keys)
@@ -475,14 +413,14 @@ class ArrowTableWriter:
             if not mine.any():
                 continue
             claimed |= mine
-            work.append(_Work(part, s.file_id, s, idx.filter(pa.array(mine)), mode))
+            work.append(FileGroupWork(part, s.file_id, s, idx.filter(pa.array(mine)), mode))
         if op != "delete" and new_groups and not claimed.all():
-            work.append(_Work(part, new_file_id(), None, idx.filter(pa.array(~claimed))))
+            work.append(FileGroupWork(part, new_file_id(), None, idx.filter(pa.array(~claimed))))
         return work
 
     # -- executing --------------------------------------------------------------------------------
 
-    def _mark(self, tx: WriteTransaction, w: _Work, before_file) -> str:
+    def _mark(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
         """The file group's marker (and partition metadata), before any of its data exists."""
         name = base_file_name(w.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
         if before_file:
@@ -492,7 +430,7 @@ class ArrowTableWriter:
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
-    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: _Work, name: str, *,
+    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
                     mixed: set[str] | None = None) -> WriteStat:
         rel = join_partition(w.partition, name)
         t0 = time.time()

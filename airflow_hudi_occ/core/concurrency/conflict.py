@@ -38,9 +38,19 @@ from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.concurrency.operation import (  # noqa: F401 (re-exported)
-    CLUSTER, COMPACT, ConcurrentOperation, LOG_COMPACT, UNKNOWN, _COMPLETED_WRITE_ACTIONS, _INGESTION_ACTIONS, _TABLE_SERVICE_ACTIONS, _TABLE_SERVICE_OPERATIONS, _compaction_plan_file_groups, _implies_table_service, _pending_replace)
+    CLUSTER, COMPACT, ConcurrentOperation, LOG_COMPACT, UNKNOWN)
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.metadata import FileGroupId
+
+# Which instants may be candidates is this module's judgement (operation.py only reads what
+# an instant mutated), so the two action sets that make it live here.
+
+#: Completed actions that make up Hudi's "commits timeline" (compaction completes as commit,
+#: log compaction as deltacommit, clustering as replacecommit).
+_COMPLETED_WRITE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT})
+
+#: Pending actions that are ingestion, for prefer-writer (Hudi: commit and deltacommit only).
+_INGESTION_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT})
 
 # --- strategies ---------------------------------------------------------------------------------
 

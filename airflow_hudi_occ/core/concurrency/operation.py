@@ -25,13 +25,6 @@ UNKNOWN = "UNKNOWN"
 _TABLE_SERVICE_OPERATIONS = frozenset({CLUSTER, COMPACT, LOG_COMPACT})
 _TABLE_SERVICE_ACTIONS = frozenset({Action.CLUSTERING, Action.COMPACTION, Action.LOG_COMPACTION})
 
-#: Completed actions that make up Hudi's "commits timeline" (compaction completes as commit,
-#: log compaction as deltacommit, clustering as replacecommit).
-_COMPLETED_WRITE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT})
-
-#: Pending actions that are ingestion, for prefer-writer (Hudi: commit and deltacommit only).
-_INGESTION_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT})
-
 # --- what an operation mutated ------------------------------------------------------------------
 
 

@@ -1,7 +1,18 @@
-"""Marker names: what a marker says (partition, data file, IO type) and how it is spelled.
+"""The codec of marker names: what a marker says (partition, data file, IO type) and how it
+is spelled, both ways.
 
 ``<partition>/<datafile>.marker.<IOTYPE>``, the same in both layouts (a direct marker's path,
 a line of a batched MARKERS file); the file group of a marker is ``partition/fileId``.
+
+- render: :func:`new_marker` checks what a writer is about to create (a partition that stays
+  inside the instant's marker folder, a data file name without ``/``) and
+  :attr:`Marker.relative_path` spells it;
+- parse: :func:`parse_marker` reads one explicit path and raises
+  :class:`~airflow_hudi_occ.core.errors.CorruptMetadataError` for anything that is not a
+  marker; :func:`try_parse_marker` is the tolerant reader's form (``None`` instead), for
+  folders and MARKERS files that may hold stray or half-written lines.
+
+``parse_marker(m.relative_path) == m`` for every marker :func:`new_marker` accepts.
 """
 
 from __future__ import annotations
@@ -76,15 +87,26 @@ class Marker:
         return f"{self.partition}/{self.data_file_name}" if self.partition else self.data_file_name
 
 
-def _normalise_partition(partition: str | None) -> str:
-    """The partition of a marker about to be created, kept inside the instant's marker
-    folder (``core/format/partition_path``: no ``..``, ``.`` or empty segment)."""
+def marker_partition(partition: str | None) -> str:
+    """The partition of a marker as markers spell it (no leading or trailing ``/``), kept
+    inside the instant's marker folder (``core/format/partition_path``: no ``..``, ``.`` or
+    empty segment; :class:`~airflow_hudi_occ.core.errors.UnsafePathError` otherwise)."""
     return check_partition_path((partition or "").strip("/"), source="a marker's partition")
 
 
 def _validate_name(data_file_name: str) -> None:
     if not data_file_name or "/" in data_file_name or leaves_problem(data_file_name) is not None:
         raise ValueError(f"invalid data file name {data_file_name!r}")
+
+
+def new_marker(partition: str | None, data_file_name: str, io_type: IOType | str) -> Marker:
+    """The marker a writer is about to create, checked: the partition by
+    :func:`marker_partition`, the data file name a single path segment (``ValueError``), the IO
+    type one of :class:`IOType` (given as the enum or its name in any case)."""
+    partition = marker_partition(partition)
+    _validate_name(data_file_name)
+    io = io_type if isinstance(io_type, IOType) else IOType(str(io_type).upper())
+    return Marker(partition, data_file_name, io)
 
 
 def parse_marker(relative_path: str) -> Marker:
@@ -115,7 +137,9 @@ def parse_marker(relative_path: str) -> Marker:
     return Marker(partition, data_file_name, io_type)
 
 
-def _try_parse(relative_path: str) -> Marker | None:
+def try_parse_marker(relative_path: str) -> Marker | None:
+    """:func:`parse_marker`, or ``None`` for what is not a marker: how a tolerant reader skips
+    a stray file or a line cut by a concurrent rewrite."""
     try:
         return parse_marker(relative_path)
     except CorruptMetadataError:
@@ -147,20 +171,3 @@ def group_key(partition: str, file_id: str) -> str:
 def split_group_key(key: str) -> tuple[str, str]:
     partition, _, file_id = key.rpartition("/")
     return (partition, file_id)
-
-
-def _keys_of_text(text: str, lines) -> frozenset[str] | set[str]:
-    """The group keys of a MARKERS file's text, in bulk.
-
-    The fast path cuts each marker line at the first ``_`` after its last ``/`` (a base file is
-    ``<fileId>_<token>_<t>.<ext>``), in one comprehension over the text. Two shapes it gets
-    wrong are detected with whole-text searches (C speed) and sent down the exact per-line
-    path instead: log-file names, which start with a dot, and names without any ``_`` (the
-    cut then runs into the marker suffix). ``lines`` gives the parsed lines for that path.
-    """
-    if "/." not in text and "\n." not in text and not text.startswith(".") and "\r" not in text:
-        keys = {line[:line.find("_", line.rfind("/") + 1)]
-                for line in text.split("\n") if line.endswith(MARKER_SUFFIXES)}
-        if MARKER_INFIX not in "\n".join(keys):
-            return keys
-    return frozenset(group_key(*group_of_line(line)) for line in lines())

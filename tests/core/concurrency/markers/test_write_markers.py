@@ -1,5 +1,6 @@
-"""Write markers: the codec, both on-disk layouts, concurrent writers in real processes, and
-tolerant reading of batched files that are cut or being replaced."""
+"""Write markers (``markers/write_markers``): both on-disk layouts, the layout read back from
+the folder, and concurrent writers in real processes. The codec is in ``test_names``, tolerant
+reading of batched files in ``test_files``."""
 
 from __future__ import annotations
 
@@ -8,66 +9,17 @@ import os
 import threading
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.config import MarkerType
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType, Marker,
-                                           MarkerFileContent, group_key, list_marker_instants,
-                                           marker_dir, markers_for, parse_marker, read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType,
+                                                       list_marker_instants, marker_dir, markers_for,
+                                                       read_marker_file)
 from airflow_hudi_occ.core.table.table import Table
 
-T1 = "20250101000000001"
-T2 = "20250101000000002"
+from tests.core.concurrency.markers import T1, fname, make_table
 
 KINDS = [DirectWriteMarkers, BatchedWriteMarkers]
-
-
-def make_table(tmp_path, partitioned=True) -> Table:
-    return Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"],
-                        partition_fields=["p"] if partitioned else [])
-
-
-def fname(file_id: str, instant: str = T1, token: str = "0-0-0") -> str:
-    return f"{file_id}_{token}_{instant}.parquet"
-
-
-# --- codec --------------------------------------------------------------------------------------
-
-_part = st.lists(st.from_regex(r"[a-z0-9=\-]{1,8}", fullmatch=True), min_size=0, max_size=3).map("/".join)
-_fid = st.from_regex(r"[a-z0-9\-]{1,12}", fullmatch=True)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_part, _fid, st.sampled_from(list(IOType)), st.booleans())
-def test_marker_path_round_trip(partition, file_id, io_type, log_file):
-    name = f".{file_id}_20250101000000001.log.1_0-1-2" if log_file else fname(file_id)
-    m = Marker(partition, name, io_type)
-    assert m.relative_path.endswith(f".marker.{io_type.value}")
-    assert m.relative_path.startswith(f"{partition}/") == bool(partition)
-    back = parse_marker(m.relative_path)
-    assert back == m
-    assert back.file_id == file_id
-    assert back.data_file_path == (f"{partition}/{name}" if partition else name)
-
-
-def test_marker_name_and_file_id():
-    m = Marker("2022/07/01", "ff26cb9e-0_1-0-1_20220701000000000.parquet", IOType.MERGE)
-    assert m.name == "ff26cb9e-0_1-0-1_20220701000000000.parquet.marker.MERGE"
-    assert m.relative_path == "2022/07/01/" + m.name
-    assert m.file_id == "ff26cb9e-0"
-    assert Marker("", "abc_1_2.parquet", IOType.CREATE).relative_path == "abc_1_2.parquet.marker.CREATE"
-
-
-@pytest.mark.parametrize("garbage", [
-    "", "   ", "p/file.parquet", "p/file.parquet.marker.", "p/file.parquet.marker.DELETE",
-    "/abs/f_1_2.parquet.marker.CREATE", "p//f_1_2.parquet.marker.CREATE",
-    "p/../f_1_2.parquet.marker.CREATE", "p/.marker.CREATE", "p/_x.marker.CREATE",
-])
-def test_parse_marker_rejects_garbage(garbage):
-    with pytest.raises(CorruptMetadataError):
-        parse_marker(garbage)
 
 
 # --- both layouts -------------------------------------------------------------------------------
@@ -195,65 +147,6 @@ def test_failed_write_is_not_remembered(tmp_path, monkeypatch):
     monkeypatch.setattr(table.storage, "write", real)
     markers.create("p", fname("b"), IOType.CREATE)  # not skipped as "already there"
     assert markers_for(table, T1).file_ids_in_partition("p") == {"a", "b"}
-
-
-# --- tolerant reading ---------------------------------------------------------------------------
-
-
-def _write(table, name: str, data: bytes) -> None:
-    d = marker_dir(table, T1)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(data)
-
-
-def test_cut_and_garbage_marker_files_are_tolerated(tmp_path):
-    table = make_table(tmp_path)
-    _write(table, "MARKERS.type", b"TIMELINE_SERVER_BASED")
-    full = "".join(f"p/{fname(f'f{i}')}.marker.CREATE\n" for i in range(3))
-    _write(table, "MARKERS0", (full + f"p/{fname('cut')}.marker.CRE").encode())  # cut mid-line
-    _write(table, "MARKERS1", b"")                                             # just claimed
-    _write(table, "MARKERS2", b"\x00\xff\xfe garbage \n\x80")                  # not text at all
-    _write(table, "MARKERS3", f"p/{fname('whole')}.marker.MERGE".encode())     # cut right at the end
-    _write(table, "MARKERS4", f"p/{fname('half')}_0-0".encode())              # cut inside the name
-    _write(table, "MARKERSX", f"p/{fname('nope')}.marker.CREATE\n".encode())   # not a MARKERS<n>
-    markers = markers_for(table, T1)
-    assert isinstance(markers, BatchedWriteMarkers)
-    assert markers.file_ids_in_partition("p") == {"f0", "f1", "f2", "whole"}
-    assert {m.file_id for m in markers.all_markers()} == {"f0", "f1", "f2", "whole"}
-
-
-def test_a_growing_file_is_reread(tmp_path):
-    """The per-file cache must never hide a marker appended later."""
-    table = make_table(tmp_path)
-    path = os.path.join(marker_dir(table, T1), "MARKERS0")
-    lines = ""
-    for i in range(20):
-        lines += f"p/{fname(f'f{i}')}.marker.CREATE\n"
-        _write(table, "MARKERS0", lines.encode())
-        assert len(read_marker_file(table.storage, path).lines) == i + 1
-
-
-_odd_part = st.lists(st.from_regex(r"[a-z0-9_.=\-]{1,8}", fullmatch=True).filter(lambda c: c not in (".", "..")),
-                     min_size=0, max_size=3).map("/".join)
-_odd_name = st.one_of(
-    st.builds(lambda f, t: f"{f}_{t}_20250101000000001.parquet", _fid, st.from_regex(r"[0-9\-]{1,6}", fullmatch=True)),
-    st.builds(lambda f: f".{f}_20250101000000001.log.1_0-1-2", _fid),   # log file
-    st.builds(lambda f: f"{f}.parquet", _fid),                            # no "_" at all
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(_odd_part, _odd_name, st.sampled_from(list(IOType))), max_size=12),
-       st.booleans())
-def test_bulk_file_group_keys_match_the_exact_parser(items, crlf):
-    """The batched checker's fast key extraction must agree with parse_marker on every shape."""
-    markers = [Marker(p, n, t) for p, n, t in items]
-    sep = "\r\n" if crlf else "\n"
-    content = MarkerFileContent("".join(m.relative_path + sep for m in markers))
-    assert set(content.keys) == {group_key(*m.file_group) for m in markers}
-    assert content.file_groups == {m.file_group for m in markers}
-    assert set(content.markers) == set(markers)
 
 
 # --- concurrent writers in real processes -------------------------------------------------------

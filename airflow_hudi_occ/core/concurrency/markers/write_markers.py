@@ -1,10 +1,8 @@
-"""Write markers: the record of every data file an instant is about to write.
+"""The markers of one instant, in Hudi's two layouts (``core.concurrency.markers`` says what
+markers are for).
 
-A marker is created *before* its data file, so the markers of an instant are always a superset
-of the files it wrote. Two readers depend on that: rollback (a failed instant's markers name
-the files to delete) and early conflict detection (an earlier, still running writer's markers
-say which file groups it is writing). Markers live under ``.hoodie/.temp/<instant>/`` and are
-deleted when the instant completes.
+A marker is created *before* its data file; :class:`WriteMarkers` is the one interface,
+:func:`markers_for` picks the layout an instant's folder already has.
 
 Two layouts, as Hudi writes them, so Java Hudi and this library can roll back each other's
 failed writes:
@@ -22,8 +20,10 @@ failed writes:
 Reading is tolerant by design: a batched file may be read while it is being replaced on a
 backend without atomic replace, so a short, empty or cut file is read as far as it makes sense
 (RFC-56: "treat it as empty for this round") and a line that is not a marker is skipped; the
-next reading catches up. Only :func:`parse_marker`, given one explicit path, raises
-:class:`CorruptMetadataError`.
+next reading catches up. Creating a marker raises what :func:`~.names.new_marker` raises for a
+partition or name that would leave the folder; :func:`markers_for` raises
+:class:`~airflow_hudi_occ.core.errors.CorruptMetadataError` for an unreadable
+``MARKERS.type``.
 """
 
 from __future__ import annotations
@@ -33,45 +33,12 @@ from abc import ABC, abstractmethod
 from typing import Iterable
 
 from airflow_hudi_occ.core.config import MarkerType
-from airflow_hudi_occ.core.errors import CorruptMetadataError
-
-from airflow_hudi_occ.core.concurrency.marker_names import (  # noqa: F401 (re-exported)
-    DEFAULT_MAX_LINES_PER_FILE, INSTANT_DIR_RE, IOType, MARKERS_FILE_PREFIX, MARKERS_FILE_RE, MARKERS_TYPE_FILE, MARKER_INFIX, MARKER_SUFFIXES, Marker, TEMP_FOLDER, _normalise_partition, _try_parse, _validate_name, file_id_of, group_key, group_of_line, parse_marker, split_group_key)
-from airflow_hudi_occ.core.concurrency.marker_files import (MarkerFileContent, parse_marker_lines,  # noqa: F401
-                                                            read_marker_file, stat_key)
-
-
-# --- the marker folder of one instant ---------------------------------------------------------
-
-
-def marker_dir(table, instant_time: str) -> str:
-    return table.storage.path(*TEMP_FOLDER, instant_time)
-
-
-def markers_file_names(names: Iterable[str]) -> list[str]:
-    """``MARKERS<n>`` names among a folder listing, in index order."""
-    found = []
-    for n in names:
-        m = MARKERS_FILE_RE.match(n)
-        if m:
-            found.append((int(m.group(1)), n))
-    return [n for _, n in sorted(found)]
-
-
-def read_marker_type(table, instant_time: str) -> MarkerType | None:
-    """The type recorded in ``MARKERS.type``, or None when there is none (direct markers)."""
-    path = table.storage.path(*TEMP_FOLDER, instant_time, MARKERS_TYPE_FILE)
-    try:
-        raw = table.storage.read(path).decode("utf-8", errors="replace").strip()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-    try:
-        return MarkerType[raw.upper()]
-    except KeyError:
-        raise CorruptMetadataError(f"{path} holds {raw!r}, not a marker type", path=path,
-                                   base_path=table.base_uri,
-                                   remedy="it should read TIMELINE_SERVER_BASED; fix or delete it "
-                                          "after checking which writer owns the folder") from None
+from airflow_hudi_occ.core.concurrency.markers.files import MarkerFileContent, read_marker_file
+from airflow_hudi_occ.core.concurrency.markers.folder import marker_dir, markers_file_names, read_marker_type
+from airflow_hudi_occ.core.concurrency.markers.names import (DEFAULT_MAX_LINES_PER_FILE, MARKER_SUFFIXES,
+                                                            MARKERS_FILE_PREFIX, MARKERS_TYPE_FILE, TEMP_FOLDER,
+                                                            IOType, Marker, marker_partition, new_marker,
+                                                            try_parse_marker)
 
 
 class WriteMarkers(ABC):
@@ -102,7 +69,7 @@ class WriteMarkers(ABC):
         """Every marker of the instant (unique, in a stable order)."""
 
     def markers_in_partition(self, partition: str) -> list[Marker]:
-        partition = _normalise_partition(partition)
+        partition = marker_partition(partition)
         return [m for m in self.all_markers() if m.partition == partition]
 
     def file_ids_in_partition(self, partition: str) -> set[str]:
@@ -129,13 +96,6 @@ class WriteMarkers(ABC):
         return f"{type(self).__name__}({self.instant_time})"
 
 
-def _marker_of(partition: str, data_file_name: str, io_type: IOType | str) -> Marker:
-    partition = _normalise_partition(partition)
-    _validate_name(data_file_name)
-    io = io_type if isinstance(io_type, IOType) else IOType(str(io_type).upper())
-    return Marker(partition, data_file_name, io)
-
-
 class DirectWriteMarkers(WriteMarkers):
     """One empty file per marker (Hudi's DIRECT markers)."""
 
@@ -145,7 +105,7 @@ class DirectWriteMarkers(WriteMarkers):
         return self.storage.path(*TEMP_FOLDER, self.instant_time, marker.relative_path)
 
     def create(self, partition: str, data_file_name: str, io_type: IOType | str) -> Marker:
-        marker = _marker_of(partition, data_file_name, io_type)
+        marker = new_marker(partition, data_file_name, io_type)
         try:
             self.storage.create_if_absent(self._path(marker), b"")
         except FileExistsError:
@@ -156,18 +116,18 @@ class DirectWriteMarkers(WriteMarkers):
         out = []
         for rel in sorted(self.storage.walk_files(self.dir)):
             if rel.endswith(MARKER_SUFFIXES):
-                m = _try_parse(rel)
+                m = try_parse_marker(rel)
                 if m is not None:
                     out.append(m)
         return out
 
     def markers_in_partition(self, partition: str) -> list[Marker]:
-        partition = _normalise_partition(partition)
+        partition = marker_partition(partition)
         folder = self.storage.path(*TEMP_FOLDER, self.instant_time, partition)
         out = []
         for name in sorted(self.storage.list_names(folder)):
             if name.endswith(MARKER_SUFFIXES):
-                m = _try_parse(f"{partition}/{name}" if partition else name)
+                m = try_parse_marker(f"{partition}/{name}" if partition else name)
                 if m is not None:
                     out.append(m)
         return out
@@ -240,7 +200,7 @@ class BatchedWriteMarkers(WriteMarkers):
                            "".join(f"{line}\n" for line in lines).encode("utf-8"))
 
     def create_many(self, items: Iterable[tuple[str, str, IOType | str]]) -> list[Marker]:
-        markers = [_marker_of(p, n, t) for p, n, t in items]
+        markers = [new_marker(p, n, t) for p, n, t in items]
         with self._lock:
             self._start()
             # dict keeps first-seen order and makes the duplicate check O(1) per marker
@@ -285,7 +245,7 @@ class BatchedWriteMarkers(WriteMarkers):
         return out
 
     def file_ids_in_partition(self, partition: str) -> set[str]:
-        partition = _normalise_partition(partition)
+        partition = marker_partition(partition)
         out: set[str] = set()
         for content in self.contents():
             out |= content.file_ids_by_partition().get(partition, frozenset())
@@ -299,16 +259,3 @@ def markers_for(table, instant_time: str, marker_type: MarkerType | None = None)
     if marker_type is MarkerType.TIMELINE_SERVER_BASED:
         return BatchedWriteMarkers(table, instant_time)
     return DirectWriteMarkers(table, instant_time)
-
-
-def list_marker_instants(table) -> list[str]:
-    """Instant times that have a marker folder under ``.hoodie/.temp`` (ascending)."""
-    return sorted(n for n in table.storage.list_dirs(table.temp_dir) if INSTANT_DIR_RE.match(n))
-
-
-__all__ = [
-    "BatchedWriteMarkers", "DirectWriteMarkers", "IOType", "Marker", "MarkerFileContent",
-    "WriteMarkers", "file_id_of", "group_key", "split_group_key", "list_marker_instants", "marker_dir", "markers_file_names",
-    "markers_for", "parse_marker", "parse_marker_lines", "read_marker_file", "read_marker_type",
-    "stat_key",
-]

@@ -11,8 +11,8 @@ import os
 import threading
 from collections import OrderedDict
 
-from airflow_hudi_occ.core.concurrency.marker_names import (MARKER_SUFFIXES, Marker, _keys_of_text, _try_parse, split_group_key)
-
+from airflow_hudi_occ.core.concurrency.markers.names import (MARKER_INFIX, MARKER_SUFFIXES, Marker, group_key,
+                                                            group_of_line, split_group_key, try_parse_marker)
 
 
 class MarkerFileContent:
@@ -61,7 +61,7 @@ class MarkerFileContent:
         if self._markers is None:
             out = []
             for line in self.lines:
-                m = _try_parse(line)
+                m = try_parse_marker(line)
                 if m is not None:
                     out.append(m)
             self._markers = tuple(out)
@@ -85,6 +85,23 @@ def _lines_of(text: str) -> tuple[str, ...]:
     if "\r" in text:  # written on Windows: tolerate CRLF
         text = text.replace("\r\n", "\n")
     return tuple([line for line in text.split("\n") if line.endswith(MARKER_SUFFIXES)])
+
+
+def _keys_of_text(text: str, lines) -> frozenset[str] | set[str]:
+    """The group keys of a MARKERS file's text, in bulk.
+
+    The fast path cuts each marker line at the first ``_`` after its last ``/`` (a base file is
+    ``<fileId>_<token>_<t>.<ext>``), in one comprehension over the text. Two shapes it gets
+    wrong are detected with whole-text searches (C speed) and sent down the exact per-line
+    path instead: log-file names, which start with a dot, and names without any ``_`` (the
+    cut then runs into the marker suffix). ``lines`` gives the parsed lines for that path.
+    """
+    if "/." not in text and "\n." not in text and not text.startswith(".") and "\r" not in text:
+        keys = {line[:line.find("_", line.rfind("/") + 1)]
+                for line in text.split("\n") if line.endswith(MARKER_SUFFIXES)}
+        if MARKER_INFIX not in "\n".join(keys):
+            return keys
+    return frozenset(group_key(*group_of_line(line)) for line in lines())
 
 
 _CACHE_LOCK = threading.Lock()
