@@ -141,6 +141,9 @@ def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
         storage.create_if_absent(storage.path("x"), b"1")
 
 
+@pytest.mark.slow  # 42 s; the default run proves the same path with a 1 s read timeout
+# (tests/cli/test_app.py::test_a_silent_store_fails_within_its_read_timeout) and that the
+# defaults reach botocore (test_s3_gets_bounded_client_timeouts_that_the_user_may_override)
 def test_a_silent_endpoint_fails_within_the_default_bound(silent_endpoint):
     """The defaults, not a test-sized timeout: 2 s3fs tries x 2 botocore attempts x 10 s read
     timeout, about 42 s measured (botocore's and s3fs's own defaults: 415 s)."""
