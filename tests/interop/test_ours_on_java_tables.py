@@ -65,6 +65,12 @@ def java_tables(tmp_path_factory, java_hudi):
             steps.append(Write(path, batch(rows), operation=op, options=JAVA_OPTIONS,
                                **(dict(table_type=table_type, table_version=version, record_key="id",
                                        partition_fields="p", ordering_field="ts") if n == 0 else {})))
+    # one more: a version 8 table that our writer will upgrade to 9 (hoodie.properties replaced)
+    upgraded = str(root / "cow_v8_upgraded_by_us")
+    steps.append(Write(upgraded, batch(JAVA_WRITES[0][0]), operation="insert", options=JAVA_OPTIONS,
+                       table_type="COPY_ON_WRITE", table_version=8, record_key="id",
+                       partition_fields="p", ordering_field="ts"))
+    paths["upgraded"] = upgraded
     java_hudi.run(*steps)
     model = Model()
     for rows, op in JAVA_WRITES:
@@ -76,10 +82,15 @@ def java_tables(tmp_path_factory, java_hudi):
 def then_ours_then_java(java_tables, java_hudi):
     """Our reads of Java's tables, our writes on them, then Java's reads (one JVM)."""
     paths, java_model = java_tables
+    paths = dict(paths)
+    upgraded = paths.pop("upgraded")
     ours_before = {kind: read_table(Table.open(p)) for kind, p in paths.items()}
     model = Model(java_model)
     for rows, op in OUR_WRITES:
         model.apply(rows, op)
+    ArrowTableWriter(Table.open(upgraded), WriteConfig.from_options(
+        {**FAST_WRITE_OPTIONS, **JAVA_OPTIONS, "hoodie.write.table.version": "9"})).write(
+        batch(OUR_WRITES[0][0]), "upsert")
     for kind, path in paths.items():
         table = Table.open(path)
         cls = MergeOnReadWriter if kind[0] == "MERGE_ON_READ" else ArrowTableWriter
@@ -91,8 +102,17 @@ def then_ours_then_java(java_tables, java_hudi):
         for query in ("snapshot", "read_optimized"):
             where[kind, query] = len(steps)
             steps.append(Read(path, query=query))
-    results = java_hudi.run(*steps)
-    return paths, java_model, ours_before, model, {k: results[i].rows for k, i in where.items()}
+    where["upgraded", "snapshot"] = len(steps)
+    steps.append(Read(upgraded))
+    results = java_hudi.run(*steps, check=False)
+    reads = {k: (results[i].rows if results[i].ok else results[i].error) for k, i in where.items()}
+    return paths, java_model, ours_before, model, reads
+
+
+def read_or_raise(read):
+    if isinstance(read, Exception):
+        raise read
+    return read
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
@@ -110,7 +130,7 @@ def test_our_reader_reads_what_java_wrote(then_ours_then_java, kind):
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_reads_our_writes_on_its_table(then_ours_then_java, kind):
     paths, _, _, model, java_reads = then_ours_then_java
-    java = rows_by_key(java_reads[kind, "snapshot"], columns=COLS)
+    java = rows_by_key(read_or_raise(java_reads[kind, "snapshot"]), columns=COLS)
     assert java == model
     assert rows_by_key(hudi_read(paths[kind]), columns=COLS) == model
     assert rows_by_key(read_table(Table.open(paths[kind])), columns=COLS) == model
@@ -119,10 +139,21 @@ def test_java_reads_our_writes_on_its_table(then_ours_then_java, kind):
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_read_optimized_after_our_writes_equals_ours_and_hudi_rs(then_ours_then_java, kind):
     paths, _, _, model, java_reads = then_ours_then_java
-    java = rows_by_key(java_reads[kind, "read_optimized"], columns=COLS)
+    java = rows_by_key(read_or_raise(java_reads[kind, "read_optimized"]), columns=COLS)
     table = Table.open(paths[kind])
     ours = read_optimized(table) if kind[0] == "MERGE_ON_READ" else read_table(table)
     assert java == rows_by_key(ours, columns=COLS)
     assert java == rows_by_key(hudi_read(paths[kind], read_optimized=True), columns=COLS)
     if kind[0] == "COPY_ON_WRITE":
         assert java == model
+
+
+def test_java_reads_a_table_after_our_writer_upgraded_its_properties(then_ours_then_java):
+    """Our upgrade 8 -> 9 replaces ``hoodie.properties``. Java on a local disk had written a
+    Hadoop checksum (``.hoodie.properties.crc``) beside it; left in place, Java's next read
+    fails its checksum and the table is unreadable ("Could not load Hoodie properties"), so
+    our writer deletes it with the file it replaces."""
+    *_, java_reads = then_ours_then_java
+    java = rows_by_key(read_or_raise(java_reads["upgraded", "snapshot"]), columns=COLS)
+    expected = Model().apply(JAVA_WRITES[0][0], "insert").apply(OUR_WRITES[0][0], "upsert")
+    assert java == expected
