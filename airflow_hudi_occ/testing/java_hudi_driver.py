@@ -186,6 +186,11 @@ def _write_client(spark, path: str, options: dict):
     props = meta_client.getTableConfig().getProps()
     for key in props.stringPropertyNames():
         params.put(key, props.getProperty(key))
+    # what the datasource would have derived from the table (DataSourceUtils reads both)
+    params.put("hoodie.datasource.write.table.type", props.getProperty("hoodie.table.type"))
+    ordering = props.getProperty("hoodie.table.ordering.fields") or props.getProperty("hoodie.table.precombine.field")
+    if ordering:
+        params.put("hoodie.datasource.write.precombine.field", ordering)
     for k, v in options.items():
         params.put(k, str(v))
     jsc = jvm.org.apache.spark.api.java.JavaSparkContext(spark._jsc.sc())
