@@ -204,8 +204,10 @@ def _strings(options: dict[str, Any]) -> dict[str, str]:
 
 @dataclass
 class StepResult:
-    """What one step did. ``completed`` / ``pending``: the instants it added to the timeline
-    (``{requested, completed, action}`` / ``{requested, action, state}``)."""
+    """What one step did. ``completed`` / ``pending``: the instants that appeared on the
+    timeline while it ran (``{requested, completed, action}`` / ``{requested, action, state}``),
+    read from file names; with another writer on the table at the same time, its instants
+    are among them (tests/interop/test_java_races.py tells them apart by their times)."""
 
     index: int
     op: str
