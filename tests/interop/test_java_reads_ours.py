@@ -1,10 +1,10 @@
 """Java Hudi reads the tables our writers write: COW (``ArrowTableWriter``) and MOR
-(``MergeOnReadWriter``), table versions 8 and 9, each after an insert, an upsert (MOR: a log
-file) and a delete.
+(``MergeOnReadWriter``), table versions 8 and 9, partitioned or not, each after an insert, an
+upsert (MOR: a log file) and a delete.
 
 Java is the reference: its snapshot must equal the model, and hudi-rs and our reader must
 agree with it; its read-optimised, time-travel and incremental reads must equal ours. All
-four tables are read in one JVM (Spark and Hudi take seconds to start).
+the tables are read in one JVM (Spark and Hudi take seconds to start).
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from airflow_hudi_occ.testing.java_hudi import Read
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
 
 COLS = ["id", "p", "ts", "v"]
-KINDS = [("COPY_ON_WRITE", 8), ("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 9)]
+#: (table type, table version, partitioned)
+KINDS = [("COPY_ON_WRITE", 8, True), ("COPY_ON_WRITE", 9, True), ("MERGE_ON_READ", 8, True),
+         ("MERGE_ON_READ", 9, True), ("COPY_ON_WRITE", 9, False), ("MERGE_ON_READ", 8, False)]
+IDS = [f"{t[:3].lower()}-v{v}" + ("" if part else "-unpartitioned") for t, v, part in KINDS]
 
 
 def batch(rows) -> pa.Table:
@@ -44,9 +47,9 @@ class Built:
         return self.models[-1]
 
 
-def build(base: str, table_type: str, version: int) -> Built:
+def build(base: str, table_type: str, version: int, partitioned: bool) -> Built:
     """Insert 8 rows over two partitions, upsert 2 of them and add one, delete one."""
-    table = Table.create(base, "t", record_key_fields=["id"], partition_fields=["p"],
+    table = Table.create(base, "t", record_key_fields=["id"], partition_fields=["p"] if partitioned else [],
                          precombine_field="ts", table_type=table_type, version=version)
     cls = MergeOnReadWriter if table_type == "MERGE_ON_READ" else ArrowTableWriter
     writer = cls(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
@@ -70,9 +73,9 @@ def build(base: str, table_type: str, version: int) -> Built:
 
 @pytest.fixture(scope="module")
 def ours_read_by_java(tmp_path_factory, java_hudi):
-    """The four tables, and Java's reads of each, from one JVM."""
+    """The tables, and Java's reads of each, from one JVM."""
     root = tmp_path_factory.mktemp("ours")
-    built = {kind: build(str(root / f"{kind[0].lower()}_v{kind[1]}"), *kind) for kind in KINDS}
+    built = {kind: build(str(root / name), *kind) for kind, name in zip(KINDS, IDS)}
     steps, where = [], {}
     for kind, b in built.items():
         path, (c1, c2, _) = b.table.base_uri, b.instants
@@ -88,7 +91,7 @@ def ours_read_by_java(tmp_path_factory, java_hudi):
     return built, {k: results[i].rows for k, i in where.items()}
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[f"{t[:3].lower()}-v{v}" for t, v in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_snapshot_equals_the_model_hudi_rs_and_ours(ours_read_by_java, kind):
     built, reads = ours_read_by_java
     b = built[kind]
@@ -98,7 +101,7 @@ def test_java_snapshot_equals_the_model_hudi_rs_and_ours(ours_read_by_java, kind
     assert rows_by_key(read_table(Table.open(b.table.base_uri)), columns=COLS) == java
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[f"{t[:3].lower()}-v{v}" for t, v in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_read_optimized_equals_ours(ours_read_by_java, kind):
     """Base files only: on MOR the upsert's updates and the delete sit in log files, so the
     read-optimised view shows the insert's rows plus the upsert's new key (a new file group
@@ -114,7 +117,7 @@ def test_java_read_optimized_equals_ours(ours_read_by_java, kind):
     assert java == expected
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[f"{t[:3].lower()}-v{v}" for t, v in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_time_travel_equals_the_model_at_each_commit(ours_read_by_java, kind):
     built, reads = ours_read_by_java
     b = built[kind]
@@ -126,7 +129,7 @@ def test_java_time_travel_equals_the_model_at_each_commit(ours_read_by_java, kin
         assert rows_by_key(ours, columns=COLS) == java, f"ours as of commit {n}"
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[f"{t[:3].lower()}-v{v}" for t, v in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_java_incremental_after_the_first_commit_equals_ours(ours_read_by_java, kind):
     """Writes completed after the insert's completion time: the upsert's three rows (the
     delete removes a row and adds none)."""
