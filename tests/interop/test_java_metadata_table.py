@@ -40,8 +40,8 @@ def metadata_partitions(path: str) -> list[str]:
 @pytest.mark.slow
 def test_java_at_its_defaults_builds_a_metadata_table_ours_refuses_then_removes(tmp_path, java_hudi):
     path = str(tmp_path / "t")
-    table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"],
-                         precombine_field="ts", version=9)
+    Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"],
+                 precombine_field="ts", version=9)
     model: dict = {}
 
     def ours(rows, **options):
