@@ -1,8 +1,9 @@
 """A Java Hudi writer and ours on one file group at once (issue 30 item 6, first case).
 
-Java (Spark datasource, ``optimistic_concurrency_control``, LAZY failed-writes policy, Hudi's
-``FileSystemBasedLockProvider``, which takes the same ``.hoodie/lock`` file as our
-``filesystem`` provider) upserts one key of a file group; as soon as its instant is inflight (Java has tagged its
+Java (Spark datasource, ``optimistic_concurrency_control``, LAZY failed-writes policy, and
+Hudi's ``ZookeeperBasedLockProvider`` with our ``zookeeper`` provider on the same server, base
+path and lock key, or Hudi's ``FileSystemBasedLockProvider`` with our ``filesystem`` one, which
+take the same ``.hoodie/lock`` file) upserts one key of a file group; as soon as its instant is inflight (Java has tagged its
 records and started writing), our writer upserts another key of the same file group. Hudi's rule: the first to commit wins
 and the other must fail, with ``HoodieWriteConflictException`` (Java) or ``WriteConflictError``
 (ours). Which side commits first depends on timing, so the test checks the rule for whichever
@@ -61,14 +62,35 @@ def inflight(path: str) -> list[str]:
             if c is None and os.path.exists(os.path.join(folder, f"{t}.inflight"))]
 
 
-def test_overlapping_upserts_of_java_and_ours_one_wins_by_hudis_rule(tmp_path, java_hudi):
+def lock_options(lock: str, request) -> tuple[dict, dict]:
+    """Ours and Java's options for one lock both take: Hudi's file-system lock (the file
+    ``.hoodie/lock``) or the ZooKeeper lock (Curator's mutex nodes under the same base path and
+    lock key, on the session's real server)."""
+    if lock == "filesystem":
+        return OURS, JAVA_OCC
+    zk = request.getfixturevalue("zk_server")
+    # the port inside the url: Java 1.2's provider reads only the url (Curator's connect
+    # string) and ignores hoodie.write.lock.zookeeper.port, so with host alone Java would go
+    # to port 2181 (docs/java-interop.md)
+    zk_opts = {"hoodie.write.lock.zookeeper.url": zk.hosts, "hoodie.write.lock.zookeeper.port": str(zk.port),
+               "hoodie.write.lock.zookeeper.base_path": "/hudi/locks",
+               "hoodie.write.lock.zookeeper.lock_key": f"race-{request.node.name[-12:]}"}
+    ours = {**OURS, **zk_opts, "hoodie.write.lock.provider": "zookeeper"}
+    java = {**JAVA_OCC, **zk_opts,
+            "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"}
+    return ours, java
+
+
+@pytest.mark.parametrize("lock", ["zookeeper", pytest.param("filesystem", marks=pytest.mark.slow)])
+def test_overlapping_upserts_of_java_and_ours_one_wins_by_hudis_rule(tmp_path, java_hudi, lock, request):
+    ours_options, java_options = lock_options(lock, request)
     path = str(tmp_path / "t")
     table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts", version=9)
-    first = ArrowTableWriter(table, WriteConfig.from_options(OURS)).write(
+    first = ArrowTableWriter(table, WriteConfig.from_options(ours_options)).write(
         batch([(i, "a", 1, "x") for i in range(4)]), "insert").instant.requested_time
 
-    run = java_hudi.start(Write(path, batch([(1, "a", 2, "java")]), operation="upsert", options=JAVA_OCC),
+    run = java_hudi.start(Write(path, batch([(1, "a", 2, "java")]), operation="upsert", options=java_options),
                           Read(path), continue_on_error=True)
     deadline = time.monotonic() + 120
     while not inflight(path):
@@ -77,7 +99,7 @@ def test_overlapping_upserts_of_java_and_ours_one_wins_by_hudis_rule(tmp_path, j
         time.sleep(0.02)
     before = set(instants(path))
     try:
-        ours = ArrowTableWriter(Table.open(path), WriteConfig.from_options(OURS)).write(
+        ours = ArrowTableWriter(Table.open(path), WriteConfig.from_options(ours_options)).write(
             batch([(2, "a", 2, "ours")]), "upsert").instant.requested_time
         ours_error = None
     except WriteConflictError as e:
