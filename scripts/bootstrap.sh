@@ -3,6 +3,8 @@
 #   - Java (for Spark and the ZooKeeper server), from Debian if missing;
 #   - Debian's zookeeper package (the real server the lock tests start), and Curator for the
 #     Java-interop lock test (scripts/install-zookeeper.sh);
+#   - Java Hudi for the interop tests: Hudi's Spark 3.5 bundle (Maven) and pyspark 3.5 in
+#     .work/java-hudi/ (scripts/install-java-hudi.sh);
 #   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
 #   - a virtualenv in .venv with the package and its test, spark, airflow and bench extras
@@ -49,3 +51,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 else
   echo "bootstrap: .venv is up to date"
 fi
+bash scripts/install-java-hudi.sh

@@ -9,7 +9,7 @@ per file group, as one Spark task per file group.
     executors: per file group
                - a new one: executor.write_file_group, the copy-on-write create path (CREATE
                  marker, one parquet base file)
-               - a stored one: abort? -> early conflict check + APPEND marker -> one new log
+               - a stored one: abort? -> early conflict check + CREATE marker -> one new log
                  file ``.<fileId>_<instant>.log.1_<token>`` holding one Avro data block (upsert)
                  or one delete block (delete) -> a WriteStat shaped as Java's deltacommits
                  (``baseFile``, ``logFiles``, ``logVersion``, ``logOffset``)
@@ -108,10 +108,11 @@ def write_log_group(ctx: MorTaskContext, partition: str, file_id: str,
         name = LogFileName(file_id, c.instant, 1, executor.task_token()).name
         rel = join_partition(partition, name)
         executor.clear_previous_attempts(table, markers, partition, file_id, name)
+        # CREATE, as Hudi marks log files from table version 8 on (core/commit/mor_writer.py)
         if detector is not None:
-            detector.create_marker(markers, partition, name, "APPEND")
+            detector.create_marker(markers, partition, name, "CREATE")
         else:
-            markers.create(partition, name, "APPEND")
+            markers.create(partition, name, "CREATE")
         parts = [executor.plain_types(b) for b in batches]
         incoming = pa.concat_tables(parts) if parts else None
         if incoming is None or incoming.num_rows == 0:

@@ -25,7 +25,7 @@ The points (in protocol order)::
                         and heartbeat not yet deleted
 
 A merge-on-read deltacommit (the child writes with ``MergeOnReadWriter`` when the table is
-MOR) dies at the same points; ``after_first_marker`` is then the APPEND marker of a log file
+MOR) dies at the same points; ``after_first_marker`` is then the (CREATE) marker of a log file
 when the batch only updates stored keys, and two points belong to log files::
 
     mid_log_file        the first log file half written (its hidden temporary copy; a log file
@@ -133,7 +133,7 @@ def install(point: str | None = None) -> str | None:
 
         def create_marker(self, *a, **kw):
             out = orig_marker(self, *a, **kw)
-            # which marker (CREATE of a base file, APPEND of a log file) the test asserts on
+            # which marker (of a base file or of a log file) the test asserts on
             maybe_crash("after_first_marker", marker=list(a[1:3]))
             return out
         WT.create_marker = create_marker

@@ -33,12 +33,15 @@ def java_fixture(name: str, dest: Path) -> Path:
 
 
 def hudi_read(base_path: str, *, as_of: str | None = None, start: str | None = None,
-              end: str | None = None) -> pa.Table:
-    """Read a table with hudi-rs: snapshot, time travel (as_of) or incremental (start, end]."""
+              end: str | None = None, read_optimized: bool = False) -> pa.Table:
+    """Read a table with hudi-rs: snapshot, time travel (as_of) or incremental (start, end];
+    ``read_optimized``: base files only (merge-on-read)."""
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
     table = HudiTableBuilder.from_base_uri(os.path.abspath(base_path)).build()
     opts = HudiReadOptions()
+    if read_optimized:
+        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
     if as_of is not None:
         opts = opts.with_as_of_timestamp(as_of)
     if start is not None or end is not None:

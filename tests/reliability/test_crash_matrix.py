@@ -10,7 +10,7 @@ Default run: each point once per provider. ``HUDI_OCC_SLOW=1``: each point ``CRA
 per provider, plus one file-lock case that waits out the real one-minute expiry.
 
 Merge-on-read: the same cell with a deltacommit that only updates stored keys (so its files are
-log files behind APPEND markers), at ``MOR_POINTS``; after recovery and the next write a forced
+log files behind CREATE markers, as Hudi marks them from version 8), at ``MOR_POINTS``; after recovery and the next write a forced
 compaction must leave nothing pending and hudi-rs still reading the model. Default run: the
 log-file points with the file lock; the rest, and ZooKeeper, with ``HUDI_OCC_SLOW=1``.
 """
@@ -47,7 +47,7 @@ CHILD = [{"id": 0, "p": "p0", "value": "child", "ts": 1}, {"id": 1, "p": "p1", "
          {"id": 100, "p": "p0", "value": "child", "ts": 1}]
 NEXT = [{"id": 0, "p": "p0", "value": "next", "ts": 2}, {"id": 1, "p": "p1", "value": "next", "ts": 2},
         {"id": 200, "p": "p1", "value": "next", "ts": 2}]
-#: a MOR deltacommit of stored keys only: one log file per partition, APPEND markers
+#: a MOR deltacommit of stored keys only: one log file per partition, CREATE markers
 MOR_CHILD = [{"id": 0, "p": "p0", "value": "child", "ts": 1}, {"id": 1, "p": "p1", "value": "child", "ts": 1},
              {"id": 2, "p": "p0", "value": "child", "ts": 1}]
 
@@ -95,7 +95,7 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
     if point == "commit_lock_held":
         assert crash["lock_held"] is True
     if mor and point == "after_first_marker":
-        assert crash["marker"][1] == "APPEND" and ".log." in crash["marker"][0], crash
+        assert crash["marker"][1] == "CREATE" and ".log." in crash["marker"][0], crash
 
     # 1. Readers see exactly the committed rows: the dead write is invisible unless it completed.
     expected = _as_rows(SEED) | (_as_rows(child_rows) if committed else {})

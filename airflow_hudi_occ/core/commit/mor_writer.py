@@ -9,7 +9,8 @@ What it writes, as Hudi 1.x does for a MOR table with the simple index (table ve
   simple index sends inserts to base files), with a CREATE marker;
 - upserts of keys that live in a file group append one Avro data block, deletes one delete
   block, to a *new* log file of that group's latest slice,
-  ``.<fileId>_<deltacommit>.log.1_<token>``, behind an APPEND marker. A new file per
+  ``.<fileId>_<deltacommit>.log.1_<token>``, behind a CREATE marker (Hudi's for log files
+  from version 8). A new file per
   deltacommit (rather than appending to an existing one, as table version 6 did) is what
   Hudi 1.0's completion-time slicing expects, and makes a failed write's rollback a plain
   delete of its files, which the marker-driven rollback already does.
@@ -200,11 +201,15 @@ class MergeOnReadWriter(ArrowTableWriter):
     # -- log files --------------------------------------------------------------------------
 
     def _mark_log(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
-        """The APPEND marker of the log file this deltacommit writes into ``w``'s slice."""
+        """The marker of the log file this deltacommit writes into ``w``'s slice: CREATE, as
+        Hudi writes for log files from table version 8 on (each deltacommit writes a new log
+        file, nothing is appended). Java's rollback refuses an APPEND marker on such a table
+        ("V8+ should not have APPEND markers"), so a failed write of ours could not be rolled
+        back by Java."""
         name = LogFileName(w.file_id, tx.instant_time, 1, write_token(0, 0, tx.attempt)).name
         if before_file:
             before_file(tx, w.partition, w.file_id)
-        tx.create_marker(w.partition, name, "APPEND")
+        tx.create_marker(w.partition, name, "CREATE")
         if w.partition:  # a log-only file group may be the partition's first file
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name

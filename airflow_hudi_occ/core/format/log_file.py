@@ -94,7 +94,9 @@ class HeaderKey(enum.IntEnum):
 
 # --- names --------------------------------------------------------------------------------
 
-_NAME_RE = re.compile(r"^\.([^_]+)_(\d{14}|\d{17})\.([a-z]+)\.(\d+)_([^_]+)$")
+# The fileId never starts with a dot: ``..<log name>.crc`` is the checksum file Hadoop's local
+# file system writes beside each file Java Hudi writes (hidden from Java's own listings).
+_NAME_RE = re.compile(r"^\.([^._][^_]*)_(\d{14}|\d{17})\.([a-z]+)\.(\d+)_([^_]+)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -120,7 +122,7 @@ class LogFileName:
     @classmethod
     def parse(cls, name: str) -> "LogFileName | None":
         """The parts of a log file's name, or None for any other name (base files,
-        ``.hoodie_partition_metadata``, cdc files)."""
+        ``.hoodie_partition_metadata``, cdc files, Hadoop's ``.crc`` checksum files)."""
         m = _NAME_RE.match(name)
         if not m or m.group(3) != LOG_EXTENSION:
             return None

@@ -393,8 +393,19 @@ class Table:
             return
         main = self.storage.path(META_FOLDER, PROPERTIES_FILE)
         if not self.storage.exists(main):
+            self._drop_hadoop_checksum(PROPERTIES_FILE)
             self.storage.write(main, self.storage.read(backup))
         self.storage.delete(backup)
+        self._drop_hadoop_checksum(PROPERTIES_BACKUP_FILE)
+
+    def _drop_hadoop_checksum(self, name: str) -> None:
+        """Delete ``.hoodie/.<name>.crc``, the checksum Hadoop's local file system keeps beside
+        each file Java Hudi writes on a local disk. Java verifies it on every read, so a file
+        we replace under a checksum of the old bytes is unreadable to Java (``ChecksumException``:
+        "Could not load Hoodie properties", the table unreadable). Without a ``.crc`` Java reads
+        unchecked, as it reads every file we write. Object stores have no such files."""
+        if self.storage.is_local:
+            self.storage.delete(self.storage.path(META_FOLDER, f".{name}.crc"))
 
     def update_properties(self, updates: Mapping[str, str], removals: Iterable[str] = ()) -> TableConfig:
         """Change ``hoodie.properties``; the caller holds the table lock.
@@ -408,6 +419,10 @@ class Table:
         new = {k: v for k, v in current.items() if k not in set(removals)}
         new.update({k: str(v) for k, v in updates.items()})
         backup = self.storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)
+        # Before the backup exists: until the new file is in place Java reads the old one or
+        # the backup, and neither may be judged by a checksum of other bytes.
+        self._drop_hadoop_checksum(PROPERTIES_BACKUP_FILE)
+        self._drop_hadoop_checksum(PROPERTIES_FILE)
         self.storage.write(backup, render_properties(current).encode("utf-8"))
         self.storage.write(self.storage.path(META_FOLDER, PROPERTIES_FILE),
                            render_properties(new).encode("utf-8"))

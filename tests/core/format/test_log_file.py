@@ -28,7 +28,9 @@ def test_name_round_trip_and_hudi_rs_example():
 
 @pytest.mark.parametrize("name", ["f-0_0-0-0_20250101000000000.parquet", ".hoodie_partition_metadata",
                                   f"f-0_{T1}.log.1_0-0-0", f".f-0_{T1}.log.x_0-0-0",
-                                  f".f-0_{T1}.cdc.1_0-0-0", f".f-0_{T1}.log.1_"])
+                                  f".f-0_{T1}.cdc.1_0-0-0", f".f-0_{T1}.log.1_",
+                                  # Hadoop's checksum file of a log file (Java Hudi on a local disk)
+                                  f"..f-0_{T1}.log.1_0-0-0.crc"])
 def test_other_names_are_not_log_files(name):
     assert LogFileName.parse(name) is None
 

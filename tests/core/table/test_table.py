@@ -145,3 +145,18 @@ def test_a_table_without_a_record_key_names_hudis_auto_keys_as_unsupported(tmp_p
     assert e.value.key == "hoodie.datasource.write.recordkey.field"
     assert "auto-generated record keys" in str(e.value) and "unique id column" in e.value.remedy
     assert not (tmp_path / "t").exists()
+
+
+def test_replacing_properties_drops_the_hadoop_checksums_java_left(tmp_path):
+    """Java Hudi on a local disk leaves ``.hoodie.properties.crc`` (Hadoop's checksum of the
+    bytes it wrote) and checks it on every read: kept beside our new file it would make the
+    table unreadable to Java (tests/interop/test_ours_on_java_tables.py shows it). Files of
+    ours that Java never wrote keep nothing of the kind either way."""
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    meta = tmp_path / "t" / ".hoodie"
+    for name in (".hoodie.properties.crc", ".hoodie.properties.backup.crc"):
+        (meta / name).write_bytes(b"crc\x00\x00\x02\x00\x00stale")
+    t.update_properties({"hoodie.table.metadata.partitions": ""})
+    assert not (meta / ".hoodie.properties.crc").exists()
+    assert not (meta / ".hoodie.properties.backup.crc").exists()
+    assert Table.open(str(tmp_path / "t")).config.get("hoodie.table.metadata.partitions") == ""

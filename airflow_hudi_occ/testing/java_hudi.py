@@ -1,0 +1,398 @@
+"""Java Hudi, the reference implementation, run from tests as separate processes.
+
+Every table this project writes must be one that Java Hudi reads, services and shares. This
+harness runs Java Hudi's Spark datasource and write client (Hudi 1.2.0's Spark 3.5 bundle,
+under the pyspark 3.5.5 that ``scripts/install-java-hudi.sh`` puts in ``.work/java-hudi/``;
+why that Spark and not ours: ``docs/java-interop.md``) in a JVM of its own per call, like
+:mod:`.zookeeper` runs its server. Nothing is downloaded at test time.
+
+One call is one ``spark-submit`` of :mod:`.java_hudi_driver` with a list of steps, run in
+order in one JVM (Spark and Hudi take seconds to start: put a test's Java steps in one call
+where the test allows):
+
+- :class:`Write`: insert, upsert, delete, bulk_insert, insert_overwrite (any Hudi
+  operation) of rows given as a pyarrow table or a list of dicts; COW or MOR; table version
+  8 or 9 through ``hoodie.write.table.version``; any ``hoodie.*`` options (OCC, lock,
+  metadata table on or off);
+- :class:`Read`: snapshot, read-optimised, time travel (``as.of.instant``), incremental
+  (begin/end completion times), returned as a pyarrow table;
+- :class:`Service`: clean, cluster, compact, archive, rollback_failed_writes through Hudi's
+  ``SparkRDDWriteClient`` (scheduled and executed at once).
+
+Errors: :class:`JavaHudiNotInstalledError` when the set-up has not run (the message names the
+script); :class:`JavaHudiError` for a step Java failed, carrying the Java exception's class
+and its causes (``err.has("HoodieWriteConflictException")``); :class:`JavaHudiProcessError`
+when the JVM died or timed out before reporting (its log tail is quoted). ``check=False``
+returns failed steps instead of raising, for tests that expect Java to refuse.
+
+Usage::
+
+    java = JavaHudi(tmp_path / "java")
+    java.write(path, rows, operation="upsert", table_type="MERGE_ON_READ", table_version=9,
+               record_key="id", partition_fields="p", ordering_field="ts")
+    snapshot = java.read(path)
+    w, ro = java.run(Write(path, more), Read(path, query="read_optimized"))
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+INSTALL_SCRIPT = "scripts/install-java-hudi.sh"
+#: where the set-up keeps Java Hudi (git-ignored); HUDI_OCC_JAVA_HUDI_DIR moves it
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".work" / "java-hudi"
+DRIVER = Path(__file__).resolve().with_name("java_hudi_driver.py")
+
+#: Hudi's exception for two writers that changed the same file group
+WRITE_CONFLICT = "org.apache.hudi.exception.HoodieWriteConflictException"
+
+
+class JavaHudiNotInstalledError(RuntimeError):
+    """The Java Hudi set-up is missing or incomplete on this machine."""
+
+
+class JavaHudiProcessError(RuntimeError):
+    """The Java process died, timed out or wrote no result; the message quotes its log."""
+
+
+class JavaHudiError(RuntimeError):
+    """A step Java Hudi failed. ``java_class`` is the outermost Java exception's class,
+    ``classes`` the whole cause chain (outermost first), ``step`` the failed step."""
+
+    def __init__(self, step: "StepResult", log_path: Path | None = None):
+        err = step.raw.get("error") or {}
+        self.step = step
+        self.java_class: str = err.get("class", "?")
+        self.java_message: str = err.get("message", "")
+        self.chain: list[dict] = err.get("chain", [])
+        self.classes: list[str] = [c["class"] for c in self.chain]
+        self.trace: str = err.get("trace", "")
+        self.log_path = log_path
+        causes = "".join(f"\n  caused by {c['class']}: {(c['message'] or '')[:300]}" for c in self.chain[1:])
+        super().__init__(
+            f"Java Hudi's {step.op} step #{step.index} failed with {self.java_class}: "
+            f"{(self.java_message or '')[:1000]}{causes}"
+            + (f"\n(spark-submit log: {log_path})" if log_path else ""))
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` (a full or simple class name) is anywhere in the cause chain."""
+        return any(c == name or c.rsplit(".", 1)[-1] == name for c in self.classes)
+
+
+# -- the set-up -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JavaHudiSetup:
+    """What ``scripts/install-java-hudi.sh`` installed (its ``setup.json``)."""
+
+    hudi_version: str
+    hudi_bundle: str
+    hudi_jar: str
+    pyspark_version: str
+    python: str
+    spark_submit: str
+    spark_home: str
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike | None = None) -> "JavaHudiSetup":
+        d = Path(directory or os.environ.get("HUDI_OCC_JAVA_HUDI_DIR") or DEFAULT_DIR)
+        setup_file = d / "setup.json"
+        hint = f"run {INSTALL_SCRIPT} (scripts/bootstrap.sh runs it) to install Java Hudi into {d}"
+        if not setup_file.is_file():
+            raise JavaHudiNotInstalledError(f"Java Hudi is not installed: {setup_file} is missing; {hint}")
+        try:
+            data = json.loads(setup_file.read_text())
+            setup = cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        except (ValueError, KeyError, TypeError) as e:
+            raise JavaHudiNotInstalledError(f"{setup_file} is unreadable or incomplete ({e!r}); {hint}") from e
+        missing = [p for p in (setup.hudi_jar, setup.python, setup.spark_submit, setup.spark_home)
+                   if not os.path.exists(p)]
+        if missing:
+            raise JavaHudiNotInstalledError(f"Java Hudi's set-up is incomplete, missing: "
+                                            f"{', '.join(missing)}; {hint}")
+        return setup
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+Rows = pa.Table | list[dict]
+
+
+@dataclass
+class Write:
+    """One ``df.write.format("hudi")``. ``None`` leaves a setting to Hudi (an existing table's
+    own config, else Hudi's default). ``partition_fields=""`` is a non-partitioned table."""
+
+    path: str
+    rows: Rows
+    operation: str = "upsert"
+    table_type: str | None = None
+    table_version: int | None = None
+    record_key: str | None = None
+    partition_fields: str | None = None
+    ordering_field: str | None = None
+    table_name: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    mode: str = "append"
+
+    op = "write"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        rows_path = run_dir / f"rows-{n}.parquet"
+        table = self.rows if isinstance(self.rows, pa.Table) else pa.Table.from_pylist(self.rows)
+        pq.write_table(table, rows_path)
+        return {"op": "write", "path": str(self.path), "rows": str(rows_path),
+                "operation": self.operation, "table_type": self.table_type,
+                "table_version": self.table_version, "record_key": self.record_key,
+                "partition_fields": self.partition_fields, "ordering_field": self.ordering_field,
+                "table_name": self.table_name, "options": _strings(self.options), "mode": self.mode}
+
+
+@dataclass
+class Read:
+    """One ``spark.read.format("hudi")``: ``query`` is snapshot, read_optimized, time_travel
+    (``as_of``) or incremental (``start`` / ``end`` completion times)."""
+
+    path: str
+    query: str = "snapshot"
+    as_of: str | None = None
+    start: str | None = None
+    end: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    op = "read"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "read", "path": str(self.path), "query": self.query, "as_of": self.as_of,
+                "start": self.start, "end": self.end, "options": _strings(self.options),
+                "output": str(run_dir / f"read-{n}")}
+
+
+@dataclass
+class Service:
+    """One table service through Hudi's write client: clean, cluster, compact (each
+    scheduled and run at once), archive, or rollback_failed_writes."""
+
+    path: str
+    service: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    op = "service"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "service", "path": str(self.path), "service": self.service,
+                "options": _strings(self.options)}
+
+
+Step = Write | Read | Service
+
+
+def _strings(options: dict[str, Any]) -> dict[str, str]:
+    return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in options.items()}
+
+
+@dataclass
+class StepResult:
+    """What one step did. ``completed`` / ``pending``: the instants that appeared on the
+    timeline while it ran (``{requested, completed, action}`` / ``{requested, action, state}``),
+    read from file names; with another writer on the table at the same time, its instants
+    are among them (tests/interop/test_java_races.py tells them apart by their times)."""
+
+    index: int
+    op: str
+    ok: bool
+    raw: dict
+    seconds: float
+    completed: list[dict]
+    pending: list[dict]
+    error: JavaHudiError | None = None
+
+    @property
+    def instant(self) -> str | None:
+        """The requested time of the last instant the step completed (``None`` if none)."""
+        return self.completed[-1]["requested"] if self.completed else None
+
+    @property
+    def completion_time(self) -> str | None:
+        return self.completed[-1]["completed"] if self.completed else None
+
+    @property
+    def rows(self) -> pa.Table:
+        """A read's rows (every column, meta columns included)."""
+        out = self.raw.get("output")
+        if not out:
+            raise ValueError(f"step #{self.index} ({self.op}) has no rows: only reads do")
+        return pq.read_table(out)
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+class JavaHudiRun:
+    """One running ``spark-submit`` (from :meth:`JavaHudi.start`): :meth:`wait` for it,
+    :meth:`kill` it (SIGKILL to its process group: a crashed Java writer)."""
+
+    def __init__(self, proc: subprocess.Popen, run_dir: Path, steps: list[Step], timeout_s: float,
+                 log_file):
+        self.proc = proc
+        self.run_dir = run_dir
+        self.steps = steps
+        self.timeout_s = timeout_s
+        self.log_path = run_dir / "spark-submit.log"
+        self._log_file = log_file
+        self.started = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._log_file.close()
+
+    def results(self) -> list[StepResult]:
+        """The steps' results so far (the driver rewrites its result file after each step)."""
+        try:
+            data = json.loads((self.run_dir / "result.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        out = []
+        for raw in data.get("steps", []):
+            inst = raw.get("instants") or {}
+            r = StepResult(index=raw["index"], op=raw["op"], ok=raw["ok"], raw=raw,
+                           seconds=raw.get("seconds", 0.0), completed=inst.get("completed", []),
+                           pending=inst.get("pending", []))
+            if not r.ok:
+                r.error = JavaHudiError(r, self.log_path)
+            out.append(r)
+        return out
+
+    def wait(self, *, check: bool = True) -> list[StepResult]:
+        """Wait for the JVM; with ``check`` the first failed step raises its :class:`JavaHudiError`."""
+        remaining = self.timeout_s - (time.monotonic() - self.started)
+        try:
+            self.proc.wait(timeout=max(remaining, 0.1))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise JavaHudiProcessError(
+                f"Java Hudi did not finish within {self.timeout_s}s (run {self.run_dir}); "
+                f"log tail:\n{self.log_tail()}") from None
+        self._log_file.close()
+        results = self.results()
+        failed = [r for r in results if not r.ok]
+        if len(results) < len(self.steps) and not failed:
+            raise JavaHudiProcessError(
+                f"Java Hudi exited with code {self.proc.returncode} after {len(results)} of "
+                f"{len(self.steps)} steps without reporting an error (run {self.run_dir}); "
+                f"log tail:\n{self.log_tail()}")
+        if check and failed:
+            raise failed[0].error
+        return results
+
+
+class JavaHudi:
+    """Runs Java Hudi steps in separate JVMs, each call in its own folder under ``workdir``.
+
+    ``master`` and ``driver_memory`` are modest by default (the machine is shared);
+    ``spark_conf`` adds ``--conf`` settings. Construction fails fast with
+    :class:`JavaHudiNotInstalledError` if the set-up is missing.
+    """
+
+    _counter = itertools.count()
+
+    def __init__(self, workdir: str | os.PathLike, *, master: str = "local[2]",
+                 driver_memory: str = "1g", spark_conf: dict[str, str] | None = None,
+                 timeout_s: float = 600.0, setup: JavaHudiSetup | None = None):
+        self.setup = setup or JavaHudiSetup.load()
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.master = master
+        self.driver_memory = driver_memory
+        self.spark_conf = dict(spark_conf or {})
+        self.timeout_s = timeout_s
+
+    # -- the process -----------------------------------------------------------------------
+
+    def _conf(self, run_dir: Path) -> dict[str, str]:
+        log4j = run_dir / "log4j2.properties"
+        log4j.write_text("rootLogger.level = warn\nrootLogger.appenderRef.stderr.ref = console\n"
+                         "appender.console.type = Console\nappender.console.name = console\n"
+                         "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+                         "appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex\n")
+        return {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+            "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+            "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.local.dir": str(run_dir / "tmp"),
+            "spark.sql.warehouse.dir": str(run_dir / "warehouse"),
+            # short-lived JVMs: C1 only and the serial collector start faster
+            "spark.driver.extraJavaOptions": f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
+                                             f"-Dlog4j.configurationFile=file:{log4j}",
+            **self.spark_conf,
+        }
+
+    def start(self, *steps: Step, continue_on_error: bool = False) -> JavaHudiRun:
+        """Start one JVM running ``steps`` in order; returns at once."""
+        if not steps:
+            raise ValueError("JavaHudi.start needs at least one step")
+        run_dir = self.workdir / f"run-{os.getpid()}-{next(self._counter):04d}"
+        run_dir.mkdir(parents=True)
+        spec = {"steps": [s.spec(run_dir, i) for i, s in enumerate(steps)],
+                "continue_on_error": continue_on_error}
+        (run_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+        cmd = [self.setup.spark_submit, "--master", self.master, "--driver-memory", self.driver_memory,
+               "--jars", self.setup.hudi_jar]
+        for k, v in self._conf(run_dir).items():
+            cmd += ["--conf", f"{k}={v}"]
+        cmd += [str(DRIVER), str(run_dir / "spec.json"), str(run_dir / "result.json")]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME",
+                            "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
+        env.update(SPARK_HOME=self.setup.spark_home, PYSPARK_PYTHON=self.setup.python,
+                   PYSPARK_DRIVER_PYTHON=self.setup.python)
+        env["PATH"] = os.path.dirname(self.setup.python) + os.pathsep + env.get("PATH", "")
+        log_file = open(run_dir / "spark-submit.log", "wb")
+        # its own process group, so kill() reaches the JVM and nothing else
+        proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return JavaHudiRun(proc, run_dir, list(steps), self.timeout_s, log_file)
+
+    def run(self, *steps: Step, check: bool = True, continue_on_error: bool = False) -> list[StepResult]:
+        """Run ``steps`` in one JVM and wait; with ``check`` a failed step raises."""
+        return self.start(*steps, continue_on_error=continue_on_error).wait(check=check)
+
+    # -- one step per call ------------------------------------------------------------------
+
+    def write(self, path: str, rows: Rows, **kw) -> StepResult:
+        return self.run(Write(str(path), rows, **kw))[0]
+
+    def read(self, path: str, **kw) -> pa.Table:
+        return self.run(Read(str(path), **kw))[0].rows
+
+    def service(self, path: str, service: str, **kw) -> StepResult:
+        return self.run(Service(str(path), service, **kw))[0]
+

@@ -1,0 +1,280 @@
+"""The Java side of :mod:`airflow_hudi_occ.testing.java_hudi`: Java Hudi driven from one JVM.
+
+This file is a spark-submit script, run by the harness under the Java side's own pyspark
+(Spark 3.5, the line Hudi's bundle is built for; ``scripts/install-java-hudi.sh``). It is
+never imported by the package: it imports the standard library and pyspark only, so that it
+runs in that second environment, which does not have this package installed.
+
+Usage: ``spark-submit --jars <hudi bundle> java_hudi_driver.py <spec.json> <result.json>``
+
+The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one of
+
+- ``{"op": "write", "path", "operation", "rows" (a parquet path), "table_type", "table_name",
+  "record_key", "partition_fields", "ordering_field", "table_version", "options", "mode"}``:
+  the Spark datasource, ``df.write.format("hudi")``; absent keys are left to Hudi (which
+  takes an existing table's own config);
+- ``{"op": "read", "path", "query": snapshot|read_optimized|time_travel|incremental,
+  "as_of", "start", "end", "options", "output"}``: ``spark.read.format("hudi")``; the rows
+  go to ``output`` as parquet;
+- ``{"op": "service", "path", "service": clean|cluster|compact|archive|rollback_failed_writes,
+  "options"}``: Hudi's ``SparkRDDWriteClient``, configured as Hudi's own SQL procedures do
+  (the table's config, then the given options).
+
+Why the steps share one JVM: Spark and Hudi take seconds to start, and a test often needs a
+write and a read or two.
+
+The result file gets one entry per step: ``ok``, the instants the step added to the timeline
+(completed and pending, from the file names), ``count`` and ``output`` for reads, and for a
+failed step ``error``: the Java exception's class and message and those of its causes, so a
+test can check for ``org.apache.hudi.exception.HoodieWriteConflictException``. Unless
+``continue_on_error``, the first failed step ends the run (exit code 1); the result file is
+written either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import traceback
+
+_COMPLETED = re.compile(r"^(\d{17})_(\d{17})\.([a-z]+)$")
+_PENDING = re.compile(r"^(\d{17})\.([a-z]+)(?:\.(requested|inflight))?$")
+
+
+# -- the timeline, from file names (layout 2: tables of versions 8 and 9) ---------------------------
+
+def timeline_files(path: str) -> set[str]:
+    folder = os.path.join(path, ".hoodie", "timeline")
+    try:
+        return {n for n in os.listdir(folder) if not n.startswith(".")}
+    except FileNotFoundError:
+        return set()
+
+
+def describe_instants(names: set[str]) -> dict:
+    """Completed instants as ``{requested, completed, action}``; pending ones as
+    ``{requested, action, state}`` (only those not completed among ``names``)."""
+    completed, pending = [], {}
+    for n in names:
+        m = _COMPLETED.match(n)
+        if m:
+            completed.append({"requested": m.group(1), "completed": m.group(2), "action": m.group(3)})
+    done = {c["requested"] for c in completed}
+    for n in sorted(names):
+        m = _PENDING.match(n)
+        if not m or m.group(1) in done:
+            continue
+        # "<t>.inflight" is a commit's inflight file; "<t>.<action>.inflight" the others'
+        entry = pending.setdefault(m.group(1), {"requested": m.group(1), "action": "commit",
+                                                "state": "requested"})
+        if m.group(2) != "inflight":
+            entry["action"] = m.group(2)
+        if m.group(2) == "inflight" or m.group(3) == "inflight":
+            entry["state"] = "inflight"
+    return {"completed": sorted(completed, key=lambda c: c["completed"]),
+            "pending": sorted(pending.values(), key=lambda p: p["requested"])}
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """``hoodie.properties`` (Java's Properties format, keys and values without escapes)."""
+    props = {}
+    try:
+        with open(os.path.join(path, ".hoodie", "hoodie.properties"), encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip().replace("\\:", ":").replace("\\=", "=")
+    except FileNotFoundError:
+        pass
+    return props
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+def java_error(exc: BaseException) -> dict:
+    """The Java exception behind ``exc`` (py4j's ``Py4JJavaError`` or pyspark's converted
+    ``CapturedException``) with its causes, outermost first; a Python-only error as itself."""
+    chain = []
+    throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    seen = 0
+    while throwable is not None and seen < 20:
+        seen += 1
+        try:
+            chain.append({"class": throwable.getClass().getName(),
+                          "message": str(throwable.getMessage())})
+            cause = throwable.getCause()
+        except Exception:  # a dead gateway: keep what was read
+            break
+        if cause is None or cause.equals(throwable):
+            break
+        throwable = cause
+    if not chain:
+        chain = [{"class": f"python:{type(exc).__name__}", "message": str(exc)}]
+    return {"class": chain[0]["class"], "message": chain[0]["message"], "chain": chain,
+            "trace": traceback.format_exc()[-6000:]}
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+def do_write(spark, step: dict) -> dict:
+    path = step["path"]
+    existing = read_properties(path)
+    opts = {"hoodie.datasource.write.operation": step.get("operation", "upsert"),
+            "hoodie.table.name": step.get("table_name") or existing.get("hoodie.table.name")
+            or os.path.basename(os.path.normpath(path))}
+    if step.get("table_type"):
+        opts["hoodie.datasource.write.table.type"] = step["table_type"]
+    if step.get("record_key"):
+        opts["hoodie.datasource.write.recordkey.field"] = step["record_key"]
+    if step.get("partition_fields") is not None:
+        fields = step["partition_fields"]
+        opts["hoodie.datasource.write.partitionpath.field"] = fields
+        if not fields:
+            opts["hoodie.datasource.write.keygenerator.class"] = \
+                "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    if step.get("ordering_field"):
+        opts["hoodie.datasource.write.precombine.field"] = step["ordering_field"]
+    if step.get("table_version") is not None:
+        opts["hoodie.write.table.version"] = str(step["table_version"])
+    elif existing.get("hoodie.table.version"):
+        # Hudi 1.2 defaults hoodie.write.table.version to 9 and upgrades a version 8 table
+        # silently; a test upgrades only when it asks to.
+        opts["hoodie.write.table.version"] = existing["hoodie.table.version"]
+    opts.update({k: str(v) for k, v in (step.get("options") or {}).items()})
+    df = spark.read.parquet(step["rows"])
+    df.write.format("hudi").options(**opts).mode(step.get("mode", "append")).save(path)
+    return {"options": opts}
+
+
+def do_read(spark, step: dict) -> dict:
+    query = step.get("query", "snapshot")
+    opts = {}
+    if query in ("snapshot", "time_travel"):
+        opts["hoodie.datasource.query.type"] = "snapshot"
+    elif query == "read_optimized":
+        opts["hoodie.datasource.query.type"] = "read_optimized"
+    elif query == "incremental":
+        opts["hoodie.datasource.query.type"] = "incremental"
+        opts["hoodie.datasource.read.begin.instanttime"] = step.get("start") or "000"
+        if step.get("end"):
+            opts["hoodie.datasource.read.end.instanttime"] = step["end"]
+    else:
+        raise ValueError(f"unknown query {query!r}: snapshot, read_optimized, time_travel or incremental")
+    if query == "time_travel":
+        opts["as.of.instant"] = step["as_of"]
+    opts.update({k: str(v) for k, v in (step.get("options") or {}).items()})
+    df = spark.read.format("hudi").options(**opts).load(step["path"])
+    out = step["output"]
+    df.coalesce(1).write.mode("overwrite").parquet(out)
+    return {"output": out, "count": spark.read.parquet(out).count(), "options": opts}
+
+
+def _write_client(spark, path: str, options: dict):
+    """A ``SparkRDDWriteClient`` as Hudi's SQL procedures build one (``HoodieCLIUtils``): the
+    table's schema and config, then the step's options on top."""
+    jvm = spark._jvm
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    storage_conf = jvm.org.apache.hudi.hadoop.fs.HadoopFSUtils.getStorageConf(hadoop_conf)
+    meta_client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+                   .setBasePath(path).setConf(storage_conf).build())
+    schema = jvm.org.apache.hudi.common.table.TableSchemaResolver(meta_client).getTableSchema(False).toString()
+    params = jvm.java.util.HashMap()
+    props = meta_client.getTableConfig().getProps()
+    for key in props.stringPropertyNames():
+        params.put(key, props.getProperty(key))
+    # what the datasource would have derived from the table (DataSourceUtils reads both)
+    params.put("hoodie.datasource.write.table.type", props.getProperty("hoodie.table.type"))
+    ordering = props.getProperty("hoodie.table.ordering.fields") or props.getProperty("hoodie.table.precombine.field")
+    if ordering:
+        params.put("hoodie.datasource.write.precombine.field", ordering)
+    for k, v in options.items():
+        params.put(k, str(v))
+    jsc = jvm.org.apache.spark.api.java.JavaSparkContext(spark._jsc.sc())
+    client = jvm.org.apache.hudi.DataSourceUtils.createHoodieClient(
+        jsc, schema, path, meta_client.getTableConfig().getTableName(), params)
+    return client, meta_client
+
+
+def do_service(spark, step: dict) -> dict:
+    jvm = spark._jvm
+    service = step["service"]
+    empty = jvm.org.apache.hudi.common.util.Option.empty()
+    client, meta_client = _write_client(spark, step["path"], step.get("options") or {})
+    out: dict = {}
+    try:
+        if service == "clean":
+            meta = client.clean()
+            out["clean_instant"] = meta.getStartCleanTime() if meta is not None else None
+        elif service == "archive":
+            client.archive()
+        elif service in ("cluster", "compact"):
+            scheduled = client.scheduleClustering(empty) if service == "cluster" else client.scheduleCompaction(empty)
+            instant = scheduled.get() if scheduled.isPresent() else None
+            out["scheduled"] = instant
+            if instant is not None:
+                if service == "cluster":
+                    client.cluster(instant, True)
+                else:
+                    client.compact(instant, True)
+        elif service == "rollback_failed_writes":
+            out["rolled_back"] = bool(client.rollbackFailedWrites(meta_client))
+        else:
+            raise ValueError(f"unknown service {service!r}: clean, cluster, compact, archive "
+                             f"or rollback_failed_writes")
+    finally:
+        client.close()
+    return out
+
+
+STEPS = {"write": do_write, "read": do_read, "service": do_service}
+
+
+def main(argv: list[str]) -> int:
+    spec_path, result_path = argv[1], argv[2]
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    results: list[dict] = []
+
+    def flush(status: str) -> None:
+        tmp = result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"status": status, "steps": results}, f)
+        os.replace(tmp, result_path)
+
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.appName("java-hudi-harness")
+    # The session's settings come from spark-submit's --conf (the harness), so a test can
+    # change them without editing this file.
+    spark = builder.getOrCreate()
+    status = "ok"
+    for i, step in enumerate(spec["steps"]):
+        path = step.get("path", "")
+        before = timeline_files(path) if path else set()
+        started = time.monotonic()
+        entry: dict = {"index": i, "op": step.get("op")}
+        try:
+            entry.update(STEPS[step["op"]](spark, step))
+            entry["ok"] = True
+        except Exception as exc:  # every failure is reported by class; the harness decides
+            entry["ok"] = False
+            entry["error"] = java_error(exc)
+        entry["seconds"] = round(time.monotonic() - started, 3)
+        after = timeline_files(path) if path else set()
+        entry["instants"] = describe_instants(after - before)
+        results.append(entry)
+        flush("running")
+        if not entry["ok"]:
+            status = "failed"
+            if not spec.get("continue_on_error"):
+                break
+    flush(status)
+    spark.stop()
+    return 0 if status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Install Java Hudi for the interop tests (issue 30), idempotently, into .work/java-hudi/
+# (git-ignored; HUDI_OCC_JAVA_HUDI_DIR moves it):
+#   jars/hudi-spark3.5-bundle_2.12-<v>.jar   Hudi's Spark bundle, fetched by Maven's own client
+#   venv/                                    a second Python env with pyspark==3.5.5: Spark 3.5,
+#                                            the Spark line that bundle is built for
+#   setup.json                               what was installed, read by
+#                                            airflow_hudi_occ/testing/java_hudi.py
+# Why Spark 3.5 next to our PySpark 4.2, and why no utilities bundle: docs/java-interop.md
+# ("Running Java Hudi"). A second run only checks (a few ms): nothing is downloaded at test time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+DIR=${HUDI_OCC_JAVA_HUDI_DIR:-$ROOT/.work/java-hudi}
+
+# Pinned. The bundle is the newest Hudi 1.2.x Spark bundle whose jar Maven Central serves to this
+# project's machines (1.2.1's pom is served, its jar is not); Hudi 1.2.0 is built against
+# Spark 3.5.5 (spark35.version in its pom). The SHA-256 is the jar's as first fetched.
+HUDI_VERSION=1.2.0
+HUDI_ARTIFACT=hudi-spark3.5-bundle_2.12
+HUDI_JAR_SHA256=cc79fba00822f3a6c3a860df99375c2e3d4a034d037dbf4213a4966a706a7676
+PYSPARK_VERSION=3.5.5
+
+log() { echo "install-java-hudi: $*"; }
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+
+# -- tools: a JDK (Spark 3.5 runs on 17) and Maven ---------------------------------------------
+missing=""
+command -v java >/dev/null 2>&1 || missing="$missing openjdk-17-jdk-headless"
+command -v mvn >/dev/null 2>&1 || missing="$missing maven"
+if [ -n "$missing" ]; then
+  log "installing$missing from Debian"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq $missing
+fi
+
+mkdir -p "$DIR/jars"
+
+# -- the Hudi bundle --------------------------------------------------------------------------
+JAR="$DIR/jars/$HUDI_ARTIFACT-$HUDI_VERSION.jar"
+if [ -s "$JAR" ] && echo "$HUDI_JAR_SHA256  $JAR" | sha256sum -c --status; then
+  log "$(basename "$JAR") present"
+else
+  log "fetching org.apache.hudi:$HUDI_ARTIFACT:$HUDI_VERSION with mvn"
+  rm -f "$JAR"
+  # --strict-checksums: Maven refuses a jar whose SHA-1 does not match the repository's.
+  mvn -B -q --strict-checksums org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      "-Dartifact=org.apache.hudi:$HUDI_ARTIFACT:$HUDI_VERSION:jar" \
+      "-DoutputDirectory=$DIR/jars" -Dmdep.overWriteReleases=true
+  echo "$HUDI_JAR_SHA256  $JAR" | sha256sum -c --status || {
+    echo "install-java-hudi: $JAR does not have the pinned SHA-256 $HUDI_JAR_SHA256" >&2; exit 1; }
+fi
+
+# -- Spark 3.5: pyspark in its own virtualenv (our .venv keeps PySpark 4.2) ---------------------
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV="$DIR/venv"
+stamp="$VENV/.pyspark-$PYSPARK_VERSION"
+if [ -f "$stamp" ] && [ -x "$VENV/bin/spark-submit" ]; then
+  log "pyspark $PYSPARK_VERSION present in $VENV"
+else
+  log "creating $VENV with pyspark==$PYSPARK_VERSION (a large sdist: a minute or two)"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "pyspark==$PYSPARK_VERSION"
+  touch "$stamp"
+fi
+
+# -- what the harness reads -------------------------------------------------------------------
+SPARK_HOME_DIR=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+cat > "$DIR/setup.json.tmp" <<EOF
+{
+  "hudi_version": "$HUDI_VERSION",
+  "hudi_bundle": "org.apache.hudi:$HUDI_ARTIFACT:$HUDI_VERSION",
+  "hudi_jar": "$JAR",
+  "pyspark_version": "$PYSPARK_VERSION",
+  "python": "$VENV/bin/python",
+  "spark_submit": "$VENV/bin/spark-submit",
+  "spark_home": "$SPARK_HOME_DIR"
+}
+EOF
+mv "$DIR/setup.json.tmp" "$DIR/setup.json"
+log "done ($(du -sh "$DIR" | cut -f1) in $DIR)"

@@ -1,0 +1,67 @@
+"""The Java Hudi harness itself: set-up checks, the instant names it reports, and a JVM run
+whose failed step comes back with Java's exception class while the other steps go on."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.testing import java_hudi_driver as driver
+from airflow_hudi_occ.testing.java_hudi import (INSTALL_SCRIPT, JavaHudi, JavaHudiError,
+                                                JavaHudiNotInstalledError, JavaHudiSetup, Read, Write)
+from airflow_hudi_occ.testing.tables import rows_by_key
+
+
+def test_a_missing_set_up_fails_naming_the_script_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUDI_OCC_JAVA_HUDI_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(JavaHudiNotInstalledError, match=INSTALL_SCRIPT):
+        JavaHudi(tmp_path / "w")
+
+
+def test_a_set_up_whose_files_went_missing_names_them_and_the_script(tmp_path):
+    real = JavaHudiSetup.load()
+    data = {**real.__dict__, "hudi_jar": str(tmp_path / "gone.jar")}
+    (tmp_path / "setup.json").write_text(json.dumps(data))
+    with pytest.raises(JavaHudiNotInstalledError, match="gone.jar") as e:
+        JavaHudiSetup.load(tmp_path)
+    assert INSTALL_SCRIPT in str(e.value)
+
+
+def test_the_driver_reads_instants_from_timeline_file_names():
+    names = {"20260101000000001.commit.requested", "20260101000000001.inflight",
+             "20260101000000001_20260101000000009.commit",
+             "20260101000000002.deltacommit.requested", "20260101000000002.deltacommit.inflight",
+             "20260101000000003.rollback.requested", "hoodie.properties"}
+    got = driver.describe_instants(names)
+    assert got["completed"] == [{"requested": "20260101000000001", "completed": "20260101000000009",
+                                 "action": "commit"}]
+    assert got["pending"] == [
+        {"requested": "20260101000000002", "action": "deltacommit", "state": "inflight"},
+        {"requested": "20260101000000003", "action": "rollback", "state": "requested"}]
+
+
+def test_a_failed_step_reports_its_java_class_and_the_others_still_run(tmp_path):
+    java = JavaHudi(tmp_path / "java")
+    path = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"], "ts": pa.array([1, 1], pa.int64())})
+    results = java.run(Read(str(tmp_path / "no-table")),
+                       Write(path, rows, operation="insert", table_type="COPY_ON_WRITE", record_key="id",
+                             partition_fields="p", ordering_field="ts",
+                             options={"hoodie.metadata.enable": "false"}),
+                       Read(path), check=False, continue_on_error=True)
+    failed, wrote, read = results
+    assert not failed.ok and isinstance(failed.error, JavaHudiError)
+    assert failed.error.java_class == "org.apache.hudi.exception.TableNotFoundException"
+    assert failed.error.has("TableNotFoundException") and "no-table" in str(failed.error)
+    assert not failed.error.has("HoodieWriteConflictException")
+    assert wrote.ok and [c["action"] for c in wrote.completed] == ["commit"]
+    assert rows_by_key(read.rows, columns=["id", "p", "ts"]) == {
+        1: {"id": 1, "p": "a", "ts": 1}, 2: {"id": 2, "p": "b", "ts": 1}}
+    # without continue_on_error the first failure ends the run, and check raises it
+    run = java.start(Read(str(tmp_path / "no-table")), Read(path))
+    with pytest.raises(JavaHudiError) as e:
+        run.wait()
+    assert e.value.java_class == failed.error.java_class
+    assert [r.index for r in run.results()] == [0]
