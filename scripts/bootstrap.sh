@@ -9,9 +9,11 @@
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
 #   - a virtualenv in .venv with the package and its test, spark, airflow and bench extras
 #     (HUDI_OCC_EXTRAS, default "test,spark,airflow,bench"; bench: deltalake, the peer of
-#     bench/peers.py, which the bench smoke test runs; pyspark is pinned to 4.2.0, the newest
-#     pyspark-client, so the Airflow Spark provider cannot overwrite it with other files).
-# A second run does nothing but check: the venv is rebuilt only when pyproject.toml changed.
+#     bench/peers.py, which the bench smoke test runs), at the exact versions of constraints.txt
+#     (pyproject.toml gives ranges; pyspark stays within 4.2, the newest pyspark-client, so the
+#     Airflow Spark provider cannot overwrite it with other files).
+# A second run does nothing but check: the venv is rebuilt only when pyproject.toml or
+# constraints.txt changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -42,11 +44,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.airflow_hudi_occ-installed
-want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-$EXTRAS"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing airflow_hudi_occ[$EXTRAS] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]" -c constraints.txt  # the versions tested together
   echo "$want" > "$stamp"
 else
   echo "bootstrap: .venv is up to date"
