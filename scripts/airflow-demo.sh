@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 HUDI_OCC_EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench} bash scripts/bootstrap.sh
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
-exec .venv/bin/python -m airflow_hudi_occ.provider.demo "$@"
+exec .venv/bin/python -m airflow_hudi_occ.testing.airflow_demo "$@"

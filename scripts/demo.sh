@@ -6,5 +6,5 @@
 # with the independent hudi-rs reader. Exit 0 when the table is exactly right, 1 otherwise.
 #   scripts/demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window] [--home DIR]
 # The library-only demo (plain Python writer processes, no Airflow or Spark):
-#   .venv/bin/python -m airflow_hudi_occ.demo --writers 8 --batches 10
+#   .venv/bin/python -m airflow_hudi_occ.testing.demo --writers 8 --batches 10
 exec bash "$(dirname "$0")/airflow-demo.sh" "$@"

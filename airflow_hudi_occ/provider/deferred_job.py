@@ -43,7 +43,7 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_ERROR, EXIT_O
 from airflow_hudi_occ.core.job_secrets import remove_quietly
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.process_tree import kill_session_tree
-from airflow_hudi_occ.spark.master import check_master_reachable
+from airflow_hudi_occ.spark.submit.master import check_master_reachable
 
 #: trigger event statuses
 COMMITTED = "committed"

@@ -26,7 +26,7 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import tagging
-from airflow_hudi_occ.spark.options import SparkWriteOptions
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 
 

@@ -36,18 +36,12 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from airflow_hudi_occ.core.format.storage import open_fs
+from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, list_files, scheme_of  # noqa: F401
 
 NATIVE_CONF = "spark.hudi_occ.read.native"
-#: schemes Spark resolves through Hadoop file systems (the user chose the connector)
-HADOOP_SCHEMES = frozenset({"s3a", "hdfs", "abfs", "abfss", "wasb", "wasbs", "viewfs", "file"})
 #: fsspec schemes whose Hadoop counterpart a natively configured cluster reads
 _HADOOP_NAME = {"s3": "s3a", "gcs": "gs"}
 FILE_COLUMN = "__hudi_file"
-
-
-def scheme_of(url: str) -> str | None:
-    s = urlsplit(url).scheme
-    return s if s and len(s) > 1 else None  # a Windows drive letter is not a scheme
 
 
 def spark_reads(spark, url: str) -> bool:
@@ -71,31 +65,6 @@ def _native_conf(spark) -> bool:
         return str(spark.conf.get(NATIVE_CONF, "false")).lower() == "true"
     except Exception:  # pragma: no cover - a session without the key
         return False
-
-
-def list_files(url: str, storage_options: dict | None) -> list[str]:
-    """The data files under ``url`` (a file, a folder or a glob), as fsspec URLs, skipping the
-    names Spark skips (``_SUCCESS``, ``.crc``, ``_temporary/``)."""
-    fs, path = open_fs(url, storage_options)
-    if any(c in path for c in "*?["):
-        found = fs.glob(path)
-        paths = []
-        for p in found:
-            paths += fs.find(p) if fs.isdir(p) else [p]
-    elif fs.isdir(path):
-        paths = fs.find(path)
-    elif fs.exists(path):
-        paths = [path]
-    else:
-        return []
-    root = path.rstrip("/")
-    out = []
-    for p in sorted(paths):
-        rel = p[len(root):] if p.startswith(root) else p
-        if any(part.startswith(("_", ".")) for part in rel.split("/") if part):
-            continue
-        out.append(fs.unstrip_protocol(p))
-    return out
 
 
 def _open(url: str, storage_options: dict):

@@ -44,7 +44,7 @@ from airflow_hudi_occ.core.services.clean import run_clean  # noqa: E402
 from airflow_hudi_occ.core.services.clustering import pending_clustering, schedule_clustering  # noqa: E402
 from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table  # noqa: E402
-from airflow_hudi_occ.spark.options import SparkWriteOptions  # noqa: E402
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.job import conflict_result, error_result, parse_command_line  # noqa: E402
 
 SERVICES = ("clean", "rollback", "cluster", "compact", "archive")

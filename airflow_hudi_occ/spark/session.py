@@ -20,37 +20,14 @@ import sys
 from contextlib import contextmanager
 from typing import Mapping
 
-DEFAULT_CONF = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.driver.memory": "2g",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.python.worker.reuse": "true",
-}
-
-
-#: what can still be set on a running session (the rest must be on the spark-submit line)
-RUNTIME_CONF_KEYS = frozenset(k for k in DEFAULT_CONF if k.startswith("spark.sql."))
-#: sized for one machine; a cluster's own defaults are better there
-LOCAL_ONLY_CONF_KEYS = frozenset({"spark.default.parallelism", "spark.driver.memory"})
-
-
-def default_conf(master: str | None) -> dict[str, str]:
-    """The project's defaults for a session on ``master`` (spark-submit's ``--conf`` for the
-    keys the submitter did not choose)."""
-    from airflow_hudi_occ.spark.shipping import is_local_master
-    local = is_local_master(master) or not master
-    return {k: v for k, v in DEFAULT_CONF.items() if local or k not in LOCAL_ONLY_CONF_KEYS}
+from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, LOCAL_ONLY_CONF_KEYS,  # noqa: F401
+                                                RUNTIME_CONF_KEYS, default_conf)
+from airflow_hudi_occ.spark.submit.master import is_local_master
 
 
 def ensure_python_env(master: str | None = "local") -> None:
     """In local mode, executors run this interpreter (it has the dependencies); on a cluster
     only the driver's own interpreter is named, never the executors'."""
-    from airflow_hudi_occ.spark.shipping import is_local_master
     if is_local_master(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -102,7 +79,7 @@ def job_session(app_name: str, master: str | None = None, *, check_executors: bo
             if not submitted.contains(k):  # the project's defaults unless the submitter chose
                 spark.conf.set(k, DEFAULT_CONF[k])
         _ship_package(spark, master)
-    from airflow_hudi_occ.spark.shipping import check_executors_import, is_local_master
+    from airflow_hudi_occ.spark.shipping import check_executors_import
     if check_executors and not is_local_master(master):
         seen = check_executors_import(spark)
         print(f"executors import airflow_hudi_occ {seen['version']} from {seen['file']} "
@@ -113,7 +90,7 @@ def job_session(app_name: str, master: str | None = None, *, check_executors: bo
 def _ship_package(spark, master: str | None) -> None:
     """Add the package zip unless spark-submit's ``--py-files`` already carries one (the
     hook's does): a hand-written spark-submit to a cluster then works too."""
-    from airflow_hudi_occ.spark.shipping import PACKAGE, PACKAGE_DIR, is_local_master, package_zip
+    from airflow_hudi_occ.spark.submit.package import PACKAGE, PACKAGE_DIR, package_zip
     if is_local_master(master) or not PACKAGE_DIR.is_dir():  # running from a zip already
         return
     shipped = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""

@@ -73,7 +73,7 @@ from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
-from airflow_hudi_occ.spark.options import SparkWriteOptions, check_merge_on_read
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions, check_merge_on_read
 
 log = logging.getLogger(__name__)
 

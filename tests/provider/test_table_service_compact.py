@@ -17,7 +17,7 @@ import pytest
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider.operators import hudi_occ as ops
+from airflow_hudi_occ.provider.operators import table_service as ops
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
 
 OPTS = {**FAST_WRITE_OPTIONS, "hoodie.compact.inline.max.delta.commits": "2"}

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider.operators import hudi_occ as ops
+from airflow_hudi_occ.provider.operators import write as ops
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS

@@ -41,10 +41,10 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook, Connection
 from airflow_hudi_occ.provider.process_tree import kill_session_tree
-from airflow_hudi_occ.spark.master import check_master_reachable
-from airflow_hudi_occ.spark.options import SparkWriteOptions
-from airflow_hudi_occ.spark.session import default_conf
-from airflow_hudi_occ.spark.shipping import is_local_master, package_zip
+from airflow_hudi_occ.spark.submit.conf import default_conf
+from airflow_hudi_occ.spark.submit.master import check_master_reachable, is_local_master
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
+from airflow_hudi_occ.spark.submit.package import package_zip
 
 ZK_PREFIX = "hoodie.write.lock.zookeeper."
 

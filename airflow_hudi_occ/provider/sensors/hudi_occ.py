@@ -23,8 +23,9 @@ from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.provider import write_window
 from airflow_hudi_occ.provider.arguments import check_sensor_options
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook
-from airflow_hudi_occ.provider.operators.hudi_occ import XCOM_RUNNING, task_labels
-from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger, check_instant
+from airflow_hudi_occ.provider.conflict_watch import check_instant
+from airflow_hudi_occ.provider.task_keys import XCOM_RUNNING, task_labels, task_owner
+from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger
 
 
 class HudiEarlyConflictSensor(BaseSensorOperator):
@@ -154,7 +155,7 @@ class HudiWriteWindowSensor(BaseSensorOperator):
         except TableNotFoundError:
             return PokeReturnValue(True, {"request_id": None, "reason": "no table yet"})
         labels = task_labels(context)
-        owner = {k: labels[k] for k in ("dag_id", "run_id", "task_id")}
+        owner = task_owner(labels)
         ttl = self.ttl_s or max(60.0, 3 * float(self.poke_interval) + 30.0)
         mine = [r for r in write_window.requests(table) if r.owner == owner]
         req = mine[0] if mine else write_window.new_request(table, self.partitions, owner, ttl_s=ttl,

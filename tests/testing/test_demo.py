@@ -1,7 +1,7 @@
 """The README's main command, end to end (small): concurrent writer processes, then the
 independent reader's check inside the demo decides the exit code."""
 
-from airflow_hudi_occ import demo
+from airflow_hudi_occ.testing import demo
 
 
 def test_demo_runs_and_verifies(tmp_path, capsys):

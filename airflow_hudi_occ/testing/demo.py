@@ -1,6 +1,6 @@
 """The library demo: concurrent writers on one local table, then the table as the CLI shows it.
 
-Run with ``scripts/demo.sh`` (or ``python -m airflow_hudi_occ.demo``). Several OS processes
+Run with ``scripts/demo.sh`` (or ``python -m airflow_hudi_occ.testing.demo``). Several OS processes
 upsert overlapping batches into one table with the file-system (or ZooKeeper) lock, early
 conflict detection on, and bounded conflict retries. At the end the table is read back with
 the independent ``hudi`` reader (when installed) and compared with what the writers committed:

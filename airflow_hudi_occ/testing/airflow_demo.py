@@ -1,7 +1,7 @@
 """The Airflow demo: ingestion and backfill DAG runs at the same time on one table, then the
 table services, then what happened, checked with the independent ``hudi`` reader.
 
-Run ``scripts/airflow-demo.sh`` (or ``python -m airflow_hudi_occ.provider.demo``). Each DAG run
+Run ``scripts/airflow-demo.sh`` (or ``python -m airflow_hudi_occ.testing.airflow_demo``). Each DAG run
 is its own ``airflow dags test`` process (SQLite in a fresh AIRFLOW_HOME, the repository's
 ``dags/``, Spark ``local[1]`` per job), so the writers really are concurrent processes. The
 lock is the file-system lock, or ZooKeeper with ``--zookeeper HOST:PORT``. At the end: every

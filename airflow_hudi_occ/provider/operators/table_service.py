@@ -1,0 +1,191 @@
+"""The table-service operator: rollback, clean, archive, cluster and compact, each decision that
+changes the timeline taken under the table lock by the service itself (core); clustering and
+compaction planned here and executed by the engine's service job (spark-submit).
+
+Errors: a retryable one (a lock timeout, a service that yielded to a write) raises
+``AirflowException`` so Airflow's retries may help; any other ``AirflowFailException``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from airflow_hudi_occ.core.commit.archival import run_archival
+from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_RETRYABLE, format_options
+from airflow_hudi_occ.core.services.clean import run_clean
+from airflow_hudi_occ.core.services.clustering import schedule_clustering
+from airflow_hudi_occ.core.services.compaction import schedule_compaction
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
+from airflow_hudi_occ.provider.arguments import check_service_arguments
+from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
+from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SERVICE_APP, JobOutput, application_for,
+                                                  check_task_assets, with_parent_job)
+from airflow_hudi_occ.provider.task_keys import task_labels
+from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
+
+
+def _service_instant(out: dict) -> str | None:
+    """The instant a service created: a clean, a clustering replacecommit, a rollback."""
+    for key in ("clean_instant", "scheduled", "rollback_instant"):
+        if out.get(key):
+            return str(out[key])
+    rolled = [r.get("rollback_instant") for r in out.get("rolled_back") or [] if isinstance(r, dict)]
+    rolled = [r for r in rolled if r]
+    return rolled[-1] if rolled else None
+
+
+def _service_outcome(out: dict) -> str:
+    if out.get("service") == "archive":
+        return f"archived {len(out.get('archived') or [])}"
+    if out.get("service") == "rollback":
+        return f"rolled back {len(out.get('rolled_back') or [])}"
+    return "done" if _service_instant(out) else "nothing to do"
+
+
+class HudiTableServiceOperator(BaseOperator):
+    """Run a table service: ``rollback`` (failed writes whose heartbeat expired), ``clean``,
+    ``archive`` (old completed instants to the LSM history, Hudi's keep.min/max commits),
+    ``cluster`` (planned here under the table lock, executed as a Spark job), or ``compact``
+    (merge-on-read only: planned here under the lock when Hudi's trigger says so, executed by
+    the service job; on a copy-on-write table a no-op that says so).
+
+    Every decision that changes the timeline is taken under the table lock by the service
+    itself (core), with the same lock the writers use, taken from the same connection.
+    """
+
+    template_fields: Sequence[str] = ("table_path", "options", "instant")
+    template_fields_renderers = {"options": "json"}
+    ui_color = "#f0e0ff"
+    SERVICES = ("rollback", "clean", "archive", "cluster", "compact")
+
+    def __init__(self, *, service: str, table_path: str | None = None,
+                 options: dict[str, Any] | None = None,
+                 hudi_conn_id: str | None = HudiOccHook.default_conn_name,
+                 spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                 instant: str | None = None, application: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        check_service_arguments(self.task_id, service=service, services=self.SERVICES, options=options)
+        self.application = application
+        self.service = service
+        self.table_path = table_path
+        self.options = options or {}
+        self.hudi_conn_id = hudi_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
+        self.instant = instant
+        self._job_hook: HudiSparkJobHook | None = None
+        self.table_asset = declare_table_outlet(self, table_path)
+        self._run_spark_conf: dict | None = None
+        self._commit_summary: dict | None = None
+        self._resolved_table_path: str | None = None
+
+    def execute(self, context) -> dict:
+        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
+        labels = task_labels(context)
+        try:
+            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            config = hook.write_config(options)
+            table = hook.get_table()
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        self._resolved_table_path = hook.table_path
+        check_task_assets(self, hook.table_path, hook.storage_options)
+        self._run_spark_conf = with_parent_job(self.spark_conf, context)
+        try:
+            out = getattr(self, f"_{self.service}")(table, config, options, hook)
+        except RetryableError as e:  # lock timeout and the like: Airflow's retries may help
+            raise AirflowException(str(e)) from e
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        self.log.info("%s on %s: %s", self.service, table.base_uri, out)
+        self._commit_summary = commit_summary(
+            hook.table_path, hook.storage_options, instant=_service_instant(out),
+            operation=self.service, outcome=_service_outcome(out))
+        emit_table_event(self, context, self._commit_summary)
+        return out
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The table as input and output, with the service's instant; never raises."""
+        from airflow_hudi_occ.provider.openlineage import service_lineage
+        return service_lineage(table_path=self._resolved_table_path or self.table_path,
+                               summary=self._commit_summary)
+
+    def _rollback(self, table, config, options, hook) -> dict:
+        if self.instant:
+            res = [rollback_instant(table, self.instant, config, reason="requested by Airflow",
+                                    only_if_expired=True)]
+        else:
+            res = rollback_failed_writes(table, config)
+        return {"service": "rollback", "rolled_back": [r.to_json() for r in res]}
+
+    def _clean(self, table, config, options, hook) -> dict:
+        return {"service": "clean", **run_clean(table, config).to_json()}
+
+    def _archive(self, table, config, options, hook) -> dict:
+        return {"service": "archive", **run_archival(table, config).to_json()}
+
+    def _cluster(self, table, config, options, hook) -> dict:
+        instant = self.instant or schedule_clustering(table, config)
+        if instant is None:
+            return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
+        code, result = self._run_service_job("cluster", instant, table, options, hook)
+        if code == EXIT_RETRYABLE:
+            raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
+                                   f"rolled back, plan included; the next run plans again: "
+                                   f"{result.get('error')}")
+        if code != EXIT_OK:
+            raise AirflowFailException(f"clustering {instant} failed (exit {code}): {result.get('error')}")
+        return {"service": "cluster", "scheduled": instant, **result}
+
+    def _compact(self, table, config, options, hook) -> dict:
+        if table.config.table_type != MERGE_ON_READ:
+            # one services DAG for every table: compaction is simply not a step of a COW table
+            msg = f"{table.base_uri} is {table.config.table_type}: nothing to compact"
+            self.log.info(msg)
+            return {"service": "compact", "scheduled": None, "message": msg}
+        # planned here, under the lock, as clustering is: the job only executes a fixed plan;
+        # without a new plan, a pending one (a dead executor's) is what the job re-runs
+        instant = self.instant or schedule_compaction(table, config)
+        pending = [i.requested_time for i in table.timeline().pending_compactions()]
+        run = instant or (pending[0] if pending else None)
+        if run is None:
+            return {"service": "compact", "scheduled": None,
+                    "message": "nothing to compact (trigger not reached, or no log files)"}
+        code, result = self._run_service_job("compact", run, table, options, hook)
+        if code == EXIT_RETRYABLE:
+            raise AirflowException(f"compaction {run} yielded to a conflicting write and was rolled "
+                                   f"back to requested, plan kept; the next run executes it again: "
+                                   f"{result.get('error')}")
+        if code != EXIT_OK:
+            raise AirflowFailException(f"compaction {run} failed (exit {code}); its plan stays pending "
+                                       f"for the next run: {result.get('error')}")
+        return {**result, "service": "compact", "scheduled": instant, "executed": run}
+
+    def _run_service_job(self, service: str, instant: str, table, options, hook) -> tuple[int, dict]:
+        """spark-submit the service job for one planned instant; its exit code and result line.
+        The plan was made here, under the lock: the job only executes it."""
+        args = ["--table", table.base_uri, "--service", service, "--instant", str(instant),
+                *format_options(options)]
+        out = JobOutput()
+        self._job_hook = self._get_hook(args, name=f"hudi-occ {service} {instant}", on_line=out,
+                                        storage_options=hook.storage_options)
+        code = self._job_hook.run(application_for(self.application, SERVICE_APP))
+        return code, out.result
+
+    def _get_hook(self, args: list[str], *, name: str, on_line, storage_options) -> HudiSparkJobHook:
+        """The service job's Spark hook, built when the job is submitted (never at DAG parse time)."""
+        return HudiSparkJobHook(
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id,
+            application_args=args, on_line=on_line,
+            env_vars={"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None,
+            name=name, storage_options=storage_options)
+
+    def on_kill(self) -> None:
+        if self._job_hook is not None:
+            self._job_hook.on_kill()

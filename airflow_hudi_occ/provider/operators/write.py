@@ -1,0 +1,544 @@
+"""The write operator: one batch written to a Hudi table as a Spark job, with optimistic
+concurrency control.
+
+:class:`HudiWriteOperator` is thin: the write itself (transaction, markers, conflict
+resolution, rollback of a loser) lives in the Spark job (``airflow_hudi_occ/spark/job.py``)
+and in ``core``. What the operator adds is what only an orchestrator can do:
+
+- **conflict retries on fresh instants**: the job exits 75 when it lost a conflict (its
+  instant is already rolled back); the operator waits (exponential backoff, full jitter,
+  :class:`~airflow_hudi_occ.core.commit.retry.RetryPolicy`) and runs the job again, which begins a new
+  instant on the table as it is now. This budget (``conflict_retries``) is separate from
+  Airflow's task ``retries``: losing a race is not a failure of the task. A non-retryable
+  error (exit 1: bad options, a refused schema, a failed job; exit 2: usage) raises
+  ``AirflowFailException``, so Airflow does not burn its retries on it. Retries exhausted
+  raise a plain ``AirflowException`` (Airflow's own retries may try again later).
+- **idempotence**: the batch key (``dag_id/run_id/task_id[/map_index]``, or the source
+  checkpoint you give) is recorded in the commit. Before every attempt the operator looks for a
+  completed commit carrying it (``core.transaction.find_committed_batch``): an Airflow retry or
+  a re-run of a batch that already committed writes nothing and says so. The job decides it
+  again under the commit lock, so a zombie attempt and its retry racing to commit the same batch
+  cannot both complete: the loser exits 0 with ``"outcome": "already_committed"``, which the
+  operator reports as such (not as a new commit).
+- **a record of every attempt**: instant, outcome, the winning instant and file groups on a
+  conflict, seconds discarded; logged, pushed to XCom (``hudi_occ_attempts``) and, through
+  the ``hoodie.occ.writer.labels`` option, kept in the table's attempt log with the task's
+  dag/task/run/try/map index for the timeline page.
+- **kill**: ``on_kill`` ends the whole Spark process tree (see ``HudiSparkJobHook``); the
+  killed instant stays pending with its markers until a rollback (the table-service operator,
+  or any writer's lazy rollback) removes it once its heartbeat expired.
+
+- **deferrable** (``deferrable=True``): the job is submitted detached
+  (``provider/deferred_job.py``); once its instant is known the operator pushes it and the
+  timeline link to XCom and defers to ``HudiWriteJobTrigger``, which reads the outcome from the
+  timeline and the attempt log (so cluster deploy mode works too). ``execute_complete`` ends as
+  ``execute`` does, or after a conflict backs off and defers a fresh attempt.
+
+- **crash recovery by re-commit**: a job that died after writing every file of its instant
+  (the commit was *staged*, core/recovery.py) is not rewritten: the next attempt of the same
+  batch (an Airflow retry, or the next conflict retry) takes the instant over once its writer's
+  heartbeat expired and completes it with the conflict check (``"outcome": "recommitted"``); if
+  that check fails, the staged instant is rolled back and the batch is written afresh. A dead
+  instant that was staged is left by the LAZY rollback for ``hoodie.occ.recovery.grace_period_ms``
+  (default 10 minutes) so that the retry can find it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from airflow.sdk import conf
+
+from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
+from airflow_hudi_occ.core.commit.transaction import find_committed_batch
+from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
+                                          TableNotFoundError)
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
+from airflow_hudi_occ.core.table.table import Table, check_new_table_location
+from airflow_hudi_occ.provider import deferred_job, write_window
+from airflow_hudi_occ.provider.arguments import check_write_arguments
+from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
+from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+from airflow_hudi_occ.provider.links import HudiTimelineLink, build_url, table_name_for
+from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SPARK_APP, JobOutput, application_for,
+                                                  check_task_assets, with_parent_job)
+from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XCOM_TABLE, default_batch_key,
+                                                 task_labels, task_owner)
+from airflow_hudi_occ.provider.triggers.hudi_occ import HudiWriteJobTrigger
+from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
+
+_LINKS: tuple = (HudiTimelineLink(),)
+
+
+class _JobConflict(RetryableError):
+    def __init__(self, result: dict):
+        self.result = result
+        super().__init__(f"instant {result.get('instant')} lost to {result.get('other_instant')} "
+                         f"on {len(result.get('file_groups') or [])} file group(s)",
+                         remedy="retried with a fresh instant")
+
+
+class _JobFailed(HudiOccError):
+    def __init__(self, code: int, result: dict | None):
+        self.code = code
+        self.result = result or {}
+        err = self.result.get("error") or {}
+        super().__init__(f"the Spark job exited {code}: {err.get('error', 'no result line')}: "
+                         f"{err.get('message', '(see the log above)')}",
+                         remedy=err.get("remedy") or "read the job's log above")
+
+
+def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
+    """The batch's completed instant, or None. Where there is no table yet, the folder must
+    be new or empty: a folder of other files is refused here, before a spark-submit."""
+    try:
+        table = Table.open(table_path, storage_options or None)
+    except TableNotFoundError:
+        try:
+            check_new_table_location(Storage(table_path, storage_options or None))
+        except FileExistsError:  # created meanwhile
+            pass
+        return None
+    return find_committed_batch(table, batch_key)
+
+
+@dataclass
+class _WriteRun:
+    """What every attempt of one task's write shares."""
+
+    table_path: str
+    options: dict
+    storage_options: dict | None
+    batch_key: str
+    labels: dict
+    ti: Any
+    attempts: list = field(default_factory=list)
+
+    @property
+    def owner(self) -> dict:
+        return task_owner(self.labels)
+
+
+class HudiWriteOperator(BaseOperator):
+    """Write one batch (a parquet/csv/json path or a SQL query) to a Hudi table with OCC.
+
+    :param source: input path, or a SQL query with ``source_format="sql"`` (templated)
+    :param table_path: table base path (templated); default: the connection's host
+    :param operation: upsert | insert | bulk_insert | delete | insert_overwrite
+    :param options: ``hoodie.*`` write options (templated); override the connection's
+    :param hudi_conn_id: the table connection (type ``hudi_occ``); may be absent
+    :param spark_conn_id: the Spark connection (``local[*]`` or a cluster master)
+    :param conflict_retries: attempts after a lost conflict, each on a fresh instant
+    :param batch_key: idempotency key (templated); default dag_id/run_id/task_id
+    :param checkpoint: source position recorded in the commit (templated); also the batch key
+        when ``batch_key`` is not given
+    :param partitions: partitions this write may touch (for write windows); None = unknown
+    :param application: the spark-submit application (default: the engine's
+        ``airflow_hudi_occ/spark/job.py``, or ``$HUDI_OCC_SPARK_APPLICATION``)
+    Arguments are checked when the DAG file is parsed (``provider/arguments.py``): a wrong
+    operation, source format, number, ``hoodie.*`` key (the closest known key is suggested) or
+    plug-in name is an import error of the DAG, not a failed run; templated values and the
+    connection's options are checked in ``execute``, and the job checks its source and the
+    table's folder before its Spark session starts.
+
+    :param deferrable: submit the job detached and give the worker slot back while it runs
+        (a :class:`~airflow_hudi_occ.provider.triggers.hudi_occ.HudiWriteJobTrigger` follows it;
+        conflict retries resume on a worker); default ``[operators] default_deferrable``
+    :param poll_interval: seconds between the trigger's looks at the job (deferrable)
+    :param instant_wait_s: how long the worker waits for the attempt's instant before it
+        defers (to push it to XCom first); the trigger finds it if it comes later (deferrable)
+    :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
+        request of another DAG run covers these partitions (see ``provider/write_window.py``)
+    """
+
+    template_fields: Sequence[str] = ("source", "table_path", "options", "batch_key", "checkpoint",
+                                      "partitions", "spark_conf")
+    template_fields_renderers = {"options": "json", "spark_conf": "json"}
+    ui_color = "#d6ecff"
+    operator_extra_links = _LINKS
+
+    def __init__(self, *, source: str, table_path: str | None = None, source_format: str = "parquet",
+                 operation: str = "upsert", options: dict[str, Any] | None = None,
+                 hudi_conn_id: str | None = HudiOccHook.default_conn_name,
+                 spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                 spark_env: dict[str, str] | None = None, conflict_retries: int = 5,
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
+                 batch_key: str | None = None, checkpoint: str | None = None,
+                 partitions: list[str] | None = None, yield_to_windows: bool = True,
+                 window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
+                 application: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 5.0, instant_wait_s: float = 60.0, **kwargs):
+        super().__init__(**kwargs)
+        check_write_arguments(self.task_id, operation=operation, source=source,
+                              source_format=source_format, options=options,
+                              conflict_retries=conflict_retries, backoff_base_s=backoff_base_s,
+                              backoff_max_s=backoff_max_s, window_wait_timeout_s=window_wait_timeout_s,
+                              window_poll_s=window_poll_s)
+        self.application = application
+        self.source = source
+        self.table_path = table_path
+        self.source_format = source_format
+        self.operation = operation
+        self.options = options or {}
+        self.hudi_conn_id = hudi_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
+        self.spark_env = spark_env or {}
+        self.conflict_retries = conflict_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.batch_key = batch_key
+        self.checkpoint = checkpoint
+        self.partitions = partitions
+        self.yield_to_windows = yield_to_windows
+        self.window_wait_timeout_s = window_wait_timeout_s
+        self.window_poll_s = window_poll_s
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.instant_wait_s = instant_wait_s
+        self._job_hook: HudiSparkJobHook | None = None
+        self._detached: deferred_job.DetachedJob | None = None
+        self._killed = False
+        # assets and lineage (provider/assets.py, provider/openlineage.py)
+        self.table_asset = declare_table_outlet(self, table_path)
+        self._run_spark_conf: dict | None = None
+        self._commit_summary: dict | None = None
+        self._resolved_table_path: str | None = None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _get_hook(self, run: "_WriteRun", n: int, *, extra_args: list[str] | None = None,
+                  on_line=None) -> HudiSparkJobHook:
+        """The Spark job hook of attempt ``n``, built when the attempt is submitted (never at
+        DAG parse time): the task's Spark connection and conf, the job's arguments."""
+        return HudiSparkJobHook(
+            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
+            name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
+            application_args=self._args(run.table_path, run.options, run.batch_key, n) + list(extra_args or []),
+            on_line=on_line, storage_options=run.storage_options)
+
+    def _env(self) -> dict[str, str]:
+        env = {}  # PYSPARK_PYTHON: the hook's choice (local master only), see HudiSparkJobHook
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        env.update({k: str(v) for k, v in self.spark_env.items()})
+        return env
+
+    def _args(self, table_path: str, options: dict, batch_key: str, attempt: int) -> list[str]:
+        args = ["--table", table_path, "--operation", self.operation, "--source", self.source,
+                "--source-format", self.source_format, "--attempt", str(attempt),
+                "--batch-key", batch_key]
+        if self.checkpoint:
+            args += ["--checkpoint", str(self.checkpoint)]
+        return args + format_options(options)
+
+    def _wait_for_window(self, table, owner: dict) -> None:
+        deadline = time.time() + self.window_wait_timeout_s
+        announced = False
+        while True:
+            ahead = write_window.yielding_to(table, self.partitions, owner)
+            if not ahead:
+                return
+            if time.time() >= deadline:
+                self.log.warning("still yielding to write window(s) %s after %.0f s: writing anyway "
+                                 "(OCC keeps the table correct)", [r.request_id for r in ahead],
+                                 self.window_wait_timeout_s)
+                return
+            if not announced:
+                self.log.info("yielding to older write-window request(s) %s on partitions %s",
+                              [(r.request_id, r.owner.get("dag_id")) for r in ahead],
+                              sorted({p for r in ahead for p in (r.partitions or ["*"])}))
+                announced = True
+            time.sleep(self.window_poll_s)
+
+    # -- execute: resolve the write, then attempts until one commits ---------------------------
+
+    def execute(self, context) -> dict:
+        run = self._resolve(context)
+        check_task_assets(self, run.table_path, run.storage_options)
+        self._run_spark_conf = with_parent_job(self.spark_conf, context)
+        if self.deferrable:
+            return self._deferred_attempt(context, run, 1)
+        policy = self._policy()
+        try:
+            out = run_with_conflict_retries(lambda n: self._attempt(run, n), policy, RetryRun())
+        except RetriesExhaustedError as e:
+            raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
+                                   f"{run.batch_key!r}): {e.remedy}") from e
+        except _JobFailed as e:
+            if e.code in (EXIT_ERROR, EXIT_USAGE):
+                raise AirflowFailException(str(e)) from e
+            raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
+        finally:
+            self._release_windows(run)
+        return self._committed(context, run, out)
+
+    def _policy(self) -> RetryPolicy:
+        return RetryPolicy(max_conflict_retries=self.conflict_retries,
+                           base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
+
+    def _committed(self, context, run: "_WriteRun", out: dict) -> dict:
+        """The end of a write that committed (or found its batch committed): log, asset event."""
+        conflicts = sum(1 for a in run.attempts if a["outcome"] == "conflict")
+        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", run.batch_key,
+                      out["outcome"], len(run.attempts), conflicts)
+        # Only here, after a commit: a task that failed (retries exhausted) emits no event.
+        self._commit_summary = commit_summary(
+            run.table_path, run.storage_options, instant=out.get("instant"), operation=self.operation,
+            outcome=out.get("outcome"), conflict_retries=conflicts, attempts=len(run.attempts),
+            batch_key=run.batch_key)
+        emit_table_event(self, context, self._commit_summary)
+        return out
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The source as input, the table as output (schema, rowCount, size of the commit),
+        and the ``hudi_occ`` run facet; never raises (provider/openlineage.py)."""
+        from airflow_hudi_occ.provider.openlineage import write_lineage
+        return write_lineage(source=self.source, source_format=self.source_format,
+                             table_path=self._resolved_table_path or self.table_path,
+                             summary=self._commit_summary)
+
+    def _resolve(self, context) -> "_WriteRun":
+        """The connection, options and batch key of this write; a bad key fails here, naming
+        it, before Spark starts."""
+        hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
+        labels = task_labels(context)
+        try:
+            table_path = hook.table_path
+            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            hook.write_config(options)
+        except HudiOccError as e:
+            raise AirflowFailException(str(e)) from e
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_TABLE, value=table_path)
+        self._resolved_table_path = table_path
+        return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
+                         batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
+                         labels=labels, ti=ti)
+
+    def _attempt(self, run: "_WriteRun", n: int) -> dict:
+        """One attempt: the batch already committed? wait for write windows, submit, decide."""
+        if self._killed:
+            raise AirflowException("the task was killed")
+        try:
+            found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        except TableLocationNotEmptyError as e:
+            raise AirflowFailException(str(e)) from e
+        if found is not None:
+            return self._already_committed(run, found)
+        if self.yield_to_windows:
+            self._yield_to_windows(run)
+        code, began, result, seconds = self._submit(run, n)
+        rec = self._record(run, n, code, began, result, seconds)
+        return self._decide(run, n, code, result, rec)
+
+    def _already_committed(self, run: "_WriteRun", inst) -> dict:
+        self.log.info("batch %r is already committed as instant %s (completed %s): this run "
+                      "writes nothing new", run.batch_key, inst.requested_time, inst.completion_time)
+        return {"outcome": "already_committed", "instant": inst.requested_time,
+                "completion_time": inst.completion_time, "table": run.table_path,
+                "batch_key": run.batch_key, "attempts": run.attempts}
+
+    def _yield_to_windows(self, run: "_WriteRun") -> None:
+        try:
+            self._wait_for_window(Table.open(run.table_path, run.storage_options or None), run.owner)
+        except TableNotFoundError:
+            pass
+
+    def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
+        """spark-submit one attempt; the BEGIN line publishes the running instant at once."""
+
+        def began(payload: dict) -> None:
+            run.ti.xcom_push(key=XCOM_RUNNING, value={**payload, "table": run.table_path})
+            self.log.info("attempt %d began instant %s", n, payload.get("instant"))
+
+        out = JobOutput(on_begin=began)
+        self._job_hook = self._get_hook(run, n, on_line=out)
+        t0 = time.time()
+        code = self._job_hook.run(application_for(self.application, SPARK_APP))
+        return code, out.began, out.result, round(time.time() - t0, 3)
+
+    def _record(self, run: "_WriteRun", n: int, code: int, began: dict, result: dict,
+                seconds: float) -> dict:
+        """The attempt as XCom and the timeline page see it."""
+        rec = {"attempt": n, "exit_code": code, "instant": result.get("instant") or began.get("instant"),
+               "outcome": result.get("outcome") or ("killed" if self._killed else "error"),
+               "seconds": seconds}
+        for k in ("completion_time", "other_instant", "file_groups", "seconds_discarded",
+                  "files_discarded", "stats", "attempted_instant", "recovered_from"):
+            if result.get(k) is not None:
+                rec[k] = result[k]
+        if result.get("error"):
+            rec["error"] = {k: result["error"].get(k) for k in ("error", "message", "remedy")}
+        run.attempts.append(rec)
+        run.ti.xcom_push(key=XCOM_ATTEMPTS, value=run.attempts)
+        return rec
+
+    def _decide(self, run: "_WriteRun", n: int, code: int, result: dict, rec: dict) -> dict:
+        """Done, retry on a fresh instant (:class:`_JobConflict`), or fail (:class:`_JobFailed`)."""
+        if code == EXIT_OK:
+            outcome = result.get("outcome") or "committed"
+            if outcome == "already_committed":
+                self.log.info("attempt %d: batch %r is already committed as instant %s "
+                              "(completed %s), found under the commit lock: this run writes "
+                              "nothing new%s", n, run.batch_key, rec["instant"],
+                              rec.get("completion_time"),
+                              f"; its attempt {result['attempted_instant']} was rolled back"
+                              if result.get("attempted_instant") else "")
+            elif outcome == "recommitted":
+                self.log.info("attempt %d re-committed instant %s (completed %s), staged by the "
+                              "dead writer %s: no data rewritten", n, rec["instant"],
+                              rec.get("completion_time"), result.get("recovered_from"))
+            else:
+                self.log.info("attempt %d committed instant %s (completed %s): %s", n,
+                              rec["instant"], rec.get("completion_time"), rec.get("stats"))
+            return {**result, "outcome": outcome, "table": run.table_path,
+                    "batch_key": run.batch_key, "attempts": run.attempts}
+        if self._killed:
+            raise AirflowException(f"the task was killed during attempt {n} (instant "
+                                   f"{rec['instant']}; left for rollback)")
+        if code == EXIT_RETRYABLE:
+            self.log.warning("attempt %d: instant %s lost a conflict to %s on file groups %s; "
+                             "%.1f s of work discarded; retrying with a fresh instant",
+                             n, rec["instant"], rec.get("other_instant"), rec.get("file_groups"),
+                             rec.get("seconds_discarded") or 0.0)
+            raise _JobConflict(result)
+        raise _JobFailed(code, result)
+
+    def _release_windows(self, run: "_WriteRun") -> None:
+        try:
+            write_window.release_owned(Table.open(run.table_path, run.storage_options or None),
+                                       run.owner)
+        except Exception:  # noqa: BLE001 - no table yet, or nothing to release
+            pass
+
+    def on_kill(self) -> None:
+        self._killed = True
+        if self._detached is not None:  # killed before it deferred: the trigger does it after
+            self.log.info("killed the detached Spark job: %s", self._detached.kill())
+        if self._job_hook is not None:
+            self._job_hook.on_kill()
+
+    # -- deferrable: submit detached, defer, resume on the trigger's event --------------------
+
+    def _deferred_attempt(self, context, run: "_WriteRun", n: int) -> dict:
+        """Attempt ``n``: as :meth:`_attempt` up to the submission, which is detached; then
+        publish the instant and the timeline link and defer (this method does not return then)."""
+        try:
+            found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+        except TableLocationNotEmptyError as e:
+            raise AirflowFailException(str(e)) from e
+        if found is not None:
+            self._release_windows(run)
+            return self._committed(context, run, self._already_committed(run, found))
+        if self.yield_to_windows:
+            self._yield_to_windows(run)
+        hook = self._get_hook(run, n, extra_args=["--writer-id", self._writer_id(run, n)])
+        job = self._detached = deferred_job.start_detached(
+            hook, application_for(self.application, SPARK_APP), writer_id=self._writer_id(run, n))
+        self.log.info("attempt %d submitted detached (pid %d, log %s)", n, job.pid, job.log_path)
+        job.instant = self._wait_for_instant(run, job)
+        self._publish_running(run, job, n)
+        self.defer(trigger=HudiWriteJobTrigger(
+            run.table_path, job.to_json(), options=_heartbeat_options(run.options),
+            storage_options=run.storage_options, poll_interval=self.poll_interval),
+            method_name="execute_complete",
+            kwargs={"attempt": n, "attempts": run.attempts, "submitted_at": job.started_at})
+
+    @staticmethod
+    def _writer_id(run: "_WriteRun", n: int) -> str:
+        lab = run.labels
+        return (f"airflow:{lab['dag_id']}.{lab['task_id']}.{lab['map_index']}:{lab['run_id']}:"
+                f"try{lab['try_number']}:attempt{n}")
+
+    def _wait_for_instant(self, run: "_WriteRun", job) -> str | None:
+        """The attempt's instant, waited for (Spark's start) so that XCom has it before the
+        worker lets go; None if it takes longer than ``instant_wait_s`` (the trigger finds it)."""
+        deadline = time.time() + self.instant_wait_s
+        while time.time() < deadline and not self._killed:
+            try:
+                instant = deferred_job.find_instant(Table.open(run.table_path, run.storage_options or None), job)
+            except TableNotFoundError:
+                instant = (job.began() or {}).get("instant")
+            if instant or job.alive() is False:
+                return instant
+            time.sleep(0.5)
+        return None
+
+    def _publish_running(self, run: "_WriteRun", job, n: int) -> None:
+        lab = run.labels
+        if job.instant:
+            run.ti.xcom_push(key=XCOM_RUNNING, value={"instant": job.instant, "attempt": n,
+                                                     "writer_id": job.writer_id, "pid": job.pid,
+                                                     "table": run.table_path})
+            self.log.info("attempt %d began instant %s; deferring while Spark runs", n, job.instant)
+        link = build_url(table_name_for(self, {"table_path": run.table_path}), dag_id=lab["dag_id"],
+                         task_id=lab["task_id"], run_id=lab["run_id"], instant=job.instant)
+        run.ti.xcom_push(key=_LINKS[0].xcom_key, value=link)
+
+    def execute_complete(self, context, event: dict, attempt: int = 1, attempts: list | None = None,
+                         submitted_at: float | None = None) -> dict:
+        """The trigger's outcome of attempt ``attempt``: done, another deferred attempt after a
+        conflict (with backoff), or the failure raised as the synchronous path raises it."""
+        run = self._resolve(context)
+        run.attempts = list(attempts or [])
+        self._run_spark_conf = with_parent_job(self.spark_conf, context)
+        status = event.get("status")
+        result = _result_of_event(event)
+        seconds = round(time.time() - submitted_at, 3) if submitted_at else 0.0
+        rec = self._record(run, attempt, deferred_job.exit_code_for(event),
+                           {"instant": event.get("instant")}, result, seconds)
+        try:
+            if status == deferred_job.ALREADY_COMMITTED:
+                found = committed_instant(run.table_path, run.storage_options, run.batch_key)
+                if found is None:
+                    raise _JobFailed(EXIT_ERROR, {**result, "error": {
+                        "error": "BatchNotFound", "message": "the job said the batch was already "
+                        f"committed, but no completed instant carries {run.batch_key!r}"}})
+                out = self._already_committed(run, found)
+            else:
+                out = self._decide(run, attempt, deferred_job.exit_code_for(event), result, rec)
+        except _JobConflict as e:
+            if attempt > self.conflict_retries:
+                self._release_windows(run)
+                raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
+                                       f"{run.batch_key!r}): {e.remedy}") from e
+            delay = self._policy().delay(attempt)
+            self.log.info("retrying in %.1f s with a fresh instant (attempt %d of %d)", delay,
+                          attempt + 1, self.conflict_retries + 1)
+            time.sleep(delay)
+            return self._deferred_attempt(context, run, attempt + 1)
+        except _JobFailed as e:
+            self._release_windows(run)
+            if e.code in (EXIT_ERROR, EXIT_USAGE):
+                raise AirflowFailException(str(e)) from e
+            raise AirflowException(str(e)) from e
+        self._release_windows(run)
+        return self._committed(context, run, out)
+
+
+def _heartbeat_options(options: dict) -> dict:
+    """What the trigger needs of the write options: the heartbeat's settings (no credential)."""
+    return {k: v for k, v in options.items() if k.startswith("hoodie.client.heartbeat.")}
+
+
+def _result_of_event(event: dict) -> dict:
+    """The trigger's event in the shape of the job's result line, for :meth:`_record`/:meth:`_decide`."""
+    status = event.get("status")
+    drop = ("status", "writer_id", "exit_code", "error", "message", "remedy")
+    out = {k: v for k, v in event.items() if k not in drop}
+    if status in (deferred_job.COMMITTED, deferred_job.ALREADY_COMMITTED):
+        out["outcome"] = event.get("outcome") or status
+        return out
+    out["outcome"] = "conflict" if status == deferred_job.CONFLICT else "error"
+    err = event.get("error")
+    out["error"] = err if isinstance(err, dict) else {
+        "error": err or status, "message": event.get("message"), "remedy": event.get("remedy")}
+    return out
