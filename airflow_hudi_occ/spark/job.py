@@ -180,6 +180,8 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
             args.batch_key, attempt=args.attempt)
         if res is None:
             preflight(args, options, args.storage_options)
+            on_progress("starting", f"{args.operation} into {args.table}: options, source and "
+                                    "table checked; starting Spark")
             spark = _session(args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
                                      on_begin=on_begin, on_progress=on_progress,

@@ -231,7 +231,7 @@ def test_a_write_job_logs_its_progress_and_no_spark_info_lines(tmp_path):
     lines = stdout.splitlines() + stderr.splitlines()
     assert code == 0 and res["outcome"] == "committed", res
     stages = progress_stages(stdout)
-    want = ["planning", "begin", "tagging", "writing", "committing", "committed"]
+    want = ["starting", "planning", "begin", "tagging", "writing", "committing", "committed"]
     assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == want, stdout
     assert "upsert of 200 input rows in 4 partition(s)" in stdout
     assert "4 file group(s) to write in 4 partition(s): 0 existing, 4 new" in stdout
