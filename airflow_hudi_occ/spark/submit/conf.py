@@ -71,4 +71,6 @@ def log_conf(conf: Mapping[str, str], *, driver_local: bool) -> dict[str, str]:
             or (conf_dir and os.path.isfile(os.path.join(conf_dir, "log4j2.properties")))):
         return {}
     option = f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J2}"
+    if any(c.isspace() for c in option):  # Spark splits the Java options on blanks, not in quotes
+        option = f'"{option}"'
     return {DRIVER_JAVA_OPTIONS: f"{java} {option}".strip()}
