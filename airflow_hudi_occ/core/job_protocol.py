@@ -9,6 +9,12 @@ CLI. The contract an orchestrator relies on:
 - ``HUDI_OCC_BEGIN {...}`` as soon as the instant is requested (instant, attempt, writer id,
   pid), so a watcher can follow the write before it ends;
 - exactly one ``HUDI_OCC_RESULT {...}`` line last, whatever happened, usage errors included.
+
+Between them a write job reports its progress for people, one plain line per step
+(``hudi-occ <stage>: <text>``, :func:`emit_progress`): planning, tagging, the early conflict
+checks, writing (bounded: at 25/50/75/100% of the write tasks, or every few seconds),
+committing, and the end (committed, or stopped by whom). Nothing parses them but tests
+(:func:`progress_stages`); their wording may change.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ EXIT_RETRYABLE = 75  # EX_TEMPFAIL (sysexits.h): "temporary failure, try again l
 
 RESULT_PREFIX = "HUDI_OCC_RESULT "
 BEGIN_PREFIX = "HUDI_OCC_BEGIN "
+PROGRESS_PREFIX = "hudi-occ "
 
 
 def emit(prefix: str, payload: dict, stream: TextIO | None = None) -> None:
@@ -43,6 +50,24 @@ def emit_result(payload: dict, stream: TextIO | None = None) -> None:
 
 def emit_begin(payload: dict, stream: TextIO | None = None) -> None:
     emit(BEGIN_PREFIX, payload, stream)
+
+
+def emit_progress(stage: str, text: str, stream: TextIO | None = None) -> None:
+    """One progress line for people: ``hudi-occ <stage>: <text>`` (flushed at once)."""
+    print(f"{PROGRESS_PREFIX}{stage}: {text}", file=stream or sys.stdout, flush=True)
+
+
+def progress_stages(lines: str | Iterable[str]) -> list[str]:
+    """The stages of the progress lines in a job's output, in order (repeats kept)."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    out = []
+    for line in lines:
+        if line.startswith(PROGRESS_PREFIX):
+            stage, sep, _ = line[len(PROGRESS_PREFIX):].partition(":")
+            if sep and stage and " " not in stage:
+                out.append(stage)
+    return out
 
 
 def parse_line(line: str, prefix: str) -> dict | None:
@@ -139,5 +164,6 @@ def exit_code_for(error: BaseException) -> int:
 
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_WOULD_ABORT", "EXIT_RETRYABLE",
-           "RESULT_PREFIX", "BEGIN_PREFIX", "OptionError", "emit", "emit_result", "emit_begin", "parse_line",
+           "RESULT_PREFIX", "BEGIN_PREFIX", "PROGRESS_PREFIX", "OptionError", "emit", "emit_result", "emit_begin",
+           "emit_progress", "progress_stages", "parse_line",
            "last_payload", "usage_result", "UsageError", "ArgumentParser", "parse_options", "format_options", "exit_code_for"]

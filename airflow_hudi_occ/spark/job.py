@@ -40,7 +40,8 @@ from airflow_hudi_occ.core.table.write_guard import check_for_write  # noqa: E40
 from airflow_hudi_occ.spark.submit.options import OPERATIONS, SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.source import SOURCE_FORMATS, check_source, read_source  # noqa: E402,F401
 from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, ArgumentParser,  # noqa: E402
-                                                UsageError, emit_begin, emit_result, exit_code_for,
+                                                UsageError, emit_begin, emit_progress, emit_result,
+                                                exit_code_for,
                                                 parse_options, usage_result)
 
 #: what a lost write reports beyond the instants and file groups: how far the doomed attempt got
@@ -87,6 +88,27 @@ def announce_begin(tx) -> None:
                 "pid": os.getpid()})
 
 
+def report_end(payload: dict) -> None:
+    """The last progress line, just before the result line: committed, or stopped by whom."""
+    outcome = payload.get("outcome")
+    if outcome == "committed":
+        st = payload.get("stats") or {}
+        emit_progress("committed", f"instant {payload.get('instant')} completed at "
+                                   f"{payload.get('completion_time')}: {st.get('rows_written', 0)} rows "
+                                   f"in {st.get('files', 0)} file(s), {payload.get('seconds')} s")
+    elif outcome == "conflict":
+        groups = payload.get("file_groups") or []
+        shown = ", ".join(groups[:3]) + (" ..." if len(groups) > 3 else "")
+        err = payload.get("error") or {}
+        emit_progress("conflict", f"instant {payload.get('instant')} lost to "
+                                  f"{payload.get('other_instant')} on {len(groups)} file group(s) "
+                                  f"[{shown}] ({err.get('error')}); rolled back, "
+                                  f"{payload.get('seconds_discarded')} s discarded; retry as a fresh attempt")
+    elif outcome == "error":
+        err = payload.get("error") or {}
+        emit_progress("failed", f"{err.get('error')}: {str(err.get('message', ''))[:300]}")
+
+
 def parse_command_line(parse_args, argv):
     """``(args, options)``; or, when the command line is wrong (or ``--help``), the exit code,
     after one result line saying so, so that an orchestrator always finds a result. The
@@ -130,10 +152,11 @@ def error_result(error: BaseException) -> dict:
     return {"outcome": "error", "error": {"error": type(error).__name__, "message": str(error)[:2000]}}
 
 
-def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
+def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=emit_progress) -> int:
     """Run one write. ``on_begin(tx)`` is called once the instant is requested (default: the
     ``HUDI_OCC_BEGIN`` line); ``before_commit(tx)`` once all files are written, just before the
-    commit (the seams harnesses such as airflow_hudi_occ/testing/spark_job.py use)."""
+    commit (the seams harnesses such as airflow_hudi_occ/testing/spark_job.py use);
+    ``on_progress(stage, text)`` at each step (default: ``hudi-occ <stage>: <text>`` lines)."""
     parsed = parse_command_line(parse_args, argv)
     if isinstance(parsed, int):
         return parsed
@@ -157,9 +180,12 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
             args.batch_key, attempt=args.attempt)
         if res is None:
             preflight(args, options, args.storage_options)
+            on_progress("starting", f"{args.operation} into {args.table}: options, source and "
+                                    "table checked; starting Spark")
             spark = _session(args)
             writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
-                                     on_begin=on_begin, storage_options=args.storage_options)
+                                     on_begin=on_begin, on_progress=on_progress,
+                                     storage_options=args.storage_options)
             df = read_source(spark, args.source, args.source_format, args.storage_options)
             res = writer.write(df, args.operation, checkpoint=args.checkpoint,
                                batch_key=args.batch_key, attempt=args.attempt,
@@ -169,15 +195,21 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin) -> int:
                   f"{res.instant}" + (" (no data written)" if res.outcome == "already_committed"
                                       else " (its staged files re-committed, none rewritten)"),
                   flush=True)
-        emit_result({**base, **res.to_json()})
+        out = {**base, **res.to_json()}
+        report_end(out)
+        emit_result(out)
         return EXIT_OK
     except RetryableError as e:
         d = e.to_dict()
-        emit_result({**base, **conflict_result(e, t0, WRITE_CONFLICT_DETAILS),
-                     "job_cancelled": d.get("job_cancelled", False)})
+        out = {**base, **conflict_result(e, t0, WRITE_CONFLICT_DETAILS),
+               "job_cancelled": d.get("job_cancelled", False)}
+        report_end(out)
+        emit_result(out)
         return exit_code_for(e)
     except Exception as e:  # noqa: BLE001 - every failure ends with a result line
-        emit_result({**base, **error_result(e)})
+        out = {**base, **error_result(e)}
+        report_end(out)
+        emit_result(out)
         return exit_code_for(e)
     finally:
         try:

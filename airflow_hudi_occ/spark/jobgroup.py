@@ -35,8 +35,12 @@ class JobAborted(Exception):
 
 
 def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s: float = 0.1,
-                description: str = "", extra_check: Callable[[], dict | None] | None = None) -> Any:
-    """Run ``action`` (a Spark action) under a fresh job group; cancel it on an abort signal."""
+                description: str = "", extra_check: Callable[[], dict | None] | None = None,
+                on_progress: Callable[[int, int], None] | None = None,
+                progress_every_s: float = 1.0) -> Any:
+    """Run ``action`` (a Spark action) under a fresh job group; cancel it on an abort signal.
+    ``on_progress(done, total)``: the write stage's task counts, about every
+    ``progress_every_s`` while the job runs (the caller decides what to report)."""
     sc = spark.sparkContext
     group = f"hudi-occ-{instant}-{uuid.uuid4().hex[:6]}"
     box: dict = {}
@@ -52,8 +56,12 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
     th.start()
     info = None
     cancel: dict = {}
+    next_progress = time.time() + progress_every_s
     while th.is_alive():
         th.join(poll_s)
+        if on_progress is not None and th.is_alive() and time.time() >= next_progress:
+            next_progress = time.time() + progress_every_s
+            on_progress(*write_stage_progress(sc, group))
         info = abort_signal.abort_reason(table, instant)
         if info is None and extra_check is not None:
             found = extra_check()

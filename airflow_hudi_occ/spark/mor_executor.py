@@ -87,7 +87,8 @@ def write_files(writer, batch, run, plan) -> list[WriteStat]:
               .applyInArrow(make_group_fn(ctx), MOR_STAT_DDL)
     rows = run_watched(writer.spark, table, tx.instant_time, job.collect,
                        description=f"hudi {batch.op} (deltacommit) {table.name} {tx.instant_time}",
-                       extra_check=writer._async_checker(tx, run.planned))
+                       extra_check=writer._async_checker(tx, run.planned),
+                       on_progress=writer.write_progress(len(run.planned)))
     stopped = [r for r in rows if r.stopped]
     if stopped:
         raise WriteAbortedError(

@@ -20,7 +20,8 @@ import sys
 from contextlib import contextmanager
 from typing import Mapping
 
-from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, LOCAL_ONLY_CONF_KEYS,  # noqa: F401
+from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL,  # noqa: F401
+                                                LOCAL_ONLY_CONF_KEYS, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
 
@@ -41,10 +42,11 @@ def local_session(master: str = "local[2]", app_name: str = "airflow_hudi_occ",
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**default_conf(master), **dict(conf or {})}.items():
+    settings = {**default_conf(master), **dict(conf or {})}
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_KEY) or DEFAULT_LOG_LEVEL)
     _ship_package(spark, master)
     return spark
 
@@ -72,8 +74,12 @@ def job_session(app_name: str, master: str | None = None, *, check_executors: bo
     else:
         master = submitted_master()
         ensure_python_env(master)
+        from pyspark import SparkConf
         from pyspark.sql import SparkSession
-        spark = SparkSession.builder.appName(app_name).getOrCreate()
+        builder = SparkSession.builder.appName(app_name)
+        if not SparkConf().contains(LOG_LEVEL_KEY):  # a hand-written spark-submit: quiet too
+            builder = builder.config(LOG_LEVEL_KEY, DEFAULT_LOG_LEVEL)
+        spark = builder.getOrCreate()
         submitted = spark.sparkContext.getConf()
         for k in RUNTIME_CONF_KEYS:
             if not submitted.contains(k):  # the project's defaults unless the submitter chose

@@ -108,16 +108,22 @@ def _no_key(df: DataFrame, fields: list[str]):
 
 
 def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
-                url_encode: bool) -> dict[str, dict[str, str]]:
+                url_encode: bool, counts: dict | None = None) -> dict[str, dict[str, str]]:
     """On the driver, before the write's instant exists, one Spark job over the batch: every
     distinct partition value goes through core's rule (``partition_path.field_text``: a
     hostile one is refused naming its column), and rows without a record key are counted
     (refused as core refuses them). Returns the ``labels`` for :func:`partition_path_expr`:
-    per field, the values whose path text differs from the value (url-encoded ones)."""
+    per field, the values whose path text differs from the value (url-encoded ones).
+    ``counts``, if given, receives ``rows`` and ``partitions`` (distinct partition values),
+    counted by the same job (the job's progress line)."""
     key = "hoodie.datasource.write.partitionpath.field"
     cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
     bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
-    rows = (df.groupBy(*cols).agg(bad) if cols else df.agg(bad)).collect()
+    n = F.count(F.lit(1)).alias("__n")
+    rows = (df.groupBy(*cols).agg(bad, n) if cols else df.agg(bad, n)).collect()
+    if counts is not None:
+        counts["rows"] = sum(int(r["__n"] or 0) for r in rows)
+        counts["partitions"] = len(rows) if cols else int(counts["rows"] > 0)
     no_key = sum(int(r["__bad"] or 0) for r in rows)
     if no_key:
         raise invalid_key_error(key_fields, no_key)

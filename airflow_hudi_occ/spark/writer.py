@@ -180,11 +180,18 @@ class SparkHudiWriter(SparkTableJob):
     """Writes DataFrames to one table; one :meth:`write` call is one attempt (one instant).
 
     ``on_begin(tx)`` is called as soon as an attempt's instant is requested (the job prints
-    its ``HUDI_OCC_BEGIN`` line from it)."""
+    its ``HUDI_OCC_BEGIN`` line from it); ``on_progress(stage, text)`` at each step of the
+    write, for people (the job prints ``hudi-occ <stage>: <text>`` lines, core/job_protocol)."""
 
-    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *, on_begin=None, **kw):
+    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *, on_begin=None,
+                 on_progress: Callable[[str, str], None] | None = None, **kw):
         super().__init__(spark, base_path, options, **kw)
         self.on_begin = on_begin
+        self.on_progress = on_progress
+
+    def _say(self, stage: str, text: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(stage, text)
 
     def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
         """Before reading a keyed batch: its commit if already in the table, or the re-commit
@@ -220,6 +227,7 @@ class SparkHudiWriter(SparkTableJob):
         try:
             self._check_before_tagging(batch, run)
             plan = self._plan_file_groups(batch, run)
+            self._report_plan(batch, plan)
             self._start_inflight(batch, run, plan)
             self._check_before_job(run)
             stats = self._write_files(batch, run, plan)
@@ -281,8 +289,12 @@ class SparkHudiWriter(SparkTableJob):
         tagging.record_key_expr(df, cfg.record_key_fields)
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
         # Hostile partition values and rows without a key: one Spark job, still before begin.
+        counts: dict = {}
         labels = tagging.check_batch(df, cfg.record_key_fields, cfg.partition_fields,
-                                     cfg.hive_style_partitioning, cfg.url_encode_partitions)
+                                     cfg.hive_style_partitioning, cfg.url_encode_partitions, counts)
+        self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
+                              f"{counts.get('partitions', 0)} partition(s) into "
+                              f"{'merge-on-read' if mor else 'copy-on-write'} table {table.name}")
         return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
                       target_schema=target_schema, bucket=bucket,
                       num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor,
@@ -297,7 +309,15 @@ class SparkHudiWriter(SparkTableJob):
                               lock_manager=self._lock_manager, on_begin=self.on_begin)
         run = _Attempt(tx=tx, t_start=time.time())
         tx.begin()
+        self._say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
         return run
+
+    def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
+        existing = plan.existing
+        touched = sum(1 for g in plan.planned if g in existing)
+        self._say("tagging", f"{len(plan.planned)} file group(s) to write in "
+                             f"{len({p for p, _ in plan.planned})} partition(s): {touched} "
+                             f"existing, {len(plan.planned) - touched} new")
 
     def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> FilePlan:
         """Tag the records (keys, partitions, file groups) against the snapshot read after
@@ -347,7 +367,9 @@ class SparkHudiWriter(SparkTableJob):
         (native_write.py), or pyarrow in the input tasks (pair_write.py); else one Python task
         per planned file group (executor.py)."""
         if not run.planned:
+            self._say("writing", "nothing to write (no file group planned)")
             return []
+        self._say("writing", f"{len(run.planned)} file group(s)")
         if batch.mor:
             from airflow_hudi_occ.spark import mor_executor
             return mor_executor.write_files(self, batch, run, plan)
@@ -372,12 +394,14 @@ class SparkHudiWriter(SparkTableJob):
                 job = native_write.write_job(self.spark, records, batch.user_columns,
                                              tx.instant_time, names, out)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
-                        extra_check=self._async_checker(tx, run.planned))
+                        extra_check=self._async_checker(tx, run.planned),
+                        on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, names, out, t0,
                                         folders=pairs.folders() if pairs is not None else None)
         job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
         rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
-                           extra_check=self._async_checker(tx, run.planned))
+                           extra_check=self._async_checker(tx, run.planned),
+                           on_progress=self.write_progress(len(run.planned)))
         stopped = [r for r in rows if r.stopped]
         if stopped:  # the signal is gone (cleared by someone): still doomed
             raise WriteAbortedError(
@@ -416,6 +440,24 @@ class SparkHudiWriter(SparkTableJob):
                            precombine=batch.table.config.precombine_field, prev=prev,
                            completed_at_start=sorted(run.tx.snapshot.completed_at_start))
 
+    def write_progress(self, file_groups: int, every_s: float = 10.0) -> Callable[[int, int], None] | None:
+        """``on_progress`` for :func:`run_watched`: one line as the write tasks pass 25, 50 and
+        75% (each task writes one or more of the ``file_groups``), and at least every
+        ``every_s`` while they run; the end is said by the caller."""
+        if self.on_progress is None:
+            return None
+        state = {"quarter": 0, "at": time.time()}
+
+        def report(done: int, total: int) -> None:
+            if total <= 0 or done >= total:
+                return
+            quarter = 4 * done // total
+            if quarter > state["quarter"] or time.time() - state["at"] >= every_s:
+                state["quarter"], state["at"] = max(quarter, state["quarter"]), time.time()
+                self._say("writing", f"{done} of {total} write task(s) done "
+                                     f"({100 * done // total}%, {file_groups} file group(s))")
+        return report
+
     def _commit(self, batch: "_Batch", run: "_Attempt", plan: FilePlan, stats: list[WriteStat],
                 extra_metadata: Mapping[str, str] | None,
                 before_commit: Callable[[WriteTransaction], None] | None) -> SparkWriteResult:
@@ -424,8 +466,11 @@ class SparkHudiWriter(SparkTableJob):
         if batch.action is Action.REPLACE_COMMIT:
             replaced = {p: [s.file_id for s in plan.view.latest_file_slices(p)] for p in plan.partitions}
         extra = {EXTRA_ENGINE: "spark", **dict(extra_metadata or {})}
+        self._say("writing", f"done: {len(stats)} file(s), "
+                             f"{sum(s.num_writes for s in stats)} rows written")
         if before_commit is not None:
             before_commit(run.tx)
+        self._say("committing", f"instant {run.tx.instant_time}: conflict check under the lock")
         res = run.tx.commit(stats, schema=batch.schema_json, replaced=replaced, extra_metadata=extra)
         return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                 batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
@@ -447,26 +492,32 @@ class SparkHudiWriter(SparkTableJob):
             for group in det.view.all_file_groups(other):
                 held.setdefault((group[0], group[1]), other)
         if not held:
+            self._say("early-check", "before tagging: passed (no live writer holds markers)")
             return
         table = batch.table
         fsv = FileSystemView(table, partitions=sorted({p for p, _ in held}))
         slices = [sl for p, f in sorted(held) if (sl := fsv.get(p, f)) is not None]
+        passed = (f"before tagging: passed ({len(held)} file group(s) held by "
+                  f"{len(set(held.values()))} live writer(s), none with keys of this batch)")
         if not slices:
+            self._say("early-check", passed)
             return  # new file groups only: no record of this batch lives there yet
         cfg = table.config
         fid = tagging.first_held_hit(self.spark, batch.df, cfg.record_key_fields, cfg.partition_fields,
                                      cfg.hive_style_partitioning, slices, table.storage,
                                      batch.partition_labels)
         if fid is None:
+            self._say("early-check", passed)
             return
         group = next(g for g in held if g[1] == fid)
+        self._say("early-check", f"before tagging: stopped: keys of this batch are in file group "
+                                 f"{group[0]}/{group[1]}, which live writer {held[group]} holds")
         e = det.conflict_with(held[group], [group])
         e.stopped_before_job = True
         e.stopped_before_tagging = True
         raise e
 
-    @staticmethod
-    def _check_before_job(run: "_Attempt") -> None:
+    def _check_before_job(self, run: "_Attempt") -> None:
         """Every planned file group checked once on the driver before the write job starts:
         a write doomed by an earlier live writer's markers (or, with the commit-conflict check,
         by a commit since it began) stops here, before any executor writes a byte. Each task
@@ -477,7 +528,13 @@ class SparkHudiWriter(SparkTableJob):
                 tx.detector.check_all(run.planned)
             except EarlyConflictError as e:
                 e.stopped_before_job = True  # no task ran: nothing to cancel, nothing written
+                self._say("early-check", f"before writing: stopped: instant "
+                                         f"{getattr(e, 'other_instant', None)} holds "
+                                         f"{len(getattr(e, 'file_groups', None) or [])} of the "
+                                         f"planned file group(s)")
                 raise
+            self._say("early-check", f"before writing: passed ({len(run.planned)} file group(s) "
+                                     "clear of other writers' markers)")
 
     @staticmethod
     def _async_checker(tx: WriteTransaction, planned: list) -> Callable[[], dict | None] | None:

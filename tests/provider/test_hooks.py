@@ -96,6 +96,9 @@ def test_the_job_hook_takes_credentials_off_the_command_line_and_masks_them(monk
     assert "hoodie.write.lock.zookeeper.url=zk:2181" in line
     assert "--py-files" in cmd and cmd[cmd.index("--py-files") + 1].startswith(str(tmp_path))
     assert "spark.ui.enabled=false" in line and "spark.driver.memory" not in line  # cluster-sized
+    # Spark's INFO lines out of the task log: WARN, and (client mode: the driver is here) the
+    # quiet log4j2 file from spark-submit's first line on
+    assert "spark.log.level=WARN" in line and "-Dlog4j2.configurationFile=file:" in line
     assert "PYSPARK_PYTHON" not in hook._env  # the cluster's interpreter for executors
     assert hook._env[SECRETS_FILE_ENV] == "/tmp/placeholder"
     for secret in ("pw-Zx81", "writer:pw-Zx81", "sk-Zx81", "AKIA-TEST"):
@@ -134,3 +137,15 @@ def test_a_missing_spark_connection_runs_local_without_claiming_yarn(monkeypatch
     assert "get_connection" not in vars(hook), "the stand-in connection is gone after resolving"
     conn_env(monkeypatch, "spark_default", conn_type="spark", host="spark://master.example", port=7077)
     assert HudiSparkJobHook(conn_id="spark_default", ship_package=False).master == "spark://master.example:7077"
+
+
+def test_the_job_hook_leaves_sparks_info_lines_in_when_asked(monkeypatch, tmp_path):
+    """spark_conf={"spark.log.level": "INFO"}: no quiet log4j2 file, the level as given."""
+    from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
+    monkeypatch.setenv("HUDI_OCC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL1", '{"conn_type": "spark", "host": "local[1]"}')
+    hook = HudiSparkJobHook(conn_id="spark_local1", conf={"spark.log.level": "INFO"},
+                            application_args=["--table", "/tmp/t"])
+    line = " ".join(hook._build_spark_submit_command("job.py"))
+    assert "spark.log.level=INFO" in line and "log4j2.configurationFile" not in line

@@ -11,7 +11,9 @@ import pytest
 
 from airflow_hudi_occ.core.table.file_system_view import list_base_files, list_partitions
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.core.job_protocol import EXIT_RETRYABLE, last_payload
+from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_RETRYABLE, PROGRESS_PREFIX,
+                                                RESULT_PREFIX, last_payload, progress_stages)
+from airflow_hudi_occ.spark.submit.conf import default_conf, log_conf
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -63,6 +65,13 @@ def launch(path, src, barrier, n, extra=(), conf=()):
     p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
     p.files = (out, err)
     return p
+
+
+def output_of(p) -> tuple[str, str]:
+    """(stdout, stderr) of a finished :func:`launch`."""
+    for f in p.files:
+        f.seek(0)
+    return p.files[0].read(), p.files[1].read()
 
 
 def finish(procs):
@@ -166,6 +175,10 @@ def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_
                extra=ECD, conf=["spark.sql.shuffle.partitions=48"])
     [(code_b, res_b)] = finish([b])
     open(barrier / "release", "w").close()
+    # B's task log says where it stopped and whom it lost to (core/job_protocol progress lines)
+    out_b = output_of(b)[0]
+    assert progress_stages(out_b)[-2:] == ["early-check", "conflict"], out_b
+    assert "before tagging: stopped" in out_b and "writing" not in progress_stages(out_b), out_b
     [(code_a, res_a)] = finish([a])
     assert (code_a, code_b) == (0, EXIT_RETRYABLE), (res_a, res_b)
     assert res_b["outcome"] == "conflict" and res_b["other_instant"] == res_a["instant"]
@@ -200,3 +213,38 @@ def test_a_hostile_partition_value_through_the_job_is_refused_with_the_table_unc
     assert "'../../escaped'" in err["message"]
     assert tree_snapshot(tmp_path / "a") == before
     assert time.time() - t0 < 300  # refused in the driver before any write job, not after minutes
+
+
+def test_a_write_job_logs_its_progress_and_no_spark_info_lines(tmp_path):
+    """One spark-submit write with the Spark settings the operator's hook passes
+    (``default_conf`` + ``log_conf``): the job's own progress lines come in the order of the
+    write, Spark prints no INFO line (before this change a write printed 488 lines, 480 of
+    them INFO; now about 15), and the BEGIN and RESULT lines an operator parses are intact."""
+    path = str(tmp_path / "tbl")
+    rows = [{"id": i, "p": "abcd"[i % 4], "ts": 1, "v": "x"} for i in range(200)]
+    conf = {k: v for k, v in default_conf("local[1]").items() if k != "spark.driver.memory"}
+    conf.update(log_conf(conf, driver_local=True))
+    assert "log4j2.configurationFile" in conf["spark.driver.extraJavaOptions"]
+    p = launch(path, source(tmp_path, "w", rows), None, 1, conf=[f"{k}={v}" for k, v in conf.items()])
+    [(code, res)] = finish([p])
+    stdout, stderr = output_of(p)
+    lines = stdout.splitlines() + stderr.splitlines()
+    assert code == 0 and res["outcome"] == "committed", res
+    stages = progress_stages(stdout)
+    want = ["starting", "planning", "begin", "tagging", "writing", "committing", "committed"]
+    assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == want, stdout
+    assert "upsert of 200 input rows in 4 partition(s)" in stdout
+    assert "4 file group(s) to write in 4 partition(s): 0 existing, 4 new" in stdout
+    assert "done: 4 file(s), 200 rows written" in stdout
+    # Spark's INFO chatter stays out, from spark-submit's first line on
+    info = [ln for ln in lines if " INFO " in ln]
+    assert info == [], info[:10]
+    assert len(lines) < 40, "\n".join(lines)
+    # the protocol lines: one BEGIN before the progress of the write, the RESULT line last
+    begin = last_payload(stdout, BEGIN_PREFIX)
+    assert begin is not None and begin["instant"] == res["instant"]
+    out = stdout.splitlines()
+    assert out[-1].startswith(RESULT_PREFIX)
+    assert out.index(next(ln for ln in out if ln.startswith(BEGIN_PREFIX))) < \
+        out.index(next(ln for ln in out if ln.startswith(PROGRESS_PREFIX + "tagging")))
+    assert rows_by_key(hudi_read(path))[7]["v"] == "x"

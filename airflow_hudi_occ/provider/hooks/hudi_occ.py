@@ -41,7 +41,7 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.get_provider_info import connection_type
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseHook, Connection
 from airflow_hudi_occ.provider.process_tree import kill_session_tree
-from airflow_hudi_occ.spark.submit.conf import default_conf
+from airflow_hudi_occ.spark.submit.conf import default_conf, log_conf
 from airflow_hudi_occ.spark.submit.master import check_master_reachable, is_local_master
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 from airflow_hudi_occ.spark.submit.package import package_zip
@@ -348,8 +348,9 @@ class HudiSparkJobHook(SparkSubmitHook):
       ``storage_options`` are taken out of the arguments and handed to the driver in a 0600
       file named by the environment (``core/job_secrets.py``), deleted when the job ends;
       their values are registered with Airflow's secret masker.
-    - The project's Spark defaults (``spark/session.py``) for every key the caller did not
-      set; ``PYSPARK_PYTHON`` only for a local master (a cluster's workers keep their own
+    - The project's Spark defaults (``spark/submit/conf.py``) for every key the caller did not
+      set, Spark's log level WARN among them (the driver's start-up lines quieted too, by a
+      log4j2 file shipped with the package, when the driver runs here); ``PYSPARK_PYTHON`` only for a local master (a cluster's workers keep their own
       interpreter; the driver, here, runs ours).
     """
 
@@ -377,6 +378,9 @@ class HudiSparkJobHook(SparkSubmitHook):
     def _build_spark_common_args(self) -> list[str]:
         for k, v in default_conf(self.master).items():
             self._conf.setdefault(k, v)
+        # Spark's INFO lines out of the task log from spark-submit's first line on (a driver
+        # here); spark_conf={"spark.log.level": "INFO"} brings them back
+        self._conf.update(log_conf(self._conf, driver_local=not self._driver_on_cluster))
         if self._ship_package:
             zip_path = str(package_zip())
             if zip_path not in (self._py_files or "").split(","):
