@@ -23,7 +23,6 @@ import os
 import threading
 import time
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
@@ -32,6 +31,8 @@ from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.java_lock import java_held_at_its_commit
+from tests.interop.rows import batch
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +52,6 @@ JAVA = {"hoodie.metadata.enable": "false",
 EARLY_JAVA = "HoodieEarlyConflictDetectionException"
 
 
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
-
-
 def new_table(path: str) -> Table:
     table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts", version=9)
@@ -68,14 +62,6 @@ def new_table(path: str) -> Table:
 
 def markers(path: str) -> list[str]:
     return glob.glob(os.path.join(path, ".hoodie", ".temp", "*", "*", "*.marker.*"))
-
-
-def pending_inflight(path: str) -> list[str]:
-    """Instants with ``<t>.inflight`` and no completed ``<t>_<c>.commit`` (timeline layout 2
-    keeps the requested and inflight files of completed instants)."""
-    names = os.listdir(os.path.join(path, ".hoodie", "timeline"))
-    done = {n.split("_")[0] for n in names if "_" in n and n[:1].isdigit()}
-    return [n.split(".")[0] for n in names if n.endswith(".inflight") and n.split(".")[0] not in done]
 
 
 def test_java_stops_on_our_marker(tmp_path, java_hudi):
@@ -124,23 +110,10 @@ def test_java_stops_on_our_marker(tmp_path, java_hudi):
 def test_ours_stops_on_java_marker(tmp_path, java_hudi):
     path = str(tmp_path / "t")
     new_table(path)
-    lock_file = os.path.join(path, ".hoodie", "lock")
     ours_options = {**OURS, "hoodie.write.lock.filesystem.path": str(tmp_path / "our-lock")}
     run = java_hudi.start(Write(path, batch([(3, "a", 2, "java")]), operation="upsert", options=JAVA),
                           Read(path), continue_on_error=True)
-    held = False
-    try:
-        deadline = time.monotonic() + 120
-        while not held:  # take Java's lock file as soon as Java has started its commit
-            assert run.proc.poll() is None, run.log_tail()
-            assert time.monotonic() < deadline, run.log_tail()
-            if pending_inflight(path):
-                try:
-                    os.close(os.open(lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                    held = True
-                except FileExistsError:
-                    pass
-            time.sleep(0.01)
+    with java_held_at_its_commit(run, path) as deadline:
         while not markers(path):
             assert run.proc.poll() is None, run.log_tail()
             assert time.monotonic() < deadline, f"Java wrote no marker:\n{run.log_tail()}"
@@ -149,9 +122,6 @@ def test_ours_stops_on_java_marker(tmp_path, java_hudi):
         with pytest.raises(EarlyConflictError):
             ArrowTableWriter(Table.open(path), WriteConfig.from_options(ours_options)).write(
                 batch([(1, "a", 2, "ours")]), "upsert")
-    finally:
-        if held:
-            os.remove(lock_file)
     java_write, java_read = run.wait()
     assert java_write.ok, java_write.error
     print(f"Java's marker: {[os.path.relpath(m, path) for m in java_marker]}")

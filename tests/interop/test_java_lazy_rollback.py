@@ -22,7 +22,6 @@ import glob
 import os
 import time
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
@@ -32,6 +31,8 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read, Service, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.java_lock import java_held_at_its_commit, pending_inflight
+from tests.interop.rows import batch
 
 pytestmark = pytest.mark.slow
 
@@ -49,25 +50,12 @@ JAVA = {"hoodie.metadata.enable": "false",
 EXPIRY_S = int(HEARTBEAT_MS) / 1000 * 2 + 1.5
 
 
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
-
-
 def new_table(path: str) -> dict:
     table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts", version=9)
     ArrowTableWriter(table, WriteConfig.from_options(OURS)).write(
         batch([(i, "a" if i % 2 else "b", 1, "x") for i in range(6)]), "insert")
     return {i: {"id": i, "v": "x"} for i in range(6)}
-
-
-def pending_inflight(path: str) -> list[str]:
-    names = os.listdir(os.path.join(path, ".hoodie", "timeline"))
-    done = {n.split("_")[0] for n in names if "_" in n and n[:1].isdigit()}
-    return [n.split(".")[0] for n in names if n.endswith(".inflight") and n.split(".")[0] not in done]
 
 
 def pending(path: str) -> list[str]:
@@ -127,22 +115,9 @@ def test_java_lazy_clean_rolls_back_our_dead_writer(tmp_path, java_hudi):
 def test_our_lazy_rollback_rolls_back_java_dead_writer(tmp_path, java_hudi):
     path = str(tmp_path / "t")
     expected = new_table(path)
-    lock_file = os.path.join(path, ".hoodie", "lock")
     run = java_hudi.start(Write(path, batch([(3, "a", 2, "dead"), (100, "b", 2, "dead")]), operation="upsert",
                                 options=JAVA))
-    held = False
-    try:
-        deadline = time.monotonic() + 120
-        while not held:  # take Java's lock file as soon as Java is inflight: it stops at its commit
-            assert run.proc.poll() is None, run.log_tail()
-            assert time.monotonic() < deadline, run.log_tail()
-            if pending_inflight(path):
-                try:
-                    os.close(os.open(lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                    held = True
-                except FileExistsError:
-                    pass
-            time.sleep(0.01)
+    with java_held_at_its_commit(run, path) as deadline:
         dead_instant, = pending_inflight(path)
         while len(data_files(path, dead_instant)) < 2:  # both file groups written
             assert run.proc.poll() is None, run.log_tail()
@@ -150,9 +125,6 @@ def test_our_lazy_rollback_rolls_back_java_dead_writer(tmp_path, java_hudi):
             time.sleep(0.02)
         time.sleep(1.0)  # Java is now retrying the lock
         run.kill()
-    finally:
-        if held:
-            os.remove(lock_file)
     assert dead_instant in pending(path)
     written = [os.path.relpath(f, path) for f in data_files(path, dead_instant)]
     # its heartbeat is still fresh (it beat under a second ago): ours leaves it alone

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
@@ -21,15 +20,9 @@ from airflow_hudi_occ.core.errors import MetadataTableEnabledError
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 COLS = ["id", "p", "ts", "v"]
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 def metadata_partitions(path: str) -> list[str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
@@ -24,19 +23,13 @@ from airflow_hudi_occ.core.errors import WriteConflictError
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import WRITE_CONFLICT, Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 OURS = {**FAST_WRITE_OPTIONS, "hoodie.metadata.enable": "false"}
 JAVA_OCC = {"hoodie.metadata.enable": "false",
             "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
             "hoodie.cleaner.policy.failed.writes": "LAZY",
             "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"}
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 def instants(path: str) -> dict[str, str | None]:

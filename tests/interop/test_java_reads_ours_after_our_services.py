@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.archival import run_archival
@@ -31,6 +30,7 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 COLS = ["id", "p", "ts", "v"]
 KINDS = [("COPY_ON_WRITE", 8), ("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 9)]
@@ -38,13 +38,6 @@ IDS = [f"{t[:3].lower()}-v{v}" for t, v in KINDS]
 OURS = {**FAST_WRITE_OPTIONS, "hoodie.metadata.enable": "false",
         "hoodie.compact.inline.max.delta.commits": "1",
         "hoodie.clean.commits.retained": "2", "hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "4"}
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 def actions(path: str) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
@@ -22,6 +21,7 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read, Service
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 COLS = ["id", "p", "ts", "v"]
 KINDS = [("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8)]
@@ -33,13 +33,6 @@ RETAIN_1 = {"hoodie.clean.commits.retained": "1"}
 #: policy has something to clean right after the compaction
 ONE_VERSION = {"hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained": "1"}
 ARCHIVE = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", **RETAIN_1}
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 def apply(model: dict, rows, op: str) -> dict:

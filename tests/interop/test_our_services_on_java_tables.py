@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.archival import run_archival
@@ -22,6 +21,7 @@ from airflow_hudi_occ.core.services.compaction import run_compaction
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 pytestmark = pytest.mark.slow
 
@@ -30,13 +30,6 @@ KINDS = ["COPY_ON_WRITE", "MERGE_ON_READ"]
 NO_MDT = {"hoodie.metadata.enable": "false"}
 OURS = {**FAST_WRITE_OPTIONS, **NO_MDT, "hoodie.compact.inline.max.delta.commits": "1",
         "hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 JAVA_WRITES = [([(i, "a" if i % 2 else "b", 1, f"v{i}") for i in range(6)], "bulk_insert"),

@@ -10,7 +10,6 @@ Two JVMs for all the tables: one writes them all, one reads them all.
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
@@ -20,18 +19,12 @@ from airflow_hudi_occ.core.table.mor_reader import read_optimized
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from tests.interop.rows import batch
 
 COLS = ["id", "p", "ts", "v"]
 KINDS = [("COPY_ON_WRITE", 8), ("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 9)]
 IDS = [f"{t[:3].lower()}-v{v}" for t, v in KINDS]
 JAVA_OPTIONS = {"hoodie.metadata.enable": "false"}
-
-
-def batch(rows) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                     "p": pa.array([r[1] for r in rows], pa.string()),
-                     "ts": pa.array([r[2] for r in rows], pa.int64()),
-                     "v": pa.array([r[3] for r in rows], pa.string())})
 
 
 class Model(dict):
