@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 
 import pytest
@@ -16,6 +14,7 @@ from airflow_hudi_occ.cli import main
 from airflow_hudi_occ.core.job_secrets import JobSecrets, write_secrets_file
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from airflow_hudi_occ.testing.unreachable import refusing_port, silent_listener
 
 
 def run(capsys, *argv):
@@ -39,36 +38,14 @@ def test_a_limit_of_zero_is_still_allowed(table, capsys):
 # -- object stores that refuse or never answer ---------------------------------------------------
 
 
-def _refusing_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_refusing_port = refusing_port
 
 
 @pytest.fixture
 def silent_endpoint():
     """An endpoint that accepts connections and never answers (a hung proxy, a tarpit)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    accepted, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(2)
-    for conn in accepted:
-        conn.close()
-    server.close()
+    with silent_listener() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _store_args(endpoint: str, *extra: str) -> list[str]:

@@ -12,6 +12,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_hudi_occ.core.errors import StorageError, StorageUnavailableError
 from airflow_hudi_occ.core.format.storage import S3_CLIENT_DEFAULTS, S3FS_RETRIES, Storage
+from airflow_hudi_occ.testing.unreachable import refusing_port, silent_listener
 
 
 class NoConditionalWritesFS(MemoryFileSystem):
@@ -84,35 +85,14 @@ def test_backend_without_conditional_writes_is_refused():
 
 
 def _refusing_endpoint() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{refusing_port()}"
 
 
 @pytest.fixture
 def silent_endpoint():
     """Accepts connections, never answers: what a hung store or proxy looks like."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    accepted, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(2)
-    for conn in accepted:
-        conn.close()
-    server.close()
+    with silent_listener() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _s3(endpoint: str, **options) -> Storage:

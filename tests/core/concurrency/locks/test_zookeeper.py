@@ -10,7 +10,6 @@ import os
 import re
 import logging
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from airflow_hudi_occ.core.errors import (ConfigError, LockAcquireTimeoutError, 
                                          LockServiceUnreachableError)
 from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
 from airflow_hudi_occ.core.concurrency.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
+from airflow_hudi_occ.testing import unreachable
 from airflow_hudi_occ.testing.zookeeper import expire_session
 
 from .conftest import ZK_SESSION_TIMEOUT_MS, zk_lock_config
@@ -290,28 +290,8 @@ def test_unreachable_server_fails_the_attempt_with_the_reason(zk_server):
 def silent_listener():
     """A loopback port that accepts TCP connections and never says a word (a hung server, a
     firewall's tarpit): the case a connect timeout alone does not catch."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    accepted = []
-    stop = threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    for conn in accepted:
-        conn.close()
-    server.close()
+    with unreachable.silent_listener() as port:
+        yield port
 
 
 def _kazoo_records(caplog):

@@ -1,0 +1,48 @@
+"""Services that cannot be reached, for the bounded-wait tests: a loopback port nothing
+listens on (refused at once) and one that accepts connections and never says a word (a hung
+server or proxy, a firewall's tarpit: the case a connect timeout alone does not catch)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from airflow_hudi_occ.testing.zookeeper import free_port
+
+__all__ = ["refusing_port", "silent_listener"]
+
+
+def refusing_port() -> int:
+    """A loopback port nothing listens on: a connection to it is refused."""
+    return free_port()
+
+
+@contextmanager
+def silent_listener() -> Iterator[int]:
+    """A loopback port that accepts every connection and never answers; closed on exit."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in accepted:
+            conn.close()
+        server.close()
