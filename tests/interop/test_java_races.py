@@ -55,6 +55,14 @@ def inflight(path: str) -> list[str]:
             if c is None and os.path.exists(os.path.join(folder, f"{t}.inflight"))]
 
 
+def wait_until_java_is_inflight(run, path: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not inflight(path):
+        assert run.proc.poll() is None, f"Java ended before its instant was inflight:\n{run.log_tail()}"
+        assert time.monotonic() < deadline, f"Java's instant never went inflight:\n{run.log_tail()}"
+        time.sleep(0.02)
+
+
 def lock_options(lock: str, request) -> tuple[dict, dict]:
     """Ours and Java's options for one lock both take: Hudi's file-system lock (the file
     ``.hoodie/lock``) or the ZooKeeper lock (Curator's mutex nodes under the same base path and
@@ -85,11 +93,7 @@ def test_overlapping_upserts_of_java_and_ours_one_wins_by_hudis_rule(tmp_path, j
 
     run = java_hudi.start(Write(path, batch([(1, "a", 2, "java")]), operation="upsert", options=java_options),
                           Read(path), continue_on_error=True)
-    deadline = time.monotonic() + 120
-    while not inflight(path):
-        assert run.proc.poll() is None, f"Java ended before its instant was inflight:\n{run.log_tail()}"
-        assert time.monotonic() < deadline, f"Java's instant never went inflight:\n{run.log_tail()}"
-        time.sleep(0.02)
+    wait_until_java_is_inflight(run, path)
     before = set(instants(path))
     try:
         ours = ArrowTableWriter(Table.open(path), WriteConfig.from_options(ours_options)).write(
@@ -135,11 +139,7 @@ def test_disjoint_upserts_of_java_and_ours_both_commit(tmp_path, java_hudi):
         batch([(i, "a" if i % 2 else "b", 1, "x") for i in range(6)]), "insert")
     run = java_hudi.start(Write(path, batch([(0, "b", 2, "java")]), operation="upsert", options=JAVA_OCC),
                           Read(path), continue_on_error=True)
-    deadline = time.monotonic() + 120
-    while not inflight(path):
-        assert run.proc.poll() is None, f"Java ended before its instant was inflight:\n{run.log_tail()}"
-        assert time.monotonic() < deadline, f"Java's instant never went inflight:\n{run.log_tail()}"
-        time.sleep(0.02)
+    wait_until_java_is_inflight(run, path)
     ArrowTableWriter(Table.open(path), WriteConfig.from_options(OURS)).write(batch([(1, "a", 2, "ours")]), "upsert")
     java_write, java_read = run.wait()
     assert java_write.ok and all(c is not None for c in instants(path).values())
