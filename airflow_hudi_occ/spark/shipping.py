@@ -7,7 +7,7 @@ installed may not be the driver's. Spark's answer for pure-Python code is ``--py
 ``SparkContext.addPyFile``): the file is copied to every executor and put at the front of its
 Python path, so the driver's exact code wins over anything installed on the worker.
 Dependencies with native parts (pyarrow, fastavro, kazoo) cannot travel in a zip; for
-executors that lack them, ship a packed virtualenv with ``spark.archives`` (README, "On a
+executors that lack them, ship a packed virtualenv with ``spark.archives`` (docs/deployment.md, "On a
 cluster").
 
 The zip itself (built once per content, cached, renamed into place) is
@@ -97,4 +97,4 @@ def _remedy(missing: str | None) -> str:
             "virtualenv with spark.archives (venv-pack -o env.tar.gz; --conf "
             "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python), or "
             "point spark.pyspark.python / PYSPARK_PYTHON at an interpreter that has them "
-            "(README, 'On a cluster')")
+            "(docs/deployment.md, 'On a cluster')")
