@@ -9,6 +9,8 @@ import pathlib
 import re
 import tomllib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -43,3 +45,59 @@ def test_the_venv_running_the_tests_holds_the_constrained_versions():
         if installed != version:
             drift[name] = (version, installed)
     assert not drift, f"installed versions differ from constraints.txt (wanted, installed): {drift}"
+
+
+def _declared_pythons() -> list[str]:
+    """Every minor version ``requires-python`` admits, among those Airflow 3.3 supports."""
+    from packaging.specifiers import SpecifierSet
+    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    return [v for v in ("3.10", "3.11", "3.12", "3.13", "3.14") if spec.contains(v + ".0")]
+
+
+def test_requires_python_matches_the_classifiers():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    classified = sorted(c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+                        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    assert classified == _declared_pythons()
+
+
+#: Pins published only as source distributions (pure Python): ``pip --python-version`` cannot
+#: check those by installing, so their index entry's Requires-Python is checked instead.
+SDIST_ONLY = ("pyspark", "pyspark-client")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", [v for v in _declared_pythons() if v != "3.11"])
+def test_the_pinned_dependency_set_installs_on_each_declared_python(python, tmp_path):
+    """No second interpreter can be installed on these machines (python.org and GitHub are out
+    of reach; Debian ships 3.11 only), so each Python that ``requires-python`` declares beyond the
+    one the tests run on is checked by resolution: every exact pin of constraints.txt has a
+    wheel pip would install on that Python, and the source-only ones declare a Requires-Python
+    that admits it. Needs PyPI (about 45 s per version with an empty pip cache)."""
+    import json
+    import ssl
+    import subprocess
+    import sys
+    import urllib.request
+
+    from packaging.specifiers import SpecifierSet
+
+    pins = _constraints()
+    reqs = tmp_path / "pins.txt"
+    reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins.items() if n not in SDIST_ONLY))
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps",
+                          "--ignore-installed", "--python-version", python, "--only-binary=:all:",
+                          "-r", str(reqs)], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, f"Python {python}: a pin has no installable wheel:\n{out.stderr[-3000:]}"
+    assert "Would install" in out.stdout
+    ctx = ssl.create_default_context(cafile="/etc/ssl/certs/ca-certificates.crt")
+    for name in SDIST_ONLY:
+        req = urllib.request.Request(f"https://pypi.org/simple/{name}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(req, timeout=60, context=ctx) as resp:
+            files = json.load(resp)["files"]
+        wanted = f"{name.replace('-', '_')}-{pins[name]}.tar.gz"
+        entry = [f for f in files if f["filename"].replace("-", "_").lower() == wanted.replace("-", "_").lower()]
+        assert entry, f"{wanted} not on the index"
+        assert SpecifierSet(entry[0].get("requires-python") or "").contains(python + ".0"), \
+            f"{wanted} requires Python {entry[0].get('requires-python')}, not {python}"
