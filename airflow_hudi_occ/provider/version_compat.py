@@ -35,7 +35,7 @@ if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - pyproject pins Airflow 3
     raise ImportError("airflow-hudi-occ needs Airflow 3 (the Task SDK); found Airflow "
                       + ".".join(map(str, get_base_airflow_version_tuple())))
 
-from airflow.sdk import (Asset, AssetAlias, BaseHook, BaseOperator,  # noqa: E402
+from airflow.sdk import (Asset, AssetAlias, AssetWatcher, BaseHook, BaseOperator,  # noqa: E402
                          BaseOperatorLink, BaseSensorOperator, Connection, PokeReturnValue,
                          RetryDecision, RetryPolicy)
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
@@ -49,6 +49,7 @@ __all__ = [
     "AirflowFailException",
     "Asset",
     "AssetAlias",
+    "AssetWatcher",
     "BaseHook",
     "BaseOperator",
     "BaseOperatorLink",

@@ -5,9 +5,11 @@ Airflow tasks. A table is also written by Java Hudi jobs, the ``hudi-occ`` CLI (
 compaction) and plain Python writers; :class:`HudiCommitTrigger` watches the table itself, so a
 DAG scheduled on the asset reacts to any writer::
 
-    orders = create_asset(path="s3://lake/orders", watchers=[AssetWatcher(
-        name="orders_commits", trigger=HudiCommitTrigger("s3://lake/orders"))])
+    orders = Asset(uri="hudi://s3/lake/orders", name="hudi://s3/lake/orders", watchers=[
+        AssetWatcher(name="orders_commits", trigger=HudiCommitTrigger("s3://lake/orders"))])
     with DAG("after_any_commit", schedule=[orders]): ...
+
+or, the same, ``schedule=[watched_table_asset("s3://lake/orders")]`` (``examples/on_any_commit.py``).
 
 How: the triggerer runs :meth:`HudiCommitTrigger.run`, which polls
 ``core/table/commit_feed`` (one listing of the timeline folder per poll, in a thread so the
@@ -28,7 +30,7 @@ The trigger's arguments are stored in Airflow's database: pass no credentials in
 ``storage_options`` (the triggerer's environment provides them, as for any fsspec client).
 A commit of an operator is also an outlet event of the operator's task: a DAG scheduled on an
 asset that both an operator writes and this trigger watches sees such a commit twice (read the
-``instant`` of each event, as ``dags/hudi_occ_any_writer.py`` does).
+``instant`` of each event, as ``examples/on_any_commit.py`` does).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from airflow_hudi_occ.core.errors import StorageUnavailableError
 from airflow_hudi_occ.core.table.commit_feed import (BEGINNING, COMMIT_ACTIONS, DEFAULT_LIMIT, CommitNotice,
                                                      commits_after, latest_cursor, open_table)
 from airflow_hudi_occ.provider.assets import base_path, metadata_summary, table_uri
+from airflow_hudi_occ.provider.version_compat import Asset, AssetWatcher
 
 log = logging.getLogger(__name__)
 
@@ -186,3 +189,15 @@ class HudiCommitTrigger(BaseEventTrigger):
                 await self._save_cursor(after)
             if not more:
                 await asyncio.sleep(self.poll_interval)
+
+
+def watched_table_asset(table_path: str, *, name: str | None = None, watcher_name: str | None = None,
+                        **trigger_kwargs) -> Asset:
+    """The ``hudi://`` asset of the table at ``table_path`` with a :class:`HudiCommitTrigger`
+    watching it: ``schedule=[watched_table_asset("/data/lake/orders")]`` runs a DAG after every
+    commit of any writer. ``trigger_kwargs`` go to the trigger (``poll_interval``, ``start``...).
+    No I/O: the table may not exist yet when the DAG is parsed."""
+    uri = table_uri(table_path)
+    trigger = HudiCommitTrigger(table_path, **trigger_kwargs)
+    return Asset(uri=uri, name=name or uri,
+                 watchers=[AssetWatcher(name=watcher_name or f"hudi_occ_commits:{uri}", trigger=trigger)])
