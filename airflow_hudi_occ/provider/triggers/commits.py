@@ -159,7 +159,7 @@ class HudiCommitTrigger(BaseEventTrigger):
         return table, cursor, (payloads, page.more)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        cursor = self.cursor or await self._load_cursor()
+        cursor = self.cursor if self.cursor is not None else await self._load_cursor()
         table = None
         waiting_for_table = unavailable = False
         while True:
@@ -173,6 +173,8 @@ class HudiCommitTrigger(BaseEventTrigger):
                 await asyncio.sleep(self.poll_interval)
                 continue
             unavailable = False
+            if self.cursor != cursor:  # where a restart resumes, even before the first commit
+                await self._save_cursor(cursor)
             if result is None:
                 if not waiting_for_table:
                     log.info("HudiCommitTrigger: no table at %s yet; polling every %.0f s until a "
@@ -180,8 +182,6 @@ class HudiCommitTrigger(BaseEventTrigger):
                 waiting_for_table = True
                 await asyncio.sleep(self.poll_interval)
                 continue
-            if self.cursor != cursor:  # where a restart resumes, even before the first commit
-                await self._save_cursor(cursor)
             payloads, more = result
             for after, payload in payloads:
                 yield TriggerEvent(payload)

@@ -118,8 +118,13 @@ def test_a_table_created_after_the_watcher_started_reports_its_first_commit(tmp_
     path = str(tmp_path / "later")
 
     async def scenario():
-        w = Watch(HudiCommitTrigger(path, poll_interval=0.05))
-        await asyncio.sleep(0.2)
+        store = DictStore()
+        trig = HudiCommitTrigger(path, poll_interval=0.05)
+        trig.asset_state_store = store
+        w = Watch(trig)
+        await w.started(store)
+        # kept before the table exists: a restart now still reports the table's first commit
+        assert store.values[CURSOR_KEY] == ""
         t = await asyncio.to_thread(Table.create, path, "later", record_key_fields=["id"],
                                     partition_fields=["p"], precombine_field="ts")
         await asyncio.to_thread(_write, t, fast_options, [1])
