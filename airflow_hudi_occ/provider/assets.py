@@ -240,8 +240,9 @@ def check_table_assets(operator, storage_options: dict | None, own_uri: str | No
 _WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit", "clustering")
 
 
-def _metadata_summary(table, instant_time: str | None) -> dict:
-    """Row counts, bytes, files and schema from the commit metadata of ``instant_time``."""
+def metadata_summary(table, instant_time: str | None) -> dict:
+    """Row counts, bytes, files, the operation and the schema from the commit metadata of
+    ``instant_time`` (the operators' events and the commit watcher's, ``triggers/commits``)."""
     if not instant_time:
         return {}
     timeline = table.timeline()
@@ -259,7 +260,7 @@ def _metadata_summary(table, instant_time: str | None) -> dict:
             "rows_deleted": sum(s.num_deletes for s in stats),
             "bytes_written": sum(s.file_size_in_bytes for s in stats),
             "files_written": len(stats), "partitions": len(md.partition_to_write_stats),
-            "schema": md.schema}
+            "operation_type": md.operation_type, "schema": md.schema}
 
 
 def commit_summary(table_path: str, storage_options: dict | None, *, instant: str | None,
@@ -274,7 +275,7 @@ def commit_summary(table_path: str, storage_options: dict | None, *, instant: st
     try:
         from airflow_hudi_occ.core.table.table import Table
 
-        out.update(_metadata_summary(Table.open(table_path, storage_options or None), instant))
+        out.update(metadata_summary(Table.open(table_path, storage_options or None), instant))
     except Exception as e:  # noqa: BLE001 - the commit succeeded; only its counts are lost
         out["metadata_error"] = f"{type(e).__name__}: {e}"
     return out

@@ -70,8 +70,10 @@ def test_run_time_bad_input_fails_each_task_with_its_fix_and_changes_nothing(air
     # The job's own words, verbatim in the task's exception text, with the fix.
     assert "SourceNotFoundError: the source '" in log and "/landing/" in log
     assert "does not exist (what to do: check the path" in log, log[-6000:]
-    # refused by the operator itself, before a spark-submit
-    assert "AirflowFailException: " + str(base / "plain") + " is not a Hudi table and not empty" in log
+    # refused by the operator itself, before a spark-submit, with the package's own error
+    # (the retry policy fails it at once: provider/retry_policy.py)
+    assert "TableLocationNotEmptyError: " + str(base / "plain") + " is not a Hudi table and not empty" in log
+    assert "TableLocationNotEmptyError is not retryable" in log
     assert "write the table to a new or empty path" in log
     assert "unknown lock provider 'zookeepr'" in log and "did you mean 'zookeeper'?" in log
     # a partition value that would leave the table: refused in the job's driver, before begin

@@ -5,6 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from airflow.sdk import RetryAction
+
+from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
+from airflow_hudi_occ.core.errors import SourceNotFoundError
 from airflow_hudi_occ.provider import deferred_job
 from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException
@@ -58,18 +62,28 @@ def test_a_conflict_defers_a_fresh_attempt(tmp_path, submitted):
 
 
 def test_conflict_retries_exhausted(tmp_path, submitted):
+    # the task fails with a retryable error: the retry policy lets Airflow try again later
     op = _operator(tmp_path, conflict_retries=1)
-    with pytest.raises(AirflowException, match="all lost a conflict"):
+    with pytest.raises(RetriesExhaustedError, match="all lost a conflict") as e:
         op.execute_complete(_context(), CONFLICT, attempt=2, attempts=[{"outcome": "conflict"}])
+    assert op.retry_policy.evaluate(e.value, 1, 3).action is RetryAction.RETRY
     assert submitted == []
+    op = _operator(tmp_path, conflict_retries=1, retry_policy=None)
+    with pytest.raises(AirflowException, match="all lost a conflict") as e:
+        op.execute_complete(_context(), CONFLICT, attempt=2, attempts=[{"outcome": "conflict"}])
+    assert not isinstance(e.value, AirflowFailException)
 
 
 def test_a_failed_job_fails_the_task_with_its_error(tmp_path, submitted):
+    # the job's own error class, decoded from the event: the retry policy fails it at once
     op = _operator(tmp_path)
     event = {"status": "failed", "instant": None, "exit_code": 1, "error": "SourceNotFoundError",
              "message": "no such source: /x/missing.parquet"}
-    with pytest.raises(AirflowFailException, match="missing.parquet"):
+    with pytest.raises(SourceNotFoundError, match="missing.parquet") as e:
         op.execute_complete(_context(), event, attempt=1, attempts=[])
+    assert op.retry_policy.evaluate(e.value, 1, 3).action is RetryAction.FAIL
+    with pytest.raises(AirflowFailException, match="missing.parquet"):
+        _operator(tmp_path, retry_policy=None).execute_complete(_context(), event, attempt=1, attempts=[])
 
 
 def test_deferrable_defaults_to_the_config(tmp_path, monkeypatch):

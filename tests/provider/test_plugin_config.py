@@ -110,8 +110,11 @@ def test_every_route_requires_an_airflow_user():
     assert {r.path for r in routes} >= {"/", "/static/{name}", "/api/tables", "/api/tables/{name}/timeline"}
     for r in routes:
         assert any(d.call is require_reader for d in r.dependant.dependencies), r.path
-    [view] = HudiOccTimelinePlugin.external_views
-    assert view["href"] == "/hudi-occ/" and view["destination"] == "nav"
+    views = {v["destination"]: v["href"] for v in HudiOccTimelinePlugin.external_views}
+    assert views == {"nav": "/hudi-occ/", "dag": "/hudi-occ/?dag_id={DAG_ID}",
+                     "task": "/hudi-occ/?dag_id={DAG_ID}&task_id={TASK_ID}",
+                     "task_instance": "/hudi-occ/?dag_id={DAG_ID}&task_id={TASK_ID}&run_id={RUN_ID}"}
+    assert len({v["url_route"] for v in HudiOccTimelinePlugin.external_views}) == 4
     assert [type(link).__name__ for link in HudiOccTimelinePlugin.operator_extra_links] == ["HudiTimelineLink"]
     assert links.HudiTimelineLink().name == "Hudi timeline"
 

@@ -260,7 +260,11 @@ def test_airflow_lists_the_plugin_and_its_nav_entry(server):
     doc = json.loads(server.get("/api/v2/plugins", token=server.token())[1])
     [p] = [p for p in doc["plugins"] if p["name"] == "hudi_occ"]
     assert [a["url_prefix"] for a in p["fastapi_apps"]] == ["/hudi-occ"]
-    assert [(v["name"], v["href"]) for v in p["external_views"]] == [("Hudi timeline", "/hudi-occ/")]
+    # the nav entry and the tabs of the DAG, task and task instance pages (the UI fills the ids)
+    assert [(v["destination"], v["href"]) for v in p["external_views"]] == [
+        ("nav", "/hudi-occ/"), ("dag", "/hudi-occ/?dag_id={DAG_ID}"),
+        ("task", "/hudi-occ/?dag_id={DAG_ID}&task_id={TASK_ID}"),
+        ("task_instance", "/hudi-occ/?dag_id={DAG_ID}&task_id={TASK_ID}&run_id={RUN_ID}")]
     assert any("HudiTimelineLink" in link for link in p["operator_extra_links"])
 
 

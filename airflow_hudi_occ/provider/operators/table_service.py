@@ -2,8 +2,11 @@
 changes the timeline taken under the table lock by the service itself (core); clustering and
 compaction planned here and executed by the engine's service job (spark-submit).
 
-Errors: a retryable one (a lock timeout, a service that yielded to a write) raises
-``AirflowException`` so Airflow's retries may help; any other ``AirflowFailException``.
+Errors: the task fails with the package's own error, and the default ``retry_policy``
+(``provider/retry_policy.py``) lets Airflow retry a retryable one (a lock timeout, a service
+that yielded to a write, a store down) and fails any other at once (a bad option, a missing
+table). ``retry_policy=None``: ``AirflowException`` and ``AirflowFailException`` as before
+retry policies. A service job killed by a signal is left to the task's own ``retries``.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any, Sequence
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
-from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_RETRYABLE, format_options
+from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, from_dict
+from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import schedule_clustering
 from airflow_hudi_occ.core.services.compaction import schedule_compaction
@@ -24,10 +27,11 @@ from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.provider.arguments import check_service_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
+from airflow_hudi_occ.provider.retry_policy import DEFAULT_RETRY_POLICY, raise_task_failure, resolve_retry_policy
 from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SERVICE_APP, JobOutput, application_for,
                                                   check_task_assets, with_parent_job)
 from airflow_hudi_occ.provider.task_keys import task_labels
-from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
+from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
 
 
 def _service_instant(out: dict) -> str | None:
@@ -57,6 +61,9 @@ class HudiTableServiceOperator(BaseOperator):
 
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
+
+    :param retry_policy: decides Airflow's retries from the error (AIP-105); default
+        :class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy`; ``None``: no policy
     """
 
     template_fields: Sequence[str] = ("table_path", "options", "instant")
@@ -68,8 +75,9 @@ class HudiTableServiceOperator(BaseOperator):
                  options: dict[str, Any] | None = None,
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
-                 instant: str | None = None, application: str | None = None, **kwargs):
-        super().__init__(**kwargs)
+                 instant: str | None = None, application: str | None = None,
+                 retry_policy: Any = DEFAULT_RETRY_POLICY, **kwargs):
+        super().__init__(retry_policy=resolve_retry_policy(retry_policy), **kwargs)
         check_service_arguments(self.task_id, service=service, services=self.SERVICES, options=options)
         self.application = application
         self.service = service
@@ -93,16 +101,14 @@ class HudiTableServiceOperator(BaseOperator):
             config = hook.write_config(options)
             table = hook.get_table()
         except HudiOccError as e:
-            raise AirflowFailException(str(e)) from e
+            raise_task_failure(self, e)
         self._resolved_table_path = hook.table_path
         check_task_assets(self, hook.table_path, hook.storage_options)
         self._run_spark_conf = with_parent_job(self.spark_conf, context)
         try:
             out = getattr(self, f"_{self.service}")(table, config, options, hook)
-        except RetryableError as e:  # lock timeout and the like: Airflow's retries may help
-            raise AirflowException(str(e)) from e
-        except HudiOccError as e:
-            raise AirflowFailException(str(e)) from e
+        except HudiOccError as e:  # a lock timeout and the like: Airflow's retries may help
+            raise_task_failure(self, e)
         self.log.info("%s on %s: %s", self.service, table.base_uri, out)
         self._commit_summary = commit_summary(
             hook.table_path, hook.storage_options, instant=_service_instant(out),
@@ -136,11 +142,11 @@ class HudiTableServiceOperator(BaseOperator):
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
         code, result = self._run_service_job("cluster", instant, table, options, hook)
         if code == EXIT_RETRYABLE:
-            raise AirflowException(f"clustering {instant} yielded to a conflicting write and was "
-                                   f"rolled back, plan included; the next run plans again: "
-                                   f"{result.get('error')}")
+            raise RetryableError(f"clustering {instant} yielded to a conflicting write and was "
+                                 f"rolled back, plan included: {result.get('error')}",
+                                 remedy="the next run plans again")
         if code != EXIT_OK:
-            raise AirflowFailException(f"clustering {instant} failed (exit {code}): {result.get('error')}")
+            self._job_failed(code, result, f"clustering {instant} failed (exit {code})")
         return {"service": "cluster", "scheduled": instant, **result}
 
     def _compact(self, table, config, options, hook) -> dict:
@@ -159,13 +165,23 @@ class HudiTableServiceOperator(BaseOperator):
                     "message": "nothing to compact (trigger not reached, or no log files)"}
         code, result = self._run_service_job("compact", run, table, options, hook)
         if code == EXIT_RETRYABLE:
-            raise AirflowException(f"compaction {run} yielded to a conflicting write and was rolled "
-                                   f"back to requested, plan kept; the next run executes it again: "
-                                   f"{result.get('error')}")
+            raise RetryableError(f"compaction {run} yielded to a conflicting write and was rolled "
+                                 f"back to requested, plan kept: {result.get('error')}",
+                                 remedy="the next run executes it again")
         if code != EXIT_OK:
-            raise AirflowFailException(f"compaction {run} failed (exit {code}); its plan stays pending "
-                                       f"for the next run: {result.get('error')}")
+            self._job_failed(code, result, f"compaction {run} failed (exit {code}); its plan stays "
+                                           f"pending for the next run")
         return {**result, "service": "compact", "scheduled": instant, "executed": run}
+
+    @staticmethod
+    def _job_failed(code: int, result: dict, what: str):
+        """The service job's own error (exit 1, 2), raised for the retry policy to judge; a job
+        killed by a signal is left to the task's retries."""
+        if code in (EXIT_ERROR, EXIT_USAGE):
+            err = from_dict(result.get("error") or {})
+            raise err if err is not None else HudiOccError(f"{what}: {result.get('error')}",
+                                                           remedy="read the service job's log above")
+        raise AirflowException(f"{what}: {result.get('error')}")
 
     def _run_service_job(self, service: str, instant: str, table, options, hook) -> tuple[int, dict]:
         """spark-submit the service job for one planned instant; its exit code and result line.

@@ -9,10 +9,14 @@ and in ``core``. What the operator adds is what only an orchestrator can do:
   instant is already rolled back); the operator waits (exponential backoff, full jitter,
   :class:`~airflow_hudi_occ.core.commit.retry.RetryPolicy`) and runs the job again, which begins a new
   instant on the table as it is now. This budget (``conflict_retries``) is separate from
-  Airflow's task ``retries``: losing a race is not a failure of the task. A non-retryable
-  error (exit 1: bad options, a refused schema, a failed job; exit 2: usage) raises
-  ``AirflowFailException``, so Airflow does not burn its retries on it. Retries exhausted
-  raise a plain ``AirflowException`` (Airflow's own retries may try again later).
+  Airflow's task ``retries``: losing a race is not a failure of the task.
+- **Airflow's retries by error type** (``provider/retry_policy.py``): the task fails with the
+  package's own error (the job's, decoded from its result line), and the operator's default
+  ``retry_policy`` (:class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy`) fails a
+  non-retryable one (exit 1: bad options, a refused schema, a missing source; exit 2: usage)
+  at once and lets Airflow retry a retryable one (conflict retries exhausted, a store or lock
+  service down). A job killed by a signal or a crashed JVM is left to the task's ``retries``.
+  ``retry_policy=None``: ``AirflowFailException`` for the non-retryable errors instead.
 - **idempotence**: the batch key (``dag_id/run_id/task_id[/map_index]``, or the source
   checkpoint you give) is recorded in the commit. Before every attempt the operator looks for a
   completed commit carrying it (``core.transaction.find_committed_batch``): an Airflow retry or
@@ -57,7 +61,7 @@ from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
-                                          TableNotFoundError)
+                                          TableNotFoundError, from_dict)
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
@@ -66,12 +70,13 @@ from airflow_hudi_occ.provider.arguments import check_write_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 from airflow_hudi_occ.provider.links import HudiTimelineLink, build_url, table_name_for
+from airflow_hudi_occ.provider.retry_policy import DEFAULT_RETRY_POLICY, raise_task_failure, resolve_retry_policy
 from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SPARK_APP, JobOutput, application_for,
                                                   check_task_assets, with_parent_job)
 from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XCOM_TABLE, default_batch_key,
                                                  task_labels, task_owner)
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiWriteJobTrigger
-from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException, BaseOperator
+from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
 
 _LINKS: tuple = (HudiTimelineLink(),)
 
@@ -92,6 +97,10 @@ class _JobFailed(HudiOccError):
         super().__init__(f"the Spark job exited {code}: {err.get('error', 'no result line')}: "
                          f"{err.get('message', '(see the log above)')}",
                          remedy=err.get("remedy") or "read the job's log above")
+
+    def error(self) -> HudiOccError:
+        """The job's own error (its class and fields, from the result line), else this one."""
+        return from_dict(self.result.get("error") or {}) or self
 
 
 def committed_instant(table_path: str, storage_options: dict | None, batch_key: str):
@@ -155,6 +164,10 @@ class HudiWriteOperator(BaseOperator):
         defers (to push it to XCom first); the trigger finds it if it comes later (deferrable)
     :param yield_to_windows: wait (up to ``window_wait_timeout_s``) while an older write-window
         request of another DAG run covers these partitions (see ``provider/write_window.py``)
+    :param retry_policy: decides Airflow's retries from the error (AIP-105); default
+        :class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy` (retry a conflict or an
+        unavailable store, fail a configuration error at once), or ``default_args``' one;
+        ``None``: no policy
     """
 
     template_fields: Sequence[str] = ("source", "table_path", "options", "batch_key", "checkpoint",
@@ -174,8 +187,9 @@ class HudiWriteOperator(BaseOperator):
                  window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
                  application: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 poll_interval: float = 5.0, instant_wait_s: float = 60.0, **kwargs):
-        super().__init__(**kwargs)
+                 poll_interval: float = 5.0, instant_wait_s: float = 60.0,
+                 retry_policy: Any = DEFAULT_RETRY_POLICY, **kwargs):
+        super().__init__(retry_policy=resolve_retry_policy(retry_policy), **kwargs)
         check_write_arguments(self.task_id, operation=operation, source=source,
                               source_format=source_format, options=options,
                               conflict_retries=conflict_retries, backoff_base_s=backoff_base_s,
@@ -270,15 +284,19 @@ class HudiWriteOperator(BaseOperator):
         try:
             out = run_with_conflict_retries(lambda n: self._attempt(run, n), policy, RetryRun())
         except RetriesExhaustedError as e:
-            raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
-                                   f"{run.batch_key!r}): {e.remedy}") from e
+            raise_task_failure(self, _exhausted(run, e.attempts))
         except _JobFailed as e:
-            if e.code in (EXIT_ERROR, EXIT_USAGE):
-                raise AirflowFailException(str(e)) from e
-            raise AirflowException(str(e)) from e  # killed by a signal, JVM crash: Airflow may retry
+            self._job_failed(e)
         finally:
             self._release_windows(run)
         return self._committed(context, run, out)
+
+    def _job_failed(self, e: _JobFailed):
+        """Exit 1 or 2: the job's own error, for the retry policy to judge; anything else
+        (killed by a signal, a JVM crash) Airflow's default retries may help."""
+        if e.code in (EXIT_ERROR, EXIT_USAGE):
+            raise_task_failure(self, e.error())
+        raise AirflowException(str(e)) from e
 
     def _policy(self) -> RetryPolicy:
         return RetryPolicy(max_conflict_retries=self.conflict_retries,
@@ -315,7 +333,7 @@ class HudiWriteOperator(BaseOperator):
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
             hook.write_config(options)
         except HudiOccError as e:
-            raise AirflowFailException(str(e)) from e
+            raise_task_failure(self, e)
         ti = context["ti"]
         ti.xcom_push(key=XCOM_TABLE, value=table_path)
         self._resolved_table_path = table_path
@@ -330,7 +348,7 @@ class HudiWriteOperator(BaseOperator):
         try:
             found = committed_instant(run.table_path, run.storage_options, run.batch_key)
         except TableLocationNotEmptyError as e:
-            raise AirflowFailException(str(e)) from e
+            raise_task_failure(self, e)
         if found is not None:
             return self._already_committed(run, found)
         if self.yield_to_windows:
@@ -434,7 +452,7 @@ class HudiWriteOperator(BaseOperator):
         try:
             found = committed_instant(run.table_path, run.storage_options, run.batch_key)
         except TableLocationNotEmptyError as e:
-            raise AirflowFailException(str(e)) from e
+            raise_task_failure(self, e)
         if found is not None:
             self._release_windows(run)
             return self._committed(context, run, self._already_committed(run, found))
@@ -508,8 +526,7 @@ class HudiWriteOperator(BaseOperator):
         except _JobConflict as e:
             if attempt > self.conflict_retries:
                 self._release_windows(run)
-                raise AirflowException(f"{len(run.attempts)} attempts all lost a conflict (batch "
-                                       f"{run.batch_key!r}): {e.remedy}") from e
+                raise_task_failure(self, _exhausted(run, []))
             delay = self._policy().delay(attempt)
             self.log.info("retrying in %.1f s with a fresh instant (attempt %d of %d)", delay,
                           attempt + 1, self.conflict_retries + 1)
@@ -517,11 +534,15 @@ class HudiWriteOperator(BaseOperator):
             return self._deferred_attempt(context, run, attempt + 1)
         except _JobFailed as e:
             self._release_windows(run)
-            if e.code in (EXIT_ERROR, EXIT_USAGE):
-                raise AirflowFailException(str(e)) from e
-            raise AirflowException(str(e)) from e
+            self._job_failed(e)
         self._release_windows(run)
         return self._committed(context, run, out)
+
+
+def _exhausted(run: "_WriteRun", attempts: list) -> RetriesExhaustedError:
+    """Every conflict retry lost: retryable by Airflow later, when the rivals are done."""
+    return RetriesExhaustedError(f"{len(run.attempts)} attempts all lost a conflict (batch "
+                                 f"{run.batch_key!r})", attempts=list(attempts))
 
 
 def _heartbeat_options(options: dict) -> dict:

@@ -3,8 +3,9 @@
 What it serves: ``/hudi-occ/`` (a static HTML+JS+SVG page, no build step), ``/hudi-occ/static/
 <file>``, and the JSON API behind it, ``/hudi-occ/api/tables`` and ``/hudi-occ/api/tables/
 {name}/timeline`` (the document of :func:`airflow_hudi_occ.core.inspection.timeline_view.build_timeline_view`).
-A nav entry (``external_views``) shows the page in the UI; :class:`HudiTimelineLink` links
-every write task instance to it.
+A nav entry (``external_views``) shows the page in the UI, and tabs on the DAG, task and task
+instance pages show it with that DAG's (task's, run's) attempts marked; :class:`HudiTimelineLink`
+links every write task instance to it.
 
 Why auth is enforced here: Airflow mounts a plugin's FastAPI app as is; its own routes carry
 their auth dependencies, a plugin's get none (measured: 200 without credentials while
@@ -180,11 +181,18 @@ def page_url(table: str | None = None, **params: str | None) -> str:
 class HudiOccTimelinePlugin(AirflowPlugin):
     name = "hudi_occ"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Hudi OCC timeline"}]
-    external_views = [{
-        "name": "Hudi timeline",
-        "href": f"{URL_PREFIX}/",
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "hudi-occ-timeline",
-    }]
+    # The nav entry, and the same page as a tab of every DAG, task and task instance page: the
+    # UI fills {DAG_ID}, {TASK_ID}, {RUN_ID} in the href, and the page marks that DAG's (task's,
+    # run's) attempts. Airflow shows a plugin's tab on every DAG, Hudi writer or not.
+    external_views = [
+        {"name": "Hudi timeline", "href": f"{URL_PREFIX}/", "destination": "nav",
+         "category": "browse", "url_route": "hudi-occ-timeline"},
+        {"name": "Hudi timeline", "href": f"{URL_PREFIX}/?dag_id={{DAG_ID}}", "destination": "dag",
+         "url_route": "hudi-occ-dag"},
+        {"name": "Hudi timeline", "href": f"{URL_PREFIX}/?dag_id={{DAG_ID}}&task_id={{TASK_ID}}",
+         "destination": "task", "url_route": "hudi-occ-task"},
+        {"name": "Hudi timeline",
+         "href": f"{URL_PREFIX}/?dag_id={{DAG_ID}}&task_id={{TASK_ID}}&run_id={{RUN_ID}}",
+         "destination": "task_instance", "url_route": "hudi-occ-task-instance"},
+    ]
     operator_extra_links = [HudiTimelineLink()]
