@@ -34,7 +34,8 @@ def test_kill_inside_metadata_table_removal(tmp_path, point):
     before = hudi_read(str(path))
     ids = sorted(before.column("txn_id").to_pylist())
     schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
-    opts = {**lock_options("filesystem"), "hoodie.metadata.enable": "false"}
+    opts = {**lock_options("filesystem"), "hoodie.metadata.enable": "false",
+            "hoodie.occ.metadata.delete.unmaintained": "true"}  # the fixture has a record index
 
     rows = tmp_path / "rows.parquet"
     pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
