@@ -21,9 +21,11 @@ import pytest
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnmaintainedMetadataPartitionsError
+from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key, tree_snapshot
+from tests.core.table.test_metadata_listing import storage_listing
 from tests.interop.rows import batch
 
 COLS = ["id", "p", "ts", "v"]
@@ -69,6 +71,7 @@ def test_a_java_record_index_is_refused_until_deleting_it_is_asked_for(tmp_path,
     java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, options=RLI, **KEYS))
     assert metadata_partitions(path) == ["column_stats", "files", "partition_stats", "record_index"]
     assert Table.open(path).version == version
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)  # our reader of it
     model = model_of(first)
     ours = Ours(path, model)
     snap = tree_snapshot(path)
@@ -177,3 +180,8 @@ def test_java_itself_leaves_the_metadata_table_stale_with_auto_delete_off_and_it
     assert sorted(listing.rows.column("id").to_pylist()) == [1, 2, 3]
     assert sorted(through_mdt.rows.column("id").to_pylist()) == [1, 2]  # stale: row 3 missing
     assert sorted(hudi_read(path).column("id").to_pylist()) == [1, 2]
+    # our reader of the listing sees the same staleness: Java's second commit's file is missing
+    listing, on_storage = read_metadata_listing(Table.open(path)).files, storage_listing(path)
+    missing = {p: set(on_storage[p]) - set(listing.get(p, {})) for p in on_storage}
+    assert [len(m) for m in missing.values() if m] == [1] and not any(
+        set(listing.get(p, {})) - set(on_storage[p]) for p in on_storage)
