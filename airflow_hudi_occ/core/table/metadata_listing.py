@@ -12,8 +12,9 @@ table of its own, with its own timeline. Its ``files`` partition is one file gro
 ``files-0000-0``: a base HFile (written when the partition is initialised and at each of the
 metadata table's compactions) and log files whose HFile data blocks
 (:mod:`~airflow_hudi_occ.core.format.hfile`) each hold one deltacommit's records. A record
-(Avro ``HoodieMetadataRecord``, the writer schema in the block's ``SCHEMA`` header, or in the
-base file's ``schema`` file-info entry) is keyed ``__all_partitions__`` (type 1: the partition
+(Avro ``HoodieMetadataRecord``, :mod:`~airflow_hudi_occ.core.format.metadata_record`; the
+writer schema in the block's ``SCHEMA`` header, or in the base file's ``schema`` file-info
+entry) is keyed ``__all_partitions__`` (type 1: the partition
 list) or by a partition path (type 2: that partition's files; ``.`` for a table without
 partitions). Its ``filesystemMetadata`` maps a name to ``{size, isDeleted}``. Records merge in
 commit order as ``HoodieMetadataPayload`` merges them: a deletion removes the name, an
@@ -29,26 +30,19 @@ Unreadable files raise :class:`~airflow_hudi_occ.core.errors.CorruptMetadataErro
 
 from __future__ import annotations
 
-import io
-import json
 import posixpath
 import re
 from dataclasses import dataclass, field
-
-import fastavro
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.format.hfile import HFile, read_hfile
 from airflow_hudi_occ.core.format.log_file import (BlockType, HeaderKey, LogFileName, LogFormatError,
                                                    decode_blocks)
+from airflow_hudi_occ.core.format.metadata_record import (ALL_PARTITIONS_KEY, NON_PARTITIONED_KEY,
+                                                          TYPE_FILE_LIST, TYPE_PARTITION_LIST, decode_record)
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
 
-ALL_PARTITIONS_KEY = "__all_partitions__"
-#: the key of a table without partitions (Hudi's NON_PARTITIONED_NAME)
-NON_PARTITIONED_KEY = "."
-TYPE_PARTITION_LIST = 1
-TYPE_FILE_LIST = 2
 FILES_FILE_ID = "files-0000-0"
 _BASE_RE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d+)\.hfile$")
 
@@ -94,9 +88,8 @@ def _records(hf: HFile, schema_json: str | None, where: str) -> list[tuple[str, 
     if not schema_json:
         raise CorruptMetadataError(f"{where}: no writer schema for its records", path=where,
                                    remedy="let Java Hudi rebuild the metadata table")
-    schema = fastavro.parse_schema(json.loads(schema_json))
     try:
-        return [(key, fastavro.schemaless_reader(io.BytesIO(value), schema)) for key, value in hf.entries]
+        return [(key, decode_record(value, schema_json)) for key, value in hf.entries]
     except (ValueError, EOFError, TypeError, KeyError) as e:
         raise CorruptMetadataError(f"{where}: a record does not decode with its schema ({e})", path=where,
                                    remedy="let Java Hudi rebuild the metadata table") from e
@@ -151,5 +144,4 @@ def read_metadata_listing(table) -> MetadataListing:
     return listing
 
 
-__all__ = ["MetadataListing", "read_metadata_listing", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY",
-           "FILES_FILE_ID"]
+__all__ = ["MetadataListing", "read_metadata_listing", "FILES_FILE_ID"]
