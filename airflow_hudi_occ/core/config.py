@@ -407,6 +407,13 @@ METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
     doc="Hudi 1.2's key: false forbids deleting the metadata table or any of its partitions; "
         "this writer then refuses a table that has one whatever hoodie.metadata.enable says "
         "(Java with false keeps writing it, which this writer cannot)")
+METADATA_MAINTAIN_FILES = ConfigProperty(
+    "hoodie.occ.metadata.files.maintain", False, parse_bool,
+    doc="this project's key, until it maintains the whole metadata table: true lets the core "
+        "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
+        "table that holds only the files partition up to date, writing its deltacommit at the "
+        "same instant, as Java does (core/table/metadata_commit.py); every other action still "
+        "refuses such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
@@ -440,6 +447,7 @@ class WriteConfig:
     metadata_enable: bool = True
     metadata_auto_delete_partitions: bool = True
     metadata_delete_unmaintained: bool = False
+    metadata_maintain_files: bool = False
     write_table_version: int | None = None
     auto_upgrade: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -473,6 +481,7 @@ class WriteConfig:
             metadata_enable=METADATA_ENABLE.get(options),
             metadata_auto_delete_partitions=METADATA_AUTO_DELETE_PARTITIONS.get(options),
             metadata_delete_unmaintained=METADATA_DELETE_UNMAINTAINED.get(options),
+            metadata_maintain_files=METADATA_MAINTAIN_FILES.get(options),
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
             options=options,

@@ -1,5 +1,5 @@
-"""Java's metadata table on a table both write: ours never leaves it stale and never deletes an
-index Java built without being told to.
+"""Java's metadata table on a table both write: ours never leaves it stale, keeps a files-only
+one up to date when asked to, and never deletes an index Java built without being told to.
 
 We never create a metadata table (docs/java-interop.md). A Java writer with
 ``hoodie.metadata.enable`` left at its default (true) builds one at its first write, from a
@@ -34,6 +34,9 @@ KEYS = dict(record_key="id", partition_fields="p", ordering_field="ts", table_na
 RLI = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"}
 DISABLED = {"hoodie.metadata.enable": "false"}
 DELETE = {**DISABLED, "hoodie.occ.metadata.delete.unmaintained": "true"}
+#: a Java writer whose metadata table holds the files partition alone
+FILES_ONLY = {"hoodie.metadata.index.column.stats.enable": "false",
+              "hoodie.metadata.index.partition.stats.enable": "false"}
 
 
 def metadata_partitions(path: str) -> list[str]:
@@ -92,6 +95,40 @@ def test_a_java_record_index_is_refused_until_deleting_it_is_asked_for(tmp_path,
     assert metadata_partitions(path) == [] and not has_metadata_folder(path)
     assert rows_by_key(hudi_read(path), columns=COLS) == model
     assert rows_by_key(read_table(Table.open(path)), columns=COLS) == model
+
+
+@pytest.mark.parametrize("version", [9, pytest.param(8, marks=pytest.mark.slow)])
+def test_java_reads_through_the_metadata_table_our_commits_keep(tmp_path, java_hudi, version):
+    """``hoodie.occ.metadata.files.maintain=true``: on a Java table whose metadata table holds
+    only ``files``, our upsert (an update, a new partition) and delete each write the metadata
+    table's deltacommit; Java's snapshot read through the metadata table is exact, and Java's
+    next writer adds one deltacommit to it instead of rebuilding it."""
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(4)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, options=FILES_ONLY, **KEYS))
+    assert metadata_partitions(path) == ["files"] and Table.open(path).version == version
+    model = model_of(first)
+    maintain = {**FAST_WRITE_OPTIONS, "hoodie.occ.metadata.files.maintain": "true"}
+    ours = [(2, "b", 2, "ours-two"), (9, "c", 2, "ours-nine")]
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options(maintain)).write(batch(ours), "upsert")
+    model.update(model_of(ours))
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options(maintain)).write(batch([(1, "a", 3, "")]), "delete")
+    del model[1]
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
+    assert rows_by_key(hudi_read(path), columns=COLS) == model
+    timeline = os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")
+    before = set(os.listdir(timeline))
+
+    more = [(3, "a", 4, "java-three")]
+    through_mdt, _, again = java_hudi.run(Read(path), Write(path, batch(more), options=FILES_ONLY, **KEYS), Read(path))
+    assert rows_by_key(through_mdt.rows, columns=COLS) == model
+    model.update(model_of(more))
+    assert rows_by_key(again.rows, columns=COLS) == model
+    added = sorted(n for n in set(os.listdir(timeline)) - before if not n.startswith("."))
+    assert sorted(n.rsplit(".", 1)[-1] for n in added) == ["deltacommit", "inflight", "requested"]  # one deltacommit
+    assert not any(n.startswith("0000000000000000") for n in added)  # no re-initialisation
+    assert metadata_partitions(path) == ["files"]
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
 
 
 @pytest.mark.slow

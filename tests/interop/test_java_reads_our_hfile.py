@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from airflow_hudi_occ.core.format.hfile import read_hfile, write_hfile
 from airflow_hudi_occ.testing.java_hudi import ReadHFile
 from tests.core.format.test_hfile import java_hfiles
@@ -13,6 +15,7 @@ from tests.core.format.test_hfile import java_hfiles
 FOUND, BEFORE_FIRST, PAST_END = 0, -1, 2
 
 
+@pytest.mark.slow  # the default run has Java read ours through the metadata table (test_java_metadata_table)
 def test_java_reads_the_hfiles_we_write(tmp_path, java_hudi):
     many = {f"{p}/part-{i:05d}": (f"value of {i} é".encode() * (1 + i % 7)) for p in ("apac", "eu", "us")
             for i in range(400)}

@@ -162,16 +162,29 @@ def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
                  if p != FILES_PARTITION)
 
 
-def judge_metadata_table(table, config, state: MetadataTableState | None = None) -> bool:
+def maintains_files(state: MetadataTableState, config, *, files_writer: bool) -> bool:
+    """Whether this write keeps the metadata table's listing itself
+    (:mod:`.metadata_commit`): ``hoodie.occ.metadata.files.maintain=true`` with the metadata
+    table on, a caller that writes the listing (``files_writer``: the core copy-on-write
+    commit), and a metadata table of the ``files`` partition alone, complete."""
+    return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
+            and state.partitions == (FILES_PARTITION,) and not state.inflight_partitions)
+
+
+def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
+                         files_writer: bool = False) -> bool:
     """Whether a writer with ``config`` (its ``metadata_enable``,
-    ``metadata_auto_delete_partitions`` and ``metadata_delete_unmaintained``) must remove the
-    metadata table before it writes; raises (changing nothing) when it must not write at all.
-    See the module doc for the rules."""
+    ``metadata_auto_delete_partitions``, ``metadata_delete_unmaintained`` and
+    ``metadata_maintain_files``) must remove the metadata table before it writes; raises
+    (changing nothing) when it must not write at all. ``files_writer``: the caller writes the
+    listing's deltacommit when :func:`maintains_files` says so. See the module doc."""
     state = state if state is not None else metadata_table_state(table)
     if not state.present:
         return False
     if not state.enabled:  # a removal's leftover folder: no reader uses it
         return not config.metadata_enable and config.metadata_auto_delete_partitions
+    if maintains_files(state, config, files_writer=files_writer):
+        return False
     every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
     unmaintained = unmaintained_partitions(state)
     where = f"table {table.name} at {table.base_uri}"
@@ -192,10 +205,12 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None)
                    "writer with the metadata table disabled does (Java rebuilds an index only "
                    "when a writer enables it again, reading the whole table)" + veto)
     if config.metadata_enable:
+        switch = ("; hoodie.occ.metadata.files.maintain=true covers only the core copy-on-write "
+                  "writer's commits" if getattr(config, "metadata_maintain_files", False) else "")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "
-            "write's files", base_path=table.base_uri, partitions=every,
+            f"write's files{switch}", base_path=table.base_uri, partitions=every,
             remedy="set hoodie.metadata.enable=false to have the metadata table removed first "
                    "(as Java Hudi does; every writer of the table must then run with it "
                    "disabled, and Java rebuilds it if one turns it back on), or write this "
@@ -212,17 +227,17 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None)
     return True
 
 
-def guard_metadata_table(table, config) -> MetadataTableState:
+def guard_metadata_table(table, config, *, files_writer: bool = False) -> MetadataTableState:
     """Make the table safe to commit to; call under the table lock with fresh properties
     (:meth:`Table.reload_config`). Raises what :func:`judge_metadata_table` raises (nothing
     changed); removes the metadata table when the judgement says so. Returns the state found."""
     state = metadata_table_state(table)
-    if judge_metadata_table(table, config, state):
+    if judge_metadata_table(table, config, state, files_writer=files_writer):
         remove_metadata_table(table)
     return state
 
 
 __all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
-           "unmaintained_partitions", "judge_metadata_table", "guard_metadata_table",
+           "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
            "UNMAINTAINED_HINTS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]
