@@ -58,15 +58,27 @@ def files_records(stats: Iterable[WriteStat]) -> dict[str, dict]:
 def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat], completion_time: str) -> Instant:
     """Write and complete the metadata table's deltacommit ``instant_time`` for a data commit
     that wrote ``stats``; the caller holds the table lock and completes the data instant
-    afterwards, at a later completion time. Returns the completed metadata-table instant."""
+    afterwards, at a later completion time. Returns the completed metadata-table instant.
+
+    Idempotent for one instant, because a staged batch is re-committed after its writer died
+    (core/commit/recovery.py): a deltacommit a dead attempt completed is returned as it is
+    (the same staged stats wrote it), and one it left pending is finished, its log file kept
+    (created whole or not at all)."""
     mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    current = mdt.timeline().get(instant_time)
+    if current is not None and current.is_completed:
+        return current
     records = files_records(stats)
     requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
-    create_requested(mdt, requested)
+    if current is None:
+        create_requested(mdt, requested)
     inflight = transition_to_inflight(mdt, requested)
     name = LogFileName(FILES_FILE_ID, instant_time, 1, WRITE_TOKEN).name
     data = encode_blocks([hfile_data_block(instant_time, records)])
-    mdt.storage.create_if_absent(mdt.storage.path(FILES_PARTITION, name), data)
+    try:
+        mdt.storage.create_if_absent(mdt.storage.path(FILES_PARTITION, name), data)
+    except FileExistsError:
+        data = mdt.storage.read(mdt.storage.path(FILES_PARTITION, name))  # a dead attempt's, whole
     stat = WriteStat(file_id=FILES_FILE_ID, path=f"{FILES_PARTITION}/{name}", partition_path=FILES_PARTITION,
                      prev_commit=instant_time, num_writes=len(records), num_update_writes=len(records),
                      file_size_in_bytes=len(data), total_write_bytes=len(data), base_file="", log_files=[name],

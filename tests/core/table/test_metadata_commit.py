@@ -76,3 +76,27 @@ def test_a_merge_on_read_deltacommit_is_refused_with_the_switch_on(tmp_path, fas
     with pytest.raises(MetadataTableEnabledError):
         MergeOnReadWriter(Table.open(t.base_uri), WriteConfig.from_options({**fast_options, **MAINTAIN})).write(
             pa.table({"id": [1], "p": ["a"], "ts": [1], "v": ["x"]}), "insert")
+
+
+def test_a_deltacommit_a_dead_attempt_left_is_finished_or_kept(tmp_path, fast_options):
+    """A staged batch is re-committed after its writer died: the metadata table's deltacommit of
+    that instant may already be pending (requested, log file) or completed; writing it again
+    finishes or keeps it, and never lists a file twice."""
+    from airflow_hudi_occ.core.format.instant import State
+    from airflow_hudi_occ.core.format.metadata import WriteStat
+    from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
+    path = files_only_v9(tmp_path)
+    table = Table.open(str(path))
+    stats = [WriteStat(file_id="f1", path="us/f1-0_0-0-0_20990101000000000.parquet", partition_path="us",
+                       file_size_in_bytes=10)]
+    first = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000100")
+    again = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000200")
+    assert again == first and again.completion_time == "20990101000000100"
+    mdt_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    (mdt_timeline / "20990101000000000_20990101000000100.deltacommit").unlink()  # left inflight
+    assert Table.open(str(path / ".hoodie" / "metadata")).timeline().get("20990101000000000").state is State.INFLIGHT
+    done = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000300")
+    assert done.is_completed and done.completion_time == "20990101000000300"
+    listing = read_metadata_listing(Table.open(str(path)))
+    assert listing.files["us"]["f1-0_0-0-0_20990101000000000.parquet"] == 10
+    assert listing.instants.count("20990101000000000") == 1
