@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "spark_write": "bench.spark_write",
     "peers": "bench.peers",
     "mor": "bench.mor",
+    "java_metadata_table": "bench.java_metadata_table",
 }
 
 

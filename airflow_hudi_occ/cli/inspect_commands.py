@@ -24,6 +24,11 @@ from airflow_hudi_occ.core.table.mor_reader import ReadBound, merge_file_slices
 
 
 def _metadata_table_line(m: dict) -> str:
+    if m["enabled"] and m.get("unmaintained_partitions"):
+        return (f"enabled ({', '.join(m['partitions'] + m['inflight_partitions'])}); this project's "
+                f"writers refuse the table: {', '.join(m['unmaintained_partitions'])} would be lost "
+                "(drop them in Java, or hoodie.metadata.enable=false with "
+                "hoodie.occ.metadata.delete.unmaintained=true, which removes the metadata table)")
     if m["enabled"]:
         return (f"enabled ({', '.join(m['partitions'] + m['inflight_partitions'])}); this project's "
                 "writers refuse the table unless hoodie.metadata.enable=false, which removes it")

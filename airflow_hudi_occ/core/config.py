@@ -397,7 +397,29 @@ METADATA_ENABLE = ConfigProperty(
     "hoodie.metadata.enable", True, parse_bool,
     doc="this writer cannot keep Hudi's metadata table up to date: true (Hudi's default) refuses "
         "to write a table that has one; false deletes it under the table lock first, as Java "
-        "Hudi does for a writer with the metadata table disabled. It never creates one")
+        "Hudi does for a writer with the metadata table disabled (an index in it only with "
+        "hoodie.occ.metadata.delete.unmaintained=true). It never creates one")
+#: Hudi 1.2's key (HoodieMetadataConfig.AUTO_DELETE_PARTITIONS); Java with it false never
+#: deletes a metadata table or partition, and even with hoodie.metadata.enable=false it keeps
+#: writing an existing metadata table (HoodieSparkTable.getMetadataWriter)
+METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
+    "hoodie.metadata.auto.delete.partitions", True, parse_bool,
+    doc="Hudi 1.2's key: false forbids deleting the metadata table or any of its partitions; "
+        "this writer then refuses a table that has one whatever hoodie.metadata.enable says "
+        "(Java with false keeps writing it, which this writer cannot)")
+METADATA_MAINTAIN_FILES = ConfigProperty(
+    "hoodie.occ.metadata.files.maintain", False, parse_bool,
+    doc="this project's key, until it maintains the whole metadata table: true lets the core "
+        "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
+        "table that holds only the files partition up to date, writing its deltacommit at the "
+        "same instant, as Java does (core/table/metadata_commit.py); every other action still "
+        "refuses such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
+METADATA_DELETE_UNMAINTAINED = ConfigProperty(
+    "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
+    doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
+        "metadata table that holds partitions it does not maintain (record_index, "
+        "secondary_index_*, expr_index_*, bloom_filters, column_stats, partition_stats), as a "
+        "Java writer with the metadata table disabled does; false (default) refuses such a table")
 WRITE_TABLE_VERSION = ConfigProperty(
     "hoodie.write.table.version", None, _table_version,
     doc="8 or 9. Unset: an existing table keeps its version and a new table is version 8 (Hudi "
@@ -423,6 +445,9 @@ class WriteConfig:
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     early_conflict: EarlyConflictConfig = field(default_factory=EarlyConflictConfig)
     metadata_enable: bool = True
+    metadata_auto_delete_partitions: bool = True
+    metadata_delete_unmaintained: bool = False
+    metadata_maintain_files: bool = False
     write_table_version: int | None = None
     auto_upgrade: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -454,6 +479,9 @@ class WriteConfig:
             heartbeat=HeartbeatConfig.from_options(options),
             early_conflict=EarlyConflictConfig.from_options(options),
             metadata_enable=METADATA_ENABLE.get(options),
+            metadata_auto_delete_partitions=METADATA_AUTO_DELETE_PARTITIONS.get(options),
+            metadata_delete_unmaintained=METADATA_DELETE_UNMAINTAINED.get(options),
+            metadata_maintain_files=METADATA_MAINTAIN_FILES.get(options),
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
             options=options,
@@ -461,6 +489,14 @@ class WriteConfig:
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)
+        if cfg.metadata_delete_unmaintained and not cfg.metadata_auto_delete_partitions:
+            raise ConfigError(
+                f"{METADATA_DELETE_UNMAINTAINED.key}=true asks to delete metadata-table partitions "
+                f"that {METADATA_AUTO_DELETE_PARTITIONS.key}=false forbids deleting",
+                key=METADATA_DELETE_UNMAINTAINED.key, value=options.get(METADATA_DELETE_UNMAINTAINED.key),
+                remedy=f"drop one of the two: keep {METADATA_AUTO_DELETE_PARTITIONS.key}=false to "
+                       "protect the metadata table (this writer then refuses the table), or remove "
+                       "it to let this writer delete the metadata table")
         if cfg.heartbeat.interval_ms <= 0 or cfg.heartbeat.tolerable_misses <= 0:
             raise ConfigError("heartbeat interval and tolerable misses must be positive",
                               key=HEARTBEAT_INTERVAL_MS.key, value=cfg.heartbeat.interval_ms)

@@ -165,6 +165,23 @@ class MetadataTableEnabledError(TableError):
         super().__init__(message, base_path=base_path, remedy=remedy)
 
 
+class UnmaintainedMetadataPartitionsError(MetadataTableEnabledError):
+    """The metadata table holds partitions this writer does not maintain (a record-level index,
+    secondary or expression indexes, bloom filters, column or partition stats).
+
+    Writing would leave them stale, and deleting the metadata table (``hoodie.metadata.enable=
+    false``) would destroy indexes a team built and Java rebuilds only at a cost, or only when a
+    writer enables them again. So the write is refused unless deleting them was asked for
+    explicitly. ``partitions`` lists every metadata partition, ``unmaintained`` the ones at stake.
+    Nothing on the table has changed when this is raised."""
+
+    def __init__(self, message: str, *, base_path: str | None = None,
+                 partitions: tuple[str, ...] = (), unmaintained: tuple[str, ...] = (),
+                 remedy: str | None = None):
+        self.unmaintained = tuple(unmaintained)
+        super().__init__(message, base_path=base_path, partitions=partitions, remedy=remedy)
+
+
 class CorruptMetadataError(TableError):
     """A metadata file (hoodie.properties, a commit, a marker, a plan) cannot be parsed."""
 

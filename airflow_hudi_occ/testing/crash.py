@@ -41,6 +41,13 @@ has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant 
                           the .hoodie/metadata folder still there
     mdt_mid_delete        part of the .hoodie/metadata folder deleted
 
+Inside the metadata table's deltacommit that a copy-on-write commit writes with
+``hoodie.occ.metadata.files.maintain=true`` (core/table/metadata_commit.py), in commit(), table
+lock HELD, the data instant inflight::
+
+    mdt_files_after_log          the metadata table's log file written, its deltacommit pending
+    mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
+
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
 test knows which instant died.
@@ -74,6 +81,8 @@ MOR_POINTS = ("after_requested", "after_first_marker", "mid_log_file", "torn_log
 RECOVERY_POINTS = ("after_staged",)
 #: points inside the removal of a metadata table (kept out of POINTS: they need a table with one)
 METADATA_TABLE_POINTS = ("mdt_after_backup", "mdt_after_properties", "mdt_mid_delete")
+#: points inside the metadata table's deltacommit of a commit (they need a files-only one)
+METADATA_COMMIT_POINTS = ("mdt_files_after_log", "mdt_files_after_deltacommit")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -102,7 +111,8 @@ def install(point: str | None = None) -> str | None:
     point = point or os.environ.get(CRASH_ENV)
     if not point:
         return None
-    known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS))
+    known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
+                                + METADATA_COMMIT_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -242,6 +252,26 @@ def install(point: str | None = None) -> str | None:
                 maybe_crash(point, instant="(none: in begin)")
             return out
         storage.Storage.write = write
+
+    elif point == "mdt_files_after_log":
+        orig_create = storage.Storage.create_if_absent
+
+        def create_if_absent(self, path, data=b"", **kw):
+            out = orig_create(self, path, data, **kw)
+            if "/.hoodie/metadata/files/.files-0000-0_" in str(path):
+                tx = _state.get("tx")
+                maybe_crash(point, instant=tx.instant_time if tx is not None else None)
+            return out
+        storage.Storage.create_if_absent = create_if_absent
+
+    elif point == "mdt_files_after_deltacommit":
+        orig_mdt = transaction.write_files_deltacommit
+
+        def write_files_deltacommit(table, instant_time, stats, completion_time):
+            out = orig_mdt(table, instant_time, stats, completion_time)
+            maybe_crash(point, instant=instant_time)
+            return out
+        transaction.write_files_deltacommit = write_files_deltacommit
 
     elif point == "mdt_mid_delete":
         orig_delete_dir = storage.Storage.delete_dir

@@ -17,7 +17,9 @@ where the test allows):
 - :class:`Read`: snapshot, read-optimised, time travel (``as.of.instant``), incremental
   (begin/end completion times), returned as a pyarrow table;
 - :class:`Service`: clean, cluster, compact, archive, rollback_failed_writes through Hudi's
-  ``SparkRDDWriteClient`` (scheduled and executed at once).
+  ``SparkRDDWriteClient`` (scheduled and executed at once);
+- :class:`ReadHFile`: one local HFile read by Hudi's own HFile reader (``hudi-io``), for the
+  HFiles this project writes for the metadata table.
 
 Errors: :class:`JavaHudiNotInstalledError` when the set-up has not run (the message names the
 script); :class:`JavaHudiError` for a step Java failed, carrying the Java exception's class
@@ -195,7 +197,25 @@ class Service:
                 "options": _strings(self.options)}
 
 
-Step = Write | Read | Service
+@dataclass
+class ReadHFile:
+    """One local HFile read by Hudi's own HFile reader (the metadata table's): its entries in
+    order, the seek result of each of ``lookups``, the ``meta`` blocks and file-``info`` values
+    named (see :meth:`StepResult.hfile`)."""
+
+    file: str
+    lookups: list[str] = field(default_factory=list)
+    meta: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+
+    op = "hfile"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "hfile", "file": str(self.file), "lookups": list(self.lookups),
+                "meta": list(self.meta), "info": list(self.info)}
+
+
+Step = Write | Read | Service | ReadHFile
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:
@@ -226,6 +246,16 @@ class StepResult:
     @property
     def completion_time(self) -> str | None:
         return self.completed[-1]["completed"] if self.completed else None
+
+    def hfile(self) -> dict:
+        """What a :class:`ReadHFile` step found: ``count`` (as the reader reports it),
+        ``entries`` ([(key, value bytes)]), ``lookups`` ({key: seek result, 0 = found}),
+        ``meta`` and ``info`` ({name: bytes or None})."""
+        raw = self.raw
+        unhex = lambda v: None if v is None else bytes.fromhex(v)  # noqa: E731
+        return {"count": raw["count"], "entries": [(k, bytes.fromhex(v)) for k, v in raw["entries"]],
+                "lookups": dict(raw["lookups"]), "meta": {k: unhex(v) for k, v in raw["meta"].items()},
+                "info": {k: unhex(v) for k, v in raw["info"].items()}}
 
     @property
     def rows(self) -> pa.Table:

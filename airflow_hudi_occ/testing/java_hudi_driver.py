@@ -18,7 +18,12 @@ The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one o
   go to ``output`` as parquet;
 - ``{"op": "service", "path", "service": clean|cluster|compact|archive|rollback_failed_writes,
   "options"}``: Hudi's ``SparkRDDWriteClient``, configured as Hudi's own SQL procedures do
-  (the table's config, then the given options).
+  (the table's config, then the given options);
+- ``{"op": "hfile", "file", "lookups", "meta", "info"}``: one local HFile read by Hudi's own
+  reader (``org.apache.hudi.io.hfile.HFileReaderImpl``, what the metadata table reads with):
+  every entry in order (``entries``: key and value as hex), the entry count it reports, the
+  result of seeking each of ``lookups`` in the order given, from the first entry, as Hudi's
+  forward-only cursor does (0 found, 1 in range, -1 before the first key, 2 past the end), and the ``meta`` blocks and file-``info`` values asked for (hex, or None).
 
 Why the steps share one JVM: Spark and Hudi take seconds to start, and a test often needs a
 write and a read or two.
@@ -230,7 +235,49 @@ def do_service(spark, step: dict) -> dict:
     return out
 
 
-STEPS = {"write": do_write, "read": do_read, "service": do_service}
+def do_hfile(spark, step: dict) -> dict:
+    jvm = spark._jvm
+    with open(step["file"], "rb") as f:
+        data = f.read()
+    stream = jvm.org.apache.hudi.io.ByteArraySeekableDataInputStream(
+        jvm.org.apache.hudi.io.ByteBufferBackedInputStream(bytearray(data)))
+    reader = jvm.org.apache.hudi.io.hfile.HFileReaderImpl(stream, len(data))
+    try:
+        reader.initializeMetadata()
+        entries = []
+        if reader.seekTo():
+            while True:
+                kv = reader.getKeyValue().get()
+                raw = bytes(kv.getBytes())
+                value = raw[kv.getValueOffset():kv.getValueOffset() + kv.getValueLength()]
+                entries.append([kv.getKey().getContentInString(), value.hex()])
+                if not reader.next():
+                    break
+        # Hudi's cursor only seeks forward (the metadata table looks keys up in sorted
+        # order): back to the first entry, then each lookup in the order given
+        reader.seekTo()
+        lookups = {k: reader.seekTo(jvm.org.apache.hudi.io.hfile.UTF8StringKey(k)) for k in step.get("lookups") or []}
+        meta = {}
+        for name in step.get("meta") or []:
+            found = reader.getMetaBlock(name)
+            if found.isPresent():
+                buf = found.get()
+                copy = jvm.java.util.Arrays.copyOfRange  # one py4j call, not one per byte
+                start = buf.arrayOffset() + buf.position()
+                meta[name] = bytes(copy(buf.array(), start, start + buf.remaining())).hex()
+            else:
+                meta[name] = None
+        info = {}
+        for name in step.get("info") or []:
+            found = reader.getMetaInfo(jvm.org.apache.hudi.io.hfile.UTF8StringKey(name))
+            info[name] = bytes(found.get()).hex() if found.isPresent() else None
+        return {"count": reader.getNumKeyValueEntries(), "entries": entries, "lookups": lookups,
+                "meta": meta, "info": info}
+    finally:
+        reader.close()
+
+
+STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile}
 
 
 def main(argv: list[str]) -> int:

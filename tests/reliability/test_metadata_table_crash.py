@@ -16,7 +16,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.crash import METADATA_TABLE_POINTS, run_writer
+from airflow_hudi_occ.testing.crash import METADATA_COMMIT_POINTS, METADATA_TABLE_POINTS, run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, java_fixture
 
 from .conftest import age_lock_file, lock_options
@@ -34,7 +34,8 @@ def test_kill_inside_metadata_table_removal(tmp_path, point):
     before = hudi_read(str(path))
     ids = sorted(before.column("txn_id").to_pylist())
     schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
-    opts = {**lock_options("filesystem"), "hoodie.metadata.enable": "false"}
+    opts = {**lock_options("filesystem"), "hoodie.metadata.enable": "false",
+            "hoodie.occ.metadata.delete.unmaintained": "true"}  # the fixture has a record index
 
     rows = tmp_path / "rows.parquet"
     pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
@@ -59,3 +60,42 @@ def test_kill_inside_metadata_table_removal(tmp_path, point):
     assert not (path / ".hoodie" / "metadata").exists()
     assert not (path / ".hoodie" / "hoodie.properties.backup").exists()
     assert not Table.open(str(path)).timeline().pending()
+
+
+@pytest.mark.parametrize("point", METADATA_COMMIT_POINTS)
+def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
+    """``hoodie.occ.metadata.files.maintain=true`` on a files-only metadata table: a writer
+    killed with the metadata table's log file written, or its deltacommit completed, before the
+    data instant completes. hudi-rs, which lists files through the metadata table, reads exactly
+    the committed rows (0 exposed, 0 lost); the next writer commits and is read."""
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    before = hudi_read(str(path))
+    ids = sorted(before.column("txn_id").to_pylist())
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true"}
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point, writer_id=f"mdtc-{point}")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    dead = child.crash["instant"]
+
+    table = Table.open(str(path))
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == ids  # nothing exposed, nothing lost
+    assert dead in {i.requested_time for i in table.timeline().pending()}
+    mdt = Table.open(str(path / ".hoodie" / "metadata")).timeline().get(dead)
+    assert mdt is not None and mdt.is_completed == (point == "mdt_files_after_deltacommit")
+
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(ids + ["NEXT"])
+    # the listing holds every file on storage, the dead instant's only if its deltacommit completed
+    from tests.core.table.test_metadata_listing import storage_listing
+    listed = {p: f for p, f in read_metadata_listing(Table.open(str(path))).files.items() if f}
+    keep_dead = point == "mdt_files_after_deltacommit"
+    expected = {p: {n: size for n, size in files.items() if keep_dead or not n.endswith(f"_{dead}.parquet")}
+                for p, files in storage_listing(path).items()}
+    assert any(n.endswith(f"_{dead}.parquet") for files in storage_listing(path).values() for n in files)
+    assert listed == {p: f for p, f in expected.items() if f}

@@ -95,8 +95,9 @@ def test_a_folder_of_plain_parquet_files_is_not_adopted(batch, tmp_path):
 
 @pytest.mark.parametrize("case", ["metadata_table", "downgrade"])
 def test_a_table_this_write_cannot_write_is_refused_before_spark(case, tmp_path):
-    """A Java table with an enabled metadata table (default hoodie.metadata.enable), or a version 9
-    table asked to be written as 8: refused in a second, the table byte-for-byte as before."""
+    """A Java table with an enabled metadata table holding a record index (default
+    hoodie.metadata.enable), or a version 9 table asked to be written as 8: refused in a second,
+    the table byte-for-byte as before."""
     from airflow_hudi_occ.testing.tables import java_fixture
     path = java_fixture("v9_txns_simple_overwrite", tmp_path / "java")
     (tmp_path / "landing").mkdir()
@@ -104,9 +105,10 @@ def test_a_table_this_write_cannot_write_is_refused_before_spark(case, tmp_path)
     args = ["--table", str(path), "--source", str(tmp_path / "landing"),
             "--option", "hoodie.datasource.write.recordkey.field=txn_id",
             "--option", "hoodie.datasource.write.partitionpath.field=region"]
-    want, words = "MetadataTableEnabledError", ["metadata table", "record_index"]
+    want, words = "UnmaintainedMetadataPartitionsError", ["metadata table", "record_index"]
     if case == "downgrade":
-        args += ["--option", "hoodie.metadata.enable=false", "--option", "hoodie.write.table.version=8"]
+        args += ["--option", "hoodie.metadata.enable=false", "--option", "hoodie.write.table.version=8",
+                 "--option", "hoodie.occ.metadata.delete.unmaintained=true"]
         want, words = "UnsupportedTableVersionError", ["downgrade"]
     before = tree_snapshot(path)
     code, result, out = run_job(args)

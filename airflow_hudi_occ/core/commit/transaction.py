@@ -64,6 +64,8 @@ from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KE
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
+from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
                                                   transition_to_inflight)
@@ -221,7 +223,7 @@ class WriteTransaction:
         if plan is not None:
             requested_data = plan.encode()
         with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config)
+            prepare_for_write(self.table, self.config, files_writer=self._files_writer)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -317,6 +319,13 @@ class WriteTransaction:
             return det.create_marker(self.markers, partition, data_file_name, io)
         return self.markers.create(partition, data_file_name, io)
 
+    @property
+    def _files_writer(self) -> bool:
+        """Whether this transaction writes the metadata table's listing when the table and the
+        config allow it (:mod:`~airflow_hudi_occ.core.table.metadata_commit`): a writer's
+        copy-on-write commit; every other action is refused on such a table."""
+        return self.action is Action.COMMIT and not self.is_table_service
+
     # -- stage 3: commit ------------------------------------------------------------------------
 
     def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
@@ -408,8 +417,16 @@ class WriteTransaction:
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            prepare_for_write(self.table, self.config)
-            completion_time = self._time.new_time(floor=timeline.latest_time())
+            mdt = prepare_for_write(self.table, self.config, files_writer=self._files_writer)
+            floor = timeline.latest_time()
+            if self._files_writer and maintains_files(mdt, self.config, files_writer=True):
+                # Java's order: the metadata table's deltacommit completes first; its records
+                # count for readers only once the data instant completes (metadata_commit.py)
+                lm.check_held()
+                done_mdt = write_files_deltacommit(self.table, self.instant_time, metadata.write_stats(),
+                                                   self._time.new_time(floor=floor))
+                floor = max(floor or "", done_mdt.completion_time or "")
+            completion_time = self._time.new_time(floor=floor)
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
             # expire while we resolved conflicts); after this point nothing can be undone.
             lm.check_held()

@@ -9,11 +9,28 @@ so a commit on such a table would be invisible to those readers: silent data los
 enabled was missing from its snapshot.)
 
 What a writer does, under the table lock, before it creates or completes any instant
-(:func:`guard_metadata_table`), keyed by Hudi's own ``hoodie.metadata.enable``:
+(:func:`guard_metadata_table`), keyed by Hudi's own ``hoodie.metadata.enable`` and
+``hoodie.metadata.auto.delete.partitions`` (Hudi 1.2) and this project's
+``hoodie.occ.metadata.delete.unmaintained`` (:func:`judge_metadata_table` decides, without
+changing anything, so the Spark job can fail fast on the same judgement):
 
-- ``true`` (Hudi's default): refuse with :class:`MetadataTableEnabledError`, naming the
-  metadata table's partitions and both ways out. Nothing has been written at that point.
-- ``false``: remove the metadata table as Java Hudi does for a writer with it disabled
+- ``enable=true`` (Hudi's default): refuse with :class:`MetadataTableEnabledError`, naming the
+  metadata table's partitions and both ways out; with
+  :class:`UnmaintainedMetadataPartitionsError` (a subclass) when it holds partitions this writer
+  does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and expression
+  indexes, bloom filters, and column and partition stats, which Java 1.2 builds at its
+  defaults). Nothing has been written at that point.
+- ``enable=false`` and ``auto.delete.partitions=false``: refuse as well. Java with that pair
+  never deletes the metadata table and keeps writing it (``HoodieSparkTable.getMetadataWriter``
+  takes the writer path when the table has one and auto-delete is off), which this writer
+  cannot do.
+- ``enable=false`` with unmaintained partitions: refuse with
+  :class:`UnmaintainedMetadataPartitionsError` unless ``hoodie.occ.metadata.delete.unmaintained
+  =true`` says to delete them too. Hudi's own key defaults to deleting (apache/hudi#18180 is
+  the large record index a misconfigured writer deleted that way), so it cannot be the explicit
+  consent; it is honoured as the veto.
+- ``enable=false`` otherwise (only ``files``, which Java rebuilds from a listing, or the
+  explicit option): remove the metadata table as Java Hudi does for a writer with it disabled
   (``HoodieTable.maybeDeleteMetadataTable``): first clear ``hoodie.table.metadata.partitions``
   and ``...partitions.inflight`` in ``hoodie.properties``, then delete the folder.
 
@@ -41,7 +58,7 @@ import logging
 import posixpath
 from dataclasses import dataclass
 
-from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnmaintainedMetadataPartitionsError
 from airflow_hudi_occ.core.format.layout import META_FOLDER
 
 log = logging.getLogger(__name__)
@@ -84,6 +101,7 @@ class MetadataTableState:
     def to_json(self) -> dict:
         return {"enabled": self.enabled, "partitions": list(self.partitions),
                 "inflight_partitions": list(self.inflight_partitions),
+                "unmaintained_partitions": list(unmaintained_partitions(self)),
                 "folder_exists": self.folder_exists}
 
 
@@ -109,30 +127,117 @@ def remove_metadata_table(table) -> MetadataTableState:
     return before
 
 
-def guard_metadata_table(table, metadata_enable: bool) -> MetadataTableState:
-    """Make the table safe to commit to; call under the table lock with fresh properties
-    (:meth:`Table.reload_config`). Raises :class:`MetadataTableEnabledError` (nothing
-    changed) when the table has an enabled metadata table and ``hoodie.metadata.enable`` is
-    not false; removes it when it is false. Returns the state found."""
-    state = metadata_table_state(table)
+FILES_PARTITION = "files"
+AUTO_DELETE_KEY = "hoodie.metadata.auto.delete.partitions"
+DELETE_UNMAINTAINED_KEY = "hoodie.occ.metadata.delete.unmaintained"
+
+#: metadata-table partitions (Hudi's ``MetadataPartitionType`` paths; the last two are
+#: prefixes) this writer does not maintain, each with how a Java writer gives it up: with the
+#: index disabled in its config and ``hoodie.metadata.auto.delete.partitions`` at its default,
+#: Java 1.2 deletes the partition at its next write (``HoodieTable.deleteMetadataIndexIfNecessary``);
+#: a secondary or expression index is dropped with Spark SQL's ``DROP INDEX``. ``files`` is not
+#: here: deleting it loses nothing Java does not rebuild from a listing.
+UNMAINTAINED_HINTS: dict[str, str] = {
+    "record_index": "hoodie.metadata.record.index.enable=false (and "
+                    "hoodie.metadata.record.level.index.enable=false)",
+    "column_stats": "hoodie.metadata.index.column.stats.enable=false",
+    "partition_stats": "hoodie.metadata.index.partition.stats.enable=false",
+    "bloom_filters": "hoodie.metadata.index.bloom.filter.enable=false",
+    "secondary_index_": "DROP INDEX <name> ON <table> (Spark SQL)",
+    "expr_index_": "DROP INDEX <name> ON <table> (Spark SQL)",
+}
+
+
+def _hint(partition: str) -> str:
+    for name, hint in UNMAINTAINED_HINTS.items():
+        if partition == name or (name.endswith("_") and partition.startswith(name)):
+            return hint
+    return "disable or drop it in Java"
+
+
+def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
+    """The metadata partitions (complete or being built) that deleting the metadata table would
+    destroy beyond what Java rebuilds from a listing: every one but ``files``."""
+    return tuple(p for p in dict.fromkeys(state.partitions + state.inflight_partitions)
+                 if p != FILES_PARTITION)
+
+
+def maintains_files(state: MetadataTableState, config, *, files_writer: bool) -> bool:
+    """Whether this write keeps the metadata table's listing itself
+    (:mod:`.metadata_commit`): ``hoodie.occ.metadata.files.maintain=true`` with the metadata
+    table on, a caller that writes the listing (``files_writer``: the core copy-on-write
+    commit), and a metadata table of the ``files`` partition alone, complete."""
+    return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
+            and state.partitions == (FILES_PARTITION,) and not state.inflight_partitions)
+
+
+def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
+                         files_writer: bool = False) -> bool:
+    """Whether a writer with ``config`` (its ``metadata_enable``,
+    ``metadata_auto_delete_partitions``, ``metadata_delete_unmaintained`` and
+    ``metadata_maintain_files``) must remove the metadata table before it writes; raises
+    (changing nothing) when it must not write at all. ``files_writer``: the caller writes the
+    listing's deltacommit when :func:`maintains_files` says so. See the module doc."""
+    state = state if state is not None else metadata_table_state(table)
     if not state.present:
-        return state
-    if not metadata_enable:
-        remove_metadata_table(table)
-        return state
-    if state.enabled:
+        return False
+    if not state.enabled:  # a removal's leftover folder: no reader uses it
+        return not config.metadata_enable and config.metadata_auto_delete_partitions
+    if maintains_files(state, config, files_writer=files_writer):
+        return False
+    every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
+    unmaintained = unmaintained_partitions(state)
+    where = f"table {table.name} at {table.base_uri}"
+    if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
+        hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
+        veto = (f" ({AUTO_DELETE_KEY}=false forbids that too, so only the first way is open)"
+                if not config.metadata_auto_delete_partitions else "")
+        raise UnmaintainedMetadataPartitionsError(
+            f"{where} has a Hudi metadata table with partitions this writer does not maintain: "
+            f"{', '.join(unmaintained)} (all partitions: {', '.join(every)}); writing would leave "
+            "them stale, and deleting them is never done silently", base_path=table.base_uri,
+            partitions=every, unmaintained=unmaintained,
+            remedy="either give them up in Java first (a Java writer with the index disabled "
+                   f"deletes its partition at its next write, {AUTO_DELETE_KEY} left at true: "
+                   f"{hints}), then write with hoodie.metadata.enable=false; or set "
+                   f"hoodie.metadata.enable=false and {DELETE_UNMAINTAINED_KEY}=true to let this "
+                   "writer delete the whole metadata table, these partitions included, as a Java "
+                   "writer with the metadata table disabled does (Java rebuilds an index only "
+                   "when a writer enables it again, reading the whole table)" + veto)
+    if config.metadata_enable:
+        switch = ("; hoodie.occ.metadata.files.maintain=true covers only the core copy-on-write "
+                  "writer's commits" if getattr(config, "metadata_maintain_files", False) else "")
         raise MetadataTableEnabledError(
-            f"table {table.name} at {table.base_uri} has a Hudi metadata table "
-            f"({', '.join(state.partitions + state.inflight_partitions)}) that this writer cannot "
+            f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "
-            "write's files", base_path=table.base_uri,
-            partitions=state.partitions + state.inflight_partitions,
+            f"write's files{switch}", base_path=table.base_uri, partitions=every,
             remedy="set hoodie.metadata.enable=false to have the metadata table removed first "
                    "(as Java Hudi does; every writer of the table must then run with it "
                    "disabled, and Java rebuilds it if one turns it back on), or write this "
                    "table with Java Hudi only")
+    if not config.metadata_auto_delete_partitions:
+        raise MetadataTableEnabledError(
+            f"{where} has a Hudi metadata table ({', '.join(every)}) and {AUTO_DELETE_KEY}=false "
+            "forbids deleting it; Java with that setting keeps writing the metadata table even "
+            "with hoodie.metadata.enable=false, which this writer cannot",
+            base_path=table.base_uri, partitions=every,
+            remedy=f"remove {AUTO_DELETE_KEY}=false from this writer's options to let it delete the "
+                   "metadata table (Java rebuilds files from a listing at its next write), or "
+                   "write this table with Java Hudi only")
+    return True
+
+
+def guard_metadata_table(table, config, *, files_writer: bool = False) -> MetadataTableState:
+    """Make the table safe to commit to; call under the table lock with fresh properties
+    (:meth:`Table.reload_config`). Raises what :func:`judge_metadata_table` raises (nothing
+    changed); removes the metadata table when the judgement says so. Returns the state found."""
+    state = metadata_table_state(table)
+    if judge_metadata_table(table, config, state, files_writer=files_writer):
+        remove_metadata_table(table)
     return state
 
 
 __all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
-           "guard_metadata_table", "METADATA_FOLDER", "PARTITIONS_KEY", "INFLIGHT_PARTITIONS_KEY"]
+           "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
+           "UNMAINTAINED_HINTS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
+           "INFLIGHT_PARTITIONS_KEY"]

@@ -11,18 +11,20 @@ left behind stale (:mod:`.metadata_table`). It costs one small read per instant.
 from __future__ import annotations
 
 from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guard_metadata_table,
-                                                        metadata_table_state)
+                                                        judge_metadata_table)
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
 
-def prepare_for_write(table, config) -> MetadataTableState:
+def prepare_for_write(table, config, *, files_writer: bool = False) -> MetadataTableState:
     """Reload the table's properties, check and align its version, deal with its metadata
     table; ``config`` is the :class:`~airflow_hudi_occ.core.config.WriteConfig` of the caller,
-    who holds the table lock. Raises (nothing changed) when the table cannot be written."""
+    who holds the table lock; ``files_writer``: the caller writes the metadata table's listing
+    when :func:`~.metadata_table.maintains_files` says so (the core copy-on-write commit).
+    Raises (nothing changed) when the table cannot be written."""
     table.recover_properties()
     table.reload_config()
     table.require_writable()
-    state = guard_metadata_table(table, config.metadata_enable)
+    state = guard_metadata_table(table, config, files_writer=files_writer)
     ensure_write_version(table, config.write_table_version, config.auto_upgrade)
     return state
 
@@ -32,9 +34,7 @@ def check_for_write(table, config) -> None:
     check before expensive work starts (the Spark job before its session): raises what
     :func:`prepare_for_write` would raise on the table as it is now."""
     table.require_writable()
-    state = metadata_table_state(table)
-    if state.enabled and config.metadata_enable:
-        guard_metadata_table(table, True)  # raises, changes nothing
+    judge_metadata_table(table, config)  # raises, changes nothing
     wanted, have = config.write_table_version, table.config.version
     if wanted is not None and wanted != have and (wanted < have or not config.auto_upgrade):
         ensure_write_version(table, wanted, config.auto_upgrade)  # raises before any change

@@ -1,0 +1,147 @@
+"""The file listing in Hudi's metadata table (its ``files`` partition), read.
+
+Java Hudi and hudi-rs take a table's file listing from the metadata table when
+``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``. Where this
+project writes that listing (:mod:`.metadata_commit`, issue 32 item 1) it has to read it the way
+they do: to check that a listing agrees with the storage (the invariant every deltacommit of
+ours keeps, and the check after each crash point), and later to list files through it on
+object stores (item 5). Nothing here writes.
+
+What Hudi 1.x (table versions 8 and 9) keeps there: ``.hoodie/metadata`` is a merge-on-read
+table of its own, with its own timeline. Its ``files`` partition is one file group,
+``files-0000-0``: a base HFile (written when the partition is initialised and at each of the
+metadata table's compactions) and log files whose HFile data blocks
+(:mod:`~airflow_hudi_occ.core.format.hfile`) each hold one deltacommit's records. A record
+(Avro ``HoodieMetadataRecord``, :mod:`~airflow_hudi_occ.core.format.metadata_record`; the
+writer schema in the block's ``SCHEMA`` header, or in the base file's ``schema`` file-info
+entry) is keyed ``__all_partitions__`` (type 1: the partition
+list) or by a partition path (type 2: that partition's files; ``.`` for a table without
+partitions). Its ``filesystemMetadata`` maps a name to ``{size, isDeleted}``. Records merge in
+commit order as ``HoodieMetadataPayload`` merges them: a deletion removes the name, an
+addition keeps the larger size (a log file that grew).
+
+Only records of completed instants of the metadata table's timeline count: a deltacommit that
+failed (or was rolled back) is not read, as Java's log reader skips its blocks. The slice read
+is the latest completed base file and the log files written after it; a log file written by
+a deltacommit that was in flight across a metadata-table compaction is out of scope (Java
+writes the metadata table under the data table's lock, so it does not happen there).
+Unreadable files raise :class:`~airflow_hudi_occ.core.errors.CorruptMetadataError`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+from airflow_hudi_occ.core.errors import CorruptMetadataError
+from airflow_hudi_occ.core.format.hfile import HFile, read_hfile
+from airflow_hudi_occ.core.format.log_file import (BlockType, HeaderKey, LogFileName, LogFormatError,
+                                                   decode_blocks)
+from airflow_hudi_occ.core.format.metadata_record import (ALL_PARTITIONS_KEY, NON_PARTITIONED_KEY,
+                                                          TYPE_FILE_LIST, TYPE_PARTITION_LIST, decode_record)
+from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
+from airflow_hudi_occ.core.table.table import Table
+
+FILES_FILE_ID = "files-0000-0"
+_BASE_RE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d+)\.hfile$")
+
+
+@dataclass
+class MetadataListing:
+    """What the ``files`` partition says: the partitions (``""`` for a table without any) and
+    each one's files by name with their sizes; ``instants``: the metadata table's completed
+    instants whose records were merged, in order (the base file's first)."""
+
+    partitions: set[str] = field(default_factory=set)
+    files: dict[str, dict[str, int]] = field(default_factory=dict)
+    instants: list[str] = field(default_factory=list)
+
+    def apply(self, key: str, record: dict) -> None:
+        entries = record.get("filesystemMetadata") or {}
+        if record.get("type") == TYPE_PARTITION_LIST and key == ALL_PARTITIONS_KEY:
+            for name, info in entries.items():
+                part = _partition(name)
+                if info.get("isDeleted"):
+                    self.partitions.discard(part)
+                    self.files.pop(part, None)
+                else:
+                    self.partitions.add(part)
+        elif record.get("type") == TYPE_FILE_LIST:
+            files = self.files.setdefault(_partition(key), {})
+            for name, info in entries.items():
+                if info.get("isDeleted"):
+                    files.pop(name, None)
+                else:
+                    files[name] = max(int(info.get("size") or 0), files.get(name, 0))
+
+    def to_json(self) -> dict:
+        return {"partitions": sorted(self.partitions), "instants": list(self.instants),
+                "files": {p: dict(sorted(f.items())) for p, f in sorted(self.files.items())}}
+
+
+def _partition(key: str) -> str:
+    return "" if key == NON_PARTITIONED_KEY else key
+
+
+def _records(hf: HFile, schema_json: str | None, where: str) -> list[tuple[str, dict]]:
+    if not schema_json:
+        raise CorruptMetadataError(f"{where}: no writer schema for its records", path=where,
+                                   remedy="let Java Hudi rebuild the metadata table")
+    try:
+        return [(key, decode_record(value, schema_json)) for key, value in hf.entries]
+    except (ValueError, EOFError, TypeError, KeyError) as e:
+        raise CorruptMetadataError(f"{where}: a record does not decode with its schema ({e})", path=where,
+                                   remedy="let Java Hudi rebuild the metadata table") from e
+
+
+def read_metadata_listing(table) -> MetadataListing:
+    """The listing in ``table``'s metadata table (see the module doc); an empty listing when
+    the table has no metadata table or no ``files`` partition folder."""
+    storage = table.storage
+    folder = storage.path(METADATA_FOLDER, FILES_PARTITION)
+    listing = MetadataListing()
+    names = storage.list_names(folder)
+    if not names:
+        return listing
+    mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
+    completed = {i.requested_time: i.completion_time or "" for i in mdt.timeline().completed()}
+
+    bases = sorted((m["instant"], name) for name in names if (m := _BASE_RE.match(name))
+                   and m["file_id"] == FILES_FILE_ID and m["instant"] in completed)
+    logs = []
+    for name in names:
+        parsed = LogFileName.parse(name)
+        if parsed and parsed.file_id == FILES_FILE_ID and parsed.instant_time in completed:
+            logs.append((completed[parsed.instant_time], parsed.instant_time, parsed.version, name))
+    base_instant = ""
+    if bases:
+        base_instant, base_name = bases[-1]
+        path = posixpath.join(folder, base_name)
+        hf = read_hfile(storage.read(path), path=path)
+        schema = hf.file_info.get("schema")
+        for key, record in _records(hf, schema.decode() if schema else None, path):
+            listing.apply(key, record)
+        listing.instants.append(base_instant)
+    for _completion, instant, _version, name in sorted(logs):
+        if instant < base_instant:
+            continue  # folded into the base file by the compaction that wrote it
+        path = posixpath.join(folder, name)
+        try:
+            blocks = decode_blocks(storage.read(path), allow_truncated_tail=True)
+        except LogFormatError as e:
+            raise CorruptMetadataError(f"{path}: {e}", path=path,
+                                       remedy="let Java Hudi rebuild the metadata table") from e
+        for block in blocks:
+            block_instant = block.instant_time
+            if block.block_type is not BlockType.HFILE_DATA or block_instant not in completed:
+                continue
+            hf = read_hfile(block.content, path=path)
+            for key, record in _records(hf, block.header.get(HeaderKey.SCHEMA), path):
+                listing.apply(key, record)
+            if block_instant not in listing.instants:
+                listing.instants.append(block_instant)
+    return listing
+
+
+__all__ = ["MetadataListing", "read_metadata_listing", "FILES_FILE_ID"]

@@ -1,0 +1,102 @@
+"""Our copy-on-write commits keep a files-only metadata table up to date
+(``hoodie.occ.metadata.files.maintain=true``; core/table/metadata_commit.py), checked with
+hudi-rs, which lists files through the metadata table, and with our reader of the listing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnmaintainedMetadataPartitionsError
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import hudi_read, java_fixture, tree_snapshot
+from tests.core.table.test_metadata_listing import storage_listing
+from tests.core.table.test_metadata_table import V9, _ids, _v9_rows
+
+MAINTAIN = {"hoodie.occ.metadata.files.maintain": "true"}
+
+
+def files_only_v9(tmp_path):
+    """The Java v9 fixture with its metadata table reduced to the files partition (the other
+    partitions' folders stay; no reader looks at a partition hoodie.properties does not list)."""
+    path = java_fixture(V9, tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    return path
+
+
+def test_our_commits_are_listed_in_the_metadata_table_and_read_through_it(tmp_path, fast_options):
+    path = files_only_v9(tmp_path)
+    before = hudi_read(str(path))
+    opts = {**fast_options, **MAINTAIN}
+    first = ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(
+        _v9_rows(before, [("NEW1", "us"), ("NEW2", "zz")]))
+    second = ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(
+        _v9_rows(before, [("NEW3", "eu")]))
+    # hudi-rs lists files through the metadata table: without our deltacommits it would miss them
+    assert _ids(hudi_read(str(path))) == sorted(_ids(before) + ["NEW1", "NEW2", "NEW3"])
+    listing = read_metadata_listing(Table.open(str(path)))
+    assert listing.files == storage_listing(path) and "zz" in listing.partitions
+    assert listing.instants[-2:] == [first.instant.requested_time, second.instant.requested_time]
+    mdt = Table.open(str(path / ".hoodie" / "metadata")).timeline()
+    for result in (first, second):
+        own = mdt.get(result.instant.requested_time)
+        assert own.action is Action.DELTA_COMMIT and own.is_completed
+        assert own.completion_time < result.instant.completion_time  # Java's order
+    assert Table.open(str(path)).config.get(PARTITIONS_KEY) == "files"
+
+
+def test_actions_it_does_not_cover_are_still_refused_with_the_switch_on(tmp_path, fast_options):
+    path = files_only_v9(tmp_path)
+    snap = tree_snapshot(path)
+    opts = WriteConfig.from_options({**fast_options, **MAINTAIN})
+    from airflow_hudi_occ.core.table.write_guard import check_for_write, prepare_for_write
+    with pytest.raises(MetadataTableEnabledError) as e:
+        check_for_write(Table.open(str(path)), opts)  # the Spark job's preflight
+    assert "copy-on-write" in e.value.message
+    with pytest.raises(MetadataTableEnabledError):
+        prepare_for_write(Table.open(str(path)), opts)  # services: clean, clustering, ...
+    assert tree_snapshot(path) == snap
+    # the switch never covers partitions it does not maintain
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files,record_index"})
+    with pytest.raises(UnmaintainedMetadataPartitionsError):
+        ArrowTableWriter(Table.open(str(path)), opts).write(_v9_rows(hudi_read(str(path)), [("X", "us")]))
+
+
+def test_a_merge_on_read_deltacommit_is_refused_with_the_switch_on(tmp_path, fast_options):
+    t = Table.create(str(tmp_path / "mor"), "mor", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", table_type="MERGE_ON_READ", version=9)
+    (tmp_path / "mor" / ".hoodie" / "metadata").mkdir()
+    t.update_properties({PARTITIONS_KEY: "files"})
+    with pytest.raises(MetadataTableEnabledError):
+        MergeOnReadWriter(Table.open(t.base_uri), WriteConfig.from_options({**fast_options, **MAINTAIN})).write(
+            pa.table({"id": [1], "p": ["a"], "ts": [1], "v": ["x"]}), "insert")
+
+
+def test_a_deltacommit_a_dead_attempt_left_is_finished_or_kept(tmp_path, fast_options):
+    """A staged batch is re-committed after its writer died: the metadata table's deltacommit of
+    that instant may already be pending (requested, log file) or completed; writing it again
+    finishes or keeps it, and never lists a file twice."""
+    from airflow_hudi_occ.core.format.instant import State
+    from airflow_hudi_occ.core.format.metadata import WriteStat
+    from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
+    path = files_only_v9(tmp_path)
+    table = Table.open(str(path))
+    stats = [WriteStat(file_id="f1", path="us/f1-0_0-0-0_20990101000000000.parquet", partition_path="us",
+                       file_size_in_bytes=10)]
+    first = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000100")
+    again = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000200")
+    assert again == first and again.completion_time == "20990101000000100"
+    mdt_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    (mdt_timeline / "20990101000000000_20990101000000100.deltacommit").unlink()  # left inflight
+    assert Table.open(str(path / ".hoodie" / "metadata")).timeline().get("20990101000000000").state is State.INFLIGHT
+    done = write_files_deltacommit(table, "20990101000000000", stats, "20990101000000300")
+    assert done.is_completed and done.completion_time == "20990101000000300"
+    listing = read_metadata_listing(Table.open(str(path)))
+    assert listing.files["us"]["f1-0_0-0-0_20990101000000000.parquet"] == 10
+    assert listing.instants.count("20990101000000000") == 1
