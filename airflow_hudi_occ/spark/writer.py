@@ -2,14 +2,20 @@
 
 ::
 
-    driver:    _validate: options -> table (created on first write) -> schema check
-               (refused BEFORE the instant exists)
-               -> _begin: WriteTransaction.begin (lock, instant, heartbeat; on_begin told)
+    The stages and their order are core's write pipeline (core/commit/pipeline.py);
+    SparkWriteEngine supplies Spark's part of each:
+
+    driver:    settled? (prepare: the batch key already committed / a staged instant)
+               -> _read_batch: options -> table (created on first write) -> schema; the
+                  commit's schema evolved by the pipeline -> _check_batch: key and
+                  partition columns, hostile values (refused BEFORE the instant exists)
+               -> begin (the pipeline: lock, instant, heartbeat; on_begin told)
                -> _check_before_tagging: RFC-56 against live writers' markers (a driver-side
                   probe of the batch's first records, then one Spark join if needed)
                -> _plan_file_groups: tagging (tagging.py: keys, simple/bucket index, file
                   sizing; file_group_plan.py: which of them per operation, in one pass)
-               -> _start_inflight: pending-clustering check, inflight with the planned groups
+               -> the pipeline: pending-clustering gate, inflight with the planned groups
+               -> _check_before_job: every planned file group against live markers
     executors: _write_files: records shuffled by file group, deduplicated after the shuffle;
                new file groups only, on a local table: Spark's parquet writer, markers made
                by the driver first, files published under Hudi names (native_write.py), or
@@ -17,8 +23,9 @@
                shuffle (pair_write.py);
                else per file group (executor.py): abort? -> early conflict check + marker
                -> merge with the previous base file -> one parquet base file -> WriteStat
-    driver:    _commit under the lock with conflict resolution (core) -> result
-               (or _cancelled / _lost_to_twin / _abort: the instant rolled back)
+    driver:    the pipeline's commit under the lock with conflict resolution (core) -> result
+               (or SparkWriteEngine.fail: _cancelled / _abort, the instant rolled back; a
+               twin that won: our files swept, its commit returned)
 
 The driver owns the transaction: the heartbeat, the lock and the timeline never leave it.
 The write job runs under a job group that the driver cancels as soon as any executor meets
@@ -55,18 +62,18 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
-from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
+from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
+from airflow_hudi_occ.core.format.schema import avro_schema_json
 from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
                                                NO_RECORD_KEY_REMEDY, Table)
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.pipeline import WriteEngine, WritePipeline, WritePlan
+from airflow_hudi_occ.core.commit.recovery import prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
@@ -193,20 +200,25 @@ class SparkHudiWriter(SparkTableJob):
         if self.on_progress is not None:
             self.on_progress(stage, text)
 
-    def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
-        """Before reading a keyed batch: its commit if already in the table, or the re-commit
-        of a dead writer's staged instant of it; None: write it. Needs no Spark session (the
-        job runs it before starting one)."""
+    def settled_commit(self, batch_key: str | None, *, attempt: int = 1) -> CommitResult | None:
+        """A keyed batch's commit if already in the table, or the re-commit of a dead writer's
+        staged instant of it; None: write it (also when the table does not exist yet)."""
         if batch_key is None:
             return None
         try:
             table = Table.open(self.base_path, self.storage_options)
         except TableNotFoundError:
             return None
-        t0 = time.time()
         opts = SparkWriteOptions.from_options(self.options)
-        res = prepare_batch(table, opts.write_config, batch_key, writer_id=self.writer_id,
-                            attempt=attempt, lock_manager=self._lock_manager)
+        return prepare_batch(table, opts.write_config, batch_key, writer_id=self.writer_id,
+                             attempt=attempt, lock_manager=self._lock_manager)
+
+    def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
+        """Before reading a keyed batch: its commit if already in the table, or the re-commit
+        of a dead writer's staged instant of it; None: write it. Needs no Spark session (the
+        job runs it before starting one)."""
+        t0 = time.time()
+        res = self.settled_commit(batch_key, attempt=attempt)
         return None if res is None else SparkWriteResult.from_commit(res, attempt, time.time() - t0)
 
     def write(self, df, operation: str | None = None, *, checkpoint: str | None = None,
@@ -216,44 +228,28 @@ class SparkHudiWriter(SparkTableJob):
               recover: bool = True) -> SparkWriteResult:
         """Write one batch as one instant. ``before_commit`` lets tests hold writers at the
         commit step so that they provably overlap. ``recover=False`` skips :meth:`prepare`
-        (the caller ran it already)."""
-        if recover:
-            early = self.prepare(batch_key, attempt=attempt)
-            if early is not None:
-                return early
-        batch = self._validate(df, operation)
-        run = self._begin(batch, attempt, checkpoint, batch_key)
-        table = batch.table
-        try:
-            self._check_before_tagging(batch, run)
-            plan = self._plan_file_groups(batch, run)
-            self._report_plan(batch, plan)
-            self._start_inflight(batch, run, plan)
-            self._check_before_job(run)
-            stats = self._write_files(batch, run, plan)
-            return self._commit(batch, run, plan, stats, extra_metadata, before_commit)
-        except JobAborted as ja:
-            raise self._cancelled(table, run, ja) from None
-        except BatchAlreadyCommittedError as e:
-            return self._lost_to_twin(table, run, e)
-        except HudiOccError as e:  # retryable or not, the instant is rolled back
-            self._abort(run, table, e)
-            raise
-        except BaseException as e:
-            self._abort(run, table, e)
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            raise SparkWriteError(f"the Spark write of instant {run.tx.instant_time} failed: "
-                                  f"{short_message(e)}", instant=run.tx.instant_time,
-                                  cause=type(e).__name__) from e
-        finally:
-            _unpersist(run.persisted)
+        (the caller ran it already). The stages and their order are ``core/commit/pipeline``'s;
+        :class:`SparkWriteEngine` supplies this engine's part of each."""
+        t0 = time.time()
+        engine = SparkWriteEngine(self, df, operation)
+        pipeline = WritePipeline(writer_id=self.writer_id, lock_manager=self._lock_manager,
+                                 on_begin=self.on_begin, on_progress=self.on_progress)
+        res = pipeline.run(engine, checkpoint=checkpoint, batch_key=batch_key, attempt=attempt,
+                           recover=recover, before_commit=before_commit,
+                           extra_metadata={EXTRA_ENGINE: "spark", **dict(extra_metadata or {})})
+        run = engine.run
+        if res.outcome != COMMITTED:  # settled before the write, or a twin won under the lock
+            return SparkWriteResult.from_commit(res, attempt, time.time() - (run.t_start if run else t0))
+        return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
+                                engine.batch.opts.operation_type, run.tx.attempt, pipeline.stats,
+                                pipeline.replaced or {}, time.time() - run.t_start)
 
     # -- the stages of one write, in order -----------------------------------------------------
 
-    def _validate(self, df, operation: str | None) -> "_Batch":
-        """Options, the table (created on a first write), the schema and the key columns:
-        everything that can refuse the batch does so before the instant exists."""
+    def _read_batch(self, df, operation: str | None) -> "_Batch":
+        """Options, the table (created on a first write), the user's columns and their schema:
+        the first half of what refuses the batch before the instant exists
+        (:meth:`_check_batch` is the rest, once the commit's schema is known)."""
         opts_map = dict(self.options)
         if operation:
             opts_map["hoodie.datasource.write.operation"] = operation
@@ -275,42 +271,23 @@ class SparkHudiWriter(SparkTableJob):
             opts = replace(opts, small_file_limit=0)
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         arrow_schema = arrow_schema_of(df)
-        schema_json = avro_schema_json(arrow_schema, table.name)
-        tl = table.timeline()
-        last = tl.last_completed_write()
-        prev_schema = tl.commit_metadata(last).schema if last is not None else None
-        if opts.operation == "delete":
-            schema_json = prev_schema or schema_json
-            target_schema = None
-        else:
-            schema_json = evolve(prev_schema, schema_json)
-            target_schema = arrow_schema
-        # Key/partition columns and their types, also before anything is written.
+        return _Batch(df=df, table=table, opts=opts, schema_json=avro_schema_json(arrow_schema, table.name),
+                      target_schema=None if opts.operation == "delete" else arrow_schema,
+                      bucket=bucket, num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor)
+
+    def _check_batch(self, batch: "_Batch") -> None:
+        """Key and partition columns and their types; hostile partition values and rows
+        without a key (one Spark job): still before the instant exists."""
+        df, cfg, opts = batch.df, batch.table.config, batch.opts
         tagging.record_key_expr(df, cfg.record_key_fields)
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
-        # Hostile partition values and rows without a key: one Spark job, still before begin.
         counts: dict = {}
-        labels = tagging.check_batch(df, cfg.record_key_fields, cfg.partition_fields,
-                                     cfg.hive_style_partitioning, cfg.url_encode_partitions, counts)
+        batch.partition_labels = tagging.check_batch(
+            df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
+            cfg.url_encode_partitions, counts)
         self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                               f"{counts.get('partitions', 0)} partition(s) into "
-                              f"{'merge-on-read' if mor else 'copy-on-write'} table {table.name}")
-        return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
-                      target_schema=target_schema, bucket=bucket,
-                      num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor,
-                      partition_labels=labels)
-
-    def _begin(self, batch: "_Batch", attempt: int, checkpoint: str | None,
-               batch_key: str | None) -> "_Attempt":
-        """Lock, requested instant (``on_begin`` is told), heartbeat."""
-        tx = WriteTransaction(batch.table, batch.opts.write_config, action=batch.action,
-                              operation_type=batch.opts.operation_type, writer_id=self.writer_id,
-                              attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
-                              lock_manager=self._lock_manager, on_begin=self.on_begin)
-        run = _Attempt(tx=tx, t_start=time.time())
-        tx.begin()
-        self._say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
-        return run
+                              f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
 
     def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
         existing = plan.existing
@@ -350,16 +327,15 @@ class SparkHudiWriter(SparkTableJob):
         return FilePlan(tagged=tagged, partitions=partitions, view=view, slices=slices,
                         planned=run.planned)
 
-    def _start_inflight(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> None:
-        """Refused before any data file exists if clustering would drop these updates; then
-        inflight with the planned file groups."""
+    @staticmethod
+    def _touched(batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[tuple[str, str]]:
+        """The stored file groups the write updates, and those an insert_overwrite replaces:
+        what the clustering gate checks."""
         existing = plan.existing
         touched = [g for g in run.planned if g in existing]
         replaced_now = ([(s.partition, s.file_id) for s in plan.slices]
                         if batch.op == "insert_overwrite" else [])
-        check_write_against_pending_clustering(plan.view.timeline, touched + replaced_now,
-                                               run.tx.instant, batch.opts.write_config)
-        run.tx.start_inflight(planned_file_groups=run.planned)
+        return touched + replaced_now
 
     def _write_files(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[WriteStat]:
         """The Spark job, in a job group the driver cancels on a conflict or an abort signal:
@@ -458,23 +434,12 @@ class SparkHudiWriter(SparkTableJob):
                                      f"({100 * done // total}%, {file_groups} file group(s))")
         return report
 
-    def _commit(self, batch: "_Batch", run: "_Attempt", plan: FilePlan, stats: list[WriteStat],
-                extra_metadata: Mapping[str, str] | None,
-                before_commit: Callable[[WriteTransaction], None] | None) -> SparkWriteResult:
-        """Commit under the lock with conflict resolution (core)."""
-        replaced = None
-        if batch.action is Action.REPLACE_COMMIT:
-            replaced = {p: [s.file_id for s in plan.view.latest_file_slices(p)] for p in plan.partitions}
-        extra = {EXTRA_ENGINE: "spark", **dict(extra_metadata or {})}
-        self._say("writing", f"done: {len(stats)} file(s), "
-                             f"{sum(s.num_writes for s in stats)} rows written")
-        if before_commit is not None:
-            before_commit(run.tx)
-        self._say("committing", f"instant {run.tx.instant_time}: conflict check under the lock")
-        res = run.tx.commit(stats, schema=batch.schema_json, replaced=replaced, extra_metadata=extra)
-        return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
-                                batch.opts.operation_type, run.tx.attempt, stats, replaced or {},
-                                time.time() - run.t_start)
+    @staticmethod
+    def _replaced(batch: "_Batch", plan: FilePlan) -> dict[str, list[str]] | None:
+        """insert_overwrite: every file group of the touched partitions, as the snapshot saw them."""
+        if batch.action is not Action.REPLACE_COMMIT:
+            return None
+        return {p: [s.file_id for s in plan.view.latest_file_slices(p)] for p in plan.partitions}
 
     def _check_before_tagging(self, batch: "_Batch", run: "_Attempt") -> None:
         """RFC-56 at the earliest point: before the tagging jobs, look at the file groups that
@@ -566,14 +531,6 @@ class SparkHudiWriter(SparkTableJob):
         self._abort(run, table, err)
         return err
 
-    def _lost_to_twin(self, table: Table, run: "_Attempt",
-                      e: BatchAlreadyCommittedError) -> SparkWriteResult:
-        """A twin attempt of the batch won under the lock; ours is rolled back: its result."""
-        sweep_failed_base_files(table, run.tx.instant_time, run.planned_parts)
-        done = committed_batch_result(table, table.timeline().get(e.committed_instant),
-                                      attempted_instant=e.instant)
-        return SparkWriteResult.from_commit(done, run.tx.attempt, time.time() - run.t_start)
-
     def _abort(self, run: "_Attempt", table: Table, err: BaseException) -> None:
         tx, parts = run.tx, run.planned_parts
         written = 0
@@ -648,6 +605,88 @@ class _Attempt:
     @property
     def planned_parts(self) -> set[str]:
         return {p for p, _ in self.planned}
+
+
+class SparkWriteEngine(WriteEngine):
+    """The Spark engine of one write (``core/commit/pipeline``): the driver plans with Spark
+    SQL (tagging), the executors write (markers, then files, per task or by the driver first
+    for Spark's own parquet writer), and a failed job is cancelled as a whole and rolled back."""
+
+    def __init__(self, writer: SparkHudiWriter, df, operation: str | None):
+        self.writer = writer
+        self.df = df
+        self.requested_operation = operation
+        self.table = None
+        self.config = None
+        self.operation = None
+        self.batch: _Batch | None = None
+        self.run: _Attempt | None = None
+
+    @property
+    def action(self) -> Action:
+        return self.batch.action
+
+    @property
+    def operation_type(self) -> str:
+        return self.batch.opts.operation_type
+
+    def settled(self, batch_key, *, writer_id, attempt, lock_manager) -> CommitResult | None:
+        return self.writer.settled_commit(batch_key, attempt=attempt)
+
+    def prepare(self) -> str:
+        b = self.batch = self.writer._read_batch(self.df, self.requested_operation)
+        self.table, self.config, self.operation = b.table, b.opts.write_config, b.op
+        return b.schema_json
+
+    def check_batch(self, schema_json: str) -> None:
+        self.batch.schema_json = schema_json
+        self.writer._check_batch(self.batch)
+        self.run = _Attempt(tx=None, t_start=time.time())
+
+    def check_before_plan(self, tx: WriteTransaction) -> None:
+        self.run.tx = tx
+        self.writer._check_before_tagging(self.batch, self.run)
+
+    def plan(self, tx: WriteTransaction) -> WritePlan:
+        w, batch, run = self.writer, self.batch, self.run
+        plan = w._plan_file_groups(batch, run)
+        w._report_plan(batch, plan)
+        return WritePlan(planned=run.planned, touched=w._touched(batch, run, plan),
+                         timeline=plan.view.timeline, detail=plan)
+
+    def check_before_write(self, tx: WriteTransaction, plan: WritePlan) -> None:
+        self.writer._check_before_job(self.run)
+
+    def write_files(self, tx: WriteTransaction, plan: WritePlan, schema_json: str) -> list[WriteStat]:
+        stats = self.writer._write_files(self.batch, self.run, plan.detail)
+        self.writer._say("writing", f"done: {len(stats)} file(s), "
+                                    f"{sum(s.num_writes for s in stats)} rows written")
+        return stats
+
+    def replaced(self, plan: WritePlan) -> dict[str, list[str]] | None:
+        return self.writer._replaced(self.batch, plan.detail)
+
+    def fail(self, tx: WriteTransaction, error: BaseException) -> BaseException:
+        w, table, run = self.writer, self.table, self.run
+        if isinstance(error, JobAborted):
+            err = w._cancelled(table, run, error)
+            err.__cause__ = None  # the cancelled job says nothing the error does not
+            return err
+        w._abort(run, table, error)  # retryable or not, the instant is rolled back
+        if isinstance(error, (HudiOccError, KeyboardInterrupt, SystemExit)):
+            return error
+        err = SparkWriteError(f"the Spark write of instant {tx.instant_time} failed: "
+                              f"{short_message(error)}", instant=tx.instant_time,
+                              cause=type(error).__name__)
+        err.__cause__ = error
+        return err
+
+    def lost_to_twin(self, tx: WriteTransaction) -> None:
+        sweep_failed_base_files(self.table, tx.instant_time, self.run.planned_parts)
+
+    def close(self) -> None:
+        if self.run is not None:
+            _unpersist(self.run.persisted)
 
 
 def _unpersist(frames: list) -> None:

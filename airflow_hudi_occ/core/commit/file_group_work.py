@@ -29,7 +29,7 @@ MAX_THREADS = 4
 class FileGroupWork:
     """One file group this write produces a file for (a base file; in merge-on-read also a log
     file): which batch rows go into it and how. The rows are taken, merged and written only
-    when its turn comes (the writer's ``_write_file`` or ``_write_log``), so memory holds one
+    when its turn comes (the writer's ``write_base_file`` or ``write_log``), so memory holds one
     file group's data at a time besides the batch."""
 
     partition: str

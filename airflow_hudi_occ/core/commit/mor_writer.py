@@ -32,17 +32,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable
 
 import pyarrow as pa
 
 from airflow_hudi_occ.core.commit import merge
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result
-from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
-from airflow_hudi_occ.core.commit.file_group_work import FileGroupWork, map_bounded
-from airflow_hudi_occ.core.commit.writer import OPERATIONS, ArrowTableWriter, partition_groups
-from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
-from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
+from airflow_hudi_occ.core.commit.pipeline import WritePlan, planned_file_groups, write_marked
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+from airflow_hudi_occ.core.commit.file_group_work import FileGroupWork
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, CopyOnWriteEngine
+from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns, write_token
 from airflow_hudi_occ.core.concurrency import nbcc
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields, nbcc_file_id
@@ -83,67 +81,17 @@ class MergeOnReadWriter(ArrowTableWriter):
                               remedy="write copy-on-write tables with ArrowTableWriter")
         table.require_meta_fields("the merge-on-read writer")
         super().__init__(table, *args, **kwargs)
+        #: (partition, file id) -> the pending compaction's instant, read by the last plan
+        self.pending_compaction: dict = {}
 
-    def write(self, data: pa.Table, operation: str = "upsert", *, checkpoint: str | None = None,
-              batch_key: str | None = None, attempt: int = 1,
-              before_file: Callable[[WriteTransaction, str, str], None] | None = None,
-              before_commit: Callable[[WriteTransaction], None] | None = None,
-              recover: bool = True) -> CommitResult:
-        op = operation.lower()
-        if op not in MOR_OPERATIONS:
-            raise ConfigError(f"operation {operation!r} is not written to merge-on-read tables yet",
-                              key="hoodie.datasource.write.operation", value=operation,
-                              remedy=f"use one of {MOR_OPERATIONS}")
-        use_nbcc = nbcc.is_nbcc(self.config)
-        if use_nbcc:
-            nbcc.check_config(self.table, self.config)
-        elif bucket_config(self.config.options) is not None:
-            raise ConfigError("the bucket index is written to merge-on-read tables only under "
-                              "non-blocking concurrency control",
-                              key="hoodie.index.type", value="BUCKET",
-                              remedy=f"set {nbcc.MODE_KEY}={nbcc.NBCC}, or use the simple index "
-                                     "(the default)")
-        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
-        if early is not None:
-            return early
-        tx = WriteTransaction(self.table, self.config, action=Action.DELTA_COMMIT,
-                              operation_type=OPERATIONS[op], writer_id=self.writer_id,
-                              attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
-                              lock_manager=self._lock_manager)
-        by_path = partition_groups(self.table, data)
-        groups = sorted(by_path.items())
-        tx.begin()
-        try:
-            view = FileSystemView(self.table, partitions=[p for p, _ in groups])
-            if use_nbcc:
-                work = self._plan_nbcc(view, data, op, groups)
-            else:
-                work, _ = self._plan(view, data, op, groups, 1)
-            touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
-            # a file group under a pending compaction: this write's log file belongs to the slice
-            # the compaction starts (Java records that slice's base instant as prevCommit)
-            self._pending_compaction = view.timeline.pending_compaction_file_groups()
-            check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
-            tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
-            names = [self._mark(tx, w, before_file) if _is_base(w)
-                     else self._mark_log(tx, w, before_file) for w in work]
-            stats = map_bounded(
-                lambda wn: (self._write_file(tx, data, *wn, mixed=by_path.mixed) if _is_base(wn[0])
-                            else self._write_log(tx, data, *wn, schema_json=schema_json)),
-                list(zip(work, names)), self.threads)
-            if before_commit:
-                before_commit(tx)
-            return tx.commit(stats, schema=schema_json)
-        except BatchAlreadyCommittedError as e:
-            return committed_batch_result(self.table, self.table.timeline().get(e.committed_instant),
-                                          attempted_instant=e.instant)
-        except BaseException as e:
-            tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
-            raise
+    table_type = MERGE_ON_READ
+
+    def engine(self, data: pa.Table, operation: str, before_file=None) -> "MergeOnReadEngine":
+        return MergeOnReadEngine(self, data, operation, before_file)
 
     # -- NBCC tagging ------------------------------------------------------------------------
 
-    def _plan_nbcc(self, view: FileSystemView, data: pa.Table, op: str, groups) -> list[FileGroupWork]:
+    def plan_nbcc(self, view: FileSystemView, data: pa.Table, op: str, groups) -> list[FileGroupWork]:
         """Non-blocking concurrency control: every key goes to its bucket's one file group, and
         every write to a log file of this deltacommit, whether the bucket exists or not (Java's
         bucket partitioner under NB-CC). No stored key is read: the bucket alone decides, so
@@ -200,7 +148,7 @@ class MergeOnReadWriter(ArrowTableWriter):
 
     # -- log files --------------------------------------------------------------------------
 
-    def _mark_log(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
+    def mark_log(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
         """The marker of the log file this deltacommit writes into ``w``'s slice: CREATE, as
         Hudi writes for log files from table version 8 on (each deltacommit writes a new log
         file, nothing is appended). Java's rollback refuses an APPEND marker on such a table
@@ -214,7 +162,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
-    def _write_log(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
+    def write_log(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
                    schema_json: str) -> WriteStat:
         t0 = time.time()
         rel = join_partition(w.partition, name)
@@ -252,7 +200,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             inserts = writes
         else:
             inserts = 0
-        compaction = getattr(self, "_pending_compaction", {}).get((w.partition, w.file_id))
+        compaction = self.pending_compaction.get((w.partition, w.file_id))
         if compaction is not None:
             prev, base = compaction, None
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
@@ -263,6 +211,60 @@ class MergeOnReadWriter(ArrowTableWriter):
                          log_files=[name], log_version=1, log_offset=0)
 
 
+class MergeOnReadEngine(CopyOnWriteEngine):
+    """The Arrow merge-on-read engine of one write: a deltacommit whose new keys go to new
+    file groups' base files and whose updates and deletes go to a new log file of each touched
+    file group (under NBCC, every write to its bucket's log file)."""
+
+    def __init__(self, writer: "MergeOnReadWriter", data: pa.Table, operation: str, before_file=None):
+        op = operation.lower()
+        if op not in MOR_OPERATIONS:
+            raise ConfigError(f"operation {operation!r} is not written to merge-on-read tables yet",
+                              key="hoodie.datasource.write.operation", value=operation,
+                              remedy=f"use one of {MOR_OPERATIONS}")
+        self.use_nbcc = nbcc.is_nbcc(writer.config)
+        if self.use_nbcc:
+            nbcc.check_config(writer.table, writer.config)
+        elif bucket_config(writer.config.options) is not None:
+            raise ConfigError("the bucket index is written to merge-on-read tables only under "
+                              "non-blocking concurrency control",
+                              key="hoodie.index.type", value="BUCKET",
+                              remedy=f"set {nbcc.MODE_KEY}={nbcc.NBCC}, or use the simple index "
+                                     "(the default)")
+        super().__init__(writer, data, op, before_file)
+
+    @property
+    def action(self) -> Action:
+        return Action.DELTA_COMMIT
+
+    def plan(self, tx: WriteTransaction) -> WritePlan:
+        groups = self.groups
+        w = self.writer
+        view = FileSystemView(self.table, partitions=[p for p, _ in groups])
+        if self.use_nbcc:
+            work = w.plan_nbcc(view, self.data, self.operation, groups)
+        else:
+            work, _ = w.tag(view, self.data, self.operation, groups, 1)
+        # a file group under a pending compaction: this write's log file belongs to the slice
+        # the compaction starts (Java records that slice's base instant as prevCommit)
+        w.pending_compaction = view.timeline.pending_compaction_file_groups()
+        touched = [(x.partition, x.file_id) for x in work if x.prev is not None]
+        return WritePlan(planned=planned_file_groups(work), touched=touched, timeline=view.timeline,
+                         detail=work)
+
+    def write_files(self, tx: WriteTransaction, plan: WritePlan, schema_json: str) -> list[WriteStat]:
+        w, mixed = self.writer, self.by_path.mixed
+
+        def mark(tx, item):
+            return (w.mark(tx, item, self.before_file) if _is_base(item)
+                    else w.mark_log(tx, item, self.before_file))
+
+        def write(tx, item, name):
+            return (w.write_base_file(tx, self.data, item, name, mixed=mixed) if _is_base(item)
+                    else w.write_log(tx, self.data, item, name, schema_json=schema_json))
+        return write_marked(tx, plan.detail, mark, write, w.threads)
+
+
 def _is_base(w: FileGroupWork) -> bool:
     """Whether the work item writes a base file (a new file group) rather than a log file."""
     return w.prev is None
@@ -270,7 +272,7 @@ def _is_base(w: FileGroupWork) -> bool:
 
 class _NbccSlice:
     """The slice an NBCC log file goes into: the bucket's latest base slice, or none yet
-    (a log-only file group). Quacks like the FileSlice ``_write_log`` reads."""
+    (a log-only file group). Quacks like the FileSlice ``write_log`` reads."""
 
     def __init__(self, base, exists: bool):
         self.base = base
@@ -285,4 +287,4 @@ class _NbccSlice:
         return self.base.instant_time if self.base is not None else None
 
 
-__all__ = ["MergeOnReadWriter", "MOR_OPERATIONS", "ordering_avro_type"]
+__all__ = ["MergeOnReadWriter", "MergeOnReadEngine", "MOR_OPERATIONS", "ordering_avro_type"]

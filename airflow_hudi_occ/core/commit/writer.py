@@ -31,17 +31,17 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, WriteConfig
-from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
-from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError, ConfigError
+from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, evolve
-from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.format.schema import avro_schema_json
+from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, META_COLUMNS, Table
+from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
+                                                   planned_file_groups, write_marked)
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable
 
@@ -192,10 +192,17 @@ class _KeyProbe:
 
 
 class ArrowTableWriter:
+    """Writes Arrow batches to a copy-on-write table, one instant per :meth:`write`; the
+    tagging (which rows go to which file group) and the base-file writer the merge-on-read
+    writer shares."""
+
+    #: the table type this writer writes
+    table_type = COPY_ON_WRITE
+
     def __init__(self, table: Table, config: WriteConfig | None = None, *, writer_id: str | None = None,
                  lock_manager=None, threads: int | None = None,
                  time_generator: InstantTimeGenerator | None = None):
-        if type(self) is ArrowTableWriter and table.config.table_type == MERGE_ON_READ:
+        if table.config.table_type != self.table_type:
             # a copy-on-write commit would rewrite base files where Hudi appends log blocks
             raise ConfigError(f"table {table.name} is MERGE_ON_READ: this writer writes "
                               "copy-on-write commits", key="hoodie.table.type", value=MERGE_ON_READ,
@@ -220,78 +227,24 @@ class ArrowTableWriter:
 
         With a ``batch_key`` the write is idempotent: a batch already committed returns that
         commit (``outcome == "already_committed"``) and writes nothing; a dead writer's staged
-        instant of the batch is re-committed (``"recommitted"``, unless ``recover=False``)."""
-        op = operation.lower()
-        if op not in OPERATIONS:
-            raise ConfigError(f"unknown write operation {operation!r}", key="hoodie.datasource.write.operation",
-                              value=operation, remedy=f"use one of {sorted(OPERATIONS)}")
-        early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
-        if early is not None:
-            return early
-        action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
-        tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
-                              writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
-                              batch_key=batch_key, lock_manager=self._lock_manager,
-                              time_generator=self.time_generator)
-        by_path = partition_groups(self.table, data)
-        groups = sorted(by_path.items())
-        # tagging small batches on one thread: handing them out costs more than it saves
-        plan_threads = self.threads if data.num_rows >= PARALLEL_MIN_ROWS else 1
-        tx.begin()
-        try:
-            # the snapshot this write reads, listed for the partitions it touches only
-            view = FileSystemView(self.table, partitions=[p for p, _ in groups])
-            work, replaced = self._plan(view, data, op, groups, plan_threads)
-            # Refused before any data file exists: clustering would drop these updates.
-            touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
-            touched += [(p, f) for p, ids in replaced.items() for f in ids]
-            check_write_against_pending_clustering(view.timeline, touched, tx.instant, self.config)
-            tx.start_inflight(planned_file_groups=[(w.partition, w.file_id) for w in work])
-            # Every marker first (each passes the early conflict check), then the data files,
-            # several at a time: parquet encoding and compression release the GIL.
-            names = [self._mark(tx, w, before_file) for w in work]
-            stats = map_bounded(lambda wn: self._write_file(tx, data, *wn, mixed=by_path.mixed),
-                                 list(zip(work, names)), self.threads)
-            if before_commit:
-                before_commit(tx)
-            return tx.commit(stats, schema=schema_json,
-                             replaced=replaced if action is Action.REPLACE_COMMIT else None)
-        except BatchAlreadyCommittedError as e:  # a twin of this batch won under the lock
-            return committed_batch_result(self.table, self.table.timeline().get(e.committed_instant),
-                                          attempted_instant=e.instant)
-        except BaseException as e:
-            tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
-            raise
+        instant of the batch is re-committed (``"recommitted"``, unless ``recover=False``).
+        The stages are ``core/commit/pipeline``'s; this writer supplies the planner and the
+        file writer (:class:`CopyOnWriteEngine`)."""
+        return self.pipeline().run(self.engine(data, operation, before_file), checkpoint=checkpoint,
+                                   batch_key=batch_key, attempt=attempt, recover=recover,
+                                   before_commit=before_commit)
 
-    def _prepare_batch(self, data: pa.Table, op: str, batch_key: str | None, attempt: int,
-                       recover: bool) -> tuple[CommitResult | None, pa.Table | None, str | None]:
-        """Everything a write (copy-on-write or merge-on-read) settles before its instant
-        exists: the key columns are there; a batch already committed is answered from the
-        timeline (idempotence: ``(result, None, None)``); the user's columns; the schema the
-        commit records, evolved from the last write's (a delete's keys-only batch keeps it)."""
-        keys = self.table.config.record_key_fields
-        missing = [k for k in keys if k not in data.column_names]
-        if missing:
-            raise ConfigError(f"the data lacks the record key columns {missing}",
-                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
-        check_record_keys(data, keys)
-        if recover:
-            early = prepare_batch(self.table, self.config, batch_key, writer_id=self.writer_id,
-                                  attempt=attempt, lock_manager=self._lock_manager)
-            if early is not None:
-                return early, None, None
-        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        schema_json = avro_schema_json(data.schema, self.table.name)
-        tl = self.table.timeline()
-        last = tl.last_completed_write()
-        if last is not None:
-            old = tl.commit_metadata(last).schema
-            schema_json = (old or schema_json) if op == "delete" else evolve(old, schema_json)
-        return None, data, schema_json
+    def pipeline(self) -> WritePipeline:
+        return WritePipeline(writer_id=self.writer_id, lock_manager=self._lock_manager,
+                             time_generator=self.time_generator)
+
+    def engine(self, data: pa.Table, operation: str, before_file=None) -> "CopyOnWriteEngine":
+        """The engine of one write of ``data`` (a new one per attempt)."""
+        return CopyOnWriteEngine(self, data, operation, before_file)
 
     # -- tagging --------------------------------------------------------------------------------
 
-    def _plan(self, view: FileSystemView, data: pa.Table, op: str, groups, threads: int):
+    def tag(self, view: FileSystemView, data: pa.Table, op: str, groups, threads: int):
         """Tag the batch: which rows go to which file group. Only key columns are read here
         (of the batch and of the stored base files); no data is copied or merged yet.
         Partitions are tagged on several threads (hashing and parquet reads release the GIL)."""
@@ -420,7 +373,7 @@ class ArrowTableWriter:
 
     # -- executing --------------------------------------------------------------------------------
 
-    def _mark(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
+    def mark(self, tx: WriteTransaction, w: FileGroupWork, before_file) -> str:
         """The file group's marker (and partition metadata), before any of its data exists."""
         name = base_file_name(w.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
         if before_file:
@@ -430,7 +383,7 @@ class ArrowTableWriter:
             self.table.write_partition_metadata(w.partition, tx.instant_time)
         return name
 
-    def _write_file(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
+    def write_base_file(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,
                     mixed: set[str] | None = None) -> WriteStat:
         rel = join_partition(w.partition, name)
         t0 = time.time()
@@ -479,6 +432,76 @@ class ArrowTableWriter:
                          prev_base_file=w.prev.base_file.name if w.prev is not None else None,
                          create_time_ms=ms if w.prev is None else 0,
                          upsert_time_ms=ms if w.prev is not None else 0)
+
+
+class CopyOnWriteEngine(WriteEngine):
+    """The Arrow copy-on-write engine of one write: tagging by :class:`ArrowTableWriter`
+    (simple or bucket index), then one parquet base file per touched file group, every
+    marker before any data file."""
+
+    def __init__(self, writer: ArrowTableWriter, data: pa.Table, operation: str, before_file=None):
+        op = operation.lower()
+        if op not in self.operations():
+            raise ConfigError(f"unknown write operation {operation!r}", key="hoodie.datasource.write.operation",
+                              value=operation, remedy=f"use one of {sorted(OPERATIONS)}")
+        self.writer = writer
+        self.table = writer.table
+        self.config = writer.config
+        self.operation = op
+        self.data = data
+        self.before_file = before_file
+        self.by_path: PartitionGroups | None = None
+
+    @staticmethod
+    def operations():
+        return OPERATIONS
+
+    @property
+    def action(self) -> Action:
+        return Action.REPLACE_COMMIT if self.operation == "insert_overwrite" else Action.COMMIT
+
+    @property
+    def operation_type(self) -> str:
+        return OPERATIONS[self.operation]
+
+    def check_input(self) -> None:
+        keys = self.table.config.record_key_fields
+        missing = [k for k in keys if k not in self.data.column_names]
+        if missing:
+            raise ConfigError(f"the data lacks the record key columns {missing}",
+                              key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
+        check_record_keys(self.data, keys)
+
+    def prepare(self) -> str:
+        self.data = self.data.drop_columns([c for c in META_COLUMNS if c in self.data.column_names])
+        return avro_schema_json(self.data.schema, self.table.name)
+
+    def check_batch(self, schema_json: str) -> None:
+        # hostile partition values are refused here, before the instant exists
+        self.by_path = partition_groups(self.table, self.data)
+
+    @property
+    def groups(self):
+        return sorted(self.by_path.items())
+
+    def plan(self, tx: WriteTransaction) -> WritePlan:
+        groups = self.groups
+        # tagging small batches on one thread: handing them out costs more than it saves
+        threads = self.writer.threads if self.data.num_rows >= PARALLEL_MIN_ROWS else 1
+        # the snapshot this write reads, listed for the partitions it touches only
+        view = FileSystemView(self.table, partitions=[p for p, _ in groups])
+        work, replaced = self.writer.tag(view, self.data, self.operation, groups, threads)
+        touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
+        touched += [(p, f) for p, ids in replaced.items() for f in ids]
+        return WritePlan(planned=planned_file_groups(work), touched=touched, timeline=view.timeline,
+                         replaced=replaced, detail=work)
+
+    def write_files(self, tx: WriteTransaction, plan: WritePlan, schema_json: str) -> list[WriteStat]:
+        w = self.writer
+        return write_marked(tx, plan.detail, lambda tx, item: w.mark(tx, item, self.before_file),
+                            lambda tx, item, name: w.write_base_file(tx, self.data, item, name,
+                                                                     mixed=self.by_path.mixed),
+                            w.threads)
 
 
 def read_table(table: Table, as_of: str | None = None) -> pa.Table:

@@ -39,12 +39,12 @@ import pyarrow as pa
 from airflow_hudi_occ.core.config import service_config, ClusteringConfig, WriteConfig
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
-from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
 from airflow_hudi_occ.core.format.metadata import ClusteringGroup, RequestedReplaceMetadata, WriteStat
-from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
+from airflow_hudi_occ.core.services.scheduled import ScheduledInstantTransaction
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.file_system_view import relative_path
@@ -53,7 +53,6 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import (check_write_again
 from airflow_hudi_occ.core.table.timeline import create_requested
 from airflow_hudi_occ.core.format.bucket_index import bucket_config
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.concurrency.conflict import strategy_from_options
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
@@ -183,69 +182,41 @@ def show_clustering(table) -> list[dict]:
 # --- executing -----------------------------------------------------------------------------
 
 
-class ClusteringTransaction(WriteTransaction):
-    """A WriteTransaction that adopts an instant scheduled earlier instead of creating one."""
+class ClusteringTransaction(ScheduledInstantTransaction):
+    """A transaction that adopts a clustering instant scheduled earlier instead of creating one
+    (``services/scheduled``). An inflight plan whose executor's heartbeat is alive is refused;
+    a dead executor's files are deleted and the plan is executed again."""
+
+    service = "clustering"
 
     def __init__(self, table, config: WriteConfig | None = None, **kw):
-        super().__init__(table, config, action=Action.REPLACE_COMMIT, operation_type=CLUSTER,
-                         is_table_service=True, **kw)
-        self.plan: RequestedReplaceMetadata | None = None
+        super().__init__(table, config, action=Action.REPLACE_COMMIT, operation_type=CLUSTER, **kw)
 
-    def adopt(self, instant_time: str | None = None) -> RequestedReplaceMetadata:
-        """Take over the scheduled clustering ``instant_time`` (default: the earliest pending).
+    def pick(self, timeline, instant_time: str | None) -> Instant:
+        plans = pending_clustering(timeline)
+        if instant_time is None:
+            if not plans:
+                raise InstantStateError("no pending clustering plan to execute",
+                                        remedy="schedule one first (hudi-occ cluster schedule)")
+            return plans[0]
+        inst = timeline.get(instant_time)
+        if inst is None or inst.is_completed or inst not in plans:
+            raise InstantStateError(
+                f"{instant_time} is not a pending clustering instant", instant=instant_time,
+                remedy="list pending plans with `hudi-occ cluster show TABLE`")
+        return inst
 
-        The snapshot is the table as the plan saw it: candidates for conflict resolution are
-        the instants that completed after the plan was written, and those still pending.
-        An inflight plan whose executor's heartbeat is alive is refused; a dead executor's
-        files are deleted and the plan is executed again.
-        """
-        if self.state is not TransactionState.NEW:
-            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
-        self.table.require_writable()
-        opts = dict(self.config.options)
-        key = "hoodie.write.lock.conflict.resolution.strategy"
-        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
-            opts[key] = self.config.conflict_resolution_strategy
-        self._strategy = strategy_from_options(opts, table=self.table,
-                                               heartbeat_config=self.config.heartbeat)
-        with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config)
-            timeline = self.table.timeline()
-            plans = pending_clustering(timeline)
-            if instant_time is None:
-                if not plans:
-                    raise InstantStateError("no pending clustering plan to execute",
-                                            remedy="schedule one first (hudi-occ cluster schedule)")
-                inst = plans[0]
-            else:
-                inst = timeline.get(instant_time)
-                if inst is None or inst.is_completed or inst not in plans:
-                    raise InstantStateError(
-                        f"{instant_time} is not a pending clustering instant", instant=instant_time,
-                        remedy="list pending plans with `hudi-occ cluster show TABLE`")
-            t = inst.requested_time
-            if inst.state is State.INFLIGHT:
-                if not is_expired(self.table, t, self.config.heartbeat):
-                    raise InstantStateError(f"clustering {t} is being executed by a live executor",
-                                            instant=t, remedy="wait for it, or run another plan")
-                for rels in files_of_instant(self.table, t).values():
-                    for rel in rels:
-                        self.table.storage.delete(self.table.storage.path(rel))
-                self.table.storage.delete_dir(self.table.storage.path(".hoodie", ".temp", t))
-            self.plan = timeline.requested_replace_metadata(inst)
-            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
-        done_before = [i for i in timeline.completed()
-                       if i.is_write and (i.completion_time or i.requested_time) < t]
-        self.instant = Instant(t, Action.REPLACE_COMMIT, State.REQUESTED)
-        self.snapshot = Snapshot(
-            last_completed=max(done_before, key=lambda i: i.requested_time) if done_before else None,
-            pending_at_start=frozenset(
-                i.requested_time for i in timeline if i.requested_time != t and (
-                    i.is_pending or (i.completion_time or i.requested_time) > t)),
-            completed_at_start=frozenset(i.requested_time for i in done_before))
-        self.state = TransactionState.REQUESTED
-        self.started_at = time.time()
-        return self.plan
+    def resume_inflight(self, instant: Instant) -> None:
+        t = instant.requested_time
+        if not is_expired(self.table, t, self.config.heartbeat):
+            super().resume_inflight(instant)
+        for rels in files_of_instant(self.table, t).values():
+            for rel in rels:
+                self.table.storage.delete(self.table.storage.path(rel))
+        self.table.storage.delete_dir(self.table.storage.path(".hoodie", ".temp", t))
+
+    def read_plan(self, timeline, instant: Instant) -> RequestedReplaceMetadata:
+        return timeline.requested_replace_metadata(instant)
 
 
 @dataclass

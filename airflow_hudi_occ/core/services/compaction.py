@@ -49,9 +49,9 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.commit.rollback import rollback_instant
-from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
+from airflow_hudi_occ.core.services.scheduled import ScheduledInstantTransaction
 from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
-from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.config import (LOG_FILE_NUM_STRATEGY, LOG_FILE_SIZE_STRATEGY, CompactionConfig,
                                           CompactionTriggerStrategy, WriteConfig, service_config)
@@ -238,57 +238,34 @@ def show_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str,
 # --- executing -------------------------------------------------------------------------------
 
 
-class CompactionTransaction(WriteTransaction):
-    """A WriteTransaction that adopts a scheduled compaction instead of creating an instant."""
+class CompactionTransaction(ScheduledInstantTransaction):
+    """A transaction that adopts a scheduled compaction instead of creating an instant
+    (``services/scheduled``). An inflight one whose executor is dead is first rolled back to
+    requested (its files deleted, its plan kept), as Hudi does before re-running a compaction;
+    one whose executor is alive is refused."""
+
+    service = "compaction"
 
     def __init__(self, table, config: WriteConfig | None = None, **kw):
-        super().__init__(table, config, action=Action.COMPACTION, operation_type=COMPACT,
-                         is_table_service=True, **kw)
-        self.plan: CompactionPlan | None = None
+        super().__init__(table, config, action=Action.COMPACTION, operation_type=COMPACT, **kw)
 
-    def adopt(self, instant_time: str | None = None) -> CompactionPlan:
-        """Take over the pending compaction ``instant_time`` (default: the earliest).
-
-        An inflight one whose executor is dead is first rolled back to requested (its files
-        deleted, its plan kept), as Hudi does before re-running a compaction; one whose
-        executor is alive is refused.
-        """
-        if self.state is not TransactionState.NEW:
-            raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
+    def check_table(self) -> None:
         _require_mor(self.table)
-        self.table.require_writable()
-        self._resolve_parts()
-        target = self._pick(self.table.timeline(), instant_time)
+
+    def before_lock(self, instant_time: str | None) -> str:
+        target = self.pick(self.table.timeline(), instant_time)
         if target.state is State.INFLIGHT and is_expired(self.table, target.requested_time,
                                                          self.config.heartbeat):
             rollback_instant(self.table, target.requested_time, self.config,
                              lock_manager=self.lock_manager, only_if_expired=True,
                              reason="compaction executor died", time_generator=self._time)
-        with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config)
-            timeline = self.table.timeline()
-            inst = self._pick(timeline, target.requested_time)
-            t = inst.requested_time
-            if inst.state is State.INFLIGHT:
-                raise InstantStateError(f"compaction {t} is being executed by a live executor",
-                                        instant=t, remedy="wait for it, or run another plan")
-            self.plan = timeline.compaction_plan(inst) or CompactionPlan()
-            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
-        done_before = [i for i in timeline.completed()
-                       if i.is_write and (i.completion_time or i.requested_time) < t]
-        self.instant = Instant(t, Action.COMPACTION, State.REQUESTED)
-        self.snapshot = Snapshot(
-            last_completed=max(done_before, key=lambda i: i.requested_time) if done_before else None,
-            pending_at_start=frozenset(
-                i.requested_time for i in timeline if i.requested_time != t and (
-                    i.is_pending or (i.completion_time or i.requested_time) > t)),
-            completed_at_start=frozenset(i.requested_time for i in done_before))
-        self.state = TransactionState.REQUESTED
-        self.started_at = time.time()
-        return self.plan
+        return target.requested_time
+
+    def read_plan(self, timeline, instant: Instant) -> CompactionPlan:
+        return timeline.compaction_plan(instant) or CompactionPlan()
 
     @staticmethod
-    def _pick(timeline, instant_time: str | None) -> Instant:
+    def pick(timeline, instant_time: str | None) -> Instant:
         pending = timeline.pending_compactions()
         if instant_time is None:
             if not pending:

@@ -1,0 +1,238 @@
+"""The write pipeline: the order of a write's stages, written once for every engine.
+
+::
+
+    check_input        engine: what refuses a batch before anything is read (key columns)
+    settled?           a keyed batch already committed -> its commit; a dead writer's staged
+                       instant of it -> re-committed (recovery.prepare_batch); nothing written
+    prepare            engine: the table, the user's columns, the batch's own schema
+    schema             the commit's schema: the last write's evolved by the batch's
+                       (a delete keeps the last write's) -- :func:`commit_schema`
+    check_batch        engine: the rest of what refuses a batch before its instant exists
+    begin              WriteTransaction.begin: lock, instant, heartbeat, "running" record
+    check_before_plan  engine: early conflict checks that need no plan (Spark's RFC-56 probe)
+    plan               engine: which file groups, from the snapshot read after begin
+    clustering gate    refused, before any data exists, where a pending clustering replaces
+                       a file group this write touches (or replaces)
+    inflight           with the planned file groups (the write's footprint)
+    check_before_write engine: early conflict checks of the whole plan (Spark's driver check)
+    write files        engine: every marker before its data file (:func:`write_marked` for
+                       engines that write on this process; Spark's tasks mark, then write)
+    before_commit      the caller's hook (tests hold writers here so they overlap)
+    commit             WriteTransaction.commit: conflict resolution under the lock, attempt
+                       record; a twin that won under the lock -> its commit
+                       (``already_committed``), ours rolled back
+    abort              any failure: the engine's ``fail`` (default: WriteTransaction.abort,
+                       which rolls back from the markers and writes the attempt record)
+
+An engine (:class:`WriteEngine`) supplies its planner (``plan``) and its file writer
+(``write_files``), and may fill the optional stages; it never calls ``begin``, the clustering
+gate, ``start_inflight``, ``commit`` or ``abort`` itself. The pipeline calls the transaction;
+it does not replace it.
+
+Errors: whatever a stage raises, after the instant (if any) is rolled back; the engine's
+``fail`` may translate it (Spark: a failed job becomes ``SparkWriteError``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from airflow_hudi_occ.core.commit.file_group_work import map_bounded
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
+from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
+from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
+from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.format.schema import evolve
+from airflow_hudi_occ.core.table.table import Table
+
+#: ``on_progress(stage, text)``: a line for people (the Spark job prints ``hudi-occ <stage>: ...``)
+Progress = Callable[[str, str], None]
+
+
+def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
+    """The schema a commit records: the last completed write's, evolved by the batch's
+    (``format/schema.evolve``); a delete's batch holds keys only, so it keeps the last one
+    (its own only on an empty table)."""
+    tl = table.timeline()
+    last = tl.last_completed_write()
+    old = tl.commit_metadata(last).schema if last is not None else None
+    if operation == "delete":
+        return old or batch_schema
+    return evolve(old, batch_schema)
+
+
+@dataclass
+class WritePlan:
+    """What the planner settled, read from the snapshot taken after begin."""
+
+    #: every file group the write produces a file for: the inflight instant's footprint
+    planned: list[tuple[str, str]]
+    #: existing file groups it updates or replaces: what the clustering gate checks
+    touched: list[tuple[str, str]]
+    #: the timeline the plan was read from (pending clustering plans are looked up there)
+    timeline: object
+    #: insert_overwrite: partition -> replaced file ids (None: not a replacecommit)
+    replaced: dict[str, list[str]] | None = None
+    #: the engine's own plan (work items, Spark's FilePlan)
+    detail: object = None
+
+
+class WriteEngine(ABC):
+    """What one engine supplies for one write: its planner and its file writer, and the few
+    stages it needs of its own. One object per write attempt; the pipeline drives it."""
+
+    #: the table written (set by ``prepare`` at the latest)
+    table: Table
+    #: the write's config (lock, heartbeat, early conflict detection, ...)
+    config: WriteConfig
+    #: the lower-case operation (``upsert``, ``insert``, ...)
+    operation: str
+
+    @property
+    @abstractmethod
+    def action(self) -> Action:
+        """The instant's action (commit, replacecommit, deltacommit)."""
+
+    @property
+    @abstractmethod
+    def operation_type(self) -> str:
+        """Hudi's operation type recorded in the commit (``UPSERT``, ...)."""
+
+    def check_input(self) -> None:
+        """Refuse a batch that cannot be a batch of this table, before its key is looked up."""
+
+    def settled(self, batch_key: str | None, *, writer_id: str | None, attempt: int,
+                lock_manager) -> CommitResult | None:
+        """A keyed batch's commit if already in the table, or the re-commit of a dead writer's
+        staged instant of it; None: write it."""
+        return prepare_batch(self.table, self.config, batch_key, writer_id=writer_id,
+                             attempt=attempt, lock_manager=lock_manager)
+
+    @abstractmethod
+    def prepare(self) -> str:
+        """The batch's own schema (Avro JSON); the table exists afterwards."""
+
+    def check_batch(self, schema_json: str) -> None:
+        """The rest of the checks before the instant exists, given the commit's schema."""
+
+    def check_before_plan(self, tx: WriteTransaction) -> None:
+        """An early conflict check before planning (the instant exists, nothing is written)."""
+
+    @abstractmethod
+    def plan(self, tx: WriteTransaction) -> WritePlan:
+        """Which file groups get which records, read after ``begin``."""
+
+    def check_before_write(self, tx: WriteTransaction, plan: WritePlan) -> None:
+        """An early conflict check of the whole plan, inflight, before any file is written."""
+
+    @abstractmethod
+    def write_files(self, tx: WriteTransaction, plan: WritePlan, schema_json: str) -> list[WriteStat]:
+        """The data files, each behind its marker; their stats."""
+
+    def replaced(self, plan: WritePlan) -> dict[str, list[str]] | None:
+        """The file groups a replacecommit replaces (asked at commit)."""
+        return plan.replaced
+
+    def fail(self, tx: WriteTransaction, error: BaseException) -> BaseException:
+        """Undo the attempt after ``error``; returns the error to raise (its ``__cause__``
+        is kept as the raise's cause)."""
+        tx.abort(reason=f"{type(error).__name__}: {error}", error=error)
+        return error
+
+    def lost_to_twin(self, tx: WriteTransaction) -> None:
+        """After a twin attempt of the batch won under the lock (ours is rolled back)."""
+
+    def close(self) -> None:
+        """Release what the attempt held (Spark: cached DataFrames), whatever the outcome."""
+
+
+@dataclass
+class WritePipeline:
+    """Runs one :class:`WriteEngine` through the stages, once per call of :meth:`run`."""
+
+    writer_id: str | None = None
+    lock_manager: object = None
+    time_generator: InstantTimeGenerator | None = None
+    on_begin: Callable[[WriteTransaction], None] | None = None
+    on_progress: Progress | None = None
+    #: the last attempt's transaction and stats (the Spark result reports them)
+    tx: WriteTransaction | None = field(default=None, init=False)
+    stats: list[WriteStat] = field(default_factory=list, init=False)
+    replaced: dict[str, list[str]] | None = field(default=None, init=False)
+    schema_json: str | None = field(default=None, init=False)
+
+    def say(self, stage: str, text: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(stage, text)
+
+    def run(self, engine: WriteEngine, *, checkpoint: str | None = None,
+            batch_key: str | None = None, attempt: int = 1, recover: bool = True,
+            before_commit: Callable[[WriteTransaction], None] | None = None,
+            extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """One batch as one instant (or the batch's earlier commit)."""
+        engine.check_input()
+        if recover and batch_key is not None:
+            done = engine.settled(batch_key, writer_id=self.writer_id, attempt=attempt,
+                                  lock_manager=self.lock_manager)
+            if done is not None:
+                return done
+        batch_schema = engine.prepare()
+        schema_json = commit_schema(engine.table, engine.operation, batch_schema)
+        engine.check_batch(schema_json)
+        self.schema_json = schema_json
+        tx = self.tx = WriteTransaction(
+            engine.table, engine.config, action=engine.action,
+            operation_type=engine.operation_type, writer_id=self.writer_id, attempt=attempt,
+            checkpoint=checkpoint, batch_key=batch_key, lock_manager=self.lock_manager,
+            time_generator=self.time_generator, on_begin=self.on_begin)
+        tx.begin()
+        self.say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
+        try:
+            engine.check_before_plan(tx)
+            plan = engine.plan(tx)
+            # Refused before any data file exists: a pending clustering would drop the update.
+            check_write_against_pending_clustering(plan.timeline, plan.touched, tx.instant, engine.config)
+            tx.start_inflight(planned_file_groups=plan.planned)
+            engine.check_before_write(tx, plan)
+            self.stats = stats = engine.write_files(tx, plan, schema_json)
+            if before_commit is not None:
+                before_commit(tx)
+            self.say("committing", f"instant {tx.instant_time}: conflict check under the lock")
+            self.replaced = replaced = engine.replaced(plan) if engine.action is Action.REPLACE_COMMIT else None
+            return tx.commit(stats, schema=schema_json, replaced=replaced, extra_metadata=extra_metadata)
+        except BatchAlreadyCommittedError as e:  # a twin of this batch won under the lock
+            engine.lost_to_twin(tx)
+            return committed_batch_result(engine.table, engine.table.timeline().get(e.committed_instant),
+                                          attempted_instant=e.instant)
+        except BaseException as e:
+            err = engine.fail(tx, e)
+            if err is e:
+                raise
+            raise err from err.__cause__
+        finally:
+            engine.close()
+
+
+def write_marked(tx: WriteTransaction, items: list, mark: Callable, write: Callable,
+                 threads: int) -> list[WriteStat]:
+    """Every item's marker first (each passes the early conflict check), in order, then the
+    data files, several at a time (parquet encoding and compression release the GIL): a
+    rollback finds every file this write may have begun from its markers."""
+    names = [mark(tx, item) for item in items]
+    return map_bounded(lambda pair: write(tx, *pair), list(zip(items, names)), threads)
+
+
+def planned_file_groups(items: Iterable) -> list[tuple[str, str]]:
+    """``(partition, file id)`` of each work item, in order."""
+    return [(w.partition, w.file_id) for w in items]
+
+
+__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "commit_schema", "write_marked",
+           "planned_file_groups", "Progress"]
