@@ -32,6 +32,8 @@ from typing import Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
 from airflow_hudi_occ.core.config import FAILED_WRITES_POLICY, LOCK_PROVIDER
+from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.table.table import Table
 
@@ -211,3 +213,14 @@ def instants_on(table_path: str, storage_options: Mapping | None) -> set[str]:
     except Exception:  # noqa: BLE001
         return set()
     return {i.requested_time for i in tl.instants}
+
+
+def discarded_work(table_path: str, storage_options: Mapping | None, instant: str) -> tuple[list[str], int]:
+    """What a lost Java attempt wrote and will lose: its file groups and data files, from its
+    markers (left until the LAZY rollback removes them with the files); ``([], 0)`` if none."""
+    try:
+        markers = markers_for(Table.open(table_path, dict(storage_options or {}) or None), instant)
+        groups = sorted(str(FileGroupId(*g)) for g in markers.file_groups())
+        return groups, len(markers.data_files())
+    except Exception:  # noqa: BLE001 - best effort: the record says less, nothing fails
+        return [], 0

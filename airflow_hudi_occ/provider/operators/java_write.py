@@ -179,14 +179,15 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         finally:
             self._conf_dir.remove()
         seconds = round(time.time() - t0, 3)
-        code, result = self._outcome(run, code, writer_id, list(lines), before)
+        code, result = self._outcome(run, code, writer_id, list(lines), before, seconds)
         self._log_attempt(run, n, writer_id, result, started_ms)
         if result.get("instant"):
             run.ti.xcom_push(key=XCOM_RUNNING, value={"instant": result["instant"], "attempt": n,
                                                      "writer_id": writer_id, "table": run.table_path})
         return code, {}, result, seconds
 
-    def _outcome(self, run, code: int, writer_id: str, lines: list[str], before: set) -> tuple[int, dict]:
+    def _outcome(self, run, code: int, writer_id: str, lines: list[str], before: set,
+                 seconds: float) -> tuple[int, dict]:
         inst, meta = java_job.find_writer_commit(run.table_path, run.storage_options, writer_id)
         if inst is not None:
             if code != EXIT_OK:
@@ -205,8 +206,10 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         new = java_job.new_pending_writes(run.table_path, run.storage_options, before)
         instant = failure.instant or (new[0] if len(new) == 1 else None)
         if failure.conflict:
+            groups, files = java_job.discarded_work(run.table_path, run.storage_options, instant) if instant else ([], 0)
             return EXIT_RETRYABLE, {"outcome": "conflict", "instant": instant, "writer_id": writer_id,
-                                    "other_instant": failure.other_instant,
+                                    "other_instant": failure.other_instant, "file_groups": groups,
+                                    "files_discarded": files, "seconds_discarded": seconds,
                                     "error": {"error": failure.java_class, "message": failure.message[:2000],
                                               "remedy": "retried with a fresh instant"}}
         if code == EXIT_OK:
@@ -240,7 +243,9 @@ class HudiJavaWriteOperator(HudiWriteOperator):
             writer_id=writer_id, attempt=n, batch_key=run.batch_key, checkpoint=self.checkpoint,
             labels={**run.labels, "engine": "java"}, started_at_ms=started_ms,
             completion_time=result.get("completion_time"), error=err.get("error") if result.get("outcome") != "committed" else None,
-            message=err.get("message"), other_instant=result.get("other_instant")))
+            message=err.get("message"), other_instant=result.get("other_instant"),
+            file_groups=result.get("file_groups") or [], files_discarded=result.get("files_discarded") or 0,
+            seconds_discarded=result.get("seconds_discarded") or 0.0))
 
     def execute_complete(self, context, event: dict, **kwargs):  # pragma: no cover - never deferred
         raise AirflowFailException("HudiJavaWriteOperator does not defer")

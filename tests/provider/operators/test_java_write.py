@@ -17,6 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
 JOB = Path(__file__).resolve().parents[1] / "java_jobs" / "write_rows.py"
 BASE_ROWS = [[i, "a", 1, "base"] for i in range(4)]
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 
 
 @pytest.fixture
@@ -74,14 +77,17 @@ def commits(path: str) -> list[dict]:
 
 
 def held_writer_loses_and_retries(airflow_env, tmp_path, setup, name, start_winner):
-    """The shared script: a base commit (Java), writer A held inside its instant, the winner
+    """The shared script: a base commit (ours), writer A held inside its instant, the winner
     started by ``start_winner(env)`` and committed, then A released: A must conflict on id 1's
     file group, retry on a fresh instant and commit. Returns (env, table, A's log, winner's log)."""
     table = str(tmp_path / "t")
     env = java_env(airflow_env, setup, table, name)
-    base = java_run(airflow_env, env, BASE_ROWS, "2024-01-01", f"{name}-base")
-    log = finish(base)
-    assert base.returncode == 0 and "state=success" in log, log[-4000:]
+    # the base commit by our core writer (a second of work, not a third Spark job)
+    t = Table.create(table, "orders", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", version=9)
+    ArrowTableWriter(t, WriteConfig.from_options({"hoodie.metadata.enable": "false"})).write(
+        pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS],
+                             schema=SCHEMA), "insert")
 
     gate = tmp_path / "gate"
     a = java_run(airflow_env, env, [[1, "a", 2, "A"]], "2024-01-02", f"{name}-A", gate=gate)
@@ -146,3 +152,74 @@ def test_java_writer_loses_to_our_engine_and_retries(airflow_env, tmp_path, java
     got = rows_by_key(hudi_read(table))
     assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {
         0: ("base", 1), 1: ("ours", 3), 2: ("base", 1), 3: ("base", 1), 6: ("ours", 1)}
+
+
+class StubTI:
+    """The Airflow runtime is the seam of the in-process slice (the DAG runs above are the
+    proof through Airflow); the Java job, the lock, the table and the conflict are real."""
+
+    dag_id, task_id, run_id, try_number, map_index = "java_ingest", "java_upsert", "manual__1", 1, -1
+
+    def __init__(self):
+        self.xcom = {}
+
+    def xcom_push(self, key, value):
+        self.xcom[key] = value
+
+
+def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(tmp_path, java_setup,
+                                                                             zk_server, monkeypatch):
+    """The default run's slice: one task's Java job held inside its instant while our core
+    writer commits the same key under the same ZooKeeper lock; the Java attempt conflicts, the
+    operator retries it on a fresh instant, and the rows read by hudi-rs are exact."""
+    import threading
+
+    from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
+    from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type": "spark", "host": "local[1]"}')
+    path = str(tmp_path / "t")
+    lock = {"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": zk_server.hosts,
+            "hoodie.write.lock.zookeeper.port": str(zk_server.port),
+            "hoodie.write.lock.zookeeper.base_path": "/hudi/locks",
+            "hoodie.write.lock.zookeeper.lock_key": "java-in-process", "hoodie.metadata.enable": "false",
+            "hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    t = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", version=9)
+    ours = ArrowTableWriter(t, WriteConfig.from_options(lock))
+    ours.write(pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA),
+               "insert")
+    gate = tmp_path / "gate"
+    op = HudiJavaWriteOperator(
+        task_id="java_upsert", application=str(JOB), table_path=path, hudi_conn_id=None,
+        application_args=[path, json.dumps([[1, "a", 2, "java"]]), "--gate", str(gate)],
+        options=lock, spark_conn_id="spark_local", spark_submit=java_setup.spark_submit,
+        spark_home=java_setup.spark_home, python=java_setup.python, hudi_bundle=java_setup.hudi_jar,
+        batch_key="java/b1", conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5,
+        yield_to_windows=False)
+    ti = StubTI()
+    out: dict = {}
+    th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
+    th.start()
+    deadline = time.monotonic() + 240
+    while not Path(str(gate) + ".waiting").exists():
+        assert th.is_alive() and time.monotonic() < deadline, "the Java job never reached its rows"
+        time.sleep(0.2)
+    won = ArrowTableWriter(Table.open(path), WriteConfig.from_options(lock)).write(
+        pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 3, "v": "ours"}], schema=SCHEMA), "upsert")
+    gate.touch()
+    th.join(timeout=400)
+    assert not th.is_alive() and out.get("result"), ti.xcom
+    attempts = ti.xcom[XCOM_ATTEMPTS]
+    assert [a["outcome"] for a in attempts] == ["conflict", "committed"], attempts
+    assert attempts[0]["other_instant"] == won.instant.requested_time
+    assert attempts[1]["instant"] > won.instant.requested_time == attempts[0]["other_instant"]
+    assert out["result"]["outcome"] == "committed" and out["result"]["batch_key"] == "java/b1"
+    rec = attempt_log.read_record(Table.open(path), attempts[0]["instant"])
+    assert rec.outcome == "conflict" and rec.labels["dag_id"] == "java_ingest" and rec.labels["engine"] == "java"
+    got = rows_by_key(hudi_read(path))
+    assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {0: ("base", 1), 1: ("ours", 3), 2: ("base", 1),
+                                                              3: ("base", 1)}
+    # the batch is committed: the task again submits nothing
+    again = StubTI()
+    assert op.execute({"ti": again})["outcome"] == "already_committed"
