@@ -116,6 +116,7 @@ def check_a_lost_then_committed(table: str, a_log: str, winner_instant: str) -> 
     assert records[a_commits[0]["instant"]].outcome == "committed"
 
 
+@pytest.mark.slow  # two airflow dags test processes and three Java jobs: minutes
 def test_two_java_dag_runs_on_one_key_one_conflicts_and_retries_on_a_fresh_instant(airflow_env, tmp_path,
                                                                                    java_setup):
     def start_b(env):
@@ -190,10 +191,16 @@ def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(t
     ours.write(pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA),
                "insert")
     gate = tmp_path / "gate"
+    # the operator gets the ZooKeeper ensemble from its connection (host without the port:
+    # the port field, which Java would ignore, goes into Java's url), the rest as options
+    monkeypatch.setenv("AIRFLOW_CONN_HUDI_ZOOKEEPER_DEFAULT", json.dumps({
+        "conn_type": "hudi_zookeeper", "host": zk_server.hosts.rsplit(":", 1)[0], "port": zk_server.port,
+        "schema": "/hudi/locks"}))
     op = HudiJavaWriteOperator(
         task_id="java_upsert", application=str(JOB), table_path=path, hudi_conn_id=None,
         application_args=[path, json.dumps([[1, "a", 2, "java"]]), "--gate", str(gate)],
-        options=lock, spark_conn_id="spark_local", spark_submit=java_setup.spark_submit,
+        options={k: v for k, v in lock.items() if k not in ("hoodie.write.lock.zookeeper.url",
+                                                             "hoodie.write.lock.zookeeper.port")}, spark_conn_id="spark_local", spark_submit=java_setup.spark_submit,
         spark_home=java_setup.spark_home, python=java_setup.python, hudi_bundle=java_setup.hudi_jar,
         batch_key="java/b1", conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5,
         yield_to_windows=False)
