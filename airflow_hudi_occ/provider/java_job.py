@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
+from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
 from airflow_hudi_occ.core.config import FAILED_WRITES_POLICY, LOCK_PROVIDER
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.format.layout import FileGroupId
@@ -78,6 +79,12 @@ CONFLICT_CLASSES = (WRITE_CONFLICT, EARLY_CONFLICT)
 # ConcurrentOperation.toString in Hudi's conflict message: "first operation = {actionType=commit,
 # instantTime=2026..., ...}, second operation = {... instantTime=2026...}" (this writer first)
 _INSTANT_IN_MESSAGE = re.compile(r"instantTime=(\d{17})")
+#: Hudi's heartbeat client logs this (INFO) when the write begins its instant: how the operator
+#: learns the running instant of its own job while it runs (two Java writers' pending instants
+#: look alike on the timeline; the writer id reaches only the completed commit)
+HEARTBEAT_LOGGER = "org.apache.hudi.client.heartbeat.HoodieHeartbeatClient"
+_BEGIN_LINE = re.compile(r"start heartbeat for instant time (\d{17})")
+LOG4J2_FILE = "log4j2.properties"
 _JAVA_EXCEPTION_LINE = re.compile(r"^(?::\s*)?((?:org|java|scala|py4j)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
 
@@ -128,16 +135,31 @@ def render_defaults(options: Mapping[str, str]) -> str:
 
 class DefaultsFolder:
     """A private ``HUDI_CONF_DIR`` for one attempt (0700 folder, 0600 file: the lock's
-    credentials may be in it); removed by :meth:`remove` (the operator does so after the job)."""
+    credentials may be in it); removed by :meth:`remove` (the operator does so after the job).
+    Beside it, the driver's log4j2 file: the project's quiet one (WARN) plus Hudi's heartbeat
+    client at INFO, whose first line names the attempt's instant (:func:`began_instant`)."""
 
     def __init__(self, options: Mapping[str, str]):
         self.path = tempfile.mkdtemp(prefix="hudi-occ-java-conf-")
         fd = os.open(os.path.join(self.path, DEFAULTS_FILE), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(render_defaults(options))
+        with open(self.log4j2, "w") as f:
+            f.write(QUIET_LOG4J2.read_text() + f"logger.hudi_begin.name = {HEARTBEAT_LOGGER}\n"
+                    "logger.hudi_begin.level = info\n")
+
+    @property
+    def log4j2(self) -> str:
+        return os.path.join(self.path, LOG4J2_FILE)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def began_instant(line: str) -> str | None:
+    """The instant a Java write began, from its heartbeat client's line; else None."""
+    m = _BEGIN_LINE.search(line)
+    return m.group(1) if m else None
 
 
 @dataclass

@@ -111,3 +111,21 @@ def test_the_commit_is_found_by_the_writer_id_it_carries(tmp_path):
     assert found.requested_time == inst.requested_time and meta.extra_metadata[EXTRA_WRITER_ID] == "w-1"
     assert java_job.find_writer_commit(path, None, "w-2") == (None, None)
     assert java_job.find_writer_commit(str(tmp_path / "none"), None, "w-1") == (None, None)
+
+
+def test_the_running_instant_is_read_from_hudis_heartbeat_line():
+    # the line as Hudi 1.2.0's HoodieHeartbeatClient logs it, in the quiet layout
+    line = ("26/11/27 13:20:41 INFO HoodieHeartbeatClient: Received request to start heartbeat for "
+            "instant time 20261127132041123")
+    assert java_job.began_instant(line) == "20261127132041123"
+    assert java_job.began_instant("26/11/27 13:20:41 WARN SparkContext: anything") is None
+
+
+def test_the_drivers_log4j2_file_keeps_the_quiet_root_and_lets_the_heartbeat_line_through():
+    folder = java_job.DefaultsFolder({"k": "v"})
+    try:
+        text = open(folder.log4j2).read()
+        assert "rootLogger.level = warn" in text
+        assert f"logger.hudi_begin.name = {java_job.HEARTBEAT_LOGGER}\nlogger.hudi_begin.level = info" in text
+    finally:
+        folder.remove()

@@ -23,8 +23,12 @@ stamps the commit with the attempt's writer id and batch key. Then:
   expired: LAZY);
 - anything else fails the task quoting the job's own exception (exit 1: no Airflow retry).
 
-Each attempt whose instant is known is recorded in the table's attempt log with the task's
-labels, so the timeline page names the DAG and task of Java attempts as of ours.
+While the job runs, its instant (Hudi's heartbeat-client log line) is published as ours is:
+XCom ``hudi_occ_running_instant`` and a running record in the table's attempt log, so the
+early-conflict sensor can watch it; an abort signal for it ends the Spark application (a
+conflict: retried; the instant is rolled back lazily). Each attempt whose instant is known is
+recorded in the attempt log with the task's labels, so the timeline page names the DAG and
+task of Java attempts as of ours.
 
 Not (yet) here: ``deferrable`` (refused), the commit-time "batch already committed?" check under
 the lock that our engine makes (two live attempts of one batch that touch different file
@@ -36,10 +40,12 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 import time
 from typing import Any, Sequence
 
 from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE
 from airflow_hudi_occ.core.table.table import Table
@@ -156,38 +162,77 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         env.update({k: str(v) for k, v in self.spark_env.items()})
         env[java_job.CONF_DIR_ENV] = self._conf_dir.path
         jars, packages = self._bundle_conf()
+        conf = dict(self._run_spark_conf or self.spark_conf)
+        java_opts = str(conf.get("spark.driver.extraJavaOptions") or "")
+        if "log4j" not in java_opts:  # the user's own log4j configuration stays theirs
+            conf["spark.driver.extraJavaOptions"] = (
+                f"{java_opts} -Dlog4j2.configurationFile=file:{self._conf_dir.log4j2}").strip()
         return HudiSparkJobHook(
-            conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=env,
+            conf=conf, conn_id=self.spark_conn_id, env_vars=env,
             name=f"hudi-occ java {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
             application_args=[str(a) for a in self.application_args], java_class=self.java_class,
             jars=jars, packages=packages, on_line=on_line, ship_package=False,
             spark_submit=self._setup.get("spark_submit"))
 
     def _submit(self, run, n: int) -> tuple[int, dict, dict, float]:
-        """One spark-submit of the user's job; its outcome read from the table."""
+        """One spark-submit of the user's job; its outcome read from the table. While it runs,
+        the instant it began (its heartbeat client's line) is published as ours is (XCom, a
+        running record in the attempt log), and an abort signal for it (the early-conflict
+        sensor's) ends the Spark application: a conflict, retried on a fresh instant."""
         writer_id = self._writer_id(run, n)
         self._conf_dir = java_job.DefaultsFolder(java_job.java_options(
             run.options, writer_id=writer_id, batch_key=run.batch_key, attempt=n, checkpoint=self.checkpoint))
         before = java_job.instants_on(run.table_path, run.storage_options)
         lines: collections.deque = collections.deque(maxlen=2000)
+        state: dict = {"instant": None, "aborted": None}
+        done = threading.Event()
         started_ms = int(time.time() * 1000)
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            if state["instant"] is None and (inst := java_job.began_instant(line)):
+                state["instant"] = inst
+                self._began(run, n, writer_id, inst, started_ms)
+                threading.Thread(target=self._watch_abort, args=(run, inst, state, done),
+                                 name=f"hudi-occ abort watch {inst}", daemon=True).start()
+
         t0 = time.time()
         try:
-            self._job_hook = self._get_hook(run, n, on_line=lines.append)
+            self._job_hook = self._get_hook(run, n, on_line=on_line)
             self.log.info("attempt %d: Java Hudi job %s as writer %s", n, self.application, writer_id)
             code = self._job_hook.run(self.application)
         finally:
+            done.set()
             self._conf_dir.remove()
         seconds = round(time.time() - t0, 3)
-        code, result = self._outcome(run, code, writer_id, list(lines), before, seconds)
+        code, result = self._outcome(run, code, writer_id, list(lines), before, seconds, state)
         self._log_attempt(run, n, writer_id, result, started_ms)
-        if result.get("instant"):
-            run.ti.xcom_push(key=XCOM_RUNNING, value={"instant": result["instant"], "attempt": n,
-                                                     "writer_id": writer_id, "table": run.table_path})
         return code, {}, result, seconds
 
+    def _began(self, run, n: int, writer_id: str, instant: str, started_ms: int) -> None:
+        run.ti.xcom_push(key=XCOM_RUNNING, value={"instant": instant, "attempt": n, "writer_id": writer_id,
+                                                 "table": run.table_path})
+        self.log.info("attempt %d began instant %s", n, instant)
+        self._log_attempt(run, n, writer_id, {"instant": instant, "outcome": attempt_log.RUNNING}, started_ms)
+
+    def _watch_abort(self, run, instant: str, state: dict, done: threading.Event) -> None:
+        """Until the job ends: an abort signal for its instant ends the Spark application."""
+        try:
+            table = Table.open(run.table_path, run.storage_options or None)
+        except Exception:  # noqa: BLE001 - no table: nothing to watch
+            return
+        while not done.wait(1.0):
+            info = abort_signal.abort_reason(table, instant)
+            if info:
+                state["aborted"] = info
+                self.log.warning("instant %s is signalled to stop (%s): ending its Spark application",
+                                 instant, str(info.get("reason"))[:300])
+                if self._job_hook is not None:
+                    self._job_hook.kill_tree()
+                return
+
     def _outcome(self, run, code: int, writer_id: str, lines: list[str], before: set,
-                 seconds: float) -> tuple[int, dict]:
+                 seconds: float, state: dict) -> tuple[int, dict]:
         inst, meta = java_job.find_writer_commit(run.table_path, run.storage_options, writer_id)
         if inst is not None:
             if code != EXIT_OK:
@@ -204,7 +249,12 @@ class HudiJavaWriteOperator(HudiWriteOperator):
             return code or EXIT_ERROR, {}
         failure = java_job.read_failure(lines)
         new = java_job.new_pending_writes(run.table_path, run.storage_options, before)
-        instant = failure.instant or (new[0] if len(new) == 1 else None)
+        instant = state.get("instant") or failure.instant or (new[0] if len(new) == 1 else None)
+        if state.get("aborted"):
+            err = abort_signal.error_for(instant, state["aborted"])
+            failure.conflict, failure.java_class = True, type(err).__name__
+            failure.message = f"stopped by an abort signal: {err}"
+            failure.other_instant = getattr(err, "other_instant", None) or None
         if failure.conflict:
             groups, files = java_job.discarded_work(run.table_path, run.storage_options, instant) if instant else ([], 0)
             return EXIT_RETRYABLE, {"outcome": "conflict", "instant": instant, "writer_id": writer_id,

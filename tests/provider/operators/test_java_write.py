@@ -230,3 +230,57 @@ def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(t
     # the batch is committed: the task again submits nothing
     again = StubTI()
     assert op.execute({"ti": again})["outcome"] == "already_committed"
+
+
+@pytest.mark.slow  # two Java jobs, one of them ended by the signal
+def test_an_abort_signal_ends_the_java_application_and_the_write_is_retried(tmp_path, java_setup, zk_server,
+                                                                             monkeypatch):
+    """What the early-conflict sensor does to a doomed writer (it leaves the abort signal for
+    the running instant the operator published) stops a Java job too: the operator ends its
+    Spark application, retries on a fresh instant, and the killed instant is rolled back
+    lazily by Java (a 1 s heartbeat, so that it has expired by then)."""
+    import threading
+
+    from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort
+    from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
+    from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS, XCOM_RUNNING
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type": "spark", "host": "local[1]"}')
+    path = str(tmp_path / "t")
+    t = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                     version=9)
+    ArrowTableWriter(t, WriteConfig.from_options({"hoodie.metadata.enable": "false"})).write(
+        pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA), "insert")
+    gate = tmp_path / "gate"
+    op = HudiJavaWriteOperator(
+        task_id="java_upsert", application=str(JOB), table_path=path, hudi_conn_id=None,
+        application_args=[path, json.dumps([[1, "a", 2, "java"]]), "--gate", str(gate)],
+        options={"hoodie.metadata.enable": "false", "hoodie.write.lock.provider": "filesystem",
+                 "hoodie.client.heartbeat.interval_in_ms": "1000"},
+        spark_conn_id="spark_local", spark_submit=java_setup.spark_submit, spark_home=java_setup.spark_home,
+        python=java_setup.python, hudi_bundle=java_setup.hudi_jar, batch_key="java/abort",
+        conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5, yield_to_windows=False)
+    ti = StubTI()
+    out: dict = {}
+    th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
+    th.start()
+    deadline = time.monotonic() + 300
+    while XCOM_RUNNING not in ti.xcom:
+        assert th.is_alive() and time.monotonic() < deadline, "no running instant published"
+        time.sleep(0.2)
+    doomed = ti.xcom[XCOM_RUNNING]["instant"]
+    assert attempt_log.read_record(Table.open(path), doomed).outcome == attempt_log.RUNNING
+    raise_abort(Table.open(path), doomed, "test: doomed by a winner", source="test")
+    while not ti.xcom.get(XCOM_ATTEMPTS):
+        assert th.is_alive() and time.monotonic() < deadline, "the job was not stopped"
+        time.sleep(0.2)
+    gate.touch()
+    th.join(timeout=400)
+    assert not th.is_alive() and out.get("result"), ti.xcom
+    attempts = ti.xcom[XCOM_ATTEMPTS]
+    assert [a["outcome"] for a in attempts] == ["conflict", "committed"] and attempts[0]["instant"] == doomed
+    assert "abort signal" in attempts[0]["error"]["message"]
+    tl = Table.open(path).timeline()
+    assert tl.get(doomed) is None or not any(i.requested_time == doomed for i in tl.pending()), \
+        "the killed instant is still pending after the retry's LAZY rollback"
+    assert rows_by_key(hudi_read(path))[1]["v"] == "java"
