@@ -57,7 +57,7 @@ def java_env(airflow_env, setup, table: str, name: str) -> dict:
             "HUDI_OCC_JAVA_JOB": str(JOB), "HUDI_OCC_WRITE_WINDOW": "off"}
 
 
-def wait_for(path: Path, proc, what: str, timeout_s: float = 240) -> None:
+def wait_for(path: Path, proc, what: str, timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         assert proc.poll() is None, f"the run ended before {what}:\n{finish(proc)[-4000:]}"
@@ -208,7 +208,7 @@ def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(t
     out: dict = {}
     th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
     th.start()
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600
     while not Path(str(gate) + ".waiting").exists():
         assert th.is_alive() and time.monotonic() < deadline, "the Java job never reached its rows"
         time.sleep(0.2)
@@ -227,6 +227,16 @@ def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(t
     got = rows_by_key(hudi_read(path))
     assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {0: ("base", 1), 1: ("ours", 3), 2: ("base", 1),
                                                               3: ("base", 1)}
+    # the timeline page's model names the task of both Java attempts and draws the conflict
+    from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
+    view = build_timeline_view(Table.open(path))
+    rows = {r["instant"]: r for r in view["instants"]}
+    for a in attempts:
+        assert rows[a["instant"]]["writer"]["dag_id"] == "java_ingest", rows.get(a["instant"])
+    assert rows[attempts[1]["instant"]]["outcome"] == "committed"
+    lost = [c for c in view["conflicts"] if c["instant"] == attempts[0]["instant"]]
+    assert lost and lost[0]["other_instant"] == won.instant.requested_time, view["conflicts"]
+    assert lost[0]["retried_by"] == attempts[1]["instant"], lost
     # the batch is committed: the task again submits nothing
     again = StubTI()
     assert op.execute({"ti": again})["outcome"] == "already_committed"
@@ -264,7 +274,7 @@ def test_an_abort_signal_ends_the_java_application_and_the_write_is_retried(tmp_
     out: dict = {}
     th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
     th.start()
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600
     while XCOM_RUNNING not in ti.xcom:
         assert th.is_alive() and time.monotonic() < deadline, "no running instant published"
         time.sleep(0.2)
