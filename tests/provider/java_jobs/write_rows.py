@@ -25,7 +25,7 @@ def main(argv):
     if gate:
         def held(v):
             open(gate + ".waiting", "a").close()
-            deadline = time.time() + 300
+            deadline = time.time() + 1200
             while not os.path.exists(gate) and time.time() < deadline:
                 time.sleep(0.2)
             return v
