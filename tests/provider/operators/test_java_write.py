@@ -117,6 +117,7 @@ def check_a_lost_then_committed(table: str, a_log: str, winner_instant: str) -> 
 
 
 @pytest.mark.slow  # two airflow dags test processes and three Java jobs: minutes
+@pytest.mark.timeout(2400)  # 15 min measured on a machine at load 30-40
 def test_two_java_dag_runs_on_one_key_one_conflicts_and_retries_on_a_fresh_instant(airflow_env, tmp_path,
                                                                                    java_setup):
     def start_b(env):
@@ -138,6 +139,7 @@ def test_two_java_dag_runs_on_one_key_one_conflicts_and_retries_on_a_fresh_insta
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_java_writer_loses_to_our_engine_and_retries(airflow_env, tmp_path, java_setup):
     source = tmp_path / "ours.parquet"
     pq.write_table(pa.table({"id": pa.array([1, 6], pa.int64()), "p": ["a", "b"],
