@@ -355,9 +355,12 @@ class HudiSparkJobHook(SparkSubmitHook):
     """
 
     def __init__(self, *args, on_line=None, storage_options: Mapping[str, Any] | None = None,
-                 ship_package: bool = True, **kwargs):
+                 ship_package: bool = True, spark_submit: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self._on_line = on_line
+        # a spark-submit by path (another Spark install, e.g. the one carrying Java Hudi's
+        # bundle): the Spark provider accepts only the names spark-submit/spark2-/spark3-submit
+        self._spark_submit_path = spark_submit
         self._conf = dict(self._conf or {})  # ours to extend; the caller's dict stays as given
         public, secret = _split_secret_arguments(self._application_args or [])
         self._application_args = public
@@ -428,6 +431,8 @@ class HudiSparkJobHook(SparkSubmitHook):
         return data
 
     def _get_spark_binary_path(self) -> list[str]:
+        if self._spark_submit_path:
+            return [self._spark_submit_path]
         binary = self._connection["spark_binary"] or "spark-submit"
         found = shutil.which(binary) or shutil.which(binary, path=os.path.dirname(sys.executable))
         return [found or binary]

@@ -331,7 +331,7 @@ class HudiWriteOperator(BaseOperator):
         try:
             table_path = hook.table_path
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
-            hook.write_config(options)
+            self._check_options(hook, options)
         except HudiOccError as e:
             raise_task_failure(self, e)
         ti = context["ti"]
@@ -340,6 +340,11 @@ class HudiWriteOperator(BaseOperator):
         return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
                          batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
                          labels=labels, ti=ti)
+
+    def _check_options(self, hook: HudiOccHook, options: dict) -> None:
+        """The complete options checked as this engine reads them (a subclass for another
+        engine checks them as that engine does)."""
+        hook.write_config(options)
 
     def _attempt(self, run: "_WriteRun", n: int) -> dict:
         """One attempt: the batch already committed? wait for write windows, submit, decide."""

@@ -1,0 +1,248 @@
+"""A Java Hudi datasource job as the operators run it: what it must be told for OCC, how it is
+told without changing the user's script, and what it did, read back from the table.
+
+Why a ``hudi-defaults.conf`` and not a helper the script calls: Java Hudi merges the global
+properties of ``$HUDI_CONF_DIR/hudi-defaults.conf`` (``DFSPropertiesConfiguration``) into every
+datasource write, under the options the script sets itself, and the commit-metadata prefix
+applies to them too (verified with Hudi 1.2.0: ``hoodie.datasource.write.commitmeta.key.prefix``
+and the keys under it, set only in that file, reach the completed commit's ``extraMetadata``;
+``tests/provider/test_java_job.py``). So an unmodified ``df.write.format("hudi")`` script gets
+the lock, the concurrency mode, the LAZY failed-writes policy, early conflict detection with
+direct markers and the attempt's writer id and batch key. The file is read once per JVM: each
+attempt is its own spark-submit with its own file (0600, in a private folder, deleted after).
+
+What the file cannot do: a script that sets its own ``commitmeta.key.prefix`` (or overrides
+the lock) wins over it, as Hudi merges the script's options last; the operator then finds no
+commit carrying the attempt's writer id and fails the task saying so.
+
+The outcome is read from the table: the completed write whose commit metadata carries the
+attempt's writer id. The driver's output only classifies a failure: Hudi's
+``HoodieWriteConflictException`` or ``HoodieEarlyConflictDetectionException`` anywhere in it
+is a conflict (retried on a fresh instant), anything else is an error quoted from the output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
+from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
+from airflow_hudi_occ.core.config import FAILED_WRITES_POLICY, LOCK_PROVIDER
+from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.format.layout import FileGroupId
+from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
+from airflow_hudi_occ.core.table.table import Table
+
+#: the Hudi bundle a job gets when neither the operator nor the Spark connection names one
+DEFAULT_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:1.2.0"
+#: Hudi's global properties: ``$HUDI_CONF_DIR/hudi-defaults.conf``
+CONF_DIR_ENV = "HUDI_CONF_DIR"
+DEFAULTS_FILE = "hudi-defaults.conf"
+#: Hudi's datasource key naming the prefix of options copied into the commit's extraMetadata
+COMMITMETA_PREFIX_KEY = "hoodie.datasource.write.commitmeta.key.prefix"
+#: the prefix of this project's commit-metadata keys (``core/format/metadata.py``)
+COMMITMETA_PREFIX = EXTRA_WRITER_ID.rsplit(".", 1)[0] + "."
+
+#: what OCC needs of every Java writer; an option given by the connection or the operator wins
+#: only where it does not undo OCC (the concurrency mode and the failed-writes policy are forced)
+FORCED_OPTIONS = {
+    "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+    FAILED_WRITES_POLICY.key: "LAZY",
+}
+#: early conflict detection on direct markers, so that it (and the project's sensor and page)
+#: sees every writer's markers on storage; the connection or the operator may turn it off
+DEFAULT_OPTIONS = {
+    "hoodie.write.concurrency.early.conflict.detection.enable": "true",
+    "hoodie.write.markers.type": "DIRECT",
+}
+#: Spark settings the Hudi datasource asks for (its quick-start), where the submitter set none
+SPARK_CONF = {
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+    "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+}
+
+#: keys that are this project's and mean nothing to Java (the attempt log's labels, ...)
+_OURS_ONLY = ("hoodie.occ.",)
+_ZK = "hoodie.write.lock.zookeeper."
+_JAVA_LOCK = {name: cls for cls, name in JAVA_CLASS_NAMES.items()}
+
+WRITE_CONFLICT = "org.apache.hudi.exception.HoodieWriteConflictException"
+EARLY_CONFLICT = "org.apache.hudi.exception.HoodieEarlyConflictDetectionException"
+CONFLICT_CLASSES = (WRITE_CONFLICT, EARLY_CONFLICT)
+# ConcurrentOperation.toString in Hudi's conflict message: "first operation = {actionType=commit,
+# instantTime=2026..., ...}, second operation = {... instantTime=2026...}" (this writer first)
+_INSTANT_IN_MESSAGE = re.compile(r"instantTime=(\d{17})")
+#: Hudi's heartbeat client logs this (INFO) when the write begins its instant: how the operator
+#: learns the running instant of its own job while it runs (two Java writers' pending instants
+#: look alike on the timeline; the writer id reaches only the completed commit)
+HEARTBEAT_LOGGER = "org.apache.hudi.client.heartbeat.HoodieHeartbeatClient"
+_BEGIN_LINE = re.compile(r"start heartbeat for instant time (\d{17})")
+LOG4J2_FILE = "log4j2.properties"
+_JAVA_EXCEPTION_LINE = re.compile(r"^(?::\s*)?((?:org|java|scala|py4j)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
+
+
+def zookeeper_url_with_port(url: str, port: str | None) -> str:
+    """Hudi 1.2's ``ZookeeperBasedLockProvider`` gives Curator the url alone and ignores
+    ``hoodie.write.lock.zookeeper.port``: a host without a port would go to 2181. So each host
+    of the url gets the port (a chroot after the last host is kept)."""
+    if not port:
+        return url
+    hosts, slash, chroot = url.partition("/")
+    out = [h if ":" in h or not h.strip() else f"{h.strip()}:{port}" for h in hosts.split(",")]
+    return ",".join(out) + (slash + chroot if slash else "")
+
+
+def java_options(options: Mapping[str, str], *, writer_id: str, batch_key: str, attempt: int,
+                 checkpoint: str | None = None) -> dict[str, str]:
+    """The connection's and operator's ``hoodie.*`` options as a Java writer takes them, plus
+    what OCC needs and the attempt's stamp (``airflow_hudi_occ.*`` commit metadata)."""
+    out = {**DEFAULT_OPTIONS}
+    out.update({k: str(v) for k, v in options.items()
+                if not k.startswith(_OURS_ONLY) and k not in FAILED_WRITES_POLICY.aliases})
+    out.update(FORCED_OPTIONS)
+    provider = out.get(LOCK_PROVIDER.key)
+    if provider:
+        out[LOCK_PROVIDER.key] = _JAVA_LOCK.get(provider, provider)
+    if out.get(_ZK + "url"):
+        out[_ZK + "url"] = zookeeper_url_with_port(out[_ZK + "url"], out.get(_ZK + "port"))
+    out[COMMITMETA_PREFIX_KEY] = COMMITMETA_PREFIX
+    out[EXTRA_WRITER_ID] = writer_id
+    out[EXTRA_BATCH_KEY] = batch_key
+    out[EXTRA_ATTEMPT] = str(attempt)
+    if checkpoint:
+        out[EXTRA_CHECKPOINT] = str(checkpoint)
+    return out
+
+
+def render_defaults(options: Mapping[str, str]) -> str:
+    """``hudi-defaults.conf``: one ``key=value`` a line (Hudi splits at the first ``=``); a value
+    with a line break would be cut there, so it is refused."""
+    lines = []
+    for k, v in sorted(options.items()):
+        if "\n" in str(v) or "\r" in str(v) or "=" in k or not k.strip():
+            raise ValueError(f"option {k!r} cannot be written to {DEFAULTS_FILE}: a line break "
+                             "in its value or an '=' in its key")
+        lines.append(f"{k}={v}")
+    return "\n".join(lines) + "\n"
+
+
+class DefaultsFolder:
+    """A private ``HUDI_CONF_DIR`` for one attempt (0700 folder, 0600 file: the lock's
+    credentials may be in it); removed by :meth:`remove` (the operator does so after the job).
+    Beside it, the driver's log4j2 file: the project's quiet one (WARN) plus Hudi's heartbeat
+    client at INFO, whose first line names the attempt's instant (:func:`began_instant`)."""
+
+    def __init__(self, options: Mapping[str, str]):
+        self.path = tempfile.mkdtemp(prefix="hudi-occ-java-conf-")
+        fd = os.open(os.path.join(self.path, DEFAULTS_FILE), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(render_defaults(options))
+        with open(self.log4j2, "w") as f:
+            f.write(QUIET_LOG4J2.read_text() + f"logger.hudi_begin.name = {HEARTBEAT_LOGGER}\n"
+                    "logger.hudi_begin.level = info\n")
+
+    @property
+    def log4j2(self) -> str:
+        return os.path.join(self.path, LOG4J2_FILE)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def began_instant(line: str) -> str | None:
+    """The instant a Java write began, from its heartbeat client's line; else None."""
+    m = _BEGIN_LINE.search(line)
+    return m.group(1) if m else None
+
+
+@dataclass
+class JobFailure:
+    """What the driver's output says about a job that did not commit."""
+
+    conflict: bool = False
+    java_class: str | None = None
+    message: str = ""
+    instant: str | None = None
+    other_instant: str | None = None
+    tail: list = field(default_factory=list)
+
+
+def read_failure(lines: Iterable[str]) -> JobFailure:
+    """Classify a failed job from its output: a Hudi conflict class anywhere is a conflict (with
+    the two instants of Hudi's message, this writer's first); else the last Java exception
+    line, else the last Python exception line, is the job's own error."""
+    lines = list(lines)
+    out = JobFailure(tail=lines[-20:])
+    last_java = last_python = None
+    for line in lines:
+        text = line.strip()
+        for cls in CONFLICT_CLASSES:
+            if cls in text and not out.conflict:
+                out.conflict, out.java_class = True, cls
+                out.message = text.split(cls, 1)[1].lstrip(": ").strip()
+        if out.conflict and out.instant is None:
+            times = _INSTANT_IN_MESSAGE.findall(text)
+            if len(times) >= 2:
+                out.instant, out.other_instant = times[0], times[1]
+        m = _JAVA_EXCEPTION_LINE.match(text)
+        if m and not m.group(1).startswith("py4j."):
+            last_java = (m.group(1), m.group(2) or "")
+        elif re.match(r"^[A-Za-z_][\w.]*(Error|Exception)(:|$)", text):
+            last_python = tuple(text.split(":", 1)) if ":" in text else (text, "")
+    if not out.conflict:
+        found = last_java or last_python
+        if found:
+            out.java_class, out.message = found[0].strip(), found[1].strip()
+    return out
+
+
+def find_writer_commit(table_path: str, storage_options: Mapping | None, writer_id: str):
+    """The completed write instant whose commit metadata carries ``writer_id``, and that
+    metadata; ``(None, None)`` when there is none (or no table)."""
+    try:
+        table = Table.open(table_path, dict(storage_options or {}) or None)
+    except Exception:  # noqa: BLE001 - no table: nothing committed
+        return None, None
+    tl = table.timeline()
+    for inst in reversed(tl.completed_by_completion_time()):
+        if inst.is_write:
+            meta = tl.commit_metadata(inst)
+            if meta.extra_metadata.get(EXTRA_WRITER_ID) == writer_id:
+                return inst, meta
+    return None, None
+
+
+def new_pending_writes(table_path: str, storage_options: Mapping | None, before: set[str]) -> list[str]:
+    """Requested times of write instants pending now that were not on the timeline ``before``:
+    a Java attempt that failed leaves its instant for the LAZY rollback."""
+    try:
+        tl = Table.open(table_path, dict(storage_options or {}) or None).timeline()
+    except Exception:  # noqa: BLE001
+        return []
+    return [i.requested_time for i in tl.pending() if i.is_write and i.requested_time not in before]
+
+
+def instants_on(table_path: str, storage_options: Mapping | None) -> set[str]:
+    try:
+        tl = Table.open(table_path, dict(storage_options or {}) or None).timeline()
+    except Exception:  # noqa: BLE001
+        return set()
+    return {i.requested_time for i in tl.instants}
+
+
+def discarded_work(table_path: str, storage_options: Mapping | None, instant: str) -> tuple[list[str], int]:
+    """What a lost Java attempt wrote and will lose: its file groups and data files, from its
+    markers (left until the LAZY rollback removes them with the files); ``([], 0)`` if none."""
+    try:
+        markers = markers_for(Table.open(table_path, dict(storage_options or {}) or None), instant)
+        groups = sorted(str(FileGroupId(*g)) for g in markers.file_groups())
+        return groups, len(markers.data_files())
+    except Exception:  # noqa: BLE001 - best effort: the record says less, nothing fails
+        return [], 0
