@@ -298,7 +298,7 @@ class SparkHudiWriter(SparkTableJob):
         return _Batch(df=df, table=table, opts=opts, schema_json=schema_json,
                       target_schema=target_schema, bucket=bucket,
                       num_buckets=cfg.bucket_num or opts.bucket_num, mor=mor,
-                      partition_labels=labels)
+                      partition_labels=labels, partitions=counts.get("paths"))
 
     def _begin(self, batch: "_Batch", attempt: int, checkpoint: str | None,
                batch_key: str | None) -> "_Attempt":
@@ -306,7 +306,8 @@ class SparkHudiWriter(SparkTableJob):
         tx = WriteTransaction(batch.table, batch.opts.write_config, action=batch.action,
                               operation_type=batch.opts.operation_type, writer_id=self.writer_id,
                               attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
-                              lock_manager=self._lock_manager, on_begin=self.on_begin)
+                              lock_manager=self._lock_manager, on_begin=self.on_begin,
+                              footprint=batch.partitions)
         run = _Attempt(tx=tx, t_start=time.time())
         tx.begin()
         self._say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
@@ -612,6 +613,8 @@ class _Batch:
     mor: bool = False  #: merge-on-read: a deltacommit (spark/mor_executor.py)
     #: partition values spelled other than as themselves (``tagging.check_batch``)
     partition_labels: dict = field(default_factory=dict)
+    #: the batch's partition paths (``tagging.check_batch``): its footprint, declared at begin
+    partitions: list | None = None
 
     @property
     def op(self) -> str:

@@ -106,11 +106,11 @@ class MergeOnReadWriter(ArrowTableWriter):
         early, data, schema_json = self._prepare_batch(data, op, batch_key, attempt, recover)
         if early is not None:
             return early
+        by_path = partition_groups(self.table, data)
         tx = WriteTransaction(self.table, self.config, action=Action.DELTA_COMMIT,
                               operation_type=OPERATIONS[op], writer_id=self.writer_id,
                               attempt=attempt, checkpoint=checkpoint, batch_key=batch_key,
-                              lock_manager=self._lock_manager)
-        by_path = partition_groups(self.table, data)
+                              lock_manager=self._lock_manager, footprint=list(by_path))
         groups = sorted(by_path.items())
         tx.begin()
         try:

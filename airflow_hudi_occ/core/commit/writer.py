@@ -229,11 +229,11 @@ class ArrowTableWriter:
         if early is not None:
             return early
         action = Action.REPLACE_COMMIT if op == "insert_overwrite" else Action.COMMIT
+        by_path = partition_groups(self.table, data)
         tx = WriteTransaction(self.table, self.config, action=action, operation_type=OPERATIONS[op],
                               writer_id=self.writer_id, attempt=attempt, checkpoint=checkpoint,
                               batch_key=batch_key, lock_manager=self._lock_manager,
-                              time_generator=self.time_generator)
-        by_path = partition_groups(self.table, data)
+                              time_generator=self.time_generator, footprint=list(by_path))
         groups = sorted(by_path.items())
         # tagging small batches on one thread: handing them out costs more than it saves
         plan_threads = self.threads if data.num_rows >= PARALLEL_MIN_ROWS else 1
