@@ -56,7 +56,7 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
-from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy, declared_groups
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
@@ -488,10 +488,18 @@ class SparkHudiWriter(SparkTableJob):
                 or batch.op not in ("upsert", "delete")):
             return
         det = tx.detector
+        rivals = det.rivals(tx.footprint)  # earlier live writers on our partitions (declared)
+        for w, shared in rivals:
+            self._say("early-check", f"right after begin: live writer {w.describe(shared)} "
+                                     f"({len(w.footprint.file_groups) if w.footprint else 0} file "
+                                     "group(s) declared); a shared partition is not a conflict")
         held: dict[tuple[str, str], str] = {}
         for other in det.view.candidates():
             for group in det.view.all_file_groups(other):
                 held.setdefault((group[0], group[1]), other)
+        declared = declared_groups(rivals)  # what they will write: markers to come
+        for group, other in declared.items():
+            held.setdefault(group, other)
         if not held:
             self._say("early-check", "before tagging: passed (no live writer holds markers)")
             return
@@ -513,10 +521,14 @@ class SparkHudiWriter(SparkTableJob):
         group = next(g for g in held if g[1] == fid)
         self._say("early-check", f"before tagging: stopped: keys of this batch are in file group "
                                  f"{group[0]}/{group[1]}, which live writer {held[group]} holds")
-        e = det.conflict_with(held[group], [group])
-        e.stopped_before_job = True
-        e.stopped_before_tagging = True
-        raise e
+        try:
+            if group in declared:
+                det.check_declared([group], rivals)
+            raise det.conflict_with(held[group], [group])
+        except EarlyConflictError as e:
+            e.stopped_before_job = True
+            e.stopped_before_tagging = True
+            raise
 
     def _check_before_job(self, run: "_Attempt") -> None:
         """Every planned file group checked once on the driver before the write job starts:
