@@ -254,8 +254,19 @@ class HudiWriteOperator(BaseOperator):
         return HudiSparkJobHook(
             conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
             name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
-            application_args=self._args(run.table_path, run.options, run.batch_key, n) + list(extra_args or []),
+            application_args=self._args(run.table_path, self._attempt_options(run, n), run.batch_key, n)
+            + list(extra_args or []),
             on_line=on_line, storage_options=run.storage_options)
+
+    @staticmethod
+    def _attempt_options(run: "_WriteRun", n: int) -> dict:
+        """The write options of attempt ``n``: its admission wait joins its labels, so the
+        table's attempt log (and the trends) count waits beside conflicts."""
+        wait = next((w for w in run.waits if w.get("attempt") == n), None)
+        if wait is None:
+            return run.options
+        labels = {**run.labels, "admission_wait_s": f"{float(wait['seconds']):.3f}"}
+        return {**run.options, LABELS_OPTION: json.dumps(labels, sort_keys=True)}
 
     def _env(self) -> dict[str, str]:
         env = {}  # PYSPARK_PYTHON: the hook's choice (local master only), see HudiSparkJobHook
