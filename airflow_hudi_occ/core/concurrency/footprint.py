@@ -30,14 +30,17 @@ conservative answer for a wait, never a reason to stop.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
-from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, FileGroupId, WriteStat
+
+log = logging.getLogger(__name__)
 
 #: extraMetadata key of a declared footprint: JSON ``{"owner": "dag.task", "kind": "ingestion"}``
 EXTRA_FOOTPRINT = "airflow_hudi_occ.footprint"
@@ -162,6 +165,9 @@ def declared(timeline, instant: Instant) -> Footprint | None:
             fp = Footprint.from_metadata(timeline.commit_metadata(req))
         return fp
     except FileNotFoundError:  # completed or rolled back meanwhile
+        return None
+    except HudiOccError as e:  # an unreadable plan or profile: unknown (may touch anything)
+        log.warning("cannot read what instant %s declares (%s): taken as unknown", instant, e)
         return None
 
 

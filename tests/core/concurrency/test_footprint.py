@@ -110,3 +110,13 @@ def test_core_writer_declares_its_partitions_and_commits_as_before(tmp_path):
     assert fp.file_groups == res.metadata.mutated_file_groups()
     # the completed commit holds only real write stats (the footprint was the plan)
     assert all(s.file_id for s in res.metadata.write_stats())
+
+
+def test_an_unreadable_declaration_is_unknown_not_an_error(tmp_path):
+    """A requested file we cannot decode (another engine's content) declares nothing we can
+    trust: unknown, which overlaps everything for a wait and never stops a writer."""
+    from airflow_hudi_occ.core.table.timeline import create_requested
+    table = make_table(tmp_path)
+    inst = Instant("20250101000000001", Action.COMMIT, State.REQUESTED)
+    create_requested(table, inst, b"\x00not metadata\x00")
+    assert declared(table.timeline(), table.timeline().get(inst.requested_time)) is None
