@@ -61,6 +61,10 @@ with DAG(
         backoff_base_s=2.0,
         backoff_max_s=20.0,
         priority_weight=10,
+        # admission: waits (before spark-submit) while a live writer shares its partitions;
+        # a backfill lets waiting ingestion go first (docs/concurrency.md)
+        write_kind="backfill",
+        on_overlap=examples.admission_policy(),
         outlets=[examples.table_asset()],
     )
 

@@ -49,6 +49,7 @@ with DAG(
         backoff_base_s=1.0,
         backoff_max_s=8.0,
         window_wait_timeout_s=120.0,
+        on_overlap=examples.admission_policy(),
         # [START hudi_occ_table_outlet]
         outlets=[examples.table_asset()],  # each commit: an event of hudi://file/<table path>
         # [END hudi_occ_table_outlet]

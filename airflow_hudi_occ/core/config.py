@@ -120,6 +120,20 @@ RECOVERY_GRACE_PERIOD_MS = ConfigProperty(
     "hoodie.occ.recovery.grace_period_ms", 600_000, parse_int,
     doc="how long after its writer died a staged instant of a batch is left for the batch's "
         "retry to re-commit before LAZY rollback removes it (0: no grace)")
+WRITE_KIND = ConfigProperty(
+    "hoodie.occ.write.kind", "ingestion", str,
+    doc="what kind of write this is (ingestion, backfill, table_service): declared in the "
+        "write's footprint; when several writers wait to be admitted on the same partitions, "
+        "ingestion goes first (core/concurrency/admission.py)")
+ADMISSION_ON_OVERLAP = ConfigProperty(
+    "hoodie.occ.admission.on.overlap", "wait", str,
+    doc="what a write operator does before spark-submit when a live writer's declared "
+        "footprint shares partitions with its batch: wait (until it ends, bounded by "
+        "hoodie.occ.admission.timeout_ms), go (start anyway), fail")
+ADMISSION_TIMEOUT_MS = ConfigProperty(
+    "hoodie.occ.admission.timeout_ms", 900_000, parse_int,
+    doc="the longest a write waits to be admitted; then it starts anyway (OCC keeps the "
+        "table correct) and says which writers it waited for")
 #: Hudi's key (PreferWriterConflictResolutionStrategy); the alias is this project's earlier name.
 CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
     "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution", False, parse_bool,

@@ -69,6 +69,13 @@ def setting(variable: str, default: str) -> str:
     return "{{ var.value.get('%s', '%s') }}" % (variable, default.replace("'", "\\'"))
 
 
+def admission_policy() -> str | None:
+    """The example writers' ``on_overlap``: ``HUDI_OCC_ADMISSION=off`` starts them at once
+    (``go``: raw OCC contention, as the tests that force an overlap need); otherwise the
+    connection's policy, by default ``wait`` (docs/concurrency.md)."""
+    return "go" if os.environ.get("HUDI_OCC_ADMISSION", "on") == "off" else None
+
+
 def partition_of(key: int) -> str:
     return PARTITIONS[key % len(PARTITIONS)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 XCOM_ATTEMPTS = "hudi_occ_attempts"
 XCOM_RUNNING = "hudi_occ_running_instant"
 XCOM_TABLE = "hudi_occ_table"
+XCOM_WAITS = "hudi_occ_waits"  # admission waits: seconds and whom for, per attempt
 
 
 def task_labels(context) -> dict:

@@ -115,7 +115,7 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
     (refused as core refuses them). Returns the ``labels`` for :func:`partition_path_expr`:
     per field, the values whose path text differs from the value (url-encoded ones).
     ``counts``, if given, receives ``rows`` and ``partitions`` (distinct partition values),
-    counted by the same job (the job's progress line)."""
+    counted by the same job (the job's progress line), and ``paths``, the partition paths."""
     key = "hoodie.datasource.write.partitionpath.field"
     cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
     bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
@@ -124,6 +124,10 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
     if counts is not None:
         counts["rows"] = sum(int(r["__n"] or 0) for r in rows)
         counts["partitions"] = len(rows) if cols else int(counts["rows"] > 0)
+        # the write's footprint, declared at begin (core/concurrency/footprint.py)
+        counts["paths"] = sorted({partition_path.partition_path(
+            partition_fields, [r[f"__p{i}"] for i in range(len(partition_fields))],
+            hive_style=hive_style, url_encode=url_encode) for r in rows}) if cols else [""]
     no_key = sum(int(r["__bad"] or 0) for r in rows)
     if no_key:
         raise invalid_key_error(key_fields, no_key)

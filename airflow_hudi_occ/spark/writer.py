@@ -62,7 +62,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy, declared_groups
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
@@ -288,6 +288,7 @@ class SparkHudiWriter(SparkTableJob):
         self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                               f"{counts.get('partitions', 0)} partition(s) into "
                               f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
+        batch.partitions = counts.get("paths")  # the footprint declared at begin
 
     def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
         existing = plan.existing
@@ -452,10 +453,18 @@ class SparkHudiWriter(SparkTableJob):
                 or batch.op not in ("upsert", "delete")):
             return
         det = tx.detector
+        rivals = det.rivals(tx.footprint)  # earlier live writers on our partitions (declared)
+        for w, shared in rivals:
+            self._say("early-check", f"right after begin: live writer {w.describe(shared)} "
+                                     f"({len(w.footprint.file_groups) if w.footprint else 0} file "
+                                     "group(s) declared); a shared partition is not a conflict")
         held: dict[tuple[str, str], str] = {}
         for other in det.view.candidates():
             for group in det.view.all_file_groups(other):
                 held.setdefault((group[0], group[1]), other)
+        declared = declared_groups(rivals)  # what they will write: markers to come
+        for group, other in declared.items():
+            held.setdefault(group, other)
         if not held:
             self._say("early-check", "before tagging: passed (no live writer holds markers)")
             return
@@ -477,10 +486,14 @@ class SparkHudiWriter(SparkTableJob):
         group = next(g for g in held if g[1] == fid)
         self._say("early-check", f"before tagging: stopped: keys of this batch are in file group "
                                  f"{group[0]}/{group[1]}, which live writer {held[group]} holds")
-        e = det.conflict_with(held[group], [group])
-        e.stopped_before_job = True
-        e.stopped_before_tagging = True
-        raise e
+        try:
+            if group in declared:
+                det.check_declared([group], rivals)
+            raise det.conflict_with(held[group], [group])
+        except EarlyConflictError as e:
+            e.stopped_before_job = True
+            e.stopped_before_tagging = True
+            raise
 
     def _check_before_job(self, run: "_Attempt") -> None:
         """Every planned file group checked once on the driver before the write job starts:
@@ -569,6 +582,8 @@ class _Batch:
     mor: bool = False  #: merge-on-read: a deltacommit (spark/mor_executor.py)
     #: partition values spelled other than as themselves (``tagging.check_batch``)
     partition_labels: dict = field(default_factory=dict)
+    #: the batch's partition paths (``tagging.check_batch``): its footprint, declared at begin
+    partitions: list | None = None
 
     @property
     def op(self) -> str:
@@ -642,6 +657,9 @@ class SparkWriteEngine(WriteEngine):
         self.batch.schema_json = schema_json
         self.writer._check_batch(self.batch)
         self.run = _Attempt(tx=None, t_start=time.time())
+
+    def footprint(self) -> list[str] | None:
+        return self.batch.partitions
 
     def check_before_plan(self, tx: WriteTransaction) -> None:
         self.run.tx = tx

@@ -42,7 +42,7 @@ def test_ingestion_and_backfill_in_parallel_conflict_retry_and_verify(airflow_en
     # Each writer commits only once both have begun: they provably overlap, and the one that
     # finds the other's markers (early detection, by bucket) may stop before its commit.
     env = {"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2:begin", "HUDI_OCC_WRITE_WINDOW": "off",
-           APPLICATION_ENV: TEST_JOB}
+           "HUDI_OCC_ADMISSION": "off", APPLICATION_ENV: TEST_JOB}
     procs = [airflow_env.dags_test("hudi_occ_backfill", "backfill", env=env),
              airflow_env.dags_test("hudi_occ_ingestion", "ingestion", env=env)]
     logs = [finish(p) for p in procs]
@@ -130,3 +130,81 @@ def test_killing_a_write_task_leaves_no_spark_process_and_rollback_removes_the_i
     assert t.timeline().get(instant) is None
     assert not any(instant in f for f in t.storage.walk_files(t.base_uri) if f.endswith(".parquet"))
     check_table(airflow_env.table, airflow_env.staging)
+
+
+ADMISSION_OPTS = {"hoodie.datasource.write.recordkey.field": "id",
+                  "hoodie.datasource.write.partitionpath.field": "p",
+                  "hoodie.datasource.write.precombine.field": "ts",
+                  "hoodie.write.lock.provider": "filesystem",
+                  "hoodie.client.heartbeat.interval_in_ms": "2000"}
+
+
+def _admission_table(tmp_path, batch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    path = str(tmp_path / "adm")
+    table = Table.create(path, "adm", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts")
+    ArrowTableWriter(table, WriteConfig.from_options(ADMISSION_OPTS)).write(
+        pa.Table.from_pylist([{"id": i, "p": "ab"[i % 2], "ts": 1, "v": "seed"} for i in range(6)]), "upsert")
+    src = str(tmp_path / "batch.parquet")
+    pq.write_table(pa.Table.from_pylist(batch), src)
+    return table, src
+
+
+def _wait_in_log(p, text, timeout=400):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        p.log.seek(0)
+        log = p.log.read()
+        if text in log:
+            return log
+        assert p.poll() is None, log[-4000:]
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} never appeared in the task log")
+
+
+@pytest.mark.slow  # a dags-test process and a spark-submit (~1 min idle); the default run keeps
+# the deferrable admission through the real trigger (test_deferrable_operator.py) and the
+# spark-submit stopped right after begin (tests/spark/test_job.py)
+def test_a_write_waits_for_an_overlapping_live_writer_then_commits_with_a_fresh_instant(airflow_env, tmp_path):
+    """Admission through a real ``airflow dags test``: two live writers (core transactions in
+    this process, the same file lock) declared partitions b and zz; the DAG's batch writes a
+    and b. Before any spark-submit the task waits for the one on b, naming it, its DAG-less
+    owner and the partition, and not for the disjoint one; once that writer ends, the write is
+    admitted and commits with an instant later than the writer it waited for, while the
+    disjoint writer is still live (disjoint writers run at once)."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.config import WriteConfig
+    batch = [{"id": i, "p": "ab"[i % 2], "ts": 2, "v": "new"} for i in range(6)]
+    table, src = _admission_table(tmp_path, batch)
+    cfg = WriteConfig.from_options(ADMISSION_OPTS)
+    disjoint = WriteTransaction(table, cfg, footprint=["zz"])
+    disjoint.begin()
+    overlap = WriteTransaction(table, cfg, footprint=["b"])
+    overlap.begin()
+    try:
+        p = airflow_env.dags_test("hudi_occ_test_admission", "admission", env={
+            "HUDI_OCC_ADMISSION_TABLE": table.base_uri, "HUDI_OCC_ADMISSION_SOURCE": src})
+        log = _wait_in_log(p, f"waiting for {overlap.instant_time} ({overlap.writer_id}) on partitions b")
+        waiting = next(line for line in log.splitlines() if "waiting for" in line)
+        assert disjoint.instant_time not in waiting, waiting
+        time.sleep(2)  # still waiting: nothing submitted, no instant of its own
+        assert {i.requested_time for i in Table.open(table.base_uri).timeline().pending()} == \
+            {disjoint.instant_time, overlap.instant_time}
+        overlap.abort(reason="the overlapping writer ends")
+        log = finish(p)
+        assert p.returncode == 0 and "state=success" in log, log[-4000:]
+        assert "admitted after waiting" in log and "1 admission wait(s)" in log, log[-4000:]
+        tl = Table.open(table.base_uri).timeline()
+        assert tl.get(disjoint.instant_time).is_pending  # live all along, never waited for
+    finally:
+        overlap.abort()
+        disjoint.abort()
+    [mine] = [i for i in tl.completed_writes() if i.requested_time > overlap.instant_time]
+    rec = attempt_log.read_record(Table.open(table.base_uri), mine.requested_time)
+    assert rec.outcome == "committed" and rec.labels["dag_id"] == "hudi_occ_test_admission"
+    got = rows_by_key(hudi_read(table.base_uri))
+    assert {k: r["v"] for k, r in got.items()} == {i: "new" for i in range(6)}

@@ -100,3 +100,72 @@ def test_merge_on_read_options_are_accepted_when_the_dag_is_parsed():
     with pytest.raises(ConfigError, match="merge-on-read"):
         HudiWriteOperator(task_id="mor_bucket", source="s.parquet", table_path="/t", hudi_conn_id=None,
                           options={**opts, "hoodie.index.type": "BUCKET"})
+
+
+def test_an_overlapping_live_writer_defers_the_write_to_admission_in_the_triggerer(tmp_path, submitted):
+    """A live writer declared partition a; the batch writes a: the deferrable write defers to
+    HudiAdmissionTrigger without submitting anything; the trigger (run here) sees the writer,
+    then its end, and yields admitted; execute_admitted submits attempt 1 and records the
+    wait (seconds, whom for) in XCom."""
+    import asyncio
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from airflow.exceptions import TaskDeferred
+
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+
+    table = Table.create(str(tmp_path / "table"), "table", record_key_fields=["id"], partition_fields=["p"])
+    pq.write_table(pa.table({"id": [1, 2], "p": ["a", "b"]}), tmp_path / "src.parquet")
+    tx = WriteTransaction(table, WriteConfig(), footprint=["a"])
+    tx.begin()
+    op, ctx = _operator(tmp_path, admission_poll_s=0.1), _context()
+    try:
+        with pytest.raises(TaskDeferred) as d:
+            op._deferred_attempt(ctx, op._resolve(ctx), 1)
+        assert d.value.method_name == "execute_admitted" and submitted == []
+        trigger = d.value.trigger
+        assert type(trigger).__name__ == "HudiAdmissionTrigger"
+
+        async def scenario():
+            gen = trigger.run()
+            first = asyncio.ensure_future(gen.__anext__())
+            await asyncio.sleep(0.5)
+            assert not first.done()  # still waiting for the live writer
+            await asyncio.to_thread(tx.abort)
+            return (await asyncio.wait_for(first, 30)).payload
+        event = asyncio.run(scenario())
+    finally:
+        tx.abort()
+    assert event["status"] == "admitted" and event["waited_s"] >= 0.5
+    # the writer is named by its writer id (no Airflow labels: a writer outside Airflow)
+    assert event["waited_for"] == [f"{tx.instant_time} ({tx.writer_id}) on partitions a"], event
+    with pytest.raises(TaskDeferred) as d2:
+        op.execute_admitted(ctx, event, attempt=1, attempts=[], waits=[])
+    assert d2.value.method_name == "execute_complete"
+    assert submitted == ["airflow:d.t.-1:r:try1:attempt1"]
+    [wait] = ctx["ti"].xcom["hudi_occ_waits"]
+    assert wait["attempt"] == 1 and wait["seconds"] >= 0.5 and wait["waited_for"] == event["waited_for"]
+
+
+def test_on_overlap_fail_fails_at_once_naming_the_writer(tmp_path, submitted):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+
+    table = Table.create(str(tmp_path / "table"), "table", record_key_fields=["id"], partition_fields=["p"])
+    pq.write_table(pa.table({"id": [1], "p": ["a"]}), tmp_path / "src.parquet")
+    tx = WriteTransaction(table, WriteConfig(), footprint=["a"])
+    tx.begin()
+    op, ctx = _operator(tmp_path, on_overlap="fail"), _context()
+    try:
+        with pytest.raises(AirflowFailException, match=tx.instant_time):
+            op._deferred_attempt(ctx, op._resolve(ctx), 1)
+    finally:
+        tx.abort()
+    assert submitted == []

@@ -171,3 +171,12 @@ def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
     assert out["outcome"] == "committed", out
     assert [a["outcome"] for a in out["attempts"]] == ["conflict", "committed"], out
     assert Table.open(table).timeline().get(out["instant"]).is_completed
+
+
+def test_admission_trigger_serializes_round_trip():
+    from airflow_hudi_occ.provider.triggers.hudi_occ import HudiAdmissionTrigger
+    t = HudiAdmissionTrigger("/t", "00001-ab", options={"hoodie.client.heartbeat.interval_in_ms": "1000"},
+                             poll_interval=0.5, timeout_s=30, starvation_s=60, started_at=12.0)
+    path, kw = t.serialize()
+    assert path.endswith("HudiAdmissionTrigger")
+    assert HudiAdmissionTrigger(**kw).serialize() == (path, kw)

@@ -226,6 +226,7 @@ def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_suc
                 task_id=f"upsert_{name}", source=source(tmp_path / f"{name}.parquet", batches[name]),
                 hudi_conn_id="hudi_s3", options=opts, spark_conn_id=spark_conn,
                 conflict_retries=2, backoff_base_s=0.2, backoff_max_s=1.0, yield_to_windows=False,
+                on_overlap="go",  # both must run at once: the race is the point
                 batch_key=f"batch-{name}", application=TEST_JOB,
                 # one core and a small executor each: the 2-core, 1 GiB worker runs both at once
                 spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},

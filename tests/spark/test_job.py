@@ -248,3 +248,55 @@ def test_a_write_job_logs_its_progress_and_no_spark_info_lines(tmp_path):
     assert out.index(next(ln for ln in out if ln.startswith(BEGIN_PREFIX))) < \
         out.index(next(ln for ln in out if ln.startswith(PROGRESS_PREFIX + "tagging")))
     assert rows_by_key(hudi_read(path))[7]["v"] == "x"
+
+
+RIVAL = r'''
+import os, sys, time
+from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table.file_system_view import list_base_files
+from airflow_hudi_occ.core.table.table import Table
+path, part, release, opts = sys.argv[1], sys.argv[2], sys.argv[3], dict(a.split("=", 1) for a in sys.argv[4:])
+t = Table.open(path)
+tx = WriteTransaction(t, WriteConfig.from_options(opts), footprint=[part])
+tx.begin()
+tx.start_inflight(planned_file_groups=[(part, bf.file_id) for bf in list_base_files(t, part)])
+print(tx.instant_time, flush=True)
+deadline = time.time() + 300
+while not os.path.exists(release) and time.time() < deadline:
+    time.sleep(0.1)
+tx.abort(reason="test rival done")
+'''
+
+
+def test_a_rivals_declared_file_groups_stop_the_later_writer_right_after_begin(spark, tmp_path):
+    """Two processes, file lock. A (a core transaction in its own process) has begun on
+    partition a and declared its file groups (inflight, tagging done) but written no marker
+    yet, as a Spark writer between its tagging and its write job. B, a spark-submit upsert of
+    keys in those file groups, stops right after begin, before its tagging, on A's declared
+    footprint (the check before tagging found no marker): exit 75, nothing written."""
+    path = str(tmp_path / "tbl")
+    seed(spark, path, ["a", "b"])
+    release = tmp_path / "release"
+    a = subprocess.Popen([sys.executable, "-c", RIVAL, path, "a", str(release)]
+                         + [f"{k}={v}" for k, v in OPTS.items()], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        rival = a.stdout.readline().strip()
+        assert rival, "the rival did not begin"
+        assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", rival, "a")), "no marker yet"
+        rows = [{"id": i, "p": "a", "ts": 3, "v": "B"} for i in range(0, 20, 2)]
+        b = launch(path, source(tmp_path, "b", rows), None, 1, extra=ECD)
+        [(code_b, res_b)] = finish([b])
+    finally:
+        release.touch()
+        a.wait(timeout=60)
+    out_b = output_of(b)[0]
+    assert code_b == EXIT_RETRYABLE, res_b
+    assert res_b["other_instant"] == rival and res_b["error"]["error"] == "EarlyConflictError", res_b
+    assert "declared file group" in res_b["error"]["message"], res_b
+    assert res_b["error"]["stopped_before_tagging"] is True and res_b["files_written"] == 0, res_b
+    assert "right after begin: live writer " + rival in out_b, out_b
+    assert progress_stages(out_b)[-2:] == ["early-check", "conflict"], out_b
+    assert files_of(path, res_b["instant"]) == []
+    assert {r["v"] for r in hudi_read(path).to_pylist()} == {"seed"}

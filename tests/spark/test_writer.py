@@ -274,6 +274,39 @@ def test_early_check_before_tagging_finds_a_held_key_beyond_the_probe(spark, tmp
     assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x"}
 
 
+def test_a_shared_partition_alone_is_reported_not_a_conflict(spark, tmp_path):
+    """An earlier live writer declared partition a at begin (no file groups yet, no marker).
+    A Spark upsert of a commits: right after its begin it reports the rival on partition a,
+    and stops on nothing (Hudi's rules compare file groups). Its own footprint was declared
+    in its requested file, which the rival's view of the table sees."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.concurrency.footprint import live_writers
+    from airflow_hudi_occ.core.config import WriteConfig
+
+    path = str(tmp_path / "tbl")
+    ecd = {"hoodie.write.concurrency.early.conflict.detection.enable": "true"}
+    said, seen = [], {}
+    w = SparkHudiWriter(spark, path, options(**ecd), on_progress=lambda s, t: said.append((s, t)))
+    w.write(spark.createDataFrame([(0, "a", 1, "x"), (1, "b", 1, "y")], SCHEMA), "insert")
+    cfg = WriteConfig.from_options(options(**ecd))
+    other = WriteTransaction(Table.open(path), cfg, footprint=["a"])
+    other.begin()
+    try:
+        said.clear()
+        res = w.write(spark.createDataFrame([(0, "a", 2, "x2")], SCHEMA), "upsert",
+                      before_commit=lambda tx: seen.update(
+                          {x.requested_time: x.footprint for x in live_writers(Table.open(path), cfg.heartbeat)}))
+        assert res.outcome == "committed"
+    finally:
+        other.abort(reason="test")
+    checks = [t for s, t in said if s == "early-check"]
+    assert any(t.startswith(f"right after begin: live writer {other.instant_time}") and "partitions a"
+               in t for t in checks), said
+    assert seen[res.instant].partitions == {"a"}  # declared at begin, refined at inflight
+    assert seen[res.instant].file_groups
+    assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x2", 1: "y"}
+
+
 # -- hostile partition values and keys (core/format/partition_path, core's key rule) -----------
 
 @pytest.mark.parametrize("value", ["../../escaped", "..", "a//b", "x\x00y", "/abs"])

@@ -122,6 +122,12 @@ class WriteEngine(ABC):
     def check_batch(self, schema_json: str) -> None:
         """The rest of the checks before the instant exists, given the commit's schema."""
 
+    def footprint(self) -> list[str] | None:
+        """The partitions the batch touches, declared at begin so other writers (early checks,
+        admission) see this write before it has planned (``core/concurrency/footprint``);
+        None: unknown, which overlaps everything."""
+        return None
+
     def check_before_plan(self, tx: WriteTransaction) -> None:
         """An early conflict check before planning (the instant exists, nothing is written)."""
 
@@ -191,7 +197,8 @@ class WritePipeline:
             engine.table, engine.config, action=engine.action,
             operation_type=engine.operation_type, writer_id=self.writer_id, attempt=attempt,
             checkpoint=checkpoint, batch_key=batch_key, lock_manager=self.lock_manager,
-            time_generator=self.time_generator, on_begin=self.on_begin)
+            time_generator=self.time_generator, on_begin=self.on_begin,
+            footprint=engine.footprint())
         tx.begin()
         self.say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
         try:

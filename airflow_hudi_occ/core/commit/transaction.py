@@ -53,7 +53,9 @@ from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, res
 from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.concurrency.markers import IOType, markers_for
-from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.concurrency.footprint import (TABLE_SERVICE, Footprint, check_kind,
+                                                        declares_at_begin)
+from airflow_hudi_occ.core.config import WRITE_KIND, FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
@@ -137,7 +139,8 @@ class WriteTransaction:
                  writer_id: str | None = None, attempt: int = 1,
                  checkpoint: str | None = None, batch_key: str | None = None,
                  lock_manager=None, time_generator: InstantTimeGenerator | None = None,
-                 is_table_service: bool = False, on_begin=None):
+                 is_table_service: bool = False, on_begin=None,
+                 footprint: Footprint | Iterable[str] | None = None):
         self.table = table
         #: called with this transaction once its instant is requested (and the lock released):
         #: lets a runner announce the instant (the Spark app's HUDI_OCC_BEGIN line)
@@ -166,6 +169,21 @@ class WriteTransaction:
         self.stage_commits = True
         self.staged = None
         self.recovered_from: str | None = None
+        #: what this attempt will touch, declared in its requested file at begin (partitions;
+        #: concurrency/footprint.py) and refined in its inflight file once tagging knows the
+        #: file groups; None: not declared (unknown to the others)
+        self.footprint: Footprint | None = self._own_footprint(footprint)
+
+    def _own_footprint(self, given) -> Footprint | None:
+        if given is None:
+            return None
+        labels = attempt_log.parse_labels(self.config.options)
+        owner = (f"{labels['dag_id']}.{labels['task_id']}" if labels.get("dag_id") and labels.get("task_id")
+                 else self.writer_id)
+        if isinstance(given, Footprint):
+            return given if given.owner else Footprint(given.partitions, given.file_groups, owner, given.kind)
+        kind = TABLE_SERVICE if self.is_table_service else check_kind(WRITE_KIND.get(self.config.options))
+        return Footprint.of(given, owner=owner, kind=kind)
 
     # -- collaborators -----------------------------------------------------------------------
 
@@ -222,6 +240,10 @@ class WriteTransaction:
             rollback_pending_writes(self.table, self.config, lock_manager=self.lock_manager)
         if plan is not None:
             requested_data = plan.encode()
+        elif not requested_data and self.footprint is not None and declares_at_begin(self.action):
+            # declared from the first moment the instant exists: every other writer (admission,
+            # the early checks) sees what this one will touch before it reads a row
+            requested_data = self.footprint.encode(self.operation_type)
         with self.lock_manager.locked():
             prepare_for_write(self.table, self.config, files_writer=self._files_writer)
             timeline = self.table.timeline()
@@ -295,7 +317,10 @@ class WriteTransaction:
         profile does), so a table service committing meanwhile can see this write's footprint."""
         if self.state is not TransactionState.REQUESTED:
             raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
-        if data is None:
+        if data is None and self.footprint is not None:
+            self.footprint = self.footprint.refined(planned_file_groups)
+            data = self.footprint.encode(self.operation_type)
+        elif data is None:
             planned = [WriteStat(file_id=f, path="", partition_path=p)
                        for p, f in sorted(set(planned_file_groups))]
             data = CommitMetadata.from_stats(planned, operation_type=self.operation_type).encode()

@@ -480,6 +480,9 @@ class CopyOnWriteEngine(WriteEngine):
         # hostile partition values are refused here, before the instant exists
         self.by_path = partition_groups(self.table, self.data)
 
+    def footprint(self) -> list[str] | None:
+        return list(self.by_path)
+
     @property
     def groups(self):
         return sorted(self.by_path.items())

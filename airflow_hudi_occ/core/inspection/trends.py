@@ -6,7 +6,8 @@ groups fight most?". The answer lives in the attempt log only (``commit/attempt_
 loser's instant is rolled back and gone from the timeline, and only its record keeps the
 seconds and files it threw away, the file groups it lost on, the instant that beat it and
 the Airflow task that made it. :func:`build_trends` folds those records into per-bucket
-counts (per hour for a window of a day or two, per UTC day beyond), per-DAG and per-file-group
+counts (per hour for a window of a day or two, per UTC day beyond; admission waits and their
+seconds beside the conflicts, from the label the write operator sets), per-DAG and per-file-group
 costs, who-beat-whom pairs, and request-to-commit latencies, as plain JSON.
 
 Reach: the clean service keeps every record younger than ``attempt_log.RETAINED_MS`` (the
@@ -99,6 +100,14 @@ def _start_ms(rec: attempt_log.AttemptRecord) -> int | None:
         return rec.started_at_ms or None
 
 
+def _admission_wait(rec: attempt_log.AttemptRecord) -> float:
+    """The admission wait the write operator recorded in the attempt's labels (0: none)."""
+    try:
+        return max(0.0, float((rec.labels or {}).get("admission_wait_s") or 0.0))
+    except ValueError:
+        return 0.0
+
+
 def _floor(ms: int, bucket_ms: int) -> int:
     return ms - ms % bucket_ms  # UTC: epoch milliseconds have no offset
 
@@ -162,7 +171,7 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
     while t <= now_ms:
         buckets[t] = {"start_ms": t, "label": _bucket_label(t, b_ms), "attempts": 0, "committed": 0,
                       "conflicts": 0, "aborted": 0, "errors": 0, "retries": 0,
-                      "seconds_discarded": 0.0, "files_discarded": 0}
+                      "seconds_discarded": 0.0, "files_discarded": 0, "waits": 0, "wait_seconds": 0.0}
         t += b_ms
 
     dags: dict[str | None, dict[str, Any]] = {}
@@ -171,7 +180,8 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
     commit_ms: dict[str | None, list[int]] = {}
     batch_ms: dict[str | None, list[int]] = {}
     totals = {"attempts": 0, "committed": 0, "conflicts": 0, "aborted": 0, "errors": 0,
-              "retries": 0, "seconds_discarded": 0.0, "files_discarded": 0}
+              "retries": 0, "seconds_discarded": 0.0, "files_discarded": 0, "waits": 0,
+              "wait_seconds": 0.0}
     hidden = False
 
     for rec in sorted(by_instant.values(), key=lambda r: r.instant):
@@ -193,8 +203,10 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
                   "aborted": int(rec.outcome == attempt_log.ABORTED),
                   "errors": int(rec.outcome == attempt_log.ERROR), "retries": int(retry),
                   "seconds_discarded": secs, "files_discarded": files}
+        waited = _admission_wait(rec)  # seconds the attempt waited before it was submitted
+        counts["waits"], counts["wait_seconds"] = int(waited > 0), waited
         d = dags.setdefault(dag, {"dag_id": dag, **{k: 0 for k in totals}, "seconds_discarded": 0.0,
-                                  "tasks": set()})
+                                  "wait_seconds": 0.0, "tasks": set()})
         if (rec.labels or {}).get("task_id"):
             d["tasks"].add(rec.labels["task_id"])
         for target in (totals, d, buckets[_floor(t, b_ms)]):
@@ -247,6 +259,9 @@ def build_trends(table, *, window: str | Window | None = None, now: float | None
     for f in fights.values():
         f["seconds_discarded"] = round(f["seconds_discarded"], 3)
     totals["seconds_discarded"] = round(totals["seconds_discarded"], 3)
+    totals["wait_seconds"] = round(totals["wait_seconds"], 3)
+    for d in dags.values():
+        d["wait_seconds"] = round(d["wait_seconds"], 3)
     hot = sorted(groups.values(), key=lambda g: (-g["conflicts"], -g["seconds_discarded"], g["file_group"]))
     return {
         "table": {"name": name or getattr(table, "name", None)},

@@ -60,12 +60,15 @@ from airflow.sdk import conf
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
-from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
-                                          TableNotFoundError, from_dict)
+from airflow_hudi_occ.core.errors import (ConfigError, HudiOccError, RetryableError,
+                                          TableLocationNotEmptyError, TableNotFoundError, from_dict)
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
-from airflow_hudi_occ.provider import deferred_job, write_window
+from airflow_hudi_occ.core.concurrency import admission as core_admission
+from airflow_hudi_occ.core.concurrency.footprint import check_kind
+from airflow_hudi_occ.core.config import WRITE_KIND
+from airflow_hudi_occ.provider import admission, deferred_job, write_window
 from airflow_hudi_occ.provider.arguments import check_write_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
@@ -73,9 +76,9 @@ from airflow_hudi_occ.provider.links import HudiTimelineLink, build_url, table_n
 from airflow_hudi_occ.provider.retry_policy import DEFAULT_RETRY_POLICY, raise_task_failure, resolve_retry_policy
 from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SPARK_APP, JobOutput, application_for,
                                                   check_task_assets, with_parent_job)
-from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XCOM_TABLE, default_batch_key,
-                                                 task_labels, task_owner)
-from airflow_hudi_occ.provider.triggers.hudi_occ import HudiWriteJobTrigger
+from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XCOM_TABLE, XCOM_WAITS,
+                                                 default_batch_key, task_labels, task_owner)
+from airflow_hudi_occ.provider.triggers.hudi_occ import HudiAdmissionTrigger, HudiWriteJobTrigger
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
 
 _LINKS: tuple = (HudiTimelineLink(),)
@@ -128,10 +131,19 @@ class _WriteRun:
     labels: dict
     ti: Any
     attempts: list = field(default_factory=list)
+    admission: admission.AdmissionSettings | None = None
+    #: admission waits, one per attempt that waited (XCom ``hudi_occ_waits``)
+    waits: list = field(default_factory=list)
+    #: the wait of the attempt being submitted, joined to its attempt record
+    pending_wait: dict | None = None
 
     @property
     def owner(self) -> dict:
         return task_owner(self.labels)
+
+    @property
+    def owner_label(self) -> str:
+        return f"{self.labels.get('dag_id')}.{self.labels.get('task_id')}"
 
 
 class HudiWriteOperator(BaseOperator):
@@ -168,6 +180,16 @@ class HudiWriteOperator(BaseOperator):
         :class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy` (retry a conflict or an
         unavailable store, fail a configuration error at once), or ``default_args``' one;
         ``None``: no policy
+    :param on_overlap: admission before each spark-submit (``provider/admission.py``,
+        docs/concurrency.md): ``wait`` until no live writer's footprint shares partitions with
+        the batch (bounded by ``admission_timeout_s``, then it goes anyway), ``go`` at once,
+        ``fail``; default the connection's ``hoodie.occ.admission.on.overlap``, else ``wait``.
+        The deferrable operator waits in the triggerer.
+    :param write_kind: ``ingestion`` (default) or ``backfill``: among writes waiting on the same
+        partitions ingestion goes first (a backfill waiting longer than
+        ``admission_starvation_s`` goes first whatever its kind)
+    :param admission_timeout_s: the longest admission wait (default the connection's
+        ``hoodie.occ.admission.timeout_ms``, else 900 s)
     """
 
     template_fields: Sequence[str] = ("source", "table_path", "options", "batch_key", "checkpoint",
@@ -185,7 +207,9 @@ class HudiWriteOperator(BaseOperator):
                  batch_key: str | None = None, checkpoint: str | None = None,
                  partitions: list[str] | None = None, yield_to_windows: bool = True,
                  window_wait_timeout_s: float = 600.0, window_poll_s: float = 2.0,
-                 application: str | None = None,
+                 application: str | None = None, on_overlap: str | None = None,
+                 write_kind: str = "ingestion", admission_timeout_s: float | None = None,
+                 admission_poll_s: float = 2.0, admission_starvation_s: float = 600.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 5.0, instant_wait_s: float = 60.0,
                  retry_policy: Any = DEFAULT_RETRY_POLICY, **kwargs):
@@ -195,6 +219,15 @@ class HudiWriteOperator(BaseOperator):
                               conflict_retries=conflict_retries, backoff_base_s=backoff_base_s,
                               backoff_max_s=backoff_max_s, window_wait_timeout_s=window_wait_timeout_s,
                               window_poll_s=window_poll_s)
+        if on_overlap is not None and on_overlap not in core_admission.POLICIES:
+            raise ConfigError(f"HudiWriteOperator {self.task_id!r}: on_overlap must be one of "
+                              f"{', '.join(core_admission.POLICIES)}, got {on_overlap!r}",
+                              key="on_overlap", value=on_overlap)
+        self.on_overlap = on_overlap
+        self.write_kind = check_kind(write_kind)
+        self.admission_timeout_s = admission_timeout_s
+        self.admission_poll_s = admission_poll_s
+        self.admission_starvation_s = admission_starvation_s
         self.application = application
         self.source = source
         self.table_path = table_path
@@ -235,8 +268,19 @@ class HudiWriteOperator(BaseOperator):
         return HudiSparkJobHook(
             conf=self._run_spark_conf or self.spark_conf, conn_id=self.spark_conn_id, env_vars=self._env(),
             name=f"hudi-occ {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
-            application_args=self._args(run.table_path, run.options, run.batch_key, n) + list(extra_args or []),
+            application_args=self._args(run.table_path, self._attempt_options(run, n), run.batch_key, n)
+            + list(extra_args or []),
             on_line=on_line, storage_options=run.storage_options)
+
+    @staticmethod
+    def _attempt_options(run: "_WriteRun", n: int) -> dict:
+        """The write options of attempt ``n``: its admission wait joins its labels, so the
+        table's attempt log (and the trends) count waits beside conflicts."""
+        wait = next((w for w in run.waits if w.get("attempt") == n), None)
+        if wait is None:
+            return run.options
+        labels = {**run.labels, "admission_wait_s": f"{float(wait['seconds']):.3f}"}
+        return {**run.options, LABELS_OPTION: json.dumps(labels, sort_keys=True)}
 
     def _env(self) -> dict[str, str]:
         env = {}  # PYSPARK_PYTHON: the hook's choice (local master only), see HudiSparkJobHook
@@ -305,8 +349,9 @@ class HudiWriteOperator(BaseOperator):
     def _committed(self, context, run: "_WriteRun", out: dict) -> dict:
         """The end of a write that committed (or found its batch committed): log, asset event."""
         conflicts = sum(1 for a in run.attempts if a["outcome"] == "conflict")
-        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s)", run.batch_key,
-                      out["outcome"], len(run.attempts), conflicts)
+        self.log.info("batch %r: %s after %d attempt(s), %d conflict(s), %d admission wait(s) "
+                      "(%.1f s)", run.batch_key, out["outcome"], len(run.attempts), conflicts,
+                      len(run.waits), sum(w["seconds"] for w in run.waits))
         # Only here, after a commit: a task that failed (retries exhausted) emits no event.
         self._commit_summary = commit_summary(
             run.table_path, run.storage_options, instant=out.get("instant"), operation=self.operation,
@@ -331,7 +376,11 @@ class HudiWriteOperator(BaseOperator):
         try:
             table_path = hook.table_path
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            options.setdefault(WRITE_KIND.key, self.write_kind)  # declared in the footprint
             self._check_options(hook, options)
+            settings = admission.AdmissionSettings.resolve(
+                self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
+                starvation_s=self.admission_starvation_s)
         except HudiOccError as e:
             raise_task_failure(self, e)
         ti = context["ti"]
@@ -339,7 +388,7 @@ class HudiWriteOperator(BaseOperator):
         self._resolved_table_path = table_path
         return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
                          batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
-                         labels=labels, ti=ti)
+                         labels=labels, ti=ti, admission=settings)
 
     def _check_options(self, hook: HudiOccHook, options: dict) -> None:
         """The complete options checked as this engine reads them (a subclass for another
@@ -358,9 +407,49 @@ class HudiWriteOperator(BaseOperator):
             return self._already_committed(run, found)
         if self.yield_to_windows:
             self._yield_to_windows(run)
-        code, began, result, seconds = self._submit(run, n)
+        request_id = self._admit(run, n)
+        try:
+            code, began, result, seconds = self._submit(run, n, request_id)
+        finally:
+            admission.withdraw(run.table_path, run.storage_options, request_id)
         rec = self._record(run, n, code, began, result, seconds)
         return self._decide(run, n, code, result, rec)
+
+    # -- admission: wait (bounded, holding no Spark) while a live writer shares partitions ----
+
+    def _batch_request(self, run: "_WriteRun"):
+        """(table, filed admission request), or None: no table yet, or ``on_overlap='go'``."""
+        if run.admission is None or run.admission.on_overlap == core_admission.GO:
+            return None
+        table = admission.open_table(run.table_path, run.storage_options)
+        if table is None:
+            return None
+        fp = admission.batch_footprint(table, self.source, self.source_format, owner=run.owner_label,
+                                       kind=run.options.get(WRITE_KIND.key, self.write_kind),
+                                       storage_options=run.storage_options)
+        return table, admission.file_request(table, fp, run.owner)
+
+    def _admit(self, run: "_WriteRun", n: int) -> str | None:
+        """Attempt ``n``'s admission on this worker; the request id to withdraw once the job's
+        instant exists (its declared footprint takes over) or the attempt ends."""
+        filed = self._batch_request(run)
+        if filed is None:
+            return None
+        table, req = filed
+        try:
+            res = admission.wait_on_worker(table, req, admission.heartbeat_of(run.options), run.admission,
+                                           self.log, killed=lambda: self._killed)
+        except admission.AdmissionRefusedError as e:
+            raise_task_failure(self, e)
+        self._note_wait(run, n, res.to_json())
+        return req.request_id
+
+    def _note_wait(self, run: "_WriteRun", n: int, wait: dict) -> None:
+        if not wait.get("waited_for"):
+            return
+        run.pending_wait = {"attempt": n, **wait}
+        run.waits.append(run.pending_wait)
+        run.ti.xcom_push(key=XCOM_WAITS, value=run.waits)
 
     def _already_committed(self, run: "_WriteRun", inst) -> dict:
         self.log.info("batch %r is already committed as instant %s (completed %s): this run "
@@ -375,12 +464,14 @@ class HudiWriteOperator(BaseOperator):
         except TableNotFoundError:
             pass
 
-    def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
-        """spark-submit one attempt; the BEGIN line publishes the running instant at once."""
+    def _submit(self, run: "_WriteRun", n: int, request_id: str | None = None) -> tuple[int, dict, dict, float]:
+        """spark-submit one attempt; the BEGIN line publishes the running instant at once (and
+        withdraws the admission request: the instant's declared footprint takes over)."""
 
         def began(payload: dict) -> None:
             run.ti.xcom_push(key=XCOM_RUNNING, value={**payload, "table": run.table_path})
             self.log.info("attempt %d began instant %s", n, payload.get("instant"))
+            admission.withdraw(run.table_path, run.storage_options, request_id)
 
         out = JobOutput(on_begin=began)
         self._job_hook = self._get_hook(run, n, on_line=out)
@@ -400,6 +491,10 @@ class HudiWriteOperator(BaseOperator):
                 rec[k] = result[k]
         if result.get("error"):
             rec["error"] = {k: result["error"].get(k) for k in ("error", "message", "remedy")}
+        if run.pending_wait is not None and run.pending_wait.get("attempt") == n:
+            rec["waited_s"] = run.pending_wait["seconds"]
+            rec["waited_for"] = run.pending_wait["waited_for"]
+            run.pending_wait = None
         run.attempts.append(rec)
         run.ti.xcom_push(key=XCOM_ATTEMPTS, value=run.attempts)
         return rec
@@ -463,17 +558,65 @@ class HudiWriteOperator(BaseOperator):
             return self._committed(context, run, self._already_committed(run, found))
         if self.yield_to_windows:
             self._yield_to_windows(run)
+        request_id = None
+        filed = self._batch_request(run)
+        if filed is not None:
+            table, req = filed
+            request_id = req.request_id
+            verdict = core_admission.try_admit(table, req, admission.heartbeat_of(run.options),
+                                               starvation_s=run.admission.starvation_s)
+            if not verdict.admitted:
+                if run.admission.on_overlap == core_admission.FAIL:
+                    core_admission.withdraw(table, req.request_id)
+                    raise_task_failure(self, admission.AdmissionRefusedError(
+                        "on_overlap='fail': live writer(s) share partitions with this batch: "
+                        f"{verdict.describe()}"))
+                self.log.info("waiting for %s (in the triggerer, holding no worker slot; at most "
+                              "%.0f s)", verdict.describe(), run.admission.timeout_s)
+                self.defer(trigger=HudiAdmissionTrigger(
+                    run.table_path, req.request_id, options=_heartbeat_options(run.options),
+                    storage_options=run.storage_options, poll_interval=run.admission.poll_s,
+                    timeout_s=run.admission.timeout_s, starvation_s=run.admission.starvation_s,
+                    started_at=time.time()),
+                    method_name="execute_admitted",
+                    kwargs={"attempt": n, "attempts": run.attempts, "waits": run.waits})
+        return self._deferred_submit(context, run, n, request_id)
+
+    def execute_admitted(self, context, event: dict, attempt: int = 1, attempts: list | None = None,
+                         waits: list | None = None) -> dict:
+        """The admission trigger's event: admitted (or waited out): submit attempt ``attempt``."""
+        run = self._resolve(context)
+        run.attempts = list(attempts or [])
+        run.waits = list(waits or [])
+        self._run_spark_conf = with_parent_job(self.spark_conf, context)
+        wait = {"seconds": event.get("waited_s") or 0.0, "waited_for": event.get("waited_for") or [],
+                "timed_out": event.get("status") == "timeout"}
+        if wait["timed_out"]:
+            self.log.warning("still waiting for %s after %.1f s: starting anyway (OCC still decides "
+                             "the commit)", "; ".join(event.get("blockers") or []), wait["seconds"])
+        else:
+            self.log.info("admitted after waiting %.1f s for %s", wait["seconds"],
+                          "; ".join(wait["waited_for"]) or "nothing")
+        self._note_wait(run, attempt, wait)
+        return self._deferred_submit(context, run, attempt, event.get("request_id"))
+
+    def _deferred_submit(self, context, run: "_WriteRun", n: int, request_id: str | None) -> dict:
+        """Attempt ``n`` admitted: submit it detached, publish its instant, defer to its job."""
         hook = self._get_hook(run, n, extra_args=["--writer-id", self._writer_id(run, n)])
         job = self._detached = deferred_job.start_detached(
             hook, application_for(self.application, SPARK_APP), writer_id=self._writer_id(run, n))
         self.log.info("attempt %d submitted detached (pid %d, log %s)", n, job.pid, job.log_path)
         job.instant = self._wait_for_instant(run, job)
+        if job.instant or job.alive() is False:  # the instant declares the footprint now
+            admission.withdraw(run.table_path, run.storage_options, request_id)
+            request_id = None
         self._publish_running(run, job, n)
         self.defer(trigger=HudiWriteJobTrigger(
             run.table_path, job.to_json(), options=_heartbeat_options(run.options),
             storage_options=run.storage_options, poll_interval=self.poll_interval),
             method_name="execute_complete",
-            kwargs={"attempt": n, "attempts": run.attempts, "submitted_at": job.started_at})
+            kwargs={"attempt": n, "attempts": run.attempts, "submitted_at": job.started_at,
+                    "waits": run.waits, "request_id": request_id})
 
     @staticmethod
     def _writer_id(run: "_WriteRun", n: int) -> str:
@@ -507,11 +650,14 @@ class HudiWriteOperator(BaseOperator):
         run.ti.xcom_push(key=_LINKS[0].xcom_key, value=link)
 
     def execute_complete(self, context, event: dict, attempt: int = 1, attempts: list | None = None,
-                         submitted_at: float | None = None) -> dict:
+                         submitted_at: float | None = None, waits: list | None = None,
+                         request_id: str | None = None) -> dict:
         """The trigger's outcome of attempt ``attempt``: done, another deferred attempt after a
         conflict (with backoff), or the failure raised as the synchronous path raises it."""
         run = self._resolve(context)
         run.attempts = list(attempts or [])
+        run.waits = list(waits or [])
+        admission.withdraw(run.table_path, run.storage_options, request_id)
         self._run_spark_conf = with_parent_job(self.spark_conf, context)
         status = event.get("status")
         result = _result_of_event(event)

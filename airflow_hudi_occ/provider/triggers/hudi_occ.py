@@ -115,3 +115,60 @@ class HudiWriteJobTrigger(BaseTrigger):
         pids = await asyncio.to_thread(job.kill)
         self.log.info("the task was cancelled: killed the Spark job's process group %s; instant "
                       "%s is left for the next writer's rollback", pids, job.instant)
+
+
+class HudiAdmissionTrigger(BaseTrigger):
+    """Waits, in the triggerer, until a deferrable write's admission request is admitted
+    (``provider/admission.py``: no live writer shares its partitions, no request ahead of it)
+    or ``timeout_s`` passed, then yields once: ``{"status": "admitted" | "timeout",
+    "request_id", "waited_s", "waited_for"}``. Each look refreshes the request (a waiter
+    whose triggerer died is forgotten after the request's ttl). On kill the request is
+    withdrawn."""
+
+    def __init__(self, table_path: str, request_id: str, options: dict | None = None,
+                 storage_options: dict | None = None, poll_interval: float = 2.0,
+                 timeout_s: float = 900.0, starvation_s: float = 600.0, started_at: float = 0.0):
+        super().__init__()
+        self.table_path = table_path
+        self.request_id = request_id
+        self.options = dict(options or {})
+        self.storage_options = dict(storage_options or {})
+        self.poll_interval = poll_interval
+        self.timeout_s = timeout_s
+        self.starvation_s = starvation_s
+        self.started_at = started_at
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"table_path": self.table_path, "request_id": self.request_id, "options": self.options,
+                 "storage_options": self.storage_options, "poll_interval": self.poll_interval,
+                 "timeout_s": self.timeout_s, "starvation_s": self.starvation_s,
+                 "started_at": self.started_at})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        import time
+
+        from airflow_hudi_occ.provider.admission import look
+        started = self.started_at or time.time()
+        waited_for: list[str] = []
+        while True:
+            try:
+                seen = await asyncio.to_thread(look, self.table_path, self.storage_options,
+                                               self.request_id, self.options, self.starvation_s)
+            except Exception as e:  # noqa: BLE001 - a wait must not fail the write: go, OCC decides
+                seen = {"admitted": True, "blockers": [], "error": f"{type(e).__name__}: {e}"}
+            for b in seen["blockers"]:
+                if b not in waited_for:
+                    waited_for.append(b)
+            timed_out = not seen["admitted"] and time.time() - started >= self.timeout_s
+            if seen["admitted"] or timed_out:
+                yield TriggerEvent({"status": "timeout" if timed_out else "admitted",
+                                    "request_id": self.request_id, "waited_for": waited_for,
+                                    "waited_s": round(time.time() - started, 3),
+                                    "blockers": seen["blockers"], "error": seen.get("error")})
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        from airflow_hudi_occ.provider.admission import withdraw
+        await asyncio.to_thread(withdraw, self.table_path, self.storage_options, self.request_id)

@@ -755,3 +755,33 @@ def test_bucket_index_commit_conflict_check_sees_the_bucket_a_finished_writer_cr
     with pytest.raises(EarlyConflictError, match=r"completed after .* wrote file group\(s\) \[p/00000001-aaaa-0\]"):
         det.check("p", "00000001-bbbb-0")
     create_detector(t, T(2), cfg, completed_at_start=set()).check("p", "00000000-cccc-0")
+
+
+def test_check_all_counts_an_earlier_live_writers_declared_file_groups(tmp_path):
+    """Declared footprints (concurrency/early_conflict/declared.py): an earlier live writer's
+    declared file group stops the later writer before any marker exists; a shared partition
+    alone does not; a later writer's declaration does not (the later of two stops)."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    table = make_table(tmp_path)
+    early = WriteTransaction(table, config(), footprint=["a", "b"])
+    early.begin()
+    me = WriteTransaction(table, config(), footprint=["a"])
+    me.begin()
+    late = WriteTransaction(table, config(), footprint=["a"])
+    late.begin()
+    try:
+        late.start_inflight(planned_file_groups=[("a", "f-late")])
+        det = me.detector
+        det.check_all([("a", "f-late"), ("a", "f-1")])  # partition shared, groups not declared
+        early.start_inflight(planned_file_groups=[("a", "f-1"), ("b", "f-2")])
+        assert [w.requested_time for w, shared in det.rivals(me.footprint)] == [early.instant_time]
+        det.check_all([("a", "f-3")])  # another file group of the same partition: no conflict
+        with pytest.raises(EarlyConflictError, match="declared file group") as e:
+            det.check_all([("a", "f-1")])
+        assert e.value.other_instant == early.instant_time
+        assert [str(g) for g in e.value.file_groups] == ["a/f-1"]
+        with pytest.raises(EarlyConflictError):
+            det.check_all([("c", "f-9")])  # sticky: the write is doomed
+    finally:
+        for tx in (late, me, early):
+            tx.abort()

@@ -236,3 +236,18 @@ def test_what_clean_pruned_is_reported_only_after_it_did(tmp_path, history):
     assert tr["pruned"]["last_clean"] == got["clean"].clean_instant
     # the new conflict and its retry are counted; the old retry still counts as a retry
     assert tr["totals"]["conflicts"] == 1 and tr["totals"]["retries"] == 2
+
+
+def test_admission_waits_are_counted_beside_conflicts(tmp_path):
+    """The write operator records an attempt's admission wait in its labels
+    (``admission_wait_s``); the trends count waits and their seconds per DAG and in total."""
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+    ArrowTableWriter(table, _cfg(dag_id="ingest", task_id="w", run_id="r1")).write(_rows([1], "a"), "upsert")
+    ArrowTableWriter(table, _cfg(dag_id="ingest", task_id="w", run_id="r2", admission_wait_s="12.500")).write(
+        _rows([2], "b"), "upsert")
+    doc = build_trends(table, window="1d")
+    assert (doc["totals"]["waits"], doc["totals"]["wait_seconds"]) == (1, 12.5)
+    [dag] = doc["dags"]
+    assert (dag["dag_id"], dag["waits"], dag["wait_seconds"], dag["conflicts"]) == ("ingest", 1, 12.5, 0)
+    assert sum(b["waits"] for b in doc["buckets"]) == 1

@@ -48,3 +48,17 @@ with DAG(dag_id="hudi_occ_test_long_write", schedule=None, start_date=datetime(2
         table_path=TABLE, options={**examples.TABLE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "1000"},
         conflict_retries=0, spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")},
         application=TEST_JOB)
+
+with DAG(dag_id="hudi_occ_test_admission", schedule=None, start_date=datetime(2024, 1, 1),
+         catchup=False, default_args={"retries": 0}) as admission_dag:
+    # test_dags_e2e.py: admission before spark-submit (waits for an overlapping live writer)
+    HudiWriteOperator(
+        task_id="upsert", source=os.environ.get("HUDI_OCC_ADMISSION_SOURCE", "/nonexistent"),
+        table_path=os.environ.get("HUDI_OCC_ADMISSION_TABLE", "/tmp/hudi-occ-admission"), hudi_conn_id=None,
+        options={"hoodie.datasource.write.recordkey.field": "id",
+                 "hoodie.datasource.write.partitionpath.field": "p",
+                 "hoodie.datasource.write.precombine.field": "ts",
+                 "hoodie.write.lock.provider": "filesystem",
+                 "hoodie.client.heartbeat.interval_in_ms": "2000"},
+        conflict_retries=0, yield_to_windows=False, admission_poll_s=0.5, admission_timeout_s=300,
+        write_kind=os.environ.get("HUDI_OCC_ADMISSION_KIND", "ingestion"))

@@ -39,7 +39,13 @@ Errors: :class:`EarlyConflictError` (retryable: retry with a fresh instant time)
 the detector keeps raising it (the write is doomed). :class:`UnknownStrategyError` for a
 strategy name that does not exist. Storage errors pass through.
 
+Beyond Hudi: earlier live writers' *declared* file groups (their footprint, declared at begin
+and refined at inflight: core/concurrency/footprint.py) count as markers to come, in the
+Spark driver's checks before tagging and before the write job (``declared``); a shared
+partition alone is never a conflict.
+
 Modules: ``marker_view`` (the other writers: candidates, heartbeats, their markers, cached),
+``declared`` (their declared footprints),
 ``bloom`` (the bloom files), ``strategies`` (the checks before each marker), ``async_checker``
 (the background checker) and ``detector`` (a strategy by name). Import from this package.
 """
@@ -49,6 +55,8 @@ from __future__ import annotations
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import (
     AsyncTimelineServerBasedDetectionStrategy, BloomAsyncTimelineServerBasedDetectionStrategy)
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BLOOM_FILE, BloomFilter, bloom_key
+from airflow_hudi_occ.core.concurrency.early_conflict.declared import (declared_conflict, declared_groups,
+                                                                      earlier_rivals)
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import (
     STRATEGIES, create_detector, get_detection_strategy, valid_strategy_names)
 from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (
@@ -67,6 +75,9 @@ __all__ = [
     "SimpleTransactionDirectMarkerBasedDetectionStrategy",
     "bloom_key",
     "create_detector",
+    "declared_conflict",
+    "declared_groups",
+    "earlier_rivals",
     "get_detection_strategy",
     "valid_strategy_names",
 ]

@@ -15,7 +15,9 @@ from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
 from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, OwnBloom, bloom_key
+from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_conflict, earlier_rivals
 from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup, MarkerView, conflict_key
+from airflow_hudi_occ.core.concurrency.footprint import Footprint, LiveWriter
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +115,33 @@ class EarlyConflictDetectionStrategy(ABC):
     def check_all(self, file_groups) -> None:
         """Check every ``(partition, file_id)`` a write plans, before any of its data exists
         (the Spark driver, before the write job starts): a doomed write stops having written
-        nothing. Raises :class:`EarlyConflictError` for the first conflict."""
+        nothing. Raises :class:`EarlyConflictError` for the first conflict. Earlier live
+        writers' declared file groups count as their markers (``declared.py``): they will be."""
+        file_groups = list(file_groups)
+        self.check_declared(file_groups)
         for partition, file_id in file_groups:
             self.check(partition, file_id)
+
+    def rivals(self, footprint: Footprint | None) -> list[tuple[LiveWriter, list[str]]]:
+        """Earlier live writers whose declared footprint shares a partition with ``footprint``
+        (every earlier live writer when it is unknown), with the shared partitions."""
+        return earlier_rivals(self.table, self.instant_time, footprint, self.config.heartbeat,
+                              now=self.clock())
+
+    def check_declared(self, file_groups, rivals: list | None = None) -> list[tuple[LiveWriter, list[str]]]:
+        """Raise :class:`EarlyConflictError` if an earlier live writer declared one of
+        ``file_groups`` (by bucket under the bucket index); a shared partition alone is not a
+        conflict. Returns the rivals looked at."""
+        file_groups = [(clean_partition(p), f) for p, f in file_groups]
+        self.check_sticky()
+        if rivals is None:
+            rivals = self.rivals(Footprint.of({p for p, _ in file_groups}))
+        found = declared_conflict(self.instant_time, rivals, file_groups, by_bucket=self.by_bucket,
+                                  strategy=self.name)
+        if found is not None:
+            self._set_conflict(found)
+            self.check_sticky()
+        return rivals
 
     def create_marker(self, markers: WriteMarkers, partition: str, data_file_name: str,
                       io_type: IOType | str) -> Marker:

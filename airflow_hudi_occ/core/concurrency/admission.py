@@ -1,0 +1,231 @@
+"""Admission: a write starts only when no live writer's declared footprint shares a partition
+with its batch (or it waited long enough), and among writers waiting on the same partitions,
+ingestion goes first.
+
+Why: OCC lets two overlapping writers both run and then throws one away; with Spark that is a
+minute of a cluster's time per lost attempt. A footprint is declared at begin
+(``footprint.py``), so a writer about to be submitted can see every live rival and wait,
+holding nothing, instead of starting a doomed job. Waiting is never needed for correctness:
+OCC still decides every commit; admission only avoids work that is likely to be lost.
+
+The protocol (files beside the timeline, ``.hoodie/.aux/occ/admission/<id>.json``, so that
+any writer can take part):
+
+1. A writer that must wait files a *request*: its footprint (partitions, kind, owner) and a
+   creation time. It rewrites the file at every look (``refreshed_at``); a waiting request not
+   refreshed for ``ttl_s`` is dead (its waiter died) and ignored.
+2. It is *admitted* when nothing blocks it: no live write instant (heartbeat alive, not a
+   table service) and no admitted request of another owner shares a partition with it, and
+   no waiting request that shares one comes before it. Order among waiting requests:
+   kind (ingestion, then backfill, then table services: :data:`footprint.KIND_RANK`), then
+   age; a request waiting longer than ``starvation_s`` comes first whatever its kind, so no
+   writer starves.
+3. Admitted, it writes ``admitted`` and reads the others again: if another overlapping
+   request is admitted too (two writers decided at the same moment, each before seeing the
+   other's decision), it goes back to waiting. Of two such writers at least the later reader
+   sees the other, so at most one goes; a double back-off costs one more look.
+4. The admitted request is withdrawn once the write's instant exists (its declared footprint
+   takes over) or when the attempt ends; an admitted request not withdrawn expires after
+   ``admitted_ttl_s``.
+
+Errors: none of its own; storage errors pass through. The caller bounds the wait and says
+what it waited for (``Verdict.describe``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, Footprint,
+                                                        live_writers)
+from airflow_hudi_occ.core.config import HeartbeatConfig
+
+_DIR = (".hoodie", ".aux", "occ", "admission")
+WAITING = "waiting"
+ADMITTED = "admitted"
+
+#: the policies of a write that overlaps a live writer
+WAIT, GO, FAIL = "wait", "go", "fail"
+POLICIES = (WAIT, GO, FAIL)
+
+
+@dataclass
+class AdmissionRequest:
+    request_id: str
+    partitions: list[str] | None  # None: unknown (every partition)
+    kind: str
+    owner: str                    # for people: dag.task
+    owner_key: dict = field(default_factory=dict)  # dag_id/run_id/task_id: one owner's requests
+    created_at: float = 0.0
+    refreshed_at: float = 0.0
+    state: str = WAITING
+    admitted_at: float | None = None
+    ttl_s: float = 120.0
+    admitted_ttl_s: float = 900.0
+
+    @property
+    def footprint(self) -> Footprint:
+        return Footprint(None if self.partitions is None else frozenset(self.partitions),
+                         owner=self.owner, kind=self.kind)
+
+    def alive(self, now: float) -> bool:
+        if self.state == ADMITTED:
+            return now - (self.admitted_at or self.refreshed_at) <= self.admitted_ttl_s
+        return now - self.refreshed_at <= self.ttl_s
+
+    def order(self, now: float, starvation_s: float) -> tuple:
+        starving = now - self.created_at >= starvation_s
+        return (0 if starving else 1, KIND_RANK.get(self.kind, 1), self.created_at, self.request_id)
+
+    def same_owner(self, other: "AdmissionRequest") -> bool:
+        return bool(self.owner_key) and all(self.owner_key.get(k) == other.owner_key.get(k)
+                                            for k in ("dag_id", "run_id", "task_id", "map_index"))
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a request waits: a live write instant, or another request (admitted, or ahead)."""
+
+    what: str        # "writer" | "admitted request" | "request ahead"
+    ident: str       # the instant or the request id
+    owner: str
+    partitions: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.ident} ({self.owner}) on partitions {', '.join(self.partitions)}"
+
+
+@dataclass
+class Verdict:
+    admitted: bool
+    blockers: list[Blocker] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return "; ".join(b.describe() for b in self.blockers) or "nothing"
+
+    def to_json(self) -> dict:
+        return {"admitted": self.admitted, "blockers": [asdict(b) for b in self.blockers]}
+
+
+def _path(table, request_id: str) -> str:
+    return table.storage.path(*_DIR, f"{request_id}.json")
+
+
+def save(table, req: AdmissionRequest) -> None:
+    table.storage.write(_path(table, req.request_id), json.dumps(asdict(req), sort_keys=True).encode())
+
+
+def load(table, request_id: str) -> AdmissionRequest | None:
+    try:
+        return AdmissionRequest(**json.loads(table.storage.read(_path(table, request_id))))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def requests(table, *, now: float | None = None) -> list[AdmissionRequest]:
+    """The live requests (dead ones are ignored, and deleted by whoever sees them)."""
+    now = time.time() if now is None else now
+    try:
+        names = sorted(n for n in table.storage.list_names(table.storage.path(*_DIR)) if n.endswith(".json"))
+    except FileNotFoundError:
+        return []
+    out = []
+    for n in names:
+        r = load(table, n[:-5])
+        if r is None:
+            continue
+        if r.alive(now):
+            out.append(r)
+        else:
+            withdraw(table, r.request_id)
+    return out
+
+
+def withdraw(table, request_id: str) -> None:
+    try:
+        table.storage.delete(_path(table, request_id))
+    except FileNotFoundError:
+        pass
+
+
+def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
+                ttl_s: float = 120.0, admitted_ttl_s: float = 900.0,
+                now: float | None = None) -> AdmissionRequest:
+    """File a waiting request for ``footprint`` (announced before it is ever judged)."""
+    now = time.time() if now is None else now
+    req = AdmissionRequest(f"{int(now * 1e6):017d}-{uuid.uuid4().hex[:8]}",
+                           None if footprint.partitions is None else sorted(footprint.partitions),
+                           footprint.kind, footprint.owner or "unknown writer", dict(owner_key or {}),
+                           now, now, WAITING, None, ttl_s, admitted_ttl_s)
+    save(table, req)
+    return req
+
+
+def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
+                  now: float | None = None) -> list[Blocker]:
+    """The live write instants whose declared footprint shares a partition with ``footprint``
+    (what ``on_overlap`` judges, without filing anything)."""
+    out = []
+    for w in live_writers(table, heartbeat, now=now):
+        shared = footprint.shared_partitions(w.footprint)
+        if shared:
+            out.append(Blocker("writer", w.requested_time, w.owner, tuple(shared)))
+    return out
+
+
+def blockers(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: float | None = None,
+             starvation_s: float = 600.0, others: list[AdmissionRequest] | None = None) -> list[Blocker]:
+    now = time.time() if now is None else now
+    mine = req.footprint
+    out = live_blockers(table, mine, heartbeat, now=now)
+    me = req.order(now, starvation_s)
+    for r in (others if others is not None else requests(table, now=now)):
+        if r.request_id == req.request_id or req.same_owner(r):
+            continue
+        shared = mine.shared_partitions(r.footprint)
+        if not shared:
+            continue
+        if r.state == ADMITTED:
+            out.append(Blocker("admitted request", r.request_id, r.owner, tuple(shared)))
+        elif r.order(now, starvation_s) < me:
+            out.append(Blocker("request ahead", r.request_id, r.owner, tuple(shared)))
+    return out
+
+
+def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: float | None = None,
+              starvation_s: float = 600.0) -> Verdict:
+    """One look: refresh the request; admit it if nothing blocks it (step 2), then re-read
+    the others (step 3). The request stays filed either way (``withdraw`` it when done)."""
+    now = time.time() if now is None else now
+    req.refreshed_at = now
+    if req.state == ADMITTED:
+        return Verdict(True)
+    why = blockers(table, req, heartbeat, now=now, starvation_s=starvation_s)
+    if why:
+        save(table, req)
+        return Verdict(False, why)
+    req.state, req.admitted_at = ADMITTED, now
+    save(table, req)
+    mine = req.footprint
+    rivals = [Blocker("admitted request", r.request_id, r.owner, tuple(mine.shared_partitions(r.footprint)))
+              for r in requests(table, now=now)
+              if r.request_id != req.request_id and r.state == ADMITTED and not req.same_owner(r)
+              and mine.overlaps(r.footprint)]
+    if rivals:  # admitted at the same moment as another: back to waiting, look again
+        req.state, req.admitted_at = WAITING, None
+        save(table, req)
+        return Verdict(False, rivals)
+    return Verdict(True)
+
+
+def shown_partitions(partitions: Iterable[str] | None) -> str:
+    return EVERY_PARTITION if partitions is None else ", ".join(sorted(partitions)) or "-"
+
+
+__all__ = ["AdmissionRequest", "Blocker", "Verdict", "WAIT", "GO", "FAIL", "POLICIES", "WAITING",
+           "ADMITTED", "new_request", "requests", "withdraw", "load", "save", "live_blockers",
+           "blockers", "try_admit", "shown_partitions"]

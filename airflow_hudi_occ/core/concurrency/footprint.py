@@ -1,0 +1,228 @@
+"""A writer's footprint: the partitions (and file groups, where known) an attempt will touch,
+declared on the timeline when it begins, so that every other writer can see it cheaply.
+
+Why: a doomed write is predictable long before it writes its first marker. An upsert whose
+rival began on the same partitions a moment earlier used to spend its Spark start, its source
+read and its tagging (31-44 s in the demo) before the first check could see the rival. With
+the footprint declared at ``begin``, a rival is visible from the first instant of its life:
+admission (``core/concurrency/admission.py``) waits on it before spark-submit, and the
+early check right after begin sees it at the partition level.
+
+Where it lives (Java readers stay happy): Hudi's own *workload profile* shape, a
+``HoodieCommitMetadata`` whose ``partitionToWriteStats`` hold one stat per partition with an
+empty ``fileId`` (what Hudi's ``saveWorkloadProfileMetadataToInflight`` writes for inserts)
+and one stat per known file group. At ``begin`` it is written into the requested file of a
+``commit`` / ``deltacommit`` (Hudi leaves that file empty and never reads it for these
+actions; its archiver reads plans only of replace and table-service instants); once tagging
+knows the file groups, ``start_inflight`` writes the refined footprint into the inflight file,
+as before. Who wrote it (``dag.task``) and its kind (ingestion, backfill) go in the
+metadata's ``extraMetadata`` under :data:`EXTRA_FOOTPRINT`. A replacecommit's requested file
+is Hudi's replace plan and is left alone (its footprint is its plan's input file groups).
+
+The rule (docs/concurrency.md, "Footprints and admission"): a shared *partition* is never a
+conflict: Hudi's commit-time rule compares file groups and stays as it is. Partitions decide
+only who *waits* (admission); file groups, once declared, feed the early checks, which stop a
+writer only where Hudi's rules say it loses. An unknown footprint (a Java writer's requested
+instant, an operator that cannot read its source's partitions) overlaps everything: the
+conservative answer for a wait, never a reason to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, FileGroupId, WriteStat
+
+log = logging.getLogger(__name__)
+
+#: extraMetadata key of a declared footprint: JSON ``{"owner": "dag.task", "kind": "ingestion"}``
+EXTRA_FOOTPRINT = "airflow_hudi_occ.footprint"
+
+#: write kinds, in the order admission lets them go when several wait (RFC-22's example:
+#: ingestion first; a table service yields to ingestion)
+INGESTION = "ingestion"
+BACKFILL = "backfill"
+TABLE_SERVICE = "table_service"
+KIND_RANK = {INGESTION: 0, BACKFILL: 1, TABLE_SERVICE: 2}
+
+#: what a footprint shows for "unknown": it may touch every partition
+EVERY_PARTITION = "*"
+
+_DECLARING_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT)
+
+
+def check_kind(kind: str) -> str:
+    k = str(kind or INGESTION).strip().lower()
+    if k not in KIND_RANK:
+        raise ConfigError(f"unknown write kind {kind!r}", key=WRITE_KIND.key, value=kind,
+                          remedy=f"use one of {', '.join(KIND_RANK)}")
+    return k
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one attempt will touch. ``partitions`` None: unknown (may touch any partition)."""
+
+    partitions: frozenset[str] | None
+    file_groups: frozenset[FileGroupId] = field(default_factory=frozenset)
+    owner: str | None = None
+    kind: str = INGESTION
+
+    @classmethod
+    def of(cls, partitions: Iterable[str] | None, file_groups: Iterable[FileGroupId] = (), *,
+           owner: str | None = None, kind: str = INGESTION) -> "Footprint":
+        groups = frozenset((str(p), str(f)) for p, f in file_groups)
+        parts = None if partitions is None else frozenset(str(p) for p in partitions) | {p for p, _ in groups}
+        return cls(parts, groups, owner, check_kind(kind))
+
+    @property
+    def known(self) -> bool:
+        return self.partitions is not None
+
+    def refined(self, file_groups: Iterable[FileGroupId]) -> "Footprint":
+        """The same write once tagging knows its file groups (their partitions join in)."""
+        groups = frozenset((str(p), str(f)) for p, f in file_groups)
+        parts = None if self.partitions is None else self.partitions | {p for p, _ in groups}
+        return Footprint(parts, self.file_groups | groups, self.owner, self.kind)
+
+    def shared_partitions(self, other: "Footprint | None") -> list[str]:
+        """The partitions both may touch; ``["*"]`` when either side is unknown."""
+        if other is None or not self.known or not other.known:
+            return [EVERY_PARTITION]
+        return sorted(self.partitions & other.partitions)
+
+    def overlaps(self, other: "Footprint | None") -> bool:
+        return bool(self.shared_partitions(other))
+
+    # -- the codec: Hudi's workload-profile shape -------------------------------------------
+
+    def to_metadata(self, operation_type: str = "UNKNOWN") -> CommitMetadata:
+        stats = [WriteStat(file_id="", path="", partition_path=p) for p in sorted(self.partitions or ())]
+        stats += [WriteStat(file_id=f, path="", partition_path=p) for p, f in sorted(self.file_groups)]
+        extra = {EXTRA_FOOTPRINT: json.dumps({"owner": self.owner, "kind": self.kind}, sort_keys=True)}
+        return CommitMetadata.from_stats(stats, operation_type=operation_type, extra_metadata=extra)
+
+    def encode(self, operation_type: str = "UNKNOWN") -> bytes:
+        return self.to_metadata(operation_type).encode()
+
+    @classmethod
+    def from_metadata(cls, meta: CommitMetadata) -> "Footprint | None":
+        """The footprint a requested or inflight file declares (ours, or a Java writer's
+        workload profile); None when it declares nothing (an empty file)."""
+        parts = set(meta.partition_to_write_stats) | set(meta.partition_to_replace_file_ids or {})
+        groups = meta.mutated_file_groups()
+        raw = meta.extra_metadata.get(EXTRA_FOOTPRINT)
+        if not parts and not groups and raw is None:
+            return None
+        who: dict = {}
+        if raw:
+            try:
+                loaded = json.loads(raw)
+                who = loaded if isinstance(loaded, dict) else {}
+            except ValueError:
+                who = {}
+        kind = str(who.get("kind") or INGESTION)
+        return cls(frozenset(parts) | {p for p, _ in groups}, frozenset(groups),
+                   who.get("owner") or None, kind if kind in KIND_RANK else INGESTION)
+
+    def to_json(self) -> dict:
+        return {"partitions": None if self.partitions is None else sorted(self.partitions),
+                "file_groups": sorted(f"{p}/{f}" if p else f for p, f in self.file_groups),
+                "owner": self.owner, "kind": self.kind}
+
+
+def declares_at_begin(action: Action) -> bool:
+    """Whether an instant of ``action`` carries its footprint in its requested file."""
+    return action in _DECLARING_ACTIONS
+
+
+def declared(timeline, instant: Instant) -> Footprint | None:
+    """What a pending write instant declares: its inflight file (refined, or Java's workload
+    profile) else its requested file; a replacecommit by its plan's input groups. None:
+    nothing declared (unknown)."""
+    try:
+        if instant.action in (Action.REPLACE_COMMIT, Action.CLUSTERING):
+            fp = None
+            if instant.state is State.INFLIGHT:
+                fp = Footprint.from_metadata(timeline.commit_metadata(instant))
+            if fp is None:
+                plan = timeline.requested_replace_metadata(instant)
+                groups = plan.input_file_groups() if plan is not None and plan.has_plan else set()
+                fp = Footprint.of((), groups, kind=TABLE_SERVICE) if groups else None
+            return fp
+        if instant.action not in _DECLARING_ACTIONS:
+            return None
+        fp = Footprint.from_metadata(timeline.commit_metadata(instant))
+        if fp is None and instant.state is State.INFLIGHT:
+            req = Instant(instant.requested_time, instant.action, State.REQUESTED)
+            fp = Footprint.from_metadata(timeline.commit_metadata(req))
+        return fp
+    except FileNotFoundError:  # completed or rolled back meanwhile
+        return None
+    except HudiOccError as e:  # an unreadable plan or profile: unknown (may touch anything)
+        log.warning("cannot read what instant %s declares (%s): taken as unknown", instant, e)
+        return None
+
+
+@dataclass(frozen=True)
+class LiveWriter:
+    """A pending write instant whose heartbeat is alive, and what it declared."""
+
+    instant: Instant
+    footprint: Footprint | None
+
+    @property
+    def requested_time(self) -> str:
+        return self.instant.requested_time
+
+    @property
+    def owner(self) -> str:
+        return (self.footprint.owner if self.footprint is not None else None) or "unknown writer"
+
+    def describe(self, shared: list[str]) -> str:
+        return (f"{self.requested_time} ({self.owner}) on partitions "
+                f"{', '.join(shared) if shared else '-'}")
+
+
+def live_writers(table, heartbeat: HeartbeatConfig, *, timeline=None, now: float | None = None,
+                 exclude: Iterable[str] = (), include_table_services: bool = False) -> list[LiveWriter]:
+    """The table's live writers, oldest first: pending write instants whose heartbeat is
+    alive (a dead one is a failed write, rolled back lazily: nobody waits on it). Table
+    services are left out by default: a clustering plan yields to ingestion (RFC-22), and
+    writers into its file groups are refused by the clustering gate."""
+    tl = timeline if timeline is not None else table.timeline()
+    skip = set(exclude)
+    out = []
+    for inst in tl.pending_writes():
+        t = inst.requested_time
+        if t in skip or is_expired(table, t, heartbeat, now=now):
+            continue
+        service = inst.is_table_service or tl.is_clustering(inst)
+        if service and not include_table_services:
+            continue
+        out.append(LiveWriter(inst, declared(tl, inst)))
+    return out
+
+
+def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[tuple[LiveWriter, list[str]]]:
+    """The live writers whose footprint shares a partition with ``mine`` (an unknown side
+    shares every partition), each with the shared partitions."""
+    me = mine if mine is not None else Footprint(None)
+    out = []
+    for w in writers:
+        shared = me.shared_partitions(w.footprint)
+        if shared:
+            out.append((w, shared))
+    return out
+
+
+__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "INGESTION", "BACKFILL", "TABLE_SERVICE",
+           "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
+           "live_writers", "overlapping"]

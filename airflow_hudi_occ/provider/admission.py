@@ -1,0 +1,160 @@
+"""The write operator's admission before spark-submit: the batch's footprint, the policy
+(``on_overlap``), the bounded wait on a worker, and the one look the triggerer repeats.
+
+Why before submission: a write whose batch shares partitions with a live writer is likely to
+lose to it, and everything a Spark job does before its first check (start, source read,
+tagging: 30-45 s in the demo) would be lost with it. Waiting here holds no Spark resources,
+and in the deferrable operator no worker slot either (``HudiAdmissionTrigger``). The protocol
+itself (requests, order, the race between two admissions) is core's
+(``core/concurrency/admission.py``); the rule is in docs/concurrency.md.
+
+Every wait is bounded (``timeout_s``) and says what it waits for; at the timeout the write
+goes anyway (OCC keeps the table correct). ``fail`` raises
+:class:`AdmissionRefusedError` naming the writers it would have waited for.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from airflow_hudi_occ.core.concurrency import admission
+from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
+from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, HeartbeatConfig,
+                                          WriteConfig)
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.submit.footprint import batch_partitions
+
+
+class AdmissionRefusedError(HudiOccError):
+    """``on_overlap="fail"``: a live writer's footprint shares partitions with this batch."""
+
+    def __init__(self, message: str, *, blockers: list | None = None, remedy: str | None = None):
+        self.blockers = list(blockers or [])
+        super().__init__(message, remedy=remedy or (
+            "wait for the writers named to end (on_overlap='wait', the default), or start "
+            "anyway with on_overlap='go' (OCC still decides every commit)"))
+
+
+@dataclass
+class AdmissionSettings:
+    on_overlap: str
+    timeout_s: float
+    poll_s: float = 2.0
+    starvation_s: float = 600.0
+
+    @classmethod
+    def resolve(cls, on_overlap: str | None, timeout_s: float | None, options: dict, *,
+                poll_s: float = 2.0, starvation_s: float = 600.0) -> "AdmissionSettings":
+        """The operator's arguments first, else the connection's options, else the defaults."""
+        policy = str(on_overlap or ADMISSION_ON_OVERLAP.get(options)).strip().lower()
+        if policy not in admission.POLICIES:
+            raise ConfigError(f"unknown on_overlap policy {policy!r}", key=ADMISSION_ON_OVERLAP.key,
+                              value=policy, remedy=f"use one of {', '.join(admission.POLICIES)}")
+        timeout = timeout_s if timeout_s is not None else ADMISSION_TIMEOUT_MS.get(options) / 1000.0
+        return cls(policy, float(timeout), float(poll_s), float(starvation_s))
+
+
+@dataclass
+class WaitResult:
+    """What one attempt's admission did, for the log and XCom."""
+
+    seconds: float = 0.0
+    waited_for: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    request_id: str | None = None
+
+    def to_json(self) -> dict:
+        return {"seconds": round(self.seconds, 3), "waited_for": self.waited_for,
+                "timed_out": self.timed_out}
+
+
+def open_table(table_path: str, storage_options: dict | None) -> Table | None:
+    try:
+        return Table.open(table_path, storage_options or None)
+    except TableNotFoundError:
+        return None
+
+
+def heartbeat_of(options: dict) -> HeartbeatConfig:
+    return WriteConfig.from_options({k: v for k, v in options.items()
+                                     if k.startswith("hoodie.client.heartbeat.")}).heartbeat
+
+
+def batch_footprint(table: Table, source: str, source_format: str, *, owner: str, kind: str,
+                    storage_options: dict | None) -> Footprint:
+    """The batch's partitions read without Spark (``spark/submit/footprint.py``); unknown
+    (None: overlaps everything) when they cannot be read exactly."""
+    cfg = table.config
+    parts = batch_partitions(source, source_format, list(cfg.partition_fields),
+                             hive_style=cfg.hive_style_partitioning, url_encode=cfg.url_encode_partitions,
+                             storage_options=storage_options)
+    return Footprint(None if parts is None else frozenset(parts), owner=owner, kind=check_kind(kind))
+
+
+def file_request(table: Table, footprint: Footprint, owner_key: dict) -> admission.AdmissionRequest:
+    return admission.new_request(table, footprint, owner_key=owner_key)
+
+
+def describe(blockers) -> str:
+    return "; ".join(b.describe() for b in blockers)
+
+
+def wait_on_worker(table: Table, req: admission.AdmissionRequest, heartbeat: HeartbeatConfig,
+                   settings: AdmissionSettings, log, *, killed: Callable[[], bool] = lambda: False,
+                   sleep: Callable[[float], None] = time.sleep) -> WaitResult:
+    """Look until admitted or ``settings.timeout_s`` passed; each new set of blockers is
+    logged ("waiting for <instant> (<dag>.<task>) on partitions ..."). ``fail`` raises at
+    the first look that finds a blocker."""
+    t0 = time.time()
+    res = WaitResult(request_id=req.request_id)
+    last: tuple = ()
+    while True:
+        verdict = admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s)
+        if verdict.admitted:
+            break
+        if settings.on_overlap == admission.FAIL:
+            admission.withdraw(table, req.request_id)
+            raise AdmissionRefusedError(
+                f"on_overlap='fail': live writer(s) share partitions with this batch: "
+                f"{describe(verdict.blockers)}", blockers=[b.describe() for b in verdict.blockers])
+        now_blocking = tuple(sorted(b.describe() for b in verdict.blockers))
+        for b in now_blocking:
+            if b not in res.waited_for:
+                res.waited_for.append(b)
+        if now_blocking != last:
+            log.info("waiting for %s (%.1f s so far; at most %.0f s)", describe(verdict.blockers),
+                     time.time() - t0, settings.timeout_s)
+            last = now_blocking
+        if time.time() - t0 >= settings.timeout_s or killed():
+            res.timed_out = True
+            log.warning("still waiting for %s after %.1f s: starting anyway (OCC still decides "
+                        "the commit)", describe(verdict.blockers), time.time() - t0)
+            break
+        sleep(settings.poll_s)
+    res.seconds = time.time() - t0
+    if res.waited_for and not res.timed_out:
+        log.info("admitted after waiting %.1f s for %s", res.seconds, "; ".join(res.waited_for))
+    return res
+
+
+def look(table_path: str, storage_options: dict | None, request_id: str, heartbeat_options: dict,
+         starvation_s: float) -> dict:
+    """One look for the triggerer: ``{"admitted": bool, "blockers": [text, ...]}``. A request
+    that is gone (expired, or its table removed) is admitted: nothing holds it any more."""
+    table = open_table(table_path, storage_options)
+    req = admission.load(table, request_id) if table is not None else None
+    if req is None:
+        return {"admitted": True, "blockers": []}
+    verdict = admission.try_admit(table, req, heartbeat_of(heartbeat_options), starvation_s=starvation_s)
+    return {"admitted": verdict.admitted, "blockers": [b.describe() for b in verdict.blockers]}
+
+
+def withdraw(table_path: str, storage_options: dict | None, request_id: str | None) -> None:
+    if not request_id:
+        return
+    table = open_table(table_path, storage_options)
+    if table is not None:
+        admission.withdraw(table, request_id)
