@@ -71,6 +71,7 @@ from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, Wr
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
+from airflow_hudi_occ.spark.compat import apply_in_arrow
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions, check_merge_on_read
@@ -122,7 +123,7 @@ class SparkWriteResult:
 
 def arrow_schema_of(df) -> pa.Schema:
     """The user columns' Arrow schema (plain string/binary, as executors write them)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from airflow_hudi_occ.spark.compat import to_arrow_schema
     # a timestamp is an instant: stored as UTC microseconds (Java Hudi's TIMESTAMP_MICROS,
     # adjusted to UTC); Spark hands executors the session's zone, the same instants
     sch = to_arrow_schema(df.schema, timezone="UTC")
@@ -398,7 +399,7 @@ class SparkHudiWriter(SparkTableJob):
                         on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, names, out, t0,
                                         folders=pairs.folders() if pairs is not None else None)
-        job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+        job = apply_in_arrow(records, (tagging.PART, tagging.FID), make_group_fn(ctx), STAT_DDL)
         rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned),
                            on_progress=self.write_progress(len(run.planned)))
