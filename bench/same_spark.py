@@ -102,8 +102,12 @@ def session(setup: dict):
 # --- timing ----------------------------------------------------------------------------------------
 
 class Stages:
-    """``on_progress`` for our writer: the seconds between its stage lines (what ours spends
-    where: planning, begin, early checks, tagging, writing, committing)."""
+    """``on_progress`` for our writer: the seconds from each stage line to the next, under the
+    name of the line that opens them. So ``validate`` is everything before the ``planning``
+    line (options, table, schema, the batch check's Spark job); ``planning`` the lock and
+    instant; ``begin`` the early check before tagging and the file-group plan (its Spark
+    count job); ``tagging`` the inflight transition and markers; ``writing`` the write job;
+    ``committing`` the commit under the lock."""
 
     def __init__(self):
         self.t0 = time.perf_counter()
