@@ -406,7 +406,7 @@ class SparkHudiWriter(SparkTableJob):
                                            out_dir=out, meta_fields=meta_fields)
             else:
                 job = native_write.write_job(self.spark, records, batch.user_columns,
-                                             tx.instant_time, names, out, meta_fields)
+                                             tx.instant_time, names, out, meta_fields=meta_fields)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self._async_checker(tx, run.planned),
                         on_progress=self.write_progress(len(run.planned)))
