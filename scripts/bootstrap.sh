@@ -5,6 +5,9 @@
 #     Java-interop lock test (scripts/install-zookeeper.sh);
 #   - Java Hudi for the interop tests: Hudi's Spark 3.5 bundle (Maven) and pyspark 3.5 in
 #     .work/java-hudi/ (scripts/install-java-hudi.sh);
+#   - the same-Spark benchmark's venv (pyspark 3.5 with this package's runtime dependencies)
+#     and Delta Lake for Spark 3.5 in .work/spark35-bench/ (scripts/install-spark35-bench.sh;
+#     only for `scripts/test.sh --slow`, whose smoke test of that bench needs it: about 850 MB);
 #   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
 #   - a virtualenv in .venv with the package and its test, spark, airflow and bench extras
@@ -54,3 +57,6 @@ else
   echo "bootstrap: .venv is up to date"
 fi
 bash scripts/install-java-hudi.sh
+if [ "${HUDI_OCC_SLOW:-}" = "1" ]; then
+  bash scripts/install-spark35-bench.sh
+fi

@@ -568,6 +568,10 @@ HIVE_STYLE = ConfigProperty("hoodie.datasource.write.hive_style_partitioning", F
 URL_ENCODE = ConfigProperty("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool,
                             doc="a table property, taken when a write creates the table; "
                                 "afterwards the table's hoodie.properties decides")
+POPULATE_META_FIELDS = ConfigProperty(
+    "hoodie.populate.meta.fields", True, parse_bool,
+    doc="a table property, taken when a write creates the table: false writes virtual keys (no "
+        "meta columns; copy-on-write only); afterwards the table's hoodie.properties decides")
 MAX_FILE_SIZE = ConfigProperty("hoodie.parquet.max.file.size", 120 * 1024 * 1024, parse_int)
 SMALL_FILE_LIMIT = ConfigProperty("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, parse_int,
                                   doc="0 turns small-file top-up off")

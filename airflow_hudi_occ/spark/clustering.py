@@ -35,6 +35,7 @@ from airflow_hudi_occ.spark import tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
+from airflow_hudi_occ.spark.compat import apply_in_arrow
 from airflow_hudi_occ.spark.writer import SparkTableJob
 
 NAME = "__hudi_src_name"
@@ -83,7 +84,7 @@ class SparkClusteringExecutor(SparkTableJob):
                               target_schema=arrow_schema_of(df.select(*user_columns)),
                               precombine=None, prev={}, sort_columns=sort_columns_of(plan, cfg),
                               completed_at_start=sorted(tx.snapshot.completed_at_start))
-            job = rows_df.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+            job = apply_in_arrow(rows_df, (tagging.PART, tagging.FID), make_group_fn(ctx), STAT_DDL)
             rows = run_watched(self.spark, table, tx.instant_time, job.collect,
                                description=f"hudi cluster {table.name} {tx.instant_time}")
             stats = [WriteStat(file_id=r.file_id, path=r.path, partition_path=r.partition,

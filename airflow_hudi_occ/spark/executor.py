@@ -237,10 +237,13 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
             keys = incoming.column(KEY).combine_chunks()
             times = None  # every row is this instant's
             upd, ins, dels = 0, incoming.num_rows, 0
-        full = with_meta_columns(user, instant_time=ctx.instant, partition=partition, file_name=name,
-                                 keys=keys, commit_times=times,
-                                 seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_",
-                                 dictionary_constants=True)
+        if table.config.populates_meta_fields:
+            full = with_meta_columns(user, instant_time=ctx.instant, partition=partition, file_name=name,
+                                     keys=keys, commit_times=times,
+                                     seq_prefix=f"{ctx.instant}_{token.split('-')[0]}_",
+                                     dictionary_constants=True)
+        else:  # virtual keys (new files only: the writer refuses the rest): the user's columns
+            full = user
         size = _write(table, rel, full, ctx)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel,

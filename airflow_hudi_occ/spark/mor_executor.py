@@ -46,6 +46,7 @@ from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.spark import executor, tagging
 from airflow_hudi_occ.spark.executor import TaskContext
 from airflow_hudi_occ.spark.jobgroup import run_watched
+from airflow_hudi_occ.spark.compat import apply_in_arrow
 
 #: executor.STAT_SCHEMA plus the deltacommit's fields
 MOR_STAT_SCHEMA = executor.STAT_SCHEMA.append(pa.field("base_file", pa.string())) \
@@ -83,8 +84,8 @@ def write_files(writer, batch, run, plan) -> list[WriteStat]:
                                                 separators=(",", ":")))
     # one record per key, as the copy-on-write job gets them (the plan may leave the batch's
     # duplicate keys to the write job)
-    job = writer._records_by_file_group(batch, plan).groupBy(tagging.PART, tagging.FID) \
-              .applyInArrow(make_group_fn(ctx), MOR_STAT_DDL)
+    job = apply_in_arrow(writer._records_by_file_group(batch, plan), (tagging.PART, tagging.FID),
+                         make_group_fn(ctx), MOR_STAT_DDL)
     rows = run_watched(writer.spark, table, tx.instant_time, job.collect,
                        description=f"hudi {batch.op} (deltacommit) {table.name} {tx.instant_time}",
                        extra_check=writer._async_checker(tx, run.planned),

@@ -92,10 +92,12 @@ def staging_dir(table, instant: str) -> str:
     return table.storage.path(".hoodie", ".temp", instant, STAGING)
 
 
-def write_job(spark, records, user_columns: list[str], instant: str, names: dict, out_dir: str):
+def write_job(spark, records, user_columns: list[str], instant: str, names: dict, out_dir: str,
+              meta_fields: bool = True):
     """The Spark action (to run under the watched job group): ``records`` (one per key,
     shuffled by file group, with the key, partition and file id columns) with the meta
-    columns, written by Spark's parquet writer into ``out_dir/<GROUP>=<index>/``."""
+    columns (``meta_fields=False``, virtual keys: without them), written by Spark's parquet
+    writer into ``out_dir/<GROUP>=<index>/``."""
     index = spark.createDataFrame(
         [(p, f, i, names[(p, f)]) for i, (p, f) in enumerate(names)],
         "__ip string, __if string, __hudi_group int, __iname string")
@@ -115,7 +117,7 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
     # Every column nullable, as the Python route writes them (readers that concatenate files
     # of one table want one schema): a condition Spark cannot fold keeps the column nullable.
     known = F.col(GROUP) >= 0
-    cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS]
+    cols = [F.when(known, meta[c]).alias(c) for c in META_COLUMNS] if meta_fields else []
     cols += [F.when(known, F.col(c)).alias(c) for c in user_columns]
     out = df.select(*cols, GROUP)
 

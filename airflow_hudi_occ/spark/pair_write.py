@@ -69,14 +69,14 @@ def file_names(plan, instant: str) -> dict:
 
 
 def write_job(spark, records, *, user_columns: list[str], key_fields: list[str], target_schema,
-              instant: str, plan, names: dict, out_dir: str):
+              instant: str, plan, names: dict, out_dir: str, meta_fields: bool = True):
     """The Spark action of a :func:`file_group_plan.plan_by_pair` bulk_insert: each input task
     writes its records, as read, into ``out_dir/<GROUP>=<folder>/data.parquet``, the folder being
     :meth:`PairPlan.folder` of its file group: a long computed in Spark from the task id, the
     partition's hash and a chunk of the key's hash (only pairs above the max file size have
     more than one chunk). ``names``: :func:`file_names` of the plan (its markers' names). A
     record of a pair the count did not see lands in a folder outside the plan, which the task
-    refuses."""
+    refuses. ``meta_fields=False`` (a table with virtual keys): the user's columns alone."""
     task = F.spark_partition_id()
     big = {f"{t}|{p}": plan.files((p, t)) for (p, t) in plan.pairs if plan.files((p, t)) > 1}
     if big:
@@ -92,7 +92,7 @@ def write_job(spark, records, *, user_columns: list[str], key_fields: list[str],
     if ordered:
         df = df.sortWithinPartitions(GROUP)
     targets = {folder_: (g[0], names[g]) for g, folder_ in plan.folders().items()}
-    fn = _task_writer(targets, list(key_fields), target_schema, instant, out_dir, ordered)
+    fn = _task_writer(targets, list(key_fields), target_schema, instant, out_dir, ordered, meta_fields)
     def run():
         with arrow_batches(spark, CHUNK_ROWS):
             return df.mapInArrow(fn, RESULT_DDL).collect()
@@ -100,7 +100,7 @@ def write_job(spark, records, *, user_columns: list[str], key_fields: list[str],
 
 
 def _task_writer(targets: dict, key_fields: list[str], target_schema, instant: str, out_dir: str,
-                 ordered: bool):
+                 ordered: bool, meta_fields: bool = True):
     """The ``mapInArrow`` function of one input task (see the module docstring)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -109,7 +109,7 @@ def _task_writer(targets: dict, key_fields: list[str], target_schema, instant: s
         tc = TaskContext.get()
         task, attempt = (tc.partitionId(), tc.attemptNumber()) if tc is not None else (0, 0)
         files = _TaskFiles(targets, key_fields, target_schema, instant, out_dir,
-                           f"{instant}_{task}_", f".{task}-{attempt}.inprogress")
+                           f"{instant}_{task}_", f".{task}-{attempt}.inprogress", meta_fields)
         for batch in batches:
             files.add(batch, ordered)
         yield pa.RecordBatch.from_pylist(files.close_all(), schema=_RESULT)
@@ -119,8 +119,10 @@ def _task_writer(targets: dict, key_fields: list[str], target_schema, instant: s
 class _TaskFiles:
     """One task's open file groups: a buffer and a parquet writer each."""
 
-    def __init__(self, targets, key_fields, target_schema, instant, out_dir, seq_prefix, tmp_suffix):
+    def __init__(self, targets, key_fields, target_schema, instant, out_dir, seq_prefix, tmp_suffix,
+                 meta_fields: bool = True):
         self.targets, self.key_fields, self.schema = targets, key_fields, target_schema
+        self.meta_fields = meta_fields
         self.instant, self.out_dir, self.seq_prefix, self.tmp_suffix = instant, out_dir, seq_prefix, tmp_suffix
         self.buffers: dict[int, list[pa.Table]] = {}
         self.buffered: dict[int, int] = {}
@@ -160,9 +162,10 @@ class _TaskFiles:
                                "write; make it deterministic (e.g. cache it) and retry")
         partition, name = self.targets[folder]
         user = conform(pa.concat_tables(parts), self.schema)
-        full = with_meta_columns(user, instant_time=self.instant, partition=partition, file_name=name,
-                                 key_fields=self.key_fields, seq_prefix=self.seq_prefix,
-                                 seqno_start=self.seq, dictionary_constants=True)
+        full = user if not self.meta_fields else with_meta_columns(
+            user, instant_time=self.instant, partition=partition, file_name=name,
+            key_fields=self.key_fields, seq_prefix=self.seq_prefix, seqno_start=self.seq,
+            dictionary_constants=True)
         self.seq += full.num_rows
         if folder not in self.writers:
             folder_dir = os.path.join(self.out_dir, f"{GROUP}={folder}")

@@ -78,6 +78,7 @@ from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, Wr
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
+from airflow_hudi_occ.spark.compat import apply_in_arrow
 from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions, check_merge_on_read
@@ -85,6 +86,9 @@ from airflow_hudi_occ.spark.submit.options import SparkWriteOptions, check_merge
 log = logging.getLogger(__name__)
 
 EXTRA_ENGINE = "hudi_occ.engine"
+#: what the engine writes into a table with virtual keys: new file groups only, no key lookup
+#: (the core writer does the rest)
+VIRTUAL_KEY_OPERATIONS = ("bulk_insert", "insert_overwrite")
 
 
 @dataclass
@@ -129,7 +133,7 @@ class SparkWriteResult:
 
 def arrow_schema_of(df) -> pa.Schema:
     """The user columns' Arrow schema (plain string/binary, as executors write them)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from airflow_hudi_occ.spark.compat import to_arrow_schema
     # a timestamp is an instant: stored as UTC microseconds (Java Hudi's TIMESTAMP_MICROS,
     # adjusted to UTC); Spark hands executors the session's zone, the same instants
     sch = to_arrow_schema(df.schema, timezone="UTC")
@@ -156,6 +160,8 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
         extra = {}
         if opts.index_type == "BUCKET":
             extra = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": opts.bucket_num}
+        if not opts.populate_meta_fields:
+            extra["hoodie.populate.meta.fields"] = "false"
         table = Table.create(base_path, opts.table_name or _default_table_name(base_path),
                              record_key_fields=opts.record_key_fields,
                              partition_fields=opts.partition_fields,
@@ -262,7 +268,14 @@ class SparkHudiWriter(SparkTableJob):
                                   remedy=NO_RECORD_KEY_REMEDY) from None
         table = open_or_create_table(self.base_path, opts, self.storage_options)
         cfg = table.config
-        table.require_meta_fields("the Spark engine")
+        if not cfg.populates_meta_fields and opts.operation not in VIRTUAL_KEY_OPERATIONS:
+            raise ConfigError(
+                f"table {table.name} has virtual keys (hoodie.populate.meta.fields=false): the Spark "
+                f"engine writes such a table by {' and '.join(VIRTUAL_KEY_OPERATIONS)} only; its "
+                f"{opts.operation} finds records by their stored _hoodie_record_key",
+                key="hoodie.populate.meta.fields", value="false",
+                remedy=f"use {' or '.join(VIRTUAL_KEY_OPERATIONS)}, or write the {opts.operation} with "
+                       "the core ArrowTableWriter, which keeps virtual keys")
         bucket = opts.index_type == "BUCKET" or (cfg.get("hoodie.index.type", "") or "").upper() == "BUCKET"
         mor = cfg.table_type == MERGE_ON_READ  # also a MOR table made elsewhere
         if mor:  # spark/mor_executor.py: deltacommits; new keys go to new file groups, as core's
@@ -360,22 +373,23 @@ class SparkHudiWriter(SparkTableJob):
                      else native_write.file_names(run.planned, tx.instant_time))
             native_write.create_markers(table, tx.config, tx.instant_time, names)
             out = native_write.staging_dir(table, tx.instant_time)
+            meta_fields = table.config.populates_meta_fields
             t0 = time.time()
             if pairs is not None:
                 job = pair_write.write_job(self.spark, records, user_columns=batch.user_columns,
                                            key_fields=table.config.record_key_fields,
                                            target_schema=batch.target_schema,
                                            instant=tx.instant_time, plan=pairs, names=names,
-                                           out_dir=out)
+                                           out_dir=out, meta_fields=meta_fields)
             else:
                 job = native_write.write_job(self.spark, records, batch.user_columns,
-                                             tx.instant_time, names, out)
+                                             tx.instant_time, names, out, meta_fields=meta_fields)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self._async_checker(tx, run.planned),
                         on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, names, out, t0,
                                         folders=pairs.folders() if pairs is not None else None)
-        job = records.groupBy(tagging.PART, tagging.FID).applyInArrow(make_group_fn(ctx), STAT_DDL)
+        job = apply_in_arrow(records, (tagging.PART, tagging.FID), make_group_fn(ctx), STAT_DDL)
         rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned),
                            on_progress=self.write_progress(len(run.planned)))

@@ -35,8 +35,8 @@ def test_bulk_insert_files_carry_hudi_names_meta_columns_and_one_record_per_key(
     seen = {}
     real_job = native_write.write_job
 
-    def job(spark_, records, cols, instant, names, out):
-        action = real_job(spark_, records, cols, instant, names, out)
+    def job(spark_, records, cols, instant, names, out, **kw):
+        action = real_job(spark_, records, cols, instant, names, out, **kw)
 
         def checked():  # markers before data: every file group's marker exists when the job starts
             seen["markers"] = set(markers_for(Table.open(path), instant).data_files())

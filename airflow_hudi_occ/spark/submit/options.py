@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
 from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,  # noqa: F401
+                                          POPULATE_META_FIELDS,
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,
                                           TABLE_TYPE, DATASOURCE_TABLE_NAME as TABLE_NAME, WriteConfig)
@@ -61,6 +62,8 @@ class SparkWriteOptions:
     options: Mapping[str, str]
     #: bulk_insert combines a batch's duplicate keys only when asked (Hudi's default: no)
     combine_before_insert: bool = False
+    #: false: a table this write creates gets virtual keys (``hoodie.populate.meta.fields``)
+    populate_meta_fields: bool = True
 
     @property
     def operation_type(self) -> str:
@@ -90,6 +93,7 @@ class SparkWriteOptions:
             write_config=write_config,
             options=opts,
             combine_before_insert=COMBINE_BEFORE_INSERT.get(opts),
+            populate_meta_fields=POPULATE_META_FIELDS.get(opts),
         )
         if o.max_file_size <= 0 or o.record_size_estimate <= 0:
             raise ConfigError("file and record sizes must be positive", key=MAX_FILE_SIZE.key,

@@ -1,0 +1,88 @@
+"""What the engine needs of PySpark that 3.5 spells differently from 4.x.
+
+Why: the same-Spark benchmark (bench/same_spark.py, issue 31) runs our engine next to Java
+Hudi and Delta Lake in one Spark 3.5 session, the Spark that Java Hudi's bundle is built for
+(this Maven Central serves no Spark 4 bundle); the engine's supported PySpark stays 4.2
+(pyproject's ``spark`` extra). Two differences, found by running the engine on 3.5.5:
+
+- :func:`to_arrow_schema`: 4.x takes the session's ``timezone``; 3.5 always gives UTC
+  timestamps, which is what the engine asks 4.x for.
+- :func:`apply_in_arrow`, one Python call per group of rows in Arrow: the engine writes one
+  file group per call (executor.py, mor_executor.py, clustering.py) through PySpark 4's
+  ``GroupedData.applyInArrow``, which 3.5 lacks. On 3.5 the same contract is built from what
+  3.5 has: the rows shuffled by the keys (``repartition``, as ``groupBy`` shuffles them),
+  sorted by them within each Spark partition, and handed to ``mapInArrow``, which calls
+  ``fn(key, batches)`` once per run of equal keys. The difference: there a group's batches
+  are buffered before ``fn`` gets them (one file group's rows, a base file's worth), where
+  PySpark 4 streams them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+
+def to_arrow_schema(schema, timezone: str = "UTC") -> pa.Schema:
+    """Spark's ``StructType`` as Arrow, timestamps in ``timezone`` (3.5: always UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema as convert
+    try:
+        return convert(schema, timezone=timezone)
+    except TypeError:  # PySpark 3.5: no timezone argument, timestamps in UTC
+        if timezone != "UTC":
+            raise
+        return convert(schema)
+
+
+def has_apply_in_arrow() -> bool:
+    from pyspark.sql.group import GroupedData
+    return hasattr(GroupedData, "applyInArrow")
+
+
+def apply_in_arrow(df, keys: Sequence[str], fn: Callable, schema: str):
+    """``df.groupBy(*keys).applyInArrow(fn, schema)``: ``fn(key, batches)`` with ``key`` a
+    tuple of ``pa.Scalar`` and ``batches`` an iterator of ``pa.RecordBatch`` (every column,
+    the keys included), yielding batches of ``schema``."""
+    if has_apply_in_arrow():
+        return df.groupBy(*keys).applyInArrow(fn, schema)
+    keys = list(keys)
+    return df.repartition(*keys).sortWithinPartitions(*keys).mapInArrow(by_runs_of_keys(fn, keys), schema)
+
+
+def by_runs_of_keys(fn: Callable, keys: list[str]):
+    """The ``mapInArrow`` function for Spark 3.5: the task's rows arrive sorted by ``keys``;
+    each run of equal keys is one group, given to ``fn`` whole."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        current, pending = None, []
+        for batch in batches:
+            start = 0
+            for end, key in boundaries(batch, keys):
+                if key != current and pending:
+                    yield from fn(tuple(pa.scalar(v) for v in current), iter(pending))
+                    pending = []
+                current = key
+                pending.append(batch.slice(start, end - start))
+                start = end
+        if pending:
+            yield from fn(tuple(pa.scalar(v) for v in current), iter(pending))
+    return run
+
+
+def boundaries(batch: pa.RecordBatch, keys: list[str]) -> list[tuple[int, tuple]]:
+    """``(end, key)`` of each run of equal keys in ``batch``, in order (vectorised: a row
+    starts a run where any key column differs from the row before; nulls equal nulls)."""
+    import pyarrow.compute as pc
+    n = batch.num_rows
+    if n == 0:
+        return []
+    changed = None
+    for k in keys:
+        col = batch.column(k)
+        a, b = col.slice(1), col.slice(0, n - 1)
+        diff = pc.fill_null(pc.not_equal(a, b), True)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        diff = pc.and_(diff, pc.invert(both_null))
+        changed = diff if changed is None else pc.or_(changed, diff)
+    ends = [i + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n]
+    return [(end, tuple(batch.column(k)[end - 1].as_py() for k in keys)) for end in ends]
