@@ -157,6 +157,8 @@ def test_on_overlap_fail_fails_at_once_naming_the_writer(tmp_path, submitted):
     from airflow_hudi_occ.core.commit.transaction import WriteTransaction
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.provider.admission import AdmissionRefusedError
+    from airflow_hudi_occ.provider.retry_policy import is_retryable
 
     table = Table.create(str(tmp_path / "table"), "table", record_key_fields=["id"], partition_fields=["p"])
     pq.write_table(pa.table({"id": [1], "p": ["a"]}), tmp_path / "src.parquet")
@@ -164,8 +166,10 @@ def test_on_overlap_fail_fails_at_once_naming_the_writer(tmp_path, submitted):
     tx.begin()
     op, ctx = _operator(tmp_path, on_overlap="fail"), _context()
     try:
-        with pytest.raises(AirflowFailException, match=tx.instant_time):
+        # raised as itself: the retry policy fails it at once (not retryable), naming the writer
+        with pytest.raises(AdmissionRefusedError, match=tx.instant_time) as refused:
             op._deferred_attempt(ctx, op._resolve(ctx), 1)
+        assert op.retry_policy is not None and not is_retryable(refused.value)
     finally:
         tx.abort()
     assert submitted == []

@@ -146,10 +146,13 @@ def requests(table, *, now: float | None = None) -> list[AdmissionRequest]:
 
 
 def withdraw(table, request_id: str) -> None:
+    """Delete the request; the admission folder too once it is empty, so a write refused
+    after admission (bad input) leaves the table as it found it."""
     try:
         table.storage.delete(_path(table, request_id))
     except FileNotFoundError:
         pass
+    table.storage.delete_dir_if_empty(table.storage.path(*_DIR))
 
 
 def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,

@@ -454,6 +454,19 @@ class Storage:
                 raise
 
     @_boundary
+    def delete_dir_if_empty(self, path: str) -> bool:
+        """Remove the folder ``path`` if nothing is in it (a local store: an empty folder would
+        otherwise stay behind after its last file went; object stores have no folders).
+        Safe beside writers adding files: a folder that is not empty is left alone."""
+        if not self.is_local:
+            return False
+        try:
+            os.rmdir(path)
+            return True
+        except OSError:  # not empty, or gone
+            return False
+
+    @_boundary
     def delete_dir(self, path: str) -> None:
         if self.is_local:
             import shutil

@@ -136,6 +136,8 @@ class _WriteRun:
     waits: list = field(default_factory=list)
     #: the wait of the attempt being submitted, joined to its attempt record
     pending_wait: dict | None = None
+    #: the admission request of the attempt being submitted (withdrawn once its instant exists)
+    request_id: str | None = None
 
     @property
     def owner(self) -> dict:
@@ -407,11 +409,12 @@ class HudiWriteOperator(BaseOperator):
             return self._already_committed(run, found)
         if self.yield_to_windows:
             self._yield_to_windows(run)
-        request_id = self._admit(run, n)
+        run.request_id = self._admit(run, n)
         try:
-            code, began, result, seconds = self._submit(run, n, request_id)
+            code, began, result, seconds = self._submit(run, n)
         finally:
-            admission.withdraw(run.table_path, run.storage_options, request_id)
+            admission.withdraw(run.table_path, run.storage_options, run.request_id)
+            run.request_id = None
         rec = self._record(run, n, code, began, result, seconds)
         return self._decide(run, n, code, result, rec)
 
@@ -464,14 +467,14 @@ class HudiWriteOperator(BaseOperator):
         except TableNotFoundError:
             pass
 
-    def _submit(self, run: "_WriteRun", n: int, request_id: str | None = None) -> tuple[int, dict, dict, float]:
+    def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
         """spark-submit one attempt; the BEGIN line publishes the running instant at once (and
         withdraws the admission request: the instant's declared footprint takes over)."""
 
         def began(payload: dict) -> None:
             run.ti.xcom_push(key=XCOM_RUNNING, value={**payload, "table": run.table_path})
             self.log.info("attempt %d began instant %s", n, payload.get("instant"))
-            admission.withdraw(run.table_path, run.storage_options, request_id)
+            admission.withdraw(run.table_path, run.storage_options, run.request_id)
 
         out = JobOutput(on_begin=began)
         self._job_hook = self._get_hook(run, n, on_line=out)

@@ -171,3 +171,12 @@ def test_an_answer_that_is_not_http_is_storage_unavailable_too():
         stop.set()
         thread.join(2)
         server.close()
+
+
+def test_an_empty_folder_goes_and_a_folder_with_a_file_stays(tmp_path):
+    st = Storage(str(tmp_path))
+    st.write(st.path("a", "f"), b"x")
+    st.makedirs(st.path("b"))
+    assert st.delete_dir_if_empty(st.path("a")) is False and (tmp_path / "a" / "f").exists()
+    assert st.delete_dir_if_empty(st.path("b")) is True and not (tmp_path / "b").exists()
+    assert st.delete_dir_if_empty(st.path("b")) is False  # already gone: nothing to do
