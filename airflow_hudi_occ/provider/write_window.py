@@ -32,16 +32,14 @@ treated as "every partition", the conservative choice for both sides.
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
+from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
-_DIR = (".hoodie", ".aux", "occ", "windows")
 WAITING = "waiting"
 GRANTED = "granted"
 
@@ -73,18 +71,18 @@ class WindowRequest:
         return all(self.owner.get(k) == owner.get(k) for k in keys) and bool(owner)
 
 
-def _path(table, request_id: str) -> str:
-    return table.storage.path(*_DIR, f"{request_id}.json")
+#: the requests beside the timeline: ``.hoodie/.aux/occ/windows/<id>.json``
+FOLDER = RequestFolder("windows", WindowRequest)
 
 
 def save(table, req: WindowRequest) -> None:
-    table.storage.write(_path(table, req.request_id), json.dumps(asdict(req), sort_keys=True).encode())
+    FOLDER.save(table, req)
 
 
 def new_request(table, partitions: Iterable[str] | None, owner: dict, *, ttl_s: float = 300.0,
                 hold_s: float = 3600.0, now: float | None = None) -> WindowRequest:
     now = time.time() if now is None else now
-    req = WindowRequest(f"{int(now * 1e6):017d}-{uuid.uuid4().hex[:8]}",
+    req = WindowRequest(FOLDER.new_id(now),
                         None if partitions is None else sorted(set(partitions)), dict(owner),
                         now, now, WAITING, None, ttl_s, hold_s)
     save(table, req)
@@ -92,28 +90,17 @@ def new_request(table, partitions: Iterable[str] | None, owner: dict, *, ttl_s: 
 
 
 def load(table, request_id: str) -> WindowRequest | None:
-    try:
-        return WindowRequest(**json.loads(table.storage.read(_path(table, request_id))))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return FOLDER.load(table, request_id)
 
 
 def requests(table, *, now: float | None = None, live_only: bool = True) -> list[WindowRequest]:
     now = time.time() if now is None else now
-    try:
-        names = sorted(n for n in table.storage.list_names(table.storage.path(*_DIR)) if n.endswith(".json"))
-    except FileNotFoundError:
-        return []
-    out = []
-    for n in names:
-        r = load(table, n[:-5])
-        if r is not None and (not live_only or r.alive(now)):
-            out.append(r)
+    out = [r for r in FOLDER.all(table) if not live_only or r.alive(now)]
     return sorted(out, key=lambda r: (r.created_at, r.request_id))
 
 
 def release(table, request_id: str) -> None:
-    table.storage.delete(_path(table, request_id))
+    FOLDER.withdraw(table, request_id)
 
 
 def release_owned(table, owner: dict) -> list[str]:

@@ -34,17 +34,15 @@ what it waited for (``Verdict.describe``).
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, Footprint,
                                                         live_writers)
+from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
-_DIR = (".hoodie", ".aux", "occ", "admission")
 WAITING = "waiting"
 ADMITTED = "admitted"
 
@@ -111,33 +109,23 @@ class Verdict:
         return {"admitted": self.admitted, "blockers": [asdict(b) for b in self.blockers]}
 
 
-def _path(table, request_id: str) -> str:
-    return table.storage.path(*_DIR, f"{request_id}.json")
+#: the requests beside the timeline: ``.hoodie/.aux/occ/admission/<id>.json``
+FOLDER = RequestFolder("admission", AdmissionRequest)
 
 
 def save(table, req: AdmissionRequest) -> None:
-    table.storage.write(_path(table, req.request_id), json.dumps(asdict(req), sort_keys=True).encode())
+    FOLDER.save(table, req)
 
 
 def load(table, request_id: str) -> AdmissionRequest | None:
-    try:
-        return AdmissionRequest(**json.loads(table.storage.read(_path(table, request_id))))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return FOLDER.load(table, request_id)
 
 
 def requests(table, *, now: float | None = None) -> list[AdmissionRequest]:
     """The live requests (dead ones are ignored, and deleted by whoever sees them)."""
     now = time.time() if now is None else now
-    try:
-        names = sorted(n for n in table.storage.list_names(table.storage.path(*_DIR)) if n.endswith(".json"))
-    except FileNotFoundError:
-        return []
     out = []
-    for n in names:
-        r = load(table, n[:-5])
-        if r is None:
-            continue
+    for r in FOLDER.all(table):
         if r.alive(now):
             out.append(r)
         else:
@@ -148,11 +136,7 @@ def requests(table, *, now: float | None = None) -> list[AdmissionRequest]:
 def withdraw(table, request_id: str) -> None:
     """Delete the request; the admission folder too once it is empty, so a write refused
     after admission (bad input) leaves the table as it found it."""
-    try:
-        table.storage.delete(_path(table, request_id))
-    except FileNotFoundError:
-        pass
-    table.storage.delete_dir_if_empty(table.storage.path(*_DIR))
+    FOLDER.withdraw(table, request_id)
 
 
 def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
@@ -160,7 +144,7 @@ def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
                 now: float | None = None) -> AdmissionRequest:
     """File a waiting request for ``footprint`` (announced before it is ever judged)."""
     now = time.time() if now is None else now
-    req = AdmissionRequest(f"{int(now * 1e6):017d}-{uuid.uuid4().hex[:8]}",
+    req = AdmissionRequest(FOLDER.new_id(now),
                            None if footprint.partitions is None else sorted(footprint.partitions),
                            footprint.kind, footprint.owner or "unknown writer", dict(owner_key or {}),
                            now, now, WAITING, None, ttl_s, admitted_ttl_s)
