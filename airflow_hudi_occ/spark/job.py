@@ -59,17 +59,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--attempt", type=int, default=1)
     p.add_argument("--checkpoint", default=None, help="source position recorded in the commit")
     p.add_argument("--batch-key", default=None, help="idempotency key recorded in the commit")
+    p.add_argument("--batch-checked", action="store_true",
+                   help="the caller has just looked the batch key up among the completed instants "
+                        "(the operator does, before it submits): only a dead writer's staged instant "
+                        "of it is searched here, and the commit looks again under the lock")
     p.add_argument("--writer-id", default=None)
     p.add_argument("--master", default=None, help="only when not run by spark-submit (default local[2])")
     return p.parse_args(argv)
 
 
-def preflight(args, options: dict, storage_options: dict | None = None) -> None:
+def preflight(args, options: "dict | SparkWriteOptions", storage_options: dict | None = None) -> None:
     """Everything that can be judged before a Spark session exists, so that a wrong option, a
     missing input or a folder that is not a Hudi table costs a second, not a Spark start, and
     nothing is written: every option (keys, values, plug-in names), the source, and the
     table's location (an existing table this write can write, or a new or empty folder)."""
-    opts = SparkWriteOptions.from_options(options).check_writable()
+    opts = (options if isinstance(options, SparkWriteOptions)
+            else SparkWriteOptions.from_options(options)).check_writable()
     check_source(args.source, args.source_format, storage_options)
     try:
         # a metadata table or a version this write cannot produce: refused before Spark starts
@@ -172,18 +177,20 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
         # A store that refuses our credentials: one listing says so, naming the store and the
         # fix, before anything else reads or writes.
         Storage(args.table, args.storage_options).check_access()
+        # The options are checked once, here; every stage after reads the checked ones.
+        opts = SparkWriteOptions.from_options(options).with_operation(args.operation).check_writable()
         # Before Spark starts and the source is read: a batch already in the table, or staged
         # by a writer that died before completing it, needs neither (nor its source, which
         # may be gone by the time a re-run finds the batch committed).
-        res = SparkHudiWriter(None, args.table, options, writer_id=args.writer_id,
+        res = SparkHudiWriter(None, args.table, opts, writer_id=args.writer_id,
                               storage_options=args.storage_options).prepare(
-            args.batch_key, attempt=args.attempt)
+            args.batch_key, attempt=args.attempt, committed_checked=args.batch_checked)
         if res is None:
-            preflight(args, options, args.storage_options)
+            preflight(args, opts, args.storage_options)
             on_progress("starting", f"{args.operation} into {args.table}: options, source and "
                                     "table checked; starting Spark")
             spark = _session(args)
-            writer = SparkHudiWriter(spark, args.table, options, writer_id=args.writer_id,
+            writer = SparkHudiWriter(spark, args.table, opts, writer_id=args.writer_id,
                                      on_begin=on_begin, on_progress=on_progress,
                                      storage_options=args.storage_options)
             df = read_source(spark, args.source, args.source_format, args.storage_options)

@@ -178,11 +178,15 @@ class SparkTableJob:
     """What every Spark action on one table carries: the session, the table, Hudi options as
     strings (as Spark's own options are), and an optional shared lock manager."""
 
-    def __init__(self, spark, base_path: str, options: Mapping[str, Any], *,
+    def __init__(self, spark, base_path: str, options: "Mapping[str, Any] | SparkWriteOptions", *,
                  storage_options: dict | None = None, writer_id: str | None = None,
                  lock_manager=None):
         self.spark = spark
         self.base_path = base_path
+        #: options checked already (the job checks them once, before anything else)
+        self._checked = options if isinstance(options, SparkWriteOptions) else None
+        if self._checked is not None:
+            options = self._checked.options
         self.options = {str(k): str(v) for k, v in options.items() if v is not None}
         self.storage_options = storage_options
         self.writer_id = writer_id
@@ -202,29 +206,40 @@ class SparkHudiWriter(SparkTableJob):
         self.on_begin = on_begin
         self.on_progress = on_progress
 
+    @property
+    def write_options(self) -> SparkWriteOptions:
+        """The options, parsed and checked once per writer (on first use, so that a wrong key
+        fails the call that needs it): every attempt and stage reads this, none parses again."""
+        if self._checked is None:
+            self._checked = SparkWriteOptions.from_options(self.options)
+        return self._checked
+
     def _say(self, stage: str, text: str) -> None:
         if self.on_progress is not None:
             self.on_progress(stage, text)
 
-    def settled_commit(self, batch_key: str | None, *, attempt: int = 1) -> CommitResult | None:
+    def settled_commit(self, batch_key: str | None, *, attempt: int = 1,
+                       committed_checked: bool = False) -> CommitResult | None:
         """A keyed batch's commit if already in the table, or the re-commit of a dead writer's
-        staged instant of it; None: write it (also when the table does not exist yet)."""
+        staged instant of it; None: write it (also when the table does not exist yet).
+        ``committed_checked``: as :func:`~airflow_hudi_occ.core.commit.recovery.prepare_batch`."""
         if batch_key is None:
             return None
         try:
             table = Table.open(self.base_path, self.storage_options)
         except TableNotFoundError:
             return None
-        opts = SparkWriteOptions.from_options(self.options)
-        return prepare_batch(table, opts.write_config, batch_key, writer_id=self.writer_id,
-                             attempt=attempt, lock_manager=self._lock_manager)
+        return prepare_batch(table, self.write_options.write_config, batch_key, writer_id=self.writer_id,
+                             attempt=attempt, lock_manager=self._lock_manager,
+                             committed_checked=committed_checked)
 
-    def prepare(self, batch_key: str | None, *, attempt: int = 1) -> SparkWriteResult | None:
+    def prepare(self, batch_key: str | None, *, attempt: int = 1,
+                committed_checked: bool = False) -> SparkWriteResult | None:
         """Before reading a keyed batch: its commit if already in the table, or the re-commit
         of a dead writer's staged instant of it; None: write it. Needs no Spark session (the
         job runs it before starting one)."""
         t0 = time.time()
-        res = self.settled_commit(batch_key, attempt=attempt)
+        res = self.settled_commit(batch_key, attempt=attempt, committed_checked=committed_checked)
         return None if res is None else SparkWriteResult.from_commit(res, attempt, time.time() - t0)
 
     def write(self, df, operation: str | None = None, *, checkpoint: str | None = None,
@@ -256,10 +271,7 @@ class SparkHudiWriter(SparkTableJob):
         """Options, the table (created on a first write), the user's columns and their schema:
         the first half of what refuses the batch before the instant exists
         (:meth:`_check_batch` is the rest, once the commit's schema is known)."""
-        opts_map = dict(self.options)
-        if operation:
-            opts_map["hoodie.datasource.write.operation"] = operation
-        opts = SparkWriteOptions.from_options(opts_map).check_writable()
+        opts = self.write_options.with_operation(operation).check_writable()
         if not opts.record_key_fields:
             try:
                 Table.open(self.base_path, self.storage_options)

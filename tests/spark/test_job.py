@@ -300,3 +300,61 @@ def test_a_rivals_declared_file_groups_stop_the_later_writer_right_after_begin(s
     assert progress_stages(out_b)[-2:] == ["early-check", "conflict"], out_b
     assert files_of(path, res_b["instant"]) == []
     assert {r["v"] for r in hudi_read(path).to_pylist()} == {"seed"}
+
+
+class _SharedSession:
+    """The run's one session for an in-process job: the job stops its session when it ends,
+    which must not stop the one every other test shares."""
+
+    def __init__(self, spark):
+        self._spark = spark
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    def stop(self):
+        pass
+
+
+def test_a_job_checks_its_options_once_and_looks_its_batch_key_up_once_outside_the_lock(
+        spark, tmp_path, monkeypatch):
+    """Issue 29 item 5: one check of the options per job (before: the preflight, the batch
+    lookup and the writer each parsed them), and one look for the batch key outside the commit
+    lock (none when the operator, which submits ``--batch-checked``, looked just before) plus
+    the one under it that decides."""
+    from airflow_hudi_occ.core.commit import recovery, transaction
+    from airflow_hudi_occ.spark import job
+    from airflow_hudi_occ.spark.submit import options as submit_options
+
+    calls = {"check": 0, "outside": 0, "under_lock": 0}
+
+    def counting(name, fn):
+        def wrapped(*a, **kw):
+            calls[name] += 1
+            return fn(*a, **kw)
+        return wrapped
+
+    monkeypatch.setattr(submit_options, "check_write_options",
+                        counting("check", submit_options.check_write_options))
+    monkeypatch.setattr(recovery, "find_committed_batch", counting("outside", recovery.find_committed_batch))
+    monkeypatch.setattr(transaction, "find_committed_batch",
+                        counting("under_lock", transaction.find_committed_batch))
+    monkeypatch.setattr(job, "_session", lambda args: _SharedSession(spark))
+    path = str(tmp_path / "t")
+
+    def run(key, rows, *flags):
+        calls.update(check=0, outside=0, under_lock=0)
+        argv = ["--table", path, "--operation", "upsert", "--source", source(tmp_path, key, rows),
+                "--source-format", "parquet", "--batch-key", key, *flags,
+                *[a for k, v in OPTS.items() for a in ("--option", f"{k}={v}")]]
+        assert job.main(argv, on_begin=lambda tx: None, on_progress=lambda stage, text: None) == 0
+        return dict(calls)
+
+    first = [{"id": 1, "p": "a", "ts": 1, "v": "one"}]
+    assert run("k1", first) == {"check": 1, "outside": 0, "under_lock": 1}  # no table yet: no look
+    assert run("k2", [{"id": 1, "p": "a", "ts": 5, "v": "new"}], "--batch-checked") == \
+        {"check": 1, "outside": 0, "under_lock": 1}
+    assert rows_by_key(hudi_read(path), "id")[1]["v"] == "new"
+    # k1 again: found committed before Spark starts, by the one look outside the lock
+    assert run("k1", first) == {"check": 1, "outside": 1, "under_lock": 0}
+    assert rows_by_key(hudi_read(path), "id")[1]["v"] == "new"

@@ -39,3 +39,24 @@ def test_table_services_accept_the_options_of_an_nbcc_merge_on_read_table():
     SparkWriteOptions.from_options({"hoodie.datasource.write.table.type": "MERGE_ON_READ",
                                     "hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
                                     "hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL"})
+
+
+def test_another_operation_reuses_the_checked_options_and_checks_only_the_operation(monkeypatch):
+    """``SparkHudiWriter.write(df, "delete")`` on a writer built for upserts: the operation
+    changes, nothing else is parsed again (issue 29 item 5), and a wrong one is still named."""
+    from airflow_hudi_occ.core.errors import ConfigError
+    from airflow_hudi_occ.spark.submit import options as submit_options
+
+    opts = submit_options.SparkWriteOptions.from_options(
+        {"hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.operation": "upsert"})
+    monkeypatch.setattr(submit_options, "check_write_options",
+                        lambda *a, **kw: pytest.fail("parsed again"))
+    assert opts.with_operation(None) is opts and opts.with_operation("upsert") is opts
+    deleting = opts.with_operation("delete")
+    assert deleting.operation == "delete" and deleting.operation_type == "DELETE"
+    assert deleting.options["hoodie.datasource.write.operation"] == "delete"
+    assert deleting.write_config.options["hoodie.datasource.write.operation"] == "delete"
+    assert deleting.record_key_fields == ["id"] and opts.operation == "upsert"
+    with pytest.raises(ConfigError) as e:
+        opts.with_operation("upsertt")
+    assert e.value.key == "hoodie.datasource.write.operation"

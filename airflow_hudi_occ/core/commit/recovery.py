@@ -155,14 +155,21 @@ def committed_batch_result(table: Table, instant: Instant, *,
 
 def prepare_batch(table: Table, config: WriteConfig, batch_key: str | None, *,
                   writer_id: str | None = None, attempt: int = 1,
-                  lock_manager=None) -> CommitResult | None:
+                  lock_manager=None, committed_checked: bool = False) -> CommitResult | None:
     """What every engine does first for a keyed batch, before reading its source: the batch
     already committed -> its result (``already_committed``); a dead writer's staged instant of
     it -> re-commit it (``recommitted``); else None: write the batch (a staged instant that
-    could not be re-committed has been rolled back)."""
+    could not be re-committed has been rolled back).
+
+    ``committed_checked``: the caller looked the key up among the completed instants just
+    before (the operator does, before it pays for a spark-submit), so only the staged
+    instants are searched here. Skipping the second look loses nothing: a batch committed in
+    between is found again under the commit lock (``WriteTransaction.commit``), which is the
+    look that decides; so an attempt reads the timeline's commit metadata once outside the
+    lock and once under it."""
     if batch_key is None:
         return None
-    done = find_committed_batch(table, batch_key)
+    done = None if committed_checked else find_committed_batch(table, batch_key)
     if done is not None:
         return committed_batch_result(table, done)
     try:

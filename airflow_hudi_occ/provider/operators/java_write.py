@@ -121,7 +121,8 @@ class HudiJavaWriteOperator(HudiWriteOperator):
     # -- what the base operator asks of an engine -----------------------------------------------
 
     def _check_options(self, hook: HudiOccHook, options: dict) -> None:
-        """Java checks its own keys; the file that carries them takes one line each."""
+        """Java checks its own keys; the file that carries them takes one line each. No typed
+        config of ours: the heartbeat keys admission needs are read on their own."""
         extras = hook.connection.extra_dejson if hook.connection is not None else {}
         setup = extras.get(CONN_EXTRA) or {}
         if not isinstance(setup, dict):

@@ -67,7 +67,7 @@ from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYAB
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.core.concurrency import admission as core_admission
 from airflow_hudi_occ.core.concurrency.footprint import check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.provider import admission, deferred_job, write_window
 from airflow_hudi_occ.provider.arguments import check_write_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
@@ -138,6 +138,8 @@ class _WriteRun:
     pending_wait: dict | None = None
     #: the admission request of the attempt being submitted (withdrawn once its instant exists)
     request_id: str | None = None
+    #: the writers' heartbeat settings (admission judges liveness by them), from the one check
+    heartbeat: HeartbeatConfig | None = None
 
     @property
     def owner(self) -> dict:
@@ -294,7 +296,9 @@ class HudiWriteOperator(BaseOperator):
     def _args(self, table_path: str, options: dict, batch_key: str, attempt: int) -> list[str]:
         args = ["--table", table_path, "--operation", self.operation, "--source", self.source,
                 "--source-format", self.source_format, "--attempt", str(attempt),
-                "--batch-key", batch_key]
+                "--batch-key", batch_key,
+                # every attempt looked the key up (committed_instant) just before submitting
+                "--batch-checked"]
         if self.checkpoint:
             args += ["--checkpoint", str(self.checkpoint)]
         return args + format_options(options)
@@ -379,7 +383,7 @@ class HudiWriteOperator(BaseOperator):
             table_path = hook.table_path
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
             options.setdefault(WRITE_KIND.key, self.write_kind)  # declared in the footprint
-            self._check_options(hook, options)
+            config = self._check_options(hook, options)
             settings = admission.AdmissionSettings.resolve(
                 self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
                 starvation_s=self.admission_starvation_s)
@@ -390,12 +394,13 @@ class HudiWriteOperator(BaseOperator):
         self._resolved_table_path = table_path
         return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
                          batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
-                         labels=labels, ti=ti, admission=settings)
+                         labels=labels, ti=ti, admission=settings,
+                         heartbeat=config.heartbeat if config is not None else admission.heartbeat_of(options))
 
-    def _check_options(self, hook: HudiOccHook, options: dict) -> None:
-        """The complete options checked as this engine reads them (a subclass for another
-        engine checks them as that engine does)."""
-        hook.write_config(options)
+    def _check_options(self, hook: HudiOccHook, options: dict) -> WriteConfig | None:
+        """The complete options checked once, as this engine reads them (a subclass for another
+        engine checks them as that engine does, and may return None: no typed config)."""
+        return hook.write_config(options)
 
     def _attempt(self, run: "_WriteRun", n: int) -> dict:
         """One attempt: the batch already committed? wait for write windows, submit, decide."""
@@ -440,7 +445,7 @@ class HudiWriteOperator(BaseOperator):
             return None
         table, req = filed
         try:
-            res = admission.wait_on_worker(table, req, admission.heartbeat_of(run.options), run.admission,
+            res = admission.wait_on_worker(table, req, run.heartbeat, run.admission,
                                            self.log, killed=lambda: self._killed)
         except admission.AdmissionRefusedError as e:
             raise_task_failure(self, e)
@@ -566,7 +571,7 @@ class HudiWriteOperator(BaseOperator):
         if filed is not None:
             table, req = filed
             request_id = req.request_id
-            verdict = core_admission.try_admit(table, req, admission.heartbeat_of(run.options),
+            verdict = core_admission.try_admit(table, req, run.heartbeat,
                                                starvation_s=run.admission.starvation_s)
             if not verdict.admitted:
                 if run.admission.on_overlap == core_admission.FAIL:

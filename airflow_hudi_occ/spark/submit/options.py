@@ -11,7 +11,7 @@ and the DAG file all call it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
@@ -102,6 +102,17 @@ class SparkWriteOptions:
             raise ConfigError("the bucket index needs a positive number of buckets",
                               key=BUCKET_NUM.key, value=o.bucket_num)
         return o
+
+    def with_operation(self, operation: str | None) -> "SparkWriteOptions":
+        """The same options for another operation (``SparkHudiWriter.write(df, "delete")``):
+        only the operation is checked, the rest was checked once when these were parsed."""
+        if not operation or operation == self.operation:
+            return self
+        op = OPERATION.get({OPERATION.key: operation})
+        options = {**self.options, OPERATION.key: op}
+        return replace(self, operation=op, options=options,
+                       write_config=replace(self.write_config, options={**self.write_config.options,
+                                                                        OPERATION.key: op}))
 
     def check_writable(self) -> "SparkWriteOptions":
         """What the Spark engine cannot *write* (checked by the write job, the writer and
