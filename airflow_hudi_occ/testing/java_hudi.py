@@ -8,7 +8,9 @@ why that Spark and not ours: ``docs/java-interop.md``) in a JVM of its own per c
 
 One call is one ``spark-submit`` of :mod:`.java_hudi_driver` with a list of steps, run in
 order in one JVM (Spark and Hudi take seconds to start: put a test's Java steps in one call
-where the test allows):
+where the test allows). With ``keep_jvm=True`` (the test session's harness) :meth:`JavaHudi.run`
+sends its calls to one JVM kept for the session instead; :meth:`JavaHudi.start` always starts
+its own (races, kills). The steps:
 
 - :class:`Write`: insert, upsert, delete, bulk_insert, insert_overwrite (any Hudi
   operation) of rows given as a pyarrow table or a list of dicts; COW or MOR; table version
@@ -268,6 +270,25 @@ class StepResult:
 
 # -- running ---------------------------------------------------------------------------------------
 
+def read_results(result_path: Path, log_path: Path) -> tuple[str | None, list[StepResult]]:
+    """``(status, results)`` of one call so far: the driver rewrites its result file after each
+    step (status ``running``), then once more with ``ok`` or ``failed``."""
+    try:
+        data = json.loads(result_path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None, []
+    out = []
+    for raw in data.get("steps", []):
+        inst = raw.get("instants") or {}
+        r = StepResult(index=raw["index"], op=raw["op"], ok=raw["ok"], raw=raw,
+                       seconds=raw.get("seconds", 0.0), completed=inst.get("completed", []),
+                       pending=inst.get("pending", []))
+        if not r.ok:
+            r.error = JavaHudiError(r, log_path)
+        out.append(r)
+    return data.get("status"), out
+
+
 class JavaHudiRun:
     """One running ``spark-submit`` (from :meth:`JavaHudi.start`): :meth:`wait` for it,
     :meth:`kill` it (SIGKILL to its process group: a crashed Java writer)."""
@@ -300,20 +321,7 @@ class JavaHudiRun:
 
     def results(self) -> list[StepResult]:
         """The steps' results so far (the driver rewrites its result file after each step)."""
-        try:
-            data = json.loads((self.run_dir / "result.json").read_text())
-        except (FileNotFoundError, ValueError):
-            return []
-        out = []
-        for raw in data.get("steps", []):
-            inst = raw.get("instants") or {}
-            r = StepResult(index=raw["index"], op=raw["op"], ok=raw["ok"], raw=raw,
-                           seconds=raw.get("seconds", 0.0), completed=inst.get("completed", []),
-                           pending=inst.get("pending", []))
-            if not r.ok:
-                r.error = JavaHudiError(r, self.log_path)
-            out.append(r)
-        return out
+        return read_results(self.run_dir / "result.json", self.log_path)[1]
 
     def wait(self, *, check: bool = True) -> list[StepResult]:
         """Wait for the JVM; with ``check`` the first failed step raises its :class:`JavaHudiError`."""
@@ -350,7 +358,8 @@ class JavaHudi:
 
     def __init__(self, workdir: str | os.PathLike, *, master: str = "local[2]",
                  driver_memory: str = "1g", spark_conf: dict[str, str] | None = None,
-                 timeout_s: float = 600.0, setup: JavaHudiSetup | None = None):
+                 timeout_s: float = 600.0, setup: JavaHudiSetup | None = None,
+                 keep_jvm: bool = False, idle_s: float = 1800.0):
         self.setup = setup or JavaHudiSetup.load()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -358,6 +367,12 @@ class JavaHudi:
         self.driver_memory = driver_memory
         self.spark_conf = dict(spark_conf or {})
         self.timeout_s = timeout_s
+        #: :meth:`run` sends its steps to one JVM kept for this harness's life (started on
+        #: first use, restarted if it died) instead of starting one per call; :meth:`start`
+        #: still starts its own JVM (a race needs two at once, a crash test kills it)
+        self.keep_jvm = keep_jvm
+        self.idle_s = idle_s
+        self._kept: JavaHudiRun | None = None
 
     # -- the process -----------------------------------------------------------------------
 
@@ -385,20 +400,27 @@ class JavaHudi:
             **self.spark_conf,
         }
 
-    def start(self, *steps: Step, continue_on_error: bool = False) -> JavaHudiRun:
-        """Start one JVM running ``steps`` in order; returns at once."""
+    def _run_dir(self, steps, continue_on_error: bool) -> Path:
         if not steps:
-            raise ValueError("JavaHudi.start needs at least one step")
+            raise ValueError("a Java Hudi call needs at least one step")
         run_dir = self.workdir / f"run-{os.getpid()}-{next(self._counter):04d}"
         run_dir.mkdir(parents=True)
         spec = {"steps": [s.spec(run_dir, i) for i, s in enumerate(steps)],
                 "continue_on_error": continue_on_error}
         (run_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+        return run_dir
+
+    def start(self, *steps: Step, continue_on_error: bool = False) -> JavaHudiRun:
+        """Start one JVM running ``steps`` in order; returns at once."""
+        run_dir = self._run_dir(steps, continue_on_error)
+        return self._spawn(run_dir, [str(run_dir / "spec.json"), str(run_dir / "result.json")], steps)
+
+    def _spawn(self, run_dir: Path, args: list[str], steps) -> JavaHudiRun:
         cmd = [self.setup.spark_submit, "--master", self.master, "--driver-memory", self.driver_memory,
                "--jars", self.setup.hudi_jar]
         for k, v in self._conf(run_dir).items():
             cmd += ["--conf", f"{k}={v}"]
-        cmd += [str(DRIVER), str(run_dir / "spec.json"), str(run_dir / "result.json")]
+        cmd += [str(DRIVER), *args]
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME",
                             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
@@ -413,7 +435,58 @@ class JavaHudi:
 
     def run(self, *steps: Step, check: bool = True, continue_on_error: bool = False) -> list[StepResult]:
         """Run ``steps`` in one JVM and wait; with ``check`` a failed step raises."""
+        if self.keep_jvm:
+            return self._run_kept(steps, check, continue_on_error)
         return self.start(*steps, continue_on_error=continue_on_error).wait(check=check)
+
+    def _run_kept(self, steps, check: bool, continue_on_error: bool) -> list[StepResult]:
+        """One call on the kept JVM: the request goes to its inbox, the answer is the call's
+        result file reaching ``ok`` or ``failed``; a JVM that dies or overruns ``timeout_s``
+        is reported with its log tail (and killed, so the next call starts a fresh one)."""
+        run_dir = self._run_dir(steps, continue_on_error)
+        kept = self._kept
+        if kept is None or kept.proc.poll() is not None:
+            home = self.workdir / f"kept-{os.getpid()}-{next(self._counter):04d}"
+            (home / "inbox").mkdir(parents=True)
+            kept = self._kept = self._spawn(home, ["--serve", str(home / "inbox"), str(os.getpid()),
+                                                   str(self.idle_s)], [])
+        inbox = kept.run_dir / "inbox"
+        request = inbox / f"{run_dir.name}.request"
+        tmp = inbox / f"{run_dir.name}.tmp"
+        tmp.write_text(json.dumps({"spec": str(run_dir / "spec.json"),
+                                   "result": str(run_dir / "result.json")}))
+        os.replace(tmp, request)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            status, results = read_results(run_dir / "result.json", kept.log_path)
+            if status in ("ok", "failed"):
+                break
+            if kept.proc.poll() is not None:
+                raise JavaHudiProcessError(
+                    f"the kept Java Hudi JVM exited with code {kept.proc.returncode} during run "
+                    f"{run_dir} ({len(results)} of {len(steps)} steps reported); log tail:\n{kept.log_tail()}")
+            if time.monotonic() > deadline:
+                kept.kill()
+                raise JavaHudiProcessError(
+                    f"Java Hudi did not finish run {run_dir} within {self.timeout_s}s (the kept JVM "
+                    f"was killed; the next call starts another); log tail:\n{kept.log_tail()}")
+            time.sleep(0.05)
+        failed = [r for r in results if not r.ok]
+        if check and failed:
+            raise failed[0].error
+        return results
+
+    def close(self) -> None:
+        """End the kept JVM, if any (its inbox's ``stop`` file; killed if it does not go)."""
+        kept, self._kept = self._kept, None
+        if kept is None or kept.proc.poll() is not None:
+            return
+        (kept.run_dir / "inbox" / "stop").touch()
+        try:
+            kept.proc.wait(timeout=30)
+            kept._log_file.close()
+        except subprocess.TimeoutExpired:
+            kept.kill()
 
     # -- one step per call ------------------------------------------------------------------
 

@@ -280,10 +280,8 @@ def do_hfile(spark, step: dict) -> dict:
 STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile}
 
 
-def main(argv: list[str]) -> int:
-    spec_path, result_path = argv[1], argv[2]
-    with open(spec_path, encoding="utf-8") as f:
-        spec = json.load(f)
+def run_spec(spark, spec: dict, result_path: str) -> str:
+    """Run one call's steps in order, rewriting ``result_path`` after each; its status."""
     results: list[dict] = []
 
     def flush(status: str) -> None:
@@ -292,11 +290,6 @@ def main(argv: list[str]) -> int:
             json.dump({"status": status, "steps": results}, f)
         os.replace(tmp, result_path)
 
-    from pyspark.sql import SparkSession
-    builder = SparkSession.builder.appName("java-hudi-harness")
-    # The session's settings come from spark-submit's --conf (the harness), so a test can
-    # change them without editing this file.
-    spark = builder.getOrCreate()
     status = "ok"
     for i, step in enumerate(spec["steps"]):
         path = step.get("path", "")
@@ -319,8 +312,49 @@ def main(argv: list[str]) -> int:
             if not spec.get("continue_on_error"):
                 break
     flush(status)
-    spark.stop()
-    return 0 if status == "ok" else 1
+    return status
+
+
+def serve(spark, inbox: str, harness_pid: int, idle_s: float) -> int:
+    """Kept JVM: run every call dropped into ``inbox`` (``<n>.request`` naming its spec and
+    result files), one at a time in arrival order, until the ``stop`` file appears, the
+    harness process is gone, or nothing came for ``idle_s`` seconds. One Spark and Hudi
+    start-up then serves a whole test session (a JVM start costs 10-20 s of CPU)."""
+    last = time.monotonic()
+    while True:
+        if os.path.exists(os.path.join(inbox, "stop")) or time.monotonic() - last > idle_s:
+            return 0
+        try:
+            os.kill(harness_pid, 0)
+        except OSError:
+            return 0
+        requests = sorted(n for n in os.listdir(inbox) if n.endswith(".request"))
+        if not requests:
+            time.sleep(0.05)
+            continue
+        name = os.path.join(inbox, requests[0])
+        with open(name, encoding="utf-8") as f:
+            req = json.load(f)
+        os.remove(name)
+        with open(req["spec"], encoding="utf-8") as f:
+            run_spec(spark, json.load(f), req["result"])
+        last = time.monotonic()
+
+
+def main(argv: list[str]) -> int:
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.appName("java-hudi-harness")
+    # The session's settings come from spark-submit's --conf (the harness), so a test can
+    # change them without editing this file.
+    spark = builder.getOrCreate()
+    try:
+        if argv[1] == "--serve":
+            return serve(spark, argv[2], int(argv[3]), float(argv[4]))
+        with open(argv[1], encoding="utf-8") as f:
+            spec = json.load(f)
+        return 0 if run_spec(spark, spec, argv[2]) == "ok" else 1
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

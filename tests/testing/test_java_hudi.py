@@ -43,7 +43,9 @@ def test_the_driver_reads_instants_from_timeline_file_names():
 
 
 def test_a_failed_step_reports_its_java_class_and_the_others_still_run(tmp_path):
-    java = JavaHudi(tmp_path / "java")
+    """On the kept JVM (``keep_jvm``: the calls of a test session share one) and on a JVM of
+    its own (``start``) alike; a failed call leaves the kept JVM serving the next."""
+    java = JavaHudi(tmp_path / "java", keep_jvm=True)
     path = str(tmp_path / "t")
     rows = pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"], "ts": pa.array([1, 1], pa.int64())})
     results = java.run(Read(str(tmp_path / "no-table")),
@@ -59,6 +61,14 @@ def test_a_failed_step_reports_its_java_class_and_the_others_still_run(tmp_path)
     assert wrote.ok and [c["action"] for c in wrote.completed] == ["commit"]
     assert rows_by_key(read.rows, columns=["id", "p", "ts"]) == {
         1: {"id": 1, "p": "a", "ts": 1}, 2: {"id": 2, "p": "b", "ts": 1}}
+    kept = java._kept
+    with pytest.raises(JavaHudiError):  # the same JVM again: a failed call raises ...
+        java.run(Read(str(tmp_path / "no-table")), Read(path))
+    assert rows_by_key(java.read(path), columns=["id"]) == {1: {"id": 1}, 2: {"id": 2}}  # ... and it serves on
+    assert java._kept is kept and kept.proc.poll() is None
+    assert [p.name for p in (tmp_path / "java").glob("kept-*")] == [kept.run_dir.name]
+    java.close()
+    assert kept.proc.poll() is not None
     # without continue_on_error the first failure ends the run, and check raises it
     run = java.start(Read(str(tmp_path / "no-table")), Read(path))
     with pytest.raises(JavaHudiError) as e:
