@@ -34,6 +34,8 @@ from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
 from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
 from airflow_hudi_occ.core.config import FAILED_WRITES_POLICY, LOCK_PROVIDER
 from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.errors import HudiOccError
+from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.table.table import Table
@@ -99,10 +101,10 @@ def zookeeper_url_with_port(url: str, port: str | None) -> str:
     return ",".join(out) + (slash + chroot if slash else "")
 
 
-def java_options(options: Mapping[str, str], *, writer_id: str, batch_key: str, attempt: int,
-                 checkpoint: str | None = None) -> dict[str, str]:
-    """The connection's and operator's ``hoodie.*`` options as a Java writer takes them, plus
-    what OCC needs and the attempt's stamp (``airflow_hudi_occ.*`` commit metadata)."""
+def occ_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The connection's and operator's ``hoodie.*`` options as any Java Hudi client takes them
+    (a datasource write or a table service): the lock as Java's class and url, OCC, LAZY,
+    early detection on direct markers. No attempt stamp: :func:`java_options` adds it."""
     out = {**DEFAULT_OPTIONS}
     out.update({k: str(v) for k, v in options.items()
                 if not k.startswith(_OURS_ONLY) and k not in FAILED_WRITES_POLICY.aliases})
@@ -112,6 +114,14 @@ def java_options(options: Mapping[str, str], *, writer_id: str, batch_key: str, 
         out[LOCK_PROVIDER.key] = _JAVA_LOCK.get(provider, provider)
     if out.get(_ZK + "url"):
         out[_ZK + "url"] = zookeeper_url_with_port(out[_ZK + "url"], out.get(_ZK + "port"))
+    return out
+
+
+def java_options(options: Mapping[str, str], *, writer_id: str, batch_key: str, attempt: int,
+                 checkpoint: str | None = None) -> dict[str, str]:
+    """The connection's and operator's ``hoodie.*`` options as a Java writer takes them, plus
+    what OCC needs and the attempt's stamp (``airflow_hudi_occ.*`` commit metadata)."""
+    out = occ_options(options)
     out[COMMITMETA_PREFIX_KEY] = COMMITMETA_PREFIX
     out[EXTRA_WRITER_ID] = writer_id
     out[EXTRA_BATCH_KEY] = batch_key
@@ -154,6 +164,77 @@ class DefaultsFolder:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+#: the table connection's extra holding the Java set-up: {"spark_submit", "spark_home",
+#: "python", "bundle"} (each optional; an operator's arguments win)
+CONN_EXTRA = "java"
+SETUP_KEYS = ("spark_submit", "spark_home", "python", "bundle")
+
+
+@dataclass
+class JavaSetup:
+    """Where a Java job's Spark and Hudi come from, shared by the Java operators (the write and
+    the table services): each field from the operator's argument, else the table connection's
+    ``java`` extra, else the worker's defaults (``docs/java-engine.md``, "The Java set-up")."""
+
+    spark_submit: str | None = None
+    spark_home: str | None = None
+    python: str | None = None
+    bundle: str | None = None
+
+    @classmethod
+    def resolve(cls, extras: Mapping | None, **given: str | None) -> "JavaSetup":
+        """``given`` (the operator's arguments, by :data:`SETUP_KEYS` name) over the connection's
+        ``java`` extra; a malformed extra is a ``ValueError`` naming the shape it must have."""
+        setup = (extras or {}).get(CONN_EXTRA) or {}
+        if not isinstance(setup, dict):
+            raise ValueError(f"the table connection's extra {CONN_EXTRA!r} must be a JSON object, "
+                             'e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}')
+        return cls(**{k: given.get(k) or setup.get(k) for k in SETUP_KEYS})
+
+    def bundle_conf(self, spark_conf: Mapping) -> tuple[str | None, str | None]:
+        """``(jars, packages)`` for spark-submit: the bundle given, else none where ``spark_conf``
+        or ``$SPARK_CONF_DIR/spark-defaults.conf`` already names jars, else :data:`DEFAULT_BUNDLE`."""
+        bundle = self.bundle
+        if not bundle:
+            keys = ("spark.jars", "spark.jars.packages")
+            if any(k in spark_conf for k in keys):
+                return None, None
+            defaults = os.path.join(os.environ.get("SPARK_CONF_DIR") or "", "spark-defaults.conf")
+            try:
+                with open(defaults) as f:
+                    if any(line.split(None, 1)[:1] and line.split(None, 1)[0] in keys for line in f):
+                        return None, None
+            except OSError:
+                pass
+            bundle = DEFAULT_BUNDLE
+        if bundle.endswith(".jar") or "/" in bundle:
+            return bundle, None
+        return None, bundle
+
+    def env(self, spark_env: Mapping, conf_dir: "DefaultsFolder") -> dict[str, str]:
+        """The job's environment: its Spark home and Python, the user's ``spark_env``, and the
+        attempt's ``HUDI_CONF_DIR``."""
+        env = {}
+        if self.spark_home:
+            env["SPARK_HOME"] = self.spark_home
+        if self.python:
+            env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = self.python
+        env.update({k: str(v) for k, v in spark_env.items()})
+        env[CONF_DIR_ENV] = conf_dir.path
+        return env
+
+
+def driver_conf(spark_conf: Mapping, conf_dir: "DefaultsFolder") -> dict:
+    """``spark_conf`` with the driver pointed at the attempt's log4j2 file (Hudi's heartbeat and
+    service lines let through), unless the user names a log4j configuration of their own."""
+    conf = dict(spark_conf)
+    java_opts = str(conf.get("spark.driver.extraJavaOptions") or "")
+    if "log4j" not in java_opts:
+        conf["spark.driver.extraJavaOptions"] = (
+            f"{java_opts} -Dlog4j2.configurationFile=file:{conf_dir.log4j2}").strip()
+    return conf
 
 
 def began_instant(line: str) -> str | None:
@@ -246,3 +327,53 @@ def discarded_work(table_path: str, storage_options: Mapping | None, instant: st
         return groups, len(markers.data_files())
     except Exception:  # noqa: BLE001 - best effort: the record says less, nothing fails
         return [], 0
+
+
+class JavaJobError(HudiOccError):
+    """A Java Hudi job failed with an error of its own (not a conflict): ``java_class`` and the
+    message are the job's, quoted from its output; ``service`` and ``instant`` say what it was
+    doing, where known."""
+
+    def __init__(self, message: str, *, java_class: str | None = None, service: str | None = None,
+                 instant: str | None = None, remedy: str | None = None):
+        self.java_class = java_class
+        self.service = service
+        self.instant = instant
+        super().__init__(message, remedy=remedy or "fix the cause the Java job names (its log is in the "
+                                                   "task log); a plan it left pending runs again next time")
+
+
+#: what each Java service leaves on the timeline when it did its work (its completed action)
+SERVICE_ACTIONS = {"clean": Action.CLEAN, "cluster": Action.REPLACE_COMMIT, "compact": Action.COMMIT}
+
+
+def service_outcome(before, after, service: str) -> dict:
+    """What a Java table service did, read from the timeline ``before`` and ``after`` its job
+    (two core :class:`Timeline` loads): the instant it completed (a clean, a clustering
+    replacecommit, a compaction commit), the failed writes its clean rolled back (LAZY),
+    the instants archival moved off the active timeline, and a plan it left pending."""
+    was_done = {i.requested_time for i in before.completed()}
+    was_pending = {i.requested_time for i in before.pending()}
+    new = [i for i in after.completed_by_completion_time() if i.requested_time not in was_done]
+    out: dict = {"rolled_back": [{"rollback_instant": i.requested_time} for i in new if i.action is Action.ROLLBACK]}
+    action = SERVICE_ACTIONS.get(service)
+    if service == "archive":
+        still = {i.requested_time for i in after.instants}
+        out["archived"] = sorted(t for t in was_done if t not in still)
+        return out
+    def of_service(i) -> bool:
+        if service == "cluster":
+            return after.is_clustering(i)
+        if service == "compact":  # a compaction completes as a commit; its plan stays beside it
+            return i.action is Action.COMPACTION or (
+                i.completed_action is action and (i.requested_time in was_pending or after.compaction_plan(i) is not None))
+        return i.completed_action is action
+
+    done = [i for i in new if of_service(i)]
+    if done:
+        out["instant"] = done[-1].requested_time
+        out["completion_time"] = done[-1].completion_time
+    left = [i.requested_time for i in after.pending() if i.requested_time not in was_pending and of_service(i)]
+    if left:
+        out["pending"] = left
+    return out

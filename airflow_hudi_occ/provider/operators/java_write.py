@@ -39,7 +39,6 @@ groups could both commit; Airflow runs one try of a task at a time), storage opt
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time
 from typing import Any, Sequence
@@ -54,12 +53,6 @@ from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHo
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.task_keys import XCOM_RUNNING
 from airflow_hudi_occ.provider.version_compat import AirflowFailException
-
-#: the table connection's extra holding the Java set-up: {"spark_submit", "spark_home",
-#: "python", "bundle"} (each optional; the operator's arguments win)
-CONN_EXTRA = "java"
-_SETUP_KEYS = ("spark_submit", "spark_home", "python", "bundle")
-
 
 class HudiJavaWriteOperator(HudiWriteOperator):
     """Run a user's Java Hudi datasource job (PySpark script or JAR) as one OCC write.
@@ -123,56 +116,27 @@ class HudiJavaWriteOperator(HudiWriteOperator):
     def _check_options(self, hook: HudiOccHook, options: dict) -> None:
         """Java checks its own keys; the file that carries them takes one line each."""
         extras = hook.connection.extra_dejson if hook.connection is not None else {}
-        setup = extras.get(CONN_EXTRA) or {}
-        if not isinstance(setup, dict):
-            raise ConfigError(f"the table connection's extra {CONN_EXTRA!r} must be a JSON object",
-                              key=CONN_EXTRA, remedy='e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}')
-        self._setup = {k: getattr(self, "hudi_bundle" if k == "bundle" else k) or setup.get(k)
-                       for k in _SETUP_KEYS}
+        try:
+            self._setup = java_job.JavaSetup.resolve(
+                extras, spark_submit=self.spark_submit, spark_home=self.spark_home, python=self.python,
+                bundle=self.hudi_bundle)
+        except ValueError as e:
+            raise ConfigError(str(e), key=java_job.CONN_EXTRA,
+                              remedy='e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}') from e
         try:
             java_job.render_defaults(java_job.java_options(options, writer_id="w", batch_key="b", attempt=1))
         except ValueError as e:
             raise ConfigError(str(e), key="options", remedy="give that option on one line") from e
 
-    def _bundle_conf(self) -> tuple[str | None, str | None]:
-        """``(jars, packages)`` for spark-submit."""
-        bundle = self._setup.get("bundle")
-        if not bundle:
-            defaults = os.path.join(os.environ.get("SPARK_CONF_DIR") or "", "spark-defaults.conf")
-            keys = ("spark.jars", "spark.jars.packages")
-            if any(k in self.spark_conf for k in keys):
-                return None, None
-            try:
-                with open(defaults) as f:
-                    if any(line.split(None, 1)[:1] and line.split(None, 1)[0] in keys for line in f):
-                        return None, None
-            except OSError:
-                pass
-            bundle = java_job.DEFAULT_BUNDLE
-        if bundle.endswith(".jar") or "/" in bundle:
-            return bundle, None
-        return None, bundle
-
     def _get_hook(self, run, n: int, *, extra_args=None, on_line=None) -> HudiSparkJobHook:
-        env = {}
-        if self._setup.get("spark_home"):
-            env["SPARK_HOME"] = self._setup["spark_home"]
-        if self._setup.get("python"):
-            env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = self._setup["python"]
-        env.update({k: str(v) for k, v in self.spark_env.items()})
-        env[java_job.CONF_DIR_ENV] = self._conf_dir.path
-        jars, packages = self._bundle_conf()
-        conf = dict(self._run_spark_conf or self.spark_conf)
-        java_opts = str(conf.get("spark.driver.extraJavaOptions") or "")
-        if "log4j" not in java_opts:  # the user's own log4j configuration stays theirs
-            conf["spark.driver.extraJavaOptions"] = (
-                f"{java_opts} -Dlog4j2.configurationFile=file:{self._conf_dir.log4j2}").strip()
+        jars, packages = self._setup.bundle_conf(self.spark_conf)
+        conf = java_job.driver_conf(self._run_spark_conf or self.spark_conf, self._conf_dir)
         return HudiSparkJobHook(
-            conf=conf, conn_id=self.spark_conn_id, env_vars=env,
+            conf=conf, conn_id=self.spark_conn_id, env_vars=self._setup.env(self.spark_env, self._conf_dir),
             name=f"hudi-occ java {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
             application_args=[str(a) for a in self.application_args], java_class=self.java_class,
             jars=jars, packages=packages, on_line=on_line, ship_package=False,
-            spark_submit=self._setup.get("spark_submit"))
+            spark_submit=self._setup.spark_submit)
 
     def _submit(self, run, n: int) -> tuple[int, dict, dict, float]:
         """One spark-submit of the user's job; its outcome read from the table. While it runs,
