@@ -87,6 +87,7 @@ _INSTANT_IN_MESSAGE = re.compile(r"instantTime=(\d{17})")
 HEARTBEAT_LOGGER = "org.apache.hudi.client.heartbeat.HoodieHeartbeatClient"
 _BEGIN_LINE = re.compile(r"start heartbeat for instant time (\d{17})")
 LOG4J2_FILE = "log4j2.properties"
+_JAVA_CAUSE_LINE = re.compile(r"^Caused by: ((?:org|java|scala)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 _JAVA_EXCEPTION_LINE = re.compile(r"^(?::\s*)?((?:org|java|scala|py4j)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
 
@@ -258,10 +259,12 @@ class JobFailure:
 def read_failure(lines: Iterable[str]) -> JobFailure:
     """Classify a failed job from its output: a Hudi conflict class anywhere is a conflict (with
     the two instants of Hudi's message, this writer's first); else the last Java exception
-    line, else the last Python exception line, is the job's own error."""
+    line (with the ``Caused by:`` lines of its stack trace), else the last Python exception
+    line, is the job's own error."""
     lines = list(lines)
     out = JobFailure(tail=lines[-20:])
     last_java = last_python = None
+    causes: list[str] = []
     for line in lines:
         text = line.strip()
         for cls in CONFLICT_CLASSES:
@@ -273,14 +276,21 @@ def read_failure(lines: Iterable[str]) -> JobFailure:
             if len(times) >= 2:
                 out.instant, out.other_instant = times[0], times[1]
         m = _JAVA_EXCEPTION_LINE.match(text)
+        cause = _JAVA_CAUSE_LINE.match(text)
         if m and not m.group(1).startswith("py4j."):
-            last_java = (m.group(1), m.group(2) or "")
+            last_java, causes = (m.group(1), m.group(2) or ""), []
+        elif cause and last_java is not None:
+            said = f"{cause.group(1)}: {cause.group(2) or ''}".strip(": ")
+            if said not in causes and len(causes) < 3:
+                causes.append(said)
         elif re.match(r"^[A-Za-z_][\w.]*(Error|Exception)(:|$)", text):
             last_python = tuple(text.split(":", 1)) if ":" in text else (text, "")
     if not out.conflict:
         found = last_java or last_python
         if found:
             out.java_class, out.message = found[0].strip(), found[1].strip()
+        if last_java and causes:  # Hudi wraps the root cause ("Unable to load class"): name it
+            out.message = "; ".join([out.message, *(f"caused by {c}" for c in causes)]).lstrip("; ")
     return out
 
 

@@ -59,6 +59,7 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
     """
 
     SERVICES = ("clean", "archive", "cluster", "compact")
+    check_option_keys = False  # Java checks its own keys
     ui_color = "#ffe0f0"
 
     def __init__(self, *, service: str, options: dict[str, Any] | None = None,
