@@ -23,6 +23,7 @@ is a conflict (retried on a fresh instant), anything else is an error quoted fro
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
@@ -87,6 +88,7 @@ _INSTANT_IN_MESSAGE = re.compile(r"instantTime=(\d{17})")
 HEARTBEAT_LOGGER = "org.apache.hudi.client.heartbeat.HoodieHeartbeatClient"
 _BEGIN_LINE = re.compile(r"start heartbeat for instant time (\d{17})")
 LOG4J2_FILE = "log4j2.properties"
+_FOLDER_PREFIX = "hudi-occ-java-conf-"
 _JAVA_CAUSE_LINE = re.compile(r"^Caused by: ((?:org|java|scala)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 _JAVA_EXCEPTION_LINE = re.compile(r"^(?::\s*)?((?:org|java|scala|py4j)\.[\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
@@ -151,7 +153,7 @@ class DefaultsFolder:
     client at INFO, whose first line names the attempt's instant (:func:`began_instant`)."""
 
     def __init__(self, options: Mapping[str, str]):
-        self.path = tempfile.mkdtemp(prefix="hudi-occ-java-conf-")
+        self.path = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
         fd = os.open(os.path.join(self.path, DEFAULTS_FILE), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(render_defaults(options))
@@ -164,13 +166,24 @@ class DefaultsFolder:
         return os.path.join(self.path, LOG4J2_FILE)
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_folder(self.path)
+
+
+def remove_folder(path: str | None) -> None:
+    """A :class:`DefaultsFolder` removed by its path (a deferred attempt's, on resuming); a
+    path that is not one is left alone."""
+    if path and os.path.basename(os.path.normpath(path)).startswith(_FOLDER_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 #: the table connection's extra holding the Java set-up: {"spark_submit", "spark_home",
-#: "python", "bundle"} (each optional; an operator's arguments win)
+#: "python", "bundle", "jars"} (each optional; an operator's arguments win)
 CONN_EXTRA = "java"
-SETUP_KEYS = ("spark_submit", "spark_home", "python", "bundle")
+SETUP_KEYS = ("spark_submit", "spark_home", "python", "bundle", "jars")
+#: Hadoop's s3a connector for the Java side's Hadoop (3.3.4 in the Spark 3.5 that Hudi 1.2's
+#: bundle is built for) and the AWS SDK that Hadoop release pins: what a job needs for an S3
+#: table (``scripts/install-java-hudi.sh`` fetches them; give them as ``jars``)
+S3A_JARS = ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")
 
 
 @dataclass
@@ -183,6 +196,8 @@ class JavaSetup:
     spark_home: str | None = None
     python: str | None = None
     bundle: str | None = None
+    #: more jars for the job (paths or comma-separated), e.g. :data:`S3A_JARS` for an S3 table
+    jars: list | str | None = None
 
     @classmethod
     def resolve(cls, extras: Mapping | None, **given: str | None) -> "JavaSetup":
@@ -210,9 +225,23 @@ class JavaSetup:
             except OSError:
                 pass
             bundle = DEFAULT_BUNDLE
+        more = self.jars.split(",") if isinstance(self.jars, str) else list(self.jars or [])
+        more = [str(j).strip() for j in more if str(j).strip()]
         if bundle.endswith(".jar") or "/" in bundle:
-            return bundle, None
-        return None, bundle
+            return ",".join([bundle, *more]), None
+        return ",".join(more) or None, bundle
+
+    def job_settings(self, spark_conf: Mapping, spark_env: Mapping, conf_dir: "DefaultsFolder", *,
+                     table_path: str, storage_options: Mapping | None) -> dict:
+        """What ``HudiSparkJobHook`` takes for one Java job: its Spark conf (the table's store as
+        Hadoop settings under the user's own, the driver's log4j2 file), environment (the
+        store's credentials, never on the command line), jars or packages, spark-submit."""
+        store_conf, store_env = hadoop_store_settings(table_path, storage_options)
+        jars, packages = self.bundle_conf(spark_conf)
+        return {"conf": driver_conf({**store_conf, **spark_conf}, conf_dir),
+                "env_vars": {**store_env, **self.env(spark_env, conf_dir)},
+                "jars": jars, "packages": packages, "spark_submit": self.spark_submit}
+
 
     def env(self, spark_env: Mapping, conf_dir: "DefaultsFolder") -> dict[str, str]:
         """The job's environment: its Spark home and Python, the user's ``spark_env``, and the
@@ -226,6 +255,36 @@ class JavaSetup:
         env[CONF_DIR_ENV] = conf_dir.path
         return env
 
+
+def hadoop_store_settings(table_path: str, storage_options: Mapping | None) -> tuple[dict, dict]:
+    """The connection's storage options (s3fs's: ``key``, ``secret``, ``token``,
+    ``endpoint_url`` / ``client_kwargs``, ``anon``) as Hadoop's s3a connector takes them, for
+    an ``s3://`` or ``s3a://`` table: ``(spark conf, environment)``. ``s3://`` is served by
+    ``S3AFileSystem`` too, so the job and the operator name the table alike. The credentials go
+    to the environment (``AWS_ACCESS_KEY_ID`` ..., which s3a's default provider chain reads):
+    the spark-submit command line is visible to every user of the host. With a driver on the
+    cluster or executors on other hosts, that environment stays here: give those the
+    credentials their own way (instance roles, ``spark.executorEnv.*``). Other stores: nothing
+    (``spark_conf`` carries their Hadoop settings)."""
+    scheme = table_path.split("://", 1)[0].lower() if "://" in table_path else ""
+    so = dict(storage_options or {})
+    if scheme not in ("s3", "s3a") or not so:
+        return {}, {}
+    client = so.get("client_kwargs") or {}
+    hadoop = {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    endpoint = so.get("endpoint_url") or client.get("endpoint_url")
+    if endpoint:  # an S3-compatible store: buckets in the path, plain HTTP if it says so
+        hadoop["fs.s3a.endpoint"] = str(endpoint)
+        hadoop["fs.s3a.path.style.access"] = "true"
+        hadoop["fs.s3a.connection.ssl.enabled"] = str(str(endpoint).startswith("https://")).lower()
+    region = so.get("region_name") or client.get("region_name")
+    if region:
+        hadoop["fs.s3a.endpoint.region"] = str(region)
+    if so.get("anon"):
+        hadoop["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
+    env = {name: str(so[key]) for key, name in (("key", "AWS_ACCESS_KEY_ID"), ("secret", "AWS_SECRET_ACCESS_KEY"),
+                                                ("token", "AWS_SESSION_TOKEN")) if so.get(key)}
+    return {f"spark.hadoop.{k}": v for k, v in hadoop.items()}, env
 
 def driver_conf(spark_conf: Mapping, conf_dir: "DefaultsFolder") -> dict:
     """``spark_conf`` with the driver pointed at the attempt's log4j2 file (Hudi's heartbeat and
@@ -242,6 +301,26 @@ def began_instant(line: str) -> str | None:
     """The instant a Java write began, from its heartbeat client's line; else None."""
     m = _BEGIN_LINE.search(line)
     return m.group(1) if m else None
+
+
+def log_lines(path: str | None, keep: int = 2000) -> list[str]:
+    """The last ``keep`` lines of a detached job's log (``provider/deferred_job.py``); [] if
+    this host cannot read it."""
+    if not path:
+        return []
+    try:
+        with open(path, errors="replace") as f:
+            return [line.rstrip("\n") for line in collections.deque(f, maxlen=keep)]
+    except OSError:
+        return []
+
+
+def began_in(lines: Iterable[str]) -> str | None:
+    """The first instant Hudi's heartbeat line names in ``lines``; None if none does."""
+    for line in lines:
+        if inst := began_instant(line):
+            return inst
+    return None
 
 
 @dataclass

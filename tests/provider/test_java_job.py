@@ -205,3 +205,31 @@ def test_a_services_outcome_is_read_from_the_timeline(tmp_path):
     out = java_job.service_outcome(before, after, "archive")
     assert out["archived"] and not set(out["archived"]) & {i.requested_time for i in after.instants}
     assert set(out["archived"]) <= {i.requested_time for i in before.completed()}
+
+
+def test_an_s3_connection_reaches_java_as_hadoop_s3a_settings_credentials_off_the_command_line():
+    so = {"key": "AK", "secret": "SK", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000",
+                                                         "region_name": "us-east-1"}}
+    conf, env = java_job.hadoop_store_settings("s3://tables/t", so)
+    assert conf == {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+                    "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+                    "spark.hadoop.fs.s3a.path.style.access": "true",
+                    "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+                    "spark.hadoop.fs.s3a.endpoint.region": "us-east-1"}
+    assert env == {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}
+    assert "SK" not in " ".join(f"{k}={v}" for k, v in conf.items())
+    assert java_job.hadoop_store_settings("/local/t", so) == ({}, {})
+    assert java_job.hadoop_store_settings("s3a://b/t", {}) == ({}, {})  # instance roles: nothing to add
+    folder = java_job.DefaultsFolder({"k": "v"})
+    try:
+        setup = java_job.JavaSetup(bundle="/j/hudi.jar", jars="/j/hadoop-aws.jar,/j/sdk.jar")
+        got = setup.job_settings({"spark.hadoop.fs.s3a.path.style.access": "false"}, {"AWS_SECRET_ACCESS_KEY": "mine"},
+                                 folder, table_path="s3a://tables/t", storage_options=so)
+        assert got["jars"] == "/j/hudi.jar,/j/hadoop-aws.jar,/j/sdk.jar" and got["packages"] is None
+        assert got["conf"]["spark.hadoop.fs.s3a.path.style.access"] == "false"  # the user's conf wins
+        assert got["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+        assert got["env_vars"]["AWS_SECRET_ACCESS_KEY"] == "mine" and got["env_vars"]["AWS_ACCESS_KEY_ID"] == "AK"
+        maven = java_job.JavaSetup(jars=["/j/hadoop-aws.jar"]).bundle_conf({})
+        assert maven == ("/j/hadoop-aws.jar", java_job.DEFAULT_BUNDLE)
+    finally:
+        folder.remove()

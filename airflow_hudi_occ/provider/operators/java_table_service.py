@@ -49,7 +49,7 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
 
     :param options: ``hoodie.*`` options for Java (templated), over the connections'; not
         checked against this project's keys (Java checks its own)
-    :param spark_submit, spark_home, python, hudi_bundle: the Java set-up, as for
+    :param spark_submit, spark_home, python, hudi_bundle, jars: the Java set-up, as for
         :class:`~airflow_hudi_occ.provider.operators.java_write.HudiJavaWriteOperator` (else the
         table connection's ``java`` extra)
     :param spark_env: environment of the job
@@ -64,7 +64,8 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
 
     def __init__(self, *, service: str, options: dict[str, Any] | None = None,
                  spark_submit: str | None = None, spark_home: str | None = None, python: str | None = None,
-                 hudi_bundle: str | None = None, spark_env: dict[str, str] | None = None, **kwargs):
+                 hudi_bundle: str | None = None, jars: list[str] | str | None = None,
+                 spark_env: dict[str, str] | None = None, **kwargs):
         if service == "rollback":
             raise ConfigError("HudiJavaTableServiceOperator has no rollback: under the LAZY policy "
                               "Java rolls failed writes back inside its clean", key="service", value=service,
@@ -76,6 +77,7 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
         self.spark_home = spark_home
         self.python = python
         self.hudi_bundle = hudi_bundle
+        self.jars = jars
         self.spark_env = spark_env or {}
         self.spark_conf = {**java_job.SPARK_CONF, **self.spark_conf}
 
@@ -108,7 +110,7 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
         extras = hook.connection.extra_dejson if hook.connection is not None else {}
         try:
             setup = java_job.JavaSetup.resolve(extras, spark_submit=self.spark_submit, spark_home=self.spark_home,
-                                               python=self.python, bundle=self.hudi_bundle)
+                                               python=self.python, bundle=self.hudi_bundle, jars=self.jars)
             folder = java_job.DefaultsFolder(java_job.occ_options(options))
         except ValueError as e:
             raise ConfigError(str(e), key="options", remedy="give each option on one line, and the "
@@ -117,15 +119,14 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
                 *(["--or-pending", str(or_pending)] if or_pending else [])]
         before = Table.open(table.base_uri, hook.storage_options or None).timeline()
         lines: collections.deque = collections.deque(maxlen=2000)
-        jars, packages = setup.bundle_conf(self.spark_conf)
         t0 = time.monotonic()
         try:
             self._job_hook = HudiSparkJobHook(
-                conf=java_job.driver_conf(self._run_spark_conf or self.spark_conf, folder),
-                conn_id=self.spark_conn_id, env_vars=setup.env(self.spark_env, folder),
+                conn_id=self.spark_conn_id,
                 name=f"hudi-occ java {service} {os.path.basename(table.base_uri.rstrip('/'))}",
-                application_args=args, jars=jars, packages=packages, on_line=lines.append,
-                ship_package=False, spark_submit=setup.spark_submit)
+                application_args=args, on_line=lines.append, ship_package=False,
+                **setup.job_settings(self._run_spark_conf or self.spark_conf, self.spark_env, folder,
+                                     table_path=table.base_uri, storage_options=hook.storage_options))
             self.log.info("Java Hudi %s on %s", service, table.base_uri)
             code = self._job_hook.run(self.application or JAVA_SERVICE_APP)
         finally:

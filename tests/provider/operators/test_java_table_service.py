@@ -197,3 +197,45 @@ def test_a_java_failure_is_quoted_in_the_package_error(tmp_path, java_setup, spa
         op.execute(context())
     assert "no.such.Strategy" in str(err.value) and err.value.java_class, err.value.to_dict()
     assert rows_by_key(hudi_read(path))[1]["v"] == "x"
+
+
+@pytest.mark.slow  # one Java job on the loopback S3 server, with Hadoop's s3a jars
+@pytest.mark.timeout(1800)
+def test_java_clean_of_an_s3_table_gets_the_connections_endpoint_and_credentials(tmp_path, java_setup, zk_server,
+                                                                                spark_local, monkeypatch):
+    """The table connection's S3 storage options (endpoint, keys) reach Java as Hadoop s3a
+    settings (the keys through the job's environment, not its command line): Java cleans an
+    ``s3://`` table of ours on a server that refuses any other key; hudi-rs reads it after."""
+    from airflow_hudi_occ.provider.operators.java_table_service import HudiJavaTableServiceOperator
+    from airflow_hudi_occ.testing.s3 import S3Server
+
+    assert java_setup.s3a_jars, "this set-up has no s3a jars: run scripts/install-java-hudi.sh again"
+    monkeypatch.setenv("AIRFLOW_CONN_HUDI_ZOOKEEPER_DEFAULT", json.dumps({
+        "conn_type": "hudi_zookeeper", "host": zk_server.hosts.rsplit(":", 1)[0], "port": zk_server.port,
+        "schema": "/hudi/locks"}))
+    with S3Server(check_credentials=True) as s3:
+        s3.create_bucket("tables")
+        path = "s3://tables/orders"
+        table_opts = {"hoodie.write.lock.zookeeper.lock_key": "java-s3", **NO_MDT}
+        monkeypatch.setenv("AIRFLOW_CONN_HUDI_OCC_S3", json.dumps({"conn_type": "hudi_occ", "extra": {
+            "storage_options": s3.storage_options, "lock_provider": "zookeeper",
+            "zookeeper_conn_id": "hudi_zookeeper_default", "options": table_opts}}))
+        ours = {**table_opts, "hoodie.write.lock.provider": "zookeeper",
+                "hoodie.write.lock.zookeeper.url": zk_server.hosts, "hoodie.write.lock.zookeeper.base_path": "/hudi/locks"}
+        t = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                         version=9, storage_options=s3.storage_options)
+        w = ArrowTableWriter(t, WriteConfig.from_options(ours))
+        model = {}
+        for k, rows in enumerate([[[1, "a", 1, "x"], [2, "b", 1, "y"]], [[1, "a", 2, "x2"]], [[1, "a", 3, "x3"]]]):
+            w.write(batch(rows), "insert" if k == 0 else "upsert")
+            model.update({r[0]: r for r in rows})
+        op = HudiJavaTableServiceOperator(
+            task_id="java_clean", service="clean", table_path=path, hudi_conn_id="hudi_occ_s3",
+            options={"hoodie.clean.commits.retained": "1"}, spark_conn_id="spark_local",
+            spark_submit=java_setup.spark_submit, spark_home=java_setup.spark_home, python=java_setup.python,
+            hudi_bundle=java_setup.hudi_jar, jars=list(java_setup.s3a_jars))
+        out = op.execute(context())
+        tl = Table.open(path, s3.storage_options).timeline()
+        assert out["instant"] and tl.get(out["instant"]).completed_action is Action.CLEAN, out
+        got = rows_by_key(hudi_read(path, storage_options=s3.hudi_rs_options))
+        assert {k: [r["id"], r["p"], r["ts"], r["v"]] for k, r in got.items()} == model
