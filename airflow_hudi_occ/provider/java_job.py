@@ -153,10 +153,11 @@ class DefaultsFolder:
     client at INFO, whose first line names the attempt's instant (:func:`began_instant`)."""
 
     def __init__(self, options: Mapping[str, str]):
+        text = render_defaults(options)  # a value it cannot carry fails before any folder exists
         self.path = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
         fd = os.open(os.path.join(self.path, DEFAULTS_FILE), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(render_defaults(options))
+            f.write(text)
         with open(self.log4j2, "w") as f:
             f.write(QUIET_LOG4J2.read_text() + f"logger.hudi_begin.name = {HEARTBEAT_LOGGER}\n"
                     "logger.hudi_begin.level = info\n")

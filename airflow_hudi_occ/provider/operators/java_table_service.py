@@ -111,10 +111,13 @@ class HudiJavaTableServiceOperator(HudiTableServiceOperator):
         try:
             setup = java_job.JavaSetup.resolve(extras, spark_submit=self.spark_submit, spark_home=self.spark_home,
                                                python=self.python, bundle=self.hudi_bundle, jars=self.jars)
+        except ValueError as e:
+            raise ConfigError(str(e), key=java_job.CONN_EXTRA,
+                              remedy='e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}') from e
+        try:
             folder = java_job.DefaultsFolder(java_job.occ_options(options))
         except ValueError as e:
-            raise ConfigError(str(e), key="options", remedy="give each option on one line, and the "
-                              'connection\'s java extra as a JSON object') from e
+            raise ConfigError(str(e), key="options", remedy="give that option on one line") from e
         args = [table.base_uri, service, *(["--instant", str(instant)] if instant else []),
                 *(["--or-pending", str(or_pending)] if or_pending else [])]
         before = Table.open(table.base_uri, hook.storage_options or None).timeline()
