@@ -81,6 +81,7 @@ def spark_local(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type": "spark", "host": "local[1]"}')
 
 
+@pytest.mark.zookeeper
 def test_java_compaction_waits_for_the_writers_zookeeper_lock_then_compacts(tmp_path, java_setup, zk_server,
                                                                           spark_local, monkeypatch):
     path = str(tmp_path / "mor")
@@ -200,6 +201,7 @@ def test_a_java_failure_is_quoted_in_the_package_error(tmp_path, java_setup, spa
 
 
 @pytest.mark.slow  # one Java job on the loopback S3 server, with Hadoop's s3a jars
+@pytest.mark.zookeeper
 @pytest.mark.timeout(1800)
 def test_java_clean_of_an_s3_table_gets_the_connections_endpoint_and_credentials(tmp_path, java_setup, zk_server,
                                                                                 spark_local, monkeypatch):
