@@ -2,6 +2,8 @@
 # Install Java Hudi for the interop tests (issue 30), idempotently, into .work/java-hudi/
 # (git-ignored; HUDI_OCC_JAVA_HUDI_DIR moves it):
 #   jars/hudi-spark3.5-bundle_2.12-<v>.jar   Hudi's Spark bundle, fetched by Maven's own client
+#   jars/hadoop-aws-3.3.4.jar, jars/aws-java-sdk-bundle-1.12.262.jar
+#                                            Hadoop's s3a connector for Java jobs on S3 tables
 #   venv/                                    a second Python env with pyspark==3.5.5: Spark 3.5,
 #                                            the Spark line that bundle is built for
 #   setup.json                               what was installed, read by
@@ -52,6 +54,27 @@ else
     echo "install-java-hudi: $JAR does not have the pinned SHA-256 $HUDI_JAR_SHA256" >&2; exit 1; }
 fi
 
+# -- Hadoop's s3a connector: Java jobs on S3 tables (HudiJavaWriteOperator / HudiJavaTableServiceOperator
+# with jars=..., docs/java-engine.md). hadoop-aws matches the Hadoop in pyspark 3.5.5 (3.3.4),
+# and the AWS SDK bundle is the version that Hadoop release pins. SHA-256s as first fetched.
+S3A_ARTIFACTS="org.apache.hadoop:hadoop-aws:3.3.4:53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a
+com.amazonaws:aws-java-sdk-bundle:1.12.262:873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5"
+S3A_JARS=""
+while IFS=: read -r group artifact version sha; do
+  jar="$DIR/jars/$artifact-$version.jar"
+  if [ -s "$jar" ] && echo "$sha  $jar" | sha256sum -c --status; then
+    log "$(basename "$jar") present"
+  else
+    log "fetching $group:$artifact:$version with mvn"
+    rm -f "$jar"
+    mvn -B -q --strict-checksums org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+        "-Dartifact=$group:$artifact:$version:jar" "-DoutputDirectory=$DIR/jars" -Dmdep.overWriteReleases=true
+    echo "$sha  $jar" | sha256sum -c --status || {
+      echo "install-java-hudi: $jar does not have the pinned SHA-256 $sha" >&2; exit 1; }
+  fi
+  S3A_JARS="$S3A_JARS${S3A_JARS:+, }\"$jar\""
+done <<< "$S3A_ARTIFACTS"
+
 # -- Spark 3.5: pyspark in its own virtualenv (our .venv keeps PySpark 4.2) ---------------------
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -78,7 +101,8 @@ cat > "$DIR/setup.json.tmp" <<EOF
   "pyspark_version": "$PYSPARK_VERSION",
   "python": "$VENV/bin/python",
   "spark_submit": "$VENV/bin/spark-submit",
-  "spark_home": "$SPARK_HOME_DIR"
+  "spark_home": "$SPARK_HOME_DIR",
+  "s3a_jars": [$S3A_JARS]
 }
 EOF
 mv "$DIR/setup.json.tmp" "$DIR/setup.json"

@@ -22,6 +22,9 @@ _SPARK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 SPARK_APP = os.path.join(_SPARK_DIR, "job.py")
 SERVICE_APP = os.path.join(_SPARK_DIR, "service_job.py")
 APPLICATION_ENV = "HUDI_OCC_SPARK_APPLICATION"
+#: Java Hudi's table services (``HudiJavaTableServiceOperator``): runs under the Java side's
+#: Spark, which need not have this package; not redirected by ``HUDI_OCC_SPARK_APPLICATION``
+JAVA_SERVICE_APP = os.path.join(_SPARK_DIR, "java_service_job.py")
 
 DEFAULT_SPARK_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 

@@ -107,6 +107,9 @@ class JavaHudiSetup:
     python: str
     spark_submit: str
     spark_home: str
+    #: Hadoop's s3a connector and the AWS SDK, for Java jobs on S3 tables (empty in a set-up
+    #: made before the script fetched them: run it again)
+    s3a_jars: tuple = ()
 
     @classmethod
     def load(cls, directory: str | os.PathLike | None = None) -> "JavaHudiSetup":
@@ -117,10 +120,11 @@ class JavaHudiSetup:
             raise JavaHudiNotInstalledError(f"Java Hudi is not installed: {setup_file} is missing; {hint}")
         try:
             data = json.loads(setup_file.read_text())
-            setup = cls(**{k: data[k] for k in cls.__dataclass_fields__})
+            setup = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k != "s3a_jars"},
+                        s3a_jars=tuple(data.get("s3a_jars") or ()))
         except (ValueError, KeyError, TypeError) as e:
             raise JavaHudiNotInstalledError(f"{setup_file} is unreadable or incomplete ({e!r}); {hint}") from e
-        missing = [p for p in (setup.hudi_jar, setup.python, setup.spark_submit, setup.spark_home)
+        missing = [p for p in (setup.hudi_jar, setup.python, setup.spark_submit, setup.spark_home, *setup.s3a_jars)
                    if not os.path.exists(p)]
         if missing:
             raise JavaHudiNotInstalledError(f"Java Hudi's set-up is incomplete, missing: "

@@ -33,12 +33,18 @@ def java_fixture(name: str, dest: Path) -> Path:
 
 
 def hudi_read(base_path: str, *, as_of: str | None = None, start: str | None = None,
-              end: str | None = None, read_optimized: bool = False) -> pa.Table:
+              end: str | None = None, read_optimized: bool = False,
+              storage_options: dict | None = None) -> pa.Table:
     """Read a table with hudi-rs: snapshot, time travel (as_of) or incremental (start, end];
-    ``read_optimized``: base files only (merge-on-read)."""
+    ``read_optimized``: base files only (merge-on-read). A remote table (``s3://``) takes
+    hudi-rs's ``storage_options`` (e.g. ``S3Server.hudi_rs_options``)."""
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
-    table = HudiTableBuilder.from_base_uri(os.path.abspath(base_path)).build()
+    uri = base_path if "://" in base_path else os.path.abspath(base_path)
+    builder = HudiTableBuilder.from_base_uri(uri)
+    if storage_options:
+        builder = builder.with_storage_options({k: str(v) for k, v in storage_options.items()})
+    table = builder.build()
     opts = HudiReadOptions()
     if read_optimized:
         opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")

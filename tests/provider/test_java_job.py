@@ -129,3 +129,107 @@ def test_the_drivers_log4j2_file_keeps_the_quiet_root_and_lets_the_heartbeat_lin
         assert f"logger.hudi_begin.name = {java_job.HEARTBEAT_LOGGER}\nlogger.hudi_begin.level = info" in text
     finally:
         folder.remove()
+
+
+def test_a_failure_names_the_causes_java_wrapped():
+    # Hudi 1.2.0's output for a clustering plan strategy class that does not exist
+    f = java_job.read_failure([
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o64.scheduleClustering.",
+        ": org.apache.hudi.exception.HoodieException: Unable to load class",
+        "\tat org.apache.hudi.common.util.ReflectionUtils.getClass(ReflectionUtils.java:58)",
+        "Caused by: java.lang.ClassNotFoundException: no.such.Strategy",
+        "\tat java.base/java.net.URLClassLoader.findClass(URLClassLoader.java:445)"])
+    assert f.java_class == "org.apache.hudi.exception.HoodieException"
+    assert f.message == "Unable to load class; caused by java.lang.ClassNotFoundException: no.such.Strategy"
+
+
+def test_occ_options_are_the_writers_without_the_attempt_stamp():
+    opts = java_job.occ_options({"hoodie.write.lock.provider": "filesystem", "hoodie.occ.writer.labels": "{}",
+                                 "hoodie.clean.commits.retained": "1"})
+    assert opts["hoodie.write.lock.provider"] == \
+        "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
+    assert opts["hoodie.clean.failed.writes.policy"] == "LAZY"
+    assert opts["hoodie.clean.commits.retained"] == "1" and "hoodie.occ.writer.labels" not in opts
+    assert java_job.COMMITMETA_PREFIX_KEY not in opts and EXTRA_WRITER_ID not in opts
+
+
+def test_the_java_setup_takes_the_operator_over_the_connection(tmp_path, monkeypatch):
+    extras = {"java": {"spark_submit": "/conn/spark-submit", "bundle": "/conn/hudi.jar", "python": "/conn/py"}}
+    setup = java_job.JavaSetup.resolve(extras, spark_submit="/op/spark-submit", python=None, spark_home=None,
+                                       bundle=None)
+    assert (setup.spark_submit, setup.bundle, setup.python) == ("/op/spark-submit", "/conn/hudi.jar", "/conn/py")
+    assert setup.bundle_conf({}) == ("/conn/hudi.jar", None)
+    with pytest.raises(ValueError, match="JSON object"):
+        java_job.JavaSetup.resolve({"java": "/opt/spark"})
+    # no bundle anywhere: none where Spark's own defaults name jars, else Hudi's Maven bundle
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    bare = java_job.JavaSetup.resolve({})
+    assert bare.bundle_conf({}) == (None, java_job.DEFAULT_BUNDLE)
+    assert bare.bundle_conf({"spark.jars.packages": "x:y:1"}) == (None, None)
+    (tmp_path / "spark-defaults.conf").write_text("spark.jars /opt/hudi.jar\n")
+    assert bare.bundle_conf({}) == (None, None)
+    folder = java_job.DefaultsFolder({"k": "v"})
+    try:
+        env = setup.env({"X": 1}, folder)
+        assert env == {"PYSPARK_PYTHON": "/conn/py", "PYSPARK_DRIVER_PYTHON": "/conn/py", "X": "1",
+                       java_job.CONF_DIR_ENV: folder.path}
+        conf = java_job.driver_conf({"spark.driver.extraJavaOptions": "-Xss4m"}, folder)
+        assert conf["spark.driver.extraJavaOptions"] == f"-Xss4m -Dlog4j2.configurationFile=file:{folder.log4j2}"
+        own = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/mine"}
+        assert java_job.driver_conf(own, folder) == own  # the user's log4j stays theirs
+    finally:
+        folder.remove()
+
+
+def test_a_services_outcome_is_read_from_the_timeline(tmp_path):
+    """What a service did, from two timeline loads (the services here are ours: the reading is
+    the same for Java's instants, which the operator tests make)."""
+    from airflow_hudi_occ.core.commit.archival import run_archival
+    from airflow_hudi_occ.core.services.clean import run_clean
+
+    opts = {"hoodie.metadata.enable": "false", "hoodie.clean.commits.retained": "1",
+            "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.archive.automatic": "false"}
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=[], version=9)
+    w = ArrowTableWriter(t, WriteConfig.from_options(opts))
+    for k in range(5):
+        w.write(pa.table({"id": pa.array([1], pa.int64()), "v": [f"x{k}"]}), "upsert")
+    before = t.timeline()
+    assert java_job.service_outcome(before, t.timeline(), "clean") == {"rolled_back": []}
+    run_clean(t, WriteConfig.from_options(opts))
+    out = java_job.service_outcome(before, t.timeline(), "clean")
+    cleans = [i for i in t.timeline().completed() if i.action.value == "clean"]
+    assert out["instant"] == cleans[-1].requested_time and out["completion_time"] == cleans[-1].completion_time
+    before = t.timeline()
+    run_archival(t, WriteConfig.from_options(opts))
+    after = t.timeline()
+    out = java_job.service_outcome(before, after, "archive")
+    assert out["archived"] and not set(out["archived"]) & {i.requested_time for i in after.instants}
+    assert set(out["archived"]) <= {i.requested_time for i in before.completed()}
+
+
+def test_an_s3_connection_reaches_java_as_hadoop_s3a_settings_credentials_off_the_command_line():
+    so = {"key": "AK", "secret": "SK", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000",
+                                                         "region_name": "us-east-1"}}
+    conf, env = java_job.hadoop_store_settings("s3://tables/t", so)
+    assert conf == {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+                    "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+                    "spark.hadoop.fs.s3a.path.style.access": "true",
+                    "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+                    "spark.hadoop.fs.s3a.endpoint.region": "us-east-1"}
+    assert env == {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}
+    assert "SK" not in " ".join(f"{k}={v}" for k, v in conf.items())
+    assert java_job.hadoop_store_settings("/local/t", so) == ({}, {})
+    assert java_job.hadoop_store_settings("s3a://b/t", {}) == ({}, {})  # instance roles: nothing to add
+    folder = java_job.DefaultsFolder({"k": "v"})
+    try:
+        setup = java_job.JavaSetup(bundle="/j/hudi.jar", jars="/j/hadoop-aws.jar,/j/sdk.jar")
+        got = setup.job_settings({"spark.hadoop.fs.s3a.path.style.access": "false"}, {"AWS_SECRET_ACCESS_KEY": "mine"},
+                                 folder, table_path="s3a://tables/t", storage_options=so)
+        assert got["jars"] == "/j/hudi.jar,/j/hadoop-aws.jar,/j/sdk.jar" and got["packages"] is None
+        assert got["conf"]["spark.hadoop.fs.s3a.path.style.access"] == "false"  # the user's conf wins
+        assert got["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+        assert got["env_vars"]["AWS_SECRET_ACCESS_KEY"] == "mine" and got["env_vars"]["AWS_ACCESS_KEY_ID"] == "AK"
+        maven = java_job.JavaSetup(jars=["/j/hadoop-aws.jar"]).bundle_conf({})
+        assert maven == ("/j/hadoop-aws.jar", java_job.DEFAULT_BUNDLE)
+    finally:
+        folder.remove()

@@ -30,16 +30,23 @@ conflict: retried; the instant is rolled back lazily). Each attempt whose instan
 recorded in the attempt log with the task's labels, so the timeline page names the DAG and
 task of Java attempts as of ours.
 
-Not (yet) here: ``deferrable`` (refused), the commit-time "batch already committed?" check under
-the lock that our engine makes (two live attempts of one batch that touch different file
-groups could both commit; Airflow runs one try of a task at a time), storage options for Java
-(give a remote store's Hadoop settings in ``spark_conf``).
+``deferrable=True``: the job is submitted detached, the worker publishes its instant (Hudi's
+heartbeat line in the job's log) and defers to ``HudiWriteJobTrigger``, which only waits for the
+instant to complete or the process to end; ``execute_complete`` decides as above, from the table
+and the job's log (an abort signal does not end a deferred Java job: docs/java-engine.md).
+
+An ``s3://`` table's connection storage options reach the job as Hadoop s3a settings, the
+keys through its environment (``java_job.hadoop_store_settings``; the s3a jars in ``jars``).
+
+Not (yet) here: the commit-time "batch already committed?" check under the lock that our
+engine makes (two live attempts of one batch that touch different file groups could both
+commit; Airflow runs one try of a task at a time); other stores' settings (give Java their
+Hadoop settings in ``spark_conf``).
 """
 
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time
 from typing import Any, Sequence
@@ -49,17 +56,10 @@ from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider import java_job
+from airflow_hudi_occ.provider import deferred_job, java_job
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.task_keys import XCOM_RUNNING
-from airflow_hudi_occ.provider.version_compat import AirflowFailException
-
-#: the table connection's extra holding the Java set-up: {"spark_submit", "spark_home",
-#: "python", "bundle"} (each optional; the operator's arguments win)
-CONN_EXTRA = "java"
-_SETUP_KEYS = ("spark_submit", "spark_home", "python", "bundle")
-
 
 class HudiJavaWriteOperator(HudiWriteOperator):
     """Run a user's Java Hudi datasource job (PySpark script or JAR) as one OCC write.
@@ -80,6 +80,11 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         default: the table connection's ``java.bundle``, else none when ``spark_conf`` or
         ``$SPARK_CONF_DIR/spark-defaults.conf`` gives ``spark.jars``/``spark.jars.packages``,
         else :data:`~airflow_hudi_occ.provider.java_job.DEFAULT_BUNDLE`
+    :param jars: more jars for the job (``--jars``), e.g. Hadoop's s3a connector and the AWS
+        SDK (:data:`~airflow_hudi_occ.provider.java_job.S3A_JARS`) for an S3 table, whose
+        connection's endpoint and credentials then reach the job as Hadoop ``fs.s3a.*``
+        settings and environment (``java_job.hadoop_store_settings``); default: the table
+        connection's ``java.jars``
     Other arguments as :class:`HudiWriteOperator` (``conflict_retries``, ``batch_key``,
     ``checkpoint``, ``partitions``, write windows, ``spark_conn_id``, ``spark_conf``,
     ``spark_env``).
@@ -92,10 +97,8 @@ class HudiJavaWriteOperator(HudiWriteOperator):
     def __init__(self, *, application: str, application_args: list[str] | None = None,
                  java_class: str | None = None, options: dict[str, Any] | None = None,
                  spark_submit: str | None = None, spark_home: str | None = None,
-                 python: str | None = None, hudi_bundle: str | None = None, **kwargs):
-        if kwargs.pop("deferrable", False):
-            raise ConfigError("HudiJavaWriteOperator does not run deferrable yet", key="deferrable",
-                              remedy="drop deferrable=True (the worker follows the Java job)")
+                 python: str | None = None, hudi_bundle: str | None = None,
+                 jars: list[str] | str | None = None, **kwargs):
         for given in ("source", "source_format", "operation"):
             if given in kwargs:
                 raise ConfigError(f"HudiJavaWriteOperator takes no {given}: the Java job decides it",
@@ -105,8 +108,7 @@ class HudiJavaWriteOperator(HudiWriteOperator):
                               "the Hudi datasource", key="application",
                               remedy="pass application='/jobs/write_orders.py'")
         # the base checks what our engine reads; source/operation are ours, not the job's
-        super().__init__(source=str(application), options=None, application=application,
-                         deferrable=False, **kwargs)
+        super().__init__(source=str(application), options=None, application=application, **kwargs)
         self.source = None  # no input the operator knows of (lineage: the table only)
         self.operation = "java"  # until a commit says which operation it was
         self.options = options or {}
@@ -116,6 +118,7 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         self.spark_home = spark_home
         self.python = python
         self.hudi_bundle = hudi_bundle
+        self.jars = jars
         self.spark_conf = {**java_job.SPARK_CONF, **self.spark_conf}
 
     # -- what the base operator asks of an engine -----------------------------------------------
@@ -124,56 +127,26 @@ class HudiJavaWriteOperator(HudiWriteOperator):
         """Java checks its own keys; the file that carries them takes one line each. No typed
         config of ours: the heartbeat keys admission needs are read on their own."""
         extras = hook.connection.extra_dejson if hook.connection is not None else {}
-        setup = extras.get(CONN_EXTRA) or {}
-        if not isinstance(setup, dict):
-            raise ConfigError(f"the table connection's extra {CONN_EXTRA!r} must be a JSON object",
-                              key=CONN_EXTRA, remedy='e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}')
-        self._setup = {k: getattr(self, "hudi_bundle" if k == "bundle" else k) or setup.get(k)
-                       for k in _SETUP_KEYS}
+        try:
+            self._setup = java_job.JavaSetup.resolve(
+                extras, spark_submit=self.spark_submit, spark_home=self.spark_home, python=self.python,
+                bundle=self.hudi_bundle, jars=self.jars)
+        except ValueError as e:
+            raise ConfigError(str(e), key=java_job.CONN_EXTRA,
+                              remedy='e.g. {"java": {"spark_submit": "/opt/spark/bin/spark-submit"}}') from e
         try:
             java_job.render_defaults(java_job.java_options(options, writer_id="w", batch_key="b", attempt=1))
         except ValueError as e:
             raise ConfigError(str(e), key="options", remedy="give that option on one line") from e
 
-    def _bundle_conf(self) -> tuple[str | None, str | None]:
-        """``(jars, packages)`` for spark-submit."""
-        bundle = self._setup.get("bundle")
-        if not bundle:
-            defaults = os.path.join(os.environ.get("SPARK_CONF_DIR") or "", "spark-defaults.conf")
-            keys = ("spark.jars", "spark.jars.packages")
-            if any(k in self.spark_conf for k in keys):
-                return None, None
-            try:
-                with open(defaults) as f:
-                    if any(line.split(None, 1)[:1] and line.split(None, 1)[0] in keys for line in f):
-                        return None, None
-            except OSError:
-                pass
-            bundle = java_job.DEFAULT_BUNDLE
-        if bundle.endswith(".jar") or "/" in bundle:
-            return bundle, None
-        return None, bundle
-
     def _get_hook(self, run, n: int, *, extra_args=None, on_line=None) -> HudiSparkJobHook:
-        env = {}
-        if self._setup.get("spark_home"):
-            env["SPARK_HOME"] = self._setup["spark_home"]
-        if self._setup.get("python"):
-            env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = self._setup["python"]
-        env.update({k: str(v) for k, v in self.spark_env.items()})
-        env[java_job.CONF_DIR_ENV] = self._conf_dir.path
-        jars, packages = self._bundle_conf()
-        conf = dict(self._run_spark_conf or self.spark_conf)
-        java_opts = str(conf.get("spark.driver.extraJavaOptions") or "")
-        if "log4j" not in java_opts:  # the user's own log4j configuration stays theirs
-            conf["spark.driver.extraJavaOptions"] = (
-                f"{java_opts} -Dlog4j2.configurationFile=file:{self._conf_dir.log4j2}").strip()
         return HudiSparkJobHook(
-            conf=conf, conn_id=self.spark_conn_id, env_vars=env,
+            conn_id=self.spark_conn_id,
             name=f"hudi-occ java {run.labels['dag_id']}.{run.labels['task_id']} attempt {n}",
             application_args=[str(a) for a in self.application_args], java_class=self.java_class,
-            jars=jars, packages=packages, on_line=on_line, ship_package=False,
-            spark_submit=self._setup.get("spark_submit"))
+            on_line=on_line, ship_package=False,
+            **self._setup.job_settings(self._run_spark_conf or self.spark_conf, self.spark_env, self._conf_dir,
+                                       table_path=run.table_path, storage_options=run.storage_options))
 
     def _submit(self, run, n: int) -> tuple[int, dict, dict, float]:
         """One spark-submit of the user's job; its outcome read from the table. While it runs,
@@ -298,5 +271,59 @@ class HudiJavaWriteOperator(HudiWriteOperator):
             file_groups=result.get("file_groups") or [], files_discarded=result.get("files_discarded") or 0,
             seconds_discarded=result.get("seconds_discarded") or 0.0))
 
-    def execute_complete(self, context, event: dict, **kwargs):  # pragma: no cover - never deferred
-        raise AirflowFailException("HudiJavaWriteOperator does not defer")
+    # -- deferrable: the job detached, the trigger waits for it, the table decides -------------
+
+    def _start_detached(self, run, n: int):
+        """Attempt ``n``'s Java job started detached (``provider/deferred_job.py``: its own
+        session, log and exit files), with its ``hudi-defaults.conf``; what the outcome needs
+        later travels with the deferral: the conf folder (removed as soon as the instant is
+        known: Hudi read it before it began one), the newest instant before the job, the start."""
+        writer_id = self._writer_id(run, n)
+        self._conf_dir = java_job.DefaultsFolder(java_job.java_options(
+            run.options, writer_id=writer_id, batch_key=run.batch_key, attempt=n, checkpoint=self.checkpoint))
+        self._started_ms = int(time.time() * 1000)
+        before = java_job.instants_on(run.table_path, run.storage_options)
+        try:
+            job = deferred_job.start_detached(self._get_hook(run, n), self.application, writer_id=writer_id)
+        except BaseException:
+            self._conf_dir.remove()
+            raise
+        return job, {"conf_dir": self._conf_dir.path, "newest_before": max(before, default=""),
+                     "started_ms": self._started_ms}
+
+    def _wait_for_instant(self, run, job) -> str | None:
+        """The instant Hudi's heartbeat line names in the job's log, waited for up to
+        ``instant_wait_s``; None if it takes longer (the table decides at the end either way)."""
+        deadline = time.time() + self.instant_wait_s
+        while time.time() < deadline and not self._killed:
+            instant = java_job.began_in(java_job.log_lines(job.log_path))
+            if instant or job.alive() is False:
+                self._conf_dir.remove()
+                return instant
+            time.sleep(0.5)
+        return None
+
+    def _publish_running(self, run, job, n: int) -> None:
+        """As ours (XCom, the timeline link), and the running record in the attempt log, so the
+        early-conflict sensor, the timeline page and the trigger see the attempt."""
+        super()._publish_running(run, job, n)
+        if job.instant:
+            self._log_attempt(run, n, job.writer_id, {"instant": job.instant, "outcome": attempt_log.RUNNING},
+                              self._started_ms)
+
+    def _deferred_outcome(self, run, n: int, event: dict, seconds: float, job: dict):
+        """The trigger only waited (until the instant completed or the process ended): the
+        outcome is read as in the synchronous path, from the table (the commit carrying the
+        writer id) and, for a failure, from the job's log (conflict or its own error)."""
+        java_job.remove_folder(job.get("conf_dir"))
+        detached = deferred_job.DetachedJob.from_json(job["detached"])
+        lines = java_job.log_lines(detached.log_path) if detached.local else []
+        code = detached.exit_code()
+        if code is None:
+            code = deferred_job.exit_code_for(event)
+        newest = job.get("newest_before") or ""
+        before = {t for t in java_job.instants_on(run.table_path, run.storage_options) if t <= newest}
+        state = {"instant": event.get("instant") or detached.instant or java_job.began_in(lines), "aborted": None}
+        code, result = self._outcome(run, code, detached.writer_id, lines, before, seconds, state)
+        self._log_attempt(run, n, detached.writer_id, result, int(job.get("started_ms") or 0))
+        return None, code, result

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
+from airflow_hudi_occ.core.config import OPTIONS_STRICT_KEY
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, from_dict
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.services.clean import run_clean
@@ -70,6 +71,8 @@ class HudiTableServiceOperator(BaseOperator):
     template_fields_renderers = {"options": "json"}
     ui_color = "#f0e0ff"
     SERVICES = ("rollback", "clean", "archive", "cluster", "compact")
+    #: the options are checked against this project's keys (a subclass for Java checks none)
+    check_option_keys = True
 
     def __init__(self, *, service: str, table_path: str | None = None,
                  options: dict[str, Any] | None = None,
@@ -97,7 +100,10 @@ class HudiTableServiceOperator(BaseOperator):
         hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
         labels = task_labels(context)
         try:
-            options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
+            extra = {LABELS_OPTION: json.dumps(labels, sort_keys=True)}
+            if not self.check_option_keys:  # another engine's keys: warned about, not refused
+                extra[OPTIONS_STRICT_KEY] = "false"
+            options = hook.write_options(extra)
             config = hook.write_config(options)
             table = hook.get_table()
         except HudiOccError as e:

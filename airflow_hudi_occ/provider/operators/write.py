@@ -610,9 +610,8 @@ class HudiWriteOperator(BaseOperator):
 
     def _deferred_submit(self, context, run: "_WriteRun", n: int, request_id: str | None) -> dict:
         """Attempt ``n`` admitted: submit it detached, publish its instant, defer to its job."""
-        hook = self._get_hook(run, n, extra_args=["--writer-id", self._writer_id(run, n)])
-        job = self._detached = deferred_job.start_detached(
-            hook, application_for(self.application, SPARK_APP), writer_id=self._writer_id(run, n))
+        job, keep = self._start_detached(run, n)
+        self._detached = job
         self.log.info("attempt %d submitted detached (pid %d, log %s)", n, job.pid, job.log_path)
         job.instant = self._wait_for_instant(run, job)
         if job.instant or job.alive() is False:  # the instant declares the footprint now
@@ -624,7 +623,14 @@ class HudiWriteOperator(BaseOperator):
             storage_options=run.storage_options, poll_interval=self.poll_interval),
             method_name="execute_complete",
             kwargs={"attempt": n, "attempts": run.attempts, "submitted_at": job.started_at,
-                    "waits": run.waits, "request_id": request_id})
+                    "waits": run.waits, "request_id": request_id, "job": {"detached": job.to_json(), **keep}})
+
+    def _start_detached(self, run: "_WriteRun", n: int) -> tuple["deferred_job.DetachedJob", dict]:
+        """Attempt ``n``'s job started detached, and what the engine keeps of it for
+        :meth:`_deferred_outcome` (JSON: it travels with the deferral)."""
+        hook = self._get_hook(run, n, extra_args=["--writer-id", self._writer_id(run, n)])
+        return deferred_job.start_detached(hook, application_for(self.application, SPARK_APP),
+                                           writer_id=self._writer_id(run, n)), {}
 
     @staticmethod
     def _writer_id(run: "_WriteRun", n: int) -> str:
@@ -659,19 +665,18 @@ class HudiWriteOperator(BaseOperator):
 
     def execute_complete(self, context, event: dict, attempt: int = 1, attempts: list | None = None,
                          submitted_at: float | None = None, waits: list | None = None,
-                         request_id: str | None = None) -> dict:
+                         request_id: str | None = None, job: dict | None = None) -> dict:
         """The trigger's outcome of attempt ``attempt``: done, another deferred attempt after a
-        conflict (with backoff), or the failure raised as the synchronous path raises it."""
+        conflict (with backoff), or the failure raised as the synchronous path raises it.
+        ``job``: what :meth:`_deferred_submit` kept of the attempt for :meth:`_deferred_outcome`."""
         run = self._resolve(context)
         run.attempts = list(attempts or [])
         run.waits = list(waits or [])
         admission.withdraw(run.table_path, run.storage_options, request_id)
         self._run_spark_conf = with_parent_job(self.spark_conf, context)
-        status = event.get("status")
-        result = _result_of_event(event)
         seconds = round(time.time() - submitted_at, 3) if submitted_at else 0.0
-        rec = self._record(run, attempt, deferred_job.exit_code_for(event),
-                           {"instant": event.get("instant")}, result, seconds)
+        status, code, result = self._deferred_outcome(run, attempt, event, seconds, job or {})
+        rec = self._record(run, attempt, code, {"instant": event.get("instant")}, result, seconds)
         try:
             if status == deferred_job.ALREADY_COMMITTED:
                 found = committed_instant(run.table_path, run.storage_options, run.batch_key)
@@ -681,7 +686,7 @@ class HudiWriteOperator(BaseOperator):
                         f"committed, but no completed instant carries {run.batch_key!r}"}})
                 out = self._already_committed(run, found)
             else:
-                out = self._decide(run, attempt, deferred_job.exit_code_for(event), result, rec)
+                out = self._decide(run, attempt, code, result, rec)
         except _JobConflict as e:
             if attempt > self.conflict_retries:
                 self._release_windows(run)
@@ -696,6 +701,13 @@ class HudiWriteOperator(BaseOperator):
             self._job_failed(e)
         self._release_windows(run)
         return self._committed(context, run, out)
+
+    def _deferred_outcome(self, run: "_WriteRun", n: int, event: dict, seconds: float,
+                          job: dict) -> tuple[str | None, int, dict]:
+        """``(status, exit code, result)`` of deferred attempt ``n`` from the trigger's event:
+        the engine's job reports through the table and its attempt log, which the trigger read
+        (another engine's subclass reads its own job's outcome)."""
+        return event.get("status"), deferred_job.exit_code_for(event), _result_of_event(event)
 
 
 def _exhausted(run: "_WriteRun", attempts: list) -> RetriesExhaustedError:

@@ -295,3 +295,138 @@ def test_an_abort_signal_ends_the_java_application_and_the_write_is_retried(tmp_
     assert tl.get(doomed) is None or not any(i.requested_time == doomed for i in tl.pending()), \
         "the killed instant is still pending after the retry's LAZY rollback"
     assert rows_by_key(hudi_read(path))[1]["v"] == "java"
+
+
+# -- deferrable: the job detached, HudiWriteJobTrigger waits for it, the table decides ------------
+
+def first_event(trigger, timeout_s: float = 900) -> dict:
+    """The real trigger run as the triggerer runs it, to its first event."""
+    import asyncio
+
+    async def first():
+        async for ev in trigger.run():
+            return ev.payload
+    return asyncio.run(asyncio.wait_for(first(), timeout_s))
+
+
+def test_a_deferred_java_attempt_is_decided_from_the_table_and_its_log(tmp_path, monkeypatch):
+    """The unit seam of the deferrable path (no Spark: the detached job is a log and an exit
+    file as a Java job leaves them): a conflict in the log is retried on a fresh, deferred
+    attempt; the commit carrying the writer id is the outcome, whatever the trigger said.
+    The real Java job through the real trigger is the slow test below."""
+    from airflow.exceptions import TaskDeferred
+
+    from airflow_hudi_occ.provider import deferred_job
+    from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
+    from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS
+
+    started = []
+
+    def fake_start(hook, application, *, writer_id, directory=None):
+        started.append(writer_id)
+        return deferred_job.DetachedJob(pid=0, create_time=0.0, host="elsewhere", log_path=str(tmp_path / "l2"),
+                                        exit_path=str(tmp_path / "e2"), writer_id=writer_id, started_at=0.0)
+    monkeypatch.setattr(deferred_job, "start_detached", fake_start)
+    path = str(tmp_path / "t")
+    t = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                     version=9)
+    ArrowTableWriter(t, WriteConfig.from_options({"hoodie.metadata.enable": "false"})).write(
+        pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA), "insert")
+    op = HudiJavaWriteOperator(task_id="java_upsert", application="/jobs/w.py", table_path=path, hudi_conn_id=None,
+                               options={"hoodie.metadata.enable": "false"}, deferrable=True, batch_key="java/d1",
+                               conflict_retries=2, backoff_base_s=0.0, backoff_max_s=0.0, instant_wait_s=0.0,
+                               yield_to_windows=False)
+    ti = StubTI()
+    writer_1 = "airflow:java_ingest.java_upsert.-1:manual__1:try1:attempt1"
+    # attempt 1 ended: its log names Hudi's conflict (the lines as Hudi 1.2.0 printed them)
+    (tmp_path / "l1").write_text(
+        "26/11/27 13:20:41 INFO HoodieHeartbeatClient: Received request to start heartbeat for instant time "
+        "20261127124247024\n"
+        ": org.apache.hudi.exception.HoodieWriteConflictException: java.util.ConcurrentModificationException: "
+        "Cannot resolve conflicts for overlapping writes between first operation = ConcurrentOperation("
+        "actionState=INFLIGHT, actionType=commit, instantTime=20261127124247024), second operation = "
+        "ConcurrentOperation(actionState=COMPLETED, actionType=commit, instantTime=20261127124341494)\n")
+    (tmp_path / "e1").write_text("1\n")
+    job1 = deferred_job.DetachedJob(pid=0, create_time=0.0, host=deferred_job.socket.gethostname(),
+                                    log_path=str(tmp_path / "l1"), exit_path=str(tmp_path / "e1"),
+                                    writer_id=writer_1, started_at=0.0, instant="20261127124247024")
+    died = {"status": "failed", "instant": "20261127124247024", "error": "DriverDied", "message": "ended"}
+    with pytest.raises(TaskDeferred) as d:
+        op.execute_complete({"ti": ti}, died, attempt=1, attempts=[], job={"detached": job1.to_json()})
+    assert d.value.kwargs["attempt"] == 2 and started == [writer_1.replace("attempt1", "attempt2")]
+    lost = d.value.kwargs["attempts"][0]
+    assert lost["outcome"] == "conflict" and lost["other_instant"] == "20261127124341494", lost
+    # attempt 2 committed (its commit carries its writer id); the trigger's word is not needed
+    writer_2 = started[0]
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options({"hoodie.metadata.enable": "false"}),
+                     writer_id=writer_2).write(
+        pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 2, "v": "java"}], schema=SCHEMA), "upsert")
+    kw = d.value.kwargs
+    out = op.execute_complete({"ti": ti}, {"status": "failed", "error": "JobNotStarted"}, **{
+        **kw, "job": {**kw["job"], "detached": {**kw["job"]["detached"], "host": "elsewhere"}}})
+    assert out["outcome"] == "committed" and out["batch_key"] == "java/d1"
+    assert [a["outcome"] for a in ti.xcom[XCOM_ATTEMPTS]] == ["conflict", "committed"]
+    assert not os.path.exists(kw["job"]["conf_dir"])  # the attempt's hudi-defaults.conf is gone
+
+
+@pytest.mark.slow  # two Java jobs through the real trigger
+def test_deferrable_java_write_loses_to_our_writer_and_retries_through_the_trigger(tmp_path, java_setup,
+                                                                                   zk_server, monkeypatch):
+    """``deferrable=True``: the worker submits the Java job detached, publishes its instant
+    (XCom and the attempt log, read from Hudi's heartbeat line in the job's log) and defers;
+    HudiWriteJobTrigger follows the job; the held job loses to our core writer at its commit,
+    execute_complete reads the conflict from the job's log and defers a fresh attempt, which
+    commits; hudi-rs reads the rows exactly."""
+    from airflow.exceptions import TaskDeferred
+
+    from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
+    from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS, XCOM_RUNNING
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type": "spark", "host": "local[1]"}')
+    monkeypatch.setenv("HUDI_OCC_JOBS_DIR", str(tmp_path / "jobs"))
+    path = str(tmp_path / "t")
+    lock = {"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": zk_server.hosts,
+            "hoodie.write.lock.zookeeper.base_path": "/hudi/locks",
+            "hoodie.write.lock.zookeeper.lock_key": "java-deferred", "hoodie.metadata.enable": "false"}
+    t = Table.create(path, "orders", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                     version=9)
+    ArrowTableWriter(t, WriteConfig.from_options(lock)).write(
+        pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA), "insert")
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("AIRFLOW_CONN_HUDI_ZOOKEEPER_DEFAULT", json.dumps({
+        "conn_type": "hudi_zookeeper", "host": zk_server.hosts.rsplit(":", 1)[0], "port": zk_server.port,
+        "schema": "/hudi/locks"}))
+    op = HudiJavaWriteOperator(
+        task_id="java_upsert", application=str(JOB), table_path=path, hudi_conn_id=None,
+        application_args=[path, json.dumps([[1, "a", 2, "java"]]), "--gate", str(gate)],
+        options={k: v for k, v in lock.items() if k != "hoodie.write.lock.zookeeper.url"},
+        spark_conn_id="spark_local", spark_submit=java_setup.spark_submit, spark_home=java_setup.spark_home,
+        python=java_setup.python, hudi_bundle=java_setup.hudi_jar, batch_key="java/deferred",
+        conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5, yield_to_windows=False,
+        deferrable=True, instant_wait_s=600, poll_interval=0.5)
+    ti = StubTI()
+    with pytest.raises(TaskDeferred) as d:
+        op.execute({"ti": ti})
+    held = ti.xcom[XCOM_RUNNING]["instant"]
+    rec = attempt_log.read_record(Table.open(path), held)
+    assert rec.outcome == attempt_log.RUNNING and rec.labels["engine"] == "java"
+    assert not os.path.exists(d.value.kwargs["job"]["conf_dir"])  # Hudi read it; the worker removed it
+    deadline = time.monotonic() + 600  # the detached job reaches its rows (inside its instant)
+    while not Path(str(gate) + ".waiting").exists():
+        assert time.monotonic() < deadline, "the deferred Java job never reached its rows"
+        time.sleep(0.2)
+    won = ArrowTableWriter(Table.open(path), WriteConfig.from_options(lock)).write(
+        pa.Table.from_pylist([{"id": 1, "p": "a", "ts": 3, "v": "ours"}], schema=SCHEMA), "upsert")
+    gate.touch()
+    with pytest.raises(TaskDeferred) as d2:
+        op.execute_complete({"ti": ti}, first_event(d.value.trigger), **d.value.kwargs)
+    assert d2.value.kwargs["attempt"] == 2
+    out = op.execute_complete({"ti": ti}, first_event(d2.value.trigger), **d2.value.kwargs)
+    attempts = ti.xcom[XCOM_ATTEMPTS]
+    assert [a["outcome"] for a in attempts] == ["conflict", "committed"], attempts
+    assert attempts[0]["instant"] == held and attempts[0]["other_instant"] == won.instant.requested_time
+    assert out["outcome"] == "committed" and attempts[1]["instant"] > won.instant.requested_time
+    assert attempt_log.read_record(Table.open(path), held).outcome == "conflict"
+    got = rows_by_key(hudi_read(path))
+    assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {0: ("base", 1), 1: ("ours", 3), 2: ("base", 1),
+                                                              3: ("base", 1)}
