@@ -155,9 +155,11 @@ def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
 def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
                   now: float | None = None) -> list[Blocker]:
     """The live write instants whose declared footprint shares a partition with ``footprint``
-    (what ``on_overlap`` judges, without filing anything)."""
+    (what ``on_overlap`` judges, without filing anything). A clustering being executed counts
+    (its plan's partitions): a write admitted into them now would be refused by the
+    clustering gate, or make the clustering lose at its commit; either way work is lost."""
     out = []
-    for w in live_writers(table, heartbeat, now=now):
+    for w in live_writers(table, heartbeat, now=now, include_clustering=True):
         shared = footprint.shared_partitions(w.footprint)
         if shared:
             out.append(Blocker("writer", w.requested_time, w.owner, tuple(shared)))
