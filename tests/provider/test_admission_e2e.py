@@ -13,9 +13,9 @@ commits' file groups, the attempt log) and the tasks' admission records (XCom), 
 timing."""
 
 import json
-import os
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +24,7 @@ import pytest
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.operators.hudi_occ import APPLICATION_ENV
 from airflow_hudi_occ.testing.spark_job import BARRIER_ENV
@@ -109,6 +110,9 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
         want.update({k: name for k in keys})
     common = {"HUDI_OCC_FOUR_TABLE": path, "HUDI_OCC_FOUR_SOURCES": str(sources), APPLICATION_ENV: TEST_JOB}
     barrier = {BARRIER_ENV: f"{tmp_path / 'barrier'}:2:begin"}
+    # The DAGs' outlet assets name this table: serialize them once, before four processes
+    # would each insert them (UNIQUE constraint failed in SQLite).
+    airflow_env.airflow("dags", "reserialize", env=common, timeout=300)
     procs = {dag: airflow_env.dags_test(dag, name, env={**common, **(barrier if name.startswith("ingest") else {})})
              for dag, name in WRITERS.items()}
     logs = {dag: finish(p, timeout=2000) for dag, p in procs.items()}
@@ -166,4 +170,70 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
           f"{len(false_waits)} false {false_waits}; ran together {together}")
 
     got = rows_by_key(hudi_read(path))  # hudi-rs; raises on a duplicate key
+    assert {k: r["v"] for k, r in got.items()} == want
+
+
+@pytest.mark.slow  # two dags-test processes and two Spark jobs one after the other (~3-5 min);
+# the default run keeps the same two first writes through the operator, Spark's submission
+# replaced (tests/provider/test_deferrable_operator.py)
+def test_two_first_writes_of_a_new_table_one_waits_for_the_other(airflow_env, tmp_path):
+    """No table at the path: two writers sharing partition b are started at once. The first
+    to come makes the table (as its job would) and files its request there; the other finds
+    it and waits. The writer that went holds before its commit until the test has seen the
+    other one waiting in the table (or, were admission broken, a second instant begun): so
+    the wait is proven from the table, not from timing."""
+    from airflow_hudi_occ.core.concurrency import admission
+
+    path = str(tmp_path / "fresh" / "orders")
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    want = {}
+    names = ("ingest_ab", "backfill_bc")
+    for name in names:
+        pq.write_table(pa.table({"id": BATCHES[name], "p": [k[0] for k in BATCHES[name]],
+                                 "ts": [2] * len(BATCHES[name]), "v": [name] * len(BATCHES[name])}),
+                       str(sources / f"{name}.parquet"))
+        want.update({k: name for k in BATCHES[name]})
+    hold = tmp_path / "hold"
+    env = {"HUDI_OCC_FOUR_TABLE": path, "HUDI_OCC_FOUR_SOURCES": str(sources), APPLICATION_ENV: TEST_JOB,
+           BARRIER_ENV: f"{hold}:2"}  # a writer commits once 2 files are there: its own and the test's
+    airflow_env.airflow("dags", "reserialize", env=env, timeout=300)
+    procs = {f"hudi_occ_test_four_{n}": airflow_env.dags_test(f"hudi_occ_test_four_{n}", f"first-{n}", env=env)
+             for n in names}
+    deadline = time.time() + 1200
+    seen = None
+    while time.time() < deadline and seen is None:
+        for dag, p in procs.items():
+            assert p.poll() is None, (dag, finish(p)[-4000:])  # none ends while one is held
+        try:
+            t = Table.open(path)
+        except TableNotFoundError:
+            time.sleep(0.5)
+            continue
+        pending = t.timeline().pending()
+        waiting = [r for r in admission.requests(t) if r.state == admission.WAITING]
+        if pending and waiting or len(pending) >= 2:
+            seen = ([i.requested_time for i in pending], [(r.owner, r.state) for r in waiting])
+        time.sleep(0.5)
+    assert seen is not None, "no writer began, or none waited"
+    hold.mkdir(exist_ok=True)
+    (hold / "released-by-the-test").touch()
+    logs = {dag: finish(p, timeout=1200) for dag, p in procs.items()}
+    for dag, p in procs.items():
+        assert p.returncode == 0 and "state=success" in logs[dag], (dag, logs[dag][-4000:])
+
+    t = Table.open(path)
+    tl = t.timeline()
+    records = [r for r in attempt_log.read_records(t) if r.labels.get("dag_id") in procs]
+    assert [r.outcome for r in records] == ["committed", "committed"], [r.to_json() for r in records]
+    assert len(seen[0]) == 1, f"two first writes began at once: {seen}"
+    first = seen[0]
+    by_time = {i.requested_time: i for i in tl.completed()}
+    went, waited = sorted(records, key=lambda r: r.instant)
+    assert went.instant == first[0]
+    assert by_time[went.instant].completion_time < waited.instant  # began after the other ended
+    [waiting_dag] = [dag for dag in procs if _waits(airflow_env, dag)]
+    assert waiting_dag == waited.labels["dag_id"]
+    assert [b.split(" (")[0] for b in _waits(airflow_env, waiting_dag)][-1] == went.instant
+    got = rows_by_key(hudi_read(path))
     assert {k: r["v"] for k, r in got.items()} == want
