@@ -110,6 +110,7 @@ class HudiTableServiceOperator(BaseOperator):
         self.admission_starvation_s = admission_starvation_s
         self._labels: dict = {}
         self._admission_wait: dict | None = None
+        self._request: core_admission.AdmissionRequest | None = None
         self.application = application
         self.service = service
         self.table_path = table_path
@@ -194,12 +195,26 @@ class HudiTableServiceOperator(BaseOperator):
         res = admission.wait_on_worker(table, req, admission.heartbeat_of(options), settings, self.log)
         if res.waited_for:
             self._admission_wait = res.to_json()
+        self._request = req
         return req.request_id
+
+    def _declare_plan(self, table, instant: str) -> None:
+        """The admitted request takes the plan's partitions: made under the lock, the plan may
+        reach partitions the preview did not (small files written meanwhile); until the job's
+        heartbeat makes the clustering a live writer, the request is what writers see."""
+        req = self._request
+        plan = table.timeline().requested_replace_metadata(table.timeline().get(instant))
+        parts = {p for g in (plan.input_groups if plan is not None else []) for p, _, _ in g.slices}
+        if req is not None and parts - set(req.partitions or ()):
+            req.partitions = sorted(parts | set(req.partitions or ()))
+            core_admission.save(table, req)
 
     def _run_clustering(self, table, config, options, hook) -> dict:
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
+        if self._request is not None:
+            self._declare_plan(table, instant)
         code, result = self._run_service_job("cluster", instant, table, options, hook)
         if code == EXIT_RETRYABLE:
             raise RetryableError(f"clustering {instant} yielded to a conflicting write and was "
