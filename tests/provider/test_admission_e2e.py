@@ -153,17 +153,19 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
 
     # The waits, and which were false: the writer waited for turned out to commit file groups
     # disjoint from the waiter's (a shared partition only).
+    # One wait per (waiter, writer waited for): a writer is waited for first as a request,
+    # then as the instant it began, both named in the records.
     owner_dag = {f"{dag}.{'cluster' if dag.endswith('cluster_a') else 'write'}": dag for dag in WRITERS}
-    waits, false_waits = [], []
+    waits = set()
     for dag in dags:
         for blocker in _waits(airflow_env, dag):
             ident, _, rest = blocker.partition(" (")
             owner = rest.partition(")")[0]
             other = owner_dag.get(owner) or next((d for d, i in instants.items() if i == ident), None)
             assert other is not None and other != dag, (dag, blocker)
-            waits.append((dag, other))
-            if not groups[dag] & groups[other]:
-                false_waits.append((dag, other))
+            waits.add((dag, other))
+    waits = sorted(waits)
+    false_waits = [(dag, other) for dag, other in waits if not groups[dag] & groups[other]]
     for dag, other in waits:  # a writer waits only on one whose partitions it shares
         assert parts[dag] & parts[other], (dag, other)
     print(f"\nfour writers: intervals {json.dumps(interval)}\n{len(waits)} admission wait(s) {waits}; "
