@@ -27,7 +27,7 @@ from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.operators.hudi_occ import APPLICATION_ENV
-from airflow_hudi_occ.testing.spark_job import BARRIER_ENV
+from airflow_hudi_occ.testing.spark_job import BARRIER_ENV, BARRIER_TIMEOUT_ENV
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
@@ -109,7 +109,9 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
         pq.write_table(pa.Table.from_pylist(_rows(keys, name, 2)), str(sources / f"{name}.parquet"))
         want.update({k: name for k in keys})
     common = {"HUDI_OCC_FOUR_TABLE": path, "HUDI_OCC_FOUR_SOURCES": str(sources), APPLICATION_ENV: TEST_JOB}
-    barrier = {BARRIER_ENV: f"{tmp_path / 'barrier'}:2:begin"}
+    # the ingestion writer on a may wait for the whole clustering job while the one on c,
+    # begun, holds at its commit for it: give the barrier as long as admission's timeout
+    barrier = {BARRIER_ENV: f"{tmp_path / 'barrier'}:2:begin", BARRIER_TIMEOUT_ENV: "1500"}
     # The DAGs' outlet assets name this table: serialize them once, before four processes
     # would each insert them (UNIQUE constraint failed in SQLite).
     airflow_env.airflow("dags", "reserialize", env=common, timeout=300)
