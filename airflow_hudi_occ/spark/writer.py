@@ -53,8 +53,6 @@ are raised before anything is written. Any other job failure is a :class:`SparkW
 from __future__ import annotations
 
 import logging
-import posixpath
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
@@ -62,6 +60,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table  # noqa: F401 (re-exported)
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy, declared_groups
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
@@ -146,32 +145,6 @@ def arrow_schema_of(df) -> pa.Schema:
             t = pa.binary()
         fields.append(pa.field(f.name, t, True))
     return pa.schema(fields)
-
-
-def _default_table_name(base_path: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9_]", "_", posixpath.basename(base_path.rstrip("/")) or "hudi_table")
-    return name if re.match(r"[A-Za-z_]", name) else f"t_{name}"
-
-
-def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_options=None) -> Table:
-    try:
-        table = Table.open(base_path, storage_options)
-    except TableNotFoundError:
-        extra = {}
-        if opts.index_type == "BUCKET":
-            extra = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": opts.bucket_num}
-        if not opts.populate_meta_fields:
-            extra["hoodie.populate.meta.fields"] = "false"
-        table = Table.create(base_path, opts.table_name or _default_table_name(base_path),
-                             record_key_fields=opts.record_key_fields,
-                             partition_fields=opts.partition_fields,
-                             precombine_field=opts.precombine_field,
-                             hive_style_partitioning=opts.hive_style_partitioning,
-                             url_encode_partitions=opts.url_encode_partitions,
-                             storage_options=storage_options, extra_properties=extra, exist_ok=True,
-                             version=opts.write_config.write_table_version,
-                             table_type=opts.table_type)
-    return table
 
 
 class SparkTableJob:

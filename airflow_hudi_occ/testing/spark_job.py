@@ -24,6 +24,9 @@ from airflow_hudi_occ.spark import job, service_job  # noqa: E402
 from airflow_hudi_occ.testing.crash import CRASH_ENV, install  # noqa: E402
 
 BARRIER_ENV = "HUDI_OCC_TEST_COMMIT_BARRIER"
+#: how long a writer waits at the barrier at most (seconds, default 300): a test whose writer
+#: may first wait for admission behind a long job gives it longer
+BARRIER_TIMEOUT_ENV = "HUDI_OCC_TEST_COMMIT_BARRIER_TIMEOUT_S"
 PATH = os.path.abspath(__file__)
 
 
@@ -38,7 +41,7 @@ def commit_barrier():
         os.makedirs(folder, exist_ok=True)
         if mode != "begin":
             open(os.path.join(folder, tx.instant_time), "w").close()
-        deadline = time.time() + 300
+        deadline = time.time() + float(os.environ.get(BARRIER_TIMEOUT_ENV) or 300)
         while len(os.listdir(folder)) < n and time.time() < deadline:
             time.sleep(0.05)
     return wait

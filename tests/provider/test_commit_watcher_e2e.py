@@ -1,7 +1,8 @@
 """The commit watcher in a real Airflow: ``airflow standalone`` (scheduler, DAG processor,
 triggerer, API server; SQLite) with ``examples/on_any_commit.py``. Commits made outside
-Airflow, by a plain core writer in this process and by the ``hudi-occ`` CLI (a clustering) in
-another, fire the DAG through the triggerer's ``HudiCommitTrigger``; the commits made before the
+Airflow, by a plain core writer in this process, by the ``hudi-occ`` CLI (a clustering) in
+another, and by Java Hudi (an upsert through its Spark datasource, ``testing/java_hudi.py``)
+fire the DAG through the triggerer's ``HudiCommitTrigger``; the commits made before the
 watcher started do not (``start="latest"``), and none is reported twice."""
 
 import json
@@ -19,6 +20,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.assets import table_uri
+from airflow_hudi_occ.testing.java_hudi import JavaHudi
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 from .conftest import BIN, REPO, AirflowEnv
@@ -39,6 +41,14 @@ STATE = ("import json\n"
          "    print(json.dumps({'cursor': [json.loads(c) for c in cursor],\n"
          "                      'runs': [{'state': str(r.state), 'run_type': str(r.run_type),\n"
          "                                'events': [e.extra for e in r.consumed_asset_events]} for r in runs]}))\n")
+
+
+#: Java Hudi writing our table beside us (as tests/interop do): OCC with its file-system lock,
+#: no metadata table (ours keeps none)
+JAVA = {"hoodie.metadata.enable": "false",
+        "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        "hoodie.clean.failed.writes.policy": "LAZY",
+        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"}
 
 
 def _write(table, ids):
@@ -64,6 +74,7 @@ def _wait(env, p, log, what, until, timeout_s=600) -> dict:
 
 
 def test_commits_outside_airflow_fire_the_dag_through_the_triggerer(tmp_path):
+    java = JavaHudi(tmp_path / "java")  # fails at once, naming the install script, if missing
     env = AirflowEnv(tmp_path / "home", None)
     env.dags.mkdir(parents=True)
     shutil.copy(REPO / "examples" / "on_any_commit.py", env.dags / "on_any_commit.py")
@@ -99,10 +110,14 @@ def test_commits_outside_airflow_fire_the_dag_through_the_triggerer(tmp_path):
         cli = [sys.executable, "-m", "airflow_hudi_occ.cli.app"]
         subprocess.run([*cli, "cluster", "schedule", path, *opts], env=env.env, check=True, timeout=300)
         subprocess.run([*cli, "cluster", "run", path, *opts], env=env.env, check=True, timeout=300)
+        # a commit by Java Hudi, in its own JVM: no code of ours writes it
+        by_java = java.write(path, [{"id": 5, "p": "a", "ts": 5, "v": "java"}], operation="upsert", options=JAVA)
         done = [i for i in Table.open(path).timeline().completed_by_completion_time()
                 if i.action.value in ("commit", "replacecommit")]
         new = {i.requested_time for i in done[2:]}
-        assert len(done) == 4 and done[3].action.value == "replacecommit"
+        assert len(done) == 5 and done[3].action.value == "replacecommit", done
+        [java_commit] = [c["requested"] for c in by_java.completed if c["action"] == "commit"]
+        assert done[4].requested_time == java_commit and done[4].action.value == "commit"
 
         def reported(s):
             got = [e["payload"]["instant"] for r in s["runs"] for e in r["events"]]
@@ -127,5 +142,6 @@ def test_commits_outside_airflow_fire_the_dag_through_the_triggerer(tmp_path):
     assert by_instant[done[2].requested_time]["rows_written"] == 2
     assert by_instant[done[2].requested_time]["operation"] == "insert"
     assert by_instant[done[3].requested_time]["action"] == "replacecommit"
+    assert by_instant[java_commit]["action"] == "commit" and by_instant[java_commit]["operation"] == "upsert"
     assert all(pl["table_uri"] == table_uri(path) for pl in payloads)
-    assert state["cursor"] == [f"{done[3].completion_time}_{done[3].requested_time}"], state
+    assert state["cursor"] == [f"{done[4].completion_time}_{done[4].requested_time}"], state

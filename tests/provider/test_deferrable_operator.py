@@ -173,3 +173,40 @@ def test_on_overlap_fail_fails_at_once_naming_the_writer(tmp_path, submitted):
     finally:
         tx.abort()
     assert submitted == []
+
+
+def test_the_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, submitted):
+    """No table yet: the first write makes it (as its job would) and files its request there,
+    so the second first write finds it and waits in the triggerer instead of racing (two
+    real first writes through ``airflow dags test``: tests/provider/test_admission_e2e.py)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from airflow.exceptions import TaskDeferred
+
+    from airflow_hudi_occ.core.concurrency import admission
+    from airflow_hudi_occ.core.table.table import Table
+
+    pq.write_table(pa.table({"id": [1, 2], "p": ["a", "b"]}), tmp_path / "src.parquet")
+    path = tmp_path / "new" / "orders"
+
+    def first_writer(task_id):
+        return HudiWriteOperator(task_id=task_id, source=str(tmp_path / "src.parquet"), table_path=str(path),
+                                 hudi_conn_id=None, deferrable=True, instant_wait_s=0.0, yield_to_windows=False,
+                                 options={"hoodie.datasource.write.recordkey.field": "id",
+                                          "hoodie.datasource.write.partitionpath.field": "p"})
+
+    def context(task_id):
+        return {"ti": _TI(dag_id="d", task_id=task_id, run_id="r", try_number=1, map_index=-1, xcom={})}
+
+    one, two = first_writer("one"), first_writer("two")
+    with pytest.raises(TaskDeferred) as d1:
+        one._deferred_attempt(context("one"), one._resolve(context("one")), 1)
+    assert d1.value.method_name == "execute_complete" and submitted == ["airflow:d.one.-1:r:try1:attempt1"]
+    table = Table.open(str(path))  # made as the job makes it: the options' keys, the folder's name
+    assert (table.name, table.config.record_key_fields, table.config.partition_fields) == ("orders", ["id"], ["p"])
+    assert list(table.timeline().completed()) == [] and not table.timeline().pending()
+    with pytest.raises(TaskDeferred) as d2:
+        two._deferred_attempt(context("two"), two._resolve(context("two")), 1)
+    assert d2.value.method_name == "execute_admitted" and len(submitted) == 1  # waits, nothing submitted
+    waiting = {r.owner: r.state for r in admission.requests(table)}
+    assert waiting == {"d.one": "admitted", "d.two": "waiting"}, waiting

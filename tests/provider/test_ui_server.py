@@ -410,6 +410,14 @@ def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, 
         text = retry_row.text
         assert f"{got['loser']}: conflict" in text and f"{got['retry']}: committed" in text
         assert "highlight" in retry_row.get_attribute("class")
+        # the retry waited for admission (its attempt record's labels): for whom, how long
+        waited = f"waited 12.5 s for {got['winner']} (backfill.rewrite) on partitions p0"
+        assert f"{got['retry']}: committed; {waited} before it began" in text, text
+        assert [e.get_attribute("data-instant") for e in
+                driver.find_elements(By.CSS_SELECTOR, "#gantt rect.bar[data-waited-s]")] == [got["retry"]]
+        driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+                              driver.find_element(By.CSS_SELECTOR, f"#gantt rect.bar[data-instant='{got['retry']}']"))
+        assert f"{waited} before it began" in driver.find_element(By.ID, "detail").text
         [live_row] = driver.find_elements(By.CSS_SELECTOR, "#live-writers tbody tr.row")
         assert live.instant_time in live_row.text and "p3" in live_row.text
         # Until attempts are recorded when they begin, a live writer's DAG is not known yet:

@@ -14,8 +14,8 @@ any writer can take part):
 1. A writer that must wait files a *request*: its footprint (partitions, kind, owner) and a
    creation time. It rewrites the file at every look (``refreshed_at``); a waiting request not
    refreshed for ``ttl_s`` is dead (its waiter died) and ignored.
-2. It is *admitted* when nothing blocks it: no live write instant (heartbeat alive, not a
-   table service) and no admitted request of another owner shares a partition with it, and
+2. It is *admitted* when nothing blocks it: no live write instant (heartbeat alive; of the
+   table services, a clustering being executed) and no admitted request of another owner shares a partition with it, and
    no waiting request that shares one comes before it. Order among waiting requests:
    kind (ingestion, then backfill, then table services: :data:`footprint.KIND_RANK`), then
    age; a request waiting longer than ``starvation_s`` comes first whatever its kind, so no
@@ -34,6 +34,7 @@ what it waited for (``Verdict.describe``).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
@@ -155,9 +156,11 @@ def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
 def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
                   now: float | None = None) -> list[Blocker]:
     """The live write instants whose declared footprint shares a partition with ``footprint``
-    (what ``on_overlap`` judges, without filing anything)."""
+    (what ``on_overlap`` judges, without filing anything). A clustering being executed counts
+    (its plan's partitions): a write admitted into them now would be refused by the
+    clustering gate, or make the clustering lose at its commit; either way work is lost."""
     out = []
-    for w in live_writers(table, heartbeat, now=now):
+    for w in live_writers(table, heartbeat, now=now, include_clustering=True):
         shared = footprint.shared_partitions(w.footprint)
         if shared:
             out.append(Blocker("writer", w.requested_time, w.owner, tuple(shared)))
@@ -209,10 +212,42 @@ def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: 
     return Verdict(True)
 
 
+#: the attempt-log labels of an attempt's admission wait (kept by the attempt log; read by
+#: the trends and the timeline page): its seconds, and whom it waited for (a JSON list of
+#: ``Blocker.describe`` texts: "<instant> (<dag>.<task>) on partitions ...")
+WAIT_SECONDS_LABEL = "admission_wait_s"
+WAITED_FOR_LABEL = "admission_waited_for"
+
+
+def wait_labels(seconds: float, waited_for: Iterable[str]) -> dict[str, str]:
+    """The labels recording one attempt's wait (labels are strings)."""
+    return {WAIT_SECONDS_LABEL: f"{float(seconds):.3f}", WAITED_FOR_LABEL: json.dumps(list(waited_for))}
+
+
+def wait_from_labels(labels: dict | None) -> dict | None:
+    """``{"seconds": s, "waited_for": [...]}`` from an attempt's labels; None if it did not
+    wait. Unreadable values read as no wait (labels are free text written by other
+    processes)."""
+    labels = labels or {}
+    try:
+        seconds = float(labels.get(WAIT_SECONDS_LABEL) or 0.0)
+    except (TypeError, ValueError):
+        return None
+    try:
+        whom = json.loads(labels.get(WAITED_FOR_LABEL) or "[]")
+    except ValueError:
+        whom = []
+    whom = [str(w) for w in whom] if isinstance(whom, list) else []
+    if seconds <= 0 and not whom:
+        return None
+    return {"seconds": round(max(seconds, 0.0), 3), "waited_for": whom}
+
+
 def shown_partitions(partitions: Iterable[str] | None) -> str:
     return EVERY_PARTITION if partitions is None else ", ".join(sorted(partitions)) or "-"
 
 
 __all__ = ["AdmissionRequest", "Blocker", "Verdict", "WAIT", "GO", "FAIL", "POLICIES", "WAITING",
            "ADMITTED", "new_request", "requests", "withdraw", "load", "save", "live_blockers",
-           "blockers", "try_admit", "shown_partitions"]
+           "blockers", "try_admit", "shown_partitions", "WAIT_SECONDS_LABEL", "WAITED_FOR_LABEL",
+           "wait_labels", "wait_from_labels"]

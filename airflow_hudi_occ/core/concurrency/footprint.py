@@ -192,11 +192,14 @@ class LiveWriter:
 
 
 def live_writers(table, heartbeat: HeartbeatConfig, *, timeline=None, now: float | None = None,
-                 exclude: Iterable[str] = (), include_table_services: bool = False) -> list[LiveWriter]:
+                 exclude: Iterable[str] = (), include_table_services: bool = False,
+                 include_clustering: bool = False) -> list[LiveWriter]:
     """The table's live writers, oldest first: pending write instants whose heartbeat is
     alive (a dead one is a failed write, rolled back lazily: nobody waits on it). Table
-    services are left out by default: a clustering plan yields to ingestion (RFC-22), and
-    writers into its file groups are refused by the clustering gate."""
+    services are left out by default: the early checks compare writers only (the clustering
+    gate refuses writes into a pending plan's file groups). ``include_clustering``: a
+    clustering being executed (its heartbeat alive) counts too, as admission wants it: a
+    write into its partitions now would be refused by the gate or make it lose."""
     tl = timeline if timeline is not None else table.timeline()
     skip = set(exclude)
     out = []
@@ -205,7 +208,7 @@ def live_writers(table, heartbeat: HeartbeatConfig, *, timeline=None, now: float
         if t in skip or is_expired(table, t, heartbeat, now=now):
             continue
         service = inst.is_table_service or tl.is_clustering(inst)
-        if service and not include_table_services:
+        if service and not include_table_services and not (include_clustering and tl.is_clustering(inst)):
             continue
         out.append(LiveWriter(inst, declared(tl, inst)))
     return out

@@ -26,6 +26,7 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import parse_ms
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
 from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
+from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.concurrency.conflict import UNKNOWN, ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired
 from airflow_hudi_occ.core.concurrency.markers import markers_for
@@ -59,7 +60,9 @@ def _task_of(labels: dict) -> str | None:
 
 def _writer(rec: "attempt_log.AttemptRecord | None", writer_id: str | None = None,
             batch_key: str | None = None, attempt: Any = None) -> dict[str, Any]:
-    labels = dict(rec.labels) if rec is not None else {}
+    # the admission wait is shown as the row's ``wait`` (its owners filtered for the reader)
+    labels = {k: v for k, v in (rec.labels if rec is not None else {}).items()
+              if k not in (admission.WAIT_SECONDS_LABEL, admission.WAITED_FOR_LABEL)}
     wid = (rec.writer_id if rec is not None else None) or writer_id or None
     return {
         "writer_id": wid,
@@ -231,6 +234,9 @@ def build_timeline_view(table, *, config: WriteConfig | None = None, now: float 
         hidden = {t for t, r in rows.items() if not _visible(r, read)}
         rows = {t: r for t, r in rows.items() if t not in hidden}
         live = [w for w in live if w["instant"] not in hidden]
+        for r in rows.values():
+            if r.get("wait"):
+                r["wait"] = {**r["wait"], "waited_for": [_readable_wait(w, read) for w in r["wait"]["waited_for"]]}
     ordered = sorted(rows.values(), key=lambda r: r["instant"])
     retries = _retries(ordered)
     conflicts = _conflicts(ordered, rows, retries, hidden)
@@ -345,16 +351,31 @@ def _base_row(t, action, state, start, end, end_kind, outcome, writer, *, on_tim
             "lane": _lane(writer, action), "on_timeline": on_timeline,
             "other_instant": None, "seconds_discarded": 0.0, "files_discarded": 0,
             "error": None, "message": None, "heartbeat_age_s": None,
-            "retry_of": None, "retried_by": None}
+            "retry_of": None, "retried_by": None, "wait": None}
 
 
 def _add_attempt_facts(row: dict[str, Any], rec) -> None:
     if rec is None:
         return
     row.update(other_instant=rec.other_instant, seconds_discarded=rec.seconds_discarded,
-               files_discarded=rec.files_discarded, error=rec.error, message=rec.message)
+               files_discarded=rec.files_discarded, error=rec.error, message=rec.message,
+               wait=admission.wait_from_labels(rec.labels))
     if rec.outcome != attempt_log.COMMITTED and rec.file_groups:
         row["file_groups"] = list(rec.file_groups)
+
+
+def _readable_wait(text: str, may_read: Callable[[str | None], bool]) -> str:
+    """One "<instant> (<dag>.<task>) on partitions ..." of a wait, its owner hidden unless the
+    reader may read that DAG. dag and task ids may both hold dots, so every split is tried;
+    an owner without one (a writer id) is no DAG's and stays."""
+    ident, sep, rest = text.partition(" (")
+    owner, sep2, tail = rest.partition(")")
+    if not sep or not sep2:
+        return text
+    parts = owner.split(".")
+    if len(parts) < 2 or any(may_read(".".join(parts[:i])) for i in range(1, len(parts))):
+        return text
+    return f"{ident} (a DAG you may not read){tail}"
 
 
 def _retries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -382,7 +403,8 @@ def _retries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "attempts": [{"instant": m["instant"], "attempt": m["writer"].get("attempt"),
                           "try_number": m["writer"].get("try_number"), "outcome": m["outcome"],
                           "other_instant": m["other_instant"], "file_groups": m["file_groups"],
-                          "seconds_discarded": m["seconds_discarded"]} for m in members],
+                          "seconds_discarded": m["seconds_discarded"], "wait": m["wait"]}
+                         for m in members],
             "final_outcome": members[-1]["outcome"],
             "seconds_discarded": round(sum(m["seconds_discarded"] or 0 for m in members), 3),
         })

@@ -123,6 +123,11 @@ class HudiJavaWriteOperator(HudiWriteOperator):
 
     # -- what the base operator asks of an engine -----------------------------------------------
 
+    def _create_for_first_write(self, run) -> Table | None:
+        """Java Hudi creates its own table on its first write, with Java's properties; this
+        operator leaves it to it (its first writes are not admitted: docs/concurrency.md)."""
+        return None
+
     def _check_options(self, hook: HudiOccHook, options: dict) -> None:
         """Java checks its own keys; the file that carries them takes one line each. No typed
         config of ours: the heartbeat keys admission needs are read on their own."""

@@ -7,6 +7,13 @@ Errors: the task fails with the package's own error, and the default ``retry_pol
 that yielded to a write, a store down) and fails any other at once (a bad option, a missing
 table). ``retry_policy=None``: ``AirflowException`` and ``AirflowFailException`` as before
 retry policies. A service job killed by a signal is left to the task's own ``retries``.
+
+Admission (clustering): before planning, the clustering files an admission request for the
+partitions it would cluster, as a write does before spark-submit, and keeps it until its job
+ends. Its kind is ``table_service`` unless the user says otherwise (``write_kind=``, or
+``hoodie.occ.write.kind`` in the task's options): when ingestion and a clustering wait on the
+same partitions, ingestion goes first (RFC-22's example); while it runs, writers on its
+partitions wait for it instead of being refused by the clustering gate (docs/concurrency.md).
 """
 
 from __future__ import annotations
@@ -18,20 +25,23 @@ from typing import Any, Sequence
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
-from airflow_hudi_occ.core.config import OPTIONS_STRICT_KEY
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, from_dict
+from airflow_hudi_occ.core.concurrency import admission as core_admission
+from airflow_hudi_occ.core.concurrency.footprint import TABLE_SERVICE, Footprint, check_kind
+from airflow_hudi_occ.core.config import OPTIONS_STRICT_KEY, WRITE_KIND
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, RetryableError, from_dict
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.services.clean import run_clean
-from airflow_hudi_occ.core.services.clustering import schedule_clustering
+from airflow_hudi_occ.core.services.clustering import clustering_config, plan_clustering, schedule_clustering
 from airflow_hudi_occ.core.services.compaction import schedule_compaction
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
+from airflow_hudi_occ.provider import admission
 from airflow_hudi_occ.provider.arguments import check_service_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 from airflow_hudi_occ.provider.retry_policy import DEFAULT_RETRY_POLICY, raise_task_failure, resolve_retry_policy
 from airflow_hudi_occ.provider.spark_jobs import (DEFAULT_SPARK_CONF, SERVICE_APP, JobOutput, application_for,
                                                   check_task_assets, with_parent_job)
-from airflow_hudi_occ.provider.task_keys import task_labels
+from airflow_hudi_occ.provider.task_keys import task_labels, task_owner
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
 
 
@@ -63,6 +73,12 @@ class HudiTableServiceOperator(BaseOperator):
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
 
+    :param on_overlap: clustering's admission before planning: ``wait`` while a live writer or
+        an earlier request shares its partitions (bounded by ``admission_timeout_s``, then it
+        goes anyway), ``go`` at once, ``fail``; default the connection's
+        ``hoodie.occ.admission.on.overlap``, else ``wait``
+    :param write_kind: the clustering's rank among waiting writers: ``table_service`` (default,
+        after ingestion and backfill, RFC-22), or ``ingestion`` / ``backfill`` to rank it as one
     :param retry_policy: decides Airflow's retries from the error (AIP-105); default
         :class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy`; ``None``: no policy
     """
@@ -79,9 +95,24 @@ class HudiTableServiceOperator(BaseOperator):
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                  instant: str | None = None, application: str | None = None,
+                 on_overlap: str | None = None, write_kind: str = TABLE_SERVICE,
+                 admission_timeout_s: float | None = None, admission_poll_s: float = 2.0,
+                 admission_starvation_s: float = 600.0,
                  retry_policy: Any = DEFAULT_RETRY_POLICY, **kwargs):
         super().__init__(retry_policy=resolve_retry_policy(retry_policy), **kwargs)
         check_service_arguments(self.task_id, service=service, services=self.SERVICES, options=options)
+        if on_overlap is not None and on_overlap not in core_admission.POLICIES:
+            raise ConfigError(f"HudiTableServiceOperator {self.task_id!r}: on_overlap must be one of "
+                              f"{', '.join(core_admission.POLICIES)}, got {on_overlap!r}",
+                              key="on_overlap", value=on_overlap)
+        self.on_overlap = on_overlap
+        self.write_kind = check_kind((options or {}).get(WRITE_KIND.key) or write_kind)
+        self.admission_timeout_s = admission_timeout_s
+        self.admission_poll_s = admission_poll_s
+        self.admission_starvation_s = admission_starvation_s
+        self._labels: dict = {}
+        self._admission_wait: dict | None = None
+        self._request: core_admission.AdmissionRequest | None = None
         self.application = application
         self.service = service
         self.table_path = table_path
@@ -98,7 +129,7 @@ class HudiTableServiceOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         hook = HudiOccHook(self.hudi_conn_id, table_path=self.table_path, options=self.options)
-        labels = task_labels(context)
+        labels = self._labels = task_labels(context)
         try:
             extra = {LABELS_OPTION: json.dumps(labels, sort_keys=True)}
             if not self.check_option_keys:  # another engine's keys: warned about, not refused
@@ -143,9 +174,52 @@ class HudiTableServiceOperator(BaseOperator):
         return {"service": "archive", **run_archival(table, config).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
+        request_id = None if self.instant else self._admit_clustering(table, config, options)
+        try:
+            return self._run_clustering(table, config, options, hook)
+        finally:
+            if request_id:  # kept while the job ran: writers on its partitions waited for it
+                core_admission.withdraw(table, request_id)
+
+    def _admit_clustering(self, table, config, options) -> str | None:
+        """Wait (bounded) until no live writer or earlier request shares the partitions the
+        clustering would plan for; the admitted request's id, withdrawn when the job ends.
+        None: nothing to cluster, or ``on_overlap='go'``."""
+        settings = admission.AdmissionSettings.resolve(
+            self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
+            starvation_s=self.admission_starvation_s)
+        if settings.on_overlap == core_admission.GO:
+            return None
+        preview = plan_clustering(table, table.timeline(), clustering_config(config.options))
+        parts = sorted({p for g in preview for p, _, _ in g.slices})
+        if not parts:
+            return None  # the plan under the lock will say so
+        owner = f"{self._labels.get('dag_id')}.{self._labels.get('task_id')}"
+        req = admission.file_request(table, Footprint(frozenset(parts), owner=owner, kind=self.write_kind),
+                                     task_owner(self._labels))
+        res = admission.wait_on_worker(table, req, config.heartbeat, settings, self.log)
+        if res.waited_for:
+            self._admission_wait = res.to_json()
+        self._request = req
+        return req.request_id
+
+    def _declare_plan(self, table, instant: str) -> None:
+        """The admitted request takes the plan's partitions: made under the lock, the plan may
+        reach partitions the preview did not (small files written meanwhile); until the job's
+        heartbeat makes the clustering a live writer, the request is what writers see."""
+        req = self._request
+        plan = table.timeline().requested_replace_metadata(table.timeline().get(instant))
+        parts = {p for g in (plan.input_groups if plan is not None else []) for p, _, _ in g.slices}
+        if req is not None and parts - set(req.partitions or ()):
+            req.partitions = sorted(parts | set(req.partitions or ()))
+            core_admission.save(table, req)
+
+    def _run_clustering(self, table, config, options, hook) -> dict:
         instant = self.instant or schedule_clustering(table, config)
         if instant is None:
             return {"service": "cluster", "scheduled": None, "message": "nothing to cluster"}
+        if self._request is not None:
+            self._declare_plan(table, instant)
         code, result = self._run_service_job("cluster", instant, table, options, hook)
         if code == EXIT_RETRYABLE:
             raise RetryableError(f"clustering {instant} yielded to a conflicting write and was "
@@ -153,7 +227,10 @@ class HudiTableServiceOperator(BaseOperator):
                                  remedy="the next run plans again")
         if code != EXIT_OK:
             self._job_failed(code, result, f"clustering {instant} failed (exit {code})")
-        return {"service": "cluster", "scheduled": instant, **result}
+        out = {"service": "cluster", "scheduled": instant, **result}
+        if self._admission_wait is not None:
+            out["admission_wait"] = self._admission_wait
+        return out
 
     def _compact(self, table, config, options, hook) -> dict:
         if table.config.table_type != MERGE_ON_READ:

@@ -61,7 +61,8 @@ from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.errors import (ConfigError, HudiOccError, RetryableError,
-                                          TableLocationNotEmptyError, TableNotFoundError, from_dict)
+                                          SourceNotFoundError, TableLocationNotEmptyError, TableNotFoundError,
+                                          from_dict)
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
@@ -80,6 +81,9 @@ from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XC
                                                  default_batch_key, task_labels, task_owner)
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiAdmissionTrigger, HudiWriteJobTrigger
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
+from airflow_hudi_occ.spark.submit.source import check_source
+from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 
 _LINKS: tuple = (HudiTimelineLink(),)
 
@@ -278,12 +282,13 @@ class HudiWriteOperator(BaseOperator):
 
     @staticmethod
     def _attempt_options(run: "_WriteRun", n: int) -> dict:
-        """The write options of attempt ``n``: its admission wait joins its labels, so the
-        table's attempt log (and the trends) count waits beside conflicts."""
+        """The write options of attempt ``n``: its admission wait (seconds, whom for) joins
+        its labels, so the table's attempt log keeps it: the trends count waits beside
+        conflicts, the timeline page says whom each attempt waited for."""
         wait = next((w for w in run.waits if w.get("attempt") == n), None)
         if wait is None:
             return run.options
-        labels = {**run.labels, "admission_wait_s": f"{float(wait['seconds']):.3f}"}
+        labels = {**run.labels, **core_admission.wait_labels(wait["seconds"], wait.get("waited_for") or [])}
         return {**run.options, LABELS_OPTION: json.dumps(labels, sort_keys=True)}
 
     def _env(self) -> dict[str, str]:
@@ -426,16 +431,41 @@ class HudiWriteOperator(BaseOperator):
     # -- admission: wait (bounded, holding no Spark) while a live writer shares partitions ----
 
     def _batch_request(self, run: "_WriteRun"):
-        """(table, filed admission request), or None: no table yet, or ``on_overlap='go'``."""
+        """(table, filed admission request), or None: ``on_overlap='go'``, or no table and
+        this engine does not create one before its job."""
         if run.admission is None or run.admission.on_overlap == core_admission.GO:
             return None
         table = admission.open_table(run.table_path, run.storage_options)
+        if table is None:
+            table = self._create_for_first_write(run)
         if table is None:
             return None
         fp = admission.batch_footprint(table, self.source, self.source_format, owner=run.owner_label,
                                        kind=run.options.get(WRITE_KIND.key, self.write_kind),
                                        storage_options=run.storage_options)
         return table, admission.file_request(table, fp, run.owner)
+
+    def _create_for_first_write(self, run: "_WriteRun") -> Table | None:
+        """A table's first write creates the table before it asks for admission, exactly as
+        its job would (``spark/submit/table_creation``, create-if-absent), so that its first
+        writers find each other's requests and wait instead of racing (docs/concurrency.md,
+        "A table's first write"). None when the job would refuse the write anyway (no record
+        key, no source: it says so in its own words), leaving the location untouched."""
+        try:
+            check_source(self.source, self.source_format, run.storage_options)
+        except SourceNotFoundError:
+            return None
+        try:
+            opts = SparkWriteOptions.from_options(
+                {**run.options, "hoodie.datasource.write.operation": self.operation}).check_writable()
+            if not opts.record_key_fields:
+                return None
+            table = open_or_create_table(run.table_path, opts, run.storage_options or None)
+        except HudiOccError as e:
+            raise_task_failure(self, e)
+        self.log.info("table %s (%s) made before its first write (or found made by a rival): its "
+                      "first writers are admitted one at a time", table.name, table.base_uri)
+        return table
 
     def _admit(self, run: "_WriteRun", n: int) -> str | None:
         """Attempt ``n``'s admission on this worker; the request id to withdraw once the job's

@@ -24,6 +24,13 @@
     if (!parts.length && w.writer_id) parts.push("writer " + w.writer_id);
     return parts.join(", ");
   }
+  // An attempt's admission wait (the write operator's labels, kept by the attempt log):
+  // "waited 12.5 s for <instant> (<dag>.<task>) on partitions a, b; ..."
+  function waitText(w) {
+    if (!w) return "";
+    return "waited " + w.seconds + " s" + (w.waited_for && w.waited_for.length ?
+      " for " + w.waited_for.join("; ") : "");
+  }
   function matchesFocus(r) {
     var w = r.writer || {};
     if (focus.instant && r.instant === focus.instant) return true;
@@ -60,6 +67,7 @@
       "instant " + r.instant + " (" + r.action + ", " + r.state + ") \u2014 " + r.outcome,
       "writer: " + writerText(r.writer),
       "requested " + utc(r.start_ms) + "; ended " + utc(r.end_ms) + " (" + r.end_kind + ")"];
+    if (r.wait) lines.push(waitText(r.wait) + " before it began");
     if (r.operation) lines.push("operation: " + r.operation);
     if (r.other_instant) lines.push("lost to " + r.other_instant);
     if (r.file_groups && r.file_groups.length) lines.push("file groups: " + r.file_groups.join(", "));
@@ -230,10 +238,12 @@
       var attrs = {"class": cls, x: x0, y: yy, width: x1 - x0, height: h, rx: 2,
                    "data-instant": r.instant, "data-outcome": r.outcome, "data-lane-row": r.lane_row || 0};
       if (r.compaction) attrs["data-compaction"] = r.compaction.state;
+      if (r.wait) attrs["data-waited-s"] = r.wait.seconds;
       var rect = sv("rect", attrs);
       rect.appendChild(sv("title", {}, r.instant + " " + r.action + " " + r.outcome + "\n" + writerText(r.writer) +
         (r.compaction ? "\n" + compactionText(r.compaction) : "") +
         (r.other_instant ? "\nlost to " + r.other_instant : "") +
+        (r.wait ? "\n" + waitText(r.wait) + " before it began" : "") +
         (r.file_groups && r.file_groups.length ? "\nfile groups: " + r.file_groups.join(", ") : "") +
         (r.seconds_discarded ? "\ndiscarded " + r.seconds_discarded + " s" : "")));
       rect.addEventListener("click", function () { showDetail(r); });
@@ -292,7 +302,8 @@
     fillTable("retries", view.retries, function (r) {
       return [[r.key], [r.attempts.map(function (a) {
                 return "#" + (a.attempt || "?") + " " + a.instant + ": " + a.outcome +
-                  (a.other_instant ? " (lost to " + a.other_instant + ")" : ""); }).join("\n"), "mono"],
+                  (a.other_instant ? " (lost to " + a.other_instant + ")" : "") +
+                  (a.wait ? "; " + waitText(a.wait) + " before it began" : ""); }).join("\n"), "mono"],
               [r.final_outcome], [r.seconds_discarded]];
     }, function (r) { return matchesFocus({writer: {dag_id: r.dag_id, task_id: r.task_id, run_id: r.run_id}}); });
     $("retry-count").textContent = view.retries.length;

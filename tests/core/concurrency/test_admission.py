@@ -100,3 +100,34 @@ def test_dead_requests_are_forgotten(tmp_path):
     assert [r.request_id for r in admission.requests(table, now=now + 1)] == [old.request_id]
     assert admission.requests(table, now=now + old.ttl_s + 1) == []
     assert admission.load(table, old.request_id) is None  # deleted by whoever saw it dead
+
+
+def test_a_clustering_being_executed_blocks_its_partitions_a_plan_alone_does_not(tmp_path):
+    """A clustering whose executor runs (heartbeat alive) is a live writer for admission: a
+    write into its partitions now would be refused by the clustering gate or make it lose. A
+    plan nobody executes holds nobody (it may wait for days)."""
+    import pyarrow as pa
+
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.services.clustering import ClusteringTransaction, schedule_clustering
+    table = Table.create(os.path.join(str(tmp_path), "t"), "t", record_key_fields=["id"],
+                         partition_fields=["p"], precombine_field="ts")
+    opts = {"hoodie.write.lock.provider": "filesystem", "hoodie.parquet.small.file.limit": "0",
+            "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.datasource.write.partitionpath.field": "p"}
+    for i in range(2):
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(
+            pa.Table.from_pylist([{"id": f"{i}", "p": "a", "ts": 1}, {"id": f"b{i}", "p": "b", "ts": 1}]), "insert")
+    t = schedule_clustering(table, {**opts, "hoodie.clustering.plan.strategy.partition.selected": "a"})
+    assert t is not None
+    on_a = req(table, ["a"])
+    assert admission.try_admit(table, on_a, HB).admitted  # planned, not executed: no wait
+    admission.withdraw(table, on_a.request_id)
+    tx = ClusteringTransaction(table, cfg())
+    tx.adopt(t)
+    try:
+        v = admission.try_admit(table, req(table, ["a", "c"]), HB)
+        assert [(b.what, b.ident, b.partitions) for b in v.blockers] == [("writer", t, ("a",))]
+        assert admission.try_admit(table, req(table, ["b"], owner="o2"), HB).admitted
+    finally:
+        tx.abort()

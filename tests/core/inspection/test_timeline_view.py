@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import WriteConflictError
 from airflow_hudi_occ.core.table.table import Table
@@ -54,7 +55,11 @@ def make_contended_table(path: str) -> dict:
     with pytest.raises(WriteConflictError):
         ingest.write(_rows(range(5), "ingest-1"), batch_key="ingest-batch", attempt=1,
                      before_commit=backfill_commits_first)
-    res = ingest.write(_rows(range(5), "ingest-2"), batch_key="ingest-batch", attempt=2)
+    # the retry was admitted after waiting for the backfill (the write operator's labels)
+    out["waited_for"] = f"{out['winner']} (backfill.rewrite) on partitions p0"
+    waited = ArrowTableWriter(table, _cfg(**ingest_labels, **admission.wait_labels(12.5, [out["waited_for"]])),
+                              writer_id="ingest")
+    res = waited.write(_rows(range(5), "ingest-2"), batch_key="ingest-batch", attempt=2)
     out["retry"] = res.instant.requested_time
     return out
 
@@ -345,3 +350,17 @@ def test_a_gone_attempt_names_its_rollback_after_the_timeline_forgot_it(tmp_path
     assert all(i.action.value != "rollback" for i in table.timeline())
     rows = {r["instant"]: r for r in build_timeline_view(table)["instants"]}
     assert rows[got["loser"]]["rolled_back_by"] == rb.requested_time
+
+
+def test_an_attempt_that_waited_says_for_whom_hidden_from_a_reader_of_other_dags(tmp_path):
+    got = make_contended_table(str(tmp_path / "t"))
+    view = build_timeline_view(Table.open(str(tmp_path / "t")))
+    rows = {r["instant"]: r for r in view["instants"]}
+    assert rows[got["retry"]]["wait"] == {"seconds": 12.5, "waited_for": [got["waited_for"]]}
+    assert rows[got["loser"]]["wait"] is None  # its first attempt did not wait
+    [retry] = view["retries"]
+    assert [a["wait"] for a in retry["attempts"]] == [None, rows[got["retry"]]["wait"]]
+    # a reader granted the DAG "ingest" only sees that it waited, and on what, not for whose task
+    scoped = build_timeline_view(Table.open(str(tmp_path / "t")), may_read=lambda dag: dag == "ingest")
+    [row] = [r for r in scoped["instants"] if r["instant"] == got["retry"]]
+    assert row["wait"]["waited_for"] == [f"{got['winner']} (a DAG you may not read) on partitions p0"]

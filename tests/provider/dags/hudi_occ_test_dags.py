@@ -62,3 +62,29 @@ with DAG(dag_id="hudi_occ_test_admission", schedule=None, start_date=datetime(20
                  "hoodie.client.heartbeat.interval_in_ms": "2000"},
         conflict_retries=0, yield_to_windows=False, admission_poll_s=0.5, admission_timeout_s=300,
         write_kind=os.environ.get("HUDI_OCC_ADMISSION_KIND", "ingestion"))
+
+# test_admission_e2e.py: 2 ingestion writers, a backfill and a clustering, started at
+# once on one table (the table and the batches made by the test; the ZooKeeper lock of the
+# default connection).
+FOUR_TABLE = os.environ.get("HUDI_OCC_FOUR_TABLE", "/tmp/hudi-occ-four")
+FOUR_SOURCES = os.environ.get("HUDI_OCC_FOUR_SOURCES", "/nonexistent")
+FOUR_OPTIONS = {"hoodie.datasource.write.recordkey.field": "id",
+                "hoodie.datasource.write.partitionpath.field": "p",
+                "hoodie.datasource.write.precombine.field": "ts",
+                "hoodie.client.heartbeat.interval_in_ms": "2000"}
+for _name, _kind in (("ingest_ab", "ingestion"), ("ingest_c", "ingestion"), ("backfill_bc", "backfill")):
+    with DAG(dag_id=f"hudi_occ_test_four_{_name}", schedule=None, start_date=datetime(2024, 1, 1),
+             catchup=False, default_args={"retries": 0}) as _four_dag:
+        HudiWriteOperator(
+            task_id="write", source=os.path.join(FOUR_SOURCES, f"{_name}.parquet"), table_path=FOUR_TABLE,
+            options=FOUR_OPTIONS, conflict_retries=3, yield_to_windows=False, write_kind=_kind,
+            admission_poll_s=0.5, admission_timeout_s=1500)
+    globals()[f"four_{_name}_dag"] = _four_dag
+
+with DAG(dag_id="hudi_occ_test_four_cluster_a", schedule=None, start_date=datetime(2024, 1, 1),
+         catchup=False, default_args={"retries": 0}) as four_cluster_dag:
+    from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
+    HudiTableServiceOperator(
+        task_id="cluster", service="cluster", table_path=FOUR_TABLE,
+        options={**FOUR_OPTIONS, "hoodie.clustering.plan.strategy.partition.selected": "a"},
+        admission_poll_s=0.5, admission_timeout_s=1500)
