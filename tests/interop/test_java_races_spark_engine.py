@@ -10,8 +10,10 @@ known point so that the order of the commits is the one the round is about:
 1. ours first, one file group: our upsert holds at its commit (files written) until a Java
    upsert of the same file group, started then, is inflight; ours commits at once, Java's
    commit must fail with ``HoodieWriteConflictException``;
-2. Java first, one file group: our upsert starts once Java's is inflight and holds at its
-   commit until Java's round ended; ours must fail with ``WriteConflictError``;
+2. Java first, one file group: our upsert begins (its instant requested), then a Java upsert
+   of that file group starts, and ours holds at its commit until Java's round ended; ours
+   must fail with ``WriteConflictError`` (had Java committed before ours began, Java's commit
+   would be in our snapshot and no conflict: the Spark engine takes seconds to begin);
 3. disjoint: Java upserts partition b while ours upserts a: both commit.
 
 All rows carry one ordering value, so the rows depend on the order of the commits. The
@@ -106,21 +108,22 @@ def test_the_spark_engine_racing_java_follows_hudis_rule_and_equals_the_serial_r
         step.error
     errors["java"].append(step.error.java_class.rsplit(".", 1)[-1])
 
-    # 2. Java first (ours holds at its commit until Java's round ended), 3. disjoint
-    run = java_hudi.start(java_write(ROUNDS["java_first"][0]), java_write(ROUNDS["disjoint"][0]),
-                          continue_on_error=True)
-    seen = set(completed(path)) | set(inflight(path))
-    wait_for("Java's round 2 inflight", lambda: java_now(seen) is not None, run)
-    java_two = java_now(seen)
+    # 2. Java first: ours begins, then Java's rounds 2 and 3 start (one JVM); ours holds at its
+    # commit until Java's round 2 ended. 3. disjoint: Java's round 3 beside ours.
+    def start_java(tx):
+        runs["two"] = java_hudi.start(java_write(ROUNDS["java_first"][0]), java_write(ROUNDS["disjoint"][0]),
+                                      continue_on_error=True)
 
     def hold_until_java_ended(tx):
-        wait_for("Java's round 2 to end", lambda: completed(path).get(java_two) is not None
-                 or len(run.results()) >= 1 or run.proc.poll() is not None, run)
+        run = runs["two"]
+        wait_for("Java's round 2 to end", lambda: len(run.results()) >= 1 or run.proc.poll() is not None, run)
+    second = SparkHudiWriter(spark, path, engine_options(ours_options), on_begin=start_java)
     with pytest.raises(WriteConflictError) as lost:
-        writer.write(spark.createDataFrame(ROUNDS["java_first"][1], SPARK_SCHEMA), "upsert",
+        second.write(spark.createDataFrame(ROUNDS["java_first"][1], SPARK_SCHEMA), "upsert",
                      before_commit=hold_until_java_ended)
     errors["ours"].append(type(lost.value).__name__)
-    seen |= {java_two, lost.value.instant}
+    run = runs["two"]
+    seen = set(completed(path)) | {lost.value.instant}  # Java's round 3 may be inflight already
 
     def java_three_begun(tx):  # ours has its files; Java's round 3 inflight (or done) beside it
         seen.add(tx.instant_time)
