@@ -132,7 +132,8 @@ def test_a_batch_without_duplicates_is_written_by_its_input_tasks_without_a_shuf
     assert len(got) == 60 and got[3] == "again"
 
 
-@pytest.mark.parametrize("op,combine", [("insert_overwrite", "true"), ("bulk_insert", "true"),
+@pytest.mark.parametrize("op,combine", [("insert_overwrite", "true"),
+                                        pytest.param("bulk_insert", "true", marks=pytest.mark.slow),
                                         ("bulk_insert", "false")])
 def test_a_small_driver_side_frame_over_two_partitions_is_written_whole(spark, tmp_path, op, combine):
     """A frame made from pandas (a LocalRelation) whose rows alternate between two partitions:
