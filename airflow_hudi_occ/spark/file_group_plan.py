@@ -26,6 +26,7 @@ from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark.session import task_ids_as_run
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 
@@ -179,8 +180,9 @@ def plan_by_pair(keyed, opts: SparkWriteOptions, table: Table, prefix: str) -> "
     shuffle carries one row per pair); the write job is the only pass over the data besides.
     None when that would make many more file groups than sizing each partition as a whole (many
     small input tasks): the caller then shuffles by file group."""
-    rows = keyed.groupBy(tagging.PART, F.spark_partition_id().alias(tagging.TASK),
-                         F.xxhash64(tagging.PART).alias("__ph")).count().collect()
+    with task_ids_as_run(keyed.sparkSession):  # the tasks the write job will have
+        rows = keyed.groupBy(tagging.PART, F.spark_partition_id().alias(tagging.TASK),
+                             F.xxhash64(tagging.PART).alias("__ph")).count().collect()
     view = FileSystemView(table, partitions=[])  # new file groups only: nothing is read
     per_file = max(1, opts.max_file_size // max(1, record_size(view, opts)))
     pairs = {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}

@@ -52,6 +52,7 @@ from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.core.table.table import META_COLUMNS
 from airflow_hudi_occ.spark import tagging
+from airflow_hudi_occ.spark.session import task_ids_as_run
 
 STAGING = ".spark-staging"
 GROUP = "__hudi_group"
@@ -125,7 +126,8 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
         w = out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy")
         for c in UNIQUE_META_COLUMNS:  # no dictionary built only to be dropped (as base_file.py)
             w = w.option(f"parquet.enable.dictionary#{c}", "false")
-        w.parquet(out_dir)
+        with task_ids_as_run(spark):  # a plan by input task: the tasks it counted
+            w.parquet(out_dir)
     return action
 
 

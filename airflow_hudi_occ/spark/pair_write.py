@@ -41,7 +41,7 @@ from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.spark import tagging
 from airflow_hudi_occ.spark.executor import plain_types
 from airflow_hudi_occ.spark.native_write import GROUP
-from airflow_hudi_occ.spark.session import arrow_batches
+from airflow_hudi_occ.spark.session import arrow_batches, task_ids_as_run
 
 #: a task with more file groups than this gets its rows sorted by file group in Spark, so
 #: that it holds one file open at a time (else one writer and one buffer per file group)
@@ -94,7 +94,7 @@ def write_job(spark, records, *, user_columns: list[str], key_fields: list[str],
     targets = {folder_: (g[0], names[g]) for g, folder_ in plan.folders().items()}
     fn = _task_writer(targets, list(key_fields), target_schema, instant, out_dir, ordered, meta_fields)
     def run():
-        with arrow_batches(spark, CHUNK_ROWS):
+        with arrow_batches(spark, CHUNK_ROWS), task_ids_as_run(spark):  # the tasks it counted
             return df.mapInArrow(fn, RESULT_DDL).collect()
     return run
 

@@ -132,6 +132,36 @@ def session_conf(spark, key: str, value: str):
             conf.set(key, before)
 
 
+#: Spark's optimizer rule that evaluates a projection of a driver-side relation (a DataFrame
+#: made from a list, pandas or Arrow: a ``LocalRelation``) on the driver, every row as if in
+#: partition 0, and the key that turns optimizer rules off for a session
+LOCAL_RELATION_RULE = "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation"
+EXCLUDED_RULES_KEY = "spark.sql.optimizer.excludedRules"
+
+
+@contextmanager
+def task_ids_as_run(spark):
+    """Run the block's jobs with ``spark_partition_id()`` (and ``monotonically_increasing_id()``)
+    evaluated by the task that reads each row, even over a driver-side relation.
+
+    Why: the routes that write new file groups per input task (file_group_plan.plan_by_task,
+    plan_by_pair) count records per ``spark_partition_id()`` in one job and rely on the same
+    rows sitting in the same task in the write job. Over a ``LocalRelation`` Spark's
+    ``ConvertToLocalRelation`` folds the projection on the driver, where every row gets
+    partition 0, while the scan of the write job spreads the rows over up to
+    ``defaultParallelism`` tasks. A file group then came from two tasks: Spark's parquet writer
+    staged two files for it (``Spark wrote 2 files for file group``), and pyarrow's tasks wrote
+    one file each under one name, the last rename keeping only its own rows (a bulk_insert of
+    9 rows committed 4). Spark's own test sessions exclude the rule the same way; what it
+    saves, evaluating a projection of a few driver-side rows once, is nothing next to a write."""
+    rules = [r.strip() for r in (spark.conf.get(EXCLUDED_RULES_KEY, None) or "").split(",") if r.strip()]
+    if LOCAL_RELATION_RULE in rules:
+        yield
+        return
+    with session_conf(spark, EXCLUDED_RULES_KEY, ",".join(rules + [LOCAL_RELATION_RULE])):
+        yield
+
+
 def arrow_batches(spark, rows: int):
     """Run a job with up to ``rows`` records per Arrow batch, then put the session's value back.
 

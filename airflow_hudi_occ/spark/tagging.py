@@ -38,6 +38,7 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
 from airflow_hudi_occ.spark import object_store
+from airflow_hudi_occ.spark.session import task_ids_as_run
 
 KEY = "_hoodie_record_key"
 PART = "_hoodie_partition_path"
@@ -288,7 +289,8 @@ def count_by_task(df: DataFrame) -> list[tuple[str, int, int, int]]:
     per_key = df.select(PART, F.xxhash64(KEY).alias("__kh"), F.spark_partition_id().alias(TASK)).groupBy(PART, "__kh").agg(
         F.count(F.lit(1)).alias("__n"), F.min(TASK).alias(TASK))
     rows = per_key.groupBy(PART, TASK).agg(F.sum("__n").alias("__rows"), F.max("__n").alias("__dup"))
-    return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows.collect()]
+    with task_ids_as_run(df.sparkSession):  # the tasks the write job will have
+        return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows.collect()]
 
 
 def assign_new_by_task(spark: SparkSession, df: DataFrame,
@@ -296,7 +298,8 @@ def assign_new_by_task(spark: SparkSession, df: DataFrame,
     """FID for every row by its (partition, input task) and a hash range of its key:
     ``ranges`` rows are (partition, task, fileId, lo, hi, total of the pair). No shuffle: the
     rows stay in the task that reads them. A row of a pair the plan lacks (the input changed
-    between the counting job and this one) fails the job rather than be dropped."""
+    between the counting job and this one) fails the job rather than be dropped. The write
+    job runs under ``session.task_ids_as_run``, as the count did."""
     r = spark.createDataFrame(ranges, "__rpart string, __rtask int, __rfid string, __lo long, "
                                       "__hi long, __total long")
     df = df.withColumn(TASK, F.spark_partition_id())

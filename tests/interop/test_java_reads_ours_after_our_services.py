@@ -30,19 +30,13 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
-from tests.interop.rows import batch
+from tests.interop.rows import COLS, apply, batch, completed_actions
 
-COLS = ["id", "p", "ts", "v"]
 KINDS = [("COPY_ON_WRITE", 8), ("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 9)]
 IDS = [f"{t[:3].lower()}-v{v}" for t, v in KINDS]
 OURS = {**FAST_WRITE_OPTIONS, "hoodie.metadata.enable": "false",
         "hoodie.compact.inline.max.delta.commits": "1",
         "hoodie.clean.commits.retained": "2", "hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "4"}
-
-
-def actions(path: str) -> list[str]:
-    return [n.rsplit(".", 1)[1] for n in sorted(os.listdir(os.path.join(path, ".hoodie", "timeline")))
-            if "_" in n and n[:1].isdigit()]
 
 
 @dataclass
@@ -65,15 +59,7 @@ def build(base: str, table_type: str, version: int) -> Serviced:
     s = Serviced(table)
 
     def write(rows, op):
-        for r in rows:
-            if op == "delete":
-                s.model.pop(r[0], None)
-            elif op != "insert_overwrite":
-                s.model[r[0]] = dict(zip(COLS, r))
-        if op == "insert_overwrite":
-            parts = {r[1] for r in rows}
-            s.model = {k: v for k, v in s.model.items() if v["p"] not in parts}
-            s.model.update({r[0]: dict(zip(COLS, r)) for r in rows})
+        apply(s.model, rows, op)
         return writer.write(batch(rows), op)
 
     write([(i, "a" if i % 2 else "b", 1, f"v{i}") for i in range(8)], "insert")
@@ -130,7 +116,7 @@ def test_our_services_did_their_work(read_by_java, kind):
     assert s.done["clean"].deleted_files
     # archival (ours, after each commit and at the end) moved the oldest instants to the history
     assert any(n.endswith(".parquet") for n in os.listdir(os.path.join(path, ".hoodie", "timeline", "history")))
-    assert "clean" in actions(path)
+    assert "clean" in completed_actions(path)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)

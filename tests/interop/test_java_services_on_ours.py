@@ -21,9 +21,8 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read, Service
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
-from tests.interop.rows import batch
+from tests.interop.rows import COLS, apply, batch, completed_actions
 
-COLS = ["id", "p", "ts", "v"]
 KINDS = [("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8)]
 IDS = ["cow-v9", "mor-v8"]
 NO_MDT = {"hoodie.metadata.enable": "false"}
@@ -33,20 +32,6 @@ RETAIN_1 = {"hoodie.clean.commits.retained": "1"}
 #: policy has something to clean right after the compaction
 ONE_VERSION = {"hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained": "1"}
 ARCHIVE = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", **RETAIN_1}
-
-
-def apply(model: dict, rows, op: str) -> dict:
-    for r in rows:
-        if op == "delete":
-            model.pop(r[0], None)
-        else:
-            model[r[0]] = dict(zip(COLS, r))
-    return model
-
-
-def completed_actions(path: str) -> list[str]:
-    return [n.rsplit(".", 1)[1] for n in sorted(os.listdir(os.path.join(path, ".hoodie", "timeline")))
-            if "_" in n and not n.startswith(".")]
 
 
 def writer_for(table: Table):

@@ -130,3 +130,31 @@ def test_a_batch_without_duplicates_is_written_by_its_input_tasks_without_a_shuf
     assert plans[-1] is None
     got = {r["id"]: r["v"] for r in hudi_read(str(tmp_path / "d")).to_pylist()}
     assert len(got) == 60 and got[3] == "again"
+
+
+@pytest.mark.parametrize("op,combine", [("insert_overwrite", "true"),
+                                        pytest.param("bulk_insert", "true", marks=pytest.mark.slow),
+                                        ("bulk_insert", "false")])
+def test_a_small_driver_side_frame_over_two_partitions_is_written_whole(spark, tmp_path, op, combine):
+    """A frame made from pandas (a LocalRelation) whose rows alternate between two partitions:
+    the plan by input task counted every row in task 0 (Spark's optimizer folds
+    ``spark_partition_id()`` over such a frame on the driver) while the write job's scan spread
+    them over two tasks. insert_overwrite and a combining bulk_insert failed with ``Spark wrote
+    2 files for file group``; a bulk_insert that does not combine (pair_write) committed 4 of
+    its 9 rows. Now every row is written, one base file per file group."""
+    import pandas as pd
+    path = str(tmp_path / "t")
+    w = SparkHudiWriter(spark, path, {**OPTS, "hoodie.parquet.max.file.size": str(120 * 1024 * 1024),
+                                      "hoodie.combine.before.insert": combine})
+    w.write(spark.createDataFrame(_rows(4), SCHEMA), "insert")
+    rows = [(100 + i, "ab"[i % 2], 5, f"n{i}") for i in range(9)]
+    df = spark.createDataFrame(pd.DataFrame(rows, columns=["id", "p", "ts", "v"]))
+    assert df.rdd.getNumPartitions() == 2
+    res = w.write(df, op)
+    got = {r["id"]: r["v"] for r in hudi_read(path).to_pylist()}
+    expected = {r[0]: r[3] for r in rows}
+    if op == "bulk_insert":
+        expected.update({i: f"x{i}" for i in range(4)})
+    assert got == expected
+    assert sum(s.num_writes for s in res.stats) == 9
+    assert len({s.file_id for s in res.stats}) == len(res.stats)  # one base file per file group

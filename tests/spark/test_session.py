@@ -2,7 +2,8 @@ import os
 
 import pyspark
 
-from airflow_hudi_occ.spark.session import ARROW_BATCH_KEY, arrow_batches, jar_version, session_conf
+from airflow_hudi_occ.spark.session import (ARROW_BATCH_KEY, EXCLUDED_RULES_KEY, LOCAL_RELATION_RULE, arrow_batches,
+                                            jar_version, session_conf, task_ids_as_run)
 
 
 def test_pyspark_python_files_match_the_jars(spark):
@@ -53,3 +54,25 @@ def test_wide_rows_in_arrow_batches_stay_within_sparks_byte_bound(spark):
         got = [r.n for r in spark.range(0, 40, numPartitions=1).selectExpr(
             "repeat('x', 1000000) as v").mapInArrow(sizes, "n long").collect()]
     assert sum(got) == 40 and max(got) <= 9
+
+
+def test_task_ids_as_run_gives_the_rows_of_a_driver_side_frame_the_tasks_that_read_them(spark):
+    """A frame made from pandas is a LocalRelation: Spark's optimizer evaluates a projection of
+    it on the driver, every row as partition 0, though its scan spreads the rows over tasks.
+    Under ``task_ids_as_run`` each row gets the task that reads it, and the session's own
+    excluded rules come back afterwards."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    df = spark.createDataFrame(pd.DataFrame({"id": list(range(8))}))
+    assert df.rdd.getNumPartitions() == 2  # local[2]: the scan has two tasks
+
+    def ids():
+        return {r[0] for r in df.select(F.spark_partition_id()).collect()}
+    assert ids() == {0}  # folded on the driver (what made a plan by task count one task)
+    with session_conf(spark, EXCLUDED_RULES_KEY, "org.apache.spark.sql.catalyst.optimizer.PushDownPredicates"):
+        with task_ids_as_run(spark):
+            assert spark.conf.get(EXCLUDED_RULES_KEY) == \
+                f"org.apache.spark.sql.catalyst.optimizer.PushDownPredicates,{LOCAL_RELATION_RULE}"
+            assert ids() == {0, 1}
+        assert spark.conf.get(EXCLUDED_RULES_KEY) == "org.apache.spark.sql.catalyst.optimizer.PushDownPredicates"
+    assert spark.conf.get(EXCLUDED_RULES_KEY, None) is None
