@@ -24,10 +24,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from airflow_hudi_occ.core.config import ADMISSION_ON_OVERLAP
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _env(home: Path, zookeeper: str | None, window: bool) -> dict:
+def _env(home: Path, zookeeper: str | None, window: bool, on_overlap: str | None = None) -> dict:
     bin_dir = os.path.dirname(sys.executable)
     env = dict(os.environ)
     env.update({
@@ -41,12 +43,15 @@ def _env(home: Path, zookeeper: str | None, window: bool) -> dict:
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
         "HUDI_OCC_WRITE_WINDOW": "on" if window else "off",
     })
+    extra: dict = {}
     if zookeeper:
         env["AIRFLOW_CONN_HUDI_ZOOKEEPER_DEFAULT"] = json.dumps(
             {"conn_type": "hudi_zookeeper", "host": zookeeper, "schema": "/hudi/locks"})
-        env["AIRFLOW_CONN_HUDI_OCC_DEFAULT"] = json.dumps(
-            {"conn_type": "hudi_occ", "extra": {"lock_provider": "zookeeper",
-                                                "zookeeper_conn_id": "hudi_zookeeper_default"}})
+        extra.update(lock_provider="zookeeper", zookeeper_conn_id="hudi_zookeeper_default")
+    if on_overlap:  # the table connection's policy (the DAGs' operators do not set one)
+        extra["options"] = {ADMISSION_ON_OVERLAP.key: on_overlap}
+    if extra:
+        env["AIRFLOW_CONN_HUDI_OCC_DEFAULT"] = json.dumps({"conn_type": "hudi_occ", "extra": extra})
     return env
 
 
@@ -136,11 +141,14 @@ def main(argv=None) -> int:
     ap.add_argument("--ingestion-runs", type=int, default=2)
     ap.add_argument("--zookeeper", default=None, help="HOST:PORT of ZooKeeper for the table lock")
     ap.add_argument("--no-window", action="store_true", help="backfill without a write window")
+    ap.add_argument("--on-overlap", choices=["wait", "go", "fail"], default=None,
+                    help="the table connection's admission policy (default: the operators' own, wait); "
+                         "go is the behaviour before admission, for a before/after comparison")
     args = ap.parse_args(argv)
     home = Path(args.home).resolve()
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    env = _env(home, args.zookeeper, not args.no_window)
+    env = _env(home, args.zookeeper, not args.no_window, args.on_overlap)
     t0 = time.time()
     print(f"AIRFLOW_HOME {home}; lock: {'zookeeper ' + args.zookeeper if args.zookeeper else 'file system'}")
     mig = subprocess.run([os.path.join(os.path.dirname(sys.executable), "airflow"), "db", "migrate"],
@@ -155,6 +163,7 @@ def main(argv=None) -> int:
     if ser.returncode != 0:
         print(ser.stdout[-2000:], ser.stderr[-2000:])
         return 1
+    t_runs = time.time()
     procs = [_start(env, home, "hudi_occ_backfill", "backfill")]
     for i in range(args.ingestion_runs):
         time.sleep(2)  # distinct run ids; still concurrent with the backfill and each other
@@ -163,6 +172,7 @@ def main(argv=None) -> int:
     for p in procs:
         p.wait()
         print(f"  {p.name}: {'success' if _ok(p) else 'FAILED'} (log {p.log_path})")
+    print(f"makespan of the concurrent DAG runs: {time.time() - t_runs:.0f} s")
     svc = _start(env, home, "hudi_occ_table_services", "table-services")
     svc.wait()
     print(f"  table services: {'success' if _ok(svc) else 'FAILED'} (log {svc.log_path})")
