@@ -68,7 +68,7 @@ from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYAB
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.core.concurrency import admission as core_admission
 from airflow_hudi_occ.core.concurrency.footprint import check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, WriteConfig
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
 from airflow_hudi_occ.provider import admission, deferred_job, write_window
 from airflow_hudi_occ.provider.arguments import check_write_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
@@ -82,6 +82,7 @@ from airflow_hudi_occ.provider.task_keys import (XCOM_ATTEMPTS, XCOM_RUNNING, XC
 from airflow_hudi_occ.provider.triggers.hudi_occ import HudiAdmissionTrigger, HudiWriteJobTrigger
 from airflow_hudi_occ.provider.version_compat import AirflowException, BaseOperator
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
+from airflow_hudi_occ.spark.submit.master import check_master_reachable
 from airflow_hudi_occ.spark.submit.source import check_source
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 
@@ -144,6 +145,8 @@ class _WriteRun:
     request_id: str | None = None
     #: the writers' heartbeat settings (admission judges liveness by them), from the one check
     heartbeat: HeartbeatConfig | None = None
+    #: the options as the one check in ``_resolve`` parsed them (None: another engine's)
+    checked: SparkWriteOptions | None = None
 
     @property
     def owner(self) -> dict:
@@ -388,7 +391,7 @@ class HudiWriteOperator(BaseOperator):
             table_path = hook.table_path
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
             options.setdefault(WRITE_KIND.key, self.write_kind)  # declared in the footprint
-            config = self._check_options(hook, options)
+            checked = self._check_options(hook, options)
             settings = admission.AdmissionSettings.resolve(
                 self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
                 starvation_s=self.admission_starvation_s)
@@ -400,12 +403,15 @@ class HudiWriteOperator(BaseOperator):
         return _WriteRun(table_path=table_path, options=options, storage_options=hook.storage_options,
                          batch_key=str(self.batch_key or self.checkpoint or default_batch_key(context)),
                          labels=labels, ti=ti, admission=settings,
-                         heartbeat=config.heartbeat if config is not None else admission.heartbeat_of(options))
+                         checked=checked, heartbeat=checked.write_config.heartbeat if checked is not None
+                         else admission.heartbeat_of(options))
 
-    def _check_options(self, hook: HudiOccHook, options: dict) -> WriteConfig | None:
-        """The complete options checked once, as this engine reads them (a subclass for another
-        engine checks them as that engine does, and may return None: no typed config)."""
-        return hook.write_config(options)
+    def _check_options(self, hook: HudiOccHook, options: dict) -> SparkWriteOptions | None:
+        """The complete options (``hook.write_options``: connection and operator) checked once,
+        as this engine reads them; every later step of every attempt reads the result (a
+        subclass for another engine checks them as that engine does, and may return None: no
+        typed options of ours)."""
+        return SparkWriteOptions.from_options(options, warn=hook.log.warning)
 
     def _attempt(self, run: "_WriteRun", n: int) -> dict:
         """One attempt: the batch already committed? wait for write windows, submit, decide."""
@@ -456,10 +462,11 @@ class HudiWriteOperator(BaseOperator):
         except SourceNotFoundError:
             return None
         try:
-            opts = SparkWriteOptions.from_options(
-                {**run.options, "hoodie.datasource.write.operation": self.operation}).check_writable()
+            opts = run.checked.with_operation(self.operation).check_writable()
             if not opts.record_key_fields:
                 return None
+            # a write that cannot be submitted (no Spark master there) makes nothing either
+            check_master_reachable(self._get_hook(run, 1).master)
             table = open_or_create_table(run.table_path, opts, run.storage_options or None)
         except HudiOccError as e:
             raise_task_failure(self, e)
