@@ -33,9 +33,12 @@ import sys
 SERVICES = ("clean", "archive", "cluster", "compact")
 
 
-def write_client(spark, path: str):
-    """Hudi's write client on ``path``: the table's config, what the datasource would derive
-    from it (table type, ordering field), then Hudi's global properties (the operator's)."""
+def write_client(spark, path: str, options: dict | None = None):
+    """``(client, meta_client)``: Hudi's write client on ``path`` as Hudi's SQL procedures
+    build one (``HoodieCLIUtils``): the table's config, what the datasource would derive from
+    it (table type, ordering field), then Hudi's global properties (the operator's
+    ``hudi-defaults.conf``), then ``options``. The Java harness's driver
+    (``testing/java_hudi_driver.py``) builds its clients here too."""
     jvm = spark._jvm
     hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
     storage_conf = jvm.org.apache.hudi.hadoop.fs.HadoopFSUtils.getStorageConf(hadoop_conf)
@@ -46,6 +49,7 @@ def write_client(spark, path: str):
     props = meta_client.getTableConfig().getProps()
     for key in props.stringPropertyNames():
         params.put(key, props.getProperty(key))
+    # what the datasource would have derived from the table (DataSourceUtils reads both)
     params.put("hoodie.datasource.write.table.type", props.getProperty("hoodie.table.type"))
     ordering = props.getProperty("hoodie.table.ordering.fields") or props.getProperty("hoodie.table.precombine.field")
     if ordering:
@@ -53,15 +57,18 @@ def write_client(spark, path: str):
     given = jvm.org.apache.hudi.common.config.DFSPropertiesConfiguration.getGlobalProps()
     for key in given.stringPropertyNames():
         params.put(key, given.getProperty(key))
+    for k, v in (options or {}).items():
+        params.put(k, str(v))
     jsc = jvm.org.apache.spark.api.java.JavaSparkContext(spark._jsc.sc())
-    return jvm.org.apache.hudi.DataSourceUtils.createHoodieClient(
+    client = jvm.org.apache.hudi.DataSourceUtils.createHoodieClient(
         jsc, schema, path, meta_client.getTableConfig().getTableName(), params)
+    return client, meta_client
 
 
 def run_service(spark, path: str, service: str, instant: str | None, or_pending: str | None) -> str:
     """Run ``service``; a line for people saying what was done."""
     empty = spark._jvm.org.apache.hudi.common.util.Option.empty()
-    client = write_client(spark, path)
+    client, _ = write_client(spark, path)
     try:
         if service == "clean":
             meta = client.clean()

@@ -57,6 +57,8 @@ INSTALL_SCRIPT = "scripts/install-java-hudi.sh"
 #: where the set-up keeps Java Hudi (git-ignored); HUDI_OCC_JAVA_HUDI_DIR moves it
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".work" / "java-hudi"
 DRIVER = Path(__file__).resolve().with_name("java_hudi_driver.py")
+#: the engine's Java service script: the driver builds Hudi's write client with its function
+SERVICE_JOB = Path(__file__).resolve().parents[1] / "spark" / "java_service_job.py"
 
 #: Hudi's exception for two writers that changed the same file group
 WRITE_CONFLICT = "org.apache.hudi.exception.HoodieWriteConflictException"
@@ -421,7 +423,7 @@ class JavaHudi:
 
     def _spawn(self, run_dir: Path, args: list[str], steps) -> JavaHudiRun:
         cmd = [self.setup.spark_submit, "--master", self.master, "--driver-memory", self.driver_memory,
-               "--jars", self.setup.hudi_jar]
+               "--jars", self.setup.hudi_jar, "--py-files", str(SERVICE_JOB)]
         for k, v in self._conf(run_dir).items():
             cmd += ["--conf", f"{k}={v}"]
         cmd += [str(DRIVER), *args]

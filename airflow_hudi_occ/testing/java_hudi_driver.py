@@ -3,7 +3,9 @@
 This file is a spark-submit script, run by the harness under the Java side's own pyspark
 (Spark 3.5, the line Hudi's bundle is built for; ``scripts/install-java-hudi.sh``). It is
 never imported by the package: it imports the standard library and pyspark only, so that it
-runs in that second environment, which does not have this package installed.
+runs in that second environment, which does not have this package installed; and the
+engine's ``spark/java_service_job.py`` (standard library and pyspark too), which the harness
+ships beside it with ``--py-files``, for the one way both build Hudi's write client.
 
 Usage: ``spark-submit --jars <hudi bundle> java_hudi_driver.py <spec.json> <result.json>``
 
@@ -178,37 +180,12 @@ def do_read(spark, step: dict) -> dict:
     return {"output": out, "count": spark.read.parquet(out).count(), "options": opts}
 
 
-def _write_client(spark, path: str, options: dict):
-    """A ``SparkRDDWriteClient`` as Hudi's SQL procedures build one (``HoodieCLIUtils``): the
-    table's schema and config, then the step's options on top."""
-    jvm = spark._jvm
-    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
-    storage_conf = jvm.org.apache.hudi.hadoop.fs.HadoopFSUtils.getStorageConf(hadoop_conf)
-    meta_client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
-                   .setBasePath(path).setConf(storage_conf).build())
-    schema = jvm.org.apache.hudi.common.table.TableSchemaResolver(meta_client).getTableSchema(False).toString()
-    params = jvm.java.util.HashMap()
-    props = meta_client.getTableConfig().getProps()
-    for key in props.stringPropertyNames():
-        params.put(key, props.getProperty(key))
-    # what the datasource would have derived from the table (DataSourceUtils reads both)
-    params.put("hoodie.datasource.write.table.type", props.getProperty("hoodie.table.type"))
-    ordering = props.getProperty("hoodie.table.ordering.fields") or props.getProperty("hoodie.table.precombine.field")
-    if ordering:
-        params.put("hoodie.datasource.write.precombine.field", ordering)
-    for k, v in options.items():
-        params.put(k, str(v))
-    jsc = jvm.org.apache.spark.api.java.JavaSparkContext(spark._jsc.sc())
-    client = jvm.org.apache.hudi.DataSourceUtils.createHoodieClient(
-        jsc, schema, path, meta_client.getTableConfig().getTableName(), params)
-    return client, meta_client
-
-
 def do_service(spark, step: dict) -> dict:
     jvm = spark._jvm
     service = step["service"]
     empty = jvm.org.apache.hudi.common.util.Option.empty()
-    client, meta_client = _write_client(spark, step["path"], step.get("options") or {})
+    from java_service_job import write_client  # shipped by the harness (--py-files)
+    client, meta_client = write_client(spark, step["path"], step.get("options") or {})
     out: dict = {}
     try:
         if service == "clean":
