@@ -1,4 +1,5 @@
 import os
+import sys
 
 import pytest
 
@@ -64,3 +65,15 @@ def pytest_unconfigure(config):
     import logging
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # children inherit the level
     logging.raiseExceptions = False
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """ONE local[2] PySpark session for the whole run (tests/spark and the interop modules that
+    write with the Spark engine): a start costs about 5 s, and a module that stopped a session of
+    its own would stop this one too (``getOrCreate`` hands out the active session)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from airflow_hudi_occ.spark.session import local_session
+    s = local_session("local[2]", "airflow_hudi_occ-tests")
+    yield s
+    s.stop()

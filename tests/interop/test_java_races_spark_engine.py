@@ -24,8 +24,6 @@ session, three JVMs).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
@@ -49,15 +47,6 @@ ROUNDS = {"ours_first": ([(1, "a", 2, "java1"), (11, "a", 2, "java1")], [(1, "a"
           "java_first": ([(3, "a", 2, "java2"), (13, "a", 2, "java2")], [(3, "a", 2, "ours2"), (23, "a", 2, "ours2")]),
           "disjoint": ([(0, "b", 2, "java3"), (10, "b", 2, "java3")], [(5, "a", 2, "ours3"), (25, "a", 2, "ours3")])}
 WAIT_S = 300
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from airflow_hudi_occ.spark.session import local_session
-    session = local_session("local[2]", "java-races-spark-engine")
-    yield session
-    session.stop()
 
 
 def engine_options(ours_options: dict) -> dict:

@@ -5,9 +5,6 @@ JVM (Spark 3.5) side by side, 1 GiB each."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from airflow_hudi_occ.core.table.table import Table
@@ -25,34 +22,28 @@ WRITES = [([(i, "a" if i % 2 else "b", 1, f"v{i}") for i in range(6)], "insert")
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory, java_hudi):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from airflow_hudi_occ.spark.session import local_session
+def written(tmp_path_factory, java_hudi, spark):
     from airflow_hudi_occ.spark.writer import SparkHudiWriter
 
-    spark = local_session("local[1]", "java-interop")
     root = tmp_path_factory.mktemp("spark-engine")
     paths, model = {}, {}
     for rows, op in WRITES:
         for r in rows:
             model.pop(r[0], None) if op == "delete" else model.__setitem__(r[0], dict(zip(COLS, r)))
-    try:
-        for table_type, version in KINDS:
-            path = str(root / f"{table_type.lower()}_v{version}")
-            writer = SparkHudiWriter(spark, path, {
-                "hoodie.datasource.write.recordkey.field": "id",
-                "hoodie.datasource.write.partitionpath.field": "p",
-                "hoodie.datasource.write.precombine.field": "ts",
-                "hoodie.datasource.write.table.name": "t",
-                "hoodie.datasource.write.table.type": table_type,
-                "hoodie.write.table.version": str(version),
-                "hoodie.write.lock.provider": "filesystem",
-                "hoodie.time.generator.max_expected_clock_skew_ms": "2"})
-            for rows, op in WRITES:
-                writer.write(spark.createDataFrame(rows, SCHEMA), op)
-            paths[table_type, version] = path
-    finally:
-        spark.stop()
+    for table_type, version in KINDS:
+        path = str(root / f"{table_type.lower()}_v{version}")
+        writer = SparkHudiWriter(spark, path, {
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.datasource.write.table.name": "t",
+            "hoodie.datasource.write.table.type": table_type,
+            "hoodie.write.table.version": str(version),
+            "hoodie.write.lock.provider": "filesystem",
+            "hoodie.time.generator.max_expected_clock_skew_ms": "2"})
+        for rows, op in WRITES:
+            writer.write(spark.createDataFrame(rows, SCHEMA), op)
+        paths[table_type, version] = path
     steps = [Read(p, query=q) for p in paths.values() for q in ("snapshot", "read_optimized")]
     results = iter(java_hudi.run(*steps))
     reads = {(kind, q): next(results).rows for kind in paths for q in ("snapshot", "read_optimized")}

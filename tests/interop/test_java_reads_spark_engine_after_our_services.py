@@ -21,7 +21,6 @@ rollback does not care which engine wrote the files.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -121,17 +120,10 @@ def build(spark, path: str, table_type: str, version: int) -> Serviced:
 
 
 @pytest.fixture(scope="module")
-def read_by_java(tmp_path_factory, java_hudi):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from airflow_hudi_occ.spark.session import local_session
-
+def read_by_java(tmp_path_factory, java_hudi, spark):
     root = tmp_path_factory.mktemp("spark-engine-services")
-    spark = local_session("local[2]", "java-interop-spark-services")
-    try:
-        built = {kind: build(spark, str(root / f"{kind[0][:3].lower()}_v{kind[1]}"), *kind)
-                 for kind in built_kinds()}
-    finally:
-        spark.stop()
+    built = {kind: build(spark, str(root / f"{kind[0][:3].lower()}_v{kind[1]}"), *kind)
+             for kind in built_kinds()}
     steps, where = [], {}
     for kind, s in built.items():
         reads = {"snapshot": Read(s.path), "read_optimized": Read(s.path, query="read_optimized"),

@@ -5,9 +5,6 @@ session and a Java JVM (Spark 3.5) side by side."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,12 +20,9 @@ ROUTES = {"pair_write": {}, "native_write": {"hoodie.combine.before.insert": "tr
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory, java_hudi):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from airflow_hudi_occ.spark.session import local_session
+def written(tmp_path_factory, java_hudi, spark):
     from airflow_hudi_occ.spark.writer import SparkHudiWriter
 
-    spark = local_session("local[2]", "java-interop")
     root = tmp_path_factory.mktemp("spark-virtual-keys")
     paths = {}
     for route, extra in ROUTES.items():

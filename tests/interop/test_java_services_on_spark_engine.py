@@ -15,7 +15,6 @@ Slow: a PySpark 4.2 session (one for the module) beside two Java JVM calls.
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -73,15 +72,6 @@ def die_after_files(writer, df, monkeypatch) -> str:
         with pytest.raises(Died):
             writer.write(df, "upsert", before_commit=stop)
     return seen["instant"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from airflow_hudi_occ.spark.session import local_session
-    session = local_session("local[2]", "java-services-on-spark-engine")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
