@@ -41,3 +41,24 @@ def completed_actions(path: str) -> list[str]:
     """The actions of the completed instants on the active timeline, in file-name order."""
     return [n.rsplit(".", 1)[1] for n in sorted(os.listdir(os.path.join(path, ".hoodie", "timeline")))
             if "_" in n and n[:1].isdigit()]
+
+
+NO_MDT = {"hoodie.metadata.enable": "false"}
+RETAIN_1 = {"hoodie.clean.commits.retained": "1"}
+#: on MOR a file group has one slice until compaction writes the second, and the commit
+#: policy keeps the newest slice older than the earliest retained commit: only a file-version
+#: policy has something to clean right after the compaction
+ONE_VERSION = {"hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained": "1"}
+ARCHIVE = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", **RETAIN_1}
+
+
+def java_services(table_type: str) -> list[tuple[str, dict]]:
+    """Java's services on one of our tables, in the order the tests run them: the dead write's
+    rollback, compaction (MOR), clean, clustering, archival. Clean comes before clustering:
+    the file groups clustering replaces leave the cleaner's view, and their old versions wait
+    until the replacecommit is itself old."""
+    services = [("rollback_failed_writes", NO_MDT)]
+    if table_type == "MERGE_ON_READ":
+        services.append(("compact", {**NO_MDT, "hoodie.compact.inline.max.delta.commits": "1"}))
+    clean = ONE_VERSION if table_type == "MERGE_ON_READ" else RETAIN_1
+    return services + [("clean", {**NO_MDT, **clean}), ("cluster", NO_MDT), ("archive", {**NO_MDT, **ARCHIVE})]

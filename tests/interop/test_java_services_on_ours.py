@@ -21,17 +21,10 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import Read, Service
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
-from tests.interop.rows import COLS, apply, batch, completed_actions
+from tests.interop.rows import COLS, NO_MDT, apply, batch, completed_actions, java_services
 
 KINDS = [("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8)]
 IDS = ["cow-v9", "mor-v8"]
-NO_MDT = {"hoodie.metadata.enable": "false"}
-RETAIN_1 = {"hoodie.clean.commits.retained": "1"}
-#: on MOR a file group has one slice until compaction writes the second, and the commit
-#: policy keeps the newest slice older than the earliest retained commit: only a file-version
-#: policy has something to clean right after the compaction
-ONE_VERSION = {"hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained": "1"}
-ARCHIVE = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", **RETAIN_1}
 
 
 def writer_for(table: Table):
@@ -63,13 +56,7 @@ def serviced(tmp_path_factory, java_hudi):
     steps, where = [], {}
     for kind, table in tables.items():
         path = table.base_uri
-        services = [("rollback_failed_writes", NO_MDT)]
-        if kind[0] == "MERGE_ON_READ":
-            services.append(("compact", {**NO_MDT, "hoodie.compact.inline.max.delta.commits": "1"}))
-        clean = ONE_VERSION if kind[0] == "MERGE_ON_READ" else RETAIN_1
-        # clean before clustering: the file groups clustering replaces leave the cleaner's
-        # view, and their old versions wait until the replacecommit is itself old
-        services += [("clean", {**NO_MDT, **clean}), ("cluster", NO_MDT), ("archive", {**NO_MDT, **ARCHIVE})]
+        services = java_services(kind[0])
         for name, options in services:
             where[kind, name] = len(steps)
             steps.append(Service(path, name, options=options))

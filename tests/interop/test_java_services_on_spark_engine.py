@@ -23,18 +23,12 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import Timeline
 from airflow_hudi_occ.testing.java_hudi import Read, Service
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
-from tests.interop.rows import COLS, SPARK_SCHEMA, apply, completed_actions
+from tests.interop.rows import COLS, NO_MDT, SPARK_SCHEMA, apply, completed_actions, java_services
 
 pytestmark = pytest.mark.slow
 
 KINDS = [("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 8)]
 IDS = ["cow-v9", "mor-v8"]
-NO_MDT = {"hoodie.metadata.enable": "false"}
-RETAIN_1 = {"hoodie.clean.commits.retained": "1"}
-#: MOR: only a file-version policy has something to clean right after the compaction (as in
-#: test_java_services_on_ours)
-ONE_VERSION = {"hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained": "1"}
-ARCHIVE = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", **RETAIN_1}
 HISTORY = [([(i, "a" if i % 2 else "b", 1, f"v{i}") for i in range(8)], "insert"),
            # new file groups beside the first (the engine tops small files up on insert)
            ([(8, "a", 1, "v8"), (9, "b", 1, "v9")], "bulk_insert")]
@@ -94,11 +88,7 @@ def serviced(tmp_path_factory, java_hudi, spark):
     for kind, path in paths.items():
         timeline = Timeline.load(Table.open(path))
         assert dead[kind] in {i.requested_time for i in timeline.pending()}  # left for Java
-        services = [("rollback_failed_writes", NO_MDT)]
-        if kind[0] == "MERGE_ON_READ":
-            services.append(("compact", {**NO_MDT, "hoodie.compact.inline.max.delta.commits": "1"}))
-        clean = ONE_VERSION if kind[0] == "MERGE_ON_READ" else RETAIN_1
-        services += [("clean", {**NO_MDT, **clean}), ("cluster", NO_MDT), ("archive", {**NO_MDT, **ARCHIVE})]
+        services = java_services(kind[0])
         for name, options in services:
             where[kind, name] = len(steps)
             steps.append(Service(path, name, options=options))
