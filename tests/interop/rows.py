@@ -62,3 +62,17 @@ def java_services(table_type: str) -> list[tuple[str, dict]]:
         services.append(("compact", {**NO_MDT, "hoodie.compact.inline.max.delta.commits": "1"}))
     clean = ONE_VERSION if table_type == "MERGE_ON_READ" else RETAIN_1
     return services + [("clean", {**NO_MDT, **clean}), ("cluster", NO_MDT), ("archive", {**NO_MDT, **ARCHIVE})]
+
+
+def assert_java_services_did_their_work(path: str, table_type: str, steps: dict) -> None:
+    """Each of :func:`java_services` completed its own instant (``steps[name]``: Java's step
+    results), and archival moved the oldest instants to the LSM history: of the writes, the
+    rollback and the services, at most ``hoodie.keep.max.commits`` writes remain active."""
+    assert [c["action"] for c in steps["rollback_failed_writes"].completed] == ["rollback"]
+    if table_type == "MERGE_ON_READ":
+        assert [c["action"] for c in steps["compact"].completed] == ["commit"]
+    assert [c["action"] for c in steps["clean"].completed] == ["clean"]
+    assert [c["action"] for c in steps["cluster"].completed] == ["replacecommit"]
+    remaining = [a for a in completed_actions(path) if a in ("commit", "deltacommit", "replacecommit")]
+    assert len(remaining) <= 3
+    assert any(n.endswith(".parquet") for n in os.listdir(os.path.join(path, ".hoodie", "timeline", "history")))
