@@ -100,3 +100,41 @@ def test_a_deltacommit_a_dead_attempt_left_is_finished_or_kept(tmp_path, fast_op
     listing = read_metadata_listing(Table.open(str(path)))
     assert listing.files["us"]["f1-0_0-0-0_20990101000000000.parquet"] == 10
     assert listing.instants.count("20990101000000000") == 1
+
+
+def test_one_deltacommit_writes_a_log_file_per_file_group_and_lists_each(tmp_path):
+    """The seam every action uses: any number of metadata partitions and file groups, one log
+    file with one HFile block each, named as Java names them, every one in the commit metadata;
+    a change's deletions and dropped partitions reach the listing."""
+    from airflow_hudi_occ.core.format.files_change import FilesChange
+    from airflow_hudi_occ.core.format.log_file import BlockType, decode_blocks
+    from airflow_hudi_occ.core.format.metadata_record import decode_record
+    from airflow_hudi_occ.core.format.hfile import read_hfile
+    from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+    from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
+    path = files_only_v9(tmp_path)
+    table = Table.open(str(path))
+    before = read_metadata_listing(table)
+    part, old = next((p, sorted(f)[0]) for p, f in sorted(before.files.items()) if f)
+    change = FilesChange(added={"zz": {"a.parquet": 7}}, deleted={part: (old,)}, partitions_added=("zz",))
+    other = {"k1": files_block(FilesChange(added={"q": {"b.parquet": 1}}))[("files", FILES_FILE_ID)]["q"]}
+    blocks = {**files_block(change), ("column_stats", "col-stats-0000-0"): other,
+              ("column_stats", "col-stats-0001-0"): {}}
+    done = write_metadata_deltacommit(table, "20990101000000000", blocks, "20990101000000100")
+    mdt = Table.open(str(path / ".hoodie" / "metadata"))
+    meta = mdt.timeline().commit_metadata(done)
+    assert sorted(s.path for s in meta.write_stats()) == [
+        "column_stats/.col-stats-0000-0_20990101000000000.log.1_0-0-0",
+        "files/.files-0000-0_20990101000000000.log.1_0-0-0"]
+    for s in meta.write_stats():
+        data = (path / ".hoodie" / "metadata" / s.path).read_bytes()
+        assert s.file_size_in_bytes == len(data)
+        [block] = decode_blocks(data)
+        assert block.block_type is BlockType.HFILE_DATA
+        keys = {k: decode_record(v) for k, v in read_hfile(block.content).entries}
+        assert set(keys) == ({"__all_partitions__", part, "zz"} if s.partition_path == "files" else {"k1"})
+    after = read_metadata_listing(Table.open(str(path)))
+    assert after.files["zz"] == {"a.parquet": 7} and old not in after.files[part]
+    gone = FilesChange(partitions_deleted=("zz",))
+    write_metadata_deltacommit(table, "20990101000000200", files_block(gone), "20990101000000300")
+    assert "zz" not in read_metadata_listing(Table.open(str(path))).partitions
