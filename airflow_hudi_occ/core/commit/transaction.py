@@ -66,7 +66,9 @@ from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KE
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
+from airflow_hudi_occ.core.format.files_change import FilesChange
+from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
@@ -448,8 +450,11 @@ class WriteTransaction:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py)
                 lm.check_held()
-                done_mdt = write_files_deltacommit(self.table, self.instant_time, metadata.write_stats(),
-                                                   self._time.new_time(floor=floor))
+                blocks = {**files_block(FilesChange.of_write_stats(metadata.write_stats())),
+                          **stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline)}
+                lm.check_held()
+                done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
+                                                      self._time.new_time(floor=floor))
                 floor = max(floor or "", done_mdt.completion_time or "")
             completion_time = self._time.new_time(floor=floor)
             # The lock must still be ours at the moment of completion (a ZooKeeper session can

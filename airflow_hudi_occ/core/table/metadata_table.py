@@ -162,13 +162,21 @@ def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
                  if p != FILES_PARTITION)
 
 
+#: the metadata partitions our commits keep (``files``: :mod:`.metadata_commit`; the stats:
+#: :mod:`.metadata_stats`), the three Java 1.2 builds at its defaults
+MAINTAINED_PARTITIONS = (FILES_PARTITION, "column_stats", "partition_stats")
+
+
 def maintains_files(state: MetadataTableState, config, *, files_writer: bool) -> bool:
-    """Whether this write keeps the metadata table's listing itself
-    (:mod:`.metadata_commit`): ``hoodie.occ.metadata.files.maintain=true`` with the metadata
-    table on, a caller that writes the listing (``files_writer``: the core copy-on-write
-    commit), and a metadata table of the ``files`` partition alone, complete."""
+    """Whether this write keeps the metadata table itself (:mod:`.metadata_commit`):
+    ``hoodie.occ.metadata.files.maintain=true`` with the metadata table on, a caller that
+    writes the metadata table's deltacommit (``files_writer``: the core copy-on-write commit),
+    and a metadata table whose partitions, all complete, are ``files`` and any of
+    :data:`MAINTAINED_PARTITIONS` (Java's defaults: ``files``, ``column_stats``,
+    ``partition_stats``); a record index or a secondary index is still refused."""
     return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
-            and state.partitions == (FILES_PARTITION,) and not state.inflight_partitions)
+            and FILES_PARTITION in state.partitions and set(state.partitions) <= set(MAINTAINED_PARTITIONS)
+            and not state.inflight_partitions)
 
 
 def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
@@ -187,6 +195,9 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
         return False
     every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
     unmaintained = unmaintained_partitions(state)
+    if config.metadata_enable and getattr(config, "metadata_maintain_files", False):
+        # with the switch on, the stats partitions are kept; what is left is what refuses
+        unmaintained = tuple(p for p in unmaintained if p not in MAINTAINED_PARTITIONS)
     where = f"table {table.name} at {table.base_uri}"
     if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
@@ -239,5 +250,5 @@ def guard_metadata_table(table, config, *, files_writer: bool = False) -> Metada
 
 __all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
            "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
-           "UNMAINTAINED_HINTS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
+           "UNMAINTAINED_HINTS", "MAINTAINED_PARTITIONS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]

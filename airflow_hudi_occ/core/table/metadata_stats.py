@@ -1,0 +1,214 @@
+"""The ``column_stats`` and ``partition_stats`` part of a commit's metadata-table deltacommit.
+
+Java Hudi 1.2 at its defaults builds both partitions beside ``files`` (``hoodie.metadata.index.
+column.stats.enable`` and ``...partition.stats.enable``, true for Spark writers), and its
+writer adds to them at every commit (``HoodieTableMetadataUtil.convertMetadataToColumnStatsRecords``
+and ``HoodieMetadataWriteUtils.convertMetadataToPartitionStatRecords``). This module does the
+same for one copy-on-write commit of ours (:func:`stats_blocks`), for
+:func:`~airflow_hudi_occ.core.table.metadata_commit.write_metadata_deltacommit`:
+
+- **which columns** (:func:`columns_to_index`, Java's ``getColumnsToIndex``): with meta fields
+  populated, ``_hoodie_commit_time``, ``_hoodie_partition_path``, ``_hoodie_record_key``
+  always, then ``hoodie.metadata.index.column.stats.column.list`` if set, else the first
+  ``hoodie.metadata.index.column.stats.max.columns.to.index`` (32) top-level columns of the
+  commit's writer schema whose type the index version supports (version 1, tables of version
+  8: no bytes, fixed or decimal; both: no records, arrays, maps, enums);
+- **the index version** (:func:`index_version`): what ``.hoodie/.index_defs/index.json`` says
+  for the partition (or for its sibling), else 1 below table version 9 and 2 from it;
+- **column_stats**: one record per (new base file, column), from the file's parquet footer
+  (read back from storage: what Java reads for the file);
+- **partition_stats**: per partition the commit wrote, one record per column aggregated over
+  the partition's latest base files once the commit completes: the new files, and the latest
+  file of every other file group visible before it (file groups it rewrote or replaced left
+  out), their footers read as Java reads their ``column_stats`` records (the same numbers:
+  Java computed those records from the same footers). Tight-bound, as Java writes them when
+  ``column_stats`` is there;
+- **file groups**: a key goes to ``mapRecordKeyToFileGroupIndex(key, n)`` of the partition's
+  ``n`` file groups, found on storage (``col-stats-0000-0``, ... sorted), as Java's writer
+  tags records with the metadata table's latest file slices.
+
+Not covered (the guard keeps refusing them): clean and rollback (they write tombstones,
+:func:`~airflow_hudi_occ.core.format.column_stats_record.deleted_column_stats_record`),
+merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
+column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s list (the
+commit is abandoned with
+:class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
+read per new file and per other latest file of each partition written (Java reads the
+latter from ``column_stats`` instead).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Iterable, Mapping
+
+import pyarrow.parquet as pq
+
+from airflow_hudi_occ.core.config import COLUMN_STATS_COLUMN_LIST, COLUMN_STATS_MAX_COLUMNS
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
+                                                              META_COLUMNS, META_COLUMNS_INDEXED,
+                                                              PARTITION_STATS_PARTITION, ColumnRange,
+                                                              column_stats_records, file_group_index,
+                                                              partition_stats_records, ranges_from_parquet)
+from airflow_hudi_occ.core.format.log_file import LogFileName
+from airflow_hudi_occ.core.format.metadata import CommitMetadata
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, MetadataTableState
+
+STATS_PARTITIONS = (COLUMN_STATS_PARTITION, PARTITION_STATS_PARTITION)
+INDEX_DEFS_KEY = "hoodie.table.index.defs.path"
+_BASE_RE = re.compile(r"^(?P<file_id>[^_.][^_]*)_[^_]+_\d+\.hfile$")
+#: Avro types Java never indexes; version 1 also skips bytes, fixed and decimals
+_NEVER = {"record", "array", "map", "enum"}
+_NOT_IN_V1 = {"bytes", "fixed", "decimal"}
+
+
+def _non_null(avro):
+    if isinstance(avro, list):
+        rest = [t for t in avro if t != "null"]
+        return rest[0] if len(rest) == 1 else avro
+    return avro
+
+
+def _kind(avro) -> str:
+    """An Avro field type reduced to what Java's type check looks at."""
+    avro = _non_null(avro)
+    if isinstance(avro, list):
+        return "union"
+    if isinstance(avro, dict):
+        if avro.get("logicalType") == "decimal":
+            return "decimal"
+        return _kind(avro["type"]) if isinstance(avro["type"], (dict, list)) else avro["type"]
+    return avro
+
+
+def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool, version: int) -> list[str]:
+    """Java's columns for the commit's writer schema (see the module doc), in Java's order."""
+    meta = list(META_COLUMNS_INDEXED) if meta_fields else []
+    if not schema_json:
+        return meta
+    fields = json.loads(schema_json).get("fields", [])
+    kinds = {f["name"]: _kind(f["type"]) for f in fields}
+    listed = COLUMN_STATS_COLUMN_LIST.get(options)
+    if listed:
+        chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds and _supported(kinds[c], version)]
+    else:
+        chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n], version)]
+        chosen = chosen[:COLUMN_STATS_MAX_COLUMNS.get(options)]
+    return meta + chosen
+
+
+def _supported(kind: str, version: int) -> bool:
+    return kind not in _NEVER and kind != "union" and not (version < 2 and kind in _NOT_IN_V1)
+
+
+def index_version(table, mdt_partition: str) -> int:
+    """The partition's index version (the module doc): 1 or 2."""
+    rel = table.config.properties.get(INDEX_DEFS_KEY)
+    if rel:
+        try:
+            defs = json.loads(table.storage.read(table.storage.path(rel))).get("indexDefinitions", {})
+        except FileNotFoundError:
+            defs = {}
+        for name in (mdt_partition, *[p for p in STATS_PARTITIONS if p != mdt_partition]):
+            version = (defs.get(name) or {}).get("version")
+            if version:
+                return int(str(version).lstrip("Vv"))
+    return 1 if table.version < 9 else 2
+
+
+def file_group_ids(table, mdt_partition: str) -> list[str]:
+    """The metadata partition's file groups on storage (base HFiles and log files), sorted."""
+    folder = table.storage.path(METADATA_FOLDER, mdt_partition)
+    prefix = FILE_ID_PREFIXES[mdt_partition]
+    ids = set()
+    for name in table.storage.list_names(folder):
+        parsed = LogFileName.parse(name)
+        fid = parsed.file_id if parsed else (m["file_id"] if (m := _BASE_RE.match(name)) else None)
+        if fid and fid.startswith(prefix):
+            ids.add(fid)
+    if not ids:
+        raise MetadataTableEnabledError(
+            f"the metadata table of {table.base_uri} lists {mdt_partition} but has no file group in "
+            f"{folder}; this writer cannot tell where its records go", base_path=table.base_uri,
+            partitions=(mdt_partition,),
+            remedy="let a Java writer rebuild the metadata table (or its stats partitions), or write "
+                   "this table with hoodie.metadata.enable=false")
+    return sorted(ids)
+
+
+def _footer(table, relative: str):
+    path = table.storage.path(relative)
+    if table.storage.is_local:
+        return pq.read_metadata(path)
+    with table.storage.fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata
+
+
+def _spread(table, mdt_partition: str, records: Mapping[str, dict]) -> dict[tuple[str, str], dict[str, dict]]:
+    if not records:
+        return {}
+    groups = file_group_ids(table, mdt_partition)
+    out: dict[tuple[str, str], dict[str, dict]] = {}
+    for key, record in records.items():
+        out.setdefault((mdt_partition, groups[file_group_index(key, len(groups))]), {})[key] = record
+    return out
+
+
+def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, options: Mapping, *,
+                 timeline=None) -> dict[tuple[str, str], dict[str, dict]]:
+    """``(metadata partition, file id) -> {HFile key: record}`` for the stats partitions the
+    metadata table has, for a copy-on-write commit with ``metadata`` (its write stats and its
+    writer schema); empty when it has neither. Call under the table lock, before the data
+    instant completes (``timeline``: the timeline read under the lock)."""
+    wanted = [p for p in STATS_PARTITIONS if p in state.partitions]
+    if not wanted:
+        return {}
+    written = [s for s in metadata.write_stats() if s.path and s.path.endswith(".parquet")]
+    versions = {p: index_version(table, p) for p in wanted}
+    meta_fields = table.config.populates_meta_fields
+    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields, version=v)
+               for p, v in versions.items()}
+    every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
+    new_ranges: dict[str, list[ColumnRange]] = {}
+    for s in written:
+        name = posixpath.basename(s.path)
+        new_ranges.setdefault(s.partition_path, []).extend(
+            ranges_from_parquet(_footer(table, s.path), name, every, where=s.path))
+    blocks: dict[tuple[str, str], dict[str, dict]] = {}
+    if COLUMN_STATS_PARTITION in wanted:
+        cols = set(columns[COLUMN_STATS_PARTITION])
+        records: dict[str, dict] = {}
+        for partition, ranges in new_ranges.items():
+            records.update(column_stats_records(partition, [r for r in ranges if r.column in cols],
+                                                index_version=versions[COLUMN_STATS_PARTITION]))
+        blocks.update(_spread(table, COLUMN_STATS_PARTITION, records))
+    if PARTITION_STATS_PARTITION in wanted:
+        cols = columns[PARTITION_STATS_PARTITION]
+        rewritten = metadata.mutated_file_groups()
+        partitions = sorted({s.partition_path for s in written})
+        view = FileSystemView(table, timeline, partitions=partitions)
+        records = {}
+        for partition in partitions:
+            ranges = [r for r in new_ranges.get(partition, []) if r.column in cols]
+            for sl in view.latest_file_slices(partition):
+                if sl.file_group in rewritten:
+                    continue
+                rel = sl.base_file.relative_path
+                ranges.extend(ranges_from_parquet(_footer(table, rel), posixpath.basename(rel), cols, where=rel))
+            records.update(partition_stats_records(partition, ranges,
+                                                   index_version=versions[PARTITION_STATS_PARTITION]))
+        blocks.update(_spread(table, PARTITION_STATS_PARTITION, records))
+    return blocks
+
+
+def stats_partitions(partitions: Iterable[str]) -> tuple[str, ...]:
+    """Those of ``partitions`` this module maintains."""
+    return tuple(p for p in partitions if p in STATS_PARTITIONS)
+
+
+__all__ = ["STATS_PARTITIONS", "columns_to_index", "index_version", "file_group_ids", "stats_blocks",
+           "stats_partitions"]
