@@ -1,0 +1,154 @@
+"""Java's column and partition stats kept by our commits: a table Java wrote at its defaults
+(``files``, ``column_stats``, ``partition_stats``) written by ours with
+``hoodie.occ.metadata.files.maintain=true``, then read, filtered, written and checked by Java.
+
+What must hold (issue 32, item 2): Java's snapshot read through the metadata table is exact;
+its read with data skipping on (``hoodie.enable.data.skipping=true``, a predicate on a data
+column, which prunes files by ``column_stats``) is exact, where a wrong stat would drop rows
+(the control below makes one wrong and sees the row dropped); Java's next writer adds one
+deltacommit to the metadata table instead of rebuilding it; and Java's own metadata reader
+agrees with the files (the equivalent of ``HoodieMetadataTableValidator``'s listing, column
+stats and partition stats checks: every file's column stats record equals what Java computes
+from the file's footer, every partition's stats equal the aggregate over its latest files).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
+from airflow_hudi_occ.core.format.hfile import read_hfile
+from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
+from airflow_hudi_occ.core.format.metadata_record import decode_record, hfile_data_block
+from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Write
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, rows_by_key
+from tests.core.table.test_metadata_listing import storage_listing
+from tests.interop.rows import batch
+from tests.interop.test_java_metadata_table import COLS, KEYS, metadata_partitions, model_of
+
+MAINTAIN = {**FAST_WRITE_OPTIONS, "hoodie.occ.metadata.files.maintain": "true"}
+SKIPPING = {"hoodie.enable.data.skipping": "true", "hoodie.metadata.enable": "true"}
+#: what Java 1.2 indexes at its defaults on these tables: the three meta columns, then the data columns
+INDEXED = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key", "id", "p", "ts", "v"]
+STAT_FIELDS = ("min", "max", "null_count", "value_count", "total_size", "total_uncompressed_size")
+
+
+def latest_files(files: dict[str, int]) -> list[str]:
+    """The latest base file of each file group among ``files`` (``<fileId>_<token>_<instant>.parquet``)."""
+    latest: dict[str, str] = {}
+    for name in files:
+        fid, instant = name.split("_")[0], name.rsplit("_", 1)[1].split(".")[0]
+        if fid not in latest or instant > latest[fid].rsplit("_", 1)[1].split(".")[0]:
+            latest[fid] = name
+    return sorted(latest.values())
+
+
+def aggregate(stats: list[dict]) -> dict:
+    def pick(fn, key):
+        vals = [s[key] for s in stats if s[key] is not None]
+        return fn(vals) if vals else None
+    return {"min": pick(min, "min"), "max": pick(max, "max"),
+            **{k: sum(s[k] for s in stats) for k in STAT_FIELDS[2:]}}
+
+
+def assert_java_metadata_agrees(check: dict, path: str) -> None:
+    """The validator's checks, on what Java's metadata reader returned (see the module doc)."""
+    on_storage = storage_listing(path)
+    assert check["partitions"] == sorted(on_storage)
+    assert check["files"] == on_storage
+    assert sum(len(files) for files in check["file_stats"].values()) == sum(len(f) for f in on_storage.values())
+    col_stats = {(s["name"], s["column"]): s for s in check["column_stats"] if not s["deleted"]}
+    part_stats = {(s["name"], s["column"]): s for s in check["partition_stats"]}
+    for partition, files in check["file_stats"].items():
+        for name, stats in files.items():
+            assert sorted(s["column"] for s in stats) == sorted(INDEXED), name
+            for s in stats:
+                recorded = col_stats.get((name, s["column"]))
+                assert recorded is not None, f"no column_stats record for {partition}/{name} {s['column']}"
+                assert {k: recorded[k] for k in STAT_FIELDS} == {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
+        latest = latest_files(check["files"][partition])
+        for column in INDEXED:
+            expected = aggregate([s for n in latest for s in files[n] if s["column"] == column])
+            recorded = part_stats.get((partition, column))
+            assert recorded is not None, f"no partition_stats record for {partition} {column}"
+            assert {k: recorded[k] for k in STAT_FIELDS} == expected, (partition, column)
+
+
+def corrupt_our_column_stats(path: str, instant: str, column: str, low: str, high: str) -> int:
+    """Rewrite our deltacommit's column_stats blocks with ``column``'s range set to [low, high]
+    for every file: the negative control of the filtered read. Returns the records changed."""
+    folder = os.path.join(path, ".hoodie", "metadata", "column_stats")
+    changed = 0
+    for name in os.listdir(folder):
+        if f"_{instant}.log." not in name or name.endswith(".crc"):
+            continue
+        blocks = decode_blocks(open(os.path.join(folder, name), "rb").read())
+        records = {}
+        for block in blocks:
+            for key, value in read_hfile(block.content).entries:
+                record = decode_record(value, block.header.get(HeaderKey.SCHEMA))
+                stats = record["ColumnStatsMetadata"]
+                if record["type"] == TYPE_COLUMN_STATS and stats["columnName"] == column:
+                    wrapper = "org.apache.hudi.avro.model.StringWrapper"
+                    stats["minValue"], stats["maxValue"] = (wrapper, {"value": low}), (wrapper, {"value": high})
+                    changed += 1
+                records[key] = record
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(encode_blocks([hfile_data_block(instant, records)]))
+    return changed
+
+
+@pytest.mark.parametrize("version", [9, pytest.param(8, marks=pytest.mark.slow)])
+def test_java_reads_filters_and_writes_through_the_stats_our_commits_keep(tmp_path, java_hudi, version):
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, **KEYS))
+    assert metadata_partitions(path) == ["column_stats", "files", "partition_stats"]
+    model = model_of(first)
+
+    # ours: an update in a, a new partition c (one null value), then a delete in b
+    ours = [(1, "a", 2, "ours-one"), (9, "c", 2, "ours-nine"), (10, "c", 2, None)]
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(batch(ours), "upsert")
+    model.update(model_of(ours))
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(batch([(2, "b", 3, "")]), "delete")
+    del model[2]
+    upsert, delete = [i.requested_time for i in Table.open(path).timeline().completed()[-2:]]
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
+    timeline = os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")
+    before = set(os.listdir(timeline))
+
+    # the control: the same table with our files' stats of v made wrong
+    control = str(tmp_path / "control")
+    shutil.copytree(path, control)
+    assert corrupt_our_column_stats(control, upsert, "v", "zzz0", "zzz1") == 2
+
+    more = [(3, "a", 4, "java-three"), (11, "c", 4, "java-eleven")]
+    snap, hit, wrong, _, after, check = java_hudi.run(
+        Read(path), Read(path, options=SKIPPING, where="v = 'ours-nine'"),
+        Read(control, options=SKIPPING, where="v = 'ours-nine'"),
+        Write(path, batch(more), **KEYS), Read(path, options=SKIPPING, where="v >= 'ours' and id > 0"),
+        MetadataCheck(path, INDEXED))
+    assert rows_by_key(snap.rows, columns=COLS) == model
+    assert rows_by_key(hit.rows, columns=COLS) == {9: model[9]}
+    assert wrong.rows.num_rows == 0  # a wrong stat drops the row: the filtered read does use column_stats
+    model.update(model_of(more))
+    assert rows_by_key(after.rows, columns=COLS) == {k: r for k, r in model.items()
+                                                     if r["v"] is not None and r["v"] >= "ours" and k > 0}
+    assert rows_by_key(read_table(Table.open(path)), columns=COLS) == model
+
+    # Java's next writer added one deltacommit to the metadata table, no rebuild
+    added = sorted(n for n in set(os.listdir(timeline)) - before if not n.startswith("."))
+    assert sorted(n.rsplit(".", 1)[-1] for n in added) == ["deltacommit", "inflight", "requested"]
+    assert not any(n.startswith("0000000000000000") for n in added)
+    assert metadata_partitions(path) == ["column_stats", "files", "partition_stats"]
+    ours_files = {n for files in storage_listing(path).values() for n in files
+                  if n.rsplit("_", 1)[1].split(".")[0] in (upsert, delete)}
+    assert len(ours_files) == 3 and ours_files <= {s["name"] for s in check.metadata_check()["column_stats"]}
+    assert_java_metadata_agrees(check.metadata_check(), path)
