@@ -24,8 +24,11 @@ from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
-from airflow_hudi_occ.core.format.metadata_record import decode_record, hfile_data_block
+from airflow_hudi_occ.core.format.log_file import LogFileName
+from airflow_hudi_occ.core.format.metadata_record import decode_record, encode_record, hfile_data_block
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
+from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, rows_by_key
@@ -38,6 +41,34 @@ SKIPPING = {"hoodie.enable.data.skipping": "true", "hoodie.metadata.enable": "tr
 #: what Java 1.2 indexes at its defaults on these tables: the three meta columns, then the data columns
 INDEXED = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key", "id", "p", "ts", "v"]
 STAT_FIELDS = ("min", "max", "null_count", "value_count", "total_size", "total_uncompressed_size")
+
+
+def java_stats_blocks(path: str, instant: str) -> dict[tuple[str, str], dict[str, bytes]]:
+    """The stats records Java's deltacommit ``instant`` wrote: (partition, file group) -> {key: bytes}."""
+    out: dict[tuple[str, str], dict[str, bytes]] = {}
+    for partition in ("column_stats", "partition_stats"):
+        folder = os.path.join(path, ".hoodie", "metadata", partition)
+        for name in os.listdir(folder):
+            parsed = LogFileName.parse(name)
+            if parsed is None or parsed.instant_time != instant:
+                continue
+            for block in decode_blocks(open(os.path.join(folder, name), "rb").read()):
+                out.setdefault((partition, parsed.file_id), {}).update(read_hfile(block.content).entries)
+    return out
+
+
+def assert_ours_equal_javas(path: str) -> None:
+    """Our records for Java's last commit, built from scratch from its commit metadata and its
+    files' footers (columns, index version, keys, file groups, partition aggregates), are the
+    bytes Java wrote."""
+    table = Table.open(path)
+    instant = table.timeline().completed()[-1]
+    ours = stats_blocks(table, metadata_table_state(table), table.timeline().commit_metadata(instant), {},
+                        timeline=table.timeline())
+    javas = java_stats_blocks(path, instant.requested_time)
+    assert sorted(ours) == sorted(javas) and len(javas) == 3  # col-stats-0000-0, -0001-0, partition-stats-0000-0
+    for group, records in ours.items():
+        assert {k: encode_record(r) for k, r in records.items()} == javas[group], group
 
 
 def latest_files(files: dict[str, int]) -> list[str]:
@@ -111,6 +142,7 @@ def test_java_reads_filters_and_writes_through_the_stats_our_commits_keep(tmp_pa
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
     java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, **KEYS))
     assert metadata_partitions(path) == ["column_stats", "files", "partition_stats"]
+    assert_ours_equal_javas(path)
     model = model_of(first)
 
     # ours: an update in a, a new partition c (one null value), then a delete in b
