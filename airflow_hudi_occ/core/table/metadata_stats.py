@@ -11,8 +11,11 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
   populated, ``_hoodie_commit_time``, ``_hoodie_partition_path``, ``_hoodie_record_key``
   always, then ``hoodie.metadata.index.column.stats.column.list`` if set, else the first
   ``hoodie.metadata.index.column.stats.max.columns.to.index`` (32) top-level columns of the
-  commit's writer schema whose type the index version supports (version 1, tables of version
-  8: no bytes, fixed or decimal; both: no records, arrays, maps, enums);
+  commit's writer schema whose type Java indexes (no records, arrays, maps, enums). Under
+  index version 1 Java also skips bytes, fixed and decimals unless its writer's record type is
+  Avro (``isColumnTypeSupportedV1``), which a Spark writer's merger decides; they are counted
+  here either way, so such a column is refused (its type is not rendered) rather than left
+  without stats that Java's data skipping would read as absent;
 - **the index version** (:func:`index_version`): what ``.hoodie/.index_defs/index.json`` says
   for the partition (or for its sibling), else 1 below table version 9 and 2 from it;
 - **column_stats**: one record per (new base file, column), from the file's parquet footer
@@ -61,9 +64,8 @@ from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, Metadata
 STATS_PARTITIONS = (COLUMN_STATS_PARTITION, PARTITION_STATS_PARTITION)
 INDEX_DEFS_KEY = "hoodie.table.index.defs.path"
 _BASE_RE = re.compile(r"^(?P<file_id>[^_.][^_]*)_[^_]+_\d+\.hfile$")
-#: Avro types Java never indexes; version 1 also skips bytes, fixed and decimals
+#: Avro types Java never indexes
 _NEVER = {"record", "array", "map", "enum"}
-_NOT_IN_V1 = {"bytes", "fixed", "decimal"}
 
 
 def _non_null(avro):
@@ -85,7 +87,7 @@ def _kind(avro) -> str:
     return avro
 
 
-def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool, version: int) -> list[str]:
+def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool) -> list[str]:
     """Java's columns for the commit's writer schema (see the module doc), in Java's order."""
     meta = list(META_COLUMNS_INDEXED) if meta_fields else []
     if not schema_json:
@@ -94,15 +96,16 @@ def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: 
     kinds = {f["name"]: _kind(f["type"]) for f in fields}
     listed = COLUMN_STATS_COLUMN_LIST.get(options)
     if listed:
-        chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds and _supported(kinds[c], version)]
+        chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds and _supported(kinds[c])]
     else:
-        chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n], version)]
+        chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n])]
         chosen = chosen[:COLUMN_STATS_MAX_COLUMNS.get(options)]
     return meta + chosen
 
 
-def _supported(kind: str, version: int) -> bool:
-    return kind not in _NEVER and kind != "union" and not (version < 2 and kind in _NOT_IN_V1)
+def _supported(kind: str) -> bool:
+    """Whether Java may index a column of this kind (see the module doc on version 1)."""
+    return kind not in _NEVER and kind != "union"
 
 
 def index_version(table, mdt_partition: str) -> int:
@@ -170,8 +173,7 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     written = [s for s in metadata.write_stats() if s.path and s.path.endswith(".parquet")]
     versions = {p: index_version(table, p) for p in wanted}
     meta_fields = table.config.populates_meta_fields
-    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields, version=v)
-               for p, v in versions.items()}
+    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields) for p in wanted}
     every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
     new_ranges: dict[str, list[ColumnRange]] = {}
     for s in written:

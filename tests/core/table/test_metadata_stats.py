@@ -1,0 +1,72 @@
+"""Which columns, which index version and which file groups a commit's stats records use
+(core/table/metadata_stats.py). The records themselves against Java's:
+tests/interop/test_java_metadata_stats.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.table.metadata_stats import (columns_to_index, file_group_ids, index_version,
+                                                        stats_blocks)
+from airflow_hudi_occ.core.table.metadata_table import MetadataTableState
+from airflow_hudi_occ.core.table.table import Table
+
+META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key"]
+
+
+def schema(*fields) -> str:
+    return json.dumps({"type": "record", "name": "t", "fields": [{"name": n, "type": t} for n, t in fields]})
+
+
+SCHEMA = schema(("id", "long"), ("tags", {"type": "array", "items": "string"}), ("p", ["null", "string"]),
+                ("amount", ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]),
+                ("raw", "bytes"), ("day", {"type": "int", "logicalType": "date"}), ("v", "string"))
+
+
+def test_columns_as_java_chooses_them():
+    # bytes and decimals counted under index version 1 too (Java does with an Avro record type):
+    # refused at commit (a type not rendered), never silently left without stats
+    assert columns_to_index(SCHEMA, {}, meta_fields=True) == META + ["id", "p", "amount", "raw", "day", "v"]
+    assert columns_to_index(SCHEMA, {}, meta_fields=False) == ["id", "p", "amount", "raw", "day", "v"]
+    limited = {"hoodie.metadata.index.column.stats.max.columns.to.index": "2"}
+    assert columns_to_index(SCHEMA, limited, meta_fields=True) == META + ["id", "p"]
+    listed = {"hoodie.metadata.index.column.stats.column.list": "v, tags,_hoodie_record_key,absent,id"}
+    assert columns_to_index(SCHEMA, listed, meta_fields=True) == META + ["v", "id"]
+    assert columns_to_index(None, {}, meta_fields=True) == META
+
+
+def test_the_index_version_from_the_index_definitions_else_the_table_version(tmp_path):
+    t8 = Table.create(str(tmp_path / "t8"), "t", record_key_fields=["id"], version=8)
+    t9 = Table.create(str(tmp_path / "t9"), "t", record_key_fields=["id"], version=9)
+    assert index_version(t8, "column_stats") == 1 and index_version(t9, "partition_stats") == 2
+    defs = os.path.join(t9.base_uri, ".hoodie", ".index_defs")
+    os.makedirs(defs)
+    with open(os.path.join(defs, "index.json"), "w") as f:  # a table upgraded from 8 keeps V1
+        json.dump({"indexDefinitions": {"column_stats": {"indexName": "column_stats", "version": "V1"}}}, f)
+    t9.update_properties({"hoodie.table.index.defs.path": ".hoodie/.index_defs/index.json"})
+    t9 = Table.open(t9.base_uri)
+    assert index_version(t9, "column_stats") == 1
+    assert index_version(t9, "partition_stats") == 1  # its sibling's, as Java
+
+
+def test_file_groups_from_storage_and_a_partition_without_any_refused(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
+    folder = os.path.join(t.base_uri, ".hoodie", "metadata", "column_stats")
+    os.makedirs(folder)
+    for name in (".col-stats-0001-0_00000000000000001.log.1_0-0-0", "..col-stats-0001-0_00000000000000001.log.1_0-0-0.crc",
+                 "col-stats-0000-0_0-1-2_00000000000000001.hfile", ".hoodie_partition_metadata"):
+        open(os.path.join(folder, name), "w").close()
+    assert file_group_ids(t, "column_stats") == ["col-stats-0000-0", "col-stats-0001-0"]
+    os.makedirs(os.path.join(t.base_uri, ".hoodie", "metadata", "partition_stats"))
+    with pytest.raises(MetadataTableEnabledError) as refused:
+        file_group_ids(t, "partition_stats")
+    assert "partition_stats" in refused.value.message and refused.value.remedy
+
+
+def test_a_metadata_table_without_stats_partitions_gets_no_stats_records(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
+    assert stats_blocks(t, MetadataTableState(partitions=("files",)), None, {}) == {}
