@@ -425,9 +425,10 @@ METADATA_MAINTAIN_FILES = ConfigProperty(
     "hoodie.occ.metadata.files.maintain", False, parse_bool,
     doc="this project's key, until it maintains the whole metadata table: true lets the core "
         "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
-        "table that holds only the files partition up to date, writing its deltacommit at the "
-        "same instant, as Java does (core/table/metadata_commit.py); every other action still "
-        "refuses such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
+        "table of files, column_stats and partition_stats (Java 1.2's defaults) up to date, "
+        "writing its deltacommit at the same instant, as Java does (core/table/metadata_commit.py, "
+        "metadata_stats.py); every other action, and a record or secondary index, still refuses "
+        "such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "

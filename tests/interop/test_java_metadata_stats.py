@@ -14,13 +14,16 @@ from the file's footer, every partition's stats equal the aggregate over its lat
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 
+import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
@@ -184,3 +187,22 @@ def test_java_reads_filters_and_writes_through_the_stats_our_commits_keep(tmp_pa
                   if n.rsplit("_", 1)[1].split(".")[0] in (upsert, delete)}
     assert len(ours_files) == 3 and ours_files <= {s["name"] for s in check.metadata_check()["column_stats"]}
     assert_java_metadata_agrees(check.metadata_check(), path)
+
+
+@pytest.mark.slow
+def test_a_column_type_we_do_not_render_abandons_the_commit_before_the_metadata_table(tmp_path, java_hudi):
+    """A date column among the indexed ones: our commit is refused before the metadata table or
+    the data instant changes (rolled back), and Java still reads exactly through it."""
+    path = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"], "ts": pa.array([1, 1], pa.int64()),
+                     "day": pa.array([datetime.date(2026, 1, 1)] * 2, pa.date32())})
+    java_hudi.run(Write(path, rows, operation="insert", **KEYS))
+    mdt_timeline = sorted(os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")))
+    update = rows.slice(0, 1).set_column(2, "ts", pa.array([2], pa.int64()))
+    with pytest.raises(UnsupportedColumnStatsTypeError) as refused:
+        ArrowTableWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(update, "upsert")
+    assert refused.value.column == "day"
+    assert sorted(os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline"))) == mdt_timeline
+    assert not [i for i in Table.open(path).timeline().instants if not i.is_completed]
+    (snap,) = java_hudi.run(Read(path))
+    assert rows_by_key(snap.rows, columns=["id", "ts"]) == {1: {"id": 1, "ts": 1}, 2: {"id": 2, "ts": 1}}

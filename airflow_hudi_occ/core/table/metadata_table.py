@@ -19,7 +19,10 @@ changing anything, so the Spark job can fail fast on the same judgement):
   :class:`UnmaintainedMetadataPartitionsError` (a subclass) when it holds partitions this writer
   does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and expression
   indexes, bloom filters, and column and partition stats, which Java 1.2 builds at its
-  defaults). Nothing has been written at that point.
+  defaults). Nothing has been written at that point. With this project's
+  ``hoodie.occ.metadata.files.maintain=true`` the core copy-on-write commit keeps ``files``,
+  ``column_stats`` and ``partition_stats`` itself (:func:`maintains_files`,
+  :data:`MAINTAINED_PARTITIONS`); any other partition is still refused.
 - ``enable=false`` and ``auto.delete.partitions=false``: refuse as well. Java with that pair
   never deletes the metadata table and keeps writing it (``HoodieSparkTable.getMetadataWriter``
   takes the writer path when the table has one and auto-delete is off), which this writer
