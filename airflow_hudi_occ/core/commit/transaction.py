@@ -247,7 +247,8 @@ class WriteTransaction:
             # the early checks) sees what this one will touch before it reads a row
             requested_data = self.footprint.encode(self.operation_type)
         with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config, files_writer=self._files_writer)
+            # every transaction keeps the metadata table's listing when it may (see commit)
+            prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -347,10 +348,11 @@ class WriteTransaction:
         return self.markers.create(partition, data_file_name, io)
 
     @property
-    def _files_writer(self) -> bool:
-        """Whether this transaction writes the metadata table's listing when the table and the
-        config allow it (:mod:`~airflow_hudi_occ.core.table.metadata_commit`): a writer's
-        copy-on-write commit; every other action is refused on such a table."""
+    def _stats_writer(self) -> bool:
+        """Whether this transaction also writes the metadata table's column and partition
+        stats (:mod:`~airflow_hudi_occ.core.table.metadata_stats`): a writer's copy-on-write
+        commit, whose new files are parquet base files; every other action is refused on a
+        metadata table with stats partitions."""
         return self.action is Action.COMMIT and not self.is_table_service
 
     # -- stage 3: commit ------------------------------------------------------------------------
@@ -444,14 +446,20 @@ class WriteTransaction:
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=self._files_writer)
+            mdt = prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
             floor = timeline.latest_time()
-            if self._files_writer and maintains_files(mdt, self.config, files_writer=True):
+            if maintains_files(mdt, self.config, files_writer=True, stats_writer=self._stats_writer):
                 # Java's order: the metadata table's deltacommit completes first; its records
-                # count for readers only once the data instant completes (metadata_commit.py)
+                # count for readers only once the data instant completes (metadata_commit.py).
+                # Every action committed here (a copy-on-write commit, a merge-on-read
+                # deltacommit of the core writer or the Spark engine, a replacecommit of
+                # insert_overwrite or clustering, a compaction) names its new files in its
+                # write stats, which is all Java's files records of it hold; the files a
+                # replacecommit replaced leave the listing at clean, as in Java.
                 lm.check_held()
-                blocks = {**files_block(FilesChange.of_write_stats(metadata.write_stats())),
-                          **stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline)}
+                blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
+                if self._stats_writer:  # column and partition stats: metadata_stats.py
+                    blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
                                                       self._time.new_time(floor=floor))

@@ -27,7 +27,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from airflow_hudi_occ.core.format.metadata import WriteStat
+from airflow_hudi_occ.core.format.metadata import CleanMetadata, WriteStat
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,23 @@ class FilesChange:
         Files a replacecommit replaced are not deleted here: they leave at clean, as in Java."""
         added: dict[str, dict[str, int]] = {}
         for s in stats:
-            if not s.path:
-                continue
             files = added.setdefault(s.partition_path, {})
+            if not s.path:
+                continue  # a partition written empty: listed, no file (as Java)
             name = posixpath.basename(s.path)
             files[name] = max(int(s.file_size_in_bytes), files.get(name, 0))
         return cls(added=added, partitions_added=tuple(sorted(added)))
+
+    @classmethod
+    def of_clean(cls, meta: CleanMetadata) -> "FilesChange":
+        """A clean's change: every file its metadata names per partition (its
+        ``deletePathPatterns``: deleted, and failed to delete, as Java lists both), no
+        partition-list record (this project's clean never removes a partition)."""
+        deleted: dict[str, tuple[str, ...]] = {}
+        for part in sorted(set(meta.deleted_by_partition) | set(meta.failed_by_partition)):
+            rels = list(meta.deleted_by_partition.get(part, [])) + list(meta.failed_by_partition.get(part, []))
+            deleted[part] = tuple(posixpath.basename(r) for r in rels)
+        return cls(deleted=deleted)
 
     @property
     def partitions(self) -> tuple[str, ...]:

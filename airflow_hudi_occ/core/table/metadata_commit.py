@@ -19,6 +19,17 @@ and only then the data instant completes (a later completion time). That is Java
 the reason it is safe: Java's metadata reader only takes records of instants completed on the
 data table, so a writer killed between 3 and the data completion leaves records no reader uses.
 
+A rollback of a data instant rolls back the metadata table's deltacommit of the same instant,
+if there is one (:func:`rollback_metadata_deltacommit`), as Java 1.x's metadata writer does
+(``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata, ...)``: the metadata table's
+write client rolls back that deltacommit at the data rollback's instant time; no records are
+written). It happens before the data rollback completes: Java's metadata reader takes the
+records of the instants a completed data rollback names as valid
+(``HoodieTableMetadataUtil.getValidInstantTimestamps``), so a deltacommit left behind would
+have the listing name the files the rollback deleted (Java's file-system view still skips
+them, their instant being off the timeline; the listing itself, and whoever checks it against
+the storage, would be wrong).
+
 The ``files`` partition's records come from a
 :class:`~airflow_hudi_occ.core.format.files_change.FilesChange` (what the action changed),
 :func:`files_block`. Not here: the metadata table's own compaction, clean and archival (Java's
@@ -29,17 +40,21 @@ piled up).
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable, Mapping
+import time
+from typing import Callable, Iterable, Mapping
 
-from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.errors import InstantStateError
+from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
 from airflow_hudi_occ.core.format.log_file import LogFileName, encode_blocks
-from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
+from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.metadata_record import files_records, hfile_data_block
 from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
+from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,
+                                                  transition_to_inflight)
 
 #: the write token of our metadata-table log files (any token reads; this one says who wrote it)
 WRITE_TOKEN = "0-0-0"
@@ -96,5 +111,82 @@ def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat]
                                       completion_time)
 
 
+def open_metadata_table(table) -> Table | None:
+    """The metadata table of ``table`` as a table of its own, or None when there is none with a
+    ``hoodie.properties`` (a removal's leftover folder: no reader uses it)."""
+    root = posixpath.join(METADATA_FOLDER, ".hoodie", "hoodie.properties")
+    if not table.storage.exists(table.storage.path(root)):
+        return None
+    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+
+
+def _files_of_deltacommit(mdt: Table, instant_time: str) -> dict[str, list[str]]:
+    """The files a metadata-table deltacommit wrote, found by their names (Hudi 1.x names a
+    log file, and a base file, by the instant that wrote it), in every metadata partition."""
+    files: dict[str, list[str]] = {}
+    for part in sorted(mdt.storage.list_dirs(mdt.storage.path(""))):
+        part = part.rstrip("/").rsplit("/", 1)[-1]
+        if part.startswith("."):
+            continue
+        for name in mdt.storage.list_names(mdt.storage.path(part)):
+            parsed = LogFileName.parse(name)
+            if ((parsed is not None and parsed.instant_time == instant_time)
+                    or name.endswith(f"_{instant_time}.hfile")):
+                files.setdefault(part, []).append(f"{part}/{name}")
+    return {p: sorted(v) for p, v in files.items()}
+
+
+def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
+                                  completion_time: str | Callable[[], str]) -> Instant | None:
+    """Roll back the metadata table's deltacommit ``instant_time`` (pending or completed) as the
+    metadata table's rollback ``rollback_time`` (the data rollback's own instant time, as Java
+    does), under the caller's table lock and before the data rollback completes; None when the
+    metadata table has no such deltacommit (nothing to do, as in Java). ``completion_time``
+    (or a function giving it, called only when a rollback is written) must be earlier than the
+    data rollback's completion.
+
+    Steps, each idempotent so a rollback interrupted anywhere is finished by running it again
+    (the data rollback re-runs from its plan and calls this again): ``<r>.rollback.requested``
+    (the plan: the deltacommit's files), ``.inflight``; the deltacommit's completed file (readers
+    stop taking its blocks), its files, its inflight and requested files; ``<r>_<c>.rollback``."""
+    mdt = open_metadata_table(table)
+    if mdt is None:
+        return None
+    timeline = mdt.timeline()
+    rb = timeline.get(rollback_time)
+    if rb is not None and rb.is_completed:
+        return rb
+    if rb is None:
+        target = timeline.get(instant_time)
+        if target is None:
+            return None
+        plan = RollbackPlan(instant_time, target.action.value, _files_of_deltacommit(mdt, instant_time))
+        rb = Instant(rollback_time, Action.ROLLBACK, State.REQUESTED)
+        create_requested(mdt, rb, plan.encode())
+    else:
+        path = timeline.file_path(Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
+        plan = RollbackPlan.decode(mdt.storage.read(path), path)
+    t0 = time.time()
+    if rb.state is not State.INFLIGHT:
+        rb = transition_to_inflight(mdt, rb)
+    names = timeline.files_of(instant_time)
+    for n in names:
+        inst = parse_file_name(n)
+        if inst is not None and inst.requested_time == instant_time and inst.is_completed:
+            mdt.storage.delete(mdt.storage.path(mdt.config.timeline_folder, n))
+    deleted, failed = delete_planned_files(mdt.storage, plan.files_by_partition, with_temp_copies=True)
+    if failed:
+        raise InstantStateError(
+            f"the rollback {rollback_time} of the metadata table's deltacommit {instant_time} could "
+            f"not delete {sum(len(v) for v in failed.values())} files", instant=instant_time,
+            remedy="check storage permissions; the data rollback stays pending and is re-run by "
+                   "the next writer or clean, which finishes this one")
+    delete_pending_files(mdt, instant_time, names)
+    meta = RollbackMetadata(rollback_time, [(instant_time, plan.action or Action.DELTA_COMMIT.value)], deleted,
+                            time_taken_ms=int((time.time() - t0) * 1000))
+    done_at = completion_time() if callable(completion_time) else completion_time
+    return complete(mdt, rb, done_at, meta.encode())
+
+
 __all__ = ["Blocks", "FilesChange", "files_block", "files_records", "write_metadata_deltacommit",
-           "write_files_deltacommit", "WRITE_TOKEN"]
+           "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]
