@@ -30,9 +30,8 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
   ``n`` file groups, found on storage (``col-stats-0000-0``, ... sorted), as Java's writer
   tags records with the metadata table's latest file slices.
 
-Not covered (the guard keeps refusing them): clean and rollback (they write tombstones,
-:func:`~airflow_hudi_occ.core.format.column_stats_record.deleted_column_stats_record`),
-merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
+A clean's records (:func:`clean_stats_blocks`): a tombstone per column of every file it
+deleted. Not covered (the guard keeps refusing them): rollback, merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
 column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s list (the
 commit is abandoned with
 :class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
@@ -54,7 +53,8 @@ from airflow_hudi_occ.core.errors import MetadataTableEnabledError
 from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
                                                               META_COLUMNS, META_COLUMNS_INDEXED,
                                                               PARTITION_STATS_PARTITION, ColumnRange,
-                                                              column_stats_records, file_group_index,
+                                                              column_stats_key, column_stats_records,
+                                                              deleted_column_stats_record, file_group_index,
                                                               partition_stats_records, ranges_from_parquet)
 from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.format.metadata import CommitMetadata
@@ -207,10 +207,29 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     return blocks
 
 
+def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, Iterable[str]], options: Mapping,
+                       *, timeline=None) -> dict[tuple[str, str], dict[str, dict]]:
+    """A clean's ``column_stats`` records: a tombstone (``isDeleted``) for every indexed column
+    of every file it deleted, the columns those of the table's latest schema, as Java's
+    ``convertMetadataToColumnStatsRecords(HoodieCleanMetadata)``; ``partition_stats`` are not
+    touched by a clean (Java's are recomputed over the latest files at each commit)."""
+    if COLUMN_STATS_PARTITION not in state.partitions:
+        return {}
+    timeline = timeline if timeline is not None else table.timeline()
+    last = timeline.last_completed_write()
+    schema = timeline.commit_metadata(last).schema if last is not None else None
+    columns = columns_to_index(schema, options, meta_fields=table.config.populates_meta_fields)
+    version = index_version(table, COLUMN_STATS_PARTITION)
+    records = {column_stats_key(partition, name, column): deleted_column_stats_record(name, column,
+                                                                                      index_version=version)
+               for partition, names in deleted.items() for name in names for column in columns}
+    return _spread(table, COLUMN_STATS_PARTITION, records)
+
+
 def stats_partitions(partitions: Iterable[str]) -> tuple[str, ...]:
     """Those of ``partitions`` this module maintains."""
     return tuple(p for p in partitions if p in STATS_PARTITIONS)
 
 
 __all__ = ["STATS_PARTITIONS", "columns_to_index", "index_version", "file_group_ids", "stats_blocks",
-           "stats_partitions"]
+           "clean_stats_blocks", "stats_partitions"]

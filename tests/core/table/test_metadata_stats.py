@@ -7,13 +7,18 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
 import pytest
 
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError
-from airflow_hudi_occ.core.table.metadata_stats import (columns_to_index, file_group_ids, index_version,
-                                                        stats_blocks)
+from airflow_hudi_occ.core.format.column_stats_record import column_stats_key, file_group_index
+from airflow_hudi_occ.core.table.metadata_stats import (clean_stats_blocks, columns_to_index, file_group_ids,
+                                                        index_version, stats_blocks)
 from airflow_hudi_occ.core.table.metadata_table import MetadataTableState
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key"]
 
@@ -70,3 +75,25 @@ def test_file_groups_from_storage_and_a_partition_without_any_refused(tmp_path):
 def test_a_metadata_table_without_stats_partitions_gets_no_stats_records(tmp_path):
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
     assert stats_blocks(t, MetadataTableState(partitions=("files",)), None, {}) == {}
+
+
+def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", version=8)
+    ArrowTableWriter(t, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
+        pa.table({"id": [1], "p": ["a"], "ts": [1], "v": ["x"]}), "upsert")
+    t = Table.open(t.base_uri)
+    folder = os.path.join(t.base_uri, ".hoodie", "metadata", "column_stats")
+    os.makedirs(folder)
+    for group in ("0000", "0001"):
+        open(os.path.join(folder, f".col-stats-{group}-0_00000000000000001.log.1_0-0-0"), "w").close()
+    state = MetadataTableState(partitions=("column_stats", "files"))
+    blocks = clean_stats_blocks(t, state, {"a": ["f1.parquet"]}, {})
+    records = {k: r for group in blocks.values() for k, r in group.items()}
+    columns = META + ["id", "p", "ts", "v"]
+    assert set(records) == {column_stats_key("a", "f1.parquet", c) for c in columns}
+    for (_, group), recs in blocks.items():
+        assert all(f"col-stats-000{file_group_index(k, 2)}-0" == group for k in recs)
+    stats = [r["ColumnStatsMetadata"] for r in records.values()]
+    assert all(s["isDeleted"] and s["fileName"] == "f1.parquet" and s["valueType"] is None for s in stats)  # index v1
+    assert clean_stats_blocks(t, MetadataTableState(partitions=("files",)), {"a": ["f1.parquet"]}, {}) == {}
