@@ -53,7 +53,7 @@ def java_stats_blocks(path: str, instant: str) -> dict[tuple[str, str], dict[str
     out: dict[tuple[str, str], dict[str, bytes]] = {}
     for partition in ("column_stats", "partition_stats"):
         folder = os.path.join(path, ".hoodie", "metadata", partition)
-        for name in os.listdir(folder):
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
             parsed = LogFileName.parse(name)
             if parsed is None or parsed.instant_time != instant:
                 continue
@@ -62,16 +62,16 @@ def java_stats_blocks(path: str, instant: str) -> dict[tuple[str, str], dict[str
     return out
 
 
-def assert_ours_equal_javas(path: str) -> None:
+def assert_ours_equal_javas(path: str, groups: int = 3) -> None:
     """Our records for Java's last commit, built from scratch from its commit metadata and its
     files' footers (columns, index version, keys, file groups, partition aggregates), are the
-    bytes Java wrote."""
+    bytes Java wrote (``groups``: col-stats-0000-0, -0001-0 and partition-stats-0000-0)."""
     table = Table.open(path)
     instant = table.timeline().completed()[-1]
     ours = stats_blocks(table, metadata_table_state(table), table.timeline().commit_metadata(instant), {},
                         timeline=table.timeline())
     javas = java_stats_blocks(path, instant.requested_time)
-    assert sorted(ours) == sorted(javas) and len(javas) == 3  # col-stats-0000-0, -0001-0, partition-stats-0000-0
+    assert sorted(ours) == sorted(javas) and len(javas) == groups
     for group, records in ours.items():
         assert {k: encode_record(r) for k, r in records.items()} == javas[group], group
 
@@ -218,3 +218,29 @@ def test_a_column_type_we_do_not_render_abandons_the_commit_before_the_metadata_
     assert not [i for i in Table.open(path).timeline().instants if not i.is_completed]
     (snap,) = java_hudi.run(Read(path))
     assert rows_by_key(snap.rows, columns=["id", "ts"]) == {1: {"id": 1, "ts": 1}, 2: {"id": 2, "ts": 1}}
+
+
+@pytest.mark.slow
+def test_a_table_without_partitions(tmp_path, java_hudi):
+    """Java builds no partition_stats for a table without partitions; column_stats keys use its
+    partition identifier ``.``: our records equal Java's, and Java's checks pass after ours."""
+    path = str(tmp_path / "t")
+    keys = {**KEYS, "partition_fields": ""}
+    first = [(i, "a", 1, f"java{i}") for i in range(4)]
+    java_hudi.run(Write(path, batch(first), operation="insert", **keys))
+    assert metadata_partitions(path) == ["column_stats", "files"]
+    assert_ours_equal_javas(path, groups=2)
+    ours = [(1, "a", 2, "ours-one"), (8, "a", 2, "ours-eight")]
+    ArrowTableWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(batch(ours), "upsert")
+    model = {**model_of(first), **model_of(ours)}
+    hit, check = java_hudi.run(Read(path, options=SKIPPING, where="v = 'ours-eight'"), MetadataCheck(path, INDEXED))
+    assert rows_by_key(hit.rows, columns=COLS) == {8: model[8]}
+    found = check.metadata_check()
+    assert found["partitions"] == [""] and "error" in found["partition_stats"]  # no such metadata partition
+    on_storage = {n: os.path.getsize(os.path.join(path, n)) for n in os.listdir(path) if n.endswith(".parquet")}
+    assert found["files"] == {"": on_storage}
+    col_stats = {(s["name"], s["column"]): s for s in found["column_stats"] if not s["deleted"]}
+    for name, stats in found["file_stats"][""].items():
+        assert sorted(s["column"] for s in stats) == sorted(INDEXED)
+        for st in stats:
+            assert {k: col_stats[(name, st["column"])][k] for k in STAT_FIELDS} == {k: st[k] for k in STAT_FIELDS}
