@@ -244,9 +244,10 @@ def deleted_column_stats_record(file_name: str, column: str, *, index_version: i
     return _envelope(TYPE_COLUMN_STATS, _stats(stub, deleted=True, tight=False, index_version=index_version))
 
 
-def partition_stats_record(r: ColumnRange, *, index_version: int) -> dict[str, Any]:
-    """A partition's column record, tight-bound (``r.name``: the partition path)."""
-    return _envelope(TYPE_PARTITION_STATS, _stats(r, deleted=False, tight=True, index_version=index_version))
+def partition_stats_record(r: ColumnRange, *, index_version: int, tight_bound: bool = True) -> dict[str, Any]:
+    """A partition's column record (``r.name``: the partition path); tight-bound when computed
+    over the partition's latest files, which Java does when ``column_stats`` is there."""
+    return _envelope(TYPE_PARTITION_STATS, _stats(r, deleted=False, tight=tight_bound, index_version=index_version))
 
 
 def column_stats_records(partition: str, ranges: Iterable[ColumnRange], *,
@@ -256,14 +257,14 @@ def column_stats_records(partition: str, ranges: Iterable[ColumnRange], *,
             for r in ranges}
 
 
-def partition_stats_records(partition: str, ranges: Iterable[ColumnRange], *,
-                            index_version: int) -> dict[str, dict[str, Any]]:
+def partition_stats_records(partition: str, ranges: Iterable[ColumnRange], *, index_version: int,
+                            tight_bound: bool = True) -> dict[str, dict[str, Any]]:
     """HFile key -> record for one partition: its files' ``ranges`` aggregated per column."""
     by_column: dict[str, list[ColumnRange]] = {}
     for r in ranges:
         by_column.setdefault(r.column, []).append(r)
-    return {partition_stats_key(partition, column): partition_stats_record(partition_range(partition, rs),
-                                                                           index_version=index_version)
+    return {partition_stats_key(partition, column): partition_stats_record(
+                partition_range(partition, rs), index_version=index_version, tight_bound=tight_bound)
             for column, rs in by_column.items()}
 
 

@@ -217,8 +217,10 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
                 if sl.file_group in rewritten:
                     continue
                 ranges.extend(_file_ranges(table, sl.base_file.relative_path, cols))
+            # tight-bound, as Java's when column_stats is there (isShouldScanColStatsForTightBound)
             records.update(partition_stats_records(partition, ranges,
-                                                   index_version=versions[PARTITION_STATS_PARTITION]))
+                                                   index_version=versions[PARTITION_STATS_PARTITION],
+                                                   tight_bound=COLUMN_STATS_PARTITION in state.partitions))
         blocks.update(_spread(table, PARTITION_STATS_PARTITION, records))
     return blocks
 
