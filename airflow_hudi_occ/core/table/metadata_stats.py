@@ -31,7 +31,9 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
   tags records with the metadata table's latest file slices.
 
 A clean's records (:func:`clean_stats_blocks`): a tombstone per column of every file it
-deleted. Not covered (the guard keeps refusing them): rollback, merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
+deleted. A rollback writes none: it rolls back the metadata table's deltacommit of the failed
+instant in every metadata partition (``metadata_commit.rollback_metadata_deltacommit``).
+Not covered (the guard keeps refusing them): merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
 column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s list (the
 commit is abandoned with
 :class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
