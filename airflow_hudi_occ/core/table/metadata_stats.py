@@ -246,10 +246,5 @@ def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, I
     return _spread(table, COLUMN_STATS_PARTITION, records)
 
 
-def stats_partitions(partitions: Iterable[str]) -> tuple[str, ...]:
-    """Those of ``partitions`` this module maintains."""
-    return tuple(p for p in partitions if p in STATS_PARTITIONS)
-
-
 __all__ = ["STATS_PARTITIONS", "columns_to_index", "index_version", "file_group_ids", "stats_blocks",
-           "clean_stats_blocks", "stats_partitions"]
+           "clean_stats_blocks"]
