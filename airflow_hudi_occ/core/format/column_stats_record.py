@@ -47,6 +47,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.index_id import column_id, file_id, partition_id
+from airflow_hudi_occ.core.format.layout import META_COLUMNS as LAYOUT_META_COLUMNS
 from airflow_hudi_occ.core.format.metadata_record import NON_PARTITIONED_KEY
 
 TYPE_COLUMN_STATS = 3
@@ -57,8 +58,8 @@ PARTITION_STATS_PARTITION = "partition_stats"
 FILE_ID_PREFIXES = {COLUMN_STATS_PARTITION: "col-stats-", PARTITION_STATS_PARTITION: "partition-stats-"}
 #: the meta columns Java always indexes first when a table populates them
 META_COLUMNS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
-META_COLUMNS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
-                "_hoodie_file_name", "_hoodie_operation")
+#: every meta column, the operation one included: never among a schema's first columns indexed
+META_COLUMNS = (*LAYOUT_META_COLUMNS, "_hoodie_operation")
 
 _NS = "org.apache.hudi.avro.model."
 #: Hudi's ``ValueType`` enum ordinals (index version 2) of the types rendered here
