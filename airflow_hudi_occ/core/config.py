@@ -423,12 +423,12 @@ METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
         "(Java with false keeps writing it, which this writer cannot)")
 METADATA_MAINTAIN_FILES = ConfigProperty(
     "hoodie.occ.metadata.files.maintain", False, parse_bool,
-    doc="this project's key, until it maintains the whole metadata table: true lets the core "
-        "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
-        "table of files, column_stats and partition_stats (Java 1.2's defaults) up to date, "
-        "writing its deltacommit at the same instant, as Java does (core/table/metadata_commit.py, "
-        "metadata_stats.py); every other action, and a record or secondary index, still refuses "
-        "such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
+    doc="this project's key, until it maintains the whole metadata table: true lets our actions "
+        "keep Hudi's metadata table up to date, writing its deltacommit at their instant, as Java "
+        "does (core/table/metadata_commit.py): every action but archival on a files-only one; the "
+        "core copy-on-write commits and clean on one with column_stats and partition_stats too "
+        "(Java 1.2's defaults, core/table/metadata_stats.py). A record or secondary index is still "
+        "refused. false (default): refused, or removed with hoodie.metadata.enable=false")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
