@@ -35,6 +35,7 @@ from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, rows_by_key
 from tests.core.table.test_metadata_listing import storage_listing
@@ -96,7 +97,7 @@ def aggregate(stats: list[dict]) -> dict:
 
 def assert_java_metadata_agrees(check: dict, path: str) -> None:
     """The validator's checks, on what Java's metadata reader returned (see the module doc)."""
-    on_storage = storage_listing(path)
+    on_storage = {p: f for p, f in storage_listing(path).items() if f}  # a rolled-back partition's folder stays
     assert check["partitions"] == sorted(on_storage)
     assert check["files"] == on_storage
     assert sum(len(files) for files in check["file_stats"].values()) == sum(len(f) for f in on_storage.values())
@@ -244,3 +245,42 @@ def test_a_table_without_partitions(tmp_path, java_hudi):
         assert sorted(s["column"] for s in stats) == sorted(INDEXED)
         for st in stats:
             assert {k: col_stats[(name, st["column"])][k] for k in STAT_FIELDS} == {k: st[k] for k in STAT_FIELDS}
+
+
+@pytest.mark.slow
+def test_a_writer_killed_after_its_stats_are_written_is_rolled_back_with_them(tmp_path, java_hudi):
+    """Our writer SIGKILLed after the metadata table's deltacommit (files and stats records)
+    completed, before its data instant: Java's reads are exact at the kill (its filtered read
+    too); our next clean rolls the dead instant back, the metadata table's deltacommit with it
+    in every partition (no column_stats record of the dead files remains), and Java's checks
+    pass; Java's next write adds one deltacommit."""
+    from tests.interop.test_java_metadata_every_action import mdt_instants
+    from tests.reliability.conftest import age_lock_file, lock_options
+
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(4)]
+    java_hudi.run(Write(path, batch(first), operation="insert", **KEYS))
+    model = model_of(first)
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true"}
+    dying = run_writer(path, opts, [{"id": 9, "p": "c", "ts": 9, "v": "dead"}],
+                       crash_at="mdt_files_after_deltacommit", writer_id="dies")
+    assert dying.killed, dying.stderr[-3000:]
+    dead = dying.crash["instant"]
+    assert dead in mdt_instants(path) and any(f"_{dead}.log." in n for n in os.listdir(
+        os.path.join(path, ".hoodie", "metadata", "column_stats")))
+    snap, hit = java_hudi.run(Read(path), Read(path, options=SKIPPING, where="v = 'dead' or v = 'java1'"))
+    assert rows_by_key(snap.rows, columns=COLS) == model
+    assert rows_by_key(hit.rows, columns=COLS) == {1: model[1]}
+
+    age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+    run_clean(Table.open(path), opts)  # LAZY: rolls the dead writer back
+    assert dead not in mdt_instants(path) and Table.open(path).timeline().get(dead) is None
+    more = [(3, "a", 4, "java-three")]
+    before = set(mdt_instants(path))
+    written, read, check = java_hudi.run(Write(path, batch(more), **KEYS), Read(path), MetadataCheck(path, INDEXED))
+    model.update(model_of(more))
+    assert rows_by_key(read.rows, columns=COLS) == model
+    assert [mdt_instants(path)[t][-1].rsplit(".", 1)[-1] for t in set(mdt_instants(path)) - before] == ["deltacommit"]
+    found = check.metadata_check()
+    assert not [s for s in found["column_stats"] if dead in s["name"]]
+    assert_java_metadata_agrees(found, path)
