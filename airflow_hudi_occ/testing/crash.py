@@ -41,9 +41,9 @@ has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant 
                           the .hoodie/metadata folder still there
     mdt_mid_delete        part of the .hoodie/metadata folder deleted
 
-Inside the metadata table's deltacommit that a copy-on-write commit writes with
-``hoodie.occ.metadata.files.maintain=true`` (core/table/metadata_commit.py), in commit(), table
-lock HELD, the data instant inflight::
+Inside the metadata table's deltacommit that a write (a copy-on-write commit, a merge-on-read
+deltacommit) writes with ``hoodie.occ.metadata.files.maintain=true``
+(core/table/metadata_commit.py), in commit(), table lock HELD, the data instant inflight::
 
     mdt_files_after_log          the metadata table's log file written, its deltacommit pending
     mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
