@@ -104,37 +104,48 @@ def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
     assert listed == {p: f for p, f in expected.items() if f}
 
 
-@pytest.mark.parametrize("point", [
-    "mdt_rollback_before_complete",
-    pytest.param("mdt_rollback_after_complete", marks=pytest.mark.slow),
-    pytest.param("mdt_clean_after_deltacommit", marks=pytest.mark.slow)])
-def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, point):
+@pytest.mark.parametrize("table_type,point", [
+    ("COPY_ON_WRITE", "mdt_rollback_before_complete"),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_clean_after_deltacommit", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, table_type, point):
     """``hoodie.occ.metadata.files.maintain=true`` on a Java table with a files-only metadata
     table. Rollback: a writer dies after its metadata-table deltacommit (before its own
     completion); the process rolling it back is killed inside the metadata table's rollback
     of that deltacommit, or after it, before the data rollback completes. Clean: a clean is
-    killed after its metadata-table deltacommit, before it completes. At the kill and after
+    killed after its metadata-table deltacommit, before it completes. Copy-on-write in the
+    default run; merge-on-read (the dying write appends a log file) slow. At the kill and after
     the next clean of ours (which finishes the interrupted rollback or clean), Java's snapshot
     read through the metadata table and hudi-rs's are exact: 0 exposed, 0 lost; then the
     listing equals the storage, nothing is pending on either timeline, and Java's next writer
     adds one deltacommit to the metadata table."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from airflow_hudi_occ.core.services.clean import run_clean
+    from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction
     from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
     from airflow_hudi_occ.testing.java_hudi import Read, Write
     from airflow_hudi_occ.testing.tables import rows_by_key
-    from tests.interop.rows import RETAIN_1, apply, batch
+    from tests.interop.rows import ONE_VERSION, RETAIN_1, apply, batch
     from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
     from tests.interop.test_java_metadata_table import COLS, FILES_ONLY, KEYS, model_of
 
     path = str(tmp_path / "t")
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(4)]
-    java_hudi.run(Write(path, batch(first), operation="insert", table_version=9, options=FILES_ONLY, **KEYS))
+    java_hudi.run(Write(path, batch(first), operation="insert", table_type=table_type, table_version=9,
+                        options=FILES_ONLY, **KEYS))
     model = model_of(first)
-    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true", **RETAIN_1}
-    for ts in (2, 3):  # old versions for a clean
+    mor = table_type == "MERGE_ON_READ"
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            **(ONE_VERSION if mor else RETAIN_1)}
+    for ts in (2, 3):  # old versions for a clean (merge-on-read: log files, then a compaction)
         rows = [(1, "a", ts, f"ours{ts}")]
-        ArrowTableWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows))
+        (MergeOnReadWriter if mor else ArrowTableWriter)(Table.open(path), WriteConfig.from_options(opts)).write(
+            batch(rows))
         apply(model, rows, "upsert")
+    if mor:
+        execute_compaction(Table.open(path), opts, schedule_compaction(Table.open(path), opts, force=True))
 
     def exact(step: str) -> None:
         [read] = java_hudi.run(Read(path))
