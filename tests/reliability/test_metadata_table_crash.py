@@ -104,13 +104,18 @@ def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
     assert listed == {p: f for p, f in expected.items() if f}
 
 
-@pytest.mark.parametrize("table_type,point", [
-    ("COPY_ON_WRITE", "mdt_rollback_before_complete"),
-    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", marks=pytest.mark.slow),
-    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", marks=pytest.mark.slow),
-    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", marks=pytest.mark.slow),
-    pytest.param("MERGE_ON_READ", "mdt_clean_after_deltacommit", marks=pytest.mark.slow)])
-def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, table_type, point):
+@pytest.mark.parametrize("table_type,point,finisher", [
+    ("COPY_ON_WRITE", "mdt_rollback_before_complete", "ours"),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", "ours", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", "ours", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", "ours", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_clean_after_deltacommit", "ours", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_before_complete", "java", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", "java", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", "java", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", "java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, table_type, point,
+                                                                 finisher):
     """``hoodie.occ.metadata.files.maintain=true`` on a Java table with a files-only metadata
     table. Rollback: a writer dies after its metadata-table deltacommit (before its own
     completion); the process rolling it back is killed inside the metadata table's rollback
@@ -120,7 +125,9 @@ def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_
     the next clean of ours (which finishes the interrupted rollback or clean), Java's snapshot
     read through the metadata table and hudi-rs's are exact: 0 exposed, 0 lost; then the
     listing equals the storage, nothing is pending on either timeline, and Java's next writer
-    adds one deltacommit to the metadata table."""
+    adds one deltacommit to the metadata table. ``finisher="java"`` (slow): a Java writer comes
+    first after the kill and finishes the interrupted rollback or clean itself (the data
+    table's and the metadata table's), and its read is exact."""
     from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from airflow_hudi_occ.core.services.clean import run_clean
     from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction
@@ -166,6 +173,11 @@ def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_
     exact(f"after the kill at {point}")
 
     age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+    if finisher == "java":
+        java_rows = [(5, "b", 7, "java-five")]
+        _, read = java_hudi.run(Write(path, batch(java_rows), options=FILES_ONLY, **KEYS), Read(path))
+        apply(model, java_rows, "upsert")
+        assert rows_by_key(read.rows, columns=COLS) == model
     run_clean(Table.open(path), opts)  # LAZY: finishes the interrupted rollback; or the clean
     exact("after the next clean")
     listing = read_metadata_listing(Table.open(path))
