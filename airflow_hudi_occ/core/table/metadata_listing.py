@@ -4,8 +4,8 @@ Java Hudi and hudi-rs take a table's file listing from the metadata table when
 ``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``. Where this
 project writes that listing (:mod:`.metadata_commit`, issue 32 item 1) it has to read it the way
 they do: to check that a listing agrees with the storage (the invariant every deltacommit of
-ours keeps, and the check after each crash point), and later to list files through it on
-object stores (item 5). Nothing here writes.
+ours keeps, and the check after each crash point), and to list a table's files through it,
+for every reader (:mod:`.file_listing`, item 5). Nothing here writes.
 
 What Hudi 1.x (table versions 8 and 9) keeps there: ``.hoodie/metadata`` is a merge-on-read
 table of its own, with its own timeline. Its ``files`` partition is one file group,
