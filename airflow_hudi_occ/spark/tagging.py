@@ -38,6 +38,7 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
 from airflow_hudi_occ.spark import object_store
+from airflow_hudi_occ.spark.compat import to_arrow
 from airflow_hudi_occ.spark.session import task_ids_as_run
 
 KEY = "_hoodie_record_key"
@@ -383,7 +384,7 @@ def _probe_held(keyed: DataFrame, slices: list[FileSlice], storage: Storage) -> 
         return None
     if total > PROBE_MAX_BYTES:
         return None
-    first = keyed.limit(PROBE_ROWS).toArrow()
+    first = to_arrow(keyed.limit(PROBE_ROWS))
     if first.num_rows == 0:
         return None
     for s in slices:
