@@ -37,7 +37,8 @@ Figures (ratio = ours / baseline; target <= 1.0 against Java Hudi, "at or below"
   wrote before stopping are in the details (Hudi rolls them back lazily).
 - ``same_spark.virtual_keys.bulk_insert.vs_df_write_parquet`` (issue 31 item 3, target 1.2):
   the bulk_insert into a table with ``hoodie.populate.meta.fields=false`` against
-  ``df.write.partitionBy("p").parquet`` of the same rows.
+  ``df.write.partitionBy("p").parquet`` of the same rows; ``...virtual_keys.bulk_insert.vs_delta``
+  against Delta's write of them, the like-for-like comparison with Delta (target <= 1.0).
 
 Each writer's timeline stages (``planning`` ... ``committing``, the engine's progress lines)
 are timed in every round of ours, so the JSON carries where our time went (``profile``).
@@ -347,31 +348,39 @@ def bench_commits(spark, work: str, commits: int, log) -> list[dict]:
 
 
 def bench_virtual(spark, work: str, n: int, reps: int, log) -> list[dict]:
+    """Virtual keys: no meta columns to write, so the work is the same as Delta's write and
+    ``df.write.parquet``'s: the like-for-like comparison with Delta (bulk_insert with meta
+    columns writes five more columns than Delta does)."""
     from bench.spark_write import source_df
     df = source_df(spark, n)
-    ours, plain, profile = [], [], []
+    runs = {"ours": [], "delta": [], "parquet": []}
+    profile = []
     virtual = {"hoodie.populate.meta.fields": "false"}
     for rep in range(reps + 1):
         log(f"virtual keys: bulk_insert of {n} rows, round {rep}")
-        o, p = os.path.join(work, f"vk-ours-{rep}"), os.path.join(work, f"vk-parquet-{rep}")
+        d = {k: os.path.join(work, f"vk-{k}-{rep}") for k in runs}
         spent = {}
-        t_o = timed(lambda: spent.update(ours_write(spark, o, df, "bulk_insert", virtual)))
-        t_p = timed(lambda: df.write.partitionBy("p").parquet(p))
+        t = {"ours": timed(lambda: spent.update(ours_write(spark, d["ours"], df, "bulk_insert", virtual))),
+             "delta": timed(lambda: df.write.format("delta").partitionBy("p").save(d["delta"])),
+             "parquet": timed(lambda: df.write.partitionBy("p").parquet(d["parquet"]))}
         if rep:
-            ours.append(t_o)
-            plain.append(t_p)
+            for k, v in t.items():
+                runs[k].append(v)
             profile.append(spent)
         if rep == reps:
-            checks = check_hudi(spark, o, n)
+            checks = {"ours": check_hudi(spark, d["ours"], n), "delta": check_delta(spark, d["delta"], n)}
             from airflow_hudi_occ.core import Table
-            if Table.open(o).config.populates_meta_fields:
-                raise RuntimeError(f"{o} was not written with virtual keys")
-        for d in (o, p):
-            shutil.rmtree(d, ignore_errors=True)
+            if Table.open(d["ours"]).config.populates_meta_fields:
+                raise RuntimeError(f"{d['ours']} was not written with virtual keys")
+        for p in d.values():
+            shutil.rmtree(p, ignore_errors=True)
+    what = f"bulk_insert of {n} rows into a table with hoodie.populate.meta.fields=false"
     return [figure("same_spark.virtual_keys.bulk_insert.vs_df_write_parquet",
-                   f"bulk_insert of {n} rows into a table with hoodie.populate.meta.fields=false vs "
-                   "df.write.partitionBy('p').parquet of the same rows", ours, plain, "df.write.parquet",
-                   1.2, rows=n, reads=checks, profile_ours_s=profile)]
+                   f"{what} vs df.write.partitionBy('p').parquet of the same rows", runs["ours"],
+                   runs["parquet"], "df.write.parquet", 1.2, rows=n, reads=checks, profile_ours_s=profile),
+            figure("same_spark.virtual_keys.bulk_insert.vs_delta", f"{what} vs df.write.format('delta') "
+                   "of the same rows (the same work: no meta columns)", runs["ours"], runs["delta"],
+                   "Delta write", 1.0, rows=n, reads=checks)]
 
 
 def _rival_at_its_commit(path: str, parts: int):
