@@ -394,7 +394,10 @@ def _rival_at_its_commit(path: str, parts: int):
     mp = multiprocessing.get_context("spawn")
     barrier, results = mp.Barrier(2), mp.Queue()
     rows = [{"id": p, "p": f"p{p}", "ts": 100, "v": "rival", "amount": 0.0} for p in range(parts)]
-    proc = mp.Process(target=commit_after_barrier, args=(path, OURS, rows, barrier, results, "rival"))
+    # the rival waits up to 15 min at its barrier: Java's doomed write reaches its first check
+    # only after tagging, minutes at 2 M rows on a busy machine (a rival gone by then would
+    # make the write no conflict at all)
+    proc = mp.Process(target=commit_after_barrier, args=(path, OURS, rows, barrier, results, "rival", 900))
     proc.start()
     deadline = time.time() + 300
     while barrier.n_waiting < 1:
@@ -438,7 +441,8 @@ def _doomed_once(spark, seed: str, path: str, up, parts: int, who: str) -> dict:
     finally:
         rival = _release(proc, barrier, results) if proc.is_alive() else None
     if err is None:
-        raise RuntimeError(f"{who}'s write committed beside a rival holding every file group: not a conflict")
+        raise RuntimeError(f"{who}'s write committed beside a rival holding every file group (rival: "
+                           f"{rival}): not a conflict")
     # data files the doomed writer left (Hudi rolls them back lazily): all but the seed's and
     # the rival's one new version of each file group
     return {"seconds": round(seconds, 3), "error": type(err).__name__,
