@@ -423,11 +423,13 @@ METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
         "(Java with false keeps writing it, which this writer cannot)")
 METADATA_MAINTAIN_FILES = ConfigProperty(
     "hoodie.occ.metadata.files.maintain", False, parse_bool,
-    doc="this project's key, until it maintains the whole metadata table: true lets the core "
-        "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
-        "table that holds only the files partition up to date, writing its deltacommit at the "
-        "same instant, as Java does (core/table/metadata_commit.py); every other action still "
-        "refuses such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
+    doc="this project's key, until it maintains the whole metadata table: true lets every "
+        "action of ours (commits and deltacommits of the core writers and the Spark engine, "
+        "insert_overwrite, clustering, compaction, clean, rollback) keep a metadata table that "
+        "holds only the files partition up to date, writing its deltacommit at the same instant "
+        "as Java does (a rollback rolls back the metadata table's deltacommit of the instant; "
+        "core/table/metadata_commit.py); the data table's archival still refuses such a table. "
+        "false (default): refused, or removed with hoodie.metadata.enable=false")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
