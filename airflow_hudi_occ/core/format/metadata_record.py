@@ -150,16 +150,18 @@ def merge_records(older: Mapping[str, Any] | None, newer: Mapping[str, Any]) -> 
 
 
 def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
-                    create_time_ms: int | None = None) -> bytes:
+                    create_time_ms: int | None = None, stamp_file_name: bool = True) -> bytes:
     """A metadata-table base HFile of ``records`` (by key), as Java's ``HoodieAvroHFileWriter``
     writes one at a compaction: each record's ``_hoodie_file_name`` is the file's own name (the
-    only meta field Java fills in there), keys sorted, the ``DYNAMIC_V0`` bloom filter of the
+    only meta field Java fills in there; its initialisation's bulk insert leaves it null:
+    ``stamp_file_name=False``), keys sorted, the ``DYNAMIC_V0`` bloom filter of the
     keys as the ``bloomFilter`` meta block, and the schema, the bloom filter's type and the
     first and last key in the file info; 1 MB GZ data blocks."""
     keys = sorted(records)
     if not keys:
         raise ValueError("a metadata-table base file needs at least one record")
-    entries = {k: encode_record({**records[k], "_hoodie_file_name": file_name}) for k in keys}
+    entries = {k: encode_record({**records[k], "_hoodie_file_name": file_name if stamp_file_name else None})
+               for k in keys}
     info = {"schema": schema_json().encode(), "bloomFilterTypeCode": BLOOM_TYPE_CODE.encode(),
             "minRecordKey": keys[0].encode(), "maxRecordKey": keys[-1].encode()}
     return write_hfile(entries, meta={"bloomFilter": bloom_filter_of(keys).serialize()}, file_info=info,
