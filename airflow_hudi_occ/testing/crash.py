@@ -48,6 +48,13 @@ lock HELD, the data instant inflight::
     mdt_files_after_log          the metadata table's log file written, its deltacommit pending
     mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
 
+Inside the metadata table's compaction our writer runs after such a commit (core/table/
+metadata_compaction.py, core/commit/metadata_services.py), table lock HELD, the data instant
+completed::
+
+    mdt_compaction_after_base    the compaction's new base HFile written, its plan requested and
+                                 inflight, the completed compaction instant not yet written
+
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
 test knows which instant died.
@@ -83,6 +90,8 @@ RECOVERY_POINTS = ("after_staged",)
 METADATA_TABLE_POINTS = ("mdt_after_backup", "mdt_after_properties", "mdt_mid_delete")
 #: points inside the metadata table's deltacommit of a commit (they need a files-only one)
 METADATA_COMMIT_POINTS = ("mdt_files_after_log", "mdt_files_after_deltacommit")
+#: points inside the metadata table's compaction (they need a files-only one and the trigger)
+METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base",)
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -112,7 +121,7 @@ def install(point: str | None = None) -> str | None:
     if not point:
         return None
     known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
-                                + METADATA_COMMIT_POINTS))
+                                + METADATA_COMMIT_POINTS + METADATA_COMPACTION_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -272,6 +281,17 @@ def install(point: str | None = None) -> str | None:
             maybe_crash(point, instant=instant_time)
             return out
         transaction.write_files_deltacommit = write_files_deltacommit
+
+    elif point == "mdt_compaction_after_base":
+        from airflow_hudi_occ.core.format.instant import Action
+        from airflow_hudi_occ.core.table import metadata_compaction
+        orig_complete_mdt = metadata_compaction.complete
+
+        def complete_compaction(table, inst, completion_time, data, **kw):
+            if inst.action is Action.COMPACTION:
+                maybe_crash(point, compaction=inst.requested_time)  # "instant": the data instant
+            return orig_complete_mdt(table, inst, completion_time, data, **kw)
+        metadata_compaction.complete = complete_compaction
 
     elif point == "mdt_mid_delete":
         orig_delete_dir = storage.Storage.delete_dir

@@ -8,6 +8,8 @@ as committed; the next writer finishes the removal and commits; nothing is left 
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +20,8 @@ from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import METADATA_COMMIT_POINTS, METADATA_TABLE_POINTS, run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, java_fixture
+
+from tests.interop.conftest import java_hudi  # noqa: F401 - the Java variant's fixture
 
 from .conftest import age_lock_file, lock_options
 
@@ -99,3 +103,66 @@ def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
                 for p, files in storage_listing(path).items()}
     assert any(n.endswith(f"_{dead}.parquet") for files in storage_listing(path).values() for n in files)
     assert listed == {p: f for p, f in expected.items() if f}
+
+
+@pytest.mark.parametrize("next_writer", ["ours", pytest.param("java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writer):
+    """A writer killed mid-compaction of the metadata table (its new base file written, the
+    plan requested and inflight, the compaction not completed), after its data instant
+    completed: the commit is read (0 lost), the half-done compaction is not (0 exposed: readers
+    keep the previous slice); the next writer re-runs the pending compaction from its plan (as
+    Java's ``runAnyPendingCompactions`` does, its base file rewritten) and commits. With
+    ``java`` the reads are Java's, through the metadata table, and Java's writer is the next."""
+    from airflow_hudi_occ.core.format.instant import Action
+    from airflow_hudi_occ.core.table.metadata_compaction import (deltacommits_since_compaction,
+                                                                 latest_compaction_time, open_metadata_table)
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
+    from tests.core.table.test_metadata_listing import storage_listing
+    [point] = METADATA_COMPACTION_POINTS
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    before = hudi_read(str(path))
+    ids = sorted(before.column("txn_id").to_pylist())
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    mdt = open_metadata_table(Table.open(str(path)))
+    trigger = deltacommits_since_compaction(mdt.timeline()) + 1  # the child's deltacommit reaches it
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            "hoodie.metadata.compact.max.delta.commits": str(trigger)}
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point, writer_id="mdt-compaction")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    compaction = child.crash["compaction"]
+
+    table = Table.open(str(path))
+    assert not table.timeline().pending()  # the data instant completed before the compaction
+    timeline = open_metadata_table(table).timeline()
+    assert [i.requested_time for i in timeline.pending_compactions()] == [compaction]
+    assert latest_compaction_time(timeline) is None
+    base = [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith(f"_{compaction}.hfile")]
+    assert len(base) == 1  # written, not yet completed
+    committed = sorted(ids + ["DEAD"])
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
+    assert read_metadata_listing(table).files == storage_listing(path)
+
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    if next_writer == "ours":
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    else:
+        from airflow_hudi_occ.testing.java_hudi import Read, Write
+        java = request.getfixturevalue("java_hudi")
+        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts", table_name="v9_txns_cow_simple_overwrite")
+        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
+            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
+            "hoodie.metadata.record.index.enable": "false"}, **keys))
+        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert not timeline.pending_compactions()
+    done = timeline.get(compaction)
+    assert done is not None and done.is_completed and done.action is Action.COMMIT
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
+    assert read_metadata_listing(table).files == storage_listing(path)
+    assert not table.timeline().pending()
