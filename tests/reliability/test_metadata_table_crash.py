@@ -1,4 +1,5 @@
-"""Kill points inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false``).
+"""Kill points inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false``),
+and inside the steps of ours that keep it (``hoodie.occ.metadata.files.maintain=true``).
 
 A writer SIGKILLed at each step (backup written; properties replaced; folder half deleted) must
 leave a table that hudi-rs, which lists files through an enabled metadata table, reads exactly
@@ -20,8 +21,6 @@ from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.crash import METADATA_COMMIT_POINTS, METADATA_TABLE_POINTS, run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, java_fixture
-
-from tests.interop.conftest import java_hudi  # noqa: F401 - the Java variant's fixture
 
 from .conftest import age_lock_file, lock_options
 
@@ -166,3 +165,72 @@ def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writ
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
     assert read_metadata_listing(table).files == storage_listing(path)
     assert not table.timeline().pending()
+
+
+@pytest.mark.parametrize("point", [
+    "mdt_rollback_before_complete",
+    pytest.param("mdt_rollback_after_complete", marks=pytest.mark.slow),
+    pytest.param("mdt_clean_after_deltacommit", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, point):
+    """``hoodie.occ.metadata.files.maintain=true`` on a Java table with a files-only metadata
+    table. Rollback: a writer dies after its metadata-table deltacommit (before its own
+    completion); the process rolling it back is killed inside the metadata table's rollback
+    of that deltacommit, or after it, before the data rollback completes. Clean: a clean is
+    killed after its metadata-table deltacommit, before it completes. At the kill and after
+    the next clean of ours (which finishes the interrupted rollback or clean), Java's snapshot
+    read through the metadata table and hudi-rs's are exact: 0 exposed, 0 lost; then the
+    listing equals the storage, nothing is pending on either timeline, and Java's next writer
+    adds one deltacommit to the metadata table."""
+    from airflow_hudi_occ.core.services.clean import run_clean
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.java_hudi import Read, Write
+    from airflow_hudi_occ.testing.tables import rows_by_key
+    from tests.interop.rows import RETAIN_1, apply, batch
+    from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
+    from tests.interop.test_java_metadata_table import COLS, FILES_ONLY, KEYS, model_of
+
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(4)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=9, options=FILES_ONLY, **KEYS))
+    model = model_of(first)
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true", **RETAIN_1}
+    for ts in (2, 3):  # old versions for a clean
+        rows = [(1, "a", ts, f"ours{ts}")]
+        ArrowTableWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows))
+        apply(model, rows, "upsert")
+
+    def exact(step: str) -> None:
+        [read] = java_hudi.run(Read(path))
+        assert rows_by_key(read.rows, columns=COLS) == model, step
+        assert rows_by_key(hudi_read(path), columns=COLS) == model, step
+
+    if point.startswith("mdt_rollback"):
+        dying = run_writer(path, opts, [{"id": 0, "p": "b", "ts": 9, "v": "dead"}],
+                           crash_at="mdt_files_after_deltacommit", writer_id="dies")
+        assert dying.killed, dying.stderr[-3000:]
+        dead = dying.crash["instant"]
+        age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+        child = run_writer(path, opts, [], action="rollback", instant=dead, crash_at=point, writer_id=point)
+    else:
+        child = run_writer(path, opts, [], action="clean", crash_at=point, writer_id=point)
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    assert child.crash["point"] == point
+    exact(f"after the kill at {point}")
+
+    age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+    run_clean(Table.open(path), opts)  # LAZY: finishes the interrupted rollback; or the clean
+    exact("after the next clean")
+    listing = read_metadata_listing(Table.open(path))
+    assert {p: f for p, f in listing.files.items() if f} == {p: f for p, f in data_files(path).items() if f}
+    assert not Table.open(path).timeline().pending()
+    assert not Table.open(os.path.join(path, ".hoodie", "metadata")).timeline().pending()
+    if point.startswith("mdt_rollback"):
+        assert dead not in mdt_instants(path) and Table.open(path).timeline().get(dead) is None
+
+    before = mdt_instants(path)
+    more = [(3, "a", 4, "java-three")]
+    written, read = java_hudi.run(Write(path, batch(more), options=FILES_ONLY, **KEYS), Read(path))
+    apply(model, more, "upsert")
+    assert rows_by_key(read.rows, columns=COLS) == model
+    assert mdt_instants(path)[written.instant][-1].endswith(".deltacommit")
+    assert not any(t.startswith("0000000000000000") for t in set(mdt_instants(path)) - set(before))

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 import fastavro
 
 from airflow_hudi_occ.core.format.bloom_filter import TYPE_CODE as BLOOM_TYPE_CODE, bloom_filter_of
+from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.hfile import write_hfile
 from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogBlock
 
@@ -74,6 +75,20 @@ def files_record(added: Mapping[str, int] | None = None, deleted: Iterable[str] 
     entries = {name: (int(size), False) for name, size in (added or {}).items()}
     entries.update({name: (0, True) for name in deleted})
     return _record(TYPE_FILE_LIST, entries)
+
+
+def files_records(change: FilesChange) -> dict[str, dict[str, Any]]:
+    """The ``files`` partition's records of one action (by HFile key): the partition list when
+    the change adds or deletes partitions, and one record per partition it touched, its added
+    files with their sizes and its deleted files (see :mod:`.files_change`)."""
+    records: dict[str, dict[str, Any]] = {}
+    if change.partitions_added or change.partitions_deleted:
+        records[ALL_PARTITIONS_KEY] = partition_list_record(added=change.partitions_added,
+                                                            deleted=change.partitions_deleted)
+    for partition in change.partitions:
+        records[partition_key(partition)] = files_record(added=change.added.get(partition),
+                                                         deleted=change.deleted.get(partition, ()))
+    return records
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
@@ -168,6 +183,7 @@ def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
                        block_size=BASE_FILE_BLOCK_SIZE, create_time_ms=create_time_ms)
 
 
-__all__ = ["merge_records", "MERGERS", "base_file_hfile", "BASE_FILE_BLOCK_SIZE", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY", "TYPE_PARTITION_LIST", "TYPE_FILE_LIST", "schema_json",
-           "partition_key", "partition_list_record", "files_record", "encode_record", "decode_record",
+__all__ = ["merge_records", "MERGERS", "base_file_hfile", "BASE_FILE_BLOCK_SIZE", "ALL_PARTITIONS_KEY",
+           "NON_PARTITIONED_KEY", "TYPE_PARTITION_LIST", "TYPE_FILE_LIST", "schema_json",
+           "partition_key", "partition_list_record", "files_record", "files_records", "encode_record", "decode_record",
            "hfile_data_block"]
