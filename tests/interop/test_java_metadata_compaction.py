@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.hfile import read_hfile
@@ -81,5 +83,39 @@ def test_java_reads_through_the_metadata_table_our_commits_compact(tmp_path, jav
     added = sorted(n for n in set(os.listdir(timeline)) - names_before if not n.startswith("."))
     assert sorted(n.rsplit(".", 1)[-1] for n in added) == ["deltacommit", "inflight", "requested"], added
     assert metadata_partitions(path) == ["files"]
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
+    assert rows_by_key(hudi_read(path), columns=COLS) == model
+
+
+@pytest.mark.slow
+def test_java_reads_after_our_clean_and_archival_of_the_metadata_table(tmp_path, java_hudi):
+    """40 commits of ours at Hudi's keep and clean defaults (``max.delta.commits=3``): the
+    metadata table is compacted, cleaned (old slices deleted) and archived (its history written
+    by us); Java reads exact through it, and Java's next writer works on it (one deltacommit of
+    its own at least, no re-initialisation) and reads exact."""
+    from airflow_hudi_occ.core.format.instant import Action
+    path = str(tmp_path / "t")
+    first = [(i, "abc"[i % 3], 1, f"java{i}") for i in range(6)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=9, options=FILES_ONLY, **KEYS))
+    model = model_of(first)
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.occ.metadata.files.maintain": "true",
+            "hoodie.metadata.compact.max.delta.commits": "3"}
+    for n in range(40):
+        rows = [(n % 6, "abc"[n % 3], 2 + n, f"ours{n}"), (100 + n, "abcd"[n % 4], 2, f"new{n}")]
+        ArrowTableWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows), "upsert")
+        model.update(model_of(rows))
+    mdt = open_metadata_table(Table.open(path))
+    timeline = mdt.timeline()
+    assert [i for i in timeline if i.action is Action.CLEAN and i.is_completed], "never cleaned"
+    assert os.path.isdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline", "history"))
+    assert not any(i.requested_time.startswith("0000000000000000") for i in timeline)  # archived
+    assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
+    more = [(3, "a", 90, "java-three")]
+    through_mdt, _, again = java_hudi.run(Read(path), Write(path, batch(more), options=FILES_ONLY, **KEYS), Read(path))
+    assert rows_by_key(through_mdt.rows, columns=COLS) == model
+    model.update(model_of(more))
+    assert rows_by_key(again.rows, columns=COLS) == model
+    assert not any(n.startswith("0000000000000000") and "deltacommit" in n
+                   for n in os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")))
     assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
     assert rows_by_key(hudi_read(path), columns=COLS) == model

@@ -78,12 +78,15 @@ def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
         if lf is None or lf.file_id not in groups:
             continue
         slices = groups[lf.file_id]
-        done = completed.get(lf.instant_time)
-        # a log of a pending (or unknown) deltacommit stays with the newest slice
+        is_pending = lf.instant_time in pending
+        # an active deltacommit's log goes by its completion time; one whose instant is gone
+        # from the active timeline (archived) by its instant, which is old; a pending one
+        # stays with the newest slice and keeps it
+        done = None if is_pending else completed.get(lf.instant_time, lf.instant_time)
         before = [b for b in slices if done is not None and b < done]
         target = slices[max(before)] if before else slices[max(slices)]
         target.files.append(name)
-        target.pending = target.pending or done is None
+        target.pending = target.pending or is_pending
     return {fid: [s for _, s in sorted(sl.items(), reverse=True)] for fid, sl in groups.items()}
 
 
