@@ -18,9 +18,12 @@ has completed (:mod:`~airflow_hudi_occ.core.commit.metadata_services` orders the
   of the base file, it may yet be rolled back); otherwise a new instant time. Skipped when a
   completed compaction already has that time;
 - **plan** (``HoodieCompactionPlan``, ``UnBoundedCompactionStrategy``): every file group of every
-  metadata partition whose latest slice has log files of deltacommits completed before the
-  compaction's instant (Hudi 1.x slices logs by completion time), with Java's metrics;
-  ``<c>.compaction.requested``, then an empty ``.compaction.inflight``;
+  completed metadata partition whose latest slice has log files of deltacommits completed
+  before the compaction's instant (Hudi 1.x slices logs by completion time), with Java's
+  metrics; ``<c>.compaction.requested``, then an empty ``.compaction.inflight``. Unlike Java, a
+  partition whose records have no merge rule here yet (column and partition stats, until the
+  module that maintains them registers theirs) is left out: its logs wait for Java's writer's
+  compaction rather than be merged wrongly;
 - **execute**: per file group, the base file's records, then the log blocks of completed
   deltacommits in completion order, merged by key as ``HoodieMetadataPayload`` merges them
   (:func:`~airflow_hudi_occ.core.format.metadata_record.merge_records`: the log records among
@@ -52,7 +55,7 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import format_ms, parse_ms
 from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogFileName, LogFormatError, decode_blocks
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
-from airflow_hudi_occ.core.format.metadata_record import base_file_hfile, decode_record, merge_records, schema_json
+from airflow_hudi_occ.core.format.metadata_record import MERGERS, base_file_hfile, decode_record, merge_records, schema_json
 from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, metadata_table_state
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
@@ -90,13 +93,13 @@ class MetadataFileSlice:
     logs: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
-def latest_file_slices(mdt, completed: dict[str, str]) -> list[MetadataFileSlice]:
-    """Every file group's latest slice on ``mdt`` given its completed instants
-    (``requested -> completion``): the latest base file whose instant completed, and the log
-    files of completed deltacommits that completed after that instant (Hudi 1.x places a log
-    in the slice whose base instant precedes the log's completion)."""
+def latest_file_slices(mdt, completed: dict[str, str], partitions=None) -> list[MetadataFileSlice]:
+    """Every file group's latest slice on ``mdt`` (in ``partitions``; None: all) given its
+    completed instants (``requested -> completion``): the latest base file whose instant
+    completed, and the log files of completed deltacommits that completed after that instant
+    (Hudi 1.x places a log in the slice whose base instant precedes the log's completion)."""
     out = []
-    for partition in metadata_partitions(mdt):
+    for partition in (metadata_partitions(mdt) if partitions is None else sorted(partitions)):
         groups: dict[str, MetadataFileSlice] = {}
         names = mdt.storage.list_names(mdt.storage.path(partition))
         for name in names:
@@ -142,16 +145,33 @@ def compaction_instant_time(data_timeline, mdt_timeline, new_time: Callable[[], 
     return new_time()
 
 
+#: the record types of each metadata partition (Hudi's ``MetadataPartitionType``; the names
+#: ending in ``_`` are prefixes): a compaction of ours takes a partition only when every one of
+#: its types has a merge rule (``metadata_record.MERGERS``). The others keep their logs until
+#: Java's writer compacts the metadata table, or until the module that maintains them
+#: registers their rule.
+PARTITION_RECORD_TYPES = {"files": (1, 2), "column_stats": (3,), "bloom_filters": (4,), "record_index": (5,),
+                          "partition_stats": (6,), "secondary_index_": (7,), "expr_index_": (3,)}
+
+
+def compactable(partition: str) -> bool:
+    """Whether our compaction can merge ``partition``'s records (see PARTITION_RECORD_TYPES)."""
+    for name, kinds in PARTITION_RECORD_TYPES.items():
+        if partition == name or (name.endswith("_") and partition.startswith(name)):
+            return all(k in MERGERS for k in kinds)
+    return False
+
+
 def plan_metadata_compaction(mdt, timeline, instant_time: str, partitions=None) -> CompactionPlan:
     """The plan of a compaction at ``instant_time``: one operation per file group with log
     files of deltacommits completed before it (see the module doc), in ``partitions`` (the
-    data table's completed metadata partitions; None: every folder)."""
+    data table's completed metadata partitions; None: every folder) whose records we can
+    merge (:func:`compactable`)."""
     completed = completed_times(timeline)
     storage = mdt.storage
     ops = []
-    for fs in latest_file_slices(mdt, completed):
-        if partitions is not None and fs.partition not in partitions:
-            continue  # a partition being built (or left behind) is not Java's to compact either
+    wanted = [p for p in (metadata_partitions(mdt) if partitions is None else partitions) if compactable(p)]
+    for fs in latest_file_slices(mdt, completed, wanted):
         logs = [entry for entry in fs.logs if entry[0] < instant_time]
         if not logs:
             continue
@@ -307,4 +327,4 @@ __all__ = ["open_metadata_table", "metadata_partitions", "MetadataFileSlice", "l
            "deltacommits_since_compaction", "compaction_instant_time", "plan_metadata_compaction",
            "execute_operation", "run_compaction", "finish_pending_compactions", "compact_if_needed",
            "latest_compaction_time", "DEFAULT_MAX_DELTA_COMMITS", "base_file_name", "BASE_FILE_RE",
-           "completed_times"]
+           "completed_times", "compactable", "PARTITION_RECORD_TYPES"]

@@ -104,8 +104,7 @@ def read_metadata_listing(table) -> MetadataListing:
         return listing
     mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
     completed = completed_times(mdt.timeline())
-    slices = [s for s in latest_file_slices(mdt, completed)
-              if s.partition == FILES_PARTITION and s.file_id == FILES_FILE_ID]
+    slices = [s for s in latest_file_slices(mdt, completed, [FILES_PARTITION]) if s.file_id == FILES_FILE_ID]
     if not slices:
         return listing
     fs = slices[0]

@@ -146,3 +146,10 @@ def test_clean_and_archival_of_the_metadata_table_at_javas_defaults(tmp_path, fa
     assert read_metadata_listing(Table.open(str(path))).files == storage_listing(path)
     assert set(hudi_read(str(path)).column("txn_id").to_pylist()) == \
         set(before.column("txn_id").to_pylist()) | {f"N{i}" for i in range(40)}
+
+
+def test_only_partitions_with_merge_rules_are_compacted():
+    from airflow_hudi_occ.core.table.metadata_compaction import compactable
+    assert compactable("files") and compactable("record_index") and compactable("bloom_filters")
+    assert not compactable("column_stats") and not compactable("partition_stats")
+    assert not compactable("secondary_index_by_name") and not compactable("something_new")
