@@ -37,10 +37,12 @@ def our_base_files(path: str) -> list[str]:
     return sorted(n for n in os.listdir(folder) if n.endswith(".hfile") and "_0-0-0_" in n)
 
 
-def test_java_reads_through_the_metadata_table_our_commits_compact(tmp_path, java_hudi):
+@pytest.mark.parametrize("version", [9, pytest.param(8, marks=pytest.mark.slow)])
+def test_java_reads_through_the_metadata_table_our_commits_compact(tmp_path, java_hudi, version):
     path = str(tmp_path / "t")
     first = [(i, "abc"[i % 3], 1, f"java{i}") for i in range(6)]
-    java_hudi.run(Write(path, batch(first), operation="insert", table_version=9, options=FILES_ONLY, **KEYS))
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, options=FILES_ONLY, **KEYS))
+    assert Table.open(path).version == version
     assert metadata_partitions(path) == ["files"]
     model = model_of(first)
     pending = deltacommits_since_compaction(open_metadata_table(Table.open(path)).timeline())
