@@ -452,6 +452,21 @@ AUTO_UPGRADE = ConfigProperty(
 
 
 @dataclass(frozen=True)
+class ReadConfig:
+    """What a reader is told: for now whether it lists files through Hudi's metadata table
+    (``hoodie.metadata.enable``, default true, as Java 1.x readers default to it:
+    ``HoodieMetadataConfig.DEFAULT_METADATA_ENABLE_FOR_READERS``; core/table/file_listing.py).
+    The key is the writers' :data:`METADATA_ENABLE`: a reader given a writer's options reads
+    as that writer would list."""
+
+    metadata_enable: bool = True
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ReadConfig":
+        return cls(metadata_enable=METADATA_ENABLE.get(options or {}))
+
+
+@dataclass(frozen=True)
 class WriteConfig:
     """Everything a writer needs besides the table itself."""
 

@@ -4,8 +4,8 @@ Java Hudi and hudi-rs take a table's file listing from the metadata table when
 ``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``. Where this
 project writes that listing (:mod:`.metadata_commit`, issue 32 item 1) it has to read it the way
 they do: to check that a listing agrees with the storage (the invariant every deltacommit of
-ours keeps, and the check after each crash point), and later to list files through it on
-object stores (item 5). Nothing here writes.
+ours keeps, and the check after each crash point), and to list a table's files through it,
+for every reader (:mod:`.file_listing`, item 5). Nothing here writes.
 
 What Hudi 1.x (table versions 8 and 9) keeps there: ``.hoodie/metadata`` is a merge-on-read
 table of its own, with its own timeline. Its ``files`` partition is one file group,
@@ -32,6 +32,7 @@ Unreadable files raise :class:`~airflow_hudi_occ.core.errors.CorruptMetadataErro
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
@@ -94,9 +95,12 @@ def _records(hf: HFile, schema_json: str | None, where: str) -> list[tuple[str, 
                                    remedy="let Java Hudi rebuild the metadata table") from e
 
 
-def read_metadata_listing(table) -> MetadataListing:
+def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None) -> MetadataListing:
     """The listing in ``table``'s metadata table (see the module doc); an empty listing when
-    the table has no metadata table or no ``files`` partition folder."""
+    the table has no metadata table or no ``files`` partition folder. ``trusted``: whether the
+    log blocks of a (completed) metadata-table instant count, judged on the data table's
+    timeline by the caller (:mod:`.file_listing`: not a data instant still pending or rolled
+    back); the base file, written by the metadata table's own compaction, always counts."""
     storage = table.storage
     folder = storage.path(METADATA_FOLDER, FILES_PARTITION)
     listing = MetadataListing()
@@ -125,6 +129,8 @@ def read_metadata_listing(table) -> MetadataListing:
         for block in blocks:
             block_instant = block.instant_time
             if block.block_type is not BlockType.HFILE_DATA or block_instant not in completed:
+                continue
+            if trusted is not None and not trusted(block_instant):
                 continue
             hf = read_hfile(block.content, path=path)
             for key, record in _records(hf, block.header.get(HeaderKey.SCHEMA), path):
