@@ -10,7 +10,7 @@ import os
 import pytest
 
 from airflow_hudi_occ.core.commit.archival import metadata_table_bound, run_archival
-from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.instant import Action
@@ -77,6 +77,8 @@ def test_compaction_at_the_trigger_folds_the_logs_into_a_base_file_readers_use(t
     listing = read_metadata_listing(Table.open(str(path)))
     assert listing.files == storage_listing(path) and listing.instants[0] == compaction
     assert set(hudi_read(str(path)).column("txn_id").to_pylist()) == ids | {"N0"}
+    # our own readers list through the metadata table too (core/table/file_listing.py)
+    assert set(read_table(Table.open(str(path))).column("txn_id").to_pylist()) == ids | {"N0"}
 
 
 def test_merging_keeps_javas_rules():
