@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.table.metadata_compaction import deltacommits_since_compaction, open_metadata_table
@@ -87,14 +87,16 @@ def test_java_reads_through_the_metadata_table_our_commits_compact(tmp_path, jav
     assert metadata_partitions(path) == ["files"]
     assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
     assert rows_by_key(hudi_read(path), columns=COLS) == model
+    assert rows_by_key(read_table(Table.open(path)), columns=COLS) == model
 
 
 @pytest.mark.slow
 def test_java_reads_after_our_clean_and_archival_of_the_metadata_table(tmp_path, java_hudi):
     """40 commits of ours at Hudi's keep and clean defaults (``max.delta.commits=3``): the
     metadata table is compacted, cleaned (old slices deleted) and archived (its history written
-    by us); Java reads exact through it, and Java's next writer works on it (one deltacommit of
-    its own at least, no re-initialisation) and reads exact."""
+    by us); Java reads exact through it; Java's next writers work on it (no re-initialisation;
+    with a trigger of 1 the second compacts over our base file and logs) and read exact, and so
+    do we and hudi-rs through Java's base file."""
     from airflow_hudi_occ.core.format.instant import Action
     path = str(tmp_path / "t")
     first = [(i, "abc"[i % 3], 1, f"java{i}") for i in range(6)]
@@ -113,11 +115,24 @@ def test_java_reads_after_our_clean_and_archival_of_the_metadata_table(tmp_path,
     assert not any(i.requested_time.startswith("0000000000000000") for i in timeline)  # archived
     assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
     more = [(3, "a", 90, "java-three")]
-    through_mdt, _, again = java_hudi.run(Read(path), Write(path, batch(more), options=FILES_ONLY, **KEYS), Read(path))
+    ours_last = our_base_files(path)[-1]
+    # Java's writer with a trigger of 1 compacts at its start: its compactor reads our
+    # base file and our logs, and writes its own base file over them (its first write adds the
+    # deltacommit that its second one's trigger counts)
+    more2 = [(201, "b", 1, "java-201")]
+    java = {**FILES_ONLY, "hoodie.metadata.compact.max.delta.commits": "1"}
+    through_mdt, _, _, again = java_hudi.run(Read(path), Write(path, batch(more), options=java, **KEYS),
+                                             Write(path, batch(more2), options=java, **KEYS), Read(path))
     assert rows_by_key(through_mdt.rows, columns=COLS) == model
     model.update(model_of(more))
+    model.update(model_of(more2))
     assert rows_by_key(again.rows, columns=COLS) == model
+    folder = os.path.join(path, ".hoodie", "metadata", "files")
+    javas = [n for n in os.listdir(folder) if n.endswith(".hfile") and "_0-0-0_" not in n
+             and n.rsplit("_", 1)[1] > ours_last.rsplit("_", 1)[1]]
+    assert javas, "Java's writer did not compact over our base file"
     assert not any(n.startswith("0000000000000000") and "deltacommit" in n
                    for n in os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")))
     assert read_metadata_listing(Table.open(path)).files == storage_listing(path)
     assert rows_by_key(hudi_read(path), columns=COLS) == model
+    assert rows_by_key(read_table(Table.open(path)), columns=COLS) == model
