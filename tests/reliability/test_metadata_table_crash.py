@@ -118,7 +118,8 @@ def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writ
     from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
     from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
     from tests.core.table.test_metadata_listing import storage_listing
-    [point] = METADATA_COMPACTION_POINTS
+    point = "mdt_compaction_after_base"
+    assert point in METADATA_COMPACTION_POINTS
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
     Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
     before = hudi_read(str(path))
@@ -234,3 +235,66 @@ def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_
     assert rows_by_key(read.rows, columns=COLS) == model
     assert mdt_instants(path)[written.instant][-1].endswith(".deltacommit")
     assert not any(t.startswith("0000000000000000") for t in set(mdt_instants(path)) - set(before))
+
+
+@pytest.mark.parametrize("next_writer", ["ours", pytest.param("java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
+    """A writer killed inside the metadata table's clean (its old slice's files deleted, the
+    clean requested and inflight, not completed; run after the data instant completed, before
+    the metadata table's compaction): the commit is read, nothing the readers use was deleted
+    (the latest slice is never cleaned), and the next writer, ours or Java's, finishes the
+    pending clean. The metadata table cleans by file versions here (2 kept, from
+    ``hoodie.clean.fileversions.retained=1``) so that a few commits reach it."""
+    from airflow_hudi_occ.core.format.instant import Action
+    from airflow_hudi_occ.core.table.metadata_compaction import open_metadata_table
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
+    from tests.core.table.test_metadata_listing import storage_listing
+    point = "mdt_clean_after_delete"
+    assert point in METADATA_COMPACTION_POINTS
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    before = hudi_read(str(path))
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            "hoodie.metadata.compact.max.delta.commits": "3", "hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.clean.fileversions.retained": "1"}
+    # the fixture's 7 deltacommits: our 1st commit compacts, the 4th cleans nothing (2 slices)
+    # and compacts, the 7th cleans the initialisation's slice: the child's
+    for i in range(6):
+        ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(
+            pa.Table.from_pylist([_row(schema, f"W{i}")], schema=schema))
+    ids = sorted(hudi_read(str(path)).column("txn_id").to_pylist())
+    init_base = [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith("_00000000000000000.hfile")]
+    assert init_base
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point, writer_id="mdt-clean")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    assert f"files/{init_base[0]}" in child.crash["deleted"]
+
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert [i.action for i in timeline.pending()] == [Action.CLEAN]
+    committed = sorted(ids + ["DEAD"])
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
+    assert read_metadata_listing(table).files == storage_listing(path)
+
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    if next_writer == "ours":
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    else:
+        from airflow_hudi_occ.testing.java_hudi import Read, Write
+        java = request.getfixturevalue("java_hudi")
+        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
+                    table_name="v9_txns_cow_simple_overwrite")
+        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
+            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
+            "hoodie.metadata.record.index.enable": "false"}, **keys))
+        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert not timeline.pending(), [str(i) for i in timeline.pending()]
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
+    assert read_metadata_listing(table).files == storage_listing(path)
