@@ -428,8 +428,16 @@ METADATA_MAINTAIN_FILES = ConfigProperty(
         "insert_overwrite, clustering, compaction, clean, rollback) keep a metadata table that "
         "holds only the files partition up to date, writing its deltacommit at the same instant "
         "as Java does (a rollback rolls back the metadata table's deltacommit of the instant; "
-        "core/table/metadata_commit.py); the data table's archival still refuses such a table. "
+        "core/table/metadata_commit.py), and compacts, cleans and archives the metadata table as Java's "
+        "writer does (core/commit/metadata_services.py). "
         "false (default): refused, or removed with hoodie.metadata.enable=false")
+#: Hudi's key (HoodieMetadataConfig.COMPACT_NUM_DELTA_COMMITS): the metadata table is compacted
+#: once this many deltacommits completed after its latest compaction (core/table/metadata_compaction.py)
+METADATA_COMPACT_MAX_DELTA_COMMITS = ConfigProperty(
+    "hoodie.metadata.compact.max.delta.commits", 10, parse_int,
+    doc="Hudi's key: with hoodie.occ.metadata.files.maintain=true, our writer compacts the metadata "
+        "table (after its commit, under the table lock, as Java's writer does) once this many "
+        "deltacommits have completed since its latest compaction")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
