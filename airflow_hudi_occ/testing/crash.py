@@ -41,9 +41,9 @@ has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant 
                           the .hoodie/metadata folder still there
     mdt_mid_delete        part of the .hoodie/metadata folder deleted
 
-Inside the metadata table's deltacommit that a copy-on-write commit writes with
-``hoodie.occ.metadata.files.maintain=true`` (core/table/metadata_commit.py), in commit(), table
-lock HELD, the data instant inflight::
+Inside the metadata table's deltacommit that a write (a copy-on-write commit, a merge-on-read
+deltacommit) writes with ``hoodie.occ.metadata.files.maintain=true``
+(core/table/metadata_commit.py), in commit(), table lock HELD, the data instant inflight::
 
     mdt_files_after_log          the metadata table's log file written, its deltacommit pending
     mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
@@ -58,6 +58,15 @@ The metadata table's steps of a clean and of a rollback (the child runs ``action
                                      log files, its pending files); that rollback not completed
     mdt_rollback_after_complete      the metadata table's rollback completed; the data
                                      rollback not
+
+Inside the metadata table's compaction our writer runs after such a commit (core/table/
+metadata_compaction.py, core/commit/metadata_services.py), table lock HELD, the data instant
+completed::
+
+    mdt_compaction_after_base    the compaction's new base HFile written, its plan requested and
+                                 inflight, the completed compaction instant not yet written
+    mdt_clean_after_delete       the metadata table's clean (run before its compaction) has
+                                 deleted the old slices' files, the clean not yet completed
 
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
@@ -97,6 +106,8 @@ METADATA_COMMIT_POINTS = ("mdt_files_after_log", "mdt_files_after_deltacommit")
 #: points inside a clean's and a rollback's metadata-table steps (children running those)
 METADATA_CLEAN_POINTS = ("mdt_clean_after_deltacommit",)
 METADATA_ROLLBACK_POINTS = ("mdt_rollback_before_complete", "mdt_rollback_after_complete")
+#: points inside the metadata table's compaction (they need a files-only one and the trigger)
+METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base", "mdt_clean_after_delete")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -127,7 +138,7 @@ def install(point: str | None = None) -> str | None:
         return None
     known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
                                 + METADATA_COMMIT_POINTS + METADATA_CLEAN_POINTS
-                                + METADATA_ROLLBACK_POINTS))
+                                + METADATA_ROLLBACK_POINTS + METADATA_COMPACTION_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -287,6 +298,27 @@ def install(point: str | None = None) -> str | None:
             maybe_crash(point, instant=instant_time)
             return out
         transaction.write_metadata_deltacommit = write_tx_metadata_deltacommit
+
+    elif point == "mdt_compaction_after_base":
+        from airflow_hudi_occ.core.format.instant import Action
+        from airflow_hudi_occ.core.table import metadata_compaction
+        orig_complete_mdt = metadata_compaction.complete
+
+        def complete_compaction(table, inst, completion_time, data, **kw):
+            if inst.action is Action.COMPACTION:
+                maybe_crash(point, compaction=inst.requested_time)  # "instant": the data instant
+            return orig_complete_mdt(table, inst, completion_time, data, **kw)
+        metadata_compaction.complete = complete_compaction
+
+    elif point == "mdt_clean_after_delete":
+        from airflow_hudi_occ.core.table import metadata_clean
+        orig_delete_planned = metadata_clean.delete_planned_files
+
+        def delete_planned_files(storage, files_by_partition, **kw):
+            out = orig_delete_planned(storage, files_by_partition, **kw)
+            maybe_crash(point, deleted=sorted(f for fs in out[0].values() for f in fs))
+            return out
+        metadata_clean.delete_planned_files = delete_planned_files
 
     elif point == "mdt_clean_after_deltacommit":
         from airflow_hudi_occ.core.services import clean

@@ -125,12 +125,12 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
         if existing is not None:
             rb = existing
             path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))
-            plan = RollbackPlan.decode(table.storage.read(path), path)
+            plan = RollbackPlan.decode(table.storage.read(path), path, table.base_uri)
         else:
             rb_time = gen.new_time(floor=timeline.latest_time())
             plan = RollbackPlan(instant_time, target.action.value, files_of_instant(table, instant_time))
             rb = Instant(rb_time, Action.ROLLBACK, State.REQUESTED)
-            create_requested(table, rb, plan.encode())
+            create_requested(table, rb, plan.encode(table.base_uri))
         deleted = _execute(table, timeline, rb, plan, target.action.value, gen, lm, t0)
     log.info("rolled back %s as %s (%s): %d files", instant_time, rb.requested_time, reason,
              sum(len(v) for v in deleted.values()))
@@ -204,7 +204,7 @@ def finish_interrupted_rollbacks(table, config: WriteConfig | None = None, *,
                 continue
             path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))
             try:
-                plan = RollbackPlan.decode(table.storage.read(path), path)
+                plan = RollbackPlan.decode(table.storage.read(path), path, table.base_uri)
             except (CorruptMetadataError, FileNotFoundError) as e:
                 log.warning("pending rollback %s has no readable plan (%s): left for an operator",
                             rb.requested_time, e)

@@ -66,6 +66,7 @@ from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KE
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
@@ -448,7 +449,8 @@ class WriteTransaction:
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
             mdt = prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
             floor = timeline.latest_time()
-            if maintains_files(mdt, self.config, files_writer=True, stats_writer=self._stats_writer):
+            maintained = maintains_files(mdt, self.config, files_writer=True, stats_writer=self._stats_writer)
+            if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).
                 # Every action committed here (a copy-on-write commit, a merge-on-read
@@ -471,6 +473,8 @@ class WriteTransaction:
             done = complete(self.table, self.instant, completion_time, metadata.encode(),
                             timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
+            if maintained:
+                self._metadata_table_services(lm, completion_time)
         self.instant = done
         self.state = TransactionState.COMPLETED
         self._cleanup_after_commit()
@@ -484,6 +488,18 @@ class WriteTransaction:
         self._archive_after_commit(lm, timeline)
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
+
+    def _metadata_table_services(self, lm, completion_time: str) -> None:
+        """The metadata table's compaction, clean and archival after a commit that wrote its
+        deltacommit (:mod:`~airflow_hudi_occ.core.commit.metadata_services`), under the same
+        lock, as Java's writer runs them. The commit is done: a failure is logged, never raised
+        (each step is crash-safe; the next commit runs them again)."""
+        try:
+            run_metadata_table_services(self.table, self.config, lm,
+                                        lambda: self._time.new_time(floor=completion_time))
+        except Exception as e:  # noqa: BLE001 - the write succeeded
+            log.warning("the metadata table's services after commit %s failed (the commit stands; "
+                        "the next commit runs them again): %s", self.instant_time, e)
 
     def _archive_after_commit(self, lm, timeline: Timeline) -> None:
         """``hoodie.archive.automatic``: archive when the timeline seen at commit holds more

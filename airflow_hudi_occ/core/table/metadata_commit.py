@@ -162,10 +162,10 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
             return None
         plan = RollbackPlan(instant_time, target.action.value, _files_of_deltacommit(mdt, instant_time))
         rb = Instant(rollback_time, Action.ROLLBACK, State.REQUESTED)
-        create_requested(mdt, rb, plan.encode())
+        create_requested(mdt, rb, plan.encode(mdt.base_uri))
     else:
         path = timeline.file_path(Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
-        plan = RollbackPlan.decode(mdt.storage.read(path), path)
+        plan = RollbackPlan.decode(mdt.storage.read(path), path, mdt.base_uri)
     t0 = time.time()
     if rb.state is not State.INFLIGHT:
         rb = transition_to_inflight(mdt, rb)

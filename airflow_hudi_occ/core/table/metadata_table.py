@@ -3,10 +3,12 @@
 Hudi 1.x keeps a second, merge-on-read table inside ``.hoodie/metadata`` that lists every
 partition's files (and optionally column stats, a record index, ...). When
 ``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``, Java readers and
-hudi-rs take their file listing from it instead of the storage. This writer cannot update it,
-so a commit on such a table would be invisible to those readers: silent data loss for them.
-(Observed with hudi-rs 0.5 on the Java v9 fixture: a commit made while the metadata table stayed
-enabled was missing from its snapshot.)
+hudi-rs take their file listing from it instead of the storage. A writer that does not update
+it makes a commit invisible to those readers: silent data loss for them. (Observed with hudi-rs
+0.5 on the Java v9 fixture: a commit made while the metadata table stayed enabled was missing
+from its snapshot.) This project updates it only behind
+``hoodie.occ.metadata.files.maintain=true`` and only when it holds ``files`` alone
+(:func:`maintains_files`, :mod:`.metadata_commit`); otherwise the rules below apply.
 
 What a writer does, under the table lock, before it creates or completes any instant
 (:func:`guard_metadata_table`), keyed by Hudi's own ``hoodie.metadata.enable`` and
