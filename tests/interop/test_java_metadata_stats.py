@@ -25,11 +25,11 @@ import pytest
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
-from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
+from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS, decode_stats_record
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
 from airflow_hudi_occ.core.format.log_file import LogFileName
-from airflow_hudi_occ.core.format.metadata_record import decode_record, encode_record, hfile_data_block
+from airflow_hudi_occ.core.format.metadata_record import encode_record, hfile_data_block
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
@@ -130,7 +130,7 @@ def corrupt_our_column_stats(path: str, instant: str, column: str, low: str, hig
         records = {}
         for block in blocks:
             for key, value in read_hfile(block.content).entries:
-                record = decode_record(value, block.header.get(HeaderKey.SCHEMA))
+                record = decode_stats_record(value, block.header.get(HeaderKey.SCHEMA))  # wrappers kept
                 stats = record["ColumnStatsMetadata"]
                 if record["type"] == TYPE_COLUMN_STATS and stats["columnName"] == column:
                     wrapper = "org.apache.hudi.avro.model.StringWrapper"

@@ -10,7 +10,8 @@ import pytest
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import (ColumnRange, column_stats_key, column_stats_records,
-                                                              deleted_column_stats_record, file_group_id,
+                                                              decode_stats_record, deleted_column_stats_record,
+                                                              file_group_id,
                                                               file_group_index, merge_column_stats,
                                                               partition_stats_key, partition_stats_records,
                                                               ranges_from_parquet)
@@ -92,3 +93,10 @@ def test_records_of_one_key_merge_as_javas_payload():
     assert tomb["isDeleted"] and tomb["valueCount"] == -1 and tomb["valueType"]["typeOrdinal"] == 1
     assert merge_column_stats(stats(3, 5, 2), tomb) == tomb
     assert merge_column_stats(tomb, stats(3, 5, 2))["valueCount"] == 2
+
+
+def test_a_stats_record_decoded_with_its_wrappers_encodes_back_to_the_same_bytes():
+    data = encode_record(column_stats_records("p", [ColumnRange("f", "id", "LONG", 1, 5, 0, 3, 10, 10)],
+                                              index_version=2)[column_stats_key("p", "f", "id")])
+    assert encode_record(decode_stats_record(data)) == data
+    assert encode_record(decode_record(data)) != data  # a plain decode loses the wrapper (IntWrapper back)
