@@ -25,11 +25,11 @@ import pytest
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
-from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS, decode_stats_record
+from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
 from airflow_hudi_occ.core.format.log_file import LogFileName
-from airflow_hudi_occ.core.format.metadata_record import encode_record, hfile_data_block
+from airflow_hudi_occ.core.format.metadata_record import decode_record, encode_record, hfile_data_block
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
@@ -130,7 +130,7 @@ def corrupt_our_column_stats(path: str, instant: str, column: str, low: str, hig
         records = {}
         for block in blocks:
             for key, value in read_hfile(block.content).entries:
-                record = decode_stats_record(value, block.header.get(HeaderKey.SCHEMA))  # wrappers kept
+                record = decode_record(value, block.header.get(HeaderKey.SCHEMA))
                 stats = record["ColumnStatsMetadata"]
                 if record["type"] == TYPE_COLUMN_STATS and stats["columnName"] == column:
                     wrapper = "org.apache.hudi.avro.model.StringWrapper"
@@ -284,3 +284,40 @@ def test_a_writer_killed_after_its_stats_are_written_is_rolled_back_with_them(tm
     found = check.metadata_check()
     assert not [s for s in found["column_stats"] if dead in s["name"]]
     assert_java_metadata_agrees(found, path)
+
+
+@pytest.mark.parametrize("version", [pytest.param(9, marks=pytest.mark.slow)])
+def test_java_reads_the_stats_our_compaction_merged(tmp_path, java_hudi, version):
+    """Our metadata-table compaction (``hoodie.metadata.compact.max.delta.commits=2``) merges the
+    stats partitions too (``merge_stats_records``): base HFiles in column_stats and
+    partition_stats; Java's snapshot and filtered reads through them are exact, its next write
+    adds one deltacommit, and its metadata checks pass."""
+    from tests.interop.test_java_metadata_every_action import mdt_instants
+
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_version=version, **KEYS))
+    model = model_of(first)
+    opts = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "2"}
+    for rows in ([(1, "a", 2, "ours-one"), (9, "c", 2, "ours-nine")], [(2, "b", 3, "ours-two")]):
+        ArrowTableWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows), "upsert")
+        model.update(model_of(rows))
+    compactions = [t for t, names in mdt_instants(path).items() if names[-1].endswith(".commit")]
+    assert compactions, "our commits did not compact the metadata table"
+    for partition in ("column_stats", "partition_stats"):
+        assert any(n.endswith(".hfile") and compactions[-1] in n
+                   for n in os.listdir(os.path.join(path, ".hoodie", "metadata", partition))), partition
+    more = [(3, "a", 4, "java-three")]
+    before = set(mdt_instants(path))
+    snap, hit, written, after, check = java_hudi.run(
+        Read(path), Read(path, options=SKIPPING, where="v = 'ours-nine' or v = 'java4'"),
+        Write(path, batch(more), **KEYS), Read(path, options=SKIPPING, where="v >= 'ours' and id > 0"),
+        MetadataCheck(path, INDEXED))
+    assert rows_by_key(snap.rows, columns=COLS) == model
+    assert rows_by_key(hit.rows, columns=COLS) == {9: model[9], 4: model[4]}
+    model.update(model_of(more))
+    assert rows_by_key(after.rows, columns=COLS) == {k: r for k, r in model.items()
+                                                     if r["v"] is not None and r["v"] >= "ours" and k > 0}
+    assert mdt_instants(path)[written.instant][-1].endswith(".deltacommit")
+    assert not any(t.startswith("0000000000000000") for t in set(mdt_instants(path)) - before)
+    assert_java_metadata_agrees(check.metadata_check(), path)

@@ -31,11 +31,11 @@ partition's ``n`` file groups sorted by file id (:func:`file_group_index`;
 ``col-stats-0000-0``, ``col-stats-0001-0`` at Java's default of two; ``partition-stats-0000-0``).
 
 Records of one key merge as ``HoodieTableMetadataUtil.mergeColumnStatsRecords``
-(:func:`merge_column_stats`): a deletion on either side or a tight-bound newer record replaces
-the older one, otherwise min/max widen and the counts and sizes add up. Not registered in
-``metadata_record.MERGERS`` yet, so our metadata-table compaction leaves the stats partitions'
-logs to Java's: re-writing a record needs :func:`decode_stats_record` (the wrapper's name kept),
-which that compaction's decoding does not do.
+(:func:`merge_column_stats`, the rule ``metadata_record.MERGERS`` applies to types 3 and 6 in
+the metadata table's compaction): a deletion on either side or a tight-bound newer record
+replaces the older one, otherwise min/max widen and the counts and sizes add up. A record is
+decoded with its value wrappers' names (``metadata_record.decode_record``), so that it encodes
+back to the same bytes.
 
 Column types rendered: boolean, int32 (8/16/32-bit signed), int64, float, double and UTF-8
 strings; any other type among the columns to index (dates, timestamps, decimals, binary,
@@ -45,18 +45,13 @@ reader would decode differently.
 
 from __future__ import annotations
 
-import io
-import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
-
-import fastavro
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.index_id import column_id, file_id, partition_id
 from airflow_hudi_occ.core.format.layout import META_COLUMNS as LAYOUT_META_COLUMNS
-from airflow_hudi_occ.core.format.metadata_record import NON_PARTITIONED_KEY, schema_json
+from airflow_hudi_occ.core.format.metadata_record import MERGERS, NON_PARTITIONED_KEY
 
 TYPE_COLUMN_STATS = 3
 TYPE_PARTITION_STATS = 6
@@ -277,23 +272,6 @@ def partition_stats_records(partition: str, ranges: Iterable[ColumnRange], *, in
             for column, rs in by_column.items()}
 
 
-@lru_cache(maxsize=8)
-def _record_schema(text: str):
-    return fastavro.parse_schema(json.loads(text))
-
-
-def decode_stats_record(data: bytes, writer_schema: str | None = None) -> dict[str, Any]:
-    """A metadata record decoded so that it encodes back to the same bytes: ``minValue`` and
-    ``maxValue`` keep their wrapper's name (``("org.apache.hudi.avro.model.LongWrapper",
-    {"value": 5})``). A plain decode (:func:`~.metadata_record.decode_record`) gives
-    ``{"value": 5}``, which encodes back as the first wrapper that fits (an ``IntWrapper``):
-    whatever re-writes stats records (the metadata table's compaction, a test's control) must
-    decode them here."""
-    schema = _record_schema(writer_schema or schema_json())
-    return fastavro.schemaless_reader(io.BytesIO(data), schema, return_record_name=True,
-                                      return_record_name_override=True)
-
-
 def _unwrap(value):
     if isinstance(value, tuple):
         return value[1]["value"]
@@ -315,9 +293,20 @@ def merge_column_stats(older: Mapping[str, Any], newer: Mapping[str, Any]) -> di
     return out
 
 
+def merge_stats_records(older: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:
+    """Two records (types 3 and 6) of one key, as ``HoodieMetadataPayload`` combines them: the
+    newer record with its ``ColumnStatsMetadata`` merged (:func:`merge_column_stats`)."""
+    return {**newer, "ColumnStatsMetadata": merge_column_stats(older["ColumnStatsMetadata"],
+                                                               newer["ColumnStatsMetadata"])}
+
+
+# the metadata table's compaction merges these records by this rule (metadata_record.MERGERS)
+MERGERS[TYPE_COLUMN_STATS] = MERGERS[TYPE_PARTITION_STATS] = merge_stats_records
+
+
 __all__ = ["TYPE_COLUMN_STATS", "TYPE_PARTITION_STATS", "COLUMN_STATS_PARTITION", "PARTITION_STATS_PARTITION",
            "FILE_ID_PREFIXES", "META_COLUMNS_INDEXED", "META_COLUMNS", "VALUE_TYPE_ORDINALS",
            "ColumnRange", "partition_identifier", "column_stats_key",
            "partition_stats_key", "file_group_index", "file_group_id", "ranges_from_parquet", "partition_range",
            "column_stats_record", "deleted_column_stats_record", "partition_stats_record", "column_stats_records",
-           "partition_stats_records", "decode_stats_record", "merge_column_stats"]
+           "partition_stats_records", "merge_column_stats", "merge_stats_records"]

@@ -10,8 +10,7 @@ import pytest
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import (ColumnRange, column_stats_key, column_stats_records,
-                                                              decode_stats_record, deleted_column_stats_record,
-                                                              file_group_id,
+                                                              deleted_column_stats_record, file_group_id,
                                                               file_group_index, merge_column_stats,
                                                               partition_stats_key, partition_stats_records,
                                                               ranges_from_parquet)
@@ -73,11 +72,11 @@ def test_records_encode_and_aggregate_per_partition():
     assert stats["valueType"] == {"typeOrdinal": 7, "additionalInfo": None} and stats["isTightBound"] is False
     v1 = decode_record(encode_record(column_stats_records("p", [a], index_version=1)[column_stats_key(
         "p", "f1.parquet", "v")]))["ColumnStatsMetadata"]
-    assert v1["valueType"] is None and v1["minValue"] == {"value": "b"}
+    assert v1["valueType"] is None and v1["minValue"][1] == {"value": "b"}
     (key, rec), = partition_stats_records("p", [a, b], index_version=2).items()
     assert key == partition_stats_key("p", "v") and rec["type"] == 6
     got = decode_record(encode_record(rec))["ColumnStatsMetadata"]
-    assert (got["fileName"], got["minValue"], got["maxValue"]) == ("p", {"value": "a"}, {"value": "k"})
+    assert (got["fileName"], got["minValue"][1], got["maxValue"][1]) == ("p", {"value": "a"}, {"value": "k"})
     assert (got["nullCount"], got["valueCount"], got["totalSize"], got["isTightBound"]) == (1, 5, 15, True)
 
 
@@ -95,8 +94,24 @@ def test_records_of_one_key_merge_as_javas_payload():
     assert merge_column_stats(tomb, stats(3, 5, 2))["valueCount"] == 2
 
 
-def test_a_stats_record_decoded_with_its_wrappers_encodes_back_to_the_same_bytes():
+def test_a_stats_record_decoded_keeps_its_wrappers_and_encodes_back_to_the_same_bytes():
     data = encode_record(column_stats_records("p", [ColumnRange("f", "id", "LONG", 1, 5, 0, 3, 10, 10)],
                                               index_version=2)[column_stats_key("p", "f", "id")])
-    assert encode_record(decode_stats_record(data)) == data
-    assert encode_record(decode_record(data)) != data  # a plain decode loses the wrapper (IntWrapper back)
+    decoded = decode_record(data)
+    assert decoded["ColumnStatsMetadata"]["minValue"] == ("org.apache.hudi.avro.model.LongWrapper", {"value": 1})
+    assert encode_record(decoded) == data
+
+
+def test_the_compactions_merge_rule_for_stats_records():
+    from airflow_hudi_occ.core.format.metadata_record import merge_records
+    a = column_stats_records("p", [ColumnRange("f", "id", "LONG", 3, 5, 0, 2, 10, 10)], index_version=2)
+    b = column_stats_records("p", [ColumnRange("f", "id", "LONG", 1, 4, 1, 1, 5, 6)], index_version=2)
+    key = column_stats_key("p", "f", "id")
+    older, newer = decode_record(encode_record(a[key])), decode_record(encode_record(b[key]))
+    merged = decode_record(encode_record(merge_records(older, newer)))["ColumnStatsMetadata"]
+    wrapper = "org.apache.hudi.avro.model.LongWrapper"
+    assert (merged["minValue"], merged["maxValue"]) == ((wrapper, {"value": 1}), (wrapper, {"value": 5}))
+    assert (merged["valueCount"], merged["nullCount"], merged["totalSize"]) == (3, 1, 15)
+    part = partition_stats_records("p", [ColumnRange("f", "id", "LONG", 7, 9, 0, 1, 1, 1)], index_version=2)
+    (pkey, prec), = part.items()
+    assert merge_records(decode_record(encode_record(prec)), prec)["ColumnStatsMetadata"]["minValue"][1] == {"value": 7}
