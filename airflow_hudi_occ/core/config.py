@@ -429,8 +429,10 @@ METADATA_MAINTAIN_FILES = ConfigProperty(
         "holds only the files partition up to date, writing its deltacommit at the same instant "
         "as Java does (a rollback rolls back the metadata table's deltacommit of the instant; "
         "core/table/metadata_commit.py), and compacts, cleans and archives the metadata table as Java's "
-        "writer does (core/commit/metadata_services.py). "
-        "false (default): refused, or removed with hoodie.metadata.enable=false")
+        "writer does (core/commit/metadata_services.py); on one with column_stats and "
+        "partition_stats too (Java 1.2's defaults), the core copy-on-write commits, clean and "
+        "rollback, which keep the stats (core/table/metadata_stats.py); a record or secondary "
+        "index is still refused. false (default): refused, or removed with hoodie.metadata.enable=false")
 #: Hudi's key (HoodieMetadataConfig.COMPACT_NUM_DELTA_COMMITS): the metadata table is compacted
 #: once this many deltacommits completed after its latest compaction (core/table/metadata_compaction.py)
 METADATA_COMPACT_MAX_DELTA_COMMITS = ConfigProperty(
@@ -444,6 +446,17 @@ METADATA_DELETE_UNMAINTAINED = ConfigProperty(
         "metadata table that holds partitions it does not maintain (record_index, "
         "secondary_index_*, expr_index_*, bloom_filters, column_stats, partition_stats), as a "
         "Java writer with the metadata table disabled does; false (default) refuses such a table")
+#: Hudi's keys for the columns its column and partition stats cover (HoodieMetadataConfig);
+#: every writer of a table must give them the same values, as Java's writers must
+COLUMN_STATS_COLUMN_LIST = ConfigProperty(
+    "hoodie.metadata.index.column.stats.column.list", (), lambda v: tuple(s.strip() for s in str(v).split(",")
+                                                                           if s.strip()),
+    doc="Hudi's key: the columns of the metadata table's column_stats and partition_stats "
+        "records this writer writes for its files (besides the meta columns, always); unset: the "
+        "first hoodie.metadata.index.column.stats.max.columns.to.index columns (core/table/metadata_stats.py)")
+COLUMN_STATS_MAX_COLUMNS = ConfigProperty(
+    "hoodie.metadata.index.column.stats.max.columns.to.index", 32, parse_int,
+    doc="Hudi's key: without a column list, how many of the schema's first columns the stats cover")
 WRITE_TABLE_VERSION = ConfigProperty(
     "hoodie.write.table.version", None, _table_version,
     doc="8 or 9. Unset: an existing table keeps its version and a new table is version 8 (Hudi "

@@ -182,6 +182,20 @@ class UnmaintainedMetadataPartitionsError(MetadataTableEnabledError):
         super().__init__(message, base_path=base_path, partitions=partitions, remedy=remedy)
 
 
+class UnsupportedColumnStatsTypeError(MetadataTableEnabledError):
+    """A column the metadata table's ``column_stats`` index covers has a type whose statistics
+    this writer does not write yet (core/format/column_stats_record.py lists the ones it does).
+
+    Raised while the commit's metadata-table records are built, before the metadata table or
+    the data instant changes: the write is abandoned (rolled back) rather than leave a stat
+    Java's data skipping would read wrongly. ``column`` names the column."""
+
+    def __init__(self, message: str, *, base_path: str | None = None, column: str | None = None,
+                 remedy: str | None = None):
+        self.column = column
+        super().__init__(message, base_path=base_path, partitions=("column_stats",), remedy=remedy)
+
+
 class CorruptMetadataError(TableError):
     """A metadata file (hoodie.properties, a commit, a marker, a plan) cannot be parsed."""
 

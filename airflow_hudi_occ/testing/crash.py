@@ -291,13 +291,13 @@ def install(point: str | None = None) -> str | None:
         storage.Storage.create_if_absent = create_if_absent
 
     elif point == "mdt_files_after_deltacommit":
-        orig_mdt = transaction.write_files_deltacommit
+        orig_mdt = transaction.write_metadata_deltacommit
 
-        def write_files_deltacommit(table, instant_time, stats, completion_time):
-            out = orig_mdt(table, instant_time, stats, completion_time)
+        def write_tx_metadata_deltacommit(table, instant_time, blocks, completion_time):
+            out = orig_mdt(table, instant_time, blocks, completion_time)
             maybe_crash(point, instant=instant_time)
             return out
-        transaction.write_files_deltacommit = write_files_deltacommit
+        transaction.write_metadata_deltacommit = write_tx_metadata_deltacommit
 
     elif point == "mdt_compaction_after_base":
         from airflow_hudi_occ.core.format.instant import Action

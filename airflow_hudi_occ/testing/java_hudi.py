@@ -21,7 +21,9 @@ its own (races, kills). The steps:
 - :class:`Service`: clean, cluster, compact, archive, rollback_failed_writes through Hudi's
   ``SparkRDDWriteClient`` (scheduled and executed at once);
 - :class:`ReadHFile`: one local HFile read by Hudi's own HFile reader (``hudi-io``), for the
-  HFiles this project writes for the metadata table.
+  HFiles this project writes for the metadata table;
+- :class:`MetadataCheck`: the files, column stats and partition stats Java's metadata-table
+  reader returns, and the stats Java computes from the files themselves.
 
 Errors: :class:`JavaHudiNotInstalledError` when the set-up has not run (the message names the
 script); :class:`JavaHudiError` for a step Java failed, carrying the Java exception's class
@@ -172,7 +174,9 @@ class Write:
 @dataclass
 class Read:
     """One ``spark.read.format("hudi")``: ``query`` is snapshot, read_optimized, time_travel
-    (``as_of``) or incremental (``start`` / ``end`` completion times)."""
+    (``as_of``) or incremental (``start`` / ``end`` completion times); ``where``: a Spark SQL
+    predicate applied to the relation, so that Hudi's file index prunes with it (data
+    skipping through the metadata table's column stats with ``hoodie.enable.data.skipping``)."""
 
     path: str
     query: str = "snapshot"
@@ -180,13 +184,31 @@ class Read:
     start: str | None = None
     end: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    where: str | None = None
 
     op = "read"
 
     def spec(self, run_dir: Path, n: int) -> dict:
         return {"op": "read", "path": str(self.path), "query": self.query, "as_of": self.as_of,
                 "start": self.start, "end": self.end, "options": _strings(self.options),
-                "output": str(run_dir / f"read-{n}")}
+                "where": self.where, "output": str(run_dir / f"read-{n}")}
+
+
+@dataclass
+class MetadataCheck:
+    """What Java's own metadata-table reader (``HoodieBackedTableMetadata``) returns for a
+    table, beside what Java computes from the data files: the equivalent of
+    ``HoodieMetadataTableValidator``'s listing, column stats and partition stats checks
+    (hudi-utilities is not on Maven Central for 1.2.0). ``columns``: the columns whose stats
+    are fetched. See :meth:`StepResult.metadata_check`."""
+
+    path: str
+    columns: list[str] = field(default_factory=list)
+
+    op = "mdt_check"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "mdt_check", "path": str(self.path), "columns": list(self.columns)}
 
 
 @dataclass
@@ -223,7 +245,7 @@ class ReadHFile:
                 "meta": list(self.meta), "info": list(self.info)}
 
 
-Step = Write | Read | Service | ReadHFile
+Step = Write | Read | Service | ReadHFile | MetadataCheck
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:
@@ -264,6 +286,15 @@ class StepResult:
         return {"count": raw["count"], "entries": [(k, bytes.fromhex(v)) for k, v in raw["entries"]],
                 "lookups": dict(raw["lookups"]), "meta": {k: unhex(v) for k, v in raw["meta"].items()},
                 "info": {k: unhex(v) for k, v in raw["info"].items()}}
+
+    def metadata_check(self) -> dict:
+        """What a :class:`MetadataCheck` step found: ``partitions`` and ``files``
+        ({partition: {name: size}}) per Java's metadata reader; ``column_stats`` and
+        ``partition_stats``: the records it returns (``{file or partition, column, min, max,
+        null_count, value_count, total_size, total_uncompressed_size, deleted}``); ``file_stats``:
+        the same numbers Java computes from each listed parquet file's footer
+        (``ParquetUtils.readColumnStatsFromMetadata``), keyed by partition and file name."""
+        return self.raw["check"]
 
     @property
     def rows(self) -> pa.Table:

@@ -16,11 +16,16 @@ The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one o
   the Spark datasource, ``df.write.format("hudi")``; absent keys are left to Hudi (which
   takes an existing table's own config);
 - ``{"op": "read", "path", "query": snapshot|read_optimized|time_travel|incremental,
-  "as_of", "start", "end", "options", "output"}``: ``spark.read.format("hudi")``; the rows
+  "as_of", "start", "end", "options", "where", "output"}``: ``spark.read.format("hudi")``,
+  filtered by the SQL predicate ``where`` when given; the rows
   go to ``output`` as parquet;
 - ``{"op": "service", "path", "service": clean|cluster|compact|archive|rollback_failed_writes,
   "options"}``: Hudi's ``SparkRDDWriteClient``, configured as Hudi's own SQL procedures do
   (the table's config, then the given options);
+- ``{"op": "mdt_check", "path", "columns"}``: Java's metadata-table reader
+  (``HoodieBackedTableMetadata``) on the table: its partitions and files, its column and
+  partition stats records for ``columns``, and the stats ``ParquetUtils`` computes from each
+  listed parquet file (``{"check": {...}}``);
 - ``{"op": "hfile", "file", "lookups", "meta", "info"}``: one local HFile read by Hudi's own
   reader (``org.apache.hudi.io.hfile.HFileReaderImpl``, what the metadata table reads with):
   every entry in order (``entries``: key and value as hex), the entry count it reports, the
@@ -175,6 +180,8 @@ def do_read(spark, step: dict) -> dict:
         opts["as.of.instant"] = step["as_of"]
     opts.update({k: str(v) for k, v in (step.get("options") or {}).items()})
     df = spark.read.format("hudi").options(**opts).load(step["path"])
+    if step.get("where"):
+        df = df.where(step["where"])
     out = step["output"]
     df.coalesce(1).write.mode("overwrite").parquet(out)
     return {"output": out, "count": spark.read.parquet(out).count(), "options": opts}
@@ -254,7 +261,78 @@ def do_hfile(spark, step: dict) -> dict:
         reader.close()
 
 
-STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile}
+def _plain(value):
+    """A Java stat value (a boxed number, a string, an Avro ``Utf8`` or wrapper record) as JSON."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        if value.getClass().getName().startswith("org.apache.hudi.avro.model."):
+            return _plain(value.get(0))  # a wrapper record: its one field
+    except Exception:
+        pass
+    return str(value)
+
+
+def _stats_json(name, stats) -> dict:
+    return {"name": name, "column": str(stats.getColumnName()), "min": _plain(stats.getMinValue()),
+            "max": _plain(stats.getMaxValue()), "null_count": stats.getNullCount(),
+            "value_count": stats.getValueCount(), "total_size": stats.getTotalSize(),
+            "total_uncompressed_size": stats.getTotalUncompressedSize()}
+
+
+def do_mdt_check(spark, step: dict) -> dict:
+    jvm = spark._jvm
+    hudi = jvm.org.apache.hudi
+    path = step["path"]
+    columns = list(step.get("columns") or [])
+    conf = hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
+    meta_client = hudi.common.table.HoodieTableMetaClient.builder().setConf(conf).setBasePath(path).build()
+    storage = meta_client.getStorage()
+    engine = hudi.client.common.HoodieSparkEngineContext(spark._jsc)
+    config = hudi.common.config.HoodieMetadataConfig.newBuilder().enable(True).build()
+    tm = hudi.metadata.HoodieBackedTableMetadata(engine, storage, config, path)
+    version = hudi.metadata.HoodieTableMetadataUtil.existingIndexVersionOrDefault("column_stats", meta_client)
+    utils = hudi.common.util.ParquetUtils()
+    out = {"partitions": [], "files": {}, "column_stats": [], "partition_stats": [], "file_stats": {}}
+    try:
+        out["partitions"] = sorted(str(p) for p in tm.getAllPartitionPaths())
+        jcols = jvm.java.util.ArrayList()
+        for c in columns:
+            jcols.add(c)
+        for part in out["partitions"]:
+            ppath = hudi.storage.StoragePath(path if part == "" else path + "/" + part)
+            infos = tm.getAllFilesInPartition(ppath)
+            out["files"][part] = {str(i.getPath().getName()): i.getLength() for i in infos}
+            for name in out["files"][part]:
+                if name.endswith(".parquet"):
+                    ranges = utils.readColumnStatsFromMetadata(
+                        storage, hudi.storage.StoragePath(ppath, name), jcols, version)
+                    out["file_stats"].setdefault(part, {})[name] = [_stats_json(name, r) for r in ranges]
+        for mdt_partition in ("column_stats", "partition_stats"):
+            keys = jvm.java.util.ArrayList()
+            for c in columns:
+                keys.add(hudi.metadata.ColumnStatsIndexPrefixRawKey(c))
+            try:
+                records = tm.getRecordsByKeyPrefixes(hudi.common.data.HoodieListData.eager(keys),
+                                                     mdt_partition, False).collectAsList()
+            except Exception as e:  # the partition is not there
+                out[mdt_partition] = {"error": str(e)[:500]}
+                continue
+            for rec in records:
+                found = rec.getData().getColumnStatMetadata()
+                if found.isPresent():
+                    st = found.get()
+                    item = _stats_json(str(st.getFileName()), st)
+                    item["deleted"] = bool(st.getIsDeleted())
+                    item["key"] = str(rec.getRecordKey())
+                    out[mdt_partition].append(item)
+    finally:
+        tm.close()
+    return {"check": out}
+
+
+STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile,
+         "mdt_check": do_mdt_check}
 
 
 def run_spec(spark, spec: dict, result_path: str) -> str:

@@ -91,6 +91,13 @@ def test_a_java_record_index_is_refused_until_deleting_it_is_asked_for(tmp_path,
         assert "hoodie.occ.metadata.delete.unmaintained=true" in e.remedy, case
         assert tree_snapshot(path) == snap, f"{case}: the table changed"
 
+    # keeping the metadata table (files and the stats) does not cover a record index
+    with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
+        ours([(2, "b", 2, "refused")], **{"hoodie.occ.metadata.files.maintain": "true"})
+    assert refused.value.unmaintained == ("record_index",)
+    assert "hoodie.metadata.record.index.enable=false" in refused.value.remedy
+    assert tree_snapshot(path) == snap
+
     ours([(2, "b", 2, "ours-two"), (7, "a", 2, "ours-seven")], **DELETE)
     assert metadata_partitions(path) == [] and not has_metadata_folder(path)
     assert rows_by_key(hudi_read(path), columns=COLS) == model

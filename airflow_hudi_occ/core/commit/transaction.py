@@ -67,7 +67,9 @@ from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KE
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
-from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
+from airflow_hudi_occ.core.format.files_change import FilesChange
+from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
@@ -247,7 +249,7 @@ class WriteTransaction:
             requested_data = self.footprint.encode(self.operation_type)
         with self.lock_manager.locked():
             # every transaction keeps the metadata table's listing when it may (see commit)
-            prepare_for_write(self.table, self.config, files_writer=True)
+            prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -346,6 +348,14 @@ class WriteTransaction:
             return det.create_marker(self.markers, partition, data_file_name, io)
         return self.markers.create(partition, data_file_name, io)
 
+    @property
+    def _stats_writer(self) -> bool:
+        """Whether this transaction also writes the metadata table's column and partition
+        stats (:mod:`~airflow_hudi_occ.core.table.metadata_stats`): a writer's copy-on-write
+        commit, whose new files are parquet base files; every other action is refused on a
+        metadata table with stats partitions."""
+        return self.action is Action.COMMIT and not self.is_table_service
+
     # -- stage 3: commit ------------------------------------------------------------------------
 
     def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
@@ -437,9 +447,9 @@ class WriteTransaction:
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=True)
+            mdt = prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
             floor = timeline.latest_time()
-            maintained = maintains_files(mdt, self.config, files_writer=True)
+            maintained = maintains_files(mdt, self.config, files_writer=True, stats_writer=self._stats_writer)
             if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).
@@ -449,8 +459,12 @@ class WriteTransaction:
                 # write stats, which is all Java's files records of it hold; the files a
                 # replacecommit replaced leave the listing at clean, as in Java.
                 lm.check_held()
-                done_mdt = write_files_deltacommit(self.table, self.instant_time, metadata.write_stats(),
-                                                   self._time.new_time(floor=floor))
+                blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
+                if self._stats_writer:  # column and partition stats: metadata_stats.py
+                    blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline))
+                lm.check_held()
+                done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
+                                                      self._time.new_time(floor=floor))
                 floor = max(floor or "", done_mdt.completion_time or "")
             completion_time = self._time.new_time(floor=floor)
             # The lock must still be ours at the moment of completion (a ZooKeeper session can

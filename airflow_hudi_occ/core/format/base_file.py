@@ -207,11 +207,15 @@ def with_meta_columns(data: pa.Table, *, instant_time: str, partition: str, file
 UNIQUE_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
-#: meta columns no reader filters by, written without min/max statistics: they cost a quarter
-#: of a base file's meta-column write (measured on 200 k rows: 4.8 ms for the sequence number,
+#: meta columns no reader filters by, written without min/max statistics: they cost part of
+#: a base file's meta-column write (measured on 200 k rows: 4.8 ms for the sequence number,
 #: 2.4 ms for each constant dictionary, of 52 ms for the file). Kept: the commit time (an
-#: incremental read's pushdown) and the record key (tagging's key ranges, :func:`key_range`).
-UNFILTERED_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
+#: incremental read's pushdown), the record key (tagging's key ranges, :func:`key_range`) and
+#: the partition path: Java's ``column_stats`` index always covers those three, read from
+#: this footer (by Java when it builds the index from a listing, by us in
+#: ``core/table/metadata_stats``), and a chunk without statistics reads there as all nulls,
+#: which data skipping on ``_hoodie_partition_path`` would prune.
+UNFILTERED_META_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_file_name")
 
 
 #: rows of a file's first chunk looked at to decide which columns get a dictionary

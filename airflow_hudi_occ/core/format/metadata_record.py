@@ -98,8 +98,13 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
 
 
 def decode_record(data: bytes, writer_schema: str | None = None) -> dict[str, Any]:
+    """One record; a union of several records (the column stats' value wrappers) keeps the
+    branch's name (``("org.apache.hudi.avro.model.LongWrapper", {"value": 5})``), so the record
+    encodes back to the same bytes (plain, ``{"value": 5}`` would encode as the first wrapper
+    that fits, an ``IntWrapper``)."""
     schema = _parsed() if writer_schema is None else fastavro.parse_schema(json.loads(writer_schema))
-    return fastavro.schemaless_reader(io.BytesIO(data), schema)
+    return fastavro.schemaless_reader(io.BytesIO(data), schema, return_record_name=True,
+                                      return_record_name_override=True)
 
 
 def hfile_data_block(instant_time: str, records: Mapping[str, Mapping[str, Any]], *,
@@ -143,9 +148,10 @@ TYPE_BLOOM_FILTER = 4
 TYPE_RECORD_INDEX = 5
 #: how two records of one key merge, by record type (``type``): Java's rules for the files
 #: partition, and "the newer record" for bloom filters and the record index. Column and
-#: partition stats merge their ranges (``HoodieTableMetadataUtil.mergeColumnStatsRecords``); the
-#: module that maintains them registers that rule here, and until then a compaction that meets
-#: such a record stops (:func:`merge_records` raises) rather than keep a wrong range.
+#: partition stats merge their ranges (``HoodieTableMetadataUtil.mergeColumnStatsRecords``):
+#: ``column_stats_record``, which maintains them, registers that rule here when imported (the
+#: metadata table's compaction imports it); a record type without a rule stops a compaction
+#: (:func:`merge_records` raises) rather than keep a wrong value.
 MERGERS: dict[int, Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]] = {
     TYPE_PARTITION_LIST: _merge_file_lists, TYPE_FILE_LIST: _merge_file_lists,
     TYPE_BLOOM_FILTER: _newer_wins, TYPE_RECORD_INDEX: _newer_wins}

@@ -67,6 +67,7 @@ from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_stats import clean_stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 
 log = logging.getLogger(__name__)
@@ -259,13 +260,14 @@ def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan, config: WriteConf
         now = timeline.get(inst.requested_time)
         if now is not None and now.is_pending:
             floor = timeline.latest_time()
-            state = prepare_for_write(table, config, files_writer=True)
-            if maintains_files(state, config, files_writer=True):
+            state = prepare_for_write(table, config, files_writer=True, stats_writer=True)
+            if maintains_files(state, config, files_writer=True, stats_writer=True):
                 # Java's order: the metadata table's deltacommit of the clean completes first
                 lm.check_held()
-                done = write_metadata_deltacommit(table, inst.requested_time,
-                                                  files_block(FilesChange.of_clean(meta)),
-                                                  gen.new_time(floor=floor))
+                change = FilesChange.of_clean(meta)
+                blocks = files_block(change)  # and the deleted files' column stats tombstones
+                blocks.update(clean_stats_blocks(table, state, change.deleted, config.options, timeline=timeline))
+                done = write_metadata_deltacommit(table, inst.requested_time, blocks, gen.new_time(floor=floor))
                 floor = max(floor or "", done.completion_time or "")
             completion = gen.new_time(floor=floor)
             lm.check_held()
@@ -329,7 +331,7 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
         with lm.locked():
             # deleting files a metadata table lists would leave it pointing at missing files,
             # unless this clean keeps the listing (its completion does, see _execute)
-            prepare_for_write(table, cfg.write, files_writer=True)
+            prepare_for_write(table, cfg.write, files_writer=True, stats_writer=True)
             timeline = table.timeline()
             pending = [i for i in timeline.pending() if i.action is Action.CLEAN]
             if pending:

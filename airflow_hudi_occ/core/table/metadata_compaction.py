@@ -21,9 +21,9 @@ has completed (:mod:`~airflow_hudi_occ.core.commit.metadata_services` orders the
   completed metadata partition whose latest slice has log files of deltacommits completed
   before the compaction's instant (Hudi 1.x slices logs by completion time), with Java's
   metrics; ``<c>.compaction.requested``, then an empty ``.compaction.inflight``. Unlike Java, a
-  partition whose records have no merge rule here yet (column and partition stats, until the
-  module that maintains them registers theirs) is left out: its logs wait for Java's writer's
-  compaction rather than be merged wrongly;
+  partition whose records have no merge rule here (bloom filters and indexes we do not
+  maintain; column and partition stats have theirs, ``format/column_stats_record``) is left
+  out: its logs wait for Java's writer's compaction rather than be merged wrongly;
 - **execute**: per file group, the base file's records, then the log blocks of completed
   deltacommits in completion order, merged by key as ``HoodieMetadataPayload`` merges them
   (:func:`~airflow_hudi_occ.core.format.metadata_record.merge_records`: the log records among
@@ -55,6 +55,8 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import format_ms, parse_ms
 from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogFileName, LogFormatError, decode_blocks
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
+# imported for its merge rule of column and partition stats records, registered in MERGERS
+from airflow_hudi_occ.core.format import column_stats_record  # noqa: F401
 from airflow_hudi_occ.core.format.metadata_record import MERGERS, base_file_hfile, decode_record, merge_records, schema_json
 from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, metadata_table_state
 from airflow_hudi_occ.core.table.table import Table

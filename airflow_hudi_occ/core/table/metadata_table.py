@@ -21,7 +21,10 @@ changing anything, so the Spark job can fail fast on the same judgement):
   :class:`UnmaintainedMetadataPartitionsError` (a subclass) when it holds partitions this writer
   does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and expression
   indexes, bloom filters, and column and partition stats, which Java 1.2 builds at its
-  defaults). Nothing has been written at that point.
+  defaults). Nothing has been written at that point. With this project's
+  ``hoodie.occ.metadata.files.maintain=true`` the core copy-on-write commit keeps ``files``,
+  ``column_stats`` and ``partition_stats`` itself (:func:`maintains_files`,
+  :data:`MAINTAINED_PARTITIONS`); any other partition is still refused.
 - ``enable=false`` and ``auto.delete.partitions=false``: refuse as well. Java with that pair
   never deletes the metadata table and keeps writing it (``HoodieSparkTable.getMetadataWriter``
   takes the writer path when the table has one and auto-delete is off), which this writer
@@ -164,32 +167,47 @@ def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
                  if p != FILES_PARTITION)
 
 
-def maintains_files(state: MetadataTableState, config, *, files_writer: bool) -> bool:
-    """Whether this write keeps the metadata table's listing itself
-    (:mod:`.metadata_commit`): ``hoodie.occ.metadata.files.maintain=true`` with the metadata
-    table on, a caller that writes the listing (``files_writer``: every write transaction,
-    clean, rollback and the scheduling of services, which changes no file; not yet the
-    data table's archival) and a metadata table of the ``files`` partition alone, complete."""
+#: the metadata partitions our commits keep (``files``: :mod:`.metadata_commit`; the stats:
+#: :mod:`.metadata_stats`), the three Java 1.2 builds at its defaults
+MAINTAINED_PARTITIONS = (FILES_PARTITION, "column_stats", "partition_stats")
+
+
+def maintains_files(state: MetadataTableState, config, *, files_writer: bool, stats_writer: bool = False) -> bool:
+    """Whether this write keeps the metadata table itself (:mod:`.metadata_commit`):
+    ``hoodie.occ.metadata.files.maintain=true`` with the metadata table on, a caller that
+    writes the listing (``files_writer``: every write transaction, clean, rollback and the
+    scheduling of services, which changes no file; not yet the data table's archival) and a
+    metadata table, complete, of the ``files`` partition alone; or, for a caller that also
+    writes the stats records (``stats_writer``: the core copy-on-write commit,
+    :mod:`.metadata_stats`), of ``files`` and any of :data:`MAINTAINED_PARTITIONS` (Java 1.2's
+    defaults: ``files``, ``column_stats``, ``partition_stats``). A record index or a secondary
+    index is refused whoever writes."""
+    kept = set(MAINTAINED_PARTITIONS) if stats_writer else {FILES_PARTITION}
     return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
-            and state.partitions == (FILES_PARTITION,) and not state.inflight_partitions)
+            and FILES_PARTITION in state.partitions and set(state.partitions) <= kept
+            and not state.inflight_partitions)
 
 
 def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
-                         files_writer: bool = False) -> bool:
+                         files_writer: bool = False, stats_writer: bool = False) -> bool:
     """Whether a writer with ``config`` (its ``metadata_enable``,
     ``metadata_auto_delete_partitions``, ``metadata_delete_unmaintained`` and
     ``metadata_maintain_files``) must remove the metadata table before it writes; raises
     (changing nothing) when it must not write at all. ``files_writer``: the caller writes the
-    listing's deltacommit when :func:`maintains_files` says so. See the module doc."""
+    listing's deltacommit when :func:`maintains_files` says so, ``stats_writer`` its stats
+    records too. See the module doc."""
     state = state if state is not None else metadata_table_state(table)
     if not state.present:
         return False
     if not state.enabled:  # a removal's leftover folder: no reader uses it
         return not config.metadata_enable and config.metadata_auto_delete_partitions
-    if maintains_files(state, config, files_writer=files_writer):
+    if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
         return False
     every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
     unmaintained = unmaintained_partitions(state)
+    if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False):
+        # with the switch on, a stats writer keeps the stats partitions; what is left refuses
+        unmaintained = tuple(p for p in unmaintained if p not in MAINTAINED_PARTITIONS)
     where = f"table {table.name} at {table.base_uri}"
     if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
@@ -231,17 +249,18 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
     return True
 
 
-def guard_metadata_table(table, config, *, files_writer: bool = False) -> MetadataTableState:
+def guard_metadata_table(table, config, *, files_writer: bool = False,
+                         stats_writer: bool = False) -> MetadataTableState:
     """Make the table safe to commit to; call under the table lock with fresh properties
     (:meth:`Table.reload_config`). Raises what :func:`judge_metadata_table` raises (nothing
     changed); removes the metadata table when the judgement says so. Returns the state found."""
     state = metadata_table_state(table)
-    if judge_metadata_table(table, config, state, files_writer=files_writer):
+    if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
         remove_metadata_table(table)
     return state
 
 
 __all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
            "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
-           "UNMAINTAINED_HINTS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
+           "UNMAINTAINED_HINTS", "MAINTAINED_PARTITIONS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]

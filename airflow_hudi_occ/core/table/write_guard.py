@@ -15,17 +15,19 @@ from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guar
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
 
-def prepare_for_write(table, config, *, files_writer: bool = False) -> MetadataTableState:
+def prepare_for_write(table, config, *, files_writer: bool = False,
+                      stats_writer: bool = False) -> MetadataTableState:
     """Reload the table's properties, check and align its version, deal with its metadata
     table; ``config`` is the :class:`~airflow_hudi_occ.core.config.WriteConfig` of the caller,
     who holds the table lock; ``files_writer``: the caller writes the metadata table's listing
     when :func:`~.metadata_table.maintains_files` says so (every write transaction, clean,
-    rollback, the scheduling of services; not the data table's archival yet).
+    rollback, the scheduling of services; not the data table's archival yet), ``stats_writer``
+    its column and partition stats too (the core copy-on-write commit).
     Raises (nothing changed) when the table cannot be written."""
     table.recover_properties()
     table.reload_config()
     table.require_writable()
-    state = guard_metadata_table(table, config, files_writer=files_writer)
+    state = guard_metadata_table(table, config, files_writer=files_writer, stats_writer=stats_writer)
     ensure_write_version(table, config.write_table_version, config.auto_upgrade)
     return state
 

@@ -91,7 +91,7 @@ def test_merging_keeps_javas_rules():
     assert merge_records(add({"y": a}), add({"x": gone}))["filesystemMetadata"] == {"y": a, "x": gone}
     assert merge_records(None, add({"x": gone}))["filesystemMetadata"] == {"x": gone}
     with pytest.raises(ValueError, match="no merge rule"):
-        merge_records(add({}, kind=3), add({}, kind=3))  # column stats: the stats module's rule
+        merge_records(add({}, kind=7), add({}, kind=7))  # a secondary index: not ours
     with pytest.raises(ValueError, match="types"):
         merge_records(add({}, kind=1), add({}))
 
@@ -153,5 +153,5 @@ def test_clean_and_archival_of_the_metadata_table_at_javas_defaults(tmp_path, fa
 def test_only_partitions_with_merge_rules_are_compacted():
     from airflow_hudi_occ.core.table.metadata_compaction import compactable
     assert compactable("files") and compactable("record_index") and compactable("bloom_filters")
-    assert not compactable("column_stats") and not compactable("partition_stats")
+    assert compactable("column_stats") and compactable("partition_stats")  # format/column_stats_record's rule
     assert not compactable("secondary_index_by_name") and not compactable("something_new")

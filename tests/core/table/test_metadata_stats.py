@@ -1,0 +1,99 @@
+"""Which columns, which index version and which file groups a commit's stats records use
+(core/table/metadata_stats.py). The records themselves against Java's:
+tests/interop/test_java_metadata_stats.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.format.column_stats_record import column_stats_key, file_group_index
+from airflow_hudi_occ.core.table.metadata_stats import (clean_stats_blocks, columns_to_index, file_group_ids,
+                                                        index_version, stats_blocks)
+from airflow_hudi_occ.core.table.metadata_table import MetadataTableState
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+
+META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key"]
+
+
+def schema(*fields) -> str:
+    return json.dumps({"type": "record", "name": "t", "fields": [{"name": n, "type": t} for n, t in fields]})
+
+
+SCHEMA = schema(("id", "long"), ("tags", {"type": "array", "items": "string"}), ("p", ["null", "string"]),
+                ("amount", ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]),
+                ("raw", "bytes"), ("day", {"type": "int", "logicalType": "date"}), ("v", "string"))
+
+
+def test_columns_as_java_chooses_them():
+    # bytes and decimals counted under index version 1 too (Java does with an Avro record type):
+    # refused at commit (a type not rendered), never silently left without stats
+    assert columns_to_index(SCHEMA, {}, meta_fields=True) == META + ["id", "p", "amount", "raw", "day", "v"]
+    assert columns_to_index(SCHEMA, {}, meta_fields=False) == ["id", "p", "amount", "raw", "day", "v"]
+    limited = {"hoodie.metadata.index.column.stats.max.columns.to.index": "2"}
+    assert columns_to_index(SCHEMA, limited, meta_fields=True) == META + ["id", "p"]
+    listed = {"hoodie.metadata.index.column.stats.column.list": "v, tags,_hoodie_record_key,absent,id"}
+    assert columns_to_index(SCHEMA, listed, meta_fields=True) == META + ["v", "id"]
+    assert columns_to_index(None, {}, meta_fields=True) == META
+
+
+def test_the_index_version_from_the_index_definitions_else_the_table_version(tmp_path):
+    t8 = Table.create(str(tmp_path / "t8"), "t", record_key_fields=["id"], version=8)
+    t9 = Table.create(str(tmp_path / "t9"), "t", record_key_fields=["id"], version=9)
+    assert index_version(t8, "column_stats") == 1 and index_version(t9, "partition_stats") == 2
+    defs = os.path.join(t9.base_uri, ".hoodie", ".index_defs")
+    os.makedirs(defs)
+    with open(os.path.join(defs, "index.json"), "w") as f:  # a table upgraded from 8 keeps V1
+        json.dump({"indexDefinitions": {"column_stats": {"indexName": "column_stats", "version": "V1"}}}, f)
+    t9.update_properties({"hoodie.table.index.defs.path": ".hoodie/.index_defs/index.json"})
+    t9 = Table.open(t9.base_uri)
+    assert index_version(t9, "column_stats") == 1
+    assert index_version(t9, "partition_stats") == 1  # its sibling's, as Java
+
+
+def test_file_groups_from_storage_and_a_partition_without_any_refused(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
+    folder = os.path.join(t.base_uri, ".hoodie", "metadata", "column_stats")
+    os.makedirs(folder)
+    for name in (".col-stats-0001-0_00000000000000001.log.1_0-0-0", "..col-stats-0001-0_00000000000000001.log.1_0-0-0.crc",
+                 "col-stats-0000-0_0-1-2_00000000000000001.hfile", ".hoodie_partition_metadata"):
+        open(os.path.join(folder, name), "w").close()
+    assert file_group_ids(t, "column_stats") == ["col-stats-0000-0", "col-stats-0001-0"]
+    os.makedirs(os.path.join(t.base_uri, ".hoodie", "metadata", "partition_stats"))
+    with pytest.raises(MetadataTableEnabledError) as refused:
+        file_group_ids(t, "partition_stats")
+    assert "partition_stats" in refused.value.message and refused.value.remedy
+
+
+def test_a_metadata_table_without_stats_partitions_gets_no_stats_records(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
+    assert stats_blocks(t, MetadataTableState(partitions=("files",)), None, {}) == {}
+
+
+def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", version=8)
+    ArrowTableWriter(t, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
+        pa.table({"id": [1], "p": ["a"], "ts": [1], "v": ["x"]}), "upsert")
+    t = Table.open(t.base_uri)
+    folder = os.path.join(t.base_uri, ".hoodie", "metadata", "column_stats")
+    os.makedirs(folder)
+    for group in ("0000", "0001"):
+        open(os.path.join(folder, f".col-stats-{group}-0_00000000000000001.log.1_0-0-0"), "w").close()
+    state = MetadataTableState(partitions=("column_stats", "files"))
+    blocks = clean_stats_blocks(t, state, {"a": ["f1.parquet"]}, {})
+    records = {k: r for group in blocks.values() for k, r in group.items()}
+    columns = META + ["id", "p", "ts", "v"]
+    assert set(records) == {column_stats_key("a", "f1.parquet", c) for c in columns}
+    for (_, group), recs in blocks.items():
+        assert all(f"col-stats-000{file_group_index(k, 2)}-0" == group for k in recs)
+    stats = [r["ColumnStatsMetadata"] for r in records.values()]
+    assert all(s["isDeleted"] and s["fileName"] == "f1.parquet" and s["valueType"] is None for s in stats)  # index v1
+    assert clean_stats_blocks(t, MetadataTableState(partitions=("files",)), {"a": ["f1.parquet"]}, {}) == {}
