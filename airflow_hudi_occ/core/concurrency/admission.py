@@ -210,10 +210,10 @@ def link(table, request_id: str | None, instant: str | None) -> None:
 
 def _with_request_reach(w, by_id: dict[str, AdmissionRequest], timeline) -> Footprint | None:
     """A live instant's footprint, given the reach of the request it was admitted by (if
-    current as of the instant's begin), until its own inflight file says exactly which file
-    groups it touches."""
+    current as of the instant's begin): its file groups until its own inflight file says
+    exactly which it touches, its new keys until it ends (no file says which they are)."""
     fp = w.footprint
-    if fp is None or fp.exact or not fp.request:
+    if fp is None or not fp.request:
         return fp
     req = by_id.get(fp.request)
     if req is None or not req.reach:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -65,6 +66,13 @@ EVERY_PARTITION = "*"
 REQUEST_LABEL = "admission_request"
 #: a reach's name for a bucket of the bucket index (every writer maps a key to the same one)
 BUCKET_PREFIX = "bucket:"
+#: a reach's name for a slot of *new* keys (``new:<crc32 of the key mod NEW_KEY_SLOTS>``), or
+#: ``new:*`` for all of them: two writers inserting the same new key each make a new file
+#: group, which no conflict check sees, and the key ends up twice; so two batches whose new
+#: keys may coincide meet, as if on one file group
+NEW_KEY_PREFIX = "new:"
+NEW_KEY_SLOTS = 1 << 16
+EVERY_NEW_KEY = NEW_KEY_PREFIX + "*"
 
 _DECLARING_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT)
 
@@ -125,8 +133,9 @@ class Footprint:
             return None
         if partition not in self.partitions:
             return frozenset()
-        if self.exact:
-            return frozenset(f for p, f in self.file_groups if p == partition)
+        if self.exact:  # its plan's groups, and the new keys its request said it inserts
+            return frozenset(f for p, f in self.file_groups if p == partition) | frozenset(
+                g for g in self.reach.get(partition, ()) if g.startswith(NEW_KEY_PREFIX))
         return self.reach.get(partition)
 
     def shared_partitions(self, other: "Footprint | None") -> list[str]:
@@ -201,6 +210,16 @@ def _comparable(groups: frozenset[str], by_bucket: bool) -> set[str]:
     return out
 
 
+def new_key_slot(key: str) -> str:
+    return f"{NEW_KEY_PREFIX}{zlib.crc32(key.encode()) % NEW_KEY_SLOTS}"
+
+
+def _new_keys_meet(a: frozenset[str], b: frozenset[str]) -> bool:
+    na = {g for g in a if g.startswith(NEW_KEY_PREFIX)}
+    nb = {g for g in b if g.startswith(NEW_KEY_PREFIX)}
+    return bool(na and nb and (EVERY_NEW_KEY in na or EVERY_NEW_KEY in nb or na & nb))
+
+
 def meeting(mine: "Footprint | None", other: "Footprint | None") -> list[str]:
     """The partitions where both writers may touch a common file group: ``["*"]`` when
     either is unknown; a shared partition where either side's file groups are unknown
@@ -216,7 +235,7 @@ def meeting(mine: "Footprint | None", other: "Footprint | None") -> list[str]:
             out.append(p)
             continue
         by_bucket = any(g.startswith(BUCKET_PREFIX) for g in (*ga, *gb))
-        if _comparable(ga, by_bucket) & _comparable(gb, by_bucket):
+        if _comparable(ga, by_bucket) & _comparable(gb, by_bucket) or _new_keys_meet(ga, gb):
             out.append(p)
     return out
 
@@ -309,6 +328,6 @@ def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[t
     return out
 
 
-__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "REQUEST_LABEL", "meeting", "frozen_reach", "INGESTION", "BACKFILL", "TABLE_SERVICE",
+__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY", "new_key_slot", "REQUEST_LABEL", "meeting", "frozen_reach", "INGESTION", "BACKFILL", "TABLE_SERVICE",
            "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
            "live_writers", "overlapping"]

@@ -14,9 +14,10 @@ the batch's bucket ids (``core/format/bucket_index``: Java's hash, as the writer
 the batch's keys, partition by partition, against the committed file groups' key ranges from
 their parquet footers (key by key, as tagging prunes: ``base_file.KeyProbe``), then the
 record keys of the files left (as the simple index's lookup) while they stay under
-``max_stored_keys``. Keys found nowhere are inserts: new file groups (nobody else writes
-them), or, with small-file top-up on (``hoodie.parquet.small.file.limit`` > 0), any small
-file group of the partition too. A partition is left out of the reach (any of its file
+``max_stored_keys``. Keys found nowhere are inserts: new file groups, or, with small-file
+top-up on (``hoodie.parquet.small.file.limit`` > 0), any small file group of the partition
+too; and their slots (``footprint.new_key_slot``), since two writers inserting one new key
+at once would each make a file group for it and the key would end up twice. A partition is left out of the reach (any of its file
 groups) whenever the job could touch more: an overwrite, a merge-on-read table (keys may
 live in log files the footers do not show) without the bucket index, virtual keys, a key
 column whose string form Spark and Arrow might spell differently, a batch over
@@ -37,7 +38,7 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX
+from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX, EVERY_NEW_KEY, new_key_slot
 from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
 from airflow_hudi_occ.core.format import partition_path as pp
 from airflow_hudi_occ.core.format.base_file import KeyProbe, key_range, read_parquet_columns, record_key_array
@@ -134,6 +135,8 @@ REACH_OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 MAX_ROWS = 2_000_000
 #: at most this many stored record keys are read to look the batch's keys up
 MAX_STORED_KEYS = 5_000_000
+#: a partition with more new keys than this reaches every new key (``new:*``)
+MAX_NEW_KEYS = 100_000
 
 
 def batch_reach(table: Table, source: str, fmt: str, *, operation: str, options: dict,
@@ -206,9 +209,14 @@ def _lookup_reach(table: Table, paths: list[str], index: pa.Array, keys: pa.Arra
                 reach.add(s.file_id)
                 if found is not None:
                     found = pc.or_(found, hits)
-        if inserts and (found is None or not pc.all(found).as_py()) and small_file_limit > 0:
-            # new keys top small file groups up first (Hudi's UpsertPartitioner)
-            reach.update(s.file_id for s in slices
-                         if storage.size(storage.path(s.base_file.relative_path)) < small_file_limit)
+        new = None if found is None else mine.filter(pc.invert(found))
+        if inserts and (new is None or len(new)):
+            if new is None or len(new) > MAX_NEW_KEYS:
+                reach.add(EVERY_NEW_KEY)
+            else:
+                reach.update(new_key_slot(k) for k in new.to_pylist())
+            if small_file_limit > 0:  # new keys top small file groups up first (UpsertPartitioner)
+                reach.update(s.file_id for s in slices
+                             if storage.size(storage.path(s.base_file.relative_path)) < small_file_limit)
         out[part] = sorted(reach)
     return out
