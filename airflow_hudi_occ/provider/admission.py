@@ -16,17 +16,17 @@ goes anyway (OCC keeps the table correct). ``fail`` raises
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency import admission
-from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, HeartbeatConfig,
-                                          WriteConfig)
+from airflow_hudi_occ.core.concurrency.footprint import UNKNOWN_WRITER, Footprint, check_kind
+from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, SMALL_FILE_LIMIT,
+                                          HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
-from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, INDEX_TYPE, NUM_BUCKETS
-from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
+from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.submit.footprint import batch_partitions, batch_reach
 
 #: the options a reach depends on, kept in the request to compute it again (no credentials)
@@ -148,6 +148,21 @@ def refresh_reach(table: Table, req: admission.AdmissionRequest, storage_options
     admission.save(table, req)
 
 
+def named(table: Table, verdict: admission.Verdict) -> admission.Verdict:
+    """The verdict with each live writer that declared no owner named from the table's attempt
+    log, where it has a running record (a clustering being executed by a DAG's task: its plan
+    says nothing of who runs it)."""
+    out = []
+    for b in verdict.blockers:
+        if b.what == "writer" and b.owner == UNKNOWN_WRITER:
+            rec = attempt_log.read_record(table, b.ident)
+            labels = rec.labels if rec is not None else {}
+            if labels.get("dag_id") and labels.get("task_id"):
+                b = replace(b, owner=f"{labels['dag_id']}.{labels['task_id']}")
+        out.append(b)
+    return admission.Verdict(verdict.admitted, out)
+
+
 def describe(blockers) -> str:
     return "; ".join(b.describe() for b in blockers)
 
@@ -164,7 +179,7 @@ def wait_on_worker(table: Table, req: admission.AdmissionRequest, heartbeat: Hea
     last: tuple = ()
     while True:
         refresh_reach(table, req, storage_options)
-        verdict = admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s)
+        verdict = named(table, admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s))
         if verdict.admitted:
             break
         if settings.on_overlap == admission.FAIL:
@@ -201,7 +216,8 @@ def look(table_path: str, storage_options: dict | None, request_id: str, heartbe
     if req is None:
         return {"admitted": True, "blockers": []}
     refresh_reach(table, req, storage_options)
-    verdict = admission.try_admit(table, req, heartbeat_of(heartbeat_options), starvation_s=starvation_s)
+    verdict = named(table, admission.try_admit(table, req, heartbeat_of(heartbeat_options),
+                                               starvation_s=starvation_s))
     return {"admitted": verdict.admitted, "blockers": [b.describe() for b in verdict.blockers]}
 
 

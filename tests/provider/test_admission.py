@@ -109,3 +109,27 @@ def test_a_writer_whose_request_is_gone_is_judged_by_its_partitions(tmp_path):
         assert [(b.ident, b.partitions) for b in v.blockers] == [(tx.instant_time, ("c",))]
     finally:
         tx.abort()
+
+
+def test_a_clustering_being_executed_is_named_by_its_dag_and_task(tmp_path):
+    """Its plan names nobody; its executor's running record (written when it adopts the plan)
+    does: a writer waiting on it says "<instant> (<dag>.<task>) on partitions a", as for a
+    write, not "(unknown writer)"."""
+    from airflow_hudi_occ.core.services.clustering import ClusteringTransaction, schedule_clustering
+    table = _seed(tmp_path)
+    opts = {**OPTS, "hoodie.clustering.plan.strategy.partition.selected": "a"}
+    t = schedule_clustering(table, opts)
+    assert t is not None
+    labels = {"dag_id": "maint", "task_id": "cluster", "run_id": "r", "try_number": "1"}
+    tx = ClusteringTransaction(table, WriteConfig(heartbeat=HB, lock=LockConfig(provider="filesystem"),
+                                                  options={**opts, LABELS_OPTION: json.dumps(labels)}))
+    tx.adopt(t)
+    try:
+        waiting = _request(table, tmp_path, "ingest_ab")
+        raw = core_admission.try_admit(table, waiting, HB)
+        assert [(b.ident, b.owner) for b in raw.blockers] == [(t, "unknown writer")]  # core alone
+        v = admission.named(table, raw)
+        assert [(b.ident, b.owner, b.partitions) for b in v.blockers] == [(t, "maint.cluster", ("a",))]
+        assert v.describe() == f"{t} (maint.cluster) on partitions a"
+    finally:
+        tx.abort()

@@ -44,7 +44,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, Footprint,
+from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER, Footprint,
                                                         live_writers, meeting)
 from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
@@ -191,7 +191,7 @@ def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
     now = time.time() if now is None else now
     req = AdmissionRequest(FOLDER.new_id(now),
                            None if footprint.partitions is None else sorted(footprint.partitions),
-                           footprint.kind, footprint.owner or "unknown writer", dict(owner_key or {}),
+                           footprint.kind, footprint.owner or UNKNOWN_WRITER, dict(owner_key or {}),
                            now, now, WAITING, None, ttl_s, admitted_ttl_s,
                            {p: sorted(g) for p, g in sorted(footprint.reach.items())},
                            reach_as_of, dict(reach_source or {}))

@@ -64,6 +64,8 @@ EVERY_PARTITION = "*"
 #: the attempt label naming the admission request a write was admitted by (the operator sets
 #: it; the transaction declares it in the footprint, so admission finds the request's reach)
 REQUEST_LABEL = "admission_request"
+#: the owner of a writer that declared none (a Java writer, a clustering's plan)
+UNKNOWN_WRITER = "unknown writer"
 #: a reach's name for a bucket of the bucket index (every writer maps a key to the same one)
 BUCKET_PREFIX = "bucket:"
 #: a reach's name for a slot of *new* keys (``new:<crc32 of the key mod NEW_KEY_SLOTS>``), or
@@ -286,7 +288,7 @@ class LiveWriter:
 
     @property
     def owner(self) -> str:
-        return (self.footprint.owner if self.footprint is not None else None) or "unknown writer"
+        return (self.footprint.owner if self.footprint is not None else None) or UNKNOWN_WRITER
 
     def describe(self, shared: list[str]) -> str:
         return (f"{self.requested_time} ({self.owner}) on partitions "
@@ -328,6 +330,6 @@ def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[t
     return out
 
 
-__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY", "new_key_slot", "REQUEST_LABEL", "meeting", "frozen_reach", "INGESTION", "BACKFILL", "TABLE_SERVICE",
+__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY", "new_key_slot", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION", "BACKFILL", "TABLE_SERVICE",
            "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
            "live_writers", "overlapping"]

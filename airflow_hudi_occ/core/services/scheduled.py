@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -103,6 +104,11 @@ class ScheduledInstantTransaction(WriteTransaction):
         self.snapshot = scheduled_snapshot(timeline, t)
         self.state = TransactionState.REQUESTED
         self.started_at = time.time()
+        # A "running" record names the executor (DAG, task) while it works, as a write's
+        # begin does: the timeline page and the writers waiting on it say who it is
+        rec = self._attempt_record()
+        rec.outcome = attempt_log.RUNNING
+        attempt_log.write_record(self.table, rec)
         return self.plan
 
 

@@ -615,8 +615,8 @@ class HudiWriteOperator(BaseOperator):
         if filed is not None:
             table, req = filed
             request_id = req.request_id
-            verdict = core_admission.try_admit(table, req, run.heartbeat,
-                                               starvation_s=run.admission.starvation_s)
+            verdict = admission.named(table, core_admission.try_admit(
+                table, req, run.heartbeat, starvation_s=run.admission.starvation_s))
             if not verdict.admitted:
                 if run.admission.on_overlap == core_admission.FAIL:
                     core_admission.withdraw(table, req.request_id)
