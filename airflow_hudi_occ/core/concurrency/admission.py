@@ -12,16 +12,17 @@ The protocol (files beside the timeline, ``.hoodie/.aux/occ/admission/<id>.json`
 any writer can take part):
 
 1. A writer that must wait files a *request*: its footprint (partitions, the file groups its
-   batch can reach in them where known, kind, owner) and a creation time. It rewrites the file at every look (``refreshed_at``); a waiting request not
-   refreshed for ``ttl_s`` is dead (its waiter died) and ignored.
+   batch can reach in them where known, kind, owner) and a creation time. It rewrites the
+   file at every look (``refreshed_at``); a waiting request not refreshed for ``ttl_s`` is
+   dead (its waiter died) and ignored.
 2. It is *admitted* when nothing blocks it: no live write instant (heartbeat alive; of the
    table services, a clustering being executed) and no admitted request of another owner
    *meets* it, and no waiting request that meets it comes before it. Two footprints meet
    where they may touch a common file group (``footprint.meeting``: by bucket under the
-   bucket index; a partition whose file groups either side does not know counts whole). Order among waiting requests:
-   kind (ingestion, then backfill, then table services: :data:`footprint.KIND_RANK`), then
-   age; a request waiting longer than ``starvation_s`` comes first whatever its kind, so no
-   writer starves.
+   bucket index; a partition whose file groups either side does not know counts whole).
+   Order among waiting requests: kind (ingestion, then backfill, then table services:
+   :data:`footprint.KIND_RANK`), then age; a request waiting longer than ``starvation_s``
+   comes first whatever its kind, so no writer starves.
 3. Admitted, it writes ``admitted`` and reads the others again: if another overlapping
    request is admitted too (two writers decided at the same moment, each before seeing the
    other's decision), it goes back to waiting. Of two such writers at least the later reader
@@ -44,8 +45,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER, Footprint,
-                                                        live_writers, meeting)
+from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER,
+                                                        Footprint, live_writers, meeting)
 from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
@@ -324,6 +325,7 @@ def shown_partitions(partitions: Iterable[str] | None) -> str:
 
 
 __all__ = ["AdmissionRequest", "Blocker", "Verdict", "WAIT", "GO", "FAIL", "POLICIES", "WAITING",
-           "ADMITTED", "new_request", "requests", "withdraw", "link", "last_completion", "reach_is_current", "load", "save", "live_blockers",
+           "ADMITTED", "new_request", "requests", "withdraw", "link", "last_completion",
+           "reach_is_current", "load", "save", "live_blockers",
            "blockers", "try_admit", "shown_partitions", "WAIT_SECONDS_LABEL", "WAITED_FOR_LABEL",
            "wait_labels", "wait_from_labels"]

@@ -330,6 +330,8 @@ def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[t
     return out
 
 
-__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY", "new_key_slot", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION", "BACKFILL", "TABLE_SERVICE",
+__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY",
+           "new_key_slot", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION",
+           "BACKFILL", "TABLE_SERVICE",
            "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
            "live_writers", "overlapping"]

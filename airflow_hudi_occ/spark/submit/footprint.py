@@ -16,12 +16,12 @@ their parquet footers (key by key, as tagging prunes: ``base_file.KeyProbe``), t
 record keys of the files left (as the simple index's lookup) while they stay under
 ``max_stored_keys``. Keys found nowhere are inserts: new file groups, or, with small-file
 top-up on (``hoodie.parquet.small.file.limit`` > 0), any small file group of the partition
-too; and their slots (``footprint.new_key_slot``), since two writers inserting one new key
-at once would each make a file group for it and the key would end up twice. A partition is left out of the reach (any of its file
-groups) whenever the job could touch more: an overwrite, a merge-on-read table (keys may
-live in log files the footers do not show) without the bucket index, virtual keys, a key
-column whose string form Spark and Arrow might spell differently, a batch over
-``max_rows``.
+too; and their slots (``footprint.new_key_slot``), since two writers inserting one new key at
+once would each make a file group for it and the key would end up twice. A partition is left
+out of the reach (any of its file groups) whenever the job could touch more: an overwrite, a
+merge-on-read table (keys may live in log files the footers do not show) without the bucket
+index, virtual keys, a key column whose string form Spark and Arrow might spell differently,
+a batch over ``max_rows``.
 
 Unknown (None) whenever the answer could differ from the job's: a SQL source, a Hadoop
 scheme (``s3a://``: Spark's connector holds the credentials), a partition column of a type
