@@ -165,6 +165,7 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
         for blocker in _waits(airflow_env, dag):
             ident, _, rest = blocker.partition(" (")
             owner = rest.partition(")")[0]
+            assert owner != "unknown writer", blocker  # the clustering too: named by its executor
             other = owner_dag.get(owner) or next((d for d, i in instants.items() if i == ident), None)
             assert other is not None and other != dag, (dag, blocker)
             waits.add((dag, other))
