@@ -188,11 +188,13 @@ def test_four_writers_overlapping_wait_disjoint_run_together_all_commit(airflow_
 # the default run keeps the same two first writes through the operator, Spark's submission
 # replaced (tests/provider/test_deferrable_operator.py)
 def test_two_first_writes_of_a_new_table_one_waits_for_the_other(airflow_env, tmp_path):
-    """No table at the path: two writers sharing partition b are started at once. The first
-    to come makes the table (as its job would) and files its request there; the other finds
-    it and waits. The writer that went holds before its commit until the test has seen the
-    other one waiting in the table (or, were admission broken, a second instant begun): so
-    the wait is proven from the table, not from timing."""
+    """No table at the path: two writers that both insert the new key b1 are started at once
+    (each would make a file group of its own for it, and b1 would end up twice: their new-key
+    slots meet). The first to come makes the table (as its job would) and files its request
+    there; the other finds it and waits. The writer that went holds before its commit until
+    the test has seen the other one waiting in the table (or, were admission broken, a second
+    instant begun): so the wait is proven from the table, not from timing. (Two first writes
+    of different new keys share no file group and go together.)"""
     from airflow_hudi_occ.core.concurrency import admission
 
     path = str(tmp_path / "fresh" / "orders")
@@ -200,11 +202,13 @@ def test_two_first_writes_of_a_new_table_one_waits_for_the_other(airflow_env, tm
     sources.mkdir()
     want = {}
     names = ("ingest_ab", "backfill_bc")
+    batches = {"ingest_ab": BATCHES["ingest_ab"], "backfill_bc": [*BATCHES["backfill_bc"], "b1"]}
     for name in names:
-        pq.write_table(pa.table({"id": BATCHES[name], "p": [k[0] for k in BATCHES[name]],
-                                 "ts": [2] * len(BATCHES[name]), "v": [name] * len(BATCHES[name])}),
+        keys = batches[name]
+        ts = [3 if (name, k) == ("backfill_bc", "b1") else 2 for k in keys]  # b1: the backfill's, in either order
+        pq.write_table(pa.table({"id": keys, "p": [k[0] for k in keys], "ts": ts, "v": [name] * len(keys)}),
                        str(sources / f"{name}.parquet"))
-        want.update({k: name for k in BATCHES[name]})
+        want.update({k: name for k in keys})
     hold = tmp_path / "hold"
     env = {"HUDI_OCC_FOUR_TABLE": path, "HUDI_OCC_FOUR_SOURCES": str(sources), APPLICATION_ENV: TEST_JOB,
            BARRIER_ENV: f"{hold}:2"}  # a writer commits once 2 files are there: its own and the test's
