@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "peers": "bench.peers",
     "mor": "bench.mor",
     "java_metadata_table": "bench.java_metadata_table",
+    "metadata_listing": "bench.metadata_listing",
 }
 
 

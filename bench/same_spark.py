@@ -27,9 +27,18 @@ Figures (ratio = ours / baseline; target <= 1.0 against Java Hudi, "at or below"
 - ``same_spark.small_commits.*``: the median latency of ``--commits`` small upserts (10 rows
   each) in a row into one table: ours through the core ``ArrowTableWriter``, ours through
   the Spark engine, Java Hudi's OCC upsert (clean and archival at Hudi's defaults on both).
+- ``same_spark.doomed.time_to_stop.vs_java_hudi`` (issue 31 item 2, target <= 1.0): a rival
+  writer (our core writer, another process) has begun, written a file in each of the table's
+  file groups and waits to commit, its heartbeat alive; then an upsert of ``--rows``/10 rows
+  over the same file groups is started with early conflict detection on: ours
+  (``SparkHudiWriter``, ``hoodie.write.concurrency.early.conflict.detection.enable=true``)
+  against Java Hudi's (the same key, direct markers, its simple direct-marker strategy). The
+  figure is the seconds from the write call until it fails with its conflict; the files each
+  wrote before stopping are in the details (Hudi rolls them back lazily).
 - ``same_spark.virtual_keys.bulk_insert.vs_df_write_parquet`` (issue 31 item 3, target 1.2):
   the bulk_insert into a table with ``hoodie.populate.meta.fields=false`` against
-  ``df.write.partitionBy("p").parquet`` of the same rows.
+  ``df.write.partitionBy("p").parquet`` of the same rows; ``...virtual_keys.bulk_insert.vs_delta``
+  against Delta's write of them, the like-for-like comparison with Delta (target <= 1.0).
 
 Each writer's timeline stages (``planning`` ... ``committing``, the engine's progress lines)
 are timed in every round of ours, so the JSON carries where our time went (``profile``).
@@ -37,7 +46,7 @@ Every table is read back exactly (the row count and every key once) by hudi-rs a
 Hudi in the same session; Delta by Delta.
 
 Run: ``scripts/install-spark35-bench.sh``, then ``.venv/bin/python -m bench.same_spark
-[--rows N] [--reps R] [--commits C] [--only bulk,upsert,commits,virtual] [--json PATH]``
+[--rows N] [--reps R] [--commits C] [--only bulk,upsert,commits,virtual,doomed] [--json PATH]``
 (re-executed under the bench venv's Python when started elsewhere).
 """
 
@@ -56,7 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_DIR = Path(os.environ.get("HUDI_OCC_SPARK35_BENCH_DIR") or ROOT / ".work" / "spark35-bench")
 INSTALL = "scripts/install-spark35-bench.sh"
-SECTIONS = ("bulk", "upsert", "commits", "virtual")
+SECTIONS = ("bulk", "upsert", "commits", "virtual", "doomed")
 
 KEYS = {"hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "p",
@@ -73,6 +82,12 @@ JAVA = {**KEYS, "hoodie.table.name": "bench", "hoodie.write.table.version": "9",
         "hoodie.datasource.write.hive_style_partitioning": "false",
         "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
         "hoodie.datasource.write.row.writer.enable": "true"}
+
+
+ECD_KEY = "hoodie.write.concurrency.early.conflict.detection.enable"
+#: Java Hudi's early conflict detection: direct markers (its simple direct-marker strategy is
+#: the default for them), checked at every write handle it creates
+JAVA_EARLY_DETECTION = {ECD_KEY: "true", "hoodie.write.markers.type": "DIRECT"}
 
 
 class SetupMissing(RuntimeError):
@@ -333,31 +348,130 @@ def bench_commits(spark, work: str, commits: int, log) -> list[dict]:
 
 
 def bench_virtual(spark, work: str, n: int, reps: int, log) -> list[dict]:
+    """Virtual keys: no meta columns to write, so the work is the same as Delta's write and
+    ``df.write.parquet``'s: the like-for-like comparison with Delta (bulk_insert with meta
+    columns writes five more columns than Delta does)."""
     from bench.spark_write import source_df
     df = source_df(spark, n)
-    ours, plain, profile = [], [], []
+    runs = {"ours": [], "delta": [], "parquet": []}
+    profile = []
     virtual = {"hoodie.populate.meta.fields": "false"}
     for rep in range(reps + 1):
         log(f"virtual keys: bulk_insert of {n} rows, round {rep}")
-        o, p = os.path.join(work, f"vk-ours-{rep}"), os.path.join(work, f"vk-parquet-{rep}")
+        d = {k: os.path.join(work, f"vk-{k}-{rep}") for k in runs}
         spent = {}
-        t_o = timed(lambda: spent.update(ours_write(spark, o, df, "bulk_insert", virtual)))
-        t_p = timed(lambda: df.write.partitionBy("p").parquet(p))
+        t = {"ours": timed(lambda: spent.update(ours_write(spark, d["ours"], df, "bulk_insert", virtual))),
+             "delta": timed(lambda: df.write.format("delta").partitionBy("p").save(d["delta"])),
+             "parquet": timed(lambda: df.write.partitionBy("p").parquet(d["parquet"]))}
         if rep:
-            ours.append(t_o)
-            plain.append(t_p)
+            for k, v in t.items():
+                runs[k].append(v)
             profile.append(spent)
         if rep == reps:
-            checks = check_hudi(spark, o, n)
+            checks = {"ours": check_hudi(spark, d["ours"], n), "delta": check_delta(spark, d["delta"], n)}
             from airflow_hudi_occ.core import Table
-            if Table.open(o).config.populates_meta_fields:
-                raise RuntimeError(f"{o} was not written with virtual keys")
-        for d in (o, p):
-            shutil.rmtree(d, ignore_errors=True)
+            if Table.open(d["ours"]).config.populates_meta_fields:
+                raise RuntimeError(f"{d['ours']} was not written with virtual keys")
+        for p in d.values():
+            shutil.rmtree(p, ignore_errors=True)
+    what = f"bulk_insert of {n} rows into a table with hoodie.populate.meta.fields=false"
     return [figure("same_spark.virtual_keys.bulk_insert.vs_df_write_parquet",
-                   f"bulk_insert of {n} rows into a table with hoodie.populate.meta.fields=false vs "
-                   "df.write.partitionBy('p').parquet of the same rows", ours, plain, "df.write.parquet",
-                   1.2, rows=n, reads=checks, profile_ours_s=profile)]
+                   f"{what} vs df.write.partitionBy('p').parquet of the same rows", runs["ours"],
+                   runs["parquet"], "df.write.parquet", 1.2, rows=n, reads=checks, profile_ours_s=profile),
+            figure("same_spark.virtual_keys.bulk_insert.vs_delta", f"{what} vs df.write.format('delta') "
+                   "of the same rows (the same work: no meta columns)", runs["ours"], runs["delta"],
+                   "Delta write", 1.0, rows=n, reads=checks)]
+
+
+def _rival_at_its_commit(path: str, parts: int):
+    """Start our core writer on ``path`` in another process with one row in each of the
+    ``parts`` file groups; return once it has written every file (markers included) and waits
+    at its barrier to commit, its heartbeat alive. The caller releases it with
+    ``barrier.wait()`` and reads its outcome from the queue."""
+    import multiprocessing
+
+    from airflow_hudi_occ.testing.workers import commit_after_barrier
+    mp = multiprocessing.get_context("spawn")
+    barrier, results = mp.Barrier(2), mp.Queue()
+    rows = [{"id": p, "p": f"p{p}", "ts": 100, "v": "rival", "amount": 0.0} for p in range(parts)]
+    # the rival waits up to 15 min at its barrier: Java's doomed write reaches its first check
+    # only after tagging, minutes at 2 M rows on a busy machine (a rival gone by then would
+    # make the write no conflict at all)
+    proc = mp.Process(target=commit_after_barrier, args=(path, OURS, rows, barrier, results, "rival", 900))
+    proc.start()
+    deadline = time.time() + 300
+    while barrier.n_waiting < 1:
+        if not proc.is_alive() or time.time() > deadline:
+            proc.terminate()
+            raise RuntimeError(f"the rival writer on {path} did not reach its commit within 300 s")
+        time.sleep(0.02)
+    return proc, barrier, results
+
+
+def _release(proc, barrier, results) -> dict:
+    barrier.wait(timeout=120)
+    out = results.get(timeout=300)
+    proc.join(timeout=120)
+    if out["outcome"] != "committed":
+        raise RuntimeError(f"the rival writer did not commit: {out}")
+    return out
+
+
+def _doomed_once(spark, seed: str, path: str, up, parts: int, who: str) -> dict:
+    """One doomed write by ``who`` ("ours" or "java") on a fresh copy of ``seed`` while the
+    rival waits at its commit: the seconds until it fails with its conflict."""
+    from airflow_hudi_occ.core.errors import RetryableError
+    shutil.copytree(seed, path)
+    proc, barrier, results = _rival_at_its_commit(path, parts)
+    err = None
+    try:
+        t0 = time.perf_counter()
+        try:
+            if who == "ours":
+                ours_write(spark, path, up, "upsert", {ECD_KEY: "true"})
+            else:
+                java_write(up, path, "upsert", JAVA_EARLY_DETECTION)
+        except RetryableError as e:
+            err = e
+        except Exception as e:  # Java's: a Py4JJavaError around HoodieEarlyConflictDetectionException
+            if "EarlyConflictDetection" not in str(e) and "ConflictException" not in str(e):
+                raise
+            err = e
+        seconds = time.perf_counter() - t0
+    finally:
+        rival = _release(proc, barrier, results) if proc.is_alive() else None
+    if err is None:
+        raise RuntimeError(f"{who}'s write committed beside a rival holding every file group (rival: "
+                           f"{rival}): not a conflict")
+    # data files the doomed writer left (Hudi rolls them back lazily): all but the seed's and
+    # the rival's one new version of each file group
+    return {"seconds": round(seconds, 3), "error": type(err).__name__,
+            "files_written": file_count(path) - file_count(seed) - parts, "rival": rival and rival["instant"]}
+
+
+def bench_doomed(spark, work: str, n: int, reps: int, log) -> list[dict]:
+    from bench.spark_write import source_df, upsert_df
+    parts = 4
+    seed = os.path.join(work, "doomed-seed")
+    ours_write(spark, seed, source_df(spark, n, parts), "bulk_insert", {"hoodie.parquet.small.file.limit": "0"})
+    up = upsert_df(spark, n, parts).cache()
+    up.count()
+    runs = {"ours": [], "java": []}
+    for rep in range(reps + 1):
+        for who in runs:
+            log(f"doomed writer: {who}, round {rep}")
+            path = os.path.join(work, f"doomed-{who}-{rep}")
+            r = _doomed_once(spark, seed, path, up, parts, who)
+            if rep:
+                runs[who].append(r)
+            shutil.rmtree(path, ignore_errors=True)
+    up.unpersist()
+    return [figure("same_spark.doomed.time_to_stop.vs_java_hudi",
+                   f"an upsert of {n // 10} rows over {parts} file groups a live rival has written and "
+                   "waits to commit: seconds until the doomed writer fails, early conflict detection on; "
+                   "ours vs Java Hudi's", [r["seconds"] for r in runs["ours"]],
+                   [r["seconds"] for r in runs["java"]], "Java Hudi, early conflict detection", 1.0,
+                   rows=n, ours_runs=runs["ours"], java_runs=runs["java"])]
 
 
 # --- main ------------------------------------------------------------------------------------------
@@ -391,6 +505,8 @@ def run(rows: int, reps: int, commits: int, only: list[str], base_dir: str, log,
             done(f if "bulk" in only else [])
         if "upsert" in only:
             done(bench_upsert(spark, work, rows, reps, seeds, log))
+        if "doomed" in only:
+            done(bench_doomed(spark, work, rows, reps, log))
         if "virtual" in only:
             done(bench_virtual(spark, work, rows, reps, log))
         if "commits" in only and commits > 0:

@@ -32,6 +32,20 @@ def fast_options(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def java_hudi(tmp_path_factory):
+    """Java Hudi (the harness of airflow_hudi_occ.testing.java_hudi) for the whole session.
+    A machine without the set-up fails here, naming scripts/install-java-hudi.sh: these tests
+    never skip. Here rather than in tests/interop so that the interop and the reliability
+    tests (the crash matrix reads with Java) share one JVM per session."""
+    from airflow_hudi_occ.testing.java_hudi import JavaHudi
+    # One JVM answers every test's java_hudi.run() (a start costs 10-20 s of CPU); the
+    # tests that need JVMs of their own (races, kills) call start(), which still spawns one.
+    java = JavaHudi(tmp_path_factory.mktemp("java-hudi"), keep_jvm=True)
+    yield java
+    java.close()
+
+
+@pytest.fixture(scope="session")
 def zk_server(tmp_path_factory):
     """One real ZooKeeper server (Debian's package) for the whole test session."""
     from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer

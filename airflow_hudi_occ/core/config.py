@@ -423,11 +423,21 @@ METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
         "(Java with false keeps writing it, which this writer cannot)")
 METADATA_MAINTAIN_FILES = ConfigProperty(
     "hoodie.occ.metadata.files.maintain", False, parse_bool,
-    doc="this project's key, until it maintains the whole metadata table: true lets the core "
-        "copy-on-write writer's commits (insert, upsert, delete, bulk_insert) keep a metadata "
-        "table that holds only the files partition up to date, writing its deltacommit at the "
-        "same instant, as Java does (core/table/metadata_commit.py); every other action still "
-        "refuses such a table. false (default): refused, or removed with hoodie.metadata.enable=false")
+    doc="this project's key, until it maintains the whole metadata table: true lets every "
+        "action of ours (commits and deltacommits of the core writers and the Spark engine, "
+        "insert_overwrite, clustering, compaction, clean, rollback) keep a metadata table that "
+        "holds only the files partition up to date, writing its deltacommit at the same instant "
+        "as Java does (a rollback rolls back the metadata table's deltacommit of the instant; "
+        "core/table/metadata_commit.py), and compacts, cleans and archives the metadata table as Java's "
+        "writer does (core/commit/metadata_services.py). "
+        "false (default): refused, or removed with hoodie.metadata.enable=false")
+#: Hudi's key (HoodieMetadataConfig.COMPACT_NUM_DELTA_COMMITS): the metadata table is compacted
+#: once this many deltacommits completed after its latest compaction (core/table/metadata_compaction.py)
+METADATA_COMPACT_MAX_DELTA_COMMITS = ConfigProperty(
+    "hoodie.metadata.compact.max.delta.commits", 10, parse_int,
+    doc="Hudi's key: with hoodie.occ.metadata.files.maintain=true, our writer compacts the metadata "
+        "table (after its commit, under the table lock, as Java's writer does) once this many "
+        "deltacommits have completed since its latest compaction")
 METADATA_DELETE_UNMAINTAINED = ConfigProperty(
     "hoodie.occ.metadata.delete.unmaintained", False, parse_bool,
     doc="this project's key: with hoodie.metadata.enable=false, true lets this writer delete a "
@@ -442,6 +452,21 @@ AUTO_UPGRADE = ConfigProperty(
     "hoodie.write.auto.upgrade", True, parse_bool,
     doc="upgrade a version 8 table to hoodie.write.table.version when that is higher; false "
         "refuses the write instead")
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """What a reader is told: for now whether it lists files through Hudi's metadata table
+    (``hoodie.metadata.enable``, default true, as Java 1.x readers default to it:
+    ``HoodieMetadataConfig.DEFAULT_METADATA_ENABLE_FOR_READERS``; core/table/file_listing.py).
+    The key is the writers' :data:`METADATA_ENABLE`: a reader given a writer's options reads
+    as that writer would list."""
+
+    metadata_enable: bool = True
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ReadConfig":
+        return cls(metadata_enable=METADATA_ENABLE.get(options or {}))
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 Why: the same-Spark benchmark (bench/same_spark.py, issue 31) runs our engine next to Java
 Hudi and Delta Lake in one Spark 3.5 session, the Spark that Java Hudi's bundle is built for
 (this Maven Central serves no Spark 4 bundle); the engine's supported PySpark stays 4.2
-(pyproject's ``spark`` extra). Two differences, found by running the engine on 3.5.5:
+(pyproject's ``spark`` extra). Three differences, found by running the engine on 3.5.5:
 
 - :func:`to_arrow_schema`: 4.x takes the session's ``timezone``; 3.5 always gives UTC
   timestamps, which is what the engine asks 4.x for.
+- :func:`to_arrow`: 3.5 has no ``DataFrame.toArrow``.
 - :func:`apply_in_arrow`, one Python call per group of rows in Arrow: the engine writes one
   file group per call (executor.py, mor_executor.py, clustering.py) through PySpark 4's
   ``GroupedData.applyInArrow``, which 3.5 lacks. On 3.5 the same contract is built from what
@@ -33,6 +34,14 @@ def to_arrow_schema(schema, timezone: str = "UTC") -> pa.Schema:
         if timezone != "UTC":
             raise
         return convert(schema)
+
+
+def to_arrow(df) -> pa.Table:
+    """``df.toArrow()`` (PySpark 4); on 3.5, which lacks it, through pandas (only small frames
+    are collected this way: the tagging probe's first rows)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
 
 
 def has_apply_in_arrow() -> bool:

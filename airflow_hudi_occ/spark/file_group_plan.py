@@ -172,20 +172,25 @@ class PairPlan:
         return True
 
 
-def plan_by_pair(keyed, opts: SparkWriteOptions, table: Table, prefix: str) -> "FilePlan | None":
+def plan_by_pair(keyed, opts: SparkWriteOptions, table: Table, prefix: str,
+                 counted: dict | None = None) -> "FilePlan | None":
     """A copy-on-write bulk_insert that does not combine duplicate keys (Hudi's default), as
     Hudi writes it without a sort mode: every input task writes the records it reads into new
     file groups of its own, one per partition it sees (more when they would pass the max file
     size). One small job counts the records per (partition, task) (partial aggregation: the
     shuffle carries one row per pair); the write job is the only pass over the data besides.
     None when that would make many more file groups than sizing each partition as a whole (many
-    small input tasks): the caller then shuffles by file group."""
-    with task_ids_as_run(keyed.sparkSession):  # the tasks the write job will have
-        rows = keyed.groupBy(tagging.PART, F.spark_partition_id().alias(tagging.TASK),
-                             F.xxhash64(tagging.PART).alias("__ph")).count().collect()
+    small input tasks): the caller then shuffles by file group. ``counted``: the same counts
+    taken by the batch check's job (``tagging.check_batch(pairs=...)``), which saves this one."""
+    if counted:
+        pairs = dict(counted)
+    else:
+        with task_ids_as_run(keyed.sparkSession):  # the tasks the write job will have
+            rows = keyed.groupBy(tagging.PART, F.spark_partition_id().alias(tagging.TASK),
+                                 F.xxhash64(tagging.PART).alias("__ph")).count().collect()
+        pairs = {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
     view = FileSystemView(table, partitions=[])  # new file groups only: nothing is read
     per_file = max(1, opts.max_file_size // max(1, record_size(view, opts)))
-    pairs = {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
     counts: dict = {}
     for (part, _), (_, n) in pairs.items():
         counts[part] = counts.get(part, 0) + n

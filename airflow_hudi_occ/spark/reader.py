@@ -3,7 +3,8 @@
 They return the rows any Hudi reader returns (hudi-rs is the oracle in the tests):
 
 - snapshot / time travel: the latest visible base file of every file group, as of a
-  *requested* time (core :class:`FileSystemView`), read by Spark's parquet reader with the
+  *requested* time (core :class:`FileSystemView`, its files listed through Hudi's metadata
+  table when the table has one: core/table/file_listing.py), read by Spark's parquet reader with the
   columns of every file merged (a file written before a column was added reads it as null);
   on an object store Spark has no connector for (``s3://`` without ``hadoop-aws``), by
   executor tasks through fsspec with the table's storage options (object_store.py);
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.spark import object_store
+from airflow_hudi_occ.core.config import ReadConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
@@ -47,11 +49,13 @@ def _read(spark, table: Table, rels: list[str]):
     return object_store.read_files(spark, urls, "parquet", table.storage.storage_options)
 
 
-def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_options=None):
-    """The table now, or as of a requested instant time (time travel)."""
+def read_snapshot(spark, base_path: str, *, as_of: str | None = None, storage_options=None, options=None):
+    """The table now, or as of a requested instant time (time travel). ``options``: the
+    reader's ``hoodie.*`` keys (core's ``ReadConfig``: ``hoodie.metadata.enable=false`` lists
+    the storage even when the table has a metadata table)."""
     table = Table.open(base_path, storage_options)
     _refuse_merge_on_read(table)
-    view = FileSystemView(table, as_of=as_of)
+    view = FileSystemView(table, as_of=as_of, metadata_enable=ReadConfig.from_options(options).metadata_enable)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)
     return _read(spark, table, [s.base_file.relative_path for s in view.latest_file_slices()])

@@ -38,6 +38,7 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
 from airflow_hudi_occ.spark import object_store
+from airflow_hudi_occ.spark.compat import to_arrow
 from airflow_hudi_occ.spark.session import task_ids_as_run
 
 KEY = "_hoodie_record_key"
@@ -109,26 +110,46 @@ def _no_key(df: DataFrame, fields: list[str]):
 
 
 def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
-                url_encode: bool, counts: dict | None = None) -> dict[str, dict[str, str]]:
+                url_encode: bool, counts: dict | None = None, *,
+                pairs: dict | None = None) -> dict[str, dict[str, str]]:
     """On the driver, before the write's instant exists, one Spark job over the batch: every
     distinct partition value goes through core's rule (``partition_path.field_text``: a
     hostile one is refused naming its column), and rows without a record key are counted
     (refused as core refuses them). Returns the ``labels`` for :func:`partition_path_expr`:
     per field, the values whose path text differs from the value (url-encoded ones).
     ``counts``, if given, receives ``rows`` and ``partitions`` (distinct partition values),
-    counted by the same job (the job's progress line), and ``paths``, the partition paths."""
+    counted by the same job (the job's progress line), and ``paths``, the partition paths.
+
+    ``pairs``, if given, receives what a bulk_insert planned per input task needs
+    (``file_group_plan.plan_by_pair``): (partition path, task) -> (the path's xxhash64,
+    records), counted by this same job grouped by task too, so that such a write runs one
+    Spark job before its write job instead of two (issue 31's profile: the second job was
+    most of the bulk_insert's time before writing). Filled only when no value is spelled other
+    than as itself (``labels`` empty): the path Spark hashes here is then the path the write
+    job computes."""
     key = "hoodie.datasource.write.partitionpath.field"
     cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
     bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
     n = F.count(F.lit(1)).alias("__n")
-    rows = (df.groupBy(*cols).agg(bad, n) if cols else df.agg(bad, n)).collect()
+    by = list(cols)
+    if pairs is not None:
+        by += [F.spark_partition_id().alias(TASK), F.xxhash64(partition_path_expr(df, partition_fields, hive_style))
+               .alias("__ph")]
+        with task_ids_as_run(df.sparkSession):  # the tasks the write job will have
+            rows = df.groupBy(*by).agg(bad, n).collect()
+    else:
+        rows = (df.groupBy(*by).agg(bad, n) if by else df.agg(bad, n)).collect()
+
+    def path_of(r) -> str:
+        return partition_path.partition_path(
+            partition_fields, [r[f"__p{i}"] for i in range(len(partition_fields))],
+            hive_style=hive_style, url_encode=url_encode) if cols else ""
     if counts is not None:
         counts["rows"] = sum(int(r["__n"] or 0) for r in rows)
-        counts["partitions"] = len(rows) if cols else int(counts["rows"] > 0)
+        counts["partitions"] = len({tuple(r[f"__p{i}"] for i in range(len(cols))) for r in rows}) if cols \
+            else int(counts["rows"] > 0)
         # the write's footprint, declared at begin (core/concurrency/footprint.py)
-        counts["paths"] = sorted({partition_path.partition_path(
-            partition_fields, [r[f"__p{i}"] for i in range(len(partition_fields))],
-            hive_style=hive_style, url_encode=url_encode) for r in rows}) if cols else [""]
+        counts["paths"] = sorted({path_of(r) for r in rows}) if cols else [""]
     no_key = sum(int(r["__bad"] or 0) for r in rows)
     if no_key:
         raise invalid_key_error(key_fields, no_key)
@@ -138,6 +159,11 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
             text = partition_path.field_text(f, value, hive_style=hive_style, url_encode=url_encode)
             if value and text != (f"{f}={value}" if hive_style else value):
                 labels.setdefault(f, {})[value] = text
+    if pairs is not None and not labels:
+        for r in rows:  # a null and an empty value share the Hive default's path: summed
+            if r["__n"]:
+                pair = (path_of(r), int(r[TASK]))
+                pairs[pair] = (int(r["__ph"]), pairs.get(pair, (0, 0))[1] + int(r["__n"]))
     return labels
 
 
@@ -383,7 +409,7 @@ def _probe_held(keyed: DataFrame, slices: list[FileSlice], storage: Storage) -> 
         return None
     if total > PROBE_MAX_BYTES:
         return None
-    first = keyed.limit(PROBE_ROWS).toArrow()
+    first = to_arrow(keyed.limit(PROBE_ROWS))
     if first.num_rows == 0:
         return None
     for s in slices:

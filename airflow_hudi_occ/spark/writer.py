@@ -280,13 +280,22 @@ class SparkHudiWriter(SparkTableJob):
         tagging.record_key_expr(df, cfg.record_key_fields)
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
         counts: dict = {}
+        pairs = {} if self._planned_by_pair(batch) else None
         batch.partition_labels = tagging.check_batch(
             df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
-            cfg.url_encode_partitions, counts)
+            cfg.url_encode_partitions, counts, pairs=pairs)
+        batch.pair_counts = pairs
         self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                               f"{counts.get('partitions', 0)} partition(s) into "
                               f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
         batch.partitions = counts.get("paths")  # the footprint declared at begin
+
+    @staticmethod
+    def _planned_by_pair(batch: "_Batch") -> bool:
+        """A bulk_insert that keeps duplicate keys into a local table, written per input task
+        (``file_group_plan.plan_by_pair``): its batch check counts the pairs too."""
+        return (batch.op == "bulk_insert" and not batch.bucket and not batch.combines
+                and pair_write.applies(batch.table))
 
     def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
         existing = plan.existing
@@ -305,8 +314,9 @@ class SparkHudiWriter(SparkTableJob):
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
             plan = None
-            if batch.op == "bulk_insert" and not batch.combines and pair_write.applies(batch.table):
-                plan = plan_by_pair(keyed, batch.opts, batch.table, new_file_id()[:8])
+            if self._planned_by_pair(batch):
+                plan = plan_by_pair(keyed, batch.opts, batch.table, new_file_id()[:8],
+                                    counted=batch.pair_counts)
             if plan is None:
                 plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
                                         run.persisted, by_task=native and batch.combines)
@@ -583,6 +593,9 @@ class _Batch:
     partition_labels: dict = field(default_factory=dict)
     #: the batch's partition paths (``tagging.check_batch``): its footprint, declared at begin
     partitions: list | None = None
+    #: (partition, task) -> (hash, records) counted by the batch check for a write planned
+    #: per input task (``plan_by_pair``); None or empty: counted when planning
+    pair_counts: dict | None = None
 
     @property
     def op(self) -> str:

@@ -41,12 +41,32 @@ has one; core/table/metadata_table.py), in begin(), table lock HELD, no instant 
                           the .hoodie/metadata folder still there
     mdt_mid_delete        part of the .hoodie/metadata folder deleted
 
-Inside the metadata table's deltacommit that a copy-on-write commit writes with
-``hoodie.occ.metadata.files.maintain=true`` (core/table/metadata_commit.py), in commit(), table
-lock HELD, the data instant inflight::
+Inside the metadata table's deltacommit that a write (a copy-on-write commit, a merge-on-read
+deltacommit) writes with ``hoodie.occ.metadata.files.maintain=true``
+(core/table/metadata_commit.py), in commit(), table lock HELD, the data instant inflight::
 
     mdt_files_after_log          the metadata table's log file written, its deltacommit pending
     mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
+
+The metadata table's steps of a clean and of a rollback (the child runs ``action="clean"`` or
+``action="rollback"`` of ``instant`` instead of a write), table lock HELD::
+
+    mdt_clean_after_deltacommit      the clean's files deleted and the metadata table's
+                                     deltacommit of the clean completed; the clean not
+    mdt_rollback_before_complete     the rollback of the metadata table's deltacommit of the
+                                     rolled-back instant has deleted it (its completed file, its
+                                     log files, its pending files); that rollback not completed
+    mdt_rollback_after_complete      the metadata table's rollback completed; the data
+                                     rollback not
+
+Inside the metadata table's compaction our writer runs after such a commit (core/table/
+metadata_compaction.py, core/commit/metadata_services.py), table lock HELD, the data instant
+completed::
+
+    mdt_compaction_after_base    the compaction's new base HFile written, its plan requested and
+                                 inflight, the completed compaction instant not yet written
+    mdt_clean_after_delete       the metadata table's clean (run before its compaction) has
+                                 deleted the old slices' files, the clean not yet completed
 
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
@@ -83,6 +103,11 @@ RECOVERY_POINTS = ("after_staged",)
 METADATA_TABLE_POINTS = ("mdt_after_backup", "mdt_after_properties", "mdt_mid_delete")
 #: points inside the metadata table's deltacommit of a commit (they need a files-only one)
 METADATA_COMMIT_POINTS = ("mdt_files_after_log", "mdt_files_after_deltacommit")
+#: points inside a clean's and a rollback's metadata-table steps (children running those)
+METADATA_CLEAN_POINTS = ("mdt_clean_after_deltacommit",)
+METADATA_ROLLBACK_POINTS = ("mdt_rollback_before_complete", "mdt_rollback_after_complete")
+#: points inside the metadata table's compaction (they need a files-only one and the trigger)
+METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base", "mdt_clean_after_delete")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -112,7 +137,8 @@ def install(point: str | None = None) -> str | None:
     if not point:
         return None
     known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
-                                + METADATA_COMMIT_POINTS))
+                                + METADATA_COMMIT_POINTS + METADATA_CLEAN_POINTS
+                                + METADATA_ROLLBACK_POINTS + METADATA_COMPACTION_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -273,6 +299,58 @@ def install(point: str | None = None) -> str | None:
             return out
         transaction.write_files_deltacommit = write_files_deltacommit
 
+    elif point == "mdt_compaction_after_base":
+        from airflow_hudi_occ.core.format.instant import Action
+        from airflow_hudi_occ.core.table import metadata_compaction
+        orig_complete_mdt = metadata_compaction.complete
+
+        def complete_compaction(table, inst, completion_time, data, **kw):
+            if inst.action is Action.COMPACTION:
+                maybe_crash(point, compaction=inst.requested_time)  # "instant": the data instant
+            return orig_complete_mdt(table, inst, completion_time, data, **kw)
+        metadata_compaction.complete = complete_compaction
+
+    elif point == "mdt_clean_after_delete":
+        from airflow_hudi_occ.core.table import metadata_clean
+        orig_delete_planned = metadata_clean.delete_planned_files
+
+        def delete_planned_files(storage, files_by_partition, **kw):
+            out = orig_delete_planned(storage, files_by_partition, **kw)
+            maybe_crash(point, deleted=sorted(f for fs in out[0].values() for f in fs))
+            return out
+        metadata_clean.delete_planned_files = delete_planned_files
+
+    elif point == "mdt_clean_after_deltacommit":
+        from airflow_hudi_occ.core.services import clean
+        orig_clean_mdt = clean.write_metadata_deltacommit
+
+        def write_metadata_deltacommit(table, instant_time, blocks, completion_time):
+            out = orig_clean_mdt(table, instant_time, blocks, completion_time)
+            maybe_crash(point, instant=instant_time)
+            return out
+        clean.write_metadata_deltacommit = write_metadata_deltacommit
+
+    elif point == "mdt_rollback_before_complete":
+        from airflow_hudi_occ.core.format.instant import Action
+        from airflow_hudi_occ.core.table import metadata_commit
+        orig_mdt_complete = metadata_commit.complete
+
+        def complete_mdt(table, inst, completion_time, data, **kw):
+            if inst.action is Action.ROLLBACK:
+                maybe_crash(point, instant=inst.requested_time)
+            return orig_mdt_complete(table, inst, completion_time, data, **kw)
+        metadata_commit.complete = complete_mdt
+
+    elif point == "mdt_rollback_after_complete":
+        from airflow_hudi_occ.core.commit import rollback
+        orig_mdt_rollback = rollback.rollback_metadata_deltacommit
+
+        def rollback_metadata_deltacommit(table, instant_time, rollback_time, completion_time):
+            out = orig_mdt_rollback(table, instant_time, rollback_time, completion_time)
+            maybe_crash(point, instant=rollback_time, rolled_back=instant_time)
+            return out
+        rollback.rollback_metadata_deltacommit = rollback_metadata_deltacommit
+
     elif point == "mdt_mid_delete":
         orig_delete_dir = storage.Storage.delete_dir
 
@@ -301,6 +379,21 @@ def _child(job: dict) -> int:
 
     install()
     table = Table.open(job["table"], job.get("storage_options"))
+    action = job.get("action", "write")
+    if action in ("clean", "rollback"):
+        config = WriteConfig.from_options(job["options"])
+        try:
+            if action == "clean":
+                from airflow_hudi_occ.core.services.clean import run_clean
+                out = run_clean(table, config).to_json()
+            else:
+                from airflow_hudi_occ.core.commit.rollback import rollback_instant
+                out = rollback_instant(table, job["instant"], config, reason="crash child").to_json()
+        except HudiOccError as e:
+            emit_result({"outcome": "error", "error": e.to_dict()})
+            return 2
+        emit_result({"outcome": "done", **out})
+        return 0
     cls = MergeOnReadWriter if table.config.table_type == MERGE_ON_READ else ArrowTableWriter
     w = cls(table, WriteConfig.from_options(job["options"]),
                          writer_id=job.get("writer_id", "crash-child"))
@@ -349,7 +442,9 @@ class ChildResult:
 def run_writer(table: str, options: dict, rows: list[dict], *, crash_at: str | None = None,
                storage_options: dict | None = None, timeout_s: float = 120,
                env: dict | None = None, **job: Any) -> ChildResult:
-    """Run one upsert in a fresh Python process, dying at ``crash_at`` (None: no crash)."""
+    """Run one upsert in a fresh Python process, dying at ``crash_at`` (None: no crash);
+    ``action="clean"`` runs a clean instead, ``action="rollback"`` with ``instant=`` that
+    instant's rollback."""
     payload = {"table": table, "options": options, "rows": rows,
                "storage_options": storage_options, **job}
     child_env = dict(os.environ)

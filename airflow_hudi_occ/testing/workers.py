@@ -5,7 +5,7 @@ from __future__ import annotations
 import traceback
 
 
-def _barrier_writer(table_path, options, barrier, name):
+def _barrier_writer(table_path, options, barrier, name, timeout: float = 120):
     """A writer of ``table_path`` whose ``before_commit`` hook waits at ``barrier``, and the
     state it records (the instant it began) for the report."""
     from airflow_hudi_occ.core.config import WriteConfig
@@ -17,19 +17,20 @@ def _barrier_writer(table_path, options, barrier, name):
 
     def before_commit(tx):
         state["instant"] = tx.instant_time
-        barrier.wait(timeout=120)
+        barrier.wait(timeout=timeout)
 
     return writer, before_commit, state
 
 
-def commit_after_barrier(table_path, options, rows, barrier, results, name):
+def commit_after_barrier(table_path, options, rows, barrier, results, name, timeout: float = 120):
     """Write ``rows`` (a list of dicts) as one upsert, waiting at ``barrier`` just before the
-    commit so that every writer has begun and written its files before any of them commits."""
+    commit so that every writer has begun and written its files before any of them commits
+    (at most ``timeout`` seconds: a rival slower than that finds this writer gone)."""
     import pyarrow as pa
 
     from airflow_hudi_occ.core.errors import RetryableError
 
-    writer, before_commit, state = _barrier_writer(table_path, options, barrier, name)
+    writer, before_commit, state = _barrier_writer(table_path, options, barrier, name, timeout)
     try:
         res = writer.write(pa.Table.from_pylist(rows), "upsert", before_commit=before_commit)
         results.put({"name": name, "outcome": "committed", "instant": res.instant.requested_time,

@@ -1,4 +1,5 @@
-"""Kill points inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false``).
+"""Kill points inside the removal of Hudi's metadata table (``hoodie.metadata.enable=false``),
+and inside the steps of ours that keep it (``hoodie.occ.metadata.files.maintain=true``).
 
 A writer SIGKILLed at each step (backup written; properties replaced; folder half deleted) must
 leave a table that hudi-rs, which lists files through an enabled metadata table, reads exactly
@@ -7,6 +8,8 @@ as committed; the next writer finishes the removal and commits; nothing is left 
 """
 
 from __future__ import annotations
+
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -99,3 +102,222 @@ def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
                 for p, files in storage_listing(path).items()}
     assert any(n.endswith(f"_{dead}.parquet") for files in storage_listing(path).values() for n in files)
     assert listed == {p: f for p, f in expected.items() if f}
+
+
+@pytest.mark.parametrize("table_type,point,finisher", [
+    ("COPY_ON_WRITE", "mdt_rollback_before_complete", "ours"),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", "ours", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", "ours", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", "ours", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_clean_after_deltacommit", "ours", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_before_complete", "java", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_rollback_after_complete", "java", marks=pytest.mark.slow),
+    pytest.param("MERGE_ON_READ", "mdt_rollback_before_complete", "java", marks=pytest.mark.slow),
+    pytest.param("COPY_ON_WRITE", "mdt_clean_after_deltacommit", "java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_steps_of_a_clean_or_a_rollback(tmp_path, java_hudi, table_type, point,
+                                                                 finisher):
+    """``hoodie.occ.metadata.files.maintain=true`` on a Java table with a files-only metadata
+    table. Rollback: a writer dies after its metadata-table deltacommit (before its own
+    completion); the process rolling it back is killed inside the metadata table's rollback
+    of that deltacommit, or after it, before the data rollback completes. Clean: a clean is
+    killed after its metadata-table deltacommit, before it completes. Copy-on-write in the
+    default run; merge-on-read (the dying write appends a log file) slow. At the kill and after
+    the next clean of ours (which finishes the interrupted rollback or clean), Java's snapshot
+    read through the metadata table and hudi-rs's are exact: 0 exposed, 0 lost; then the
+    listing equals the storage, nothing is pending on either timeline, and Java's next writer
+    adds one deltacommit to the metadata table. ``finisher="java"`` (slow): a Java writer comes
+    first after the kill and finishes the interrupted rollback or clean itself (the data
+    table's and the metadata table's), and its read is exact."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.services.clean import run_clean
+    from airflow_hudi_occ.core.services.compaction import execute_compaction, schedule_compaction
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.java_hudi import Read, Write
+    from airflow_hudi_occ.testing.tables import rows_by_key
+    from tests.interop.rows import ONE_VERSION, RETAIN_1, apply, batch
+    from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
+    from tests.interop.test_java_metadata_table import COLS, FILES_ONLY, KEYS, model_of
+
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(4)]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_type=table_type, table_version=9,
+                        options=FILES_ONLY, **KEYS))
+    model = model_of(first)
+    mor = table_type == "MERGE_ON_READ"
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            **(ONE_VERSION if mor else RETAIN_1)}
+    for ts in (2, 3):  # old versions for a clean (merge-on-read: log files, then a compaction)
+        rows = [(1, "a", ts, f"ours{ts}")]
+        (MergeOnReadWriter if mor else ArrowTableWriter)(Table.open(path), WriteConfig.from_options(opts)).write(
+            batch(rows))
+        apply(model, rows, "upsert")
+    if mor:
+        execute_compaction(Table.open(path), opts, schedule_compaction(Table.open(path), opts, force=True))
+
+    def exact(step: str) -> None:
+        [read] = java_hudi.run(Read(path))
+        assert rows_by_key(read.rows, columns=COLS) == model, step
+        assert rows_by_key(hudi_read(path), columns=COLS) == model, step
+
+    if point.startswith("mdt_rollback"):
+        dying = run_writer(path, opts, [{"id": 0, "p": "b", "ts": 9, "v": "dead"}],
+                           crash_at="mdt_files_after_deltacommit", writer_id="dies")
+        assert dying.killed, dying.stderr[-3000:]
+        dead = dying.crash["instant"]
+        age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+        child = run_writer(path, opts, [], action="rollback", instant=dead, crash_at=point, writer_id=point)
+    else:
+        child = run_writer(path, opts, [], action="clean", crash_at=point, writer_id=point)
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    assert child.crash["point"] == point
+    exact(f"after the kill at {point}")
+
+    age_lock_file(os.path.join(path, ".hoodie", "lock"), 120)
+    if finisher == "java":
+        java_rows = [(5, "b", 7, "java-five")]
+        _, read = java_hudi.run(Write(path, batch(java_rows), options=FILES_ONLY, **KEYS), Read(path))
+        apply(model, java_rows, "upsert")
+        assert rows_by_key(read.rows, columns=COLS) == model
+    run_clean(Table.open(path), opts)  # LAZY: finishes the interrupted rollback; or the clean
+    exact("after the next clean")
+    listing = read_metadata_listing(Table.open(path))
+    assert {p: f for p, f in listing.files.items() if f} == {p: f for p, f in data_files(path).items() if f}
+    assert not Table.open(path).timeline().pending()
+    assert not Table.open(os.path.join(path, ".hoodie", "metadata")).timeline().pending()
+    if point.startswith("mdt_rollback"):
+        assert dead not in mdt_instants(path) and Table.open(path).timeline().get(dead) is None
+
+    before = mdt_instants(path)
+    more = [(3, "a", 4, "java-three")]
+    written, read = java_hudi.run(Write(path, batch(more), options=FILES_ONLY, **KEYS), Read(path))
+    apply(model, more, "upsert")
+    assert rows_by_key(read.rows, columns=COLS) == model
+    assert mdt_instants(path)[written.instant][-1].endswith(".deltacommit")
+    assert not any(t.startswith("0000000000000000") for t in set(mdt_instants(path)) - set(before))
+
+
+@pytest.mark.parametrize("next_writer", ["ours", pytest.param("java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writer):
+    """A writer killed mid-compaction of the metadata table (its new base file written, the
+    plan requested and inflight, the compaction not completed), after its data instant
+    completed: the commit is read (0 lost), the half-done compaction is not (0 exposed: readers
+    keep the previous slice); the next writer re-runs the pending compaction from its plan (as
+    Java's ``runAnyPendingCompactions`` does, its base file rewritten) and commits. With
+    ``java`` the reads are Java's, through the metadata table, and Java's writer is the next."""
+    from airflow_hudi_occ.core.format.instant import Action
+    from airflow_hudi_occ.core.table.metadata_compaction import (deltacommits_since_compaction,
+                                                                 latest_compaction_time, open_metadata_table)
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
+    from tests.core.table.test_metadata_listing import storage_listing
+    point = "mdt_compaction_after_base"
+    assert point in METADATA_COMPACTION_POINTS
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    before = hudi_read(str(path))
+    ids = sorted(before.column("txn_id").to_pylist())
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    mdt = open_metadata_table(Table.open(str(path)))
+    trigger = deltacommits_since_compaction(mdt.timeline()) + 1  # the child's deltacommit reaches it
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            "hoodie.metadata.compact.max.delta.commits": str(trigger)}
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point, writer_id="mdt-compaction")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    compaction = child.crash["compaction"]
+
+    table = Table.open(str(path))
+    assert not table.timeline().pending()  # the data instant completed before the compaction
+    timeline = open_metadata_table(table).timeline()
+    assert [i.requested_time for i in timeline.pending_compactions()] == [compaction]
+    assert latest_compaction_time(timeline) is None
+    base = [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith(f"_{compaction}.hfile")]
+    assert len(base) == 1  # written, not yet completed
+    committed = sorted(ids + ["DEAD"])
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
+    assert read_metadata_listing(table).files == storage_listing(path)
+
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    if next_writer == "ours":
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    else:
+        from airflow_hudi_occ.testing.java_hudi import Read, Write
+        java = request.getfixturevalue("java_hudi")
+        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts", table_name="v9_txns_cow_simple_overwrite")
+        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
+            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
+            "hoodie.metadata.record.index.enable": "false"}, **keys))
+        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert not timeline.pending_compactions()
+    done = timeline.get(compaction)
+    assert done is not None and done.is_completed and done.action is Action.COMMIT
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
+    assert read_metadata_listing(table).files == storage_listing(path)
+    assert not table.timeline().pending()
+
+
+@pytest.mark.parametrize("next_writer", ["ours", pytest.param("java", marks=pytest.mark.slow)])
+def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
+    """A writer killed inside the metadata table's clean (its old slice's files deleted, the
+    clean requested and inflight, not completed; run after the data instant completed, before
+    the metadata table's compaction): the commit is read, nothing the readers use was deleted
+    (the latest slice is never cleaned), and the next writer, ours or Java's, finishes the
+    pending clean. The metadata table cleans by file versions here (2 kept, from
+    ``hoodie.clean.fileversions.retained=1``) so that a few commits reach it."""
+    from airflow_hudi_occ.core.format.instant import Action
+    from airflow_hudi_occ.core.table.metadata_compaction import open_metadata_table
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
+    from tests.core.table.test_metadata_listing import storage_listing
+    point = "mdt_clean_after_delete"
+    assert point in METADATA_COMPACTION_POINTS
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
+    before = hudi_read(str(path))
+    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
+    opts = {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
+            "hoodie.metadata.compact.max.delta.commits": "3", "hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.clean.fileversions.retained": "1"}
+    # the fixture's 7 deltacommits: our 1st commit compacts, the 4th cleans nothing (2 slices)
+    # and compacts, the 7th cleans the initialisation's slice: the child's
+    for i in range(6):
+        ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(
+            pa.Table.from_pylist([_row(schema, f"W{i}")], schema=schema))
+    ids = sorted(hudi_read(str(path)).column("txn_id").to_pylist())
+    init_base = [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith("_00000000000000000.hfile")]
+    assert init_base
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([_row(schema, "DEAD")], schema=schema), rows)
+    child = run_writer(str(path), opts, [], rows_parquet=str(rows), crash_at=point, writer_id="mdt-clean")
+    assert child.killed, f"child did not die at {point}: rc={child.returncode}\n{child.stderr[-3000:]}"
+    assert f"files/{init_base[0]}" in child.crash["deleted"]
+
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert [i.action for i in timeline.pending()] == [Action.CLEAN]
+    committed = sorted(ids + ["DEAD"])
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
+    assert read_metadata_listing(table).files == storage_listing(path)
+
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    if next_writer == "ours":
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+    else:
+        from airflow_hudi_occ.testing.java_hudi import Read, Write
+        java = request.getfixturevalue("java_hudi")
+        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
+                    table_name="v9_txns_cow_simple_overwrite")
+        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
+            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
+            "hoodie.metadata.record.index.enable": "false"}, **keys))
+        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    table = Table.open(str(path))
+    timeline = open_metadata_table(table).timeline()
+    assert not timeline.pending(), [str(i) for i in timeline.pending()]
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
+    assert read_metadata_listing(table).files == storage_listing(path)

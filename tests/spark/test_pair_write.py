@@ -170,3 +170,36 @@ def test_a_timestamp_column_takes_this_route_and_is_stored_as_the_python_route_s
     other = next(f for f in os.listdir(os.path.join(by_group, "a")) if f.endswith(".parquet"))
     assert pq.read_schema(os.path.join(by_pair, "a", some)).field("at").type == \
         pq.read_schema(os.path.join(by_group, "a", other)).field("at").type
+
+
+def test_the_batch_check_counts_the_pairs_the_planner_would_count_so_its_job_is_saved(spark, tmp_path, monkeypatch):
+    """The batch check's job, grouped by input task too, gives ``plan_by_pair`` the same
+    (partition, task) -> (hash, records) as the planner's own count job (a null and an empty
+    value both counted under the Hive default's path, hive-style paths hashed as the write job
+    hashes them); the writer then plans without that second job, and the table is whole."""
+    from pyspark.sql import functions as F
+
+    from airflow_hudi_occ.spark import file_group_plan, tagging
+    from airflow_hudi_occ.spark.session import task_ids_as_run
+    df = spark.range(0, 60, numPartitions=3).selectExpr(
+        "id", "case when id % 3 = 0 then 'a' when id % 3 = 1 then null else '' end as p",
+        "cast(id as bigint) as ts", "concat('x', cast(id as string)) as v")
+    for hive in (False, True):
+        pairs: dict = {}
+        labels = tagging.check_batch(df, ["id"], ["p"], hive, False, {}, pairs=pairs)
+        keyed = tagging.keyed(df, ["id"], ["p"], hive, labels)
+        with task_ids_as_run(spark):
+            rows = keyed.groupBy(tagging.PART, F.spark_partition_id(), F.xxhash64(tagging.PART)).count().collect()
+        assert pairs == {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
+        assert sum(n for _, n in pairs.values()) == 60 and len({p for p, _ in pairs}) == 2
+    calls = []
+    real = file_group_plan.plan_by_pair
+
+    def spy(keyed, opts, table, prefix, counted=None):
+        calls.append(counted)
+        return real(keyed, opts, table, prefix, counted=counted)
+    monkeypatch.setattr("airflow_hudi_occ.spark.writer.plan_by_pair", spy)
+    path = str(tmp_path / "t")
+    SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")
+    assert len(calls) == 1 and calls[0] and sum(n for _, n in calls[0].values()) == 60
+    assert sorted(r["id"] for r in hudi_read(path).to_pylist()) == list(range(60))

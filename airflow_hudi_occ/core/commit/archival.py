@@ -49,6 +49,8 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_f
 from airflow_hudi_occ.core.format.metadata import CleanerPlan
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.history import ArchivedInstant, TimelineHistory
+from airflow_hudi_occ.core.table.metadata_compaction import latest_compaction_time, open_metadata_table
+from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 
@@ -106,12 +108,35 @@ def _replaced_groups_still_present(table, timeline, inst: Instant) -> bool:
     return False
 
 
-def plan_archival(table, timeline, config: ArchivalConfig) -> tuple[list[Instant], str | None, str | None]:
-    """The instants to archive (ascending), the boundary time and why it is there."""
+def metadata_table_bound(table, timeline) -> tuple[str, str] | None:
+    """Java's hold on data-table archival while the table has a metadata table
+    (``TimelineArchiverV2.getCommitInstantsToArchive``): nothing is archived before the metadata
+    table's first compaction, and no write completed after its latest compaction (a compacted
+    base file stands for the data timeline up to its instant; what came later is still read
+    from the metadata table's logs, whose deltacommits the data timeline must still confirm)."""
+    if not metadata_table_state(table).enabled:
+        return None
+    mdt_timeline = open_metadata_table(table).timeline()
+    latest = latest_compaction_time(mdt_timeline)
+    if latest is None:
+        return "0", "no compaction yet on the metadata table"
+    after = [i for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS
+             and (i.completion_time or "") > latest]
+    if not after:
+        return None
+    first = min(after, key=lambda i: i.requested_time)
+    return first.requested_time, f"completed after the metadata table's latest compaction {latest}"
+
+
+def plan_archival(table, timeline, config: ArchivalConfig,
+                  extra_bounds: tuple[tuple[str, str], ...] = ()) -> tuple[list[Instant], str | None, str | None]:
+    """The instants to archive (ascending), the boundary time and why it is there;
+    ``extra_bounds``: more ``(time, reason)`` boundaries (the metadata table's, see
+    :func:`metadata_table_bound` and :func:`archive_metadata_table`)."""
     writes = [i for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS]
     if len(writes) <= config.max_commits:
         return [], None, None
-    bounds: list[tuple[str, str]] = []
+    bounds: list[tuple[str, str]] = list(extra_bounds)
     pending = timeline.pending()
     if pending:
         first = pending[0]
@@ -181,6 +206,8 @@ def _to_archived(table, timeline, inst: Instant) -> ArchivedInstant:
     if inst.action is Action.CLEAN:
         req = [n for n in names if n.endswith(".clean.requested")]
         plan = _read(table, timeline, req[0]) if req else None
+    elif inst.action is Action.COMMIT and any(n.endswith(".compaction.requested") for n in names):
+        plan = _read(table, timeline, next(n for n in names if n.endswith(".compaction.requested")))
     elif inst.action in (Action.REPLACE_COMMIT, Action.CLUSTERING):
         for suffix in (".requested", ".inflight"):
             for n in names:
@@ -222,35 +249,78 @@ def _finish_interrupted(table, timeline, history: TimelineHistory) -> list[str]:
     return [i.requested_time for i in done]
 
 
+def _archive_locked(table, cfg: ArchivalConfig, lm, *, dry_run: bool = False,
+                    extra_bounds: tuple[tuple[str, str], ...] = ()) -> ArchivalResult:
+    """The archival steps of the module doc on ``table``; the caller holds the lock."""
+    timeline = table.timeline()
+    history = TimelineHistory(table)
+    result = ArchivalResult(dry_run=dry_run)
+    if not dry_run:
+        result.finished_interrupted = _finish_interrupted(table, timeline, history)
+        if result.finished_interrupted:
+            timeline = table.timeline()
+    result.active_writes_before = sum(1 for i in timeline
+                                      if i.is_completed and i.action in _WRITE_ACTIONS)
+    bounds = tuple(extra_bounds)
+    if result.active_writes_before > cfg.max_commits:
+        held = metadata_table_bound(table, timeline)
+        bounds += (held,) if held else ()
+    chosen, result.boundary, result.boundary_reason = plan_archival(table, timeline, cfg, bounds)
+    result.archived = [i.requested_time for i in chosen]
+    if dry_run or not chosen:
+        return result
+    rows = [_to_archived(table, timeline, i) for i in chosen]
+    lm.check_held()
+    result.history_file = history.append(rows)
+    lm.check_held()
+    _delete_archived(table, timeline, chosen)
+    result.compacted = history.compact(cfg.compaction_batch_size, cfg.compaction_max_bytes)
+    log.info("archived %d instant(s) of %s into %s", len(chosen), table.base_uri, result.history_file)
+    return result
+
+
 def run_archival(table, config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None = None, *,
                  dry_run: bool = False, lock_manager=None) -> ArchivalResult:
-    """Archive what Hudi's rules allow, under the table lock; see the module doc."""
+    """Archive what Hudi's rules allow, under the table lock; see the module doc. A table whose
+    metadata table our writer keeps (``hoodie.occ.metadata.files.maintain=true``, files only)
+    is archived as Java archives it, held back by the metadata table's compactions
+    (:func:`metadata_table_bound`): archival moves no file, so the listing stays true."""
     cfg = archival_config(config)
     lm = lock_manager or table_lock_manager(table, cfg.write)
     with lm.locked():
         if not dry_run:
-            prepare_for_write(table, cfg.write)
-        timeline = table.timeline()
-        history = TimelineHistory(table)
-        result = ArchivalResult(dry_run=dry_run)
-        if not dry_run:
-            result.finished_interrupted = _finish_interrupted(table, timeline, history)
-            if result.finished_interrupted:
-                timeline = table.timeline()
-        result.active_writes_before = sum(1 for i in timeline
-                                          if i.is_completed and i.action in _WRITE_ACTIONS)
-        chosen, result.boundary, result.boundary_reason = plan_archival(table, timeline, cfg)
-        result.archived = [i.requested_time for i in chosen]
-        if dry_run or not chosen:
-            return result
-        rows = [_to_archived(table, timeline, i) for i in chosen]
-        lm.check_held()
-        result.history_file = history.append(rows)
-        lm.check_held()
-        _delete_archived(table, timeline, chosen)
-        result.compacted = history.compact(cfg.compaction_batch_size, cfg.compaction_max_bytes)
-    log.info("archived %d instant(s) of %s into %s", len(chosen), table.base_uri, result.history_file)
-    return result
+            prepare_for_write(table, cfg.write, files_writer=True)
+        return _archive_locked(table, cfg, lm, dry_run=dry_run)
+
+
+def archive_metadata_table(table, mdt, config: ArchivalConfig, lm) -> ArchivalResult:
+    """Archive the metadata table ``mdt`` of ``table`` as Java's writer does after its own
+    compaction and clean (``performTableServices``), under the data table's lock (held by the
+    caller): keep limits one above the data table's (``hoodie.keep.min/max.commits`` + 1, as
+    ``HoodieMetadataWriteUtils`` sets them), never at or past the data table's earliest active
+    write or pending instant (``TimelineUtils.getEarliestInstantForMetadataArchival``: the data
+    timeline must still confirm every deltacommit that is active), nor at or past the metadata
+    table's latest compaction (the slices after it are what readers merge)."""
+    mdt_cfg = ArchivalConfig(config.min_commits + 1, config.max_commits + 1, True, config.beyond_savepoint,
+                             config.compaction_batch_size, config.compaction_max_bytes, config.write)
+    data = table.timeline()
+    bounds = []
+    firsts = [i for i in data if i.action in _WRITE_ACTIONS or i.action is Action.CLUSTERING]
+    pending = data.pending()
+    candidates = [x.requested_time for x in (firsts[:1] + pending[:1])]
+    if candidates:
+        bounds.append((min(candidates), "the data table's earliest active write or pending instant"))
+    mdt_timeline = mdt.timeline()
+    latest = latest_compaction_time(mdt_timeline)
+    bounds.append((latest or "0", f"the metadata table's latest compaction {latest}" if latest
+                   else "no compaction yet on the metadata table"))
+    # a deltacommit requested before that compaction but completed after it (Java's writer
+    # compacts after taking its own instant time) still has its log in the newest slice
+    straddling = [i.requested_time for i in mdt_timeline
+                  if latest and (i.is_pending or (i.completion_time or "") > latest)]
+    if straddling:
+        bounds.append((min(straddling), "a metadata-table instant completed after its latest compaction"))
+    return _archive_locked(mdt, mdt_cfg, lm, extra_bounds=tuple(bounds))
 
 
 def archive_if_needed(table, timeline, config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None,
@@ -271,4 +341,5 @@ def archive_if_needed(table, timeline, config: ArchivalConfig | WriteConfig | Ma
     return run_archival(table, archival_config(config), lock_manager=lock_manager)
 
 
-__all__ = ["run_archival", "archive_if_needed", "plan_archival", "ArchivalResult", "archival_config"]
+__all__ = ["run_archival", "archive_if_needed", "plan_archival", "ArchivalResult", "archival_config",
+           "archive_metadata_table", "metadata_table_bound"]

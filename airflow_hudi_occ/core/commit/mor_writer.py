@@ -140,7 +140,7 @@ class MergeOnReadWriter(ArrowTableWriter):
             b = bucket_id_of(sl.file_id)
             if b is not None:
                 out[int(b)] = (sl.file_id, sl)
-        for lf in list_log_files(self.table, part):
+        for lf in list_log_files(self.table, part, view.listing):
             b = bucket_id_of(lf.file_id)
             if b is not None and int(b) not in out and completion.completion_time(lf.instant_time):
                 out[int(b)] = (lf.file_id, None)

@@ -9,7 +9,10 @@ i.e. committed, by every reader. Rollback therefore:
    ``<r>.rollback.requested`` holding a plan (the files named by the failed instant's markers;
    if its marker folder is gone, the partitions are scanned for files of that instant);
 2. ``<r>.rollback.inflight``; deletes the files, the marker folder, the heartbeat, and the
-   failed instant's inflight then requested files;
+   failed instant's inflight then requested files; when Hudi's metadata table holds a
+   deltacommit of the failed instant (a writer that died between the two completions, or a
+   Java writer's), that deltacommit is rolled back on the metadata table as its rollback
+   ``<r>`` (core/table/metadata_commit.py), as Java's metadata writer does;
 3. ``<r>_<c>.rollback`` with the rollback metadata.
 
 All three steps run under the table lock, so a committer (which reloads the timeline under the
@@ -46,6 +49,7 @@ from airflow_hudi_occ.core.concurrency.heartbeat import delete_heartbeat, is_exp
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
+from airflow_hudi_occ.core.table.metadata_commit import rollback_metadata_deltacommit
 from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,  # noqa: F401
                                                   pending_rollback_for, transition_to_inflight)
 
@@ -121,12 +125,12 @@ def rollback_instant(table, instant_time: str, config: WriteConfig | None = None
         if existing is not None:
             rb = existing
             path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))
-            plan = RollbackPlan.decode(table.storage.read(path), path)
+            plan = RollbackPlan.decode(table.storage.read(path), path, table.base_uri)
         else:
             rb_time = gen.new_time(floor=timeline.latest_time())
             plan = RollbackPlan(instant_time, target.action.value, files_of_instant(table, instant_time))
             rb = Instant(rb_time, Action.ROLLBACK, State.REQUESTED)
-            create_requested(table, rb, plan.encode())
+            create_requested(table, rb, plan.encode(table.base_uri))
         deleted = _execute(table, timeline, rb, plan, target.action.value, gen, lm, t0)
     log.info("rolled back %s as %s (%s): %d files", instant_time, rb.requested_time, reason,
              sum(len(v) for v in deleted.values()))
@@ -160,7 +164,15 @@ def _execute(table, timeline, rb: Instant, plan: RollbackPlan, action: str, gen,
     delete_pending_files(table, instant_time, names)
     meta = RollbackMetadata(rb.requested_time, [(instant_time, action)], deleted,
                             time_taken_ms=int((time.time() - t0) * 1000))
-    completion = gen.new_time(floor=max(rb.requested_time, timeline.latest_time() or ""))
+    floor = max(rb.requested_time, timeline.latest_time() or "")
+    # the metadata table's deltacommit of the same instant goes first (Java's order): once this
+    # rollback completes, Java's metadata reader would take that deltacommit's records as valid
+    lm.check_held()
+    mdt_done = rollback_metadata_deltacommit(table, instant_time, rb.requested_time,
+                                             lambda: gen.new_time(floor=floor))
+    if mdt_done is not None:
+        floor = max(floor, mdt_done.completion_time or "")
+    completion = gen.new_time(floor=floor)
     lm.check_held()
     complete(table, rb, completion, meta.encode(), timeline=timeline)
     attempt_log.mark_rolled_back(table, instant_time, rb.requested_time)
@@ -192,7 +204,7 @@ def finish_interrupted_rollbacks(table, config: WriteConfig | None = None, *,
                 continue
             path = timeline.file_path(Instant(rb.requested_time, Action.ROLLBACK, State.REQUESTED))
             try:
-                plan = RollbackPlan.decode(table.storage.read(path), path)
+                plan = RollbackPlan.decode(table.storage.read(path), path, table.base_uri)
             except (CorruptMetadataError, FileNotFoundError) as e:
                 log.warning("pending rollback %s has no readable plan (%s): left for an operator",
                             rb.requested_time, e)

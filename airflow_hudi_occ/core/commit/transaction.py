@@ -66,6 +66,7 @@ from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KE
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.table.metadata_commit import write_files_deltacommit
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
@@ -246,7 +247,8 @@ class WriteTransaction:
             # the early checks) sees what this one will touch before it reads a row
             requested_data = self.footprint.encode(self.operation_type)
         with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config, files_writer=self._files_writer)
+            # every transaction keeps the metadata table's listing when it may (see commit)
+            prepare_for_write(self.table, self.config, files_writer=True)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -345,13 +347,6 @@ class WriteTransaction:
             return det.create_marker(self.markers, partition, data_file_name, io)
         return self.markers.create(partition, data_file_name, io)
 
-    @property
-    def _files_writer(self) -> bool:
-        """Whether this transaction writes the metadata table's listing when the table and the
-        config allow it (:mod:`~airflow_hudi_occ.core.table.metadata_commit`): a writer's
-        copy-on-write commit; every other action is refused on such a table."""
-        return self.action is Action.COMMIT and not self.is_table_service
-
     # -- stage 3: commit ------------------------------------------------------------------------
 
     def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
@@ -443,11 +438,17 @@ class WriteTransaction:
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=self._files_writer)
+            mdt = prepare_for_write(self.table, self.config, files_writer=True)
             floor = timeline.latest_time()
-            if self._files_writer and maintains_files(mdt, self.config, files_writer=True):
+            maintained = maintains_files(mdt, self.config, files_writer=True)
+            if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
-                # count for readers only once the data instant completes (metadata_commit.py)
+                # count for readers only once the data instant completes (metadata_commit.py).
+                # Every action committed here (a copy-on-write commit, a merge-on-read
+                # deltacommit of the core writer or the Spark engine, a replacecommit of
+                # insert_overwrite or clustering, a compaction) names its new files in its
+                # write stats, which is all Java's files records of it hold; the files a
+                # replacecommit replaced leave the listing at clean, as in Java.
                 lm.check_held()
                 done_mdt = write_files_deltacommit(self.table, self.instant_time, metadata.write_stats(),
                                                    self._time.new_time(floor=floor))
@@ -459,6 +460,8 @@ class WriteTransaction:
             done = complete(self.table, self.instant, completion_time, metadata.encode(),
                             timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
+            if maintained:
+                self._metadata_table_services(lm, completion_time)
         self.instant = done
         self.state = TransactionState.COMPLETED
         self._cleanup_after_commit()
@@ -472,6 +475,18 @@ class WriteTransaction:
         self._archive_after_commit(lm, timeline)
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
+
+    def _metadata_table_services(self, lm, completion_time: str) -> None:
+        """The metadata table's compaction, clean and archival after a commit that wrote its
+        deltacommit (:mod:`~airflow_hudi_occ.core.commit.metadata_services`), under the same
+        lock, as Java's writer runs them. The commit is done: a failure is logged, never raised
+        (each step is crash-safe; the next commit runs them again)."""
+        try:
+            run_metadata_table_services(self.table, self.config, lm,
+                                        lambda: self._time.new_time(floor=completion_time))
+        except Exception as e:  # noqa: BLE001 - the write succeeded
+            log.warning("the metadata table's services after commit %s failed (the commit stands; "
+                        "the next commit runs them again): %s", self.instant_time, e)
 
     def _archive_after_commit(self, lm, timeline: Timeline) -> None:
         """``hoodie.archive.automatic``: archive when the timeline seen at commit holds more

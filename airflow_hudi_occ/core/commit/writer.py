@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     record_key_array, with_constant_columns, with_meta_columns,
                                                     write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
-from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, WriteConfig
+from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, ReadConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
@@ -470,13 +470,16 @@ class CopyOnWriteEngine(WriteEngine):
                             w.threads)
 
 
-def read_table(table: Table, as_of: str | None = None) -> pa.Table:
+def read_table(table: Table, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> pa.Table:
     """Snapshot (or as-of) read of the whole table through the file-system view; a
-    merge-on-read table is read with its logs merged (``mor_reader``)."""
+    merge-on-read table is read with its logs merged (``mor_reader``). ``options``: the
+    reader's ``hoodie.*`` keys (:class:`~airflow_hudi_occ.core.config.ReadConfig`:
+    ``hoodie.metadata.enable=false`` lists the storage even when the table has a metadata
+    table)."""
     if table.config.table_type == MERGE_ON_READ:
         from airflow_hudi_occ.core.table.mor_reader import read_snapshot
-        return read_snapshot(table, as_of=as_of)
-    view = FileSystemView(table, as_of=as_of)
+        return read_snapshot(table, as_of=as_of, options=options)
+    view = FileSystemView(table, as_of=as_of, metadata_enable=ReadConfig.from_options(options).metadata_enable)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)
     parts = [read_parquet(table.storage, s.base_file.relative_path) for s in view.latest_file_slices()]

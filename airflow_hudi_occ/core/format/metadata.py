@@ -414,29 +414,48 @@ class CompactionPlan:
 
 @dataclass
 class RollbackPlan:
+    """A ``<r>.rollback.requested`` (HoodieRollbackPlan): the files a rollback deletes.
+
+    ``files_by_partition`` holds paths relative to the base path; the Avro form carries full
+    paths (``base_uri`` given), as Java writes them: Java re-executing a pending rollback of
+    ours takes each file's partition from its path under the base path, and copies each
+    request's ``logBlocksToBeDeleted`` map (so it is an empty map, never null)."""
+
     instant_time: str
     action: str
-    files_by_partition: dict[str, list[str]]  # partition -> base file paths (relative)
+    files_by_partition: dict[str, list[str]]  # partition -> file paths (relative)
 
-    def encode(self) -> bytes:
+    def encode(self, base_uri: str | None = None) -> bytes:
+        base = base_uri.rstrip("/") + "/" if base_uri else ""
         return avro_encode("HoodieRollbackPlan", {
             "instantToRollback": {"commitTime": self.instant_time, "action": self.action},
             "RollbackRequests": [{"partitionPath": p, "fileId": None, "latestBaseInstant": None,
-                                  "filesToBeDeleted": list(files), "logBlocksToBeDeleted": None}
+                                  "filesToBeDeleted": [base + f for f in files],
+                                  "logBlocksToBeDeleted": {}}
                                  for p, files in sorted(self.files_by_partition.items())],
             "version": 1})
 
     @classmethod
-    def decode(cls, data: bytes, path: str | None = None) -> "RollbackPlan":
+    def decode(cls, data: bytes, path: str | None = None, base_uri: str | None = None) -> "RollbackPlan":
+        """``base_uri`` given: the files relative to it (a full path under another spelling of
+        the base, or a relative one from before plans carried full paths, as partition/name);
+        without it, as written (for a caller that only wants the instant)."""
         rec = decode_record(data, path)
         if rec is None:
             raise CorruptMetadataError(f"empty rollback plan {path or ''}", path=path)
+        source = f"rollback plan {path or ''}"
+        base = base_uri.rstrip("/") + "/" if base_uri else None
         try:
             inst = rec.get("instantToRollback") or {}
             files: dict[str, list[str]] = {}
             for r in rec.get("RollbackRequests") or []:
-                part = check_partition_path(r["partitionPath"], source=f"rollback plan {path or ''}")
-                files.setdefault(part, []).extend(r.get("filesToBeDeleted") or [])
+                part = check_partition_path(r["partitionPath"], source=source)
+                for fp in r.get("filesToBeDeleted") or []:
+                    if base is not None:
+                        rel = (fp[len(base):] if fp.startswith(base)
+                               else "/".join(x for x in (part, fp.rsplit("/", 1)[-1]) if x))
+                        fp = check_relative_path(rel, source=source)
+                    files.setdefault(part, []).append(fp)
             return cls(inst.get("commitTime") or "", inst.get("action") or "", files)
         except (AttributeError, TypeError, KeyError, ValueError) as e:
             raise CorruptMetadataError(f"rollback plan {path or ''} has an unexpected shape: {e}",

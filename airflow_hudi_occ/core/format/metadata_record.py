@@ -20,14 +20,19 @@ import io
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import fastavro
 
+from airflow_hudi_occ.core.format.bloom_filter import TYPE_CODE as BLOOM_TYPE_CODE, bloom_filter_of
+from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.hfile import write_hfile
 from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogBlock
 
 ALL_PARTITIONS_KEY = "__all_partitions__"
+#: what Java writes a metadata-table base HFile with: 1 MB data blocks (hoodie.hfile.block.size),
+#: GZ (hoodie.hfile.compression.algorithm)
+BASE_FILE_BLOCK_SIZE = 1024 * 1024
 #: the key of a table without partitions (Hudi's NON_PARTITIONED_NAME)
 NON_PARTITIONED_KEY = "."
 TYPE_PARTITION_LIST = 1
@@ -72,6 +77,20 @@ def files_record(added: Mapping[str, int] | None = None, deleted: Iterable[str] 
     return _record(TYPE_FILE_LIST, entries)
 
 
+def files_records(change: FilesChange) -> dict[str, dict[str, Any]]:
+    """The ``files`` partition's records of one action (by HFile key): the partition list when
+    the change adds or deletes partitions, and one record per partition it touched, its added
+    files with their sizes and its deleted files (see :mod:`.files_change`)."""
+    records: dict[str, dict[str, Any]] = {}
+    if change.partitions_added or change.partitions_deleted:
+        records[ALL_PARTITIONS_KEY] = partition_list_record(added=change.partitions_added,
+                                                            deleted=change.partitions_deleted)
+    for partition in change.partitions:
+        records[partition_key(partition)] = files_record(added=change.added.get(partition),
+                                                         deleted=change.deleted.get(partition, ()))
+    return records
+
+
 def encode_record(record: Mapping[str, Any]) -> bytes:
     out = io.BytesIO()
     fastavro.schemaless_writer(out, _parsed(), dict(record))
@@ -93,6 +112,78 @@ def hfile_data_block(instant_time: str, records: Mapping[str, Mapping[str, Any]]
                     content, {})
 
 
-__all__ = ["ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY", "TYPE_PARTITION_LIST", "TYPE_FILE_LIST", "schema_json",
-           "partition_key", "partition_list_record", "files_record", "encode_record", "decode_record",
+# -- merging: HoodieMetadataPayload's rules -----------------------------------------------------
+
+def _merge_file_lists(older: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:
+    """Types 1 and 2 (``HoodieMetadataPayload.combineFileSystemMetadata``): the maps are merged
+    entry by entry; a deletion of an entry the older record holds removes it (tombstone and
+    all), a deletion of one it does not hold is kept (the older state may still come from a
+    base file merged later); two additions keep the larger size (a log file only grows)."""
+    merged = dict(older.get("filesystemMetadata") or {})
+    for name, info in (newer.get("filesystemMetadata") or {}).items():
+        old = merged.get(name)
+        if old is None:
+            merged[name] = dict(info)
+        elif info.get("isDeleted"):
+            if old.get("isDeleted"):
+                merged[name] = dict(info)
+            else:
+                del merged[name]
+        else:
+            merged[name] = {"size": max(int(info.get("size") or 0), int(old.get("size") or 0)),
+                            "isDeleted": False}
+    return {**newer, "filesystemMetadata": merged}
+
+
+def _newer_wins(older: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(newer)
+
+
+TYPE_BLOOM_FILTER = 4
+TYPE_RECORD_INDEX = 5
+#: how two records of one key merge, by record type (``type``): Java's rules for the files
+#: partition, and "the newer record" for bloom filters and the record index. Column and
+#: partition stats merge their ranges (``HoodieTableMetadataUtil.mergeColumnStatsRecords``); the
+#: module that maintains them registers that rule here, and until then a compaction that meets
+#: such a record stops (:func:`merge_records` raises) rather than keep a wrong range.
+MERGERS: dict[int, Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]] = {
+    TYPE_PARTITION_LIST: _merge_file_lists, TYPE_FILE_LIST: _merge_file_lists,
+    TYPE_BLOOM_FILTER: _newer_wins, TYPE_RECORD_INDEX: _newer_wins}
+
+
+def merge_records(older: Mapping[str, Any] | None, newer: Mapping[str, Any]) -> dict[str, Any]:
+    """``newer`` combined over ``older`` (one key), as ``HoodieMetadataPayload.preCombine``;
+    ValueError for two types under one key or a type without a rule in :data:`MERGERS`."""
+    if older is None:
+        return dict(newer)
+    kind = int(newer.get("type") or 0)
+    if older.get("type") != kind:
+        raise ValueError(f"records of types {older.get('type')} and {kind} under one key")
+    if kind not in MERGERS:
+        raise ValueError(f"no merge rule for metadata records of type {kind} (see metadata_record.MERGERS)")
+    return MERGERS[kind](older, newer)
+
+
+def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
+                    create_time_ms: int | None = None, stamp_file_name: bool = True) -> bytes:
+    """A metadata-table base HFile of ``records`` (by key), as Java's ``HoodieAvroHFileWriter``
+    writes one at a compaction: each record's ``_hoodie_file_name`` is the file's own name (the
+    only meta field Java fills in there; its initialisation's bulk insert leaves it null:
+    ``stamp_file_name=False``), keys sorted, the ``DYNAMIC_V0`` bloom filter of the
+    keys as the ``bloomFilter`` meta block, and the schema, the bloom filter's type and the
+    first and last key in the file info; 1 MB GZ data blocks."""
+    keys = sorted(records)
+    if not keys:
+        raise ValueError("a metadata-table base file needs at least one record")
+    entries = {k: encode_record({**records[k], "_hoodie_file_name": file_name if stamp_file_name else None})
+               for k in keys}
+    info = {"schema": schema_json().encode(), "bloomFilterTypeCode": BLOOM_TYPE_CODE.encode(),
+            "minRecordKey": keys[0].encode(), "maxRecordKey": keys[-1].encode()}
+    return write_hfile(entries, meta={"bloomFilter": bloom_filter_of(keys).serialize()}, file_info=info,
+                       block_size=BASE_FILE_BLOCK_SIZE, create_time_ms=create_time_ms)
+
+
+__all__ = ["merge_records", "MERGERS", "base_file_hfile", "BASE_FILE_BLOCK_SIZE", "ALL_PARTITIONS_KEY",
+           "NON_PARTITIONED_KEY", "TYPE_PARTITION_LIST", "TYPE_FILE_LIST", "schema_json",
+           "partition_key", "partition_list_record", "files_record", "files_records", "encode_record", "decode_record",
            "hfile_data_block"]

@@ -25,7 +25,10 @@ Protocol (the timeline shows it the way Java Hudi 1.x writes it):
    nothing, as in Hudi;
 3. ``<t>.clean.inflight``, delete the planned files (idempotent: a missing file was already
    deleted by an interrupted run of the same plan);
-4. under the lock: ``<t>_<c>.clean`` (HoodieCleanMetadata);
+4. under the lock: when this writer keeps a files-only metadata table
+   (``hoodie.occ.metadata.files.maintain``, :mod:`~airflow_hudi_occ.core.table.metadata_commit`),
+   the metadata table's deltacommit ``<t>`` naming the deleted files, as Java's clean writes it;
+   then ``<t>_<c>.clean`` (HoodieCleanMetadata);
 5. prune bookkeeping: attempt-log records of instants gone from the timeline, older than the
    retained commits and older than the attempt log's retention (the timeline page's longest
    trends window: ``attempt_log.RETAINED_MS``), counted in the log's pruned summary; and
@@ -62,6 +65,9 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.table.timeline import create_requested
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
+from airflow_hudi_occ.core.format.files_change import FilesChange
+from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_table import maintains_files
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +245,7 @@ def plan_clean(table, timeline, config: CleanConfig) -> CleanerPlan:
 # --- executing -----------------------------------------------------------------------------
 
 
-def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
+def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan, config: WriteConfig) -> CleanMetadata:
     t0 = time.time()
     inflight = transition_to_inflight(table, inst)
     deleted, failed = delete_planned_files(  # a missing file is fine (a re-run)
@@ -252,7 +258,16 @@ def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
         timeline = table.timeline()
         now = timeline.get(inst.requested_time)
         if now is not None and now.is_pending:
-            completion = gen.new_time(floor=timeline.latest_time())
+            floor = timeline.latest_time()
+            state = prepare_for_write(table, config, files_writer=True)
+            if maintains_files(state, config, files_writer=True):
+                # Java's order: the metadata table's deltacommit of the clean completes first
+                lm.check_held()
+                done = write_metadata_deltacommit(table, inst.requested_time,
+                                                  files_block(FilesChange.of_clean(meta)),
+                                                  gen.new_time(floor=floor))
+                floor = max(floor or "", done.completion_time or "")
+            completion = gen.new_time(floor=floor)
             lm.check_held()
             complete(table, inflight, completion, meta.encode(), timeline=timeline)
     return meta
@@ -312,8 +327,9 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
     # Finish cleans left pending by a crashed run first (their plan still holds), then plan anew.
     for _round in range(2):
         with lm.locked():
-            # deleting files a metadata table lists would leave it pointing at missing files
-            prepare_for_write(table, cfg.write)
+            # deleting files a metadata table lists would leave it pointing at missing files,
+            # unless this clean keeps the listing (its completion does, see _execute)
+            prepare_for_write(table, cfg.write, files_writer=True)
             timeline = table.timeline()
             pending = [i for i in timeline.pending() if i.action is Action.CLEAN]
             if pending:
@@ -326,7 +342,7 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
                 t = gen.new_time(floor=timeline.latest_time())
                 inst = Instant(t, Action.CLEAN, State.REQUESTED)
                 create_requested(table, inst, plan.encode(table.base_uri))
-        meta = _execute(table, lm, gen, inst, plan)
+        meta = _execute(table, lm, gen, inst, plan, cfg.write)
         deleted += sorted(meta.deleted_files())
         failed += sorted(f for v in meta.failed_by_partition.values() for f in v)
         instant_done = inst.requested_time

@@ -133,7 +133,7 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
     lm = lock_manager or table_lock_manager(table, cfg.write)
     gen = process_generator(cfg.write.skew_wait_ms)
     with lm.locked():
-        prepare_for_write(table, cfg.write)
+        prepare_for_write(table, cfg.write, files_writer=True)  # a plan changes no file
         timeline = table.timeline()
         groups = plan_clustering(table, timeline, cfg)
         if not groups:

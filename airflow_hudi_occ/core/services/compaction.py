@@ -203,7 +203,7 @@ def schedule_compaction(table, config: CompactionConfig | WriteConfig | Mapping[
     lm = lock_manager or table_lock_manager(table, cfg.write)
     gen = process_generator(cfg.write.skew_wait_ms)
     with lm.locked():
-        prepare_for_write(table, cfg.write)
+        prepare_for_write(table, cfg.write, files_writer=True)  # a plan changes no file
         timeline = table.timeline()
         if not force:
             ok, why = trigger_reached(timeline, cfg, now=now)

@@ -91,7 +91,7 @@ class ScheduledInstantTransaction(WriteTransaction):
         self._resolve_parts()
         instant_time = self.before_lock(instant_time)
         with self.lock_manager.locked():
-            prepare_for_write(self.table, self.config)
+            prepare_for_write(self.table, self.config, files_writer=True)  # its commit keeps the listing
             timeline = self.table.timeline()
             inst = self.pick(timeline, instant_time)
             t = inst.requested_time

@@ -3,7 +3,9 @@
 This is how every Hudi reader sees a copy-on-write table, and it must give the same answer as
 the independent ``hudi`` (hudi-rs) reader:
 
-- base files are found by listing partition folders, named ``<fileId>_<writeToken>_<t>.parquet``;
+- base files, named ``<fileId>_<writeToken>_<t>.parquet``, are found in the table's file listing
+  (:mod:`.file_listing`: Hudi's metadata table when the table has one and the reader allows
+  it, else the partition folders listed);
 - a file is visible if its instant ``t`` is completed and not after the as-of time, or if ``t``
   is older than the earliest instant on the active timeline (archived, hence committed);
   files of pending or failed instants are invisible;
@@ -16,7 +18,6 @@ can also be built from a timeline snapshot taken under the lock.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
@@ -24,6 +25,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import (BASE_FILE_RE, META_FOLDER, PARTITION_METADATA_FILE,  # noqa: F401
                                                  BaseFile, FileGroupId, base_file_name, bucket_id_of,
                                                  parse_base_file_name)
+from airflow_hudi_occ.core.table.file_listing import FileListing, StorageListing, file_listing
 from airflow_hudi_occ.core.table.table import Table
 
 class CompletionView(Protocol):
@@ -75,25 +77,16 @@ class TimelineCompletionView:
         return out
 
 
-def list_partitions(table: Table) -> list[str]:
-    """Partition paths (relative), found by their ``.hoodie_partition_metadata`` files."""
-    storage = table.storage
-    if not table.config.partition_fields:
-        return [""]
-    out = []
-    for rel in storage.walk_files(storage.root):
-        if rel.startswith(META_FOLDER + "/") or not rel.endswith(PARTITION_METADATA_FILE):
-            continue
-        part = posixpath.dirname(rel)
-        out.append(part)
-    return sorted(out)
+def list_partitions(table: Table, listing: FileListing | None = None) -> list[str]:
+    """Partition paths (relative), from ``listing`` (default: the storage, found by their
+    ``.hoodie_partition_metadata`` files)."""
+    return list((listing or StorageListing(table)).partitions())
 
 
-def list_base_files(table: Table, partition: str) -> list[BaseFile]:
-    storage = table.storage
-    folder = storage.path(partition) if partition else storage.root
+def list_base_files(table: Table, partition: str, listing: FileListing | None = None) -> list[BaseFile]:
+    """The base files of ``partition`` that ``listing`` names (default: the storage's)."""
     out = []
-    for name in storage.list_names(folder):
+    for name in (listing or StorageListing(table)).names(partition):
         bf = parse_base_file_name(name, partition)
         if bf is not None:
             out.append(bf)
@@ -131,10 +124,15 @@ class FileSystemView:
     """The latest visible file slice of each file group, as of an instant (requested time)."""
 
     def __init__(self, table: Table, timeline=None, as_of: str | None = None,
-                 partitions: Iterable[str] | None = None):
+                 partitions: Iterable[str] | None = None, *, listing: FileListing | None = None,
+                 metadata_enable: bool = True):
         self.table = table
         self.timeline = timeline if timeline is not None else table.timeline()
         self.as_of = as_of
+        #: where the files come from (core/table/file_listing.py): the metadata table when the
+        #: table has one and ``metadata_enable`` (the reader's hoodie.metadata.enable) allows
+        self.listing = listing if listing is not None else file_listing(
+            table, self.timeline, metadata_enable=metadata_enable)
         self.completion = TimelineCompletionView(self.timeline, as_of)
         self._partitions = list(partitions) if partitions is not None else None
         self._slices: dict[FileGroupId, FileSlice] | None = None
@@ -142,15 +140,18 @@ class FileSystemView:
     def _build(self) -> dict[FileGroupId, FileSlice]:
         replaced = self.completion.replaced_file_groups()
         latest: dict[FileGroupId, FileSlice] = {}
-        parts = self._partitions if self._partitions is not None else list_partitions(self.table)
-        for part in parts:
-            for bf in list_base_files(self.table, part):
+        for part in self.partitions():
+            for bf in list_base_files(self.table, part, self.listing):
                 if bf.file_group in replaced or not self.completion.is_visible(bf.instant_time):
                     continue
                 cur = latest.get(bf.file_group)
                 if cur is None or bf.instant_time > cur.instant_time:
                     latest[bf.file_group] = FileSlice(bf)
         return latest
+
+    def partitions(self) -> list[str]:
+        """The partitions this view covers: those it was given, else every one listed."""
+        return list(self._partitions) if self._partitions is not None else list_partitions(self.table, self.listing)
 
     @property
     def slices(self) -> dict[FileGroupId, FileSlice]:

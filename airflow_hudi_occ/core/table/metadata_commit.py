@@ -1,90 +1,192 @@
-"""The metadata table's deltacommit that goes with one of our copy-on-write commits.
+"""The metadata table's deltacommit that goes with one action of ours on the data table.
 
 Behind ``hoodie.occ.metadata.files.maintain=true`` (default false: the table is refused or its
 metadata table removed, :mod:`.metadata_table`), on a table whose metadata table holds only the
-``files`` partition, our core copy-on-write writer keeps that listing up to date as Java's
-writer does (issue 32, item 1, first slice): under the table lock, after the conflict check
-and before the data instant completes, it writes a deltacommit on the metadata table's own
-timeline at the *same instant time*:
+partitions we maintain, our writers keep it up to date as Java's writer does (issue 32, item
+1): under the table lock, after the conflict check and before the data instant completes, they
+write a deltacommit on the metadata table's own timeline at the *same instant time*
+(:func:`write_metadata_deltacommit`):
 
 1. ``<t>.deltacommit.requested`` and ``.inflight`` on ``.hoodie/metadata/.hoodie/timeline``;
-2. the log file ``files/.files-0000-0_<t>.log.1_<token>``: one HFile data block
-   (:func:`~airflow_hudi_occ.core.format.metadata_record.hfile_data_block`) with the partition
-   list record and one record per partition the commit wrote, its new files with their sizes;
-3. the completed deltacommit, its Avro commit metadata naming that log file;
+2. per metadata file group written (``files/files-0000-0``; the stats partitions' groups),
+   one new log file ``<partition>/.<fileId>_<t>.log.1_<token>`` (Hudi 1.x names a log file by
+   the instant that wrote it, as Java's metadata writer does) holding one HFile data block
+   (:func:`~airflow_hudi_occ.core.format.metadata_record.hfile_data_block`) of that group's
+   records;
+3. the completed deltacommit, its Avro commit metadata naming every log file written;
 
 and only then the data instant completes (a later completion time). That is Java's order, and
 the reason it is safe: Java's metadata reader only takes records of instants completed on the
 data table, so a writer killed between 3 and the data completion leaves records no reader uses.
 
-What it does not do yet (so the guard keeps refusing them with the switch on): merge-on-read
-deltacommits, replacecommits (insert_overwrite, clustering), clean, rollback, compaction,
-archival, the Spark engine, other metadata partitions, the metadata table's own compaction
-(Java's next writer compacts it once ``hoodie.metadata.compact.max.delta.commits`` deltacommits
-have piled up), and the crash matrix of issue 32's item 4.
+A rollback of a data instant rolls back the metadata table's deltacommit of the same instant,
+if there is one (:func:`rollback_metadata_deltacommit`), as Java 1.x's metadata writer does
+(``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata, ...)``: the metadata table's
+write client rolls back that deltacommit at the data rollback's instant time; no records are
+written). It happens before the data rollback completes: Java's metadata reader takes the
+records of the instants a completed data rollback names as valid
+(``HoodieTableMetadataUtil.getValidInstantTimestamps``), so a deltacommit left behind would
+have the listing name the files the rollback deleted (Java's file-system view still skips
+them, their instant being off the timeline; the listing itself, and whoever checks it against
+the storage, would be wrong).
+
+The ``files`` partition's records come from a
+:class:`~airflow_hudi_occ.core.format.files_change.FilesChange` (what the action changed),
+:func:`files_block`. Not here: the metadata table's own compaction, clean and archival (Java's
+next writer compacts it once ``hoodie.metadata.compact.max.delta.commits`` deltacommits have
+piled up).
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable
+import time
+from typing import Callable, Iterable, Mapping
 
-from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.errors import InstantStateError
+from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
 from airflow_hudi_occ.core.format.log_file import LogFileName, encode_blocks
-from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
-from airflow_hudi_occ.core.format.metadata_record import (ALL_PARTITIONS_KEY, files_record, hfile_data_block,
-                                                          partition_key, partition_list_record)
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
+from airflow_hudi_occ.core.format.storage import delete_planned_files
+from airflow_hudi_occ.core.format.files_change import FilesChange
+from airflow_hudi_occ.core.format.metadata_record import files_records, hfile_data_block
 from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
+from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,
+                                                  transition_to_inflight)
 
 #: the write token of our metadata-table log files (any token reads; this one says who wrote it)
 WRITE_TOKEN = "0-0-0"
 
-
-def files_records(stats: Iterable[WriteStat]) -> dict[str, dict]:
-    """The records of one commit's deltacommit: the partition list and, per partition, the
-    files the commit wrote (file name -> size)."""
-    by_partition: dict[str, dict[str, int]] = {}
-    for s in stats:
-        by_partition.setdefault(s.partition_path, {})[posixpath.basename(s.path)] = int(s.file_size_in_bytes)
-    records = {ALL_PARTITIONS_KEY: partition_list_record(added=sorted(by_partition))}
-    for partition, files in sorted(by_partition.items()):
-        records[partition_key(partition)] = files_record(added=files)
-    return records
+#: what one deltacommit writes: (metadata partition, file id) -> {HFile key: HoodieMetadataRecord}
+Blocks = Mapping[tuple[str, str], Mapping[str, dict]]
 
 
-def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat], completion_time: str) -> Instant:
-    """Write and complete the metadata table's deltacommit ``instant_time`` for a data commit
-    that wrote ``stats``; the caller holds the table lock and completes the data instant
-    afterwards, at a later completion time. Returns the completed metadata-table instant.
+def files_block(change: FilesChange) -> dict[tuple[str, str], dict[str, dict]]:
+    """The ``files`` partition's part of a deltacommit for ``change``."""
+    return {(FILES_PARTITION, FILES_FILE_ID): files_records(change)}
+
+
+def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, completion_time: str) -> Instant:
+    """Write and complete the metadata table's deltacommit ``instant_time``: one log file with
+    one HFile data block per ``(metadata partition, file id)`` in ``blocks``. The caller holds
+    the table lock and completes the data instant afterwards, at a later completion time.
+    Returns the completed metadata-table instant.
 
     Idempotent for one instant, because a staged batch is re-committed after its writer died
-    (core/commit/recovery.py): a deltacommit a dead attempt completed is returned as it is
-    (the same staged stats wrote it), and one it left pending is finished, its log file kept
-    (created whole or not at all)."""
+    (core/commit/recovery.py) and a service re-runs a plan: a deltacommit a dead attempt
+    completed is returned as it is (the same action wrote it), and one it left pending is
+    finished, the log files it wrote kept (each created whole or not at all)."""
     mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
     current = mdt.timeline().get(instant_time)
     if current is not None and current.is_completed:
         return current
-    records = files_records(stats)
     requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
     if current is None:
         create_requested(mdt, requested)
     inflight = transition_to_inflight(mdt, requested)
-    name = LogFileName(FILES_FILE_ID, instant_time, 1, WRITE_TOKEN).name
-    data = encode_blocks([hfile_data_block(instant_time, records)])
-    try:
-        mdt.storage.create_if_absent(mdt.storage.path(FILES_PARTITION, name), data)
-    except FileExistsError:
-        data = mdt.storage.read(mdt.storage.path(FILES_PARTITION, name))  # a dead attempt's, whole
-    stat = WriteStat(file_id=FILES_FILE_ID, path=f"{FILES_PARTITION}/{name}", partition_path=FILES_PARTITION,
-                     prev_commit=instant_time, num_writes=len(records), num_update_writes=len(records),
-                     file_size_in_bytes=len(data), total_write_bytes=len(data), base_file="", log_files=[name],
-                     log_version=1, log_offset=0)
-    meta = CommitMetadata.from_stats([stat], operation_type="UPSERT_PREPPED")
+    stats = []
+    for (partition, file_id), records in sorted(blocks.items()):
+        if not records:
+            continue  # nothing for that file group: no log file (an HFile holds at least one key)
+        name = LogFileName(file_id, instant_time, 1, WRITE_TOKEN).name
+        data = encode_blocks([hfile_data_block(instant_time, records)])
+        try:
+            mdt.storage.create_if_absent(mdt.storage.path(partition, name), data)
+        except FileExistsError:
+            data = mdt.storage.read(mdt.storage.path(partition, name))  # a dead attempt's, whole
+        stats.append(WriteStat(file_id=file_id, path=f"{partition}/{name}", partition_path=partition,
+                               prev_commit=instant_time, num_writes=len(records),
+                               num_update_writes=len(records), file_size_in_bytes=len(data),
+                               total_write_bytes=len(data), base_file="", log_files=[name], log_version=1,
+                               log_offset=0))
+    meta = CommitMetadata.from_stats(stats, operation_type="UPSERT_PREPPED")
     return complete(mdt, inflight, completion_time, meta.encode())
 
 
-__all__ = ["files_records", "write_files_deltacommit", "WRITE_TOKEN"]
+def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat], completion_time: str) -> Instant:
+    """The deltacommit of a data commit that wrote ``stats`` (its ``files`` records only)."""
+    return write_metadata_deltacommit(table, instant_time, files_block(FilesChange.of_write_stats(stats)),
+                                      completion_time)
+
+
+def open_metadata_table(table) -> Table | None:
+    """The metadata table of ``table`` as a table of its own, or None when there is none with a
+    ``hoodie.properties`` (a removal's leftover folder: no reader uses it)."""
+    root = posixpath.join(METADATA_FOLDER, ".hoodie", "hoodie.properties")
+    if not table.storage.exists(table.storage.path(root)):
+        return None
+    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+
+
+def _files_of_deltacommit(mdt: Table, instant_time: str) -> dict[str, list[str]]:
+    """The files a metadata-table deltacommit wrote, found by their names (Hudi 1.x names a
+    log file, and a base file, by the instant that wrote it), in every metadata partition."""
+    files: dict[str, list[str]] = {}
+    for part in sorted(mdt.storage.list_dirs(mdt.storage.path(""))):
+        part = part.rstrip("/").rsplit("/", 1)[-1]
+        if part.startswith("."):
+            continue
+        for name in mdt.storage.list_names(mdt.storage.path(part)):
+            parsed = LogFileName.parse(name)
+            if ((parsed is not None and parsed.instant_time == instant_time)
+                    or name.endswith(f"_{instant_time}.hfile")):
+                files.setdefault(part, []).append(f"{part}/{name}")
+    return {p: sorted(v) for p, v in files.items()}
+
+
+def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
+                                  completion_time: str | Callable[[], str]) -> Instant | None:
+    """Roll back the metadata table's deltacommit ``instant_time`` (pending or completed) as the
+    metadata table's rollback ``rollback_time`` (the data rollback's own instant time, as Java
+    does), under the caller's table lock and before the data rollback completes; None when the
+    metadata table has no such deltacommit (nothing to do, as in Java). ``completion_time``
+    (or a function giving it, called only when a rollback is written) must be earlier than the
+    data rollback's completion.
+
+    Steps, each idempotent so a rollback interrupted anywhere is finished by running it again
+    (the data rollback re-runs from its plan and calls this again): ``<r>.rollback.requested``
+    (the plan: the deltacommit's files), ``.inflight``; the deltacommit's completed file (readers
+    stop taking its blocks), its files, its inflight and requested files; ``<r>_<c>.rollback``."""
+    mdt = open_metadata_table(table)
+    if mdt is None:
+        return None
+    timeline = mdt.timeline()
+    rb = timeline.get(rollback_time)
+    if rb is not None and rb.is_completed:
+        return rb
+    if rb is None:
+        target = timeline.get(instant_time)
+        if target is None:
+            return None
+        plan = RollbackPlan(instant_time, target.action.value, _files_of_deltacommit(mdt, instant_time))
+        rb = Instant(rollback_time, Action.ROLLBACK, State.REQUESTED)
+        create_requested(mdt, rb, plan.encode(mdt.base_uri))
+    else:
+        path = timeline.file_path(Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
+        plan = RollbackPlan.decode(mdt.storage.read(path), path, mdt.base_uri)
+    t0 = time.time()
+    if rb.state is not State.INFLIGHT:
+        rb = transition_to_inflight(mdt, rb)
+    names = timeline.files_of(instant_time)
+    for n in names:
+        inst = parse_file_name(n)
+        if inst is not None and inst.requested_time == instant_time and inst.is_completed:
+            mdt.storage.delete(mdt.storage.path(mdt.config.timeline_folder, n))
+    deleted, failed = delete_planned_files(mdt.storage, plan.files_by_partition, with_temp_copies=True)
+    if failed:
+        raise InstantStateError(
+            f"the rollback {rollback_time} of the metadata table's deltacommit {instant_time} could "
+            f"not delete {sum(len(v) for v in failed.values())} files", instant=instant_time,
+            remedy="check storage permissions; the data rollback stays pending and is re-run by "
+                   "the next writer or clean, which finishes this one")
+    delete_pending_files(mdt, instant_time, names)
+    meta = RollbackMetadata(rollback_time, [(instant_time, plan.action or Action.DELTA_COMMIT.value)], deleted,
+                            time_taken_ms=int((time.time() - t0) * 1000))
+    done_at = completion_time() if callable(completion_time) else completion_time
+    return complete(mdt, rb, done_at, meta.encode())
+
+
+__all__ = ["Blocks", "FilesChange", "files_block", "files_records", "write_metadata_deltacommit",
+           "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]

@@ -4,8 +4,8 @@ Java Hudi and hudi-rs take a table's file listing from the metadata table when
 ``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``. Where this
 project writes that listing (:mod:`.metadata_commit`, issue 32 item 1) it has to read it the way
 they do: to check that a listing agrees with the storage (the invariant every deltacommit of
-ours keeps, and the check after each crash point), and later to list files through it on
-object stores (item 5). Nothing here writes.
+ours keeps, and the check after each crash point), and to list a table's files through it,
+for every reader (:mod:`.file_listing`, item 5). Nothing here writes.
 
 What Hudi 1.x (table versions 8 and 9) keeps there: ``.hoodie/metadata`` is a merge-on-read
 table of its own, with its own timeline. Its ``files`` partition is one file group,
@@ -22,29 +22,29 @@ addition keeps the larger size (a log file that grew).
 
 Only records of completed instants of the metadata table's timeline count: a deltacommit that
 failed (or was rolled back) is not read, as Java's log reader skips its blocks. The slice read
-is the latest completed base file and the log files written after it; a log file written by
-a deltacommit that was in flight across a metadata-table compaction is out of scope (Java
-writes the metadata table under the data table's lock, so it does not happen there).
+is the latest completed base file (written by the metadata table's initialisation or by its
+latest completed compaction, Java's or ours: :mod:`.metadata_compaction`) and the log files of
+deltacommits completed after that base file's instant, in completion order, as Hudi 1.x slices
+log files by completion time (a pending compaction's base file is not read; its logs are).
 Unreadable files raise :class:`~airflow_hudi_occ.core.errors.CorruptMetadataError`.
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.format.hfile import HFile, read_hfile
-from airflow_hudi_occ.core.format.log_file import (BlockType, HeaderKey, LogFileName, LogFormatError,
-                                                   decode_blocks)
+from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogFormatError, decode_blocks
 from airflow_hudi_occ.core.format.metadata_record import (ALL_PARTITIONS_KEY, NON_PARTITIONED_KEY,
                                                           TYPE_FILE_LIST, TYPE_PARTITION_LIST, decode_record)
+from airflow_hudi_occ.core.table.metadata_compaction import completed_times, latest_file_slices
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
 
 FILES_FILE_ID = "files-0000-0"
-_BASE_RE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d+)\.hfile$")
 
 
 @dataclass
@@ -95,37 +95,31 @@ def _records(hf: HFile, schema_json: str | None, where: str) -> list[tuple[str, 
                                    remedy="let Java Hudi rebuild the metadata table") from e
 
 
-def read_metadata_listing(table) -> MetadataListing:
+def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None) -> MetadataListing:
     """The listing in ``table``'s metadata table (see the module doc); an empty listing when
-    the table has no metadata table or no ``files`` partition folder."""
+    the table has no metadata table or no ``files`` partition folder. ``trusted``: whether the
+    log blocks of a (completed) metadata-table instant count, judged on the data table's
+    timeline by the caller (:mod:`.file_listing`: not a data instant still pending or rolled
+    back); the base file, written by the metadata table's own compaction, always counts."""
     storage = table.storage
     folder = storage.path(METADATA_FOLDER, FILES_PARTITION)
     listing = MetadataListing()
-    names = storage.list_names(folder)
-    if not names:
+    if not storage.list_names(folder):
         return listing
     mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
-    completed = {i.requested_time: i.completion_time or "" for i in mdt.timeline().completed()}
-
-    bases = sorted((m["instant"], name) for name in names if (m := _BASE_RE.match(name))
-                   and m["file_id"] == FILES_FILE_ID and m["instant"] in completed)
-    logs = []
-    for name in names:
-        parsed = LogFileName.parse(name)
-        if parsed and parsed.file_id == FILES_FILE_ID and parsed.instant_time in completed:
-            logs.append((completed[parsed.instant_time], parsed.instant_time, parsed.version, name))
-    base_instant = ""
-    if bases:
-        base_instant, base_name = bases[-1]
-        path = posixpath.join(folder, base_name)
+    completed = completed_times(mdt.timeline())
+    slices = [s for s in latest_file_slices(mdt, completed, [FILES_PARTITION]) if s.file_id == FILES_FILE_ID]
+    if not slices:
+        return listing
+    fs = slices[0]
+    if fs.base_name:
+        path = posixpath.join(folder, fs.base_name)
         hf = read_hfile(storage.read(path), path=path)
         schema = hf.file_info.get("schema")
         for key, record in _records(hf, schema.decode() if schema else None, path):
             listing.apply(key, record)
-        listing.instants.append(base_instant)
-    for _completion, instant, _version, name in sorted(logs):
-        if instant < base_instant:
-            continue  # folded into the base file by the compaction that wrote it
+        listing.instants.append(fs.base_instant)
+    for _completion, _instant, _version, name in fs.logs:
         path = posixpath.join(folder, name)
         try:
             blocks = decode_blocks(storage.read(path), allow_truncated_tail=True)
@@ -135,6 +129,8 @@ def read_metadata_listing(table) -> MetadataListing:
         for block in blocks:
             block_instant = block.instant_time
             if block.block_type is not BlockType.HFILE_DATA or block_instant not in completed:
+                continue
+            if trusted is not None and not trusted(block_instant):
                 continue
             hf = read_hfile(block.content, path=path)
             for key, record in _records(hf, block.header.get(HeaderKey.SCHEMA), path):

@@ -3,10 +3,12 @@
 Hudi 1.x keeps a second, merge-on-read table inside ``.hoodie/metadata`` that lists every
 partition's files (and optionally column stats, a record index, ...). When
 ``hoodie.properties`` lists ``files`` in ``hoodie.table.metadata.partitions``, Java readers and
-hudi-rs take their file listing from it instead of the storage. This writer cannot update it,
-so a commit on such a table would be invisible to those readers: silent data loss for them.
-(Observed with hudi-rs 0.5 on the Java v9 fixture: a commit made while the metadata table stayed
-enabled was missing from its snapshot.)
+hudi-rs take their file listing from it instead of the storage. A writer that does not update
+it makes a commit invisible to those readers: silent data loss for them. (Observed with hudi-rs
+0.5 on the Java v9 fixture: a commit made while the metadata table stayed enabled was missing
+from its snapshot.) This project updates it only behind
+``hoodie.occ.metadata.files.maintain=true`` and only when it holds ``files`` alone
+(:func:`maintains_files`, :mod:`.metadata_commit`); otherwise the rules below apply.
 
 What a writer does, under the table lock, before it creates or completes any instant
 (:func:`guard_metadata_table`), keyed by Hudi's own ``hoodie.metadata.enable`` and
@@ -165,8 +167,9 @@ def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
 def maintains_files(state: MetadataTableState, config, *, files_writer: bool) -> bool:
     """Whether this write keeps the metadata table's listing itself
     (:mod:`.metadata_commit`): ``hoodie.occ.metadata.files.maintain=true`` with the metadata
-    table on, a caller that writes the listing (``files_writer``: the core copy-on-write
-    commit), and a metadata table of the ``files`` partition alone, complete."""
+    table on, a caller that writes the listing (``files_writer``: every write transaction,
+    clean, rollback and the scheduling of services, which changes no file; not yet the
+    data table's archival) and a metadata table of the ``files`` partition alone, complete."""
     return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
             and state.partitions == (FILES_PARTITION,) and not state.inflight_partitions)
 
@@ -205,8 +208,9 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "writer with the metadata table disabled does (Java rebuilds an index only "
                    "when a writer enables it again, reading the whole table)" + veto)
     if config.metadata_enable:
-        switch = ("; hoodie.occ.metadata.files.maintain=true covers only the core copy-on-write "
-                  "writer's commits" if getattr(config, "metadata_maintain_files", False) else "")
+        switch = ("; hoodie.occ.metadata.files.maintain=true keeps a metadata table whose one "
+                  "partition is a complete files partition, for every action but the data "
+                  "table's archival" if getattr(config, "metadata_maintain_files", False) else "")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "

@@ -39,11 +39,14 @@ is not Hudi's format (a truncated last block, a crashed writer's tail, is skippe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from airflow_hudi_occ.core.config import ReadConfig
 from airflow_hudi_occ.core.format.base_file import read_parquet
 from airflow_hudi_occ.core.format.instant import Action, Instant
 from airflow_hudi_occ.core.format.layout import FileGroupId, join_partition
@@ -53,6 +56,7 @@ from airflow_hudi_occ.core.format.log_file import (BlockType, DeleteRecord, LogB
                                                    read_delete_records, read_parquet_block)
 from airflow_hudi_occ.core.table.file_system_view import (FileSlice, FileSystemView, list_base_files,
                                                          list_partitions)
+from airflow_hudi_occ.core.table.file_listing import FileListing, StorageListing
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
@@ -79,10 +83,10 @@ class MergeFileSlice:
         return [join_partition(self.partition, lf.name) for lf in self.log_files]
 
 
-def list_log_files(table: Table, partition: str) -> list[LogFileName]:
-    storage = table.storage
-    folder = storage.path(partition) if partition else storage.root
-    return [lf for lf in (LogFileName.parse(n) for n in storage.list_names(folder)) if lf is not None]
+def list_log_files(table: Table, partition: str, listing: FileListing | None = None) -> list[LogFileName]:
+    """The log files of ``partition`` that ``listing`` names (default: the storage's)."""
+    names = (listing or StorageListing(table)).names(partition)
+    return [lf for lf in (LogFileName.parse(n) for n in names) if lf is not None]
 
 
 class _Completion:
@@ -174,8 +178,8 @@ def merge_file_slices(table: Table, view: FileSystemView | None = None,
         # those committed by then (a compaction still pending then did not own later logs)
         replaced = _replaced(view, completion, bound)
         latest, committed = {}, {}
-        for part in list_partitions(table):
-            for bf in list_base_files(table, part):
+        for part in list_partitions(table, view.listing):
+            for bf in list_base_files(table, part, view.listing):
                 done = completion.completion_time(bf.instant_time)
                 if done is None or (bound.completed_by is not None and done > bound.completed_by):
                     continue
@@ -187,9 +191,8 @@ def merge_file_slices(table: Table, view: FileSystemView | None = None,
                     latest[bf.file_group] = FileSlice(bf)
     logs: dict[FileGroupId, list[tuple[str, LogFileName]]] = {}
     # every partition, not only those with base files: a partition may hold log-only groups
-    parts = set(view._partitions) if view._partitions is not None else set(list_partitions(table))
-    for part in sorted(parts):
-        for lf in list_log_files(table, part):
+    for part in sorted(set(view.partitions())):
+        for lf in list_log_files(table, part, view.listing):
             done = completion.completion_time(lf.instant_time)
             if done is not None and bound.includes(lf.instant_time, done):
                 logs.setdefault(FileGroupId(part, lf.file_id), []).append((done, lf))
@@ -339,18 +342,24 @@ def _concat(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(parts, promote_options="permissive")
 
 
-def read_snapshot(table: Table, as_of: str | None = None) -> pa.Table:
+def read_snapshot(table: Table, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> pa.Table:
     """Every file group's latest slice, base merged with its logs; with ``as_of``, the table
     as of that instant (time travel: instants requested at or before it, Hudi's rule).
 
     Raises :class:`~airflow_hudi_occ.core.errors.ArchivedInstantError` when ``as_of`` is older
     than the active timeline and :class:`~airflow_hudi_occ.core.errors.CleanedInstantError`
-    when clean deleted files that version needs, as the copy-on-write reader does."""
-    view = FileSystemView(table)
+    when clean deleted files that version needs, as the copy-on-write reader does. ``options``:
+    the reader's ``hoodie.*`` keys (:class:`~airflow_hudi_occ.core.config.ReadConfig`: whether
+    files are listed through the metadata table)."""
+    view = _view(table, options)
     bound = ReadBound(as_of=as_of)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)
     return _read_slices(table, view, bound)
+
+
+def _view(table: Table, options: Mapping[str, Any] | None, **kw) -> FileSystemView:
+    return FileSystemView(table, metadata_enable=ReadConfig.from_options(options).metadata_enable, **kw)
 
 
 def _read_slices(table: Table, view: FileSystemView, bound: ReadBound,
@@ -375,7 +384,8 @@ def incremental_instants(table: Table, start: str | None, end: str | None, timel
             and (end is None or (i.completion_time or i.requested_time) <= end)]
 
 
-def read_incremental(table: Table, start: str | None = None, end: str | None = None) -> pa.Table:
+def read_incremental(table: Table, start: str | None = None, end: str | None = None,
+                     options: Mapping[str, Any] | None = None) -> pa.Table:
     """Records written by writes that completed in ``(start, end]``, as they were once the
     write completing at ``end`` had completed: log-block records of those deltacommits and
     base-file records of those instants, merged as a snapshot would merge them, keeping the
@@ -383,7 +393,7 @@ def read_incremental(table: Table, start: str | None = None, end: str | None = N
     the merged slices of the file groups they touched, filtered by commit time). A key the
     window deleted is absent; a record that lost to a stored one on its ordering value is not
     returned (it was never the table's row)."""
-    view = FileSystemView(table)
+    view = _view(table, options)
     selected = incremental_instants(table, start, end, view.timeline)
     if not selected:
         return pa.table({})
@@ -398,9 +408,9 @@ def read_incremental(table: Table, start: str | None = None, end: str | None = N
     return merged.filter(keep)
 
 
-def read_optimized(table: Table, as_of: str | None = None) -> pa.Table:
+def read_optimized(table: Table, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> pa.Table:
     """Base files only (Hudi's read-optimised query): fast, and behind by the logs."""
-    view = FileSystemView(table, as_of=as_of)
+    view = _view(table, options, as_of=as_of)
     if as_of is not None:
         check_as_of_readable(table, as_of, view.timeline)
     return _concat([read_parquet(table.storage, s.base_file.relative_path)

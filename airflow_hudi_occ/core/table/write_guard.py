@@ -19,7 +19,8 @@ def prepare_for_write(table, config, *, files_writer: bool = False) -> MetadataT
     """Reload the table's properties, check and align its version, deal with its metadata
     table; ``config`` is the :class:`~airflow_hudi_occ.core.config.WriteConfig` of the caller,
     who holds the table lock; ``files_writer``: the caller writes the metadata table's listing
-    when :func:`~.metadata_table.maintains_files` says so (the core copy-on-write commit).
+    when :func:`~.metadata_table.maintains_files` says so (every write transaction, clean,
+    rollback, the scheduling of services; not the data table's archival yet).
     Raises (nothing changed) when the table cannot be written."""
     table.recover_properties()
     table.reload_config()
@@ -29,12 +30,13 @@ def prepare_for_write(table, config, *, files_writer: bool = False) -> MetadataT
     return state
 
 
-def check_for_write(table, config) -> None:
+def check_for_write(table, config, *, files_writer: bool = True) -> None:
     """The same judgement without the lock and without changing anything, for a fail-fast
-    check before expensive work starts (the Spark job before its session): raises what
+    check before expensive work starts (the Spark job before its session, whose commit goes
+    through the core transaction and keeps the listing): raises what
     :func:`prepare_for_write` would raise on the table as it is now."""
     table.require_writable()
-    judge_metadata_table(table, config)  # raises, changes nothing
+    judge_metadata_table(table, config, files_writer=files_writer)  # raises, changes nothing
     wanted, have = config.write_table_version, table.config.version
     if wanted is not None and wanted != have and (wanted < have or not config.auto_upgrade):
         ensure_write_version(table, wanted, config.auto_upgrade)  # raises before any change

@@ -70,3 +70,24 @@ def test_deletions_and_a_table_without_partitions():
     parts = decode_record(encode_record(partition_list_record(added=[""], deleted=["old"])))
     assert parts["type"] == 1 and parts["key"] == "" and parts["filesystemMetadata"] == {
         ".": {"size": 0, "isDeleted": False}, "old": {"size": 0, "isDeleted": True}}
+
+
+def test_a_base_file_of_javas_records_has_javas_data_and_bloom_blocks():
+    """The base HFile a metadata-table compaction writes (base_file_hfile): Java's records
+    written again give Java's uncompressed data block and bloom-filter block, byte for byte,
+    and its file info (the schema, the bloom filter's type, the first and last key)."""
+    import struct
+
+    from airflow_hudi_occ.core.format import hfile
+    from airflow_hudi_occ.core.format.metadata_record import base_file_hfile, decode_record
+    from tests.core.format.test_hfile import blocks, java_hfiles
+    [(name, java)] = [(k, v) for k, v in java_hfiles().items() if k.endswith(".hfile")]
+    theirs = hfile.read_hfile(java)
+    records = {k: decode_record(v, theirs.file_info["schema"].decode()) for k, v in theirs.entries}
+    ours = base_file_hfile(records, name, create_time_ms=struct.unpack(">q", theirs.file_info["hfile.CREATE_TIME_TS"])[0],
+                           stamp_file_name=False)  # the initialisation's file (a compaction's stamps its name)
+    mine = hfile.read_hfile(ours)
+    assert mine.entries == theirs.entries and mine.meta == theirs.meta
+    assert mine.file_info == theirs.file_info
+    same = {magic: a == b for (magic, a), (_, b) in zip(blocks(ours), blocks(java)) if magic != hfile.ROOT_INDEX_MAGIC}
+    assert same == {hfile.DATA_MAGIC: True, hfile.META_MAGIC: True, hfile.FILE_INFO_MAGIC: same[hfile.FILE_INFO_MAGIC]}

@@ -1,0 +1,151 @@
+"""The metadata table's own clean: old file slices go once compactions have replaced them.
+
+After a compaction of the metadata table (:mod:`.metadata_compaction`) the older base file and
+the log files it folded in are no longer read, but stay on storage until a clean deletes them.
+Java's writer cleans its metadata table in ``HoodieBackedTableMetadataWriter.cleanIfNecessary``
+under rules this module follows (Hudi 1.2):
+
+- **gate**: not while the latest completed compaction has fewer than 3 completed instants after
+  it (a reader that listed the logs just before the compaction may still be reading them);
+- **policy** (``HoodieMetadataWriteUtils``, ``hoodie.metadata.derive.from.datatable.clean.policy``
+  at its default, true): the data table's ``hoodie.clean.policy``; ``KEEP_LATEST_COMMITS``
+  retains ``max(20, 1.2 x hoodie.clean.commits.retained)`` commits,
+  ``KEEP_LATEST_FILE_VERSIONS`` ``ceil(1.2 x hoodie.clean.fileversions.retained)`` versions;
+- **plan** (``CleanPlanner``): per file group, its slices newest first; the newest is always
+  kept, and under ``KEEP_LATEST_COMMITS`` also the newest slice older than the earliest commit
+  to retain (what a read as of that commit needs); older slices whose base instant is before
+  the earliest commit to retain go with all their files. A slice of a pending compaction, or
+  holding a pending deltacommit's log, is never planned;
+- **instants**: ``<t>.clean.requested`` (``HoodieCleanerPlan``), ``.clean.inflight``, the files
+  deleted, ``<t>_<c>.clean`` (``HoodieCleanMetadata``). No instant when nothing is to go (Java
+  writes none either).
+
+A clean killed midway leaves its plan; the next run finishes it (deleting a missing file counts
+as done) before planning another. Runs under the data table's lock, like every metadata-table
+write of ours.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from airflow_hudi_occ.core.config import (CLEAN_COMMITS_RETAINED, CLEAN_FILE_VERSIONS_RETAINED, CLEAN_POLICY,
+                                          CleanPolicy)
+from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.log_file import LogFileName
+from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
+from airflow_hudi_occ.core.format.storage import delete_planned_files
+from airflow_hudi_occ.core.table.metadata_compaction import BASE_FILE_RE, metadata_partitions
+from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
+
+#: Java's floor on the commits the metadata table retains (HoodieMetadataWriteUtils)
+MIN_RETAINED_COMMITS = 20
+#: completed instants needed after the latest compaction before a clean (cleanIfNecessary)
+INSTANTS_AFTER_COMPACTION = 3
+
+
+@dataclass
+class _Slice:
+    base_instant: str
+    files: list[str] = field(default_factory=list)  # names in the partition
+    pending: bool = False
+
+
+def retention(options) -> tuple[CleanPolicy, int]:
+    """The metadata table's clean policy and how many commits / versions it keeps."""
+    policy = CLEAN_POLICY.get(options)
+    if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+        return policy, int(math.ceil(CLEAN_FILE_VERSIONS_RETAINED.get(options) * 1.2))
+    return policy, int(max(float(MIN_RETAINED_COMMITS), CLEAN_COMMITS_RETAINED.get(options) * 1.2))
+
+
+def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
+    completed = {i.requested_time: i.completion_time or "" for i in timeline.completed()}
+    pending = {i.requested_time for i in timeline.pending()}
+    groups: dict[str, dict[str, _Slice]] = {}
+    names = mdt.storage.list_names(mdt.storage.path(partition))
+    for name in names:
+        m = BASE_FILE_RE.match(name)
+        if m and (m["instant"] in completed or m["instant"] in pending):
+            s = groups.setdefault(m["file_id"], {}).setdefault(m["instant"], _Slice(m["instant"]))
+            s.files.append(name)
+            s.pending = s.pending or m["instant"] in pending
+    for name in names:
+        lf = LogFileName.parse(name)
+        if lf is None or lf.file_id not in groups:
+            continue
+        slices = groups[lf.file_id]
+        is_pending = lf.instant_time in pending
+        # an active deltacommit's log goes by its completion time; one whose instant is gone
+        # from the active timeline (archived) by its instant, which is old; a pending one
+        # stays with the newest slice and keeps it
+        done = None if is_pending else completed.get(lf.instant_time, lf.instant_time)
+        before = [b for b in slices if done is not None and b < done]
+        target = slices[max(before)] if before else slices[max(slices)]
+        target.files.append(name)
+        target.pending = target.pending or is_pending
+    return {fid: [s for _, s in sorted(sl.items(), reverse=True)] for fid, sl in groups.items()}
+
+
+def plan_clean(mdt, timeline, options) -> CleanerPlan | None:
+    """The clean Java would plan on the metadata table now (see the module doc), or None."""
+    policy, keep = retention(options)
+    writes = [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    earliest: Instant | None = None
+    if policy is CleanPolicy.KEEP_LATEST_COMMITS:
+        if len(writes) <= keep:
+            return None
+        earliest = writes[len(writes) - keep]
+    to_delete: dict[str, list[str]] = {}
+    for partition in metadata_partitions(mdt):
+        for _fid, slices in _file_groups(mdt, partition, timeline).items():
+            if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+                doomed = slices[keep:]
+            else:
+                older = [s for s in slices[1:] if s.base_instant < earliest.requested_time]
+                doomed = older[1:]  # the newest slice before the earliest retained commit stays
+            for s in doomed:
+                if not s.pending:
+                    to_delete.setdefault(partition, []).extend(f"{partition}/{n}" for n in sorted(s.files))
+    if not to_delete:
+        return None
+    last = writes[-1].requested_time if writes else ""
+    return CleanerPlan(policy.value, (earliest.requested_time, earliest.action.value) if earliest else None,
+                       last, to_delete)
+
+
+def _execute(mdt, inst_time: str, plan: CleanerPlan, completion_time: Callable[[], str]) -> None:
+    t0 = time.time()
+    inflight = transition_to_inflight(mdt, Instant(inst_time, Action.CLEAN, State.REQUESTED))
+    deleted, failed = delete_planned_files(mdt.storage, plan.files_by_partition)
+    earliest = plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else ""
+    meta = CleanMetadata(inst_time, plan.policy, earliest, plan.last_completed_commit, deleted, failed,
+                         int((time.time() - t0) * 1000))
+    complete(mdt, inflight, completion_time(), meta.encode())
+
+
+def clean_if_needed(mdt, config, new_time: Callable[[], str]) -> str | None:
+    """Finish a pending clean of the metadata table, then clean when the gate allows it and
+    something is to go; the clean's instant, or None. The caller holds the table lock."""
+    timeline = mdt.timeline()
+    for inst in [i for i in timeline.pending() if i.action is Action.CLEAN]:
+        path = timeline.file_path(Instant(inst.requested_time, Action.CLEAN, State.REQUESTED))
+        _execute(mdt, inst.requested_time, CleanerPlan.decode(mdt.storage.read(path), mdt.base_uri, path), new_time)
+        timeline = mdt.timeline()
+    compactions = [i for i in timeline.completed() if i.action is Action.COMMIT]
+    if compactions and sum(1 for i in timeline.completed()
+                           if i.requested_time > compactions[-1].requested_time) < INSTANTS_AFTER_COMPACTION:
+        return None
+    plan = plan_clean(mdt, timeline, config.options)
+    if plan is None:
+        return None
+    t = new_time()
+    create_requested(mdt, Instant(t, Action.CLEAN, State.REQUESTED), plan.encode(mdt.base_uri))
+    _execute(mdt, t, plan, new_time)
+    return t
+
+
+__all__ = ["plan_clean", "clean_if_needed", "retention"]
