@@ -207,7 +207,9 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
     unmaintained = unmaintained_partitions(state)
     if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False):
         # with the switch on, a stats writer keeps the stats partitions; what is left refuses
-        unmaintained = tuple(p for p in unmaintained if p not in MAINTAINED_PARTITIONS)
+        # (complete ones: a partition being built is not ours to keep)
+        unmaintained = tuple(p for p in unmaintained
+                             if p not in MAINTAINED_PARTITIONS or p in state.inflight_partitions)
     where = f"table {table.name} at {table.base_uri}"
     if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
@@ -227,7 +229,8 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "when a writer enables it again, reading the whole table)" + veto)
     if config.metadata_enable:
         switch = ("; hoodie.occ.metadata.files.maintain=true keeps a metadata table of complete "
-                  "files, column_stats and partition_stats partitions, for every action" if getattr(config, "metadata_maintain_files", False) else "")
+                  "files, column_stats and partition_stats partitions, for every action but the "
+                  "data table's archival" if getattr(config, "metadata_maintain_files", False) else "")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "
