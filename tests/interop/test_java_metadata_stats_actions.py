@@ -15,13 +15,13 @@ deterministic (its merge-on-read upsert), our records for it are Java's bytes.
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering
@@ -146,7 +146,6 @@ def test_merge_on_read_upsert_and_compaction_keep_the_stats(tmp_path, java_hudi,
 
     # the control: our log file's stats of v made wrong, the filtered read drops the row
     control = str(tmp_path / "control")
-    import shutil
     shutil.copytree(path, control)
     assert corrupt_our_column_stats(control, res.instant.requested_time, "v", "zzz0", "zzz1") >= 3
     [wrong] = java_hudi.run(Read(control, options=SKIPPING, where="v = 'ours-two'"))
@@ -182,30 +181,3 @@ def test_clustering_and_insert_overwrite_keep_the_stats(tmp_path, java_hudi, tab
     execute_clustering(Table.open(path), MAINTAIN, planned)
     check_step(java_hudi, path, model, "clustering", "v = 'ours-one' or v = 'java4'", {1, 4})
     java_next_write_adds_one_deltacommit(java_hudi, path, model)
-
-
-def test_a_column_stats_record_of_a_log_file_counts_its_records(tmp_path):
-    """A unit seam under the interop tests: a log file's ranges are over the records of its
-    data blocks (nulls counted, sizes 0), a log of deletes only has empty, untyped ranges."""
-    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
-    path = str(tmp_path / "t")
-    opts = {**FAST_WRITE_OPTIONS, "hoodie.datasource.write.recordkey.field": "id",
-            "hoodie.datasource.write.partitionpath.field": "p",
-            "hoodie.datasource.write.precombine.field": "ts", "hoodie.table.name": "t"}
-    table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
-                         table_type="MERGE_ON_READ")
-    MergeOnReadWriter(table, WriteConfig.from_options(opts)).write(batch([(1, "a", 1, "x"), (2, "a", 1, "y")]),
-                                                                   "insert")
-    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(
-        batch([(1, "a", 2, None), (2, "a", 2, "b")]), "upsert")
-    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch([(1, "a", 3, "")]), "delete")
-    logs = sorted((LogFileName.parse(n).instant_time, n) for n in os.listdir(os.path.join(path, "a"))
-                  if LogFileName.parse(n))
-    assert len(logs) == 2
-    upsert = {r.column: r for r in log_file_ranges(Table.open(path), f"a/{logs[0][1]}", ["id", "v", "ts"])}
-    assert (upsert["v"].min_value, upsert["v"].max_value, upsert["v"].null_count, upsert["v"].value_count) == \
-        ("b", "b", 1, 2)
-    assert (upsert["id"].value_type, upsert["id"].min_value, upsert["id"].max_value) == ("LONG", 1, 2)
-    assert upsert["id"].total_size == 0
-    deletes = log_file_ranges(Table.open(path), f"a/{logs[1][1]}", ["id", "v"])
-    assert [(r.column, r.value_type, r.value_count) for r in deletes] == [("id", "NULL", 0), ("v", "NULL", 0)]

@@ -4,7 +4,8 @@ Java Hudi 1.2 at its defaults builds both partitions beside ``files`` (``hoodie.
 column.stats.enable`` and ``...partition.stats.enable``, true for Spark writers), and its
 writer adds to them at every commit (``HoodieTableMetadataUtil.convertMetadataToColumnStatsRecords``
 and ``HoodieMetadataWriteUtils.convertMetadataToPartitionStatRecords``). This module does the
-same for one copy-on-write commit of ours (:func:`stats_blocks`), for
+same for every action of ours (:func:`stats_blocks`: a copy-on-write commit, a merge-on-read
+deltacommit, a replacecommit of insert_overwrite or clustering, a compaction), for
 :func:`~airflow_hudi_occ.core.table.metadata_commit.write_metadata_deltacommit`:
 
 - **which columns** (:func:`columns_to_index`, Java's ``getColumnsToIndex``): with meta fields
@@ -18,14 +19,16 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
   without stats that Java's data skipping would read as absent;
 - **the index version** (:func:`index_version`): what ``.hoodie/.index_defs/index.json`` says
   for the partition (or for its sibling), else 1 below table version 9 and 2 from it;
-- **column_stats**: one record per (new base file, column), from the file's parquet footer
-  (read back from storage: what Java reads for the file);
-- **partition_stats**: per partition the commit wrote, one record per column aggregated over
-  the partition's latest base files once the commit completes: the new files, and the latest
-  file of every other file group visible before it (file groups it rewrote or replaced left
-  out), their footers read as Java reads their ``column_stats`` records (the same numbers:
-  Java computed those records from the same footers). Tight-bound, as Java writes them when
-  ``column_stats`` is there;
+- **column_stats**: one record per (new file, column): a base file's from its parquet footer
+  (read back from storage: what Java reads for the file); a log file's over the records of its
+  data blocks (:func:`log_file_ranges`), as Java's append handle records them;
+- **partition_stats**: per partition the action wrote, one record per column aggregated over
+  the partition's latest merged file slices once it completes (:func:`_latest_files`, Java's
+  ``getFilesToFetchColumnStats``): the new files, the base file and committed logs of every
+  other file group (a group given a new base file here keeps only the logs completed at or
+  after this instant); base files' footers and logs' records read as Java reads their
+  ``column_stats`` records (the same numbers). Tight-bound, as Java writes them when
+  ``column_stats`` is there. File groups a pending replacecommit replaces stay in, as in Java;
 - **file groups**: a key goes to ``mapRecordKeyToFileGroupIndex(key, n)`` of the partition's
   ``n`` file groups, found on storage (``col-stats-0000-0``, ... sorted), as Java's writer
   tags records with the metadata table's latest file slices.
@@ -33,11 +36,10 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
 A clean's records (:func:`clean_stats_blocks`): a tombstone per column of every file it
 deleted. A rollback writes none: it rolls back the metadata table's deltacommit of the failed
 instant in every metadata partition (``metadata_commit.rollback_metadata_deltacommit``).
-Not covered (the guard keeps refusing them): merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
-column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s list (the
-commit is abandoned with
+Not covered: column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s
+list (the commit is abandoned with
 :class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
-read per new file and per other latest file of each partition written (Java reads the
+(or log file) read per new file and per other latest file of each partition written (Java reads the
 latter from ``column_stats`` instead), each file's once per process (:data:`_RANGES`); measured
 locally at about 0.6 ms a footer (65 ms for a partition of 100 files, first commit).
 """
