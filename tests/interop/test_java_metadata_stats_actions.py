@@ -42,12 +42,17 @@ MAINTAIN = dict(EVERY_ACTION)
 
 def latest_slices(table: Table, files: dict[str, int]) -> list[str]:
     """The files of each file group's latest slice among ``files`` (one partition's listing):
-    the latest base file and the log files completed at or after it (a log-only group: all)."""
+    the latest base file and the log files completed at or after it (a log-only group: all);
+    file groups a completed replacecommit replaced left out."""
     timeline = table.timeline()
+    replaced = {fid for inst in timeline.completed() if inst.action is Action.REPLACE_COMMIT
+                for _, fid in timeline.commit_metadata(inst).replaced_file_groups()}
     bases: dict[str, str] = {}
     logs: dict[str, list[tuple[str, str]]] = {}
     for name in files:
         lf = LogFileName.parse(name)
+        if (lf.file_id if lf is not None else name.split("_")[0]) in replaced:
+            continue
         if lf is not None:
             done = timeline.get(lf.instant_time)
             if done is not None and done.is_completed:

@@ -28,7 +28,8 @@ deltacommit, a replacecommit of insert_overwrite or clustering, a compaction), f
   other file group (a group given a new base file here keeps only the logs completed at or
   after this instant); base files' footers and logs' records read as Java reads their
   ``column_stats`` records (the same numbers). Tight-bound, as Java writes them when
-  ``column_stats`` is there. File groups a pending replacecommit replaces stay in, as in Java;
+  ``column_stats`` is there. The file groups a replacecommit replaces are left out (Java's
+  writer keeps them until its next action on the partition: a wider bound);
 - **file groups**: a key goes to ``mapRecordKeyToFileGroupIndex(key, n)`` of the partition's
   ``n`` file groups, found on storage (``col-stats-0000-0``, ... sorted), as Java's writer
   tags records with the metadata table's latest file slices.
@@ -264,19 +265,23 @@ def _indexed(stat) -> bool:
     return name.endswith(".parquet") or is_log_file_name(name)
 
 
-def _latest_files(table, timeline, partition: str, written, instant_time: str) -> list[str]:
+def _latest_files(table, timeline, partition: str, written, instant_time: str,
+                  replaced: frozenset = frozenset()) -> list[str]:
     """The files of ``partition``'s latest merged file slices once this action completes,
     other than the ones it wrote (``written``), as Java's ``getFilesToFetchColumnStats``:
     the base file and committed log files of every visible file group; a group that gets a
     new base file here (a copy-on-write rewrite, a compaction) keeps only its logs completed
-    at or after this instant (they join the new slice, ``mor_reader``'s rule). File groups a
-    pending replacecommit replaces are kept, as Java's view keeps them until it completes."""
+    at or after this instant (they join the new slice, ``mor_reader``'s rule). The file groups
+    this action replaces (``replaced``: insert_overwrite, clustering) are left out: the
+    partition's files once it completes, what Java's metadata validator aggregates (Java's
+    writer keeps them, its view not knowing them replaced while the replacecommit is inflight:
+    a wider bound, never a narrower one; docs/java-interop.md)."""
     new_base = {s.file_id for s in written if (s.path or "").endswith(".parquet")}
     own = {s.path for s in written}
     view = FileSystemView(table, timeline, partitions=[partition])
     out: list[str] = []
     for sl in merge_file_slices(table, view):
-        if sl.partition != partition:
+        if sl.partition != partition or (sl.partition, sl.file_group.file_id) in replaced:
             continue
         fresh = sl.file_group.file_id in new_base
         if sl.base is not None and not fresh and sl.base.base_file.relative_path not in own:
@@ -324,11 +329,12 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     if PARTITION_STATS_PARTITION in wanted:
         cols = columns[PARTITION_STATS_PARTITION]
         partitions = sorted({s.partition_path for s in written})
+        replaced = frozenset(metadata.replaced_file_groups())
         records = {}
         for partition in partitions:
             mine = [s for s in written if s.partition_path == partition]
             ranges = [r for r in new_ranges.get(partition, []) if r.column in cols]
-            for rel in _latest_files(table, timeline, partition, mine, instant_time):
+            for rel in _latest_files(table, timeline, partition, mine, instant_time, replaced):
                 ranges.extend(_ranges(table, rel, cols))
             # a delete-only log file's empty ranges carry no type and add nothing
             typed = [r for r in ranges if r.value_type != "NULL"]
