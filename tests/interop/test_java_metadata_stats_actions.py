@@ -105,15 +105,27 @@ def assert_java_metadata_agrees(check: dict, path: str) -> None:
             assert {k: recorded[k] for k in STAT_FIELDS} == expected, (partition, column)
 
 
-def check_step(java_hudi, path: str, model: dict, step: str, where: str, expect: set[int]) -> None:
+def check_step(java_hudi, path: str, model: dict, step: str, where: str, expect: set[int], *,
+               metadata_check: bool = True) -> None:
     """Listing == storage; Java's snapshot and data-skipping reads exact; its checks pass."""
     listing = read_metadata_listing(Table.open(path))
     assert {p: f for p, f in listing.files.items() if f} == {p: f for p, f in data_files(path).items() if f}, step
-    snap, hit, check = java_hudi.run(Read(path), Read(path, options=SKIPPING, where=where),
-                                     MetadataCheck(path, INDEXED))
+    steps = [Read(path), Read(path, options=SKIPPING, where=where)]
+    snap, hit, *check = java_hudi.run(*steps, *([MetadataCheck(path, INDEXED)] if metadata_check else []))
     assert rows_by_key(snap.rows, columns=COLS) == model, step
     assert rows_by_key(hit.rows, columns=COLS) == {k: model[k] for k in expect}, step
-    assert_java_metadata_agrees(check.metadata_check(), path)
+    if check:
+        assert_java_metadata_agrees(check[0].metadata_check(), path)
+
+
+def check_control(java_hudi, path: str, tmp_path, instant: str) -> None:
+    """The same table with our log files' stats of ``v`` made wrong: Java's filtered read drops
+    the row, so it does prune log files with ``column_stats``."""
+    control = str(tmp_path / "control")
+    shutil.copytree(path, control)
+    assert corrupt_our_column_stats(control, instant, "v", "zzz0", "zzz1") >= 3
+    [wrong] = java_hudi.run(Read(control, options=SKIPPING, where="v = 'ours-two'"))
+    assert wrong.rows.num_rows == 0
 
 
 def java_next_write_adds_one_deltacommit(java_hudi, path: str, model: dict) -> None:
@@ -149,18 +161,18 @@ def test_merge_on_read_upsert_and_compaction_keep_the_stats(tmp_path, java_hudi,
     assert any(f"_{res.instant.requested_time}.log." in n for n in os.listdir(os.path.join(path, "b")))
     check_step(java_hudi, path, model, "upsert", "v = 'ours-two' or v = 'ours-nine'", {2, 9})
 
-    # the control: our log file's stats of v made wrong, the filtered read drops the row
-    control = str(tmp_path / "control")
-    shutil.copytree(path, control)
-    assert corrupt_our_column_stats(control, res.instant.requested_time, "v", "zzz0", "zzz1") >= 3
-    [wrong] = java_hudi.run(Read(control, options=SKIPPING, where="v = 'ours-two'"))
-    assert wrong.rows.num_rows == 0
+    # the control (slow runs, for the default run's time): our log files' stats of v made wrong
+    if os.environ.get("HUDI_OCC_SLOW") == "1":
+        check_control(java_hudi, path, tmp_path, res.instant.requested_time)
 
     # our compaction: new base files over the slices with logs
     planned = schedule_compaction(Table.open(path), MAINTAIN, force=True)
     done = execute_compaction(Table.open(path), MAINTAIN, planned)
     assert Table.open(os.path.join(path, ".hoodie", "metadata")).timeline().get(done.instant).is_completed
-    check_step(java_hudi, path, model, "compaction", "v = 'ours-one' or v = 'java4'", {1, 4})
+    # Java's metadata checks after the compaction in slow runs (its base files' stats come from
+    # footers, as a copy-on-write commit's: test_java_metadata_stats.py checks those by default)
+    check_step(java_hudi, path, model, "compaction", "v = 'ours-one' or v = 'java4'", {1, 4},
+               metadata_check=os.environ.get("HUDI_OCC_SLOW") == "1")
     java_next_write_adds_one_deltacommit(java_hudi, path, model)
 
 
