@@ -352,10 +352,10 @@ class WriteTransaction:
     @property
     def _stats_writer(self) -> bool:
         """Whether this transaction also writes the metadata table's column and partition
-        stats (:mod:`~airflow_hudi_occ.core.table.metadata_stats`): a writer's copy-on-write
-        commit, whose new files are parquet base files; every other action is refused on a
-        metadata table with stats partitions."""
-        return self.action is Action.COMMIT and not self.is_table_service
+        stats (:mod:`~airflow_hudi_occ.core.table.metadata_stats`): every action committed here
+        does (copy-on-write commits, merge-on-read deltacommits and their log files,
+        replacecommits of insert_overwrite and clustering, compactions), as Java's writer."""
+        return True
 
     # -- stage 3: commit ------------------------------------------------------------------------
 
@@ -462,7 +462,8 @@ class WriteTransaction:
                 lm.check_held()
                 blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
                 if self._stats_writer:  # column and partition stats: metadata_stats.py
-                    blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline))
+                    blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline,
+                                              instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
                                                       self._time.new_time(floor=floor))

@@ -56,7 +56,8 @@ from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
-from airflow_hudi_occ.core.table.table import META_COLUMNS
+from airflow_hudi_occ.core.table.mor_reader import MergeFileSlice, merge_file_slices, read_file_slice
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,17 @@ def sort_columns_of(plan: RequestedReplaceMetadata, config: ClusteringConfig) ->
     return [c.strip() for c in v.split(",") if c.strip()] if v else list(config.sort_columns)
 
 
+def _slices_with_logs(table) -> dict[FileGroupId, MergeFileSlice]:
+    """Merge-on-read file groups whose latest slice has log files: clustering rewrites the
+    merged rows of the slice (base file and logs, as Hudi's clustering reads a slice), never
+    the base file alone, which would drop the updates and deletes in the logs. A pending
+    clustering keeps writers out of its file groups (``clustering_gate``), so the slices read
+    now are those the plan was made over."""
+    if table.config.table_type != MERGE_ON_READ:
+        return {}
+    return {fs.file_group: fs for fs in merge_file_slices(table) if fs.log_files and fs.base is not None}
+
+
 def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
                        instant: str | None = None, *, lock_manager=None, writer_id: str | None = None,
                        before_commit=None) -> ClusteringResult:
@@ -258,8 +270,10 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
         sort_cols = sort_columns_of(plan, cfg)
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
+        merged = _slices_with_logs(table)
         for g in plan.input_groups:
-            pieces = [read_parquet(table.storage, relative_path(table, path)) for _p, _f, path in g.slices]
+            pieces = [read_file_slice(table, merged[(p, f)]) if (p, f) in merged
+                      else read_parquet(table.storage, relative_path(table, path)) for p, f, path in g.slices]
             data = pa.concat_tables(pieces, promote_options="permissive")
             if sort_cols:
                 data = data.sort_by([(c, "ascending") for c in sort_cols])

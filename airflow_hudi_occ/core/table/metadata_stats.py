@@ -4,7 +4,8 @@ Java Hudi 1.2 at its defaults builds both partitions beside ``files`` (``hoodie.
 column.stats.enable`` and ``...partition.stats.enable``, true for Spark writers), and its
 writer adds to them at every commit (``HoodieTableMetadataUtil.convertMetadataToColumnStatsRecords``
 and ``HoodieMetadataWriteUtils.convertMetadataToPartitionStatRecords``). This module does the
-same for one copy-on-write commit of ours (:func:`stats_blocks`), for
+same for every action of ours (:func:`stats_blocks`: a copy-on-write commit, a merge-on-read
+deltacommit, a replacecommit of insert_overwrite or clustering, a compaction), for
 :func:`~airflow_hudi_occ.core.table.metadata_commit.write_metadata_deltacommit`:
 
 - **which columns** (:func:`columns_to_index`, Java's ``getColumnsToIndex``): with meta fields
@@ -18,14 +19,17 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
   without stats that Java's data skipping would read as absent;
 - **the index version** (:func:`index_version`): what ``.hoodie/.index_defs/index.json`` says
   for the partition (or for its sibling), else 1 below table version 9 and 2 from it;
-- **column_stats**: one record per (new base file, column), from the file's parquet footer
-  (read back from storage: what Java reads for the file);
-- **partition_stats**: per partition the commit wrote, one record per column aggregated over
-  the partition's latest base files once the commit completes: the new files, and the latest
-  file of every other file group visible before it (file groups it rewrote or replaced left
-  out), their footers read as Java reads their ``column_stats`` records (the same numbers:
-  Java computed those records from the same footers). Tight-bound, as Java writes them when
-  ``column_stats`` is there;
+- **column_stats**: one record per (new file, column): a base file's from its parquet footer
+  (read back from storage: what Java reads for the file); a log file's over the records of its
+  data blocks (:func:`log_file_ranges`), as Java's append handle records them;
+- **partition_stats**: per partition the action wrote, one record per column aggregated over
+  the partition's latest merged file slices once it completes (:func:`_latest_files`, Java's
+  ``getFilesToFetchColumnStats``): the new files, the base file and committed logs of every
+  other file group (a group given a new base file here keeps only the logs completed at or
+  after this instant); base files' footers and logs' records read as Java reads their
+  ``column_stats`` records (the same numbers). Tight-bound, as Java writes them when
+  ``column_stats`` is there. The file groups a replacecommit replaces are left out (Java's
+  writer keeps them until its next action on the partition: a wider bound);
 - **file groups**: a key goes to ``mapRecordKeyToFileGroupIndex(key, n)`` of the partition's
   ``n`` file groups, found on storage (``col-stats-0000-0``, ... sorted), as Java's writer
   tags records with the metadata table's latest file slices.
@@ -33,11 +37,10 @@ same for one copy-on-write commit of ours (:func:`stats_blocks`), for
 A clean's records (:func:`clean_stats_blocks`): a tombstone per column of every file it
 deleted. A rollback writes none: it rolls back the metadata table's deltacommit of the failed
 instant in every metadata partition (``metadata_commit.rollback_metadata_deltacommit``).
-Not covered (the guard keeps refusing them): merge-on-read log files (Java 1.x indexes their column ranges too), replacecommits, and
-column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s list (the
-commit is abandoned with
+Not covered: column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s
+list (the commit is abandoned with
 :class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
-read per new file and per other latest file of each partition written (Java reads the
+(or log file) read per new file and per other latest file of each partition written (Java reads the
 latter from ``column_stats`` instead), each file's once per process (:data:`_RANGES`); measured
 locally at about 0.6 ms a footer (65 ms for a partition of 100 files, first commit).
 """
@@ -53,17 +56,19 @@ from typing import Iterable, Mapping
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.config import COLUMN_STATS_COLUMN_LIST, COLUMN_STATS_MAX_COLUMNS
-from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
                                                               META_COLUMNS, META_COLUMNS_INDEXED,
                                                               PARTITION_STATS_PARTITION, ColumnRange,
                                                               column_stats_key, column_stats_records,
                                                               deleted_column_stats_record, file_group_index,
                                                               partition_stats_records, ranges_from_parquet)
-from airflow_hudi_occ.core.format.log_file import LogFileName
+from airflow_hudi_occ.core.format.log_file import (BlockType, LogFileName, decode_blocks, is_log_file_name,
+                                                   read_avro_records, read_parquet_block)
 from airflow_hudi_occ.core.format.metadata import CommitMetadata
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, MetadataTableState
+from airflow_hudi_occ.core.table.mor_reader import merge_file_slices
 
 STATS_PARTITIONS = (COLUMN_STATS_PARTITION, PARTITION_STATS_PARTITION)
 INDEX_DEFS_KEY = "hoodie.table.index.defs.path"
@@ -182,23 +187,137 @@ def _spread(table, mdt_partition: str, records: Mapping[str, dict]) -> dict[tupl
     return out
 
 
+#: Avro primitive types of a log block's schema -> the value types rendered (see
+#: :mod:`~airflow_hudi_occ.core.format.column_stats_record`); a logical type is not among them
+_AVRO_VALUE_TYPES = {"boolean": "BOOLEAN", "int": "INT", "long": "LONG", "float": "FLOAT", "double": "DOUBLE",
+                     "string": "STRING"}
+
+
+def _avro_value_type(avro, column: str, where: str) -> str:
+    avro = _non_null(avro)
+    kind = avro if isinstance(avro, str) else None
+    if isinstance(avro, dict) and "logicalType" not in avro and isinstance(avro.get("type"), str):
+        kind = avro["type"]
+    if kind not in _AVRO_VALUE_TYPES:
+        raise UnsupportedColumnStatsTypeError(
+            f"column {column!r} of {where} is {json.dumps(avro)}, a type whose column statistics this "
+            "writer does not write yet for a log file; Java's column_stats index covers it", column=column,
+            remedy="leave the column out of Java's column stats (hoodie.metadata.index.column.stats."
+                   "column.list, the same in every writer) or disable column stats in Java, or write "
+                   "this table with hoodie.metadata.enable=false")
+    return _AVRO_VALUE_TYPES[kind]
+
+
+def log_file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRange]:
+    """One log file's ranges of ``columns`` as Java's append handle records them
+    (``HoodieTableMetadataUtil.collectColumnRangeMetadata`` over the records of its data
+    blocks): min and max of the values, ``valueCount`` the records, ``nullCount`` the nulls,
+    sizes 0 (not comparable with parquet's); a column the blocks' schema lacks left out; a
+    log file of deletes only: an empty range per column (``createEmpty``: no type, counts 0).
+    Read back from storage (a log file is never rewritten: cached as footers are)."""
+    path = table.storage.path(relative)
+    key = (path, tuple(columns))
+    if key in _RANGES:
+        _RANGES.move_to_end(key)
+        return _RANGES[key]
+    name = posixpath.basename(relative)
+    records: list[dict] = []
+    types: dict[str, str] = {}
+    for block in decode_blocks(table.storage.read(path), allow_truncated_tail=True):
+        if block.block_type is BlockType.AVRO_DATA:
+            rows = read_avro_records(block)
+        elif block.block_type is BlockType.PARQUET_DATA:
+            rows = read_parquet_block(block).to_pylist()
+        else:
+            continue
+        fields = {f["name"]: f["type"] for f in json.loads(block.schema or "{}").get("fields", [])}
+        for c in columns:
+            if c in fields and c not in types:
+                types[c] = _avro_value_type(fields[c], c, relative)
+        records.extend(rows)
+    if not records:
+        found = [ColumnRange(name, c, "NULL") for c in columns]
+    else:
+        found = []
+        for c in columns:
+            if c not in types:
+                continue
+            values = [r.get(c) for r in records]
+            present = [v for v in values if v is not None]
+            found.append(ColumnRange(name, c, types[c], min(present) if present else None,
+                                     max(present) if present else None, len(values) - len(present),
+                                     len(values), 0, 0))
+    _RANGES[key] = found
+    while len(_RANGES) > _RANGES_MAX:
+        _RANGES.popitem(last=False)
+    return found
+
+
+def _ranges(table, relative: str, columns: list[str]) -> list[ColumnRange]:
+    """A data file's ranges: a base file's from its footer, a log file's from its records."""
+    if is_log_file_name(posixpath.basename(relative)):
+        return log_file_ranges(table, relative, columns)
+    return _file_ranges(table, relative, columns)
+
+
+def _indexed(stat) -> bool:
+    name = posixpath.basename(stat.path or "")
+    return name.endswith(".parquet") or is_log_file_name(name)
+
+
+def _latest_files(table, timeline, partition: str, written, instant_time: str,
+                  replaced: frozenset = frozenset()) -> list[str]:
+    """The files of ``partition``'s latest merged file slices once this action completes,
+    other than the ones it wrote (``written``), as Java's ``getFilesToFetchColumnStats``:
+    the base file and committed log files of every visible file group; a group that gets a
+    new base file here (a copy-on-write rewrite, a compaction) keeps only its logs completed
+    at or after this instant (they join the new slice, ``mor_reader``'s rule). The file groups
+    this action replaces (``replaced``: insert_overwrite, clustering) are left out: the
+    partition's files once it completes, what Java's metadata validator aggregates (Java's
+    writer keeps them, its view not knowing them replaced while the replacecommit is inflight:
+    a wider bound, never a narrower one; docs/java-interop.md)."""
+    new_base = {s.file_id for s in written if (s.path or "").endswith(".parquet")}
+    own = {s.path for s in written}
+    view = FileSystemView(table, timeline, partitions=[partition])
+    out: list[str] = []
+    for sl in merge_file_slices(table, view):
+        if sl.partition != partition or (sl.partition, sl.file_group.file_id) in replaced:
+            continue
+        fresh = sl.file_group.file_id in new_base
+        if sl.base is not None and not fresh and sl.base.base_file.relative_path not in own:
+            out.append(sl.base.base_file.relative_path)
+        for rel, lf in zip(sl.log_paths(), sl.log_files):
+            if rel in own:
+                continue
+            if fresh:
+                inst = timeline.get(lf.instant_time)
+                if inst is None or (inst.completion_time or "") < instant_time:
+                    continue
+            out.append(rel)
+    return out
+
+
 def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, options: Mapping, *,
-                 timeline=None) -> dict[tuple[str, str], dict[str, dict]]:
+                 timeline=None, instant_time: str = "") -> dict[tuple[str, str], dict[str, dict]]:
     """``(metadata partition, file id) -> {HFile key: record}`` for the stats partitions the
-    metadata table has, for a copy-on-write commit with ``metadata`` (its write stats and its
-    writer schema); empty when it has neither. Call under the table lock, before the data
-    instant completes (``timeline``: the timeline read under the lock)."""
+    metadata table has, for an action with ``metadata`` (its write stats and its writer
+    schema): a copy-on-write commit, a merge-on-read deltacommit (its log files indexed by
+    their records, its new base files by their footers), a replacecommit (insert_overwrite,
+    clustering: its new files) or a compaction (its new base files); empty when it has
+    neither. Call under the table lock, before the data instant ``instant_time`` completes
+    (``timeline``: the timeline read under the lock)."""
     wanted = [p for p in STATS_PARTITIONS if p in state.partitions]
     if not wanted:
         return {}
-    written = [s for s in metadata.write_stats() if s.path and s.path.endswith(".parquet")]
+    timeline = timeline if timeline is not None else table.timeline()
+    written = [s for s in metadata.write_stats() if s.path and _indexed(s)]
     versions = {p: index_version(table, p) for p in wanted}
     meta_fields = table.config.populates_meta_fields
     columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields) for p in wanted}
     every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
     new_ranges: dict[str, list[ColumnRange]] = {}
     for s in written:
-        new_ranges.setdefault(s.partition_path, []).extend(_file_ranges(table, s.path, every))
+        new_ranges.setdefault(s.partition_path, []).extend(_ranges(table, s.path, every))
     blocks: dict[tuple[str, str], dict[str, dict]] = {}
     if COLUMN_STATS_PARTITION in wanted:
         cols = set(columns[COLUMN_STATS_PARTITION])
@@ -209,18 +328,18 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
         blocks.update(_spread(table, COLUMN_STATS_PARTITION, records))
     if PARTITION_STATS_PARTITION in wanted:
         cols = columns[PARTITION_STATS_PARTITION]
-        rewritten = metadata.mutated_file_groups()
         partitions = sorted({s.partition_path for s in written})
-        view = FileSystemView(table, timeline, partitions=partitions)
+        replaced = frozenset(metadata.replaced_file_groups())
         records = {}
         for partition in partitions:
+            mine = [s for s in written if s.partition_path == partition]
             ranges = [r for r in new_ranges.get(partition, []) if r.column in cols]
-            for sl in view.latest_file_slices(partition):
-                if sl.file_group in rewritten:
-                    continue
-                ranges.extend(_file_ranges(table, sl.base_file.relative_path, cols))
+            for rel in _latest_files(table, timeline, partition, mine, instant_time, replaced):
+                ranges.extend(_ranges(table, rel, cols))
+            # a delete-only log file's empty ranges carry no type and add nothing
+            typed = [r for r in ranges if r.value_type != "NULL"]
             # tight-bound, as Java's when column_stats is there (isShouldScanColStatsForTightBound)
-            records.update(partition_stats_records(partition, ranges,
+            records.update(partition_stats_records(partition, typed,
                                                    index_version=versions[PARTITION_STATS_PARTITION],
                                                    tight_bound=COLUMN_STATS_PARTITION in state.partitions))
         blocks.update(_spread(table, PARTITION_STATS_PARTITION, records))
@@ -246,5 +365,5 @@ def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, I
     return _spread(table, COLUMN_STATS_PARTITION, records)
 
 
-__all__ = ["STATS_PARTITIONS", "columns_to_index", "index_version", "file_group_ids", "stats_blocks",
+__all__ = ["STATS_PARTITIONS", "columns_to_index", "index_version", "file_group_ids", "log_file_ranges", "stats_blocks",
            "clean_stats_blocks"]

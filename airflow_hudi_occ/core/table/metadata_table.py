@@ -22,7 +22,7 @@ changing anything, so the Spark job can fail fast on the same judgement):
   does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and expression
   indexes, bloom filters, and column and partition stats, which Java 1.2 builds at its
   defaults). Nothing has been written at that point. With this project's
-  ``hoodie.occ.metadata.files.maintain=true`` the core copy-on-write commit keeps ``files``,
+  ``hoodie.occ.metadata.files.maintain=true`` every action of ours keeps ``files``,
   ``column_stats`` and ``partition_stats`` itself (:func:`maintains_files`,
   :data:`MAINTAINED_PARTITIONS`); any other partition is still refused.
 - ``enable=false`` and ``auto.delete.partitions=false``: refuse as well. Java with that pair
@@ -172,16 +172,16 @@ def unmaintained_partitions(state: MetadataTableState) -> tuple[str, ...]:
 MAINTAINED_PARTITIONS = (FILES_PARTITION, "column_stats", "partition_stats")
 
 
-def maintains_files(state: MetadataTableState, config, *, files_writer: bool, stats_writer: bool = False) -> bool:
+def maintains_files(state: MetadataTableState, config, *, files_writer: bool, stats_writer: bool = True) -> bool:
     """Whether this write keeps the metadata table itself (:mod:`.metadata_commit`):
     ``hoodie.occ.metadata.files.maintain=true`` with the metadata table on, a caller that
-    writes the listing (``files_writer``: every write transaction, clean, rollback and the
-    scheduling of services, which changes no file; not yet the data table's archival) and a
-    metadata table, complete, of the ``files`` partition alone; or, for a caller that also
-    writes the stats records (``stats_writer``: the core copy-on-write commit,
-    :mod:`.metadata_stats`), of ``files`` and any of :data:`MAINTAINED_PARTITIONS` (Java 1.2's
-    defaults: ``files``, ``column_stats``, ``partition_stats``). A record index or a secondary
-    index is refused whoever writes."""
+    writes the listing (``files_writer``: every write transaction of every action, clean,
+    rollback and the scheduling of services, which changes no file; the data table's
+    archival, which moves none) and a metadata table, complete, of ``files`` and any of
+    :data:`MAINTAINED_PARTITIONS` (Java 1.2's defaults: ``files``, ``column_stats``,
+    ``partition_stats``), whose records every action writes (:mod:`.metadata_stats`).
+    ``stats_writer=False`` narrows it to ``files`` alone, for a caller that cannot write
+    stats records. A record index or a secondary index is refused whoever writes."""
     kept = set(MAINTAINED_PARTITIONS) if stats_writer else {FILES_PARTITION}
     return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
             and FILES_PARTITION in state.partitions and set(state.partitions) <= kept
@@ -189,7 +189,7 @@ def maintains_files(state: MetadataTableState, config, *, files_writer: bool, st
 
 
 def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
-                         files_writer: bool = False, stats_writer: bool = False) -> bool:
+                         files_writer: bool = False, stats_writer: bool = True) -> bool:
     """Whether a writer with ``config`` (its ``metadata_enable``,
     ``metadata_auto_delete_partitions``, ``metadata_delete_unmaintained`` and
     ``metadata_maintain_files``) must remove the metadata table before it writes; raises
@@ -207,7 +207,9 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
     unmaintained = unmaintained_partitions(state)
     if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False):
         # with the switch on, a stats writer keeps the stats partitions; what is left refuses
-        unmaintained = tuple(p for p in unmaintained if p not in MAINTAINED_PARTITIONS)
+        # (complete ones: a partition being built is not ours to keep)
+        unmaintained = tuple(p for p in unmaintained
+                             if p not in MAINTAINED_PARTITIONS or p in state.inflight_partitions)
     where = f"table {table.name} at {table.base_uri}"
     if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
@@ -226,9 +228,9 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "writer with the metadata table disabled does (Java rebuilds an index only "
                    "when a writer enables it again, reading the whole table)" + veto)
     if config.metadata_enable:
-        switch = ("; hoodie.occ.metadata.files.maintain=true keeps a metadata table whose one "
-                  "partition is a complete files partition, for every action but the data "
-                  "table's archival" if getattr(config, "metadata_maintain_files", False) else "")
+        switch = ("; hoodie.occ.metadata.files.maintain=true keeps a metadata table of complete "
+                  "files, column_stats and partition_stats partitions, for every action but the "
+                  "data table's archival" if getattr(config, "metadata_maintain_files", False) else "")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "
@@ -250,7 +252,7 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
 
 
 def guard_metadata_table(table, config, *, files_writer: bool = False,
-                         stats_writer: bool = False) -> MetadataTableState:
+                         stats_writer: bool = True) -> MetadataTableState:
     """Make the table safe to commit to; call under the table lock with fresh properties
     (:meth:`Table.reload_config`). Raises what :func:`judge_metadata_table` raises (nothing
     changed); removes the metadata table when the judgement says so. Returns the state found."""

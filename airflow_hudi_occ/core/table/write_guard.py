@@ -16,13 +16,14 @@ from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine
 
 
 def prepare_for_write(table, config, *, files_writer: bool = False,
-                      stats_writer: bool = False) -> MetadataTableState:
+                      stats_writer: bool = True) -> MetadataTableState:
     """Reload the table's properties, check and align its version, deal with its metadata
     table; ``config`` is the :class:`~airflow_hudi_occ.core.config.WriteConfig` of the caller,
     who holds the table lock; ``files_writer``: the caller writes the metadata table's listing
     when :func:`~.metadata_table.maintains_files` says so (every write transaction, clean,
     rollback, the scheduling of services; not the data table's archival yet), ``stats_writer``
-    its column and partition stats too (the core copy-on-write commit).
+    its column and partition stats too (every action does; False narrows the judgement to a
+    metadata table of ``files`` alone).
     Raises (nothing changed) when the table cannot be written."""
     table.recover_properties()
     table.reload_config()

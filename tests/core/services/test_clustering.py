@@ -1,6 +1,7 @@
 """Clustering in core: planning under the lock, the Arrow executor, writers meeting a pending
 plan, and clustering racing ingestion in separate processes (hudi-rs checks every row once)."""
 
+import os
 import multiprocessing as mp
 
 import pyarrow as pa
@@ -179,3 +180,29 @@ def test_an_executed_clustering_names_its_dag_and_task_on_the_timeline_while_it_
         assert row["lane"] == "maint \u203a cluster" and row["outcome"] == "running"
     finally:
         tx.abort()
+
+
+def test_merge_on_read_clustering_rewrites_the_merged_slices(tmp_path, fast_options):
+    """A merge-on-read file group with log files (an update and a delete) is clustered from its
+    merged rows, as Hudi reads a slice: the update and the delete survive the rewrite (reading
+    the base file alone brought the old row back and the deleted one too)."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.format.log_file import LogFileName
+    from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+    from tests.interop.rows import batch
+    path = str(tmp_path / "t")
+    Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                 table_type="MERGE_ON_READ")
+    opts = {**fast_options, "hoodie.clustering.plan.strategy.small.file.limit": str(100 * 1024 * 1024),
+            "hoodie.clustering.plan.strategy.sort.columns": "id"}
+
+    def write(rows, op):
+        MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows), op)
+    write([(1, "a", 1, "x"), (2, "a", 1, "y"), (3, "a", 1, "z")], "insert")
+    write([(1, "a", 2, "updated")], "upsert")
+    write([(2, "a", 3, "")], "delete")
+    assert sum(1 for n in os.listdir(os.path.join(path, "a")) if LogFileName.parse(n)) == 2
+    planned = schedule_clustering(Table.open(path), opts)
+    execute_clustering(Table.open(path), opts, planned)
+    rows = read_snapshot(Table.open(path)).select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]

@@ -10,15 +10,18 @@ import os
 import pyarrow as pa
 import pytest
 
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError
 from airflow_hudi_occ.core.format.column_stats_record import column_stats_key, file_group_index
 from airflow_hudi_occ.core.table.metadata_stats import (clean_stats_blocks, columns_to_index, file_group_ids,
-                                                        index_version, stats_blocks)
+                                                        index_version, log_file_ranges, stats_blocks)
 from airflow_hudi_occ.core.table.metadata_table import MetadataTableState
+from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+from tests.interop.rows import batch
 
 META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key"]
 
@@ -97,3 +100,29 @@ def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
     stats = [r["ColumnStatsMetadata"] for r in records.values()]
     assert all(s["isDeleted"] and s["fileName"] == "f1.parquet" and s["valueType"] is None for s in stats)  # index v1
     assert clean_stats_blocks(t, MetadataTableState(partitions=("files",)), {"a": ["f1.parquet"]}, {}) == {}
+
+
+def test_a_column_stats_record_of_a_log_file_counts_its_records(tmp_path):
+    """A log file's ranges (the interop tests check them against Java's) are over the records of its
+    data blocks (nulls counted, sizes 0), a log of deletes only has empty, untyped ranges."""
+    path = str(tmp_path / "t")
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.table.name": "t"}
+    table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                         table_type="MERGE_ON_READ")
+    MergeOnReadWriter(table, WriteConfig.from_options(opts)).write(batch([(1, "a", 1, "x"), (2, "a", 1, "y")]),
+                                                                   "insert")
+    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(
+        batch([(1, "a", 2, None), (2, "a", 2, "b")]), "upsert")
+    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch([(1, "a", 3, "")]), "delete")
+    logs = sorted((LogFileName.parse(n).instant_time, n) for n in os.listdir(os.path.join(path, "a"))
+                  if LogFileName.parse(n))
+    assert len(logs) == 2
+    upsert = {r.column: r for r in log_file_ranges(Table.open(path), f"a/{logs[0][1]}", ["id", "v", "ts"])}
+    assert (upsert["v"].min_value, upsert["v"].max_value, upsert["v"].null_count, upsert["v"].value_count) == \
+        ("b", "b", 1, 2)
+    assert (upsert["id"].value_type, upsert["id"].min_value, upsert["id"].max_value) == ("LONG", 1, 2)
+    assert upsert["id"].total_size == 0
+    deletes = log_file_ranges(Table.open(path), f"a/{logs[1][1]}", ["id", "v"])
+    assert [(r.column, r.value_type, r.value_count) for r in deletes] == [("id", "NULL", 0), ("v", "NULL", 0)]
