@@ -26,9 +26,9 @@ from typing import Callable
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.services.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
-                               latest_schema, sort_columns_of)
+                               latest_schema, slices_with_logs, sort_columns_of)
 from airflow_hudi_occ.core.table.file_system_view import relative_path
-from airflow_hudi_occ.core.errors import HudiOccError
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.spark import tagging
@@ -59,6 +59,7 @@ class SparkClusteringExecutor(SparkTableJob):
         plan = tx.adopt(instant)
         parts = {p for g in plan.input_groups for p, _f, _ in g.slices}
         try:
+            self._refuse_slices_with_logs(table, plan)
             tx.start_inflight(data=b"")
             mapping, rels, replaced = [], [], {}
             for g in plan.input_groups:
@@ -110,6 +111,26 @@ class SparkClusteringExecutor(SparkTableJob):
                 raise
             raise SparkWriteError(f"the Spark clustering {tx.instant_time} failed: {short_message(e)}",
                                   instant=tx.instant_time, cause=type(e).__name__) from e
+
+    @staticmethod
+    def _refuse_slices_with_logs(table, plan) -> None:
+        """This executor rewrites base files read by Spark's parquet reader; a merge-on-read
+        file group whose latest slice has log files would lose the logs' updates and deletes
+        (the core executor merges the slice, ``services/clustering.slices_with_logs``). Refused
+        before anything is written; the plan is rolled back so it can be scheduled again."""
+        merged = slices_with_logs(table)
+        hit = sorted({(p, f) for g in plan.input_groups for p, f, _ in g.slices if (p, f) in merged})
+        if hit:
+            names = ", ".join(f"{p or '(no partition)'}/{f}" for p, f in hit[:5])
+            raise ConfigError(
+                f"the Spark clustering of table {table.name} would rewrite {len(hit)} merge-on-read "
+                f"file group(s) whose latest slice has log files ({names}) from their base files "
+                "alone, dropping the logs' updates and deletes", key="hoodie.table.type",
+                value="MERGE_ON_READ",
+                remedy="compact the table first (HudiTableServiceOperator's compact step, or "
+                       "`hudi-occ compact`) so the file groups have no log files, then schedule the "
+                       "clustering again; or run it with the core executor (`hudi-occ cluster run "
+                       "<table>`), which merges each slice")
 
     @staticmethod
     def _abort(tx, table, parts, err) -> None:

@@ -246,7 +246,7 @@ def sort_columns_of(plan: RequestedReplaceMetadata, config: ClusteringConfig) ->
     return [c.strip() for c in v.split(",") if c.strip()] if v else list(config.sort_columns)
 
 
-def _slices_with_logs(table) -> dict[FileGroupId, MergeFileSlice]:
+def slices_with_logs(table) -> dict[FileGroupId, MergeFileSlice]:
     """Merge-on-read file groups whose latest slice has log files: clustering rewrites the
     merged rows of the slice (base file and logs, as Hudi's clustering reads a slice), never
     the base file alone, which would drop the updates and deletes in the logs. A pending
@@ -270,7 +270,7 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
         sort_cols = sort_columns_of(plan, cfg)
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
-        merged = _slices_with_logs(table)
+        merged = slices_with_logs(table)
         for g in plan.input_groups:
             pieces = [read_file_slice(table, merged[(p, f)]) if (p, f) in merged
                       else read_parquet(table.storage, relative_path(table, path)) for p, f, path in g.slices]
