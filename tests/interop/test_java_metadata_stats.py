@@ -87,16 +87,19 @@ def latest_files(files: dict[str, int]) -> list[str]:
     return sorted(latest.values())
 
 
-def aggregate(stats: list[dict]) -> dict:
+def aggregate(stats: list[dict], order=None) -> dict:
+    """``order``: a sort key for the column's values as the check renders them (Java's order)."""
     def pick(fn, key):
         vals = [s[key] for s in stats if s[key] is not None]
-        return fn(vals) if vals else None
+        return fn(vals, key=order) if vals else None
     return {"min": pick(min, "min"), "max": pick(max, "max"),
             **{k: sum(s[k] for s in stats) for k in STAT_FIELDS[2:]}}
 
 
-def assert_java_metadata_agrees(check: dict, path: str) -> None:
-    """The validator's checks, on what Java's metadata reader returned (see the module doc)."""
+def assert_java_metadata_agrees(check: dict, path: str, indexed=INDEXED, order=None) -> None:
+    """The validator's checks, on what Java's metadata reader returned (see the module doc);
+    ``indexed``: the columns Java indexes, ``order``: {column: sort key} where Java's order is
+    not the rendered values' (decimals, binary)."""
     on_storage = {p: f for p, f in storage_listing(path).items() if f}  # a rolled-back partition's folder stays
     assert check["partitions"] == sorted(on_storage)
     assert check["files"] == on_storage
@@ -105,22 +108,25 @@ def assert_java_metadata_agrees(check: dict, path: str) -> None:
     part_stats = {(s["name"], s["column"]): s for s in check["partition_stats"]}
     for partition, files in check["file_stats"].items():
         for name, stats in files.items():
-            assert sorted(s["column"] for s in stats) == sorted(INDEXED), name
+            assert sorted(s["column"] for s in stats) == sorted(indexed), name
             for s in stats:
                 recorded = col_stats.get((name, s["column"]))
                 assert recorded is not None, f"no column_stats record for {partition}/{name} {s['column']}"
                 assert {k: recorded[k] for k in STAT_FIELDS} == {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
         latest = latest_files(check["files"][partition])
-        for column in INDEXED:
-            expected = aggregate([s for n in latest for s in files[n] if s["column"] == column])
+        for column in indexed:
+            expected = aggregate([s for n in latest for s in files[n] if s["column"] == column],
+                                 (order or {}).get(column))
             recorded = part_stats.get((partition, column))
             assert recorded is not None, f"no partition_stats record for {partition} {column}"
             assert {k: recorded[k] for k in STAT_FIELDS} == expected, (partition, column)
 
 
-def corrupt_our_column_stats(path: str, instant: str, column: str, low: str, high: str) -> int:
+def corrupt_our_column_stats(path: str, instant: str, column: str, low, high,
+                             wrapper: str = "org.apache.hudi.avro.model.StringWrapper") -> int:
     """Rewrite our deltacommit's column_stats blocks with ``column``'s range set to [low, high]
-    for every file: the negative control of the filtered read. Returns the records changed."""
+    (in ``wrapper``) for every file: the negative control of the filtered read. Returns the
+    records changed."""
     folder = os.path.join(path, ".hoodie", "metadata", "column_stats")
     changed = 0
     for name in os.listdir(folder):
@@ -133,7 +139,6 @@ def corrupt_our_column_stats(path: str, instant: str, column: str, low: str, hig
                 record = decode_record(value, block.header.get(HeaderKey.SCHEMA))
                 stats = record["ColumnStatsMetadata"]
                 if record["type"] == TYPE_COLUMN_STATS and stats["columnName"] == column:
-                    wrapper = "org.apache.hudi.avro.model.StringWrapper"
                     stats["minValue"], stats["maxValue"] = (wrapper, {"value": low}), (wrapper, {"value": high})
                     changed += 1
                 records[key] = record

@@ -56,6 +56,8 @@ TIMESTAMP(unit, UTC) int64    TIMESTAMP_MILLIS/MICROS/NANOS      LongWrapper, th
 TIMESTAMP(unit, local) int64  LOCAL_TIMESTAMP_* (18-20)          LongWrapper, the raw value
 TIME millis / micros          TIME_MILLIS (13) IntWrapper,       Int / LongWrapper, raw
                               TIME_MICROS (14) LongWrapper
+int8 / int16 (INT32 with an   refused: Java fails on the         IntWrapper
+INT annotation)               annotation (cast to int32)
 ============================  ===============================  =================================
 
 Mins and maxes merge (row groups, files of a partition, records of one key) in Java's
@@ -64,8 +66,9 @@ byte *signed*. Java's value types are taken from the file's footer, not the tabl
 file written with a local (not UTC-adjusted) timestamp gets a ``LOCAL_TIMESTAMP`` record, as
 Java's own computation over that file. Refused with :class:`UnsupportedColumnStatsTypeError`
 (never a stat Java would decode differently): UUID (Java's reader of the footer fails on it),
-INT96 timestamps (no parquet statistics), unsigned integers, intervals and a non-decimal fixed
-column under index version 1. Java never indexes records, arrays, maps or enums (the columns
+INT96 timestamps (no parquet statistics), unsigned integers, intervals, a non-decimal fixed
+column under index version 1 and an annotated 8- or 16-bit integer under version 2 (Java's own
+writer never annotates one: an Avro ``int`` is a plain INT32). Java never indexes records, arrays, maps or enums (the columns
 to index leave them out: :mod:`~airflow_hudi_occ.core.table.metadata_stats`).
 """
 
@@ -104,7 +107,7 @@ _WRAPPERS = {"BOOLEAN": "BooleanWrapper", "INT": "IntWrapper", "LONG": "LongWrap
              "DECIMAL": "BytesWrapper", "DATE": "IntWrapper", "TIME_MILLIS": "IntWrapper",
              **{t: "LongWrapper" for t in VALUE_TYPE_ORDINALS if "TIMESTAMP" in t or t == "TIME_MICROS"}}
 #: index version 1 wraps Java's native value of the footer (``HoodieAvroWrapperUtils.wrapValueIntoAvro``)
-_WRAPPERS_V1 = {**_WRAPPERS, "DATE": "DateWrapper", "DECIMAL": "DecimalWrapper"}
+_WRAPPERS_V1 = {**_WRAPPERS, "DATE": "DateWrapper", "DECIMAL": "DecimalWrapper", "ANNOTATED_INT": "IntWrapper"}
 #: the Avro decimal of ``DecimalWrapper`` (index version 1): every decimal at this scale
 V1_DECIMAL_PRECISION, V1_DECIMAL_SCALE = 30, 15
 _TIME_UNITS = {"milliseconds": "MILLIS", "microseconds": "MICROS", "nanoseconds": "NANOS"}
@@ -205,8 +208,10 @@ def _value_type(physical: str, logical) -> str | None:
         return "FIXED"
     if physical == "BOOLEAN" and logical_name is None:
         return "BOOLEAN"
-    if physical == "INT32" and (logical_name is None or (logical_name == "INT" and _signed_int(logical))):
+    if physical == "INT32" and logical_name is None:
         return "INT"
+    if physical == "INT32" and logical_name == "INT" and _signed_int(logical):
+        return "ANNOTATED_INT"
     if physical == "INT64" and (logical_name is None or (logical_name == "INT" and _signed_int(logical))):
         return "LONG"
     if physical == "FLOAT" and logical_name is None:
@@ -219,7 +224,8 @@ def _value_type(physical: str, logical) -> str | None:
 
 
 def _signed_int(logical) -> bool:
-    return bool(_logical_json(logical).get("isSigned"))
+    spec = _logical_json(logical)
+    return bool(spec.get("isSigned")) and spec.get("bitWidth") in (8, 16, 32)
 
 
 def _logical_json(logical) -> dict:
@@ -304,6 +310,15 @@ def _wrap(r: ColumnRange, value, index_version: int):
     vtype = r.value_type
     if value is None or vtype == "NULL":
         return None
+    if vtype == "ANNOTATED_INT" and index_version >= 2:
+        raise UnsupportedColumnStatsTypeError(
+            f"column {r.column!r} of {r.name} is an 8- or 16-bit integer (parquet INT32 with an INT "
+            "annotation): Java's index version 2 fails on such a footer (\"Unsupported logical type "
+            "annotation\"), so it could neither check nor rebuild this file's column statistics",
+            column=r.column,
+            remedy="cast the column to int32 before writing (Java's own writer stores an Avro int as a "
+                   "plain INT32), or leave it out of hoodie.metadata.index.column.stats.column.list (the "
+                   "same in every writer), or write this table with hoodie.metadata.enable=false")
     if index_version < 2:
         if vtype == "FIXED":
             raise UnsupportedColumnStatsTypeError(
@@ -321,10 +336,11 @@ def _wrap(r: ColumnRange, value, index_version: int):
 
 
 def _stats(r: ColumnRange, *, deleted: bool, tight: bool, index_version: int) -> dict[str, Any]:
+    low, high = _wrap(r, r.min_value, index_version), _wrap(r, r.max_value, index_version)
     info = f"{r.decimal[0]},{r.decimal[1]}" if r.value_type == "DECIMAL" else None
     vtype = None if index_version < 2 else {"typeOrdinal": VALUE_TYPE_ORDINALS[r.value_type], "additionalInfo": info}
-    return {"fileName": r.name, "columnName": r.column, "minValue": _wrap(r, r.min_value, index_version),
-            "maxValue": _wrap(r, r.max_value, index_version), "valueCount": r.value_count, "nullCount": r.null_count,
+    return {"fileName": r.name, "columnName": r.column, "minValue": low,
+            "maxValue": high, "valueCount": r.value_count, "nullCount": r.null_count,
             "totalSize": r.total_size, "totalUncompressedSize": r.total_uncompressed_size, "isDeleted": deleted,
             "isTightBound": tight, "valueType": vtype}
 

@@ -109,6 +109,17 @@ def test_each_type_wrapped_as_java_wraps_it_under_both_index_versions():
     assert wrapped(ColumnRange("f", "fix", "FIXED", b"a", b"b"), 2)["valueType"]["typeOrdinal"] == 9
 
 
+def test_an_annotated_short_is_an_int_under_version_1_and_refused_under_version_2(tmp_path):
+    """Java's version-2 footer reader fails on parquet's INT(16) annotation (pyarrow writes one
+    for int8 / int16; Java's own writer never does): refused there, an IntWrapper under version 1."""
+    (r,) = ranges_from_parquet(footer(tmp_path, pa.table({"s": pa.array([3, -2], pa.int16())})), "f.parquet", ["s"])
+    assert (r.min_value, r.max_value) == (-2, 3)
+    assert wrapped(r, 1)["minValue"] == ("org.apache.hudi.avro.model.IntWrapper", {"value": -2})
+    with pytest.raises(UnsupportedColumnStatsTypeError) as refused:
+        wrapped(r, 2)
+    assert refused.value.column == "s" and "int32" in refused.value.remedy
+
+
 @pytest.mark.parametrize("n", [0, 1, -1, 127, 128, -128, -129, 255, 256, 10**20, -(10**20)])
 def test_a_decimal_merges_by_value_not_by_its_bytes(n):
     r1 = ColumnRange("f", "amt", "DECIMAL", Decimal(n).scaleb(-2), Decimal(n).scaleb(-2), decimal=(38, 2))
