@@ -45,6 +45,7 @@ written either way.
 
 from __future__ import annotations
 
+import decimal
 import json
 import os
 import re
@@ -270,14 +271,14 @@ def _plain(value):
         return value
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
+    if isinstance(value, decimal.Decimal):  # py4j hands a BigDecimal over as a Decimal
+        return format(value.normalize(), "f")
     try:
         name = value.getClass().getName()
     except Exception:
         return str(value)
     if name.startswith("org.apache.hudi.avro.model."):
         return _plain(value.get(0))  # a wrapper record: its one field
-    if name == "java.math.BigDecimal":
-        return str(value.stripTrailingZeros().toPlainString())
     if name.endswith("ByteBuffer"):
         data = bytes(value.array())
         start = value.arrayOffset() + value.position()
