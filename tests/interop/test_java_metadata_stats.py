@@ -18,12 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
@@ -204,28 +202,6 @@ def test_java_reads_filters_and_writes_through_the_stats_our_commits_keep(tmp_pa
     assert not gone & live, f"column stats of cleaned files still live: {sorted(gone & live)}"
     assert ours_files - gone and ours_files - gone <= live  # ours not cleaned still indexed
     assert_java_metadata_agrees(found, path)
-
-
-@pytest.mark.slow
-def test_a_column_type_java_cannot_record_abandons_the_commit_before_the_metadata_table(tmp_path, java_hudi):
-    """An int16 column among the indexed ones, which parquet annotates and Java's index version
-    2 cannot read back from our footer (Java's own writer stores an Avro int as a plain int32):
-    our commit is refused before the metadata table or the data instant changes (rolled back),
-    and Java still reads exactly through it."""
-    path = str(tmp_path / "t")
-    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"], "ts": pa.array([1, 1], pa.int64()),
-                     "small": pa.array([5, 6], pa.int32())})
-    java_hudi.run(Write(path, rows, operation="insert", **KEYS))
-    mdt_timeline = sorted(os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")))
-    update = rows.slice(0, 1).set_column(2, "ts", pa.array([2], pa.int64())).set_column(
-        3, "small", pa.array([7], pa.int16()))
-    with pytest.raises(UnsupportedColumnStatsTypeError) as refused:
-        ArrowTableWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(update, "upsert")
-    assert refused.value.column == "small"
-    assert sorted(os.listdir(os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline"))) == mdt_timeline
-    assert not [i for i in Table.open(path).timeline().instants if not i.is_completed]
-    (snap,) = java_hudi.run(Read(path))
-    assert rows_by_key(snap.rows, columns=["id", "ts"]) == {1: {"id": 1, "ts": 1}, 2: {"id": 2, "ts": 1}}
 
 
 @pytest.mark.slow
