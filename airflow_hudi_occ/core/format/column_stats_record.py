@@ -56,8 +56,8 @@ TIMESTAMP(unit, UTC) int64    TIMESTAMP_MILLIS/MICROS/NANOS      LongWrapper, th
 TIMESTAMP(unit, local) int64  LOCAL_TIMESTAMP_* (18-20)          LongWrapper, the raw value
 TIME millis / micros          TIME_MILLIS (13) IntWrapper,       Int / LongWrapper, raw
                               TIME_MICROS (14) LongWrapper
-int8 / int16 (INT32 with an   refused: Java fails on the         IntWrapper
-INT annotation)               annotation (cast to int32)
+ints with an INT annotation  refused: Java fails on the         Int / LongWrapper
+(pyarrow's int8 / int16)      annotation (cast to int32)
 ============================  ===============================  =================================
 
 Mins and maxes merge (row groups, files of a partition, records of one key) in Java's
@@ -67,7 +67,7 @@ file written with a local (not UTC-adjusted) timestamp gets a ``LOCAL_TIMESTAMP`
 Java's own computation over that file. Refused with :class:`UnsupportedColumnStatsTypeError`
 (never a stat Java would decode differently): UUID (Java's reader of the footer fails on it),
 INT96 timestamps (no parquet statistics), unsigned integers, intervals, a non-decimal fixed
-column under index version 1 and an annotated 8- or 16-bit integer under version 2 (Java's own
+column under index version 1 and an integer with parquet's INT annotation under version 2 (Java's own
 writer never annotates one: an Avro ``int`` is a plain INT32). Java never indexes records, arrays, maps or enums (the columns
 to index leave them out: :mod:`~airflow_hudi_occ.core.table.metadata_stats`).
 """
@@ -107,7 +107,8 @@ _WRAPPERS = {"BOOLEAN": "BooleanWrapper", "INT": "IntWrapper", "LONG": "LongWrap
              "DECIMAL": "BytesWrapper", "DATE": "IntWrapper", "TIME_MILLIS": "IntWrapper",
              **{t: "LongWrapper" for t in VALUE_TYPE_ORDINALS if "TIMESTAMP" in t or t == "TIME_MICROS"}}
 #: index version 1 wraps Java's native value of the footer (``HoodieAvroWrapperUtils.wrapValueIntoAvro``)
-_WRAPPERS_V1 = {**_WRAPPERS, "DATE": "DateWrapper", "DECIMAL": "DecimalWrapper", "ANNOTATED_INT": "IntWrapper"}
+_WRAPPERS_V1 = {**_WRAPPERS, "DATE": "DateWrapper", "DECIMAL": "DecimalWrapper", "ANNOTATED_INT": "IntWrapper",
+                "ANNOTATED_LONG": "LongWrapper"}
 #: the Avro decimal of ``DecimalWrapper`` (index version 1): every decimal at this scale
 V1_DECIMAL_PRECISION, V1_DECIMAL_SCALE = 30, 15
 _TIME_UNITS = {"milliseconds": "MILLIS", "microseconds": "MICROS", "nanoseconds": "NANOS"}
@@ -212,8 +213,10 @@ def _value_type(physical: str, logical) -> str | None:
         return "INT"
     if physical == "INT32" and logical_name == "INT" and _signed_int(logical):
         return "ANNOTATED_INT"
-    if physical == "INT64" and (logical_name is None or (logical_name == "INT" and _signed_int(logical))):
+    if physical == "INT64" and logical_name is None:
         return "LONG"
+    if physical == "INT64" and logical_name == "INT" and _signed_int(logical):
+        return "ANNOTATED_LONG"
     if physical == "FLOAT" and logical_name is None:
         return "FLOAT"
     if physical == "DOUBLE" and logical_name is None:
@@ -225,7 +228,7 @@ def _value_type(physical: str, logical) -> str | None:
 
 def _signed_int(logical) -> bool:
     spec = _logical_json(logical)
-    return bool(spec.get("isSigned")) and spec.get("bitWidth") in (8, 16, 32)
+    return bool(spec.get("isSigned")) and spec.get("bitWidth") in (8, 16, 32, 64)
 
 
 def _logical_json(logical) -> dict:
@@ -310,10 +313,10 @@ def _wrap(r: ColumnRange, value, index_version: int):
     vtype = r.value_type
     if value is None or vtype == "NULL":
         return None
-    if vtype == "ANNOTATED_INT" and index_version >= 2:
+    if vtype in ("ANNOTATED_INT", "ANNOTATED_LONG") and index_version >= 2:
         raise UnsupportedColumnStatsTypeError(
-            f"column {r.column!r} of {r.name} is an 8- or 16-bit integer (parquet INT32 with an INT "
-            "annotation): Java's index version 2 fails on such a footer (\"Unsupported logical type "
+            f"column {r.column!r} of {r.name} is an integer with parquet's INT annotation (pyarrow "
+            "writes one for int8 / int16): Java's index version 2 fails on such a footer (\"Unsupported logical type "
             "annotation\"), so it could neither check nor rebuild this file's column statistics",
             column=r.column,
             remedy="cast the column to int32 before writing (Java's own writer stores an Avro int as a "
