@@ -16,16 +16,21 @@ goes anyway (OCC keeps the table correct). ``fail`` raises
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency import admission
-from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, HeartbeatConfig,
-                                          WriteConfig)
+from airflow_hudi_occ.core.concurrency.footprint import UNKNOWN_WRITER, Footprint, check_kind
+from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, SMALL_FILE_LIMIT,
+                                          HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
+from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, INDEX_TYPE, NUM_BUCKETS
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.spark.submit.footprint import batch_partitions
+from airflow_hudi_occ.spark.submit.footprint import batch_partitions, batch_reach
+
+#: the options a reach depends on, kept in the request to compute it again (no credentials)
+REACH_OPTIONS = (INDEX_TYPE.key, NUM_BUCKETS.key, HASH_FIELD.key, SMALL_FILE_LIMIT.key)
 
 
 class AdmissionRefusedError(HudiOccError):
@@ -83,19 +88,79 @@ def heartbeat_of(options: dict) -> HeartbeatConfig:
                                      if k.startswith("hoodie.client.heartbeat.")}).heartbeat
 
 
+@dataclass
+class BatchFootprint:
+    """A batch's footprint and how its reach was computed (to compute it again once stale)."""
+
+    footprint: Footprint
+    reach_as_of: str | None = None
+    reach_source: dict = field(default_factory=dict)
+
+
+def reach_source(source: str, source_format: str, operation: str, options: dict) -> dict:
+    return {"source": source, "format": source_format, "operation": operation,
+            "options": {k: str(options[k]) for k in REACH_OPTIONS if k in options}}
+
+
+def compute_reach(table: Table, how: dict, storage_options: dict | None) -> tuple[str, dict]:
+    """(as of, reach): the last completion time read *before* the files, so a write completing
+    meanwhile makes the reach stale rather than wrong."""
+    as_of = admission.last_completion(table.timeline())
+    reach = batch_reach(table, how["source"], how["format"], operation=how["operation"],
+                        options=dict(how.get("options") or {}), storage_options=storage_options)
+    return as_of, reach
+
+
 def batch_footprint(table: Table, source: str, source_format: str, *, owner: str, kind: str,
-                    storage_options: dict | None) -> Footprint:
-    """The batch's partitions read without Spark (``spark/submit/footprint.py``); unknown
-    (None: overlaps everything) when they cannot be read exactly."""
+                    storage_options: dict | None, operation: str | None = None,
+                    options: dict | None = None) -> BatchFootprint:
+    """The batch's partitions read without Spark (``spark/submit/footprint.py``), unknown
+    (None: overlaps everything) when they cannot be read exactly; with ``operation``, in each
+    partition the existing file groups it can touch (its reach), where they can be known."""
     cfg = table.config
     parts = batch_partitions(source, source_format, list(cfg.partition_fields),
                              hive_style=cfg.hive_style_partitioning, url_encode=cfg.url_encode_partitions,
                              storage_options=storage_options)
-    return Footprint(None if parts is None else frozenset(parts), owner=owner, kind=check_kind(kind))
+    fp = Footprint.of(parts, owner=owner, kind=check_kind(kind))
+    if parts is None or operation is None:
+        return BatchFootprint(fp)
+    how = reach_source(source, source_format, operation, options or {})
+    as_of, reach = compute_reach(table, how, storage_options)
+    return BatchFootprint(fp.with_reach({p: g for p, g in reach.items() if p in parts}), as_of, how)
 
 
-def file_request(table: Table, footprint: Footprint, owner_key: dict) -> admission.AdmissionRequest:
+def file_request(table: Table, footprint: Footprint | BatchFootprint,
+                 owner_key: dict) -> admission.AdmissionRequest:
+    if isinstance(footprint, BatchFootprint):
+        return admission.new_request(table, footprint.footprint, owner_key=owner_key,
+                                     reach_as_of=footprint.reach_as_of, reach_source=footprint.reach_source)
     return admission.new_request(table, footprint, owner_key=owner_key)
+
+
+def refresh_reach(table: Table, req: admission.AdmissionRequest, storage_options: dict | None) -> None:
+    """A waiting request's reach computed again once a write completed since (keys may have
+    moved, new file groups appeared): a stale reach would be judged as its partitions."""
+    if req.instant or not req.reach_source or admission.reach_is_current(req, table.timeline()):
+        return
+    req.reach_as_of, reach = compute_reach(table, req.reach_source, storage_options)
+    parts = set(req.partitions or ())
+    req.reach = {p: g for p, g in reach.items() if p in parts}
+    admission.save(table, req)
+
+
+def named(table: Table, verdict: admission.Verdict) -> admission.Verdict:
+    """The verdict with each live writer that declared no owner named from the table's attempt
+    log, where it has a running record (a clustering being executed by a DAG's task: its plan
+    says nothing of who runs it)."""
+    out = []
+    for b in verdict.blockers:
+        if b.what == "writer" and b.owner == UNKNOWN_WRITER:
+            rec = attempt_log.read_record(table, b.ident)
+            labels = rec.labels if rec is not None else {}
+            if labels.get("dag_id") and labels.get("task_id"):
+                b = replace(b, owner=f"{labels['dag_id']}.{labels['task_id']}")
+        out.append(b)
+    return admission.Verdict(verdict.admitted, out)
 
 
 def describe(blockers) -> str:
@@ -104,7 +169,8 @@ def describe(blockers) -> str:
 
 def wait_on_worker(table: Table, req: admission.AdmissionRequest, heartbeat: HeartbeatConfig,
                    settings: AdmissionSettings, log, *, killed: Callable[[], bool] = lambda: False,
-                   sleep: Callable[[float], None] = time.sleep) -> WaitResult:
+                   sleep: Callable[[float], None] = time.sleep,
+                   storage_options: dict | None = None) -> WaitResult:
     """Look until admitted or ``settings.timeout_s`` passed; each new set of blockers is
     logged ("waiting for <instant> (<dag>.<task>) on partitions ..."). ``fail`` raises at
     the first look that finds a blocker."""
@@ -112,7 +178,8 @@ def wait_on_worker(table: Table, req: admission.AdmissionRequest, heartbeat: Hea
     res = WaitResult(request_id=req.request_id)
     last: tuple = ()
     while True:
-        verdict = admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s)
+        refresh_reach(table, req, storage_options)
+        verdict = named(table, admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s))
         if verdict.admitted:
             break
         if settings.on_overlap == admission.FAIL:
@@ -148,8 +215,20 @@ def look(table_path: str, storage_options: dict | None, request_id: str, heartbe
     req = admission.load(table, request_id) if table is not None else None
     if req is None:
         return {"admitted": True, "blockers": []}
-    verdict = admission.try_admit(table, req, heartbeat_of(heartbeat_options), starvation_s=starvation_s)
+    refresh_reach(table, req, storage_options)
+    verdict = named(table, admission.try_admit(table, req, heartbeat_of(heartbeat_options),
+                                               starvation_s=starvation_s))
     return {"admitted": verdict.admitted, "blockers": [b.describe() for b in verdict.blockers]}
+
+
+def link(table_path: str, storage_options: dict | None, request_id: str | None,
+         instant: str | None) -> None:
+    """The admitted attempt began ``instant``: its request now lends the instant its reach."""
+    if not request_id or not instant:
+        return
+    table = open_table(table_path, storage_options)
+    if table is not None:
+        admission.link(table, request_id, instant)
 
 
 def withdraw(table_path: str, storage_options: dict | None, request_id: str | None) -> None:

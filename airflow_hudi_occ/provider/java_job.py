@@ -33,13 +33,15 @@ from typing import Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
 from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
-from airflow_hudi_occ.core.config import FAILED_WRITES_POLICY, LOCK_PROVIDER
+from airflow_hudi_occ.core.config import (FAILED_WRITES_POLICY, LOCK_PROVIDER, RECORD_KEY, TABLE_NAME,
+                                          WRITE_TABLE_VERSION)
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 
 #: the Hudi bundle a job gets when neither the operator nor the Spark connection names one
 DEFAULT_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:1.2.0"
@@ -132,6 +134,24 @@ def java_options(options: Mapping[str, str], *, writer_id: str, batch_key: str, 
     if checkpoint:
         out[EXTRA_CHECKPOINT] = str(checkpoint)
     return out
+
+
+#: the table version Java Hudi 1.2 writes when ``hoodie.write.table.version`` is not given
+JAVA_WRITE_TABLE_VERSION = "9"
+
+
+def first_write_table_options(options: Mapping[str, str]) -> "SparkWriteOptions | None":
+    """The table a Java first write expects, from the options the job gets (they reach it as
+    ``hudi-defaults.conf``): made before the job by the operator (create-if-absent, as our
+    engine's first write), so that Java's first writers are admitted one at a time. None
+    when the options do not name the table and its record key: the user's script alone knows
+    them, and a table made from a guess would make Java refuse the write ("Config conflict");
+    Java then makes its own table and its first writes race (docs/concurrency.md)."""
+    opts = {str(k): str(v) for k, v in options.items() if v is not None}
+    if not TABLE_NAME.get(opts) or not RECORD_KEY.get(opts):
+        return None
+    opts.setdefault(WRITE_TABLE_VERSION.key, JAVA_WRITE_TABLE_VERSION)
+    return SparkWriteOptions.from_options(opts, warn=lambda *a, **k: None, partial=True)
 
 
 def render_defaults(options: Mapping[str, str]) -> str:

@@ -694,6 +694,52 @@ def test_page_in_headless_chromium_concurrent_runs_units_pruned_note_unknown_tab
         driver.quit()
 
 
+def test_page_in_headless_chromium_names_a_running_clustering_by_its_dag_and_task(server, tmp_path):
+    """A clustering whose job runs is drawn on its DAG's task lane and listed among the live
+    writers by its DAG and task (its executor's running record, written when it adopts the
+    plan), as a write is; not as an unlabelled table service. Runs last on this table: it
+    adds a partition and leaves the plan pending."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    import pyarrow as pa
+
+    from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.services.clustering import ClusteringTransaction, schedule_clustering
+    from airflow_hudi_occ.core.table.table import Table
+    table = Table.open(json.loads(server.get("/hudi-occ/api/tables", token=server.token())[1])
+                       ["tables"][0]["path"])
+    opts = {"hoodie.write.lock.provider": "filesystem", "hoodie.parquet.small.file.limit": "0",
+            "hoodie.clustering.plan.strategy.partition.selected": "pc"}
+    for i in range(2):  # two small file groups in a partition of their own: work to cluster
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(
+            pa.table({"id": [100 + i], "p": ["pc"], "value": ["c"], "ts": [1]}), "insert")
+    t = schedule_clustering(table, opts)
+    assert t is not None
+    labels = {"dag_id": "maint", "task_id": "cluster", "run_id": "m__1", "try_number": "1"}
+    tx = ClusteringTransaction(table, WriteConfig.from_options({**opts, LABELS_OPTION: json.dumps(labels)}))
+    tx.adopt(t)
+    driver = _chrome(tmp_path)
+    try:
+        driver.get(server.base + "/hudi-occ/api/tables")  # the cookie's origin
+        driver.add_cookie({"name": "_token", "value": server.token(), "path": "/"})
+        driver.get(server.base + "/hudi-occ/?table=events")
+        WebDriverWait(driver, 60).until(
+            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "events")
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#live-writers tbody tr.row")]
+        [mine] = [r for r in rows if t in r]
+        assert "maint \u203a cluster" in mine and "run m__1" in mine, rows
+        labels_drawn = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")]
+        assert "maint \u203a cluster" in labels_drawn and "table service: clustering" not in labels_drawn
+        assert [e.get_attribute("data-outcome") for e in
+                driver.find_elements(By.CSS_SELECTOR, f"#gantt rect.bar[data-instant='{t}']")] == ["running"]
+    finally:
+        driver.quit()
+        tx.abort(reason="test over")
+
+
 def test_the_pages_windows_are_the_ones_the_attempt_log_keeps():
     """The window list on the page is static HTML; it must offer what trends.WINDOWS names,
     whose longest the attempt log keeps whatever clean retains."""

@@ -278,15 +278,20 @@ def test_a_shared_partition_alone_is_reported_not_a_conflict(spark, tmp_path):
     """An earlier live writer declared partition a at begin (no file groups yet, no marker).
     A Spark upsert of a commits: right after its begin it reports the rival on partition a,
     and stops on nothing (Hudi's rules compare file groups). Its own footprint was declared
-    in its requested file, which the rival's view of the table sees."""
+    in its requested file, which the rival's view of the table sees, naming the admission
+    request the operator's labels give it (admission reads that request's reach)."""
+    import json
+
+    from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
     from airflow_hudi_occ.core.commit.transaction import WriteTransaction
-    from airflow_hudi_occ.core.concurrency.footprint import live_writers
+    from airflow_hudi_occ.core.concurrency.footprint import REQUEST_LABEL, live_writers
     from airflow_hudi_occ.core.config import WriteConfig
 
     path = str(tmp_path / "tbl")
     ecd = {"hoodie.write.concurrency.early.conflict.detection.enable": "true"}
     said, seen = [], {}
-    w = SparkHudiWriter(spark, path, options(**ecd), on_progress=lambda s, t: said.append((s, t)))
+    labels = {LABELS_OPTION: json.dumps({"dag_id": "d", "task_id": "w", REQUEST_LABEL: "req-1"})}
+    w = SparkHudiWriter(spark, path, options(**ecd, **labels), on_progress=lambda s, t: said.append((s, t)))
     w.write(spark.createDataFrame([(0, "a", 1, "x"), (1, "b", 1, "y")], SCHEMA), "insert")
     cfg = WriteConfig.from_options(options(**ecd))
     other = WriteTransaction(Table.open(path), cfg, footprint=["a"])
@@ -304,6 +309,7 @@ def test_a_shared_partition_alone_is_reported_not_a_conflict(spark, tmp_path):
                in t for t in checks), said
     assert seen[res.instant].partitions == {"a"}  # declared at begin, refined at inflight
     assert seen[res.instant].file_groups
+    assert (seen[res.instant].request, seen[res.instant].owner, seen[res.instant].exact) == ("req-1", "d.w", True)
     assert {r["id"]: r["v"] for r in hudi_read(path).to_pylist()} == {0: "x2", 1: "y"}
 
 

@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable, Mapping
 
@@ -53,7 +53,7 @@ from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, res
 from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.concurrency.markers import IOType, markers_for
-from airflow_hudi_occ.core.concurrency.footprint import (TABLE_SERVICE, Footprint, check_kind,
+from airflow_hudi_occ.core.concurrency.footprint import (REQUEST_LABEL, TABLE_SERVICE, Footprint, check_kind,
                                                         declares_at_begin)
 from airflow_hudi_occ.core.config import WRITE_KIND, FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
@@ -183,10 +183,11 @@ class WriteTransaction:
         labels = attempt_log.parse_labels(self.config.options)
         owner = (f"{labels['dag_id']}.{labels['task_id']}" if labels.get("dag_id") and labels.get("task_id")
                  else self.writer_id)
+        request = labels.get(REQUEST_LABEL) or None  # the admission request that let it go
         if isinstance(given, Footprint):
-            return given if given.owner else Footprint(given.partitions, given.file_groups, owner, given.kind)
+            return replace(given, owner=given.owner or owner, request=given.request or request)
         kind = TABLE_SERVICE if self.is_table_service else check_kind(WRITE_KIND.get(self.config.options))
-        return Footprint.of(given, owner=owner, kind=kind)
+        return Footprint.of(given, owner=owner, kind=kind, request=request)
 
     # -- collaborators -----------------------------------------------------------------------
 

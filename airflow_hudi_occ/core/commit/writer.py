@@ -26,7 +26,7 @@ from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupWork, map_bounded
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
                                                     check_record_keys, new_file_id, read_parquet,
-                                                    read_parquet_columns,
+                                                    read_parquet_columns, KeyProbe,
                                                     record_key_array, with_constant_columns, with_meta_columns,
                                                     write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
@@ -152,43 +152,6 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     the smaller side) and probed with the stored values, then on the few stored hits."""
     found = stored.filter(pc.is_in(stored, value_set=batch))
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
-
-
-class _KeyProbe:
-    """The batch's keys, ready to ask "may a file whose keys span [lo, hi] hold any of them?".
-
-    Hudi's bloom index first prunes files by key range, key by key, not by the batch's overall
-    range: a batch of keys 0..9 plus 100123 spans every file of a table that small commits
-    grew one fresh key at a time, yet few files hold any of its keys. The keys are sorted once
-    (lazily, only if some file's range overlaps the batch's) and each file costs one binary
-    search. Only like is compared with like: integers with integers, text with text (UTF-8
-    byte order, which parquet's statistics use, is code-point order, which Python's str
-    comparison uses)."""
-
-    def __init__(self, values: pa.Array):
-        self._values = values
-        self._sorted = None
-        self.range = None
-        if len(values):
-            mm = pc.min_max(values)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            self.range = None if lo is None else (lo, hi)
-
-    def may_hold(self, span: tuple) -> bool:
-        if self.range is None:
-            return True
-        kinds = {type(v) for v in (*span, *self.range)}
-        if kinds != {int} and kinds != {str}:
-            return True
-        lo, hi = span
-        if hi < self.range[0] or lo > self.range[1]:
-            return False
-        if self._sorted is None:
-            vals = self._values.drop_null()
-            self._sorted = (np.sort(vals.to_numpy()) if kinds == {int}
-                            else np.array(sorted(vals.to_pylist()), dtype=object))
-        i = int(np.searchsorted(self._sorted, lo, side="left"))
-        return bool(i < len(self._sorted) and self._sorted[i] <= hi)
 
 
 class ArrowTableWriter:
@@ -321,7 +284,7 @@ class ArrowTableWriter:
         return out
 
     def _stored_hits(self, s, keys: pa.Array, ids: pa.Array | None, key_fields,
-                     batch_range: _KeyProbe | None = None) -> np.ndarray:
+                     batch_range: KeyProbe | None = None) -> np.ndarray:
         """Which batch keys the file slice holds. With an integer key field, the stored file's
         column of it is read and compared (a fraction of the cost of the key text); otherwise
         its ``_hoodie_record_key`` column. A file whose key range (parquet statistics) misses the
@@ -357,7 +320,7 @@ class ArrowTableWriter:
         work: list[FileGroupWork] = []
         claimed = np.zeros(len(keys), dtype=bool)
         key_fields = self.table.config.record_key_fields
-        batch_range = None if append_fresh and op != "delete" else _KeyProbe(ids if ids is not None else keys)
+        batch_range = None if append_fresh and op != "delete" else KeyProbe(ids if ids is not None else keys)
         for s in slices:
             if append_fresh and op != "delete":
                 mine = np.ones(len(keys), dtype=bool)

@@ -1,6 +1,6 @@
-"""Admission: a write starts only when no live writer's declared footprint shares a partition
-with its batch (or it waited long enough), and among writers waiting on the same partitions,
-ingestion goes first.
+"""Admission: a write starts only when no live writer may touch a file group its batch may
+touch (or it waited long enough), and among writers waiting on the same file groups, ingestion
+goes first.
 
 Why: OCC lets two overlapping writers both run and then throws one away; with Spark that is a
 minute of a cluster's time per lost attempt. A footprint is declared at begin
@@ -11,21 +11,27 @@ OCC still decides every commit; admission only avoids work that is likely to be 
 The protocol (files beside the timeline, ``.hoodie/.aux/occ/admission/<id>.json``, so that
 any writer can take part):
 
-1. A writer that must wait files a *request*: its footprint (partitions, kind, owner) and a
-   creation time. It rewrites the file at every look (``refreshed_at``); a waiting request not
-   refreshed for ``ttl_s`` is dead (its waiter died) and ignored.
+1. A writer that must wait files a *request*: its footprint (partitions, the file groups its
+   batch can reach in them where known, kind, owner) and a creation time. It rewrites the
+   file at every look (``refreshed_at``); a waiting request not refreshed for ``ttl_s`` is
+   dead (its waiter died) and ignored.
 2. It is *admitted* when nothing blocks it: no live write instant (heartbeat alive; of the
-   table services, a clustering being executed) and no admitted request of another owner shares a partition with it, and
-   no waiting request that shares one comes before it. Order among waiting requests:
-   kind (ingestion, then backfill, then table services: :data:`footprint.KIND_RANK`), then
-   age; a request waiting longer than ``starvation_s`` comes first whatever its kind, so no
-   writer starves.
+   table services, a clustering being executed) and no admitted request of another owner
+   *meets* it, and no waiting request that meets it comes before it. Two footprints meet
+   where they may touch a common file group (``footprint.meeting``: by bucket under the
+   bucket index; a partition whose file groups either side does not know counts whole).
+   Order among waiting requests: kind (ingestion, then backfill, then table services:
+   :data:`footprint.KIND_RANK`), then age; a request waiting longer than ``starvation_s``
+   comes first whatever its kind, so no writer starves.
 3. Admitted, it writes ``admitted`` and reads the others again: if another overlapping
    request is admitted too (two writers decided at the same moment, each before seeing the
    other's decision), it goes back to waiting. Of two such writers at least the later reader
    sees the other, so at most one goes; a double back-off costs one more look.
-4. The admitted request is withdrawn once the write's instant exists (its declared footprint
-   takes over) or when the attempt ends; an admitted request not withdrawn expires after
+4. Once the write's instant exists the request is *linked* to it (:func:`link`): from then
+   on the instant is what blocks (while its heartbeat lives), judged by the request's reach
+   until its inflight file declares the file groups exactly (the instant names its request
+   in its footprint, so the reach is found even before the link is written). The request is
+   withdrawn when the attempt ends; an admitted request not withdrawn expires after
    ``admitted_ttl_s``.
 
 Errors: none of its own; storage errors pass through. The caller bounds the wait and says
@@ -36,11 +42,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, Footprint,
-                                                        live_writers)
+from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER,
+                                                        Footprint, live_writers, meeting)
 from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
@@ -65,11 +71,29 @@ class AdmissionRequest:
     admitted_at: float | None = None
     ttl_s: float = 120.0
     admitted_ttl_s: float = 900.0
+    #: partition -> the file groups the batch can touch there (fileIds or ``bucket:<n>``);
+    #: a partition left out: any of its file groups
+    reach: dict[str, list[str]] = field(default_factory=dict)
+    #: the table as the reach was computed against: the last completion time then (a write
+    #: completed since may have moved keys: the reach is stale, see :func:`reach_is_current`)
+    reach_as_of: str | None = None
+    #: how to compute the reach again (source, format, operation, index options; never
+    #: credentials): a waiter's reach is refreshed once stale (``provider/admission.py``)
+    reach_source: dict = field(default_factory=dict)
+    #: the instant the admitted write began (set by :func:`link`): it blocks as that instant
+    instant: str | None = None
 
     @property
     def footprint(self) -> Footprint:
-        return Footprint(None if self.partitions is None else frozenset(self.partitions),
-                         owner=self.owner, kind=self.kind)
+        """Its footprint with its reach as filed (:meth:`footprint_on` drops a stale one)."""
+        return Footprint.of(None if self.partitions is None else self.partitions,
+                            owner=self.owner, kind=self.kind, reach=self.reach,
+                            request=self.request_id)
+
+    def footprint_on(self, timeline) -> Footprint:
+        """Its footprint judged on ``timeline``: partitions only when its reach is stale."""
+        fp = self.footprint
+        return fp if reach_is_current(self, timeline) else fp.with_reach({})
 
     def alive(self, now: float) -> bool:
         if self.state == ADMITTED:
@@ -110,6 +134,26 @@ class Verdict:
         return {"admitted": self.admitted, "blockers": [asdict(b) for b in self.blockers]}
 
 
+def last_completion(timeline) -> str:
+    """The latest completion time of a write on ``timeline`` ("" when none): what a reach is
+    computed as of."""
+    return max((i.completion_time or i.requested_time for i in timeline.completed() if i.is_write),
+               default="")
+
+
+def reach_is_current(req: AdmissionRequest, timeline) -> bool:
+    """Whether no write completed between the reach's computation and the write's begin (its
+    snapshot; now, before it began): a completed write may have added the file group a new key
+    of the batch now lives in, or moved keys (a clustering)."""
+    if not req.reach:
+        return True
+    if req.reach_as_of is None:
+        return False
+    until = req.instant or "~"
+    return not any(req.reach_as_of < (i.completion_time or i.requested_time) < until
+                   for i in timeline.completed() if i.is_write)
+
+
 #: the requests beside the timeline: ``.hoodie/.aux/occ/admission/<id>.json``
 FOLDER = RequestFolder("admission", AdmissionRequest)
 
@@ -142,26 +186,56 @@ def withdraw(table, request_id: str) -> None:
 
 def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
                 ttl_s: float = 120.0, admitted_ttl_s: float = 900.0,
-                now: float | None = None) -> AdmissionRequest:
+                now: float | None = None, reach_as_of: str | None = None,
+                reach_source: dict | None = None) -> AdmissionRequest:
     """File a waiting request for ``footprint`` (announced before it is ever judged)."""
     now = time.time() if now is None else now
     req = AdmissionRequest(FOLDER.new_id(now),
                            None if footprint.partitions is None else sorted(footprint.partitions),
-                           footprint.kind, footprint.owner or "unknown writer", dict(owner_key or {}),
-                           now, now, WAITING, None, ttl_s, admitted_ttl_s)
+                           footprint.kind, footprint.owner or UNKNOWN_WRITER, dict(owner_key or {}),
+                           now, now, WAITING, None, ttl_s, admitted_ttl_s,
+                           {p: sorted(g) for p, g in sorted(footprint.reach.items())},
+                           reach_as_of, dict(reach_source or {}))
     save(table, req)
     return req
 
 
+def link(table, request_id: str | None, instant: str | None) -> None:
+    """The admitted write began ``instant``: its request now only lends the instant its reach
+    (the instant blocks, while its heartbeat lives)."""
+    req = load(table, request_id) if request_id and instant else None
+    if req is not None and req.instant != instant:
+        req.instant = instant
+        save(table, req)
+
+
+def _with_request_reach(w, by_id: dict[str, AdmissionRequest], timeline) -> Footprint | None:
+    """A live instant's footprint, given the reach of the request it was admitted by (if
+    current as of the instant's begin): its file groups until its own inflight file says
+    exactly which it touches, its new keys until it ends (no file says which they are)."""
+    fp = w.footprint
+    if fp is None or not fp.request:
+        return fp
+    req = by_id.get(fp.request)
+    if req is None or not req.reach:
+        return fp
+    as_begun = replace(req, instant=w.requested_time)  # linked or not yet: its snapshot's time
+    return fp.with_reach(req.reach) if reach_is_current(as_begun, timeline) else fp
+
+
 def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
-                  now: float | None = None) -> list[Blocker]:
-    """The live write instants whose declared footprint shares a partition with ``footprint``
-    (what ``on_overlap`` judges, without filing anything). A clustering being executed counts
-    (its plan's partitions): a write admitted into them now would be refused by the
-    clustering gate, or make the clustering lose at its commit; either way work is lost."""
+                  now: float | None = None, others: list[AdmissionRequest] | None = None,
+                  timeline=None) -> list[Blocker]:
+    """The live write instants that may touch a file group ``footprint`` may touch
+    (``footprint.meeting``; what ``on_overlap`` judges, without filing anything). A
+    clustering being executed counts (its plan's file groups): a write admitted into them now
+    would be refused by the clustering gate, or make the clustering lose at its commit;
+    either way work is lost."""
+    by_id = {r.request_id: r for r in (others if others is not None else requests(table, now=now))}
+    tl = timeline if timeline is not None else table.timeline()
     out = []
-    for w in live_writers(table, heartbeat, now=now, include_clustering=True):
-        shared = footprint.shared_partitions(w.footprint)
+    for w in live_writers(table, heartbeat, now=now, include_clustering=True, timeline=tl):
+        shared = meeting(footprint, _with_request_reach(w, by_id, tl))
         if shared:
             out.append(Blocker("writer", w.requested_time, w.owner, tuple(shared)))
     return out
@@ -170,13 +244,15 @@ def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
 def blockers(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: float | None = None,
              starvation_s: float = 600.0, others: list[AdmissionRequest] | None = None) -> list[Blocker]:
     now = time.time() if now is None else now
-    mine = req.footprint
-    out = live_blockers(table, mine, heartbeat, now=now)
+    tl = table.timeline()
+    mine = req.footprint_on(tl)
+    others = others if others is not None else requests(table, now=now)
+    out = live_blockers(table, mine, heartbeat, now=now, others=others, timeline=tl)
     me = req.order(now, starvation_s)
-    for r in (others if others is not None else requests(table, now=now)):
-        if r.request_id == req.request_id or req.same_owner(r):
-            continue
-        shared = mine.shared_partitions(r.footprint)
+    for r in others:
+        if r.request_id == req.request_id or req.same_owner(r) or r.instant:
+            continue  # a linked request: its instant blocks (judged by its heartbeat)
+        shared = meeting(mine, r.footprint_on(tl))
         if not shared:
             continue
         if r.state == ADMITTED:
@@ -200,11 +276,12 @@ def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: 
         return Verdict(False, why)
     req.state, req.admitted_at = ADMITTED, now
     save(table, req)
-    mine = req.footprint
-    rivals = [Blocker("admitted request", r.request_id, r.owner, tuple(mine.shared_partitions(r.footprint)))
+    tl = table.timeline()
+    mine = req.footprint_on(tl)
+    rivals = [Blocker("admitted request", r.request_id, r.owner, tuple(meeting(mine, r.footprint_on(tl))))
               for r in requests(table, now=now)
               if r.request_id != req.request_id and r.state == ADMITTED and not req.same_owner(r)
-              and mine.overlaps(r.footprint)]
+              and not r.instant and meeting(mine, r.footprint_on(tl))]
     if rivals:  # admitted at the same moment as another: back to waiting, look again
         req.state, req.admitted_at = WAITING, None
         save(table, req)
@@ -248,6 +325,7 @@ def shown_partitions(partitions: Iterable[str] | None) -> str:
 
 
 __all__ = ["AdmissionRequest", "Blocker", "Verdict", "WAIT", "GO", "FAIL", "POLICIES", "WAITING",
-           "ADMITTED", "new_request", "requests", "withdraw", "load", "save", "live_blockers",
+           "ADMITTED", "new_request", "requests", "withdraw", "link", "last_completion",
+           "reach_is_current", "load", "save", "live_blockers",
            "blockers", "try_admit", "shown_partitions", "WAIT_SECONDS_LABEL", "WAITED_FOR_LABEL",
            "wait_labels", "wait_from_labels"]

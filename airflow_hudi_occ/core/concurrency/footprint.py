@@ -20,24 +20,31 @@ metadata's ``extraMetadata`` under :data:`EXTRA_FOOTPRINT`. A replacecommit's re
 is Hudi's replace plan and is left alone (its footprint is its plan's input file groups).
 
 The rule (docs/concurrency.md, "Footprints and admission"): a shared *partition* is never a
-conflict: Hudi's commit-time rule compares file groups and stays as it is. Partitions decide
-only who *waits* (admission); file groups, once declared, feed the early checks, which stop a
-writer only where Hudi's rules say it loses. An unknown footprint (a Java writer's requested
-instant, an operator that cannot read its source's partitions) overlaps everything: the
-conservative answer for a wait, never a reason to stop.
+conflict: Hudi's commit-time rule compares file groups and stays as it is. Admission waits only
+where two writers *may* touch a common file group (:func:`meeting`): each side's file groups
+in a shared partition are known when it is refined (``exact``: the groups its plan writes) or
+when its admission request *reaches* them (the file groups its batch can touch, computed
+before spark-submit: bucket ids, or keys looked up in the committed file groups); a partition
+where either side's groups are unknown counts as met. Declared file groups feed the early
+checks, which stop a writer only where Hudi's rules say it loses; a reach never does (it is a
+prediction, wider than what the write will touch). An unknown footprint (a Java writer's
+requested instant, an operator that cannot read its source's partitions) overlaps
+everything: the conservative answer for a wait, never a reason to stop.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, FileGroupId, WriteStat
 
 log = logging.getLogger(__name__)
@@ -54,6 +61,20 @@ KIND_RANK = {INGESTION: 0, BACKFILL: 1, TABLE_SERVICE: 2}
 
 #: what a footprint shows for "unknown": it may touch every partition
 EVERY_PARTITION = "*"
+#: the attempt label naming the admission request a write was admitted by (the operator sets
+#: it; the transaction declares it in the footprint, so admission finds the request's reach)
+REQUEST_LABEL = "admission_request"
+#: the owner of a writer that declared none (a Java writer, a clustering's plan)
+UNKNOWN_WRITER = "unknown writer"
+#: a reach's name for a bucket of the bucket index (every writer maps a key to the same one)
+BUCKET_PREFIX = "bucket:"
+#: a reach's name for a slot of *new* keys (``new:<crc32 of the key mod NEW_KEY_SLOTS>``), or
+#: ``new:*`` for all of them: two writers inserting the same new key each make a new file
+#: group, which no conflict check sees, and the key ends up twice; so two batches whose new
+#: keys may coincide meet, as if on one file group
+NEW_KEY_PREFIX = "new:"
+NEW_KEY_SLOTS = 1 << 16
+EVERY_NEW_KEY = NEW_KEY_PREFIX + "*"
 
 _DECLARING_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT)
 
@@ -68,29 +89,56 @@ def check_kind(kind: str) -> str:
 
 @dataclass(frozen=True)
 class Footprint:
-    """What one attempt will touch. ``partitions`` None: unknown (may touch any partition)."""
+    """What one attempt will touch. ``partitions`` None: unknown (may touch any partition).
+
+    ``file_groups``: the groups declared (at inflight, the plan's); ``exact``: they are all
+    the existing groups it touches (a refined footprint, a clustering plan's inputs).
+    ``reach``: partition -> the file groups (fileIds, or ``bucket:<8 digits>``) its batch can
+    touch, as admission computed it before submission; new file groups are left out (nobody
+    else writes them). ``request``: the admission request this write was admitted by (the
+    request keeps the reach while the instant is only requested)."""
 
     partitions: frozenset[str] | None
     file_groups: frozenset[FileGroupId] = field(default_factory=frozenset)
     owner: str | None = None
     kind: str = INGESTION
+    exact: bool = False
+    reach: dict[str, frozenset[str]] = field(default_factory=dict, hash=False)
+    request: str | None = None
 
     @classmethod
     def of(cls, partitions: Iterable[str] | None, file_groups: Iterable[FileGroupId] = (), *,
-           owner: str | None = None, kind: str = INGESTION) -> "Footprint":
+           owner: str | None = None, kind: str = INGESTION, exact: bool = False,
+           reach: dict | None = None, request: str | None = None) -> "Footprint":
         groups = frozenset((str(p), str(f)) for p, f in file_groups)
         parts = None if partitions is None else frozenset(str(p) for p in partitions) | {p for p, _ in groups}
-        return cls(parts, groups, owner, check_kind(kind))
+        return cls(parts, groups, owner, check_kind(kind), exact, frozen_reach(reach), request)
 
     @property
     def known(self) -> bool:
         return self.partitions is not None
 
     def refined(self, file_groups: Iterable[FileGroupId]) -> "Footprint":
-        """The same write once tagging knows its file groups (their partitions join in)."""
+        """The same write once tagging knows its file groups (their partitions join in): from
+        now on they are exactly what it touches."""
         groups = frozenset((str(p), str(f)) for p, f in file_groups)
         parts = None if self.partitions is None else self.partitions | {p for p, _ in groups}
-        return Footprint(parts, self.file_groups | groups, self.owner, self.kind)
+        return replace(self, partitions=parts, file_groups=self.file_groups | groups, exact=True)
+
+    def with_reach(self, reach: dict | None) -> "Footprint":
+        return replace(self, reach=frozen_reach(reach))
+
+    def groups_in(self, partition: str) -> frozenset[str] | None:
+        """The file groups this write may touch in ``partition`` (new ones left out); None:
+        any of them (unknown at file-group level)."""
+        if self.partitions is None:
+            return None
+        if partition not in self.partitions:
+            return frozenset()
+        if self.exact:  # its plan's groups, and the new keys its request said it inserts
+            return frozenset(f for p, f in self.file_groups if p == partition) | frozenset(
+                g for g in self.reach.get(partition, ()) if g.startswith(NEW_KEY_PREFIX))
+        return self.reach.get(partition)
 
     def shared_partitions(self, other: "Footprint | None") -> list[str]:
         """The partitions both may touch; ``["*"]`` when either side is unknown."""
@@ -106,7 +154,12 @@ class Footprint:
     def to_metadata(self, operation_type: str = "UNKNOWN") -> CommitMetadata:
         stats = [WriteStat(file_id="", path="", partition_path=p) for p in sorted(self.partitions or ())]
         stats += [WriteStat(file_id=f, path="", partition_path=p) for p, f in sorted(self.file_groups)]
-        extra = {EXTRA_FOOTPRINT: json.dumps({"owner": self.owner, "kind": self.kind}, sort_keys=True)}
+        who: dict = {"owner": self.owner, "kind": self.kind}
+        if self.exact:
+            who["exact"] = True
+        if self.request:
+            who["request"] = self.request
+        extra = {EXTRA_FOOTPRINT: json.dumps(who, sort_keys=True)}
         return CommitMetadata.from_stats(stats, operation_type=operation_type, extra_metadata=extra)
 
     def encode(self, operation_type: str = "UNKNOWN") -> bytes:
@@ -115,7 +168,8 @@ class Footprint:
     @classmethod
     def from_metadata(cls, meta: CommitMetadata) -> "Footprint | None":
         """The footprint a requested or inflight file declares (ours, or a Java writer's
-        workload profile); None when it declares nothing (an empty file)."""
+        workload profile); None when it declares nothing (an empty file). Only ours can be
+        ``exact``: Java's workload profile leaves out the small file groups its inserts top up."""
         parts = set(meta.partition_to_write_stats) | set(meta.partition_to_replace_file_ids or {})
         groups = meta.mutated_file_groups()
         raw = meta.extra_metadata.get(EXTRA_FOOTPRINT)
@@ -130,12 +184,62 @@ class Footprint:
                 who = {}
         kind = str(who.get("kind") or INGESTION)
         return cls(frozenset(parts) | {p for p, _ in groups}, frozenset(groups),
-                   who.get("owner") or None, kind if kind in KIND_RANK else INGESTION)
+                   who.get("owner") or None, kind if kind in KIND_RANK else INGESTION,
+                   who.get("exact") is True, {}, str(who["request"]) if who.get("request") else None)
 
     def to_json(self) -> dict:
-        return {"partitions": None if self.partitions is None else sorted(self.partitions),
-                "file_groups": sorted(f"{p}/{f}" if p else f for p, f in self.file_groups),
-                "owner": self.owner, "kind": self.kind}
+        out = {"partitions": None if self.partitions is None else sorted(self.partitions),
+               "file_groups": sorted(f"{p}/{f}" if p else f for p, f in self.file_groups),
+               "owner": self.owner, "kind": self.kind}
+        if self.reach:
+            out["reach"] = {p: sorted(g) for p, g in sorted(self.reach.items())}
+        return out
+
+
+def frozen_reach(reach: dict | None) -> dict[str, frozenset[str]]:
+    return {str(p): frozenset(str(g) for g in gs) for p, gs in (reach or {}).items()}
+
+
+def _comparable(groups: frozenset[str], by_bucket: bool) -> set[str]:
+    """Under the bucket index two writers meet on a bucket, whatever their fileIds (the
+    commit-time bucket strategy compares them so)."""
+    if not by_bucket:
+        return set(groups)
+    out = set()
+    for g in groups:
+        b = None if g.startswith(BUCKET_PREFIX) else bucket_id_of(g)
+        out.add(BUCKET_PREFIX + b if b is not None else g)
+    return out
+
+
+def new_key_slot(key: str) -> str:
+    return f"{NEW_KEY_PREFIX}{zlib.crc32(key.encode()) % NEW_KEY_SLOTS}"
+
+
+def _new_keys_meet(a: frozenset[str], b: frozenset[str]) -> bool:
+    na = {g for g in a if g.startswith(NEW_KEY_PREFIX)}
+    nb = {g for g in b if g.startswith(NEW_KEY_PREFIX)}
+    return bool(na and nb and (EVERY_NEW_KEY in na or EVERY_NEW_KEY in nb or na & nb))
+
+
+def meeting(mine: "Footprint | None", other: "Footprint | None") -> list[str]:
+    """The partitions where both writers may touch a common file group: ``["*"]`` when
+    either is unknown; a shared partition where either side's file groups are unknown
+    counts (when in doubt, they meet)."""
+    a = mine if mine is not None else Footprint(None)
+    shared = a.shared_partitions(other)
+    if shared == [EVERY_PARTITION]:
+        return shared
+    out = []
+    for p in shared:
+        ga, gb = a.groups_in(p), other.groups_in(p)
+        if ga is None or gb is None:
+            out.append(p)
+            continue
+        by_bucket = any(g.startswith(BUCKET_PREFIX) for g in (*ga, *gb))
+        if _comparable(ga, by_bucket) & _comparable(gb, by_bucket) or _new_keys_meet(ga, gb):
+            out.append(p)
+    return out
 
 
 def declares_at_begin(action: Action) -> bool:
@@ -155,7 +259,7 @@ def declared(timeline, instant: Instant) -> Footprint | None:
             if fp is None:
                 plan = timeline.requested_replace_metadata(instant)
                 groups = plan.input_file_groups() if plan is not None and plan.has_plan else set()
-                fp = Footprint.of((), groups, kind=TABLE_SERVICE) if groups else None
+                fp = Footprint.of((), groups, kind=TABLE_SERVICE, exact=True) if groups else None
             return fp
         if instant.action not in _DECLARING_ACTIONS:
             return None
@@ -184,7 +288,7 @@ class LiveWriter:
 
     @property
     def owner(self) -> str:
-        return (self.footprint.owner if self.footprint is not None else None) or "unknown writer"
+        return (self.footprint.owner if self.footprint is not None else None) or UNKNOWN_WRITER
 
     def describe(self, shared: list[str]) -> str:
         return (f"{self.requested_time} ({self.owner}) on partitions "
@@ -226,6 +330,8 @@ def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[t
     return out
 
 
-__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "INGESTION", "BACKFILL", "TABLE_SERVICE",
+__all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY",
+           "new_key_slot", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION",
+           "BACKFILL", "TABLE_SERVICE",
            "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
            "live_writers", "overlapping"]

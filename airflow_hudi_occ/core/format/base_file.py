@@ -427,3 +427,40 @@ def key_range(storage, relative_path: str, column: str) -> tuple | None:
         _KEY_RANGES.clear()
     _KEY_RANGES[cache_key] = found
     return found
+
+
+class KeyProbe:
+    """The batch's keys, ready to ask "may a file whose keys span [lo, hi] hold any of them?".
+
+    Hudi's bloom index first prunes files by key range, key by key, not by the batch's overall
+    range: a batch of keys 0..9 plus 100123 spans every file of a table that small commits
+    grew one fresh key at a time, yet few files hold any of its keys. The keys are sorted once
+    (lazily, only if some file's range overlaps the batch's) and each file costs one binary
+    search. Only like is compared with like: integers with integers, text with text (UTF-8
+    byte order, which parquet's statistics use, is code-point order, which Python's str
+    comparison uses)."""
+
+    def __init__(self, values: pa.Array):
+        self._values = values
+        self._sorted = None
+        self.range = None
+        if len(values):
+            mm = pc.min_max(values)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            self.range = None if lo is None else (lo, hi)
+
+    def may_hold(self, span: tuple) -> bool:
+        if self.range is None:
+            return True
+        kinds = {type(v) for v in (*span, *self.range)}
+        if kinds != {int} and kinds != {str}:
+            return True
+        lo, hi = span
+        if hi < self.range[0] or lo > self.range[1]:
+            return False
+        if self._sorted is None:
+            vals = self._values.drop_null()
+            self._sorted = (np.sort(vals.to_numpy()) if kinds == {int}
+                            else np.array(sorted(vals.to_pylist()), dtype=object))
+        i = int(np.searchsorted(self._sorted, lo, side="left"))
+        return bool(i < len(self._sorted) and self._sorted[i] <= hi)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -97,12 +98,18 @@ class ScheduledInstantTransaction(WriteTransaction):
             if inst.state is State.INFLIGHT:
                 self.resume_inflight(inst)
             self.plan = self.read_plan(timeline, inst)
+            self.instant = Instant(t, self.action, State.REQUESTED)
+            self.started_at = time.time()
+            # A "running" record names the executor (DAG, task) while it works, as a write's
+            # begin does: the timeline page and the writers waiting on it say who it is.
+            # Written before the beat, so whoever sees it live (admission) can name it.
+            rec = self._attempt_record()
+            rec.outcome = attempt_log.RUNNING
+            attempt_log.write_record(self.table, rec)
             # started before the lock is released: no one sees it adopted without a live beat
             self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
-        self.instant = Instant(t, self.action, State.REQUESTED)
         self.snapshot = scheduled_snapshot(timeline, t)
         self.state = TransactionState.REQUESTED
-        self.started_at = time.time()
         return self.plan
 
 

@@ -53,12 +53,14 @@ from typing import Any, Sequence
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider import deferred_job, java_job
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
+from airflow_hudi_occ.provider.retry_policy import raise_task_failure
+from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.provider.task_keys import XCOM_RUNNING
 
 class HudiJavaWriteOperator(HudiWriteOperator):
@@ -124,9 +126,26 @@ class HudiJavaWriteOperator(HudiWriteOperator):
     # -- what the base operator asks of an engine -----------------------------------------------
 
     def _create_for_first_write(self, run) -> Table | None:
-        """Java Hudi creates its own table on its first write, with Java's properties; this
-        operator leaves it to it (its first writes are not admitted: docs/concurrency.md)."""
-        return None
+        """A Java first write is admitted as ours is: the operator makes the table the job
+        expects before it asks for admission (``java_job.first_write_table_options``: the
+        options' table name and keys, Java's table version), create-if-absent, so of Java
+        first writers racing, one makes it and the others wait for each other. Without a
+        table name and record key in the options only the user's script knows the table:
+        Java makes its own and its first writes race (docs/concurrency.md)."""
+        try:
+            opts = java_job.first_write_table_options(run.options)
+            if opts is None:
+                self.log.info("the options name no table and record key (%s, %s): Java Hudi makes "
+                              "the table on its first write, which is not admitted",
+                              "hoodie.table.name", "hoodie.datasource.write.recordkey.field")
+                return None
+            table = open_or_create_table(run.table_path, opts, run.storage_options or None)
+        except HudiOccError as e:
+            raise_task_failure(self, e)
+        self.log.info("table %s (%s, version %d) made before its first Java write (or found made by "
+                      "a rival): its first writers are admitted one at a time", table.name,
+                      table.base_uri, table.version)
+        return table
 
     def _check_options(self, hook: HudiOccHook, options: dict) -> None:
         """Java checks its own keys; the file that carries them takes one line each. No typed

@@ -67,7 +67,7 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, format_options
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.core.concurrency import admission as core_admission
-from airflow_hudi_occ.core.concurrency.footprint import check_kind
+from airflow_hudi_occ.core.concurrency.footprint import REQUEST_LABEL, check_kind
 from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
 from airflow_hudi_occ.provider import admission, deferred_job, write_window
 from airflow_hudi_occ.provider.arguments import check_write_arguments
@@ -289,9 +289,13 @@ class HudiWriteOperator(BaseOperator):
         its labels, so the table's attempt log keeps it: the trends count waits beside
         conflicts, the timeline page says whom each attempt waited for."""
         wait = next((w for w in run.waits if w.get("attempt") == n), None)
-        if wait is None:
+        if wait is None and not run.request_id:
             return run.options
-        labels = {**run.labels, **core_admission.wait_labels(wait["seconds"], wait.get("waited_for") or [])}
+        labels = dict(run.labels)
+        if wait is not None:
+            labels.update(core_admission.wait_labels(wait["seconds"], wait.get("waited_for") or []))
+        if run.request_id:  # declared in the instant's footprint: admission finds its reach
+            labels[REQUEST_LABEL] = run.request_id
         return {**run.options, LABELS_OPTION: json.dumps(labels, sort_keys=True)}
 
     def _env(self) -> dict[str, str]:
@@ -448,7 +452,8 @@ class HudiWriteOperator(BaseOperator):
             return None
         fp = admission.batch_footprint(table, self.source, self.source_format, owner=run.owner_label,
                                        kind=run.options.get(WRITE_KIND.key, self.write_kind),
-                                       storage_options=run.storage_options)
+                                       storage_options=run.storage_options, operation=self.operation,
+                                       options=run.options)
         return table, admission.file_request(table, fp, run.owner)
 
     def _create_for_first_write(self, run: "_WriteRun") -> Table | None:
@@ -483,7 +488,8 @@ class HudiWriteOperator(BaseOperator):
         table, req = filed
         try:
             res = admission.wait_on_worker(table, req, run.heartbeat, run.admission,
-                                           self.log, killed=lambda: self._killed)
+                                           self.log, killed=lambda: self._killed,
+                                           storage_options=run.storage_options)
         except admission.AdmissionRefusedError as e:
             raise_task_failure(self, e)
         self._note_wait(run, n, res.to_json())
@@ -511,12 +517,13 @@ class HudiWriteOperator(BaseOperator):
 
     def _submit(self, run: "_WriteRun", n: int) -> tuple[int, dict, dict, float]:
         """spark-submit one attempt; the BEGIN line publishes the running instant at once (and
-        withdraws the admission request: the instant's declared footprint takes over)."""
+        links the admission request to it: the instant blocks from now on, with the request's
+        reach until its inflight file declares its file groups)."""
 
         def began(payload: dict) -> None:
             run.ti.xcom_push(key=XCOM_RUNNING, value={**payload, "table": run.table_path})
             self.log.info("attempt %d began instant %s", n, payload.get("instant"))
-            admission.withdraw(run.table_path, run.storage_options, run.request_id)
+            admission.link(run.table_path, run.storage_options, run.request_id, payload.get("instant"))
 
         out = JobOutput(on_begin=began)
         self._job_hook = self._get_hook(run, n, on_line=out)
@@ -608,8 +615,8 @@ class HudiWriteOperator(BaseOperator):
         if filed is not None:
             table, req = filed
             request_id = req.request_id
-            verdict = core_admission.try_admit(table, req, run.heartbeat,
-                                               starvation_s=run.admission.starvation_s)
+            verdict = admission.named(table, core_admission.try_admit(
+                table, req, run.heartbeat, starvation_s=run.admission.starvation_s))
             if not verdict.admitted:
                 if run.admission.on_overlap == core_admission.FAIL:
                     core_admission.withdraw(table, req.request_id)
@@ -647,11 +654,14 @@ class HudiWriteOperator(BaseOperator):
 
     def _deferred_submit(self, context, run: "_WriteRun", n: int, request_id: str | None) -> dict:
         """Attempt ``n`` admitted: submit it detached, publish its instant, defer to its job."""
+        run.request_id = request_id  # named in the job's labels (its footprint declares it)
         job, keep = self._start_detached(run, n)
         self._detached = job
         self.log.info("attempt %d submitted detached (pid %d, log %s)", n, job.pid, job.log_path)
         job.instant = self._wait_for_instant(run, job)
-        if job.instant or job.alive() is False:  # the instant declares the footprint now
+        if job.instant:  # the instant blocks now, with the request's reach
+            admission.link(run.table_path, run.storage_options, request_id, job.instant)
+        elif job.alive() is False:
             admission.withdraw(run.table_path, run.storage_options, request_id)
             request_id = None
         self._publish_running(run, job, n)

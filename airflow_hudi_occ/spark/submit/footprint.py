@@ -1,5 +1,6 @@
 """A batch's footprint as the submitter computes it, before any Spark session: the partition
-paths its rows fall in, read from the source's partition columns with pyarrow.
+paths its rows fall in, read from the source's partition columns with pyarrow, and in each of
+them the existing file groups its rows can touch (its *reach*, :func:`batch_reach`).
 
 Why here: admission (core/concurrency/admission.py) asks the table which live writers share
 partitions with a batch *before* spark-submit, where waiting costs no Spark resources. The
@@ -7,6 +8,20 @@ submitter must stay pyspark-free (the provider imports only ``spark/submit/``), 
 the source as the engine's object-store reader does (parquet: only the partition columns;
 csv with a header; json lines) and spells each partition with core's rule
 (``format/partition_path``), as ``tagging.check_batch`` does in the job.
+
+The reach is what the job's tagging would find, computed the cheap way: under the bucket index
+the batch's bucket ids (``core/format/bucket_index``: Java's hash, as the writer's); otherwise
+the batch's keys, partition by partition, against the committed file groups' key ranges from
+their parquet footers (key by key, as tagging prunes: ``base_file.KeyProbe``), then the
+record keys of the files left (as the simple index's lookup) while they stay under
+``max_stored_keys``. Keys found nowhere are inserts: new file groups, or, with small-file
+top-up on (``hoodie.parquet.small.file.limit`` > 0), any small file group of the partition
+too; and their slots (``footprint.new_key_slot``), since two writers inserting one new key at
+once would each make a file group for it and the key would end up twice. A partition is left
+out of the reach (any of its file groups) whenever the job could touch more: an overwrite, a
+merge-on-read table (keys may live in log files the footers do not show) without the bucket
+index, virtual keys, a key column whose string form Spark and Arrow might spell differently,
+a batch over ``max_rows``.
 
 Unknown (None) whenever the answer could differ from the job's: a SQL source, a Hadoop
 scheme (``s3a://``: Spark's connector holds the credentials), a partition column of a type
@@ -23,8 +38,14 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX, EVERY_NEW_KEY, new_key_slot
+from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
 from airflow_hudi_occ.core.format import partition_path as pp
+from airflow_hudi_occ.core.format.base_file import KeyProbe, key_range, read_parquet_columns, record_key_array
+from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields
 from airflow_hudi_occ.core.format.storage import open_fs
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
 from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, list_files, local_path, scheme_of
 
 log = logging.getLogger(__name__)
@@ -51,6 +72,43 @@ def _read_columns(url: str, fmt: str, columns: list[str], storage_options: dict 
     return pjson.read_json(data).select(columns)
 
 
+def _read_batch(source: str, fmt: str, columns: list[str], storage_options: dict | None,
+                max_files: int) -> pa.Table | None:
+    """The batch's ``columns`` (all files), or None when it is not read before submission."""
+    if fmt not in ("parquet", "csv", "json"):
+        return None
+    if local_path(source) is None and scheme_of(source) in HADOOP_SCHEMES:
+        return None
+    files = list_files(source, storage_options)
+    if not files or len(files) > max_files:
+        return None
+    tables = [_read_columns(url, fmt, columns, storage_options) for url in files]
+    if any(not _trusted(t.schema.field(f).type) and not pa.types.is_null(t.schema.field(f).type)
+           for t in tables for f in columns):
+        return None
+    return pa.concat_tables([t.select(columns) for t in tables], promote_options="permissive")
+
+
+def _paths_of(batch: pa.Table, partition_fields: list[str], *, hive_style: bool,
+              url_encode: bool) -> tuple[list[str], pa.Array]:
+    """The distinct partition paths of the batch and, per row, the index of its path."""
+    n = batch.num_rows
+    if not partition_fields:
+        return [""], pa.array([0] * n, pa.int32())
+    cols = [pc.cast(batch.column(f), pa.string()).combine_chunks() for f in partition_fields]
+    tuples = list(zip(*(c.to_pylist() for c in cols)))
+    paths: dict[str, int] = {}
+    index = []
+    seen: dict[tuple, int] = {}
+    for t in tuples:
+        i = seen.get(t)
+        if i is None:
+            path = pp.partition_path(partition_fields, t, hive_style=hive_style, url_encode=url_encode)
+            i = seen[t] = paths.setdefault(path, len(paths))
+        index.append(i)
+    return list(paths), pa.array(index, pa.int32())
+
+
 def batch_partitions(source: str, fmt: str, partition_fields: list[str], *, hive_style: bool,
                      url_encode: bool, storage_options: dict | None = None,
                      max_files: int = MAX_FILES) -> list[str] | None:
@@ -59,23 +117,106 @@ def batch_partitions(source: str, fmt: str, partition_fields: list[str], *, hive
         return None
     if not partition_fields:
         return [""]
-    if local_path(source) is None and scheme_of(source) in HADOOP_SCHEMES:
-        return None
     try:
-        files = list_files(source, storage_options)
-        if not files or len(files) > max_files:
+        batch = _read_batch(source, fmt, list(partition_fields), storage_options, max_files)
+        if batch is None:
             return None
-        values: set[tuple] = set()
-        for url in files:
-            t = _read_columns(url, fmt, list(partition_fields), storage_options)
-            if any(not _trusted(t.schema.field(f).type) and not pa.types.is_null(t.schema.field(f).type)
-                   for f in partition_fields):
-                return None
-            cols = [pc.cast(t.column(f), pa.string()).to_pylist() for f in partition_fields]
-            values.update(zip(*cols))
-        return sorted({pp.partition_path(partition_fields, v, hive_style=hive_style, url_encode=url_encode)
-                       for v in values})
+        return sorted(_paths_of(batch, list(partition_fields), hive_style=hive_style,
+                                url_encode=url_encode)[0])
     except Exception as e:  # noqa: BLE001 - unknown is a safe answer; the job reads it properly
         log.info("the partitions of %s are unknown before submission (%s: %s)", source,
                  type(e).__name__, e)
         return None
+
+
+#: operations whose file groups the reach can predict (an overwrite replaces whole partitions)
+REACH_OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
+#: a batch of more rows than this gets no reach (its partitions only)
+MAX_ROWS = 2_000_000
+#: at most this many stored record keys are read to look the batch's keys up
+MAX_STORED_KEYS = 5_000_000
+#: a partition with more new keys than this reaches every new key (``new:*``)
+MAX_NEW_KEYS = 100_000
+
+
+def batch_reach(table: Table, source: str, fmt: str, *, operation: str, options: dict,
+                storage_options: dict | None = None, max_files: int = MAX_FILES,
+                max_rows: int = MAX_ROWS, max_stored_keys: int = MAX_STORED_KEYS) -> dict[str, list[str]]:
+    """Partition -> the existing file groups the batch can touch there (fileIds, or
+    ``bucket:<8 digits>`` under the bucket index); a partition left out may touch any."""
+    op = str(operation or "upsert").lower()
+    cfg = table.config
+    if op not in REACH_OPERATIONS or not cfg.record_key_fields:
+        return {}
+    try:
+        buckets = bucket_config(options)
+        hashed = hash_fields(options, cfg.record_key_fields) if buckets else []
+        if buckets is None and (cfg.table_type == MERGE_ON_READ or not cfg.populates_meta_fields):
+            return {}
+        columns = list(dict.fromkeys([*cfg.partition_fields, *cfg.record_key_fields, *hashed]))
+        batch = _read_batch(source, fmt, columns, storage_options, max_files)
+        if batch is None or batch.num_rows > max_rows:
+            return {}
+        paths, index = _paths_of(batch, list(cfg.partition_fields), hive_style=cfg.hive_style_partitioning,
+                                 url_encode=cfg.url_encode_partitions)
+        if buckets is not None:
+            return _bucket_reach(batch, paths, index, hashed, buckets)
+        keys = record_key_array(batch, cfg.record_key_fields)
+        return _lookup_reach(table, paths, index, keys, op, SMALL_FILE_LIMIT.get(options), max_stored_keys)
+    except Exception as e:  # noqa: BLE001 - no reach is the safe answer (partitions decide)
+        log.info("the file groups %s can touch are unknown before submission (%s: %s)", source,
+                 type(e).__name__, e)
+        return {}
+
+
+def _bucket_reach(batch: pa.Table, paths: list[str], index: pa.Array, hashed: list[str],
+                  buckets: int) -> dict[str, list[str]]:
+    cols = [batch.column(f).to_pylist() for f in hashed]
+    out: dict[str, set[str]] = {p: set() for p in paths}
+    for i, vals in zip(index.to_pylist(), zip(*cols)):
+        out[paths[i]].add(f"{BUCKET_PREFIX}{bucket_id(vals, buckets):08d}")
+    return {p: sorted(g) for p, g in out.items()}
+
+
+def _lookup_reach(table: Table, paths: list[str], index: pa.Array, keys: pa.Array, op: str,
+                  small_file_limit: int, max_stored_keys: int) -> dict[str, list[str]]:
+    view = FileSystemView(table, partitions=paths)
+    storage = table.storage
+    budget = max_stored_keys
+    out: dict[str, list[str]] = {}
+    for i, part in enumerate(paths):
+        mine = pc.unique(keys.filter(pc.equal(index, i)))
+        probe = KeyProbe(mine)
+        reach: set[str] = set()
+        inserts = op != "delete"
+        found = pa.array([False] * len(mine))
+        slices = view.latest_file_slices(part)
+        for s in slices:
+            rel = s.base_file.relative_path
+            span = key_range(storage, rel, "_hoodie_record_key")
+            if span is not None and not probe.may_hold(span):
+                continue  # no key of the batch can be in it: not read, as tagging prunes
+            stored = None
+            if budget > 0:
+                stored = read_parquet_columns(storage, rel, ["_hoodie_record_key"]).column(0).combine_chunks()
+                budget -= len(stored)
+            if stored is None:  # over the budget: the range says it may hold some
+                reach.add(s.file_id)
+                found = None
+                continue
+            hits = pc.is_in(mine, value_set=stored.cast(mine.type))
+            if pc.any(hits).as_py():
+                reach.add(s.file_id)
+                if found is not None:
+                    found = pc.or_(found, hits)
+        new = None if found is None else mine.filter(pc.invert(found))
+        if inserts and (new is None or len(new)):
+            if new is None or len(new) > MAX_NEW_KEYS:
+                reach.add(EVERY_NEW_KEY)
+            else:
+                reach.update(new_key_slot(k) for k in new.to_pylist())
+            if small_file_limit > 0:  # new keys top small file groups up first (UpsertPartitioner)
+                reach.update(s.file_id for s in slices
+                             if storage.size(storage.path(s.base_file.relative_path)) < small_file_limit)
+        out[part] = sorted(reach)
+    return out

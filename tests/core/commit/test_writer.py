@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.commit import writer as writer_module
+from airflow_hudi_occ.core.format import base_file
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
@@ -67,7 +68,7 @@ def test_files_outside_the_batch_key_range_are_not_read(tmp_path, column_reads, 
 
 def test_text_keys_are_never_pruned_by_an_integer_order():
     """'10' < '9' as text: a range of text keys says nothing about integers, so such files are read."""
-    probe = writer_module._KeyProbe
+    probe = base_file.KeyProbe
     assert probe(pa.array([5, 6])).may_hold(("10", "9")) is True
     assert probe(pa.array([20, 30])).may_hold((10, 19)) is False
     assert probe(pa.array(["k4", "k9"])).may_hold(("k1", "k3")) is False
@@ -77,11 +78,11 @@ def test_text_keys_are_never_pruned_by_an_integer_order():
 def test_a_file_inside_the_batch_range_but_between_its_keys_is_not_read():
     """Key by key, as Hudi's bloom index prunes: the batch 0..9 + 500 spans [0, 500], yet a file
     holding 100..109 can hold none of its keys."""
-    probe = writer_module._KeyProbe(pa.array([500, *range(10)], pa.int64()))
+    probe = base_file.KeyProbe(pa.array([500, *range(10)], pa.int64()))
     assert probe.may_hold((100, 109)) is False
     assert probe.may_hold((5, 5)) is True and probe.may_hold((499, 500)) is True
     assert probe.may_hold((501, 900)) is False
-    text = writer_module._KeyProbe(pa.array(["k500", "k001", "k009"]))
+    text = base_file.KeyProbe(pa.array(["k500", "k001", "k009"]))
     assert text.may_hold(("k100", "k109")) is False and text.may_hold(("k009", "k100")) is True
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-from airflow_hudi_occ.core.concurrency.footprint import (BACKFILL, EVERY_PARTITION, INGESTION, Footprint,
-                                                        LiveWriter, declared, live_writers, overlapping)
+from airflow_hudi_occ.core.concurrency.footprint import (BACKFILL, EVERY_NEW_KEY, EVERY_PARTITION, INGESTION,
+                                                        Footprint, LiveWriter, declared, live_writers, meeting,
+                                                        new_key_slot, overlapping)
 from airflow_hudi_occ.core.config import HeartbeatConfig, LockConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
@@ -67,6 +68,44 @@ def test_overlap_rule():
     assert [s for _, s in overlapping(a, ws)] == [["p=1"], [EVERY_PARTITION]]
     with pytest.raises(ConfigError, match="write kind"):
         Footprint.of(["p=1"], kind="bulk")
+
+
+def test_meeting_rule_file_groups_where_both_sides_know_them():
+    """Admission's rule: two writers meet where both may touch a common file group; a partition
+    whose groups either side does not know counts whole (when in doubt, they meet)."""
+    partitions_only = Footprint.of(["a", "c"])
+    ingest_c = Footprint.of(["c"], reach={"c": ["C1"]})
+    backfill = Footprint.of(["b", "c"], reach={"b": ["B1"], "c": ["C2"]})
+    assert meeting(ingest_c, backfill) == []                       # partition c, not a file group
+    assert meeting(Footprint.of(["c"], reach={"c": ["C1", "C2"]}), backfill) == ["c"]
+    assert meeting(partitions_only, backfill) == ["c"]             # groups unknown on one side
+    assert meeting(ingest_c, None) == [EVERY_PARTITION] and meeting(None, ingest_c) == [EVERY_PARTITION]
+    assert meeting(Footprint.of(["b"], reach={"b": []}), backfill) == []  # only new file groups
+    # refined (inflight): its plan's groups are exactly the existing groups it touches
+    refined = Footprint.of(["c"]).refined([("c", "C2"), ("c", "fresh-new-group")])
+    assert refined.exact and meeting(ingest_c, refined) == [] and meeting(backfill, refined) == ["c"]
+    # the bucket index: buckets meet whatever the fileIds
+    b3, b4 = "00000003-aaaa-0", "00000004-bbbb-0"
+    by_bucket = Footprint.of(["p"], reach={"p": ["bucket:00000003"]})
+    assert meeting(by_bucket, Footprint.of(["p"]).refined([("p", b3)])) == ["p"]
+    assert meeting(by_bucket, Footprint.of(["p"]).refined([("p", b4)])) == []
+    # new keys: the same new key inserted by two writers meets (each would make a group for it)
+    k1, k2 = new_key_slot("k1"), new_key_slot("k2")
+    assert k1 != k2
+    ins1 = Footprint.of(["p"], reach={"p": [k1]})
+    assert meeting(ins1, Footprint.of(["p"], reach={"p": [k1]})) == ["p"]
+    assert meeting(ins1, Footprint.of(["p"], reach={"p": [k2]})) == []
+    assert meeting(ins1, Footprint.of(["p"], reach={"p": [EVERY_NEW_KEY]})) == ["p"]
+    # ... and a refined writer keeps the new keys its request reached (no file says which they are)
+    assert meeting(ins1, Footprint.of(["p"], reach={"p": [k1]}).refined([("p", "new-group")])) == ["p"]
+    assert meeting(ins1, Footprint.of(["p"]).refined([("p", "new-group")])) == []
+
+
+def test_codec_keeps_exact_and_the_admission_request():
+    fp = Footprint.of(["p"], request="0001-abc").refined([("p", "f1")])
+    back = Footprint.from_metadata(CommitMetadata.decode(fp.encode("UPSERT")))
+    assert back.exact and back.request == "0001-abc" and back.file_groups == {("p", "f1")}
+    assert back.reach == {}  # a reach lives in the admission request, never on the timeline
 
 
 def test_transaction_declares_at_begin_and_refines_at_inflight(tmp_path):

@@ -156,3 +156,26 @@ def test_clustering_a_bucket_index_table_is_refused_before_planning(tmp_path):
     with pytest.raises(ConfigError, match="bucket index") as ei:
         schedule_clustering(t, opts)
     assert ei.value.remedy and not t.timeline().pending()
+
+
+def test_an_executed_clustering_names_its_dag_and_task_on_the_timeline_while_it_runs(table, fast_options):
+    """Adopting the plan writes a running record with the executor's labels (as a write's
+    begin does), so the timeline page draws the clustering on its DAG's task lane while its
+    job runs, not as an unlabelled table service."""
+    import json
+
+    from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+    from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
+    from airflow_hudi_occ.core.services.clustering import ClusteringTransaction, schedule_clustering
+    _seed(table, fast_options, batches=2)
+    t = schedule_clustering(table, fast_options)
+    assert t is not None
+    labels = {"dag_id": "maint", "task_id": "cluster", "run_id": "r1", "try_number": "1"}
+    tx = ClusteringTransaction(table, WriteConfig.from_options({**fast_options, LABELS_OPTION: json.dumps(labels)}))
+    tx.adopt(t)
+    try:
+        [row] = [r for r in build_timeline_view(table)["instants"] if r["instant"] == t]
+        assert (row["writer"]["dag_id"], row["writer"]["task_id"]) == ("maint", "cluster")
+        assert row["lane"] == "maint \u203a cluster" and row["outcome"] == "running"
+    finally:
+        tx.abort()

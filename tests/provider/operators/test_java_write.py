@@ -430,3 +430,41 @@ def test_deferrable_java_write_loses_to_our_writer_and_retries_through_the_trigg
     got = rows_by_key(hudi_read(path))
     assert {k: (r["v"], r["ts"]) for k, r in got.items()} == {0: ("base", 1), 1: ("ours", 3), 2: ("base", 1),
                                                               3: ("base", 1)}
+
+
+def test_java_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, java_setup):
+    """No table yet: the first Java write makes the table Java expects (its options' name and
+    keys, Java's version 9; Java writes into it: tests/interop/test_java_first_write_table.py)
+    and files its request there; a second Java first write finds it and waits. Options that
+    do not name the table leave it to Java (no table made, no admission)."""
+    from airflow_hudi_occ.core.concurrency import admission as core_admission
+    from airflow_hudi_occ.core.config import HeartbeatConfig
+    from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
+
+    path = str(tmp_path / "new" / "orders")
+    keys = {"hoodie.table.name": "orders", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "p", "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.metadata.enable": "false", "hoodie.write.lock.provider": "filesystem"}
+
+    def first_writer(task_id, options):
+        op = HudiJavaWriteOperator(task_id=task_id, application=str(JOB), table_path=path, hudi_conn_id=None,
+                                   options=options, spark_submit=java_setup.spark_submit,
+                                   spark_home=java_setup.spark_home, python=java_setup.python,
+                                   hudi_bundle=java_setup.hudi_jar, yield_to_windows=False)
+        ti = StubTI()
+        ti.task_id = task_id
+        return op, op._resolve({"ti": ti})
+
+    hb = HeartbeatConfig(interval_ms=60_000, tolerable_misses=2)
+    unnamed, run0 = first_writer("unnamed", {k: v for k, v in keys.items() if k != "hoodie.table.name"})
+    assert unnamed._batch_request(run0) is None and not (tmp_path / "new").exists()
+    one, run1 = first_writer("one", keys)
+    table, req1 = one._batch_request(run1)
+    assert (table.name, table.version, table.config.record_key_fields) == ("orders", 9, ["id"])
+    assert core_admission.try_admit(table, req1, hb).admitted
+    two, run2 = first_writer("two", keys)
+    table2, req2 = two._batch_request(run2)
+    v = core_admission.try_admit(table2, req2, hb)
+    assert not v.admitted and [(b.what, b.ident) for b in v.blockers] == [("admitted request", req1.request_id)]
+    core_admission.withdraw(table, req1.request_id)
+    assert core_admission.try_admit(table2, req2, hb).admitted
