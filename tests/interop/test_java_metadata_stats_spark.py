@@ -30,7 +30,7 @@ SPARK_KEYS = {"hoodie.datasource.write.recordkey.field": "id", "hoodie.datasourc
               "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.table.name": "t"}
 
 
-@pytest.mark.slow  # a Spark write and seven Java steps: about 110 s here (the default run checks the
+@pytest.mark.slow  # a Spark write and seven Java steps: 2 to 3 minutes here (the default run checks the
 # preflight in tests/spark/test_job.py and the stats of every type in test_java_metadata_stats_types)
 @pytest.mark.parametrize("version", [9])
 def test_java_reads_filters_and_checks_the_stats_the_spark_engine_keeps(tmp_path, java_hudi, spark, version):
