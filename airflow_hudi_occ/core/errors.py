@@ -184,7 +184,8 @@ class UnmaintainedMetadataPartitionsError(MetadataTableEnabledError):
 
 class UnsupportedColumnStatsTypeError(MetadataTableEnabledError):
     """A column the metadata table's ``column_stats`` index covers has a type whose statistics
-    this writer does not write yet (core/format/column_stats_record.py lists the ones it does).
+    Java Hudi cannot record either (UUID, INT96, unsigned, an annotated int8 / int16 under index
+    version 2, ...: core/format/column_stats_record.py lists every type and how it is written).
 
     Raised while the commit's metadata-table records are built, before the metadata table or
     the data instant changes: the write is abandoned (rolled back) rather than leave a stat

@@ -45,6 +45,7 @@ written either way.
 
 from __future__ import annotations
 
+import decimal
 import json
 import os
 import re
@@ -262,20 +263,37 @@ def do_hfile(spark, step: dict) -> dict:
 
 
 def _plain(value):
-    """A Java stat value (a boxed number, a string, an Avro ``Utf8`` or wrapper record) as JSON."""
+    """A Java stat value as JSON: a boxed number or string as itself, a wrapper record as its
+    one field, a ``BigDecimal`` as its plain string without trailing zeros (a version-1 record
+    keeps decimals at scale 15, the footer at the column's), a ``ByteBuffer`` or ``byte[]`` as
+    hex, anything else (dates, instants) as its ``toString``."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, decimal.Decimal):  # py4j hands a BigDecimal over as a Decimal
+        return format(value.normalize(), "f")
     try:
-        if value.getClass().getName().startswith("org.apache.hudi.avro.model."):
-            return _plain(value.get(0))  # a wrapper record: its one field
+        name = value.getClass().getName()
     except Exception:
-        pass
+        return str(value)
+    if name.startswith("org.apache.hudi.avro.model."):
+        return _plain(value.get(0))  # a wrapper record: its one field
+    if name.endswith("ByteBuffer"):
+        data = bytes(value.array())
+        start = value.arrayOffset() + value.position()
+        return data[start:start + value.remaining()].hex()
     return str(value)
 
 
-def _stats_json(name, stats) -> dict:
-    return {"name": name, "column": str(stats.getColumnName()), "min": _plain(stats.getMinValue()),
-            "max": _plain(stats.getMaxValue()), "null_count": stats.getNullCount(),
+def _stats_json(name, stats, unwrap=None) -> dict:
+    """``unwrap``: a record's ``ValueMetadata``, to turn its wrapped min and max into the
+    values Java compares (as the footer's, for :func:`_plain`)."""
+    low, high = stats.getMinValue(), stats.getMaxValue()
+    if unwrap is not None:
+        low, high = unwrap.unwrapValue(low), unwrap.unwrapValue(high)
+    return {"name": name, "column": str(stats.getColumnName()), "min": _plain(low),
+            "max": _plain(high), "null_count": stats.getNullCount(),
             "value_count": stats.getValueCount(), "total_size": stats.getTotalSize(),
             "total_uncompressed_size": stats.getTotalUncompressedSize()}
 
@@ -322,7 +340,10 @@ def do_mdt_check(spark, step: dict) -> dict:
                 found = rec.getData().getColumnStatMetadata()
                 if found.isPresent():
                     st = found.get()
-                    item = _stats_json(str(st.getFileName()), st)
+                    vt = st.getValueType()
+                    unwrap = (hudi.stats.ValueMetadata.getEmptyValueMetadata(version) if vt is None
+                              else hudi.stats.ValueMetadata.getValueMetadata(vt))
+                    item = _stats_json(str(st.getFileName()), st, unwrap)
                     item["deleted"] = bool(st.getIsDeleted())
                     item["key"] = str(rec.getRecordKey())
                     out[mdt_partition].append(item)

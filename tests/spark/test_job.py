@@ -358,3 +358,29 @@ def test_a_job_checks_its_options_once_and_looks_its_batch_key_up_once_outside_t
     # k1 again: found committed before Spark starts, by the one look outside the lock
     assert run("k1", first) == {"check": 1, "outside": 1, "under_lock": 0}
     assert rows_by_key(hudi_read(path), "id")[1]["v"] == "new"
+
+
+def test_the_preflight_judges_a_table_with_stats_as_the_commit_will(tmp_path):
+    """Issue 32: a copy-on-write write keeps Java's column and partition stats (the transaction
+    writes them), so the job's check before Spark starts lets it through; an insert_overwrite
+    (a replacecommit, which does not keep them yet) is still refused there, nothing written."""
+    import types
+    from airflow_hudi_occ.core.errors import UnmaintainedMetadataPartitionsError
+    from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
+    from airflow_hudi_occ.spark.job import preflight
+    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, java_fixture, tree_snapshot
+    from tests.core.table.test_metadata_table import V9
+
+    path = str(java_fixture(V9, tmp_path))
+    Table.open(path).update_properties({PARTITIONS_KEY: "column_stats,files,partition_stats"})
+    source = str(tmp_path / "rows.parquet")
+    pq.write_table(pa.table({"id": ["x"]}), source)
+    options = {**FAST_WRITE_OPTIONS, "hoodie.occ.metadata.files.maintain": "true"}
+    snap = tree_snapshot(path)
+    args = types.SimpleNamespace(table=path, operation="upsert", source=source, source_format="parquet")
+    preflight(args, options)
+    args.operation = "insert_overwrite"
+    with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
+        preflight(args, options)
+    assert "column_stats" in str(refused.value)
+    assert tree_snapshot(path) == snap

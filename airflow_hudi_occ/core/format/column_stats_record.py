@@ -37,15 +37,46 @@ replaces the older one, otherwise min/max widen and the counts and sizes add up.
 decoded with its value wrappers' names (``metadata_record.decode_record``), so that it encodes
 back to the same bytes.
 
-Column types rendered: boolean, int32 (8/16/32-bit signed), int64, float, double and UTF-8
-strings; any other type among the columns to index (dates, timestamps, decimals, binary,
-unsigned) raises :class:`UnsupportedColumnStatsTypeError` rather than write a stat that Java's
-reader would decode differently.
+Column types (what ``ValueType.fromParquetPrimitiveType`` / ``ParquetUtils.convertToNativeJavaType``
+make of a footer's column; the value kept in :class:`ColumnRange` in brackets):
+
+============================  ===============================  =================================
+parquet column                index version 2 (ordinal, wrapper) index version 1 (wrapper)
+============================  ===============================  =================================
+boolean, int32, int64,        BOOLEAN/INT/LONG/FLOAT/DOUBLE,     the same wrappers
+float, double, UTF-8 string   STRING (2-7), their wrappers
+DATE (int32) [days]           DATE (12), IntWrapper              DateWrapper
+DECIMAL(p, s) int32 / int64 / DECIMAL (10, ``"p,s"``),           DecimalWrapper (Avro decimal(30,
+fixed / binary [Decimal]      BytesWrapper: the unscaled value's  15): the value at scale 15)
+                              minimal two's complement bytes
+binary [bytes]                BYTES (8), BytesWrapper            BytesWrapper
+fixed, not a decimal          FIXED (9), BytesWrapper            refused (Java fails on it)
+TIMESTAMP(unit, UTC) int64    TIMESTAMP_MILLIS/MICROS/NANOS      LongWrapper, the raw value
+[the raw long]                (15-17), LongWrapper, raw value
+TIMESTAMP(unit, local) int64  LOCAL_TIMESTAMP_* (18-20)          LongWrapper, the raw value
+TIME millis / micros          TIME_MILLIS (13) IntWrapper,       Int / LongWrapper, raw
+                              TIME_MICROS (14) LongWrapper
+ints with an INT annotation  refused: Java fails on the         Int / LongWrapper
+(pyarrow's int8 / int16)      annotation (cast to int32)
+============================  ===============================  =================================
+
+Mins and maxes merge (row groups, files of a partition, records of one key) in Java's
+``compareTo`` order: numbers and decimals by value, binary as ``ByteBuffer`` compares, byte by
+byte *signed*. Java's value types are taken from the file's footer, not the table schema: a
+file written with a local (not UTC-adjusted) timestamp gets a ``LOCAL_TIMESTAMP`` record, as
+Java's own computation over that file. Refused with :class:`UnsupportedColumnStatsTypeError`
+(never a stat Java would decode differently): UUID (Java's reader of the footer fails on it),
+INT96 timestamps (no parquet statistics), unsigned integers, intervals, a non-decimal fixed
+column under index version 1 and an integer with parquet's INT annotation under version 2 (Java's own
+writer never annotates one: an Avro ``int`` is a plain INT32). Java never indexes records, arrays, maps or enums (the columns
+to index leave them out: :mod:`~airflow_hudi_occ.core.table.metadata_stats`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
@@ -66,9 +97,21 @@ META_COLUMNS = (*LAYOUT_META_COLUMNS, "_hoodie_operation")
 
 _NS = "org.apache.hudi.avro.model."
 #: Hudi's ``ValueType`` enum ordinals (index version 2) of the types rendered here
-VALUE_TYPE_ORDINALS = {"NULL": 1, "BOOLEAN": 2, "INT": 3, "LONG": 4, "FLOAT": 5, "DOUBLE": 6, "STRING": 7}
+VALUE_TYPE_ORDINALS = {"NULL": 1, "BOOLEAN": 2, "INT": 3, "LONG": 4, "FLOAT": 5, "DOUBLE": 6, "STRING": 7,
+                       "BYTES": 8, "FIXED": 9, "DECIMAL": 10, "DATE": 12, "TIME_MILLIS": 13, "TIME_MICROS": 14,
+                       "TIMESTAMP_MILLIS": 15, "TIMESTAMP_MICROS": 16, "TIMESTAMP_NANOS": 17,
+                       "LOCAL_TIMESTAMP_MILLIS": 18, "LOCAL_TIMESTAMP_MICROS": 19, "LOCAL_TIMESTAMP_NANOS": 20}
+_ORDINAL_TYPES = {v: k for k, v in VALUE_TYPE_ORDINALS.items()}
 _WRAPPERS = {"BOOLEAN": "BooleanWrapper", "INT": "IntWrapper", "LONG": "LongWrapper", "FLOAT": "FloatWrapper",
-             "DOUBLE": "DoubleWrapper", "STRING": "StringWrapper"}
+             "DOUBLE": "DoubleWrapper", "STRING": "StringWrapper", "BYTES": "BytesWrapper", "FIXED": "BytesWrapper",
+             "DECIMAL": "BytesWrapper", "DATE": "IntWrapper", "TIME_MILLIS": "IntWrapper",
+             **{t: "LongWrapper" for t in VALUE_TYPE_ORDINALS if "TIMESTAMP" in t or t == "TIME_MICROS"}}
+#: index version 1 wraps Java's native value of the footer (``HoodieAvroWrapperUtils.wrapValueIntoAvro``)
+_WRAPPERS_V1 = {**_WRAPPERS, "DATE": "DateWrapper", "DECIMAL": "DecimalWrapper", "ANNOTATED_INT": "IntWrapper",
+                "ANNOTATED_LONG": "LongWrapper"}
+#: the Avro decimal of ``DecimalWrapper`` (index version 1): every decimal at this scale
+V1_DECIMAL_PRECISION, V1_DECIMAL_SCALE = 30, 15
+_TIME_UNITS = {"milliseconds": "MILLIS", "microseconds": "MICROS", "nanoseconds": "NANOS"}
 
 
 @dataclass(frozen=True)
@@ -86,10 +129,12 @@ class ColumnRange:
     value_count: int = 0
     total_size: int = 0
     total_uncompressed_size: int = 0
+    #: a decimal's ``(precision, scale)``; ``None`` for other types
+    decimal: tuple[int, int] | None = None
 
     def merged(self, other: "ColumnRange") -> "ColumnRange":
         """Java's ``HoodieColumnRangeMetadata.merge``: min of mins and max of maxes (nulls
-        ignored), counts and sizes added; the name is this one's."""
+        ignored, Java's order: :func:`java_order`), counts and sizes added; the name is this one's."""
         return replace(self, min_value=_pick(min, self.min_value, other.min_value),
                        max_value=_pick(max, self.max_value, other.max_value),
                        null_count=self.null_count + other.null_count,
@@ -98,9 +143,17 @@ class ColumnRange:
                        total_uncompressed_size=self.total_uncompressed_size + other.total_uncompressed_size)
 
 
+def java_order(value):
+    """A sort key giving Java's ``compareTo`` order: ``bytes`` as ``ByteBuffer.compareTo``
+    (signed bytes: 0x80 sorts before 0x00), any other value as itself."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(b ^ 0x80 for b in value)
+    return value
+
+
 def _pick(fn, a, b):
     vals = [v for v in (a, b) if v is not None]
-    return fn(vals) if vals else None
+    return fn(vals, key=java_order) if vals else None
 
 
 def partition_identifier(partition: str) -> str:
@@ -137,12 +190,33 @@ def file_group_id(mdt_partition: str, index: int) -> str:
 def _value_type(physical: str, logical) -> str | None:
     logical_name = getattr(logical, "type", None) if logical is not None else None
     logical_name = None if logical_name in (None, "NONE") else logical_name
+    if logical_name == "DECIMAL" and physical in ("INT32", "INT64", "FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY"):
+        return "DECIMAL"
+    if logical_name == "DATE" and physical == "INT32":
+        return "DATE"
+    if logical_name in ("TIMESTAMP", "TIME") and physical in ("INT32", "INT64"):
+        spec = _logical_json(logical)
+        unit = _TIME_UNITS.get(spec.get("timeUnit"))
+        if logical_name == "TIME":
+            wanted = {"MILLIS": "INT32", "MICROS": "INT64"}
+            return f"TIME_{unit}" if wanted.get(unit) == physical else None
+        if physical == "INT64" and unit:
+            return f"{'' if spec.get('isAdjustedToUTC') else 'LOCAL_'}TIMESTAMP_{unit}"
+        return None
+    if physical == "BYTE_ARRAY" and logical_name is None:
+        return "BYTES"
+    if physical == "FIXED_LEN_BYTE_ARRAY" and logical_name is None:
+        return "FIXED"
     if physical == "BOOLEAN" and logical_name is None:
         return "BOOLEAN"
-    if physical == "INT32" and (logical_name is None or (logical_name == "INT" and _signed_int(logical))):
+    if physical == "INT32" and logical_name is None:
         return "INT"
-    if physical == "INT64" and (logical_name is None or (logical_name == "INT" and _signed_int(logical))):
+    if physical == "INT32" and logical_name == "INT" and _signed_int(logical):
+        return "ANNOTATED_INT"
+    if physical == "INT64" and logical_name is None:
         return "LONG"
+    if physical == "INT64" and logical_name == "INT" and _signed_int(logical):
+        return "ANNOTATED_LONG"
     if physical == "FLOAT" and logical_name is None:
         return "FLOAT"
     if physical == "DOUBLE" and logical_name is None:
@@ -153,7 +227,12 @@ def _value_type(physical: str, logical) -> str | None:
 
 
 def _signed_int(logical) -> bool:
-    return '"isSigned":true' in logical.to_json().replace(' ', '')
+    spec = _logical_json(logical)
+    return bool(spec.get("isSigned")) and spec.get("bitWidth") in (8, 16, 32, 64)
+
+
+def _logical_json(logical) -> dict:
+    return json.loads(logical.to_json())
 
 
 def ranges_from_parquet(metadata, file_name: str, columns: Sequence[str], *, where: str = "") -> list[ColumnRange]:
@@ -174,8 +253,9 @@ def ranges_from_parquet(metadata, file_name: str, columns: Sequence[str], *, whe
             if vtype is None:
                 raise UnsupportedColumnStatsTypeError(
                     f"column {column!r} of {where or file_name} is {descr.physical_type} "
-                    f"({descr.logical_type}), a type whose column statistics this writer does not "
-                    "write yet; Java's column_stats index covers it", column=column,
+                    f"({descr.logical_type}), a type whose column statistics Java Hudi 1.2 cannot record "
+                    "either (UUID, INT96, unsigned, interval: its footer reader fails or finds no "
+                    "statistics)", column=column,
                     remedy="leave the column out of Java's column stats (hoodie.metadata.index.column."
                            "stats.column.list, the same in every writer) or disable column stats in "
                            "Java (hoodie.metadata.index.column.stats.enable=false and "
@@ -184,23 +264,37 @@ def ranges_from_parquet(metadata, file_name: str, columns: Sequence[str], *, whe
             stats = chunk.statistics
             has_values = stats is not None and stats.has_min_max
             null_count = (stats.null_count if stats is not None and stats.has_null_count else chunk.num_values)
+            decimal = (descr.precision, descr.scale) if vtype == "DECIMAL" else None
             found = ColumnRange(file_name, column, vtype,
-                                _native(vtype, stats.min) if has_values else None,
-                                _native(vtype, stats.max) if has_values else None,
+                                _native(vtype, stats.min_raw, decimal) if has_values else None,
+                                _native(vtype, stats.max_raw, decimal) if has_values else None,
                                 int(null_count), int(chunk.num_values), int(chunk.total_compressed_size),
-                                int(chunk.total_uncompressed_size))
+                                int(chunk.total_uncompressed_size), decimal)
             by_column[column] = by_column[column].merged(found) if column in by_column else found
     return [by_column[c] for c in columns if c in by_column]
 
 
-def _native(vtype: str, value):
-    if vtype == "STRING" and isinstance(value, bytes):
-        return value.decode("utf-8")
-    if vtype in ("INT", "LONG"):
-        return int(value)
+def _native(vtype: str, raw, decimal: tuple[int, int] | None = None):
+    """A footer's physical min or max (``Statistics.min_raw``) as the value Java compares:
+    a decimal's unscaled integer (int32, int64, or big-endian two's complement bytes) at its
+    scale, dates and times as their raw integers, binary as bytes."""
+    if vtype == "STRING" and isinstance(raw, bytes):
+        return raw.decode("utf-8")
+    if vtype == "DECIMAL":
+        unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, bytes) else int(raw)
+        return Decimal(unscaled).scaleb(-decimal[1])
+    if vtype in ("BYTES", "FIXED"):
+        return bytes(raw)
     if vtype in ("FLOAT", "DOUBLE"):
-        return float(value)
-    return value
+        return float(raw)
+    if vtype == "BOOLEAN":
+        return bool(raw)
+    return int(raw)
+
+
+def _java_bytes(n: int) -> bytes:
+    """``BigInteger.toByteArray``: the minimal big-endian two's complement bytes of ``n``."""
+    return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
 
 
 def partition_range(partition: str, ranges: Iterable[ColumnRange]) -> ColumnRange:
@@ -215,16 +309,41 @@ def partition_range(partition: str, ranges: Iterable[ColumnRange]) -> ColumnRang
     return out
 
 
-def _wrap(vtype: str, value):
+def _wrap(r: ColumnRange, value, index_version: int):
+    vtype = r.value_type
     if value is None or vtype == "NULL":
         return None
+    if vtype in ("ANNOTATED_INT", "ANNOTATED_LONG") and index_version >= 2:
+        raise UnsupportedColumnStatsTypeError(
+            f"column {r.column!r} of {r.name} is an integer with parquet's INT annotation (pyarrow "
+            "writes one for int8 / int16): Java's index version 2 fails on such a footer (\"Unsupported logical type "
+            "annotation\"), so it could neither check nor rebuild this file's column statistics",
+            column=r.column,
+            remedy="cast the column to int32 before writing (Java's own writer stores an Avro int as a "
+                   "plain INT32), or leave it out of hoodie.metadata.index.column.stats.column.list (the "
+                   "same in every writer), or write this table with hoodie.metadata.enable=false")
+    if index_version < 2:
+        if vtype == "FIXED":
+            raise UnsupportedColumnStatsTypeError(
+                f"column {r.column!r} of {r.name} is a fixed-length binary that is not a decimal: Java's "
+                "index version 1 (tables of version 8) cannot record its column statistics", column=r.column,
+                remedy="leave the column out of hoodie.metadata.index.column.stats.column.list (the same in "
+                       "every writer), upgrade the table to version 9 (index version 2), or write this table "
+                       "with hoodie.metadata.enable=false")
+        if vtype == "DECIMAL":  # tryUpcastDecimal to DecimalWrapper's scale; fastavro encodes it
+            value = value.quantize(Decimal(1).scaleb(-V1_DECIMAL_SCALE))
+        return (_NS + _WRAPPERS_V1[vtype], {"value": value})
+    if vtype == "DECIMAL":
+        value = _java_bytes(int(value.scaleb(r.decimal[1])))
     return (_NS + _WRAPPERS[vtype], {"value": value})
 
 
 def _stats(r: ColumnRange, *, deleted: bool, tight: bool, index_version: int) -> dict[str, Any]:
-    vtype = None if index_version < 2 else {"typeOrdinal": VALUE_TYPE_ORDINALS[r.value_type], "additionalInfo": None}
-    return {"fileName": r.name, "columnName": r.column, "minValue": _wrap(r.value_type, r.min_value),
-            "maxValue": _wrap(r.value_type, r.max_value), "valueCount": r.value_count, "nullCount": r.null_count,
+    low, high = _wrap(r, r.min_value, index_version), _wrap(r, r.max_value, index_version)
+    info = f"{r.decimal[0]},{r.decimal[1]}" if r.value_type == "DECIMAL" else None
+    vtype = None if index_version < 2 else {"typeOrdinal": VALUE_TYPE_ORDINALS[r.value_type], "additionalInfo": info}
+    return {"fileName": r.name, "columnName": r.column, "minValue": low,
+            "maxValue": high, "valueCount": r.value_count, "nullCount": r.null_count,
             "totalSize": r.total_size, "totalUncompressedSize": r.total_uncompressed_size, "isDeleted": deleted,
             "isTightBound": tight, "valueType": vtype}
 
@@ -272,12 +391,16 @@ def partition_stats_records(partition: str, ranges: Iterable[ColumnRange], *, in
             for column, rs in by_column.items()}
 
 
-def _unwrap(value):
+def _unwrap(value, value_type=None):
+    """A wrapped min or max as the value Java compares (``valueType``: the record's index
+    version 2 type, a decimal's unscaled bytes read back as a number)."""
     if isinstance(value, tuple):
-        return value[1]["value"]
-    if isinstance(value, dict):
-        return value.get("value")
-    return value
+        value = value[1]["value"]
+    elif isinstance(value, dict):
+        value = value.get("value")
+    if value_type and _ORDINAL_TYPES.get(value_type.get("typeOrdinal")) == "DECIMAL" and isinstance(value, bytes):
+        return int.from_bytes(value, "big", signed=True)  # one key, one scale: the unscaled order
+    return java_order(value)
 
 
 def merge_column_stats(older: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,7 +409,8 @@ def merge_column_stats(older: Mapping[str, Any], newer: Mapping[str, Any]) -> di
         return dict(newer)
     out = dict(newer)
     for field, fn in (("minValue", min), ("maxValue", max)):
-        vals = [(_unwrap(v), v) for v in (older.get(field), newer.get(field)) if v is not None]
+        vals = [(_unwrap(v, rec.get("valueType")), v) for rec in (older, newer)
+                if (v := rec.get(field)) is not None]
         out[field] = fn(vals, key=lambda p: p[0])[1] if vals else None
     for field in ("valueCount", "nullCount", "totalSize", "totalUncompressedSize"):
         out[field] = (older.get(field) or 0) + (newer.get(field) or 0)
@@ -306,6 +430,7 @@ MERGERS[TYPE_COLUMN_STATS] = MERGERS[TYPE_PARTITION_STATS] = merge_stats_records
 
 __all__ = ["TYPE_COLUMN_STATS", "TYPE_PARTITION_STATS", "COLUMN_STATS_PARTITION", "PARTITION_STATS_PARTITION",
            "FILE_ID_PREFIXES", "META_COLUMNS_INDEXED", "META_COLUMNS", "VALUE_TYPE_ORDINALS",
+           "V1_DECIMAL_PRECISION", "V1_DECIMAL_SCALE", "java_order",
            "ColumnRange", "partition_identifier", "column_stats_key",
            "partition_stats_key", "file_group_index", "file_group_id", "ranges_from_parquet", "partition_range",
            "column_stats_record", "deleted_column_stats_record", "partition_stats_record", "column_stats_records",

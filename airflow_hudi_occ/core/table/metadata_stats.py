@@ -13,10 +13,11 @@ deltacommit, a replacecommit of insert_overwrite or clustering, a compaction), f
   always, then ``hoodie.metadata.index.column.stats.column.list`` if set, else the first
   ``hoodie.metadata.index.column.stats.max.columns.to.index`` (32) top-level columns of the
   commit's writer schema whose type Java indexes (no records, arrays, maps, enums). Under
-  index version 1 Java also skips bytes, fixed and decimals unless its writer's record type is
-  Avro (``isColumnTypeSupportedV1``), which a Spark writer's merger decides; they are counted
-  here either way, so such a column is refused (its type is not rendered) rather than left
-  without stats that Java's data skipping would read as absent;
+  index version 1 Java also skips a decimal wider than ``DecimalWrapper``'s decimal(30, 15)
+  (precision + 15 - scale > 30, or scale > 15), and, unless its writer's record type is Avro,
+  bytes, fixed and decimals (``isColumnTypeSupportedV1``): Java's Spark datasource at its
+  defaults writes with the Avro record type and indexes them (its ``.index_defs`` lists them),
+  so they are counted here;
 - **the index version** (:func:`index_version`): what ``.hoodie/.index_defs/index.json`` says
   for the partition (or for its sibling), else 1 below table version 9 and 2 from it;
 - **column_stats**: one record per (new file, column): a base file's from its parquet footer
@@ -37,9 +38,11 @@ deltacommit, a replacecommit of insert_overwrite or clustering, a compaction), f
 A clean's records (:func:`clean_stats_blocks`): a tombstone per column of every file it
 deleted. A rollback writes none: it rolls back the metadata table's deltacommit of the failed
 instant in every metadata partition (``metadata_commit.rollback_metadata_deltacommit``).
-Not covered: column types outside :mod:`~airflow_hudi_occ.core.format.column_stats_record`'s
-list (the commit is abandoned with
-:class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`). Cost: one footer
+Not covered: the few column types Java itself cannot record (UUID, INT96, unsigned: see
+:mod:`~airflow_hudi_occ.core.format.column_stats_record`), and in merge-on-read log files the
+logical types (dates, timestamps, decimals), whose ranges over a log block's records are not
+rendered yet (:func:`log_file_ranges`): the commit is abandoned with
+:class:`~airflow_hudi_occ.core.errors.UnsupportedColumnStatsTypeError`. Cost: one footer
 (or log file) read per new file and per other latest file of each partition written (Java reads the
 latter from ``column_stats`` instead), each file's once per process (:data:`_RANGES`); measured
 locally at about 0.6 ms a footer (65 ms for a partition of 100 files, first commit).
@@ -59,7 +62,8 @@ from airflow_hudi_occ.core.config import COLUMN_STATS_COLUMN_LIST, COLUMN_STATS_
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
                                                               META_COLUMNS, META_COLUMNS_INDEXED,
-                                                              PARTITION_STATS_PARTITION, ColumnRange,
+                                                              PARTITION_STATS_PARTITION, V1_DECIMAL_PRECISION,
+                                                              V1_DECIMAL_SCALE, ColumnRange,
                                                               column_stats_key, column_stats_records,
                                                               deleted_column_stats_record, file_group_index,
                                                               partition_stats_records, ranges_from_parquet)
@@ -91,13 +95,16 @@ def _kind(avro) -> str:
         return "union"
     if isinstance(avro, dict):
         if avro.get("logicalType") == "decimal":
-            return "decimal"
+            wide = avro.get("precision", 0) + V1_DECIMAL_SCALE - avro.get("scale", 0) > V1_DECIMAL_PRECISION
+            return "wide-decimal" if wide or avro.get("scale", 0) > V1_DECIMAL_SCALE else "decimal"
         return _kind(avro["type"]) if isinstance(avro["type"], (dict, list)) else avro["type"]
     return avro
 
 
-def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool) -> list[str]:
-    """Java's columns for the commit's writer schema (see the module doc), in Java's order."""
+def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool,
+                     version: int = 2) -> list[str]:
+    """Java's columns for the commit's writer schema (see the module doc), in Java's order,
+    under index ``version``."""
     meta = list(META_COLUMNS_INDEXED) if meta_fields else []
     if not schema_json:
         return meta
@@ -105,16 +112,17 @@ def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: 
     kinds = {f["name"]: _kind(f["type"]) for f in fields}
     listed = COLUMN_STATS_COLUMN_LIST.get(options)
     if listed:
-        chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds and _supported(kinds[c])]
+        chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds
+                  and _supported(kinds[c], version)]
     else:
-        chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n])]
+        chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n], version)]
         chosen = chosen[:COLUMN_STATS_MAX_COLUMNS.get(options)]
     return meta + chosen
 
 
-def _supported(kind: str) -> bool:
+def _supported(kind: str, version: int) -> bool:
     """Whether Java may index a column of this kind (see the module doc on version 1)."""
-    return kind not in _NEVER and kind != "union"
+    return kind not in _NEVER and kind != "union" and not (kind == "wide-decimal" and version < 2)
 
 
 def index_version(table, mdt_partition: str) -> int:
@@ -313,7 +321,8 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     written = [s for s in metadata.write_stats() if s.path and _indexed(s)]
     versions = {p: index_version(table, p) for p in wanted}
     meta_fields = table.config.populates_meta_fields
-    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields) for p in wanted}
+    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields, version=versions[p])
+               for p in wanted}
     every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
     new_ranges: dict[str, list[ColumnRange]] = {}
     for s in written:
@@ -357,8 +366,8 @@ def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, I
     timeline = timeline if timeline is not None else table.timeline()
     last = timeline.last_completed_write()
     schema = timeline.commit_metadata(last).schema if last is not None else None
-    columns = columns_to_index(schema, options, meta_fields=table.config.populates_meta_fields)
     version = index_version(table, COLUMN_STATS_PARTITION)
+    columns = columns_to_index(schema, options, meta_fields=table.config.populates_meta_fields, version=version)
     records = {column_stats_key(partition, name, column): deleted_column_stats_record(name, column,
                                                                                       index_version=version)
                for partition, names in deleted.items() for name in names for column in columns}
