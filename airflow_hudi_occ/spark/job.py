@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, TableNotFoundError  # noqa: E402
 from airflow_hudi_occ.core.format.storage import Storage  # noqa: E402
 from airflow_hudi_occ.core.job_secrets import read_job_secrets  # noqa: E402
-from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, Table, check_new_table_location  # noqa: E402
+from airflow_hudi_occ.core.table.table import Table, check_new_table_location  # noqa: E402
 from airflow_hudi_occ.core.table.write_guard import check_for_write  # noqa: E402
 from airflow_hudi_occ.spark.submit.options import OPERATIONS, SparkWriteOptions  # noqa: E402
 from airflow_hudi_occ.spark.source import SOURCE_FORMATS, check_source, read_source  # noqa: E402,F401
@@ -78,11 +78,10 @@ def preflight(args, options: "dict | SparkWriteOptions", storage_options: dict |
     check_source(args.source, args.source_format, storage_options)
     try:
         # a metadata table or a version this write cannot produce: refused before Spark starts;
-        # a copy-on-write commit (not insert_overwrite's replacecommit) keeps the column and
-        # partition stats too, as the transaction does for it (core/commit/transaction.py)
+        # every commit keeps the listing and the column and partition stats, as the
+        # transaction does (core/commit/transaction.py)
         table = Table.open(args.table, storage_options)
-        commit = table.config.table_type == COPY_ON_WRITE and args.operation != "insert_overwrite"
-        check_for_write(table, opts.write_config, stats_writer=commit)
+        check_for_write(table, opts.write_config)
     except TableNotFoundError:
         try:
             check_new_table_location(Storage(args.table, storage_options))

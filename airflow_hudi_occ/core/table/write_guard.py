@@ -33,12 +33,11 @@ def prepare_for_write(table, config, *, files_writer: bool = False,
     return state
 
 
-def check_for_write(table, config, *, files_writer: bool = True, stats_writer: bool = False) -> None:
+def check_for_write(table, config, *, files_writer: bool = True, stats_writer: bool = True) -> None:
     """The same judgement without the lock and without changing anything, for a fail-fast
     check before expensive work starts (the Spark job before its session, whose commit goes
-    through the core transaction and keeps the listing, and the stats too for a copy-on-write
-    commit: ``stats_writer``): raises what :func:`prepare_for_write` would raise on the table
-    as it is now."""
+    through the core transaction and keeps the listing and the stats): raises what
+    :func:`prepare_for_write` would raise on the table as it is now."""
     table.require_writable()
     judge_metadata_table(table, config, files_writer=files_writer,  # raises, changes nothing
                          stats_writer=stats_writer)
