@@ -32,15 +32,16 @@ import pytest
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import WriteConflictError
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+from airflow_hudi_occ.core.errors import UnmaintainedMetadataPartitionsError, WriteConflictError
+from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.java_hudi import WRITE_CONFLICT, MetadataCheck, Read, Write
-from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
-from tests.core.table.test_metadata_listing import storage_listing
-from tests.interop.rows import apply, batch
-from tests.interop.test_java_metadata_every_action import mdt_instants
-from tests.interop.test_java_metadata_stats import INDEXED, SKIPPING, assert_java_metadata_agrees
+from airflow_hudi_occ.testing.java_hudi import WRITE_CONFLICT, MetadataCheck, Read, Service, Write
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key, tree_snapshot
+from tests.interop.rows import ONE_VERSION, apply, batch
+from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
+from tests.interop.test_java_metadata_stats import INDEXED, SKIPPING, STAT_FIELDS, assert_java_metadata_agrees
 from tests.interop.test_java_metadata_table import COLS, KEYS, metadata_partitions, model_of
 from tests.interop.test_java_races import instants, lock_options, wait_until_java_is_inflight
 
@@ -97,16 +98,44 @@ class Shared:
         assert all(timeline[t][-1].rsplit(".", 1)[-1] in ("commit", "clean", *also)
                    for t in new - deltacommits), (step, sorted(new))
         self.seen = set(timeline)
-        assert read_metadata_listing(Table.open(path)).files == storage_listing(path), step
+        on_storage = {p: f for p, f in data_files(path).items() if f}  # base and log files
+        listing = read_metadata_listing(Table.open(path)).files
+        assert {p: f for p, f in listing.items() if f} == on_storage, step
         snap, hit, found = self.java.run(Read(path), Read(path, options=SKIPPING, where=f"v = '{probe}'"),
                                          MetadataCheck(path, INDEXED))
         assert rows_by_key(snap.rows, columns=COLS) == model, step
         expected_hit = {k: r for k, r in model.items() if r["v"] == probe}
         assert expected_hit, f"{step}: the probe {probe!r} selects nothing"
         assert rows_by_key(hit.rows, columns=COLS) == expected_hit, step
-        assert_java_metadata_agrees(found.metadata_check(), path)
+        javas = found.metadata_check()
+        assert javas["files"] == on_storage, step  # Java's metadata reader: base and log files
+        # the validator's stats checks are over base files (their footers)
+        base = {p: {n: size for n, size in f.items() if n.endswith(".parquet")} for p, f in javas["files"].items()}
+        if base == on_storage:
+            assert_java_metadata_agrees(javas, path)
+        else:
+            assert_base_file_stats_agree({**javas, "files": base})
         assert rows_by_key(hudi_read(path), columns=COLS) == model, step
         assert rows_by_key(read_table(Table.open(path)), columns=COLS) == model, step
+
+
+def assert_base_file_stats_agree(check: dict) -> None:
+    """With log files (merge-on-read), the part of the validator's checks the files' footers
+    decide: every base file's column stats as Java computes them from its footer, and a
+    partition stats record per partition and column. Java's partition stats also cover the
+    log files' records, which no footer holds, so their values are not recomputed here."""
+    col_stats = {(s["name"], s["column"]): s for s in check["column_stats"] if not s["deleted"]}
+    part_stats = {(s["name"], s["column"]) for s in check["partition_stats"]}
+    assert sorted(check["file_stats"]) == sorted(p for p, f in check["files"].items() if f)
+    for partition, files in check["file_stats"].items():
+        assert sorted(files) == sorted(check["files"][partition])
+        for name, stats in files.items():
+            assert sorted(s["column"] for s in stats) == sorted(INDEXED), name
+            for st in stats:
+                recorded = col_stats.get((name, st["column"]))
+                assert recorded is not None, f"no column_stats record for {partition}/{name} {st['column']}"
+                assert {k: recorded[k] for k in STAT_FIELDS} == {k: st[k] for k in STAT_FIELDS}, (name, st["column"])
+        assert {(partition, c) for c in INDEXED} <= part_stats, partition
 
 
 @pytest.mark.parametrize("version", [9, pytest.param(8, marks=pytest.mark.slow)])
@@ -127,6 +156,33 @@ def test_java_at_its_defaults_and_ours_take_turns(tmp_path, java_hudi, version):
     for step, who, rows, op, probe in turns:
         instant = t.ours(rows, op) if who == "ours" else t.java_write(rows, op)
         t.check(step, [instant], probe)
+
+
+@pytest.mark.slow
+def test_merge_on_read_ours_does_what_the_guard_allows(tmp_path, java_hudi):
+    """Merge-on-read at Java's defaults (``files``, ``column_stats``, ``partition_stats``): our
+    deltacommit does not write the stats yet, so our upsert is refused before anything is
+    written, naming them; Java's upserts (log files) and compaction go on, and our clean (a
+    stats writer: tombstones for the deleted files) keeps the metadata table, after which Java's
+    next write adds one deltacommit; every reader exact after every commit."""
+    t = Shared(java_hudi, str(tmp_path / "t"))
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
+    t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=9)], "java3")
+    snap = tree_snapshot(t.path)
+    with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
+        MergeOnReadWriter(Table.open(t.path), WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
+            batch([(1, "a", 2, "refused")]), "upsert")
+    assert refused.value.unmaintained == ("column_stats", "partition_stats")
+    assert "not yet by this action" in refused.value.message and refused.value.remedy
+    assert tree_snapshot(t.path) == snap
+    t.check("java upsert", [t.java_write([(1, "a", 3, "java-one"), (2, "b", 3, "java-two")])], "java-one")
+    (compacted,) = java_hudi.run(Service(t.path, "compact", options={"hoodie.compact.inline.max.delta.commits": "1"}))
+    assert [c["action"] for c in compacted.completed] == ["commit"], compacted.completed
+    t.check("java compaction", [compacted.instant], "java-two")
+    cleaned = run_clean(Table.open(t.path), {**FAST_WRITE_OPTIONS, **ONE_VERSION})
+    assert cleaned.clean_instant is not None and cleaned.deleted_files
+    t.check("ours clean", [cleaned.clean_instant], "java-two")
+    t.check("java upsert", [t.java_write([(3, "a", 4, "java-three")])], "java-three")
 
 
 @pytest.mark.slow  # a JVM of its own and a heartbeat's expiry: about 50 s; the turns are the default slice
