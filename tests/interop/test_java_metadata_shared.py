@@ -29,10 +29,10 @@ import time
 
 import pytest
 
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.errors import UnmaintainedMetadataPartitionsError, WriteConflictError
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
@@ -53,9 +53,14 @@ EXPIRY_S = int(HEARTBEAT["hoodie.client.heartbeat.interval_in_ms"]) / 1000 * 2 +
 
 
 def initial_instants(path: str) -> list[str]:
-    """The metadata table's initialisation instants (``0000000000000000xx``: one per partition
-    Java built from a listing); a rebuild deletes and writes them again."""
-    return sorted(t for t in mdt_instants(path) if t.startswith("0000000000000000"))
+    """The metadata table's initialisation: the instant files of its ``0000000000000000xx``
+    instants (one per partition Java built from a listing; a completed one's name carries its
+    completion time, which a rebuild would change) and the ``files`` partition's first file."""
+    names = [n for t, files in mdt_instants(path).items() if t.startswith("0000000000000000") for n in files]
+    folder = os.path.join(path, ".hoodie", "metadata", "files")
+    first = min((n for n in os.listdir(folder) if not n.endswith(".crc") and "files-" in n),
+                key=lambda n: n.rsplit("_", 1)[-1] if n.endswith(".hfile") else n.split("_", 1)[1])
+    return sorted(names) + [first]
 
 
 class Shared:
@@ -87,7 +92,7 @@ class Shared:
         if not self.initial:
             self.initial = initial_instants(path)
             assert self.initial, "Java built no metadata table"
-            self.seen = set(self.initial)
+            self.seen = {t for t in mdt_instants(path) if t.startswith("0000000000000000")}
         assert metadata_partitions(path) == JAVA_DEFAULT_PARTITIONS, step
         timeline = mdt_instants(path)
         assert initial_instants(path) == self.initial, f"{step}: the metadata table was initialised again"
