@@ -409,9 +409,11 @@ def _table_version(v: Any) -> int:
 WRITABLE_TABLE_VERSIONS = (8, 9)
 METADATA_ENABLE = ConfigProperty(
     "hoodie.metadata.enable", True, parse_bool,
-    doc="this writer cannot keep Hudi's metadata table up to date: true (Hudi's default) refuses "
-        "to write a table that has one; false deletes it under the table lock first, as Java "
-        "Hudi does for a writer with the metadata table disabled (an index in it only with "
+    doc="Hudi's key: true (Hudi's default) keeps a metadata table a Java writer built, as far as "
+        "hoodie.occ.metadata.files.maintain (default true) allows, and refuses what it cannot keep "
+        "(a record or secondary index; an action not yet supported on a table with column and "
+        "partition stats); false deletes it under the table lock first, as Java Hudi does for a "
+        "writer with the metadata table disabled (an index in it only with "
         "hoodie.occ.metadata.delete.unmaintained=true). It never creates one")
 #: Hudi 1.2's key (HoodieMetadataConfig.AUTO_DELETE_PARTITIONS); Java with it false never
 #: deletes a metadata table or partition, and even with hoodie.metadata.enable=false it keeps
@@ -422,8 +424,8 @@ METADATA_AUTO_DELETE_PARTITIONS = ConfigProperty(
         "this writer then refuses a table that has one whatever hoodie.metadata.enable says "
         "(Java with false keeps writing it, which this writer cannot)")
 METADATA_MAINTAIN_FILES = ConfigProperty(
-    "hoodie.occ.metadata.files.maintain", False, parse_bool,
-    doc="this project's key, until it maintains the whole metadata table: true lets every "
+    "hoodie.occ.metadata.files.maintain", True, parse_bool,
+    doc="this project's key, until it maintains the whole metadata table: true (default) lets every "
         "action of ours (commits and deltacommits of the core writers and the Spark engine, "
         "insert_overwrite, clustering, compaction, clean, rollback) keep a metadata table that "
         "holds only the files partition up to date, writing its deltacommit at the same instant "
@@ -432,7 +434,8 @@ METADATA_MAINTAIN_FILES = ConfigProperty(
         "writer does (core/commit/metadata_services.py); on one with column_stats and "
         "partition_stats too (Java 1.2's defaults), the core copy-on-write commits, clean and "
         "rollback, which keep the stats (core/table/metadata_stats.py); a record or secondary "
-        "index is still refused. false (default): refused, or removed with hoodie.metadata.enable=false")
+        "index is still refused. false: refused (today's behaviour before it was the default), "
+        "or removed with hoodie.metadata.enable=false")
 #: Hudi's key (HoodieMetadataConfig.COMPACT_NUM_DELTA_COMMITS): the metadata table is compacted
 #: once this many deltacommits completed after its latest compaction (core/table/metadata_compaction.py)
 METADATA_COMPACT_MAX_DELTA_COMMITS = ConfigProperty(
@@ -499,7 +502,7 @@ class WriteConfig:
     metadata_enable: bool = True
     metadata_auto_delete_partitions: bool = True
     metadata_delete_unmaintained: bool = False
-    metadata_maintain_files: bool = False
+    metadata_maintain_files: bool = True
     write_table_version: int | None = None
     auto_upgrade: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)

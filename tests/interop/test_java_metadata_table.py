@@ -1,11 +1,13 @@
-"""Java's metadata table on a table both write: ours never leaves it stale, keeps a files-only
-one up to date when asked to, and never deletes an index Java built without being told to.
+"""Java's metadata table on a table both write: ours never leaves it stale, keeps the partitions
+it maintains up to date (its default, ``hoodie.occ.metadata.files.maintain=true``), and never
+deletes an index Java built without being told to.
 
 We never create a metadata table (docs/java-interop.md). A Java writer with
 ``hoodie.metadata.enable`` left at its default (true) builds one at its first write, from a
 file listing; Hudi 1.2 at its defaults builds ``files``, ``column_stats`` and
-``partition_stats``, and ``record_index`` too when the record index is on. Our writer refuses
-such a table: with ``hoodie.metadata.enable=false`` it removes the metadata table (as Java does
+``partition_stats``, and ``record_index`` too when the record index is on. Our writer keeps the
+first three and refuses a table with any other (or with ``hoodie.occ.metadata.files.maintain
+=false``): with ``hoodie.metadata.enable=false`` it removes the metadata table (as Java does
 for a writer with it disabled), but partitions it does not maintain only with
 ``hoodie.occ.metadata.delete.unmaintained=true``, and none while Hudi's
 ``hoodie.metadata.auto.delete.partitions=false``. Java's reads must be exact at every step,
@@ -34,6 +36,8 @@ KEYS = dict(record_key="id", partition_fields="p", ordering_field="ts", table_na
 RLI = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"}
 DISABLED = {"hoodie.metadata.enable": "false"}
 DELETE = {**DISABLED, "hoodie.occ.metadata.delete.unmaintained": "true"}
+#: ours with keeping the metadata table switched off (before issue 32, the default)
+NOT_KEPT = {"hoodie.occ.metadata.files.maintain": "false"}
 #: a Java writer whose metadata table holds the files partition alone
 FILES_ONLY = {"hoodie.metadata.index.column.stats.enable": "false",
               "hoodie.metadata.index.partition.stats.enable": "false"}
@@ -79,24 +83,22 @@ def test_a_java_record_index_is_refused_until_deleting_it_is_asked_for(tmp_path,
     ours = Ours(path, model)
     snap = tree_snapshot(path)
 
-    refusals = {"default": {}, "disabled": DISABLED,
-                "disabled, auto-delete off": {**DISABLED, "hoodie.metadata.auto.delete.partitions": "false"},
-                "explicit option, metadata left enabled": {"hoodie.occ.metadata.delete.unmaintained": "true"}}
-    for case, options in refusals.items():
+    every = ("column_stats", "partition_stats", "record_index")
+    # (options, what is unmaintained): at our defaults the commit keeps files and the stats,
+    # so the record index alone is left; disabled or not kept, everything but files
+    refusals = {"default": ({}, ("record_index",)), "disabled": (DISABLED, every),
+                "disabled, auto-delete off": ({**DISABLED, "hoodie.metadata.auto.delete.partitions": "false"}, every),
+                "explicit option, metadata left enabled": ({"hoodie.occ.metadata.delete.unmaintained": "true"},
+                                                           ("record_index",)),
+                "not kept": (NOT_KEPT, every)}
+    for case, (options, unmaintained) in refusals.items():
         with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
             ours([(2, "b", 2, "refused")], **options)
         e = refused.value
-        assert e.unmaintained == ("column_stats", "partition_stats", "record_index"), case
+        assert e.unmaintained == unmaintained, case
         assert "record_index" in e.message and "hoodie.metadata.record.index.enable=false" in e.remedy, case
         assert "hoodie.occ.metadata.delete.unmaintained=true" in e.remedy, case
         assert tree_snapshot(path) == snap, f"{case}: the table changed"
-
-    # keeping the metadata table (files and the stats) does not cover a record index
-    with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
-        ours([(2, "b", 2, "refused")], **{"hoodie.occ.metadata.files.maintain": "true"})
-    assert refused.value.unmaintained == ("record_index",)
-    assert "hoodie.metadata.record.index.enable=false" in refused.value.remedy
-    assert tree_snapshot(path) == snap
 
     ours([(2, "b", 2, "ours-two"), (7, "a", 2, "ours-seven")], **DELETE)
     assert metadata_partitions(path) == [] and not has_metadata_folder(path)
@@ -156,7 +158,7 @@ def test_java_gives_up_its_indexes_then_ours_removes_files_only(tmp_path, java_h
     model = {**model_of(first), **model_of(second)}
     ours = Ours(path, model)
     with pytest.raises(MetadataTableEnabledError) as refused:
-        ours([(3, "a", 3, "refused")])
+        ours([(3, "a", 3, "refused")], **NOT_KEPT)
     assert type(refused.value) is MetadataTableEnabledError  # files only: nothing unmaintained
     ours([(3, "a", 3, "ours-three")], **DISABLED)
     assert metadata_partitions(path) == [] and not has_metadata_folder(path)
@@ -189,7 +191,7 @@ def test_java_at_its_defaults_builds_a_metadata_table_ours_refuses_then_removes(
     assert rows_by_key(first_read.rows, columns=COLS) == model
     assert rows_by_key(hudi_read(path), columns=COLS) == model
 
-    for options in ({}, DISABLED):
+    for options in (NOT_KEPT, DISABLED):
         with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
             ours([(2, "b", 3, "refused")], **options)
         assert "files" in refused.value.partitions

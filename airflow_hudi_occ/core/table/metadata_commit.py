@@ -1,7 +1,7 @@
 """The metadata table's deltacommit that goes with one action of ours on the data table.
 
-Behind ``hoodie.occ.metadata.files.maintain=true`` (default false: the table is refused or its
-metadata table removed, :mod:`.metadata_table`), on a table whose metadata table holds only the
+With ``hoodie.occ.metadata.files.maintain=true`` (the default; false: the table is refused or
+its metadata table removed, :mod:`.metadata_table`), on a table whose metadata table holds only the
 partitions we maintain, our writers keep it up to date as Java's writer does (issue 32, item
 1): under the table lock, after the conflict check and before the data instant completes, they
 write a deltacommit on the metadata table's own timeline at the *same instant time*

@@ -16,15 +16,15 @@ What a writer does, under the table lock, before it creates or completes any ins
 ``hoodie.occ.metadata.delete.unmaintained`` (:func:`judge_metadata_table` decides, without
 changing anything, so the Spark job can fail fast on the same judgement):
 
-- ``enable=true`` (Hudi's default): refuse with :class:`MetadataTableEnabledError`, naming the
-  metadata table's partitions and both ways out; with
-  :class:`UnmaintainedMetadataPartitionsError` (a subclass) when it holds partitions this writer
-  does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and expression
-  indexes, bloom filters, and column and partition stats, which Java 1.2 builds at its
-  defaults). Nothing has been written at that point. With this project's
-  ``hoodie.occ.metadata.files.maintain=true`` every action of ours keeps ``files``,
-  ``column_stats`` and ``partition_stats`` itself (:func:`maintains_files`,
-  :data:`MAINTAINED_PARTITIONS`); any other partition is still refused.
+- ``enable=true`` (Hudi's default): keep it when :func:`maintains_files` says so (this
+  project's ``hoodie.occ.metadata.files.maintain``, default true: ``files`` by every action,
+  and ``column_stats`` and ``partition_stats`` too, by every action as well,
+  :data:`MAINTAINED_PARTITIONS`). Otherwise refuse with
+  :class:`MetadataTableEnabledError`, naming the metadata table's partitions and both ways out;
+  with :class:`UnmaintainedMetadataPartitionsError` (a subclass) when it holds partitions this
+  write does not maintain (:data:`UNMAINTAINED_HINTS`: a record-level index, secondary and
+  expression indexes, bloom filters; column and partition stats with the switch false).
+  Nothing has been written at that point.
 - ``enable=false`` and ``auto.delete.partitions=false``: refuse as well. Java with that pair
   never deletes the metadata table and keeps writing it (``HoodieSparkTable.getMetadataWriter``
   takes the writer path when the table has one and auto-delete is off), which this writer
@@ -183,7 +183,7 @@ def maintains_files(state: MetadataTableState, config, *, files_writer: bool, st
     ``stats_writer=False`` narrows it to ``files`` alone, for a caller that cannot write
     stats records. A record index or a secondary index is refused whoever writes."""
     kept = set(MAINTAINED_PARTITIONS) if stats_writer else {FILES_PARTITION}
-    return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False)
+    return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", True)
             and FILES_PARTITION in state.partitions and set(state.partitions) <= kept
             and not state.inflight_partitions)
 
@@ -205,7 +205,7 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
         return False
     every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
     unmaintained = unmaintained_partitions(state)
-    if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", False):
+    if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", True):
         # with the switch on, a stats writer keeps the stats partitions; what is left refuses
         # (complete ones: a partition being built is not ours to keep)
         unmaintained = tuple(p for p in unmaintained
@@ -215,10 +215,15 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
         veto = (f" ({AUTO_DELETE_KEY}=false forbids that too, so only the first way is open)"
                 if not config.metadata_auto_delete_partitions else "")
+        stats_note = ""
+        if (config.metadata_enable and getattr(config, "metadata_maintain_files", True)
+                and set(unmaintained) & set(MAINTAINED_PARTITIONS)):
+            stats_note = ("; column_stats and partition_stats are kept only by the core "
+                          "copy-on-write commits, clean and rollback, not yet by this action")
         raise UnmaintainedMetadataPartitionsError(
             f"{where} has a Hudi metadata table with partitions this writer does not maintain: "
             f"{', '.join(unmaintained)} (all partitions: {', '.join(every)}); writing would leave "
-            "them stale, and deleting them is never done silently", base_path=table.base_uri,
+            f"them stale, and deleting them is never done silently{stats_note}", base_path=table.base_uri,
             partitions=every, unmaintained=unmaintained,
             remedy="either give them up in Java first (a Java writer with the index disabled "
                    f"deletes its partition at its next write, {AUTO_DELETE_KEY} left at true: "
@@ -228,9 +233,13 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "writer with the metadata table disabled does (Java rebuilds an index only "
                    "when a writer enables it again, reading the whole table)" + veto)
     if config.metadata_enable:
-        switch = ("; hoodie.occ.metadata.files.maintain=true keeps a metadata table of complete "
-                  "files, column_stats and partition_stats partitions, for every action but the "
-                  "data table's archival" if getattr(config, "metadata_maintain_files", False) else "")
+        switch = ("; hoodie.occ.metadata.files.maintain=true (the default) keeps complete files, "
+                  "column_stats and partition_stats partitions for every action that writes the "
+                  "listing (writes, clean, rollback, compaction, clustering, the data table's "
+                  "archival), and this call is not one of "
+                  "them, or the metadata table is still being built"
+                  if getattr(config, "metadata_maintain_files", True) else
+                  "; hoodie.occ.metadata.files.maintain=false turned keeping it off")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
             "update: Java Hudi and hudi-rs list files through it and would not see this "

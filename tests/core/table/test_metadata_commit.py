@@ -52,8 +52,8 @@ def test_our_commits_are_listed_in_the_metadata_table_and_read_through_it(tmp_pa
 
 
 def test_what_the_switch_does_not_cover_is_still_refused(tmp_path, fast_options):
-    """Every write, service and rollback keeps the listing now; the data table's archival does
-    not yet (it calls the guard without ``files_writer``), a metadata table being built
+    """Every write, service, rollback and archival keeps the listing now; a caller of the guard
+    without ``files_writer`` is refused, a metadata table being built
     (inflight partitions) is not ours to keep, and partitions nobody maintains stay refused."""
     path = files_only_v9(tmp_path)
     snap = tree_snapshot(path)
@@ -61,8 +61,8 @@ def test_what_the_switch_does_not_cover_is_still_refused(tmp_path, fast_options)
     from airflow_hudi_occ.core.table.write_guard import check_for_write, prepare_for_write
     check_for_write(Table.open(str(path)), opts)  # the Spark job's preflight: its commit keeps it
     with pytest.raises(MetadataTableEnabledError) as e:
-        prepare_for_write(Table.open(str(path)), opts)  # archival
-    assert "archival" in e.value.message
+        prepare_for_write(Table.open(str(path)), opts)  # a caller that does not write the listing
+    assert "this call is not one of them" in e.value.message
     Table.open(str(path)).update_properties({"hoodie.table.metadata.partitions.inflight": "column_stats"})
     with pytest.raises(UnmaintainedMetadataPartitionsError):
         check_for_write(Table.open(str(path)), opts)

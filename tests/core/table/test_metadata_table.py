@@ -1,4 +1,4 @@
-"""Hudi's metadata table: a commit never leaves it stale (refused, or removed first when
+"""Hudi's metadata table: a commit never leaves it stale (kept, refused, or removed first when
 ``hoodie.metadata.enable=false``), checked with hudi-rs, which lists files through it; partitions
 this writer does not maintain (the v9 fixture's record_index, column_stats, partition_stats) are
 never deleted without ``hoodie.occ.metadata.delete.unmaintained=true``, and never when Hudi's
@@ -42,7 +42,11 @@ def _ids(t: pa.Table, key: str = "txn_id") -> list:
     return sorted(t.column(key).to_pylist())
 
 
-def test_java_v9_table_with_metadata_table_is_refused_and_left_untouched(tmp_path, fast_options):
+@pytest.mark.parametrize("switch, unmaintained", [
+    ({}, ("record_index",)),  # the default keeps files and the stats: the record index is left
+    ({"hoodie.occ.metadata.files.maintain": "false"}, V9_UNMAINTAINED)], ids=["default", "not-kept"])
+def test_java_v9_table_with_metadata_table_is_refused_and_left_untouched(tmp_path, fast_options, switch,
+                                                                         unmaintained):
     path = java_fixture(V9, tmp_path)
     table = Table.open(str(path))
     state = metadata_table_state(table)
@@ -50,9 +54,9 @@ def test_java_v9_table_with_metadata_table_is_refused_and_left_untouched(tmp_pat
     before = hudi_read(str(path))
     snap = tree_snapshot(path)
     with pytest.raises(UnmaintainedMetadataPartitionsError) as e:
-        ArrowTableWriter(table, WriteConfig.from_options(fast_options)).write(
+        ArrowTableWriter(table, WriteConfig.from_options({**fast_options, **switch})).write(
             _v9_rows(before, [("NEW1", "us")]))
-    assert "files" in e.value.partitions and sorted(e.value.unmaintained) == list(V9_UNMAINTAINED)
+    assert "files" in e.value.partitions and tuple(sorted(e.value.unmaintained)) == unmaintained
     assert "hoodie.metadata.enable=false" in e.value.remedy
     assert "hoodie.occ.metadata.delete.unmaintained=true" in e.value.remedy
     assert "hoodie.metadata.record.index.enable=false" in e.value.remedy  # the way out in Java
@@ -116,7 +120,8 @@ def _v8_row(before: pa.Table, id_: int) -> pa.Table:
 
 
 def test_v8_fixture_given_a_metadata_table(tmp_path, fast_options):
-    """A copy of the Java v8 table given the v9 fixture's metadata table layout."""
+    """A copy of the Java v8 table given the v9 fixture's metadata table layout (another
+    table's listing: kept by nobody), with keeping it switched off: refused, then removed."""
     path = java_fixture(V8, tmp_path / "v8")
     v9 = java_fixture(V9, tmp_path / "v9")
     before = hudi_read(str(path))
@@ -124,8 +129,10 @@ def test_v8_fixture_given_a_metadata_table(tmp_path, fast_options):
     table = Table.open(str(path))
     table.update_properties({PARTITIONS_KEY: "files"})
     snap = tree_snapshot(path)
-    with pytest.raises(MetadataTableEnabledError):
-        ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(fast_options)).write(_v8_row(before, 99))
+    not_kept = {**fast_options, "hoodie.occ.metadata.files.maintain": "false"}
+    with pytest.raises(MetadataTableEnabledError) as e:
+        ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(not_kept)).write(_v8_row(before, 99))
+    assert "hoodie.occ.metadata.files.maintain=false" in e.value.message
     assert tree_snapshot(path) == snap
     opts = {**fast_options, "hoodie.metadata.enable": "false"}
     ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(_v8_row(before, 99))
@@ -166,7 +173,8 @@ def test_the_explicit_option_and_hudis_veto_together_are_a_config_error():
 
 
 @pytest.mark.parametrize("partitions, options, outcome", [
-    ("files", {}, MetadataTableEnabledError),
+    ("files", {}, "keep"),
+    ("files", {"hoodie.occ.metadata.files.maintain": "false"}, MetadataTableEnabledError),
     ("files", {"hoodie.metadata.enable": "false"}, "remove"),
     ("files", {"hoodie.metadata.enable": "false", "hoodie.metadata.auto.delete.partitions": "false"},
      MetadataTableEnabledError),
@@ -180,6 +188,11 @@ def test_the_explicit_option_and_hudis_veto_together_are_a_config_error():
     ("files,column_stats,partition_stats", {"hoodie.metadata.enable": "false"},
      UnmaintainedMetadataPartitionsError),
     ("files,column_stats,partition_stats", DELETE, "remove"),
+    # kept by the core copy-on-write commit (judged as a stats writer); the Spark job's
+    # preflight refuses (its commit does not write the stats): the first judgement below
+    ("files,column_stats,partition_stats", {}, UnmaintainedMetadataPartitionsError),
+    ("files,column_stats,partition_stats", {"hoodie.occ.metadata.files.maintain": "false"},
+     UnmaintainedMetadataPartitionsError),
 ])
 def test_the_judgement_for_each_partition_set(tmp_path, partitions, options, outcome):
     """The rules of the module doc on one table (no folder needed: the properties decide), and
@@ -193,6 +206,14 @@ def test_the_judgement_for_each_partition_set(tmp_path, partitions, options, out
         assert judge_metadata_table(table, cfg) is True
         check_for_write(table, cfg)
         return
+    if outcome == "keep":  # every action that writes the listing keeps it; one that does not is refused
+        assert judge_metadata_table(table, cfg, files_writer=True) is False
+        check_for_write(table, cfg)
+        with pytest.raises(MetadataTableEnabledError):
+            judge_metadata_table(table, cfg)
+        return
+    if partitions == "files,column_stats,partition_stats" and options == {}:
+        assert judge_metadata_table(table, cfg, files_writer=True, stats_writer=True) is False
     for check in (judge_metadata_table, check_for_write):
         with pytest.raises(outcome) as e:
             check(table, cfg)
@@ -204,15 +225,16 @@ def test_the_judgement_for_each_partition_set(tmp_path, partitions, options, out
 
 
 def test_metadata_table_enabled_by_another_writer_during_a_write_aborts_it(tmp_path, fast_options):
-    """A Java writer turns the metadata table on while we write: the check under the lock at
-    completion refuses, and the attempt is rolled back (no file, nothing pending)."""
+    """A Java writer turns the metadata table on while we write (its partitions inflight while
+    it builds them from a listing): the check under the lock at completion refuses, and the
+    attempt is rolled back (no file, nothing pending)."""
     path = java_fixture(V8, tmp_path)
     table = Table.open(str(path))
     before = hudi_read(str(path))
 
     def java_enables_it(tx):
         other = Table.open(str(path))
-        other.update_properties({PARTITIONS_KEY: "files"})  # no folder: hudi-rs still lists files
+        other.update_properties({INFLIGHT_PARTITIONS_KEY: "files"})  # no folder: hudi-rs still lists files
 
     with pytest.raises(MetadataTableEnabledError):
         ArrowTableWriter(table, WriteConfig.from_options(fast_options)).write(
