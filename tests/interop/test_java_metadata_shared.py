@@ -33,12 +33,12 @@ from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import UnmaintainedMetadataPartitionsError, WriteConflictError
+from airflow_hudi_occ.core.errors import WriteConflictError
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import WRITE_CONFLICT, MetadataCheck, Read, Service, Write
-from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key, tree_snapshot
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
 from tests.interop.rows import ONE_VERSION, apply, batch
 from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
 from tests.interop.test_java_metadata_stats import INDEXED, SKIPPING, STAT_FIELDS, assert_java_metadata_agrees
@@ -77,8 +77,8 @@ class Shared:
         apply(self.model, rows, op)
         return written.instant
 
-    def ours(self, rows, op: str = "upsert", options: dict | None = None) -> str:
-        result = ArrowTableWriter(Table.open(self.path), WriteConfig.from_options(options or FAST_WRITE_OPTIONS)) \
+    def ours(self, rows, op: str = "upsert", options: dict | None = None, writer=ArrowTableWriter) -> str:
+        result = writer(Table.open(self.path), WriteConfig.from_options(options or FAST_WRITE_OPTIONS)) \
             .write(batch(rows), op)
         apply(self.model, rows, op)
         return result.instant.requested_time
@@ -164,22 +164,16 @@ def test_java_at_its_defaults_and_ours_take_turns(tmp_path, java_hudi, version):
 
 
 @pytest.mark.slow
-def test_merge_on_read_ours_does_what_the_guard_allows(tmp_path, java_hudi):
+def test_merge_on_read_java_and_ours_take_turns(tmp_path, java_hudi):
     """Merge-on-read at Java's defaults (``files``, ``column_stats``, ``partition_stats``): our
-    deltacommit does not write the stats yet, so our upsert is refused before anything is
-    written, naming them; Java's upserts (log files) and compaction go on, and our clean (a
-    stats writer: tombstones for the deleted files) keeps the metadata table, after which Java's
-    next write adds one deltacommit; every reader exact after every commit."""
+    deltacommits (log files, their stats over their records) and Java's upserts and compaction
+    take turns, and our clean (tombstones for the deleted files) keeps the metadata table, after
+    which Java's next write adds one deltacommit; every reader exact after every commit."""
     t = Shared(java_hudi, str(tmp_path / "t"))
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
     t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=9)], "java3")
-    snap = tree_snapshot(t.path)
-    with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
-        MergeOnReadWriter(Table.open(t.path), WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
-            batch([(1, "a", 2, "refused")]), "upsert")
-    assert refused.value.unmaintained == ("column_stats", "partition_stats")
-    assert "not yet by this action" in refused.value.message and refused.value.remedy
-    assert tree_snapshot(t.path) == snap
+    ours = t.ours([(1, "a", 2, "ours-one"), (4, "b", 2, "ours-four")], writer=MergeOnReadWriter)
+    t.check("ours upsert (log files)", [ours], "ours-one")
     t.check("java upsert", [t.java_write([(1, "a", 3, "java-one"), (2, "b", 3, "java-two")])], "java-one")
     (compacted,) = java_hudi.run(Service(t.path, "compact", options={"hoodie.compact.inline.max.delta.commits": "1"}))
     assert [c["action"] for c in compacted.completed] == ["commit"], compacted.completed

@@ -361,9 +361,10 @@ def test_a_job_checks_its_options_once_and_looks_its_batch_key_up_once_outside_t
 
 
 def test_the_preflight_judges_a_table_with_stats_as_the_commit_will(tmp_path):
-    """Issue 32: a copy-on-write write keeps Java's column and partition stats (the transaction
-    writes them), so the job's check before Spark starts lets it through; an insert_overwrite
-    (a replacecommit, which does not keep them yet) is still refused there, nothing written."""
+    """Issue 32: every Spark write keeps Java's column and partition stats (the transaction
+    writes them for every action), so the job's check before Spark starts lets an upsert and an
+    insert_overwrite through; a record index, which nothing of ours keeps, is refused there,
+    naming it, nothing written."""
     import types
     from airflow_hudi_occ.core.errors import UnmaintainedMetadataPartitionsError
     from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
@@ -375,12 +376,14 @@ def test_the_preflight_judges_a_table_with_stats_as_the_commit_will(tmp_path):
     Table.open(path).update_properties({PARTITIONS_KEY: "column_stats,files,partition_stats"})
     source = str(tmp_path / "rows.parquet")
     pq.write_table(pa.table({"id": ["x"]}), source)
-    options = {**FAST_WRITE_OPTIONS, "hoodie.occ.metadata.files.maintain": "true"}
-    snap = tree_snapshot(path)
+    options = dict(FAST_WRITE_OPTIONS)  # our defaults: the metadata table kept
     args = types.SimpleNamespace(table=path, operation="upsert", source=source, source_format="parquet")
     preflight(args, options)
     args.operation = "insert_overwrite"
+    preflight(args, options)
+    Table.open(path).update_properties({PARTITIONS_KEY: "column_stats,files,partition_stats,record_index"})
+    snap = tree_snapshot(path)
     with pytest.raises(UnmaintainedMetadataPartitionsError) as refused:
         preflight(args, options)
-    assert "column_stats" in str(refused.value)
+    assert refused.value.unmaintained == ("record_index",) and refused.value.remedy
     assert tree_snapshot(path) == snap

@@ -188,9 +188,9 @@ def test_the_explicit_option_and_hudis_veto_together_are_a_config_error():
     ("files,column_stats,partition_stats", {"hoodie.metadata.enable": "false"},
      UnmaintainedMetadataPartitionsError),
     ("files,column_stats,partition_stats", DELETE, "remove"),
-    # kept by the core copy-on-write commit (judged as a stats writer); the Spark job's
-    # preflight refuses (its commit does not write the stats): the first judgement below
-    ("files,column_stats,partition_stats", {}, UnmaintainedMetadataPartitionsError),
+    # Java 1.2's defaults: kept by every action (each writes the stats records), the Spark
+    # job's preflight included; refused only to a caller that writes no listing
+    ("files,column_stats,partition_stats", {}, "keep"),
     ("files,column_stats,partition_stats", {"hoodie.occ.metadata.files.maintain": "false"},
      UnmaintainedMetadataPartitionsError),
 ])
@@ -212,8 +212,6 @@ def test_the_judgement_for_each_partition_set(tmp_path, partitions, options, out
         with pytest.raises(MetadataTableEnabledError):
             judge_metadata_table(table, cfg)
         return
-    if partitions == "files,column_stats,partition_stats" and options == {}:
-        assert judge_metadata_table(table, cfg, files_writer=True, stats_writer=True) is False
     for check in (judge_metadata_table, check_for_write):
         with pytest.raises(outcome) as e:
             check(table, cfg)
