@@ -131,6 +131,18 @@ def maybe_crash(point: str, **info: Any) -> None:
         crash_now(point, **info)
 
 
+def _crash_after_metadata_deltacommit(module, point: str) -> None:
+    """Kill the process right after ``module``'s call of ``write_metadata_deltacommit`` has
+    completed the metadata table's deltacommit (before the data action completes)."""
+    orig = module.write_metadata_deltacommit
+
+    def write_metadata_deltacommit(table, instant_time, blocks, completion_time):
+        out = orig(table, instant_time, blocks, completion_time)
+        maybe_crash(point, instant=instant_time)
+        return out
+    module.write_metadata_deltacommit = write_metadata_deltacommit
+
+
 def install(point: str | None = None) -> str | None:
     """Wrap the library so that the writer dies at ``point`` (default: ``$HUDI_OCC_CRASH_AT``)."""
     point = point or os.environ.get(CRASH_ENV)
@@ -291,13 +303,7 @@ def install(point: str | None = None) -> str | None:
         storage.Storage.create_if_absent = create_if_absent
 
     elif point == "mdt_files_after_deltacommit":
-        orig_mdt = transaction.write_metadata_deltacommit
-
-        def write_tx_metadata_deltacommit(table, instant_time, blocks, completion_time):
-            out = orig_mdt(table, instant_time, blocks, completion_time)
-            maybe_crash(point, instant=instant_time)
-            return out
-        transaction.write_metadata_deltacommit = write_tx_metadata_deltacommit
+        _crash_after_metadata_deltacommit(transaction, point)
 
     elif point == "mdt_compaction_after_base":
         from airflow_hudi_occ.core.format.instant import Action
@@ -322,13 +328,7 @@ def install(point: str | None = None) -> str | None:
 
     elif point == "mdt_clean_after_deltacommit":
         from airflow_hudi_occ.core.services import clean
-        orig_clean_mdt = clean.write_metadata_deltacommit
-
-        def write_metadata_deltacommit(table, instant_time, blocks, completion_time):
-            out = orig_clean_mdt(table, instant_time, blocks, completion_time)
-            maybe_crash(point, instant=instant_time)
-            return out
-        clean.write_metadata_deltacommit = write_metadata_deltacommit
+        _crash_after_metadata_deltacommit(clean, point)
 
     elif point == "mdt_rollback_before_complete":
         from airflow_hudi_occ.core.format.instant import Action

@@ -101,23 +101,11 @@ def test_spark_clustering_refuses_merge_on_read_slices_with_log_files_and_loses_
     group with log files (an update, a delete) would come back without them. It is refused
     before anything is written, naming the file group and the ways out; the plan is rolled back
     and every reader still sees the update and not the deleted row."""
-    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
-    from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.errors import ConfigError
     from airflow_hudi_occ.core.table.mor_reader import read_snapshot
     from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
-    from tests.interop.rows import batch
-    path = str(tmp_path / "t")
-    Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
-                 table_type="MERGE_ON_READ")
-    opts = {**FAST_WRITE_OPTIONS, "hoodie.clustering.plan.strategy.small.file.limit": str(100 * 1024 * 1024),
-            "hoodie.clustering.plan.strategy.sort.columns": "id"}
-
-    def write(rows, op):
-        MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch(rows), op)
-    write([(1, "a", 1, "x"), (2, "a", 1, "y"), (3, "a", 1, "z")], "insert")
-    write([(1, "a", 2, "updated")], "upsert")
-    write([(2, "a", 3, "")], "delete")
+    from tests.core.services.test_clustering import mor_table_with_an_update_and_a_delete
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, FAST_WRITE_OPTIONS)
     planned = schedule_clustering(Table.open(path), opts)
     assert planned is not None
     with pytest.raises(ConfigError) as ei:

@@ -186,14 +186,27 @@ def test_merge_on_read_clustering_rewrites_the_merged_slices(tmp_path, fast_opti
     """A merge-on-read file group with log files (an update and a delete) is clustered from its
     merged rows, as Hudi reads a slice: the update and the delete survive the rewrite (reading
     the base file alone brought the old row back and the deleted one too)."""
-    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from airflow_hudi_occ.core.format.log_file import LogFileName
     from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, fast_options)
+    assert sum(1 for n in os.listdir(os.path.join(path, "a")) if LogFileName.parse(n)) == 2
+    planned = schedule_clustering(Table.open(path), opts)
+    execute_clustering(Table.open(path), opts, planned)
+    rows = read_snapshot(Table.open(path)).select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]
+
+
+def mor_table_with_an_update_and_a_delete(tmp_path, options: dict) -> tuple[str, dict]:
+    """A merge-on-read table whose one file group in partition ``a`` has a base file of ids 1-3
+    and two log files (1 updated to "updated", 2 deleted), and clustering options that plan it
+    (small-file limit above it, sorted by id): (path, options). The rows every reader must
+    return after any clustering: (1, "updated"), (3, "z")."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from tests.interop.rows import batch
     path = str(tmp_path / "t")
     Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
                  table_type="MERGE_ON_READ")
-    opts = {**fast_options, "hoodie.clustering.plan.strategy.small.file.limit": str(100 * 1024 * 1024),
+    opts = {**options, "hoodie.clustering.plan.strategy.small.file.limit": str(100 * 1024 * 1024),
             "hoodie.clustering.plan.strategy.sort.columns": "id"}
 
     def write(rows, op):
@@ -201,8 +214,4 @@ def test_merge_on_read_clustering_rewrites_the_merged_slices(tmp_path, fast_opti
     write([(1, "a", 1, "x"), (2, "a", 1, "y"), (3, "a", 1, "z")], "insert")
     write([(1, "a", 2, "updated")], "upsert")
     write([(2, "a", 3, "")], "delete")
-    assert sum(1 for n in os.listdir(os.path.join(path, "a")) if LogFileName.parse(n)) == 2
-    planned = schedule_clustering(Table.open(path), opts)
-    execute_clustering(Table.open(path), opts, planned)
-    rows = read_snapshot(Table.open(path)).select(["id", "v"]).to_pylist()
-    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]
+    return path, opts
