@@ -143,6 +143,18 @@ def _crash_after_metadata_deltacommit(module, point: str) -> None:
     module.write_metadata_deltacommit = write_metadata_deltacommit
 
 
+def _crash_before_completing(module, action, point: str, key: str) -> None:
+    """Kill the process when ``module`` is about to complete a metadata-table instant of
+    ``action`` (its files written), reporting its time under ``key``."""
+    orig = module.complete
+
+    def complete(table, inst, completion_time, data, **kw):
+        if inst.action is action:
+            maybe_crash(point, **{key: inst.requested_time})
+        return orig(table, inst, completion_time, data, **kw)
+    module.complete = complete
+
+
 def install(point: str | None = None) -> str | None:
     """Wrap the library so that the writer dies at ``point`` (default: ``$HUDI_OCC_CRASH_AT``)."""
     point = point or os.environ.get(CRASH_ENV)
@@ -308,13 +320,8 @@ def install(point: str | None = None) -> str | None:
     elif point == "mdt_compaction_after_base":
         from airflow_hudi_occ.core.format.instant import Action
         from airflow_hudi_occ.core.table import metadata_compaction
-        orig_complete_mdt = metadata_compaction.complete
-
-        def complete_compaction(table, inst, completion_time, data, **kw):
-            if inst.action is Action.COMPACTION:
-                maybe_crash(point, compaction=inst.requested_time)  # "instant": the data instant
-            return orig_complete_mdt(table, inst, completion_time, data, **kw)
-        metadata_compaction.complete = complete_compaction
+        # "compaction", not "instant": the instant of a crash record is the data instant's
+        _crash_before_completing(metadata_compaction, Action.COMPACTION, point, "compaction")
 
     elif point == "mdt_clean_after_delete":
         from airflow_hudi_occ.core.table import metadata_clean
@@ -333,13 +340,7 @@ def install(point: str | None = None) -> str | None:
     elif point == "mdt_rollback_before_complete":
         from airflow_hudi_occ.core.format.instant import Action
         from airflow_hudi_occ.core.table import metadata_commit
-        orig_mdt_complete = metadata_commit.complete
-
-        def complete_mdt(table, inst, completion_time, data, **kw):
-            if inst.action is Action.ROLLBACK:
-                maybe_crash(point, instant=inst.requested_time)
-            return orig_mdt_complete(table, inst, completion_time, data, **kw)
-        metadata_commit.complete = complete_mdt
+        _crash_before_completing(metadata_commit, Action.ROLLBACK, point, "instant")
 
     elif point == "mdt_rollback_after_complete":
         from airflow_hudi_occ.core.commit import rollback

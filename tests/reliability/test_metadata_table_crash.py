@@ -238,18 +238,7 @@ def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writ
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
     assert read_metadata_listing(table).files == storage_listing(path)
 
-    age_lock_file(str(path / ".hoodie" / "lock"), 120)
-    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
-    if next_writer == "ours":
-        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
-    else:
-        from airflow_hudi_occ.testing.java_hudi import Read, Write
-        java = request.getfixturevalue("java_hudi")
-        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts", table_name="v9_txns_cow_simple_overwrite")
-        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
-            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
-            "hoodie.metadata.record.index.enable": "false"}, **keys))
-        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    _next_write(request, next_writer, table, opts, path, schema, committed)
     table = Table.open(str(path))
     timeline = open_metadata_table(table).timeline()
     assert not timeline.pending_compactions()
@@ -303,21 +292,28 @@ def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
     assert read_metadata_listing(table).files == storage_listing(path)
 
-    age_lock_file(str(path / ".hoodie" / "lock"), 120)
-    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
-    if next_writer == "ours":
-        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
-    else:
-        from airflow_hudi_occ.testing.java_hudi import Read, Write
-        java = request.getfixturevalue("java_hudi")
-        keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
-                    table_name="v9_txns_cow_simple_overwrite")
-        through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
-            "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
-            "hoodie.metadata.record.index.enable": "false"}, **keys))
-        assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
+    _next_write(request, next_writer, table, opts, path, schema, committed)
     table = Table.open(str(path))
     timeline = open_metadata_table(table).timeline()
     assert not timeline.pending(), [str(i) for i in timeline.pending()]
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
     assert read_metadata_listing(table).files == storage_listing(path)
+
+
+def _next_write(request, next_writer: str, table, opts: dict, path, schema, committed: list) -> None:
+    """After a kill inside the metadata table's services: the next writer (``ours``, or Java's
+    at a files-only metadata table, whose read through the metadata table must first be
+    exactly ``committed``) writes the row ``NEXT``, once the dead writer's lock has expired."""
+    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
+    if next_writer == "ours":
+        ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
+        return
+    from airflow_hudi_occ.testing.java_hudi import Read, Write
+    java = request.getfixturevalue("java_hudi")
+    keys = dict(record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
+                table_name="v9_txns_cow_simple_overwrite")
+    through_mdt, _ = java.run(Read(str(path)), Write(str(path), nxt, options={
+        "hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false",
+        "hoodie.metadata.record.index.enable": "false"}, **keys))
+    assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
