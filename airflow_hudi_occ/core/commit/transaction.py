@@ -250,7 +250,7 @@ class WriteTransaction:
             requested_data = self.footprint.encode(self.operation_type)
         with self.lock_manager.locked():
             # every transaction keeps the metadata table's listing when it may (see commit)
-            prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
+            prepare_for_write(self.table, self.config, files_writer=True)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -349,14 +349,6 @@ class WriteTransaction:
             return det.create_marker(self.markers, partition, data_file_name, io)
         return self.markers.create(partition, data_file_name, io)
 
-    @property
-    def _stats_writer(self) -> bool:
-        """Whether this transaction also writes the metadata table's column and partition
-        stats (:mod:`~airflow_hudi_occ.core.table.metadata_stats`): every action committed here
-        does (copy-on-write commits, merge-on-read deltacommits and their log files,
-        replacecommits of insert_overwrite and clustering, compactions), as Java's writer."""
-        return True
-
     # -- stage 3: commit ------------------------------------------------------------------------
 
     def build_metadata(self, stats: Iterable[WriteStat], *, schema: str | None = None,
@@ -448,9 +440,9 @@ class WriteTransaction:
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=True, stats_writer=self._stats_writer)
+            mdt = prepare_for_write(self.table, self.config, files_writer=True)
             floor = timeline.latest_time()
-            maintained = maintains_files(mdt, self.config, files_writer=True, stats_writer=self._stats_writer)
+            maintained = maintains_files(mdt, self.config, files_writer=True)
             if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).
@@ -460,10 +452,10 @@ class WriteTransaction:
                 # write stats, which is all Java's files records of it hold; the files a
                 # replacecommit replaced leave the listing at clean, as in Java.
                 lm.check_held()
+                # with the column and partition stats of every action (metadata_stats.py)
                 blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
-                if self._stats_writer:  # column and partition stats: metadata_stats.py
-                    blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline,
-                                              instant_time=self.instant_time))
+                blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline,
+                                           instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
                                                       self._time.new_time(floor=floor))
