@@ -207,9 +207,7 @@ def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writ
     from airflow_hudi_occ.core.format.instant import Action
     from airflow_hudi_occ.core.table.metadata_compaction import (deltacommits_since_compaction,
                                                                  latest_compaction_time, open_metadata_table)
-    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
     from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
-    from tests.core.table.test_metadata_listing import storage_listing
     point = "mdt_compaction_after_base"
     assert point in METADATA_COMPACTION_POINTS
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
@@ -235,17 +233,11 @@ def test_kill_inside_the_metadata_tables_compaction(tmp_path, request, next_writ
     base = [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith(f"_{compaction}.hfile")]
     assert len(base) == 1  # written, not yet completed
     committed = sorted(ids + ["DEAD"])
-    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
-    assert read_metadata_listing(table).files == storage_listing(path)
-
-    _next_write(request, next_writer, table, opts, path, schema, committed)
-    table = Table.open(str(path))
+    table = _next_write(request, next_writer, table, opts, path, schema, committed)
     timeline = open_metadata_table(table).timeline()
     assert not timeline.pending_compactions()
     done = timeline.get(compaction)
     assert done is not None and done.is_completed and done.action is Action.COMMIT
-    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
-    assert read_metadata_listing(table).files == storage_listing(path)
     assert not table.timeline().pending()
 
 
@@ -259,9 +251,7 @@ def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
     ``hoodie.clean.fileversions.retained=1``) so that a few commits reach it."""
     from airflow_hudi_occ.core.format.instant import Action
     from airflow_hudi_occ.core.table.metadata_compaction import open_metadata_table
-    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
     from airflow_hudi_occ.testing.crash import METADATA_COMPACTION_POINTS
-    from tests.core.table.test_metadata_listing import storage_listing
     point = "mdt_clean_after_delete"
     assert point in METADATA_COMPACTION_POINTS
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
@@ -289,21 +279,29 @@ def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
     timeline = open_metadata_table(table).timeline()
     assert [i.action for i in timeline.pending()] == [Action.CLEAN]
     committed = sorted(ids + ["DEAD"])
-    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
-    assert read_metadata_listing(table).files == storage_listing(path)
-
-    _next_write(request, next_writer, table, opts, path, schema, committed)
-    table = Table.open(str(path))
+    table = _next_write(request, next_writer, table, opts, path, schema, committed)
     timeline = open_metadata_table(table).timeline()
     assert not timeline.pending(), [str(i) for i in timeline.pending()]
+
+
+def _next_write(request, next_writer: str, table, opts: dict, path, schema, committed: list):
+    """After a kill inside the metadata table's services: hudi-rs reads exactly ``committed``
+    and our listing equals the storage; the next writer (``ours``, or Java's at a files-only
+    metadata table, whose read through the metadata table must first be exactly ``committed``)
+    writes the row ``NEXT``, once the dead writer's lock has expired; then hudi-rs reads
+    ``committed`` and ``NEXT`` and the listing equals the storage. Returns the table reopened."""
+    from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
+    from tests.core.table.test_metadata_listing import storage_listing
+    assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == committed
+    assert read_metadata_listing(table).files == storage_listing(path)
+    _write_next(request, next_writer, table, opts, path, schema, committed)
+    table = Table.open(str(path))
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(committed + ["NEXT"])
     assert read_metadata_listing(table).files == storage_listing(path)
+    return table
 
 
-def _next_write(request, next_writer: str, table, opts: dict, path, schema, committed: list) -> None:
-    """After a kill inside the metadata table's services: the next writer (``ours``, or Java's
-    at a files-only metadata table, whose read through the metadata table must first be
-    exactly ``committed``) writes the row ``NEXT``, once the dead writer's lock has expired."""
+def _write_next(request, next_writer: str, table, opts: dict, path, schema, committed: list) -> None:
     age_lock_file(str(path / ".hoodie" / "lock"), 120)
     nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
     if next_writer == "ours":

@@ -157,14 +157,7 @@ def test_a_metadata_table_removed_after_the_properties_were_read_lists_the_stora
     assert view.listing.fallback is not None
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    from airflow_hudi_occ.testing.s3 import S3Server
-    log = tmp_path_factory.mktemp("s3") / "requests.jsonl"
-    with S3Server(request_log=str(log)) as server:
-        server.create_bucket("lake")
-        server.log_path = log
-        yield server
+from tests.spark.test_s3 import s3  # noqa: E402,F401 - the loopback S3 server with its request log, bucket "lake"
 
 
 def list_requests(s3) -> list[dict]:
