@@ -75,6 +75,8 @@ completed::
 Inside the metadata table's archival (core/commit/archival.py, the last of those services;
 table lock HELD, the data instant completed)::
 
+    mdt_archive_before_manifest  the metadata table's new LSM history file written, no manifest
+                                 naming it yet (a file no reader looks at)
     mdt_archive_after_history    the archived instants written to the metadata table's LSM
                                  history (data file, manifest and _version_ published), their
                                  files not yet deleted from its active timeline
@@ -123,7 +125,7 @@ METADATA_ROLLBACK_POINTS = ("mdt_rollback_before_complete", "mdt_rollback_after_
 METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base", "mdt_clean_after_delete",
                               "mdt_compaction_after_requested", "mdt_compaction_after_inflight")
 #: points inside the metadata table's archival (they need a files-only one with keep limits met)
-METADATA_ARCHIVAL_POINTS = ("mdt_archive_after_history", "mdt_archive_after_delete")
+METADATA_ARCHIVAL_POINTS = ("mdt_archive_before_manifest", "mdt_archive_after_history", "mdt_archive_after_delete")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -358,7 +360,16 @@ def install(point: str | None = None) -> str | None:
 
         def of_metadata_table(history) -> bool:
             return history.table.base_uri.rstrip("/").endswith("/.hoodie/metadata")
-        if point == "mdt_archive_after_history":
+        if point == "mdt_archive_before_manifest":
+            orig_write = storage.Storage.write
+
+            def write(self, path, data):
+                folder, name = posixpath.split(str(path))
+                if folder.endswith("/.hoodie/metadata/.hoodie/timeline/history") and name.startswith("manifest_"):
+                    maybe_crash(point, manifest=name)
+                return orig_write(self, path, data)
+            storage.Storage.write = write
+        elif point == "mdt_archive_after_history":
             orig_append = TimelineHistory.append
 
             def append(self, instants):

@@ -319,6 +319,7 @@ def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request,
 
 @pytest.mark.parametrize("point,next_writer", [
     ("mdt_archive_after_history", "ours"),
+    pytest.param("mdt_archive_before_manifest", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_delete", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_history", "java", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_delete", "java", marks=pytest.mark.slow)])
@@ -326,7 +327,8 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
     """A writer killed inside the metadata table's archival, after its data instant completed
     and its compaction (which lets the archival past the initialisation's deltacommits): with
     the archived instants in the LSM history and still on the active timeline, or deleted from
-    it before the history's compaction. Keep limits lowered (2/3: the metadata table's 3/4) so
+    it before the history's compaction (slow: the history's file written, no manifest naming
+    it yet). Keep limits lowered (2/3: the metadata table's 3/4) so
     that the child's commit archives and the next archival comes within a few commits. At the kill
     and after each next writer: Java's ``HoodieActiveTimeline`` and ``HoodieArchivedTimeline``
     of the metadata table equal ours (our timeline, the history's rows as stored), no instant
@@ -365,6 +367,10 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
     active = {i.requested_time for i in Table.open(mdt_path).timeline()}
     if point == "mdt_archive_after_history":
         assert set(child.crash["archived"]) <= archived & active  # archived, not yet deleted
+    elif point == "mdt_archive_before_manifest":  # a history file no manifest names: unread
+        history = path / ".hoodie/metadata/.hoodie/timeline/history"
+        orphans = [n for n in os.listdir(history) if n.endswith(".parquet")]
+        assert not archived and orphans
     else:
         assert archived and not archived & active
     [read] = same_in_java_and_ours("after the kill", Read(str(path)))
@@ -386,6 +392,10 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
             break
     assert again > archived, "the metadata table was not archived again"
     assert not again & {i.requested_time for i in mdt.timeline()}  # the interrupted one finished
+    if point == "mdt_archive_before_manifest":  # the unpublished file: rewritten and published
+        from airflow_hudi_occ.core.table.history import TimelineHistory
+        named = {f.name for f in TimelineHistory(mdt).files()}
+        assert [n for n in orphans if os.path.exists(history / n)] == [n for n in orphans if n in named]
     _, read = same_in_java_and_ours("after the next archival", _java_write(path, pa.Table.from_pylist(
         [_row(schema, "JAVA")], schema=schema)), Read(str(path)))
     assert sorted(read.rows.column("txn_id").to_pylist()) == sorted(committed + ["NEXT", *more, "JAVA"])
