@@ -270,7 +270,8 @@ def test_kill_inside_the_metadata_tables_clean(tmp_path, request, next_writer):
     ("mdt_compaction_after_requested", "ours"),
     pytest.param("mdt_compaction_after_inflight", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_compaction_after_requested", "java", marks=pytest.mark.slow),
-    pytest.param("mdt_compaction_after_inflight", "java", marks=pytest.mark.slow)])
+    pytest.param("mdt_compaction_after_inflight", "java", marks=pytest.mark.slow),
+    pytest.param("mdt_compaction_after_requested", "java-v8", marks=pytest.mark.slow)])
 def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request, point, next_writer):
     """A writer killed right after it planned the metadata table's compaction
     (``<c>.compaction.requested`` written; or also ``.inflight``), before any base file, its
@@ -286,7 +287,9 @@ def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request,
     from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Timelines
     from tests.core.table.test_metadata_listing import storage_listing
     assert point in METADATA_COMPACTION_POINTS
-    path, ids, schema = _files_only_table(tmp_path)
+    java = request.getfixturevalue("java_hudi")
+    next_writer, _, version = next_writer.partition("-v")  # "java-v8": a version-8 table
+    path, ids, schema = _files_only_table(tmp_path, int(version or 9), java)
     opts = _compacting_options(path)
     compaction = _kill_writing(tmp_path, path, opts, schema, point).crash["compaction"]
     committed = sorted(ids + ["DEAD"])
@@ -299,7 +302,6 @@ def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request,
     assert pending.requested_time == compaction
     assert pending.state is (State.REQUESTED if point.endswith("requested") else State.INFLIGHT)
     assert not [n for n in os.listdir(path / ".hoodie/metadata/files") if n.endswith(f"_{compaction}.hfile")]
-    java = request.getfixturevalue("java_hudi")
     if next_writer == "ours":  # (Java's writer reads first itself)
         read, seen = java.run(Read(str(path)), Timelines(mdt_path))
         assert sorted(read.rows.column("txn_id").to_pylist()) == committed
@@ -322,7 +324,8 @@ def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request,
     pytest.param("mdt_archive_before_manifest", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_delete", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_history", "java", marks=pytest.mark.slow),
-    pytest.param("mdt_archive_after_delete", "java", marks=pytest.mark.slow)])
+    pytest.param("mdt_archive_after_delete", "java", marks=pytest.mark.slow),
+    pytest.param("mdt_archive_after_history", "ours-v8", marks=pytest.mark.slow)])
 def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next_writer):
     """A writer killed inside the metadata table's archival, after its data instant completed
     and its compaction (which lets the archival past the initialisation's deltacommits): with
@@ -339,14 +342,21 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
     from airflow_hudi_occ.testing.crash import METADATA_ARCHIVAL_POINTS
     from airflow_hudi_occ.testing.java_hudi import Read, Timelines
     assert point in METADATA_ARCHIVAL_POINTS
-    path, ids, schema = _files_only_table(tmp_path)
-    opts = _compacting_options(path, **{"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
-                                        "hoodie.clean.commits.retained": "1"})
+    java = request.getfixturevalue("java_hudi")
+    next_writer, _, version = next_writer.partition("-v")  # "ours-v8": a version-8 table
+    path, ids, schema = _files_only_table(tmp_path, int(version or 9), java)
+    # a new table's metadata table has fewer instants than the fixture's: two commits of ours
+    # first, so that the child's (which compacts) finds more than the 4 it keeps
+    warm = [f"W{i}" for i in range(2 if version else 0)]
+    opts = _compacting_options(path, len(warm) + 1, **{"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+                                                       "hoodie.clean.commits.retained": "1"})
+    for txn_id in warm:
+        ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(opts)).write(
+            pa.Table.from_pylist([_row(schema, txn_id)], schema=schema))
     mdt_path = str(path / ".hoodie" / "metadata")
     seen = {i.requested_time for i in Table.open(mdt_path).timeline()}
     child = _kill_writing(tmp_path, path, opts, schema, point)
-    committed = sorted(ids + ["DEAD"])
-    java = request.getfixturevalue("java_hudi")
+    committed = sorted(ids + warm + ["DEAD"])
 
     def same_in_java_and_ours(step: str, *more) -> list:
         """Java's timelines of the metadata table equal ours (taken before ``more``, Java steps
@@ -450,31 +460,37 @@ def _write_next(request, next_writer: str, table, opts: dict, path, schema, comm
     assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
 
 
-def _java_write(path, rows: pa.Table):
+def _java_write(path, rows: pa.Table, **write):
     """Java's upsert of ``rows`` on the files-only fixture (its keys; no other metadata partition)."""
     from airflow_hudi_occ.testing.java_hudi import Write
     return Write(str(path), rows, record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
                  table_name="v9_txns_cow_simple_overwrite", options={
                      "hoodie.metadata.index.column.stats.enable": "false",
                      "hoodie.metadata.index.partition.stats.enable": "false",
-                     "hoodie.metadata.record.index.enable": "false"})
+                     "hoodie.metadata.record.index.enable": "false"}, **write)
 
 
-def _files_only_table(tmp_path):
-    """The v9 fixture with a files-only metadata table (what our writer keeps): its path, its
-    rows' ids (sorted) and its data schema."""
+def _files_only_table(tmp_path, version: int = 9, java=None):
+    """A table with a files-only metadata table (what our writer keeps): its path, its rows'
+    ids (sorted) and its data schema. Version 9: the fixture, its other metadata partitions
+    dropped from the table's config; version 8: the fixture's rows inserted by Java (``java``)
+    into a new version-8 table."""
     path = java_fixture("v9_txns_simple_overwrite", tmp_path)
     Table.open(str(path)).update_properties({PARTITIONS_KEY: "files"})
     before = hudi_read(str(path))
-    schema = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")]).schema
-    return path, sorted(before.column("txn_id").to_pylist()), schema
+    data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")])
+    if version != 9:
+        path = tmp_path / f"v{version}"
+        java.run(_java_write(path, data, operation="insert", table_type="COPY_ON_WRITE", table_version=version))
+        assert Table.open(str(path)).version == version
+    return path, sorted(before.column("txn_id").to_pylist()), data.schema
 
 
-def _compacting_options(path, **extra) -> dict:
-    """Our writer keeping the metadata table, its compaction trigger set so that the next
-    commit's deltacommit reaches it."""
+def _compacting_options(path, commits: int = 1, **extra) -> dict:
+    """Our writer keeping the metadata table, its compaction trigger set so that the
+    deltacommit of our ``commits``-th commit from now reaches it."""
     from airflow_hudi_occ.core.table.metadata_compaction import deltacommits_since_compaction, open_metadata_table
-    trigger = deltacommits_since_compaction(open_metadata_table(Table.open(str(path))).timeline()) + 1
+    trigger = deltacommits_since_compaction(open_metadata_table(Table.open(str(path))).timeline()) + commits
     return {**lock_options("filesystem"), "hoodie.occ.metadata.files.maintain": "true",
             "hoodie.metadata.compact.max.delta.commits": str(trigger), **extra}
 
