@@ -325,7 +325,8 @@ def test_kill_after_the_metadata_tables_compaction_is_planned(tmp_path, request,
     pytest.param("mdt_archive_after_delete", "ours", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_history", "java", marks=pytest.mark.slow),
     pytest.param("mdt_archive_after_delete", "java", marks=pytest.mark.slow),
-    pytest.param("mdt_archive_after_history", "ours-v8", marks=pytest.mark.slow)])
+    pytest.param("mdt_archive_after_history", "ours-v8", marks=pytest.mark.slow),
+    pytest.param("mdt_archive_after_history", "java-archiving", marks=pytest.mark.slow)])
 def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next_writer):
     """A writer killed inside the metadata table's archival, after its data instant completed
     and its compaction (which lets the archival past the initialisation's deltacommits): with
@@ -336,7 +337,9 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
     and after each next writer: Java's ``HoodieActiveTimeline`` and ``HoodieArchivedTimeline``
     of the metadata table equal ours (our timeline, the history's rows as stored), no instant
     is in the history twice, and none is lost (every instant seen is active or archived); the
-    next writer, ours or Java's (slow), commits and reads exactly; our next archival finishes
+    next writer, ours or Java's (slow; ``java-archiving``: with our keep limits, so that Java's
+    writer archives the metadata table itself and finishes the interrupted archival without
+    archiving anything twice), commits and reads exactly; our next archival finishes
     the interrupted one (no instant both archived and active) and archives on; Java's next
     write succeeds and reads exactly."""
     from airflow_hudi_occ.testing.crash import METADATA_ARCHIVAL_POINTS
@@ -388,6 +391,9 @@ def test_kill_inside_the_metadata_tables_archival(tmp_path, request, point, next
 
     _next_write(request, next_writer, Table.open(str(path)), opts, path, schema, committed)
     same_in_java_and_ours("after the next writer")
+    if next_writer == "java-archiving":  # Java's archival finished the interrupted one itself
+        mdt = Table.open(mdt_path)
+        assert not {t for t, _, _ in _archived_rows(mdt)} & {i.requested_time for i in mdt.timeline()}
     # our next archival of the metadata table: the commit after the data table's own archival
     # (the metadata table's waits for it, and runs first within a commit, as in Java's writer;
     # with Java's writer next, whose archival keeps Hudi's limits, that is two commits on)
@@ -456,18 +462,21 @@ def _write_next(request, next_writer: str, table, opts: dict, path, schema, comm
         return
     from airflow_hudi_occ.testing.java_hudi import Read
     java = request.getfixturevalue("java_hudi")
-    through_mdt, _ = java.run(Read(str(path)), _java_write(path, nxt))
+    # "java-archiving": Java's writer with our keep limits, so that it archives too
+    keep = {k: v for k, v in opts.items() if k.startswith("hoodie.keep.") or k == "hoodie.clean.commits.retained"}
+    through_mdt, _ = java.run(Read(str(path)), _java_write(path, nxt, keep if next_writer == "java-archiving" else {}))
     assert sorted(through_mdt.rows.column("txn_id").to_pylist()) == committed
 
 
-def _java_write(path, rows: pa.Table, **write):
-    """Java's upsert of ``rows`` on the files-only fixture (its keys; no other metadata partition)."""
+def _java_write(path, rows: pa.Table, options: dict | None = None, **write):
+    """Java's upsert of ``rows`` on the files-only fixture (its keys; no other metadata
+    partition; ``options`` added)."""
     from airflow_hudi_occ.testing.java_hudi import Write
     return Write(str(path), rows, record_key="txn_id", partition_fields="region", ordering_field="txn_ts",
                  table_name="v9_txns_cow_simple_overwrite", options={
                      "hoodie.metadata.index.column.stats.enable": "false",
                      "hoodie.metadata.index.partition.stats.enable": "false",
-                     "hoodie.metadata.record.index.enable": "false"}, **write)
+                     "hoodie.metadata.record.index.enable": "false", **(options or {})}, **write)
 
 
 def _files_only_table(tmp_path, version: int = 9, java=None):
