@@ -245,7 +245,21 @@ class ReadHFile:
                 "meta": list(self.meta), "info": list(self.info)}
 
 
-Step = Write | Read | Service | ReadHFile | MetadataCheck
+@dataclass
+class Timelines:
+    """Java's own active and archived timelines of one table (a metadata table's folder
+    ``.hoodie/metadata`` is a table too): ``HoodieActiveTimeline`` and the whole
+    ``HoodieArchivedTimeline`` read from the LSM history. See :meth:`StepResult.timelines`."""
+
+    path: str
+
+    op = "timeline"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "timeline", "path": str(self.path)}
+
+
+Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:
@@ -286,6 +300,12 @@ class StepResult:
         return {"count": raw["count"], "entries": [(k, bytes.fromhex(v)) for k, v in raw["entries"]],
                 "lookups": dict(raw["lookups"]), "meta": {k: unhex(v) for k, v in raw["meta"].items()},
                 "info": {k: unhex(v) for k, v in raw["info"].items()}}
+
+    def timelines(self) -> dict:
+        """What a :class:`Timelines` step found: ``active`` and ``archived``, lists of
+        ``{requested, action, state, completed}`` in Java's order (duplicates kept, so that a
+        test sees an instant archived twice)."""
+        return self.raw["timeline"]
 
     def metadata_check(self) -> dict:
         """What a :class:`MetadataCheck` step found: ``partitions`` and ``files``

@@ -26,6 +26,10 @@ The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one o
   (``HoodieBackedTableMetadata``) on the table: its partitions and files, its column and
   partition stats records for ``columns``, and the stats ``ParquetUtils`` computes from each
   listed parquet file (``{"check": {...}}``);
+- ``{"op": "timeline", "path"}``: Java's own timelines of a table (any table: a metadata
+  table's ``.hoodie/metadata`` too): ``HoodieActiveTimeline``'s instants and all of
+  ``HoodieArchivedTimeline``'s (the LSM history), each ``{requested, action, state,
+  completed}``, in the order Java lists them (``{"timeline": {"active", "archived"}}``);
 - ``{"op": "hfile", "file", "lookups", "meta", "info"}``: one local HFile read by Hudi's own
   reader (``org.apache.hudi.io.hfile.HFileReaderImpl``, what the metadata table reads with):
   every entry in order (``entries``: key and value as hex), the entry count it reports, the
@@ -352,8 +356,22 @@ def do_mdt_check(spark, step: dict) -> dict:
     return {"check": out}
 
 
+def _instant_json(inst) -> dict:
+    return {"requested": str(inst.requestedTime()), "action": str(inst.getAction()),
+            "state": str(inst.getState().name()), "completed": inst.getCompletionTime()}
+
+
+def do_timeline(spark, step: dict) -> dict:
+    hudi = spark._jvm.org.apache.hudi
+    conf = hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
+    meta_client = hudi.common.table.HoodieTableMetaClient.builder().setConf(conf).setBasePath(step["path"]).build()
+    active = [_instant_json(i) for i in meta_client.getActiveTimeline().getInstants()]
+    archived = [_instant_json(i) for i in meta_client.getArchivedTimeline("", False).getInstants()]
+    return {"timeline": {"active": active, "archived": archived}}
+
+
 STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile,
-         "mdt_check": do_mdt_check}
+         "mdt_check": do_mdt_check, "timeline": do_timeline}
 
 
 def run_spec(spark, spec: dict, result_path: str) -> str:
