@@ -11,7 +11,8 @@ version 1), binary, an int and a string column:
   (index version 2 on table version 9; version 1 on version 8, slow), including the partition
   stats that aggregate a base file and a log file;
 - strings: within one log file Java orders by code point (Avro's ``Utf8`` compare), across
-  files (a partition's stats) by UTF-16 code units (``String.compareTo``): the rows mix
+  files (a partition's stats) and a footer's row groups by UTF-16 code units
+  (``String.compareTo``): the rows mix
   characters beyond the BMP (a surrogate pair, 0xD83D...) with U+E000, where the two orders
   disagree, and the test checks that they do disagree on these values;
 - after OUR merge-on-read upsert (log files in two partitions, a base file in a third):
@@ -40,6 +41,7 @@ import shutil
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
@@ -53,6 +55,7 @@ from tests.interop.test_java_metadata_stats import (MAINTAIN, SKIPPING, STAT_FIE
                                                     assert_ours_equal_javas, corrupt_our_column_stats)
 from tests.interop.test_java_metadata_stats_actions import latest_slices
 from airflow_hudi_occ.testing.tables import rows_by_key
+from tests.interop.rows import batch
 from tests.interop.test_java_metadata_stats_types import META, mdt_kinds, signed_hex
 from tests.interop.test_java_metadata_table import KEYS, metadata_partitions
 
@@ -241,3 +244,26 @@ def test_javas_own_utf16_partition_bound_prunes_a_string_row(tmp_path, java_hudi
         Read(path, where="v like '%40'"))
     assert skipping.rows.num_rows == 0 and defaults.rows.num_rows == 0
     assert plain(unpruned.rows) == {1: plain(rows(JAVA_UPSERT))[1]}
+
+
+def test_a_footers_row_groups_merge_in_utf16_order_as_javas(tmp_path, java_hudi):
+    """A base file of three row groups (Java's writer with a 1 KB parquet block: a row group
+    per hundred rows), U+E000 strings in the first, both kinds in the second, U+1F600 ones in
+    the third: each row group's min and max are parquet's (code points); Java merges them as
+    ``String``s (UTF-16 units), and so do ours: our record for Java's file is Java's bytes,
+    and Java's own footer reading gives the same bounds."""
+    path = str(tmp_path / "t")
+    data = [(i, "a", 1, (PRIVATE if i < 150 else BEYOND) + f"{i:04d}") for i in range(300)]
+    small_groups = {"hoodie.parquet.block.size": "1024", "hoodie.parquet.page.size": "1024"}
+    _, check = java_hudi.run(Write(path, batch(data), operation="insert", options=small_groups, **KEYS),
+                             MetadataCheck(path, ["v"]))
+    [name] = [n for n in os.listdir(os.path.join(path, "a")) if n.endswith(".parquet")]
+    footer = pq.read_metadata(os.path.join(path, "a", name))
+    v = [footer.schema.column(i).path for i in range(len(footer.schema))].index("v")
+    groups = [footer.row_group(g).column(v).statistics for g in range(footer.num_row_groups)]
+    assert len(groups) >= 2
+    lows, highs = [g.min for g in groups], [g.max for g in groups]
+    assert min(lows) != min(lows, key=utf16) and max(highs) != max(highs, key=utf16)  # the orders disagree
+    [java_reads] = [s for s in check.metadata_check()["file_stats"]["a"][name]]
+    assert (java_reads["min"], java_reads["max"]) == (min(lows, key=utf16), max(highs, key=utf16))
+    assert_ours_equal_javas(path)
