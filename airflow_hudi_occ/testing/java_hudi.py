@@ -313,7 +313,10 @@ class StepResult:
         ``partition_stats``: the records it returns (``{file or partition, column, min, max,
         null_count, value_count, total_size, total_uncompressed_size, deleted}``); ``file_stats``:
         the same numbers Java computes from each listed parquet file's footer
-        (``ParquetUtils.readColumnStatsFromMetadata``), keyed by partition and file name."""
+        (``ParquetUtils.readColumnStatsFromMetadata``), keyed by partition and file name;
+        ``log_stats``: the same for each listed log file, computed by Java over its records
+        (``HoodieTableMetadataUtil.getLogFileColumnRangeMetadata``; sizes 0, none for a log
+        of deletes only)."""
         return self.raw["check"]
 
     @property
