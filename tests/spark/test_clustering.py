@@ -137,50 +137,64 @@ def test_spark_clustering_merges_merge_on_read_slices_with_log_files(spark, tmp_
     assert new and all(fs.base.instant_time == planned and not fs.log_files for fs in new)
 
 
-def test_spark_clustering_yields_to_a_deltacommit_into_its_file_groups_after_the_plan(spark, tmp_path):
-    """Hudi's rule for an upsert into a file group of a pending clustering plan: Reject (the
-    default, except under prefer-writer) refuses it before it writes; under prefer-writer
-    (Allow) it writes its log file and commits, and the clustering, whose plan's snapshot does
-    not include it, loses at its commit, whether the deltacommit completed while the
-    clustering ran (it read the slice without the log) or before it started (its merged read
-    took the log in; Java reads only the plan's log files): rolled back, plan included, the
-    update kept by every reader; scheduled again, it commits with the update merged."""
+def _upsert(path, options, rows):
     from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
     from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.errors import PendingClusteringConflictError, WriteConflictError
     from tests.interop.rows import batch
-    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path)
+    return MergeOnReadWriter(Table.open(path), WriteConfig.from_options(options)).write(batch(rows), "upsert")
 
-    def upsert(o, rows):
-        return MergeOnReadWriter(Table.open(path), WriteConfig.from_options(o)).write(batch(rows), "upsert")
+
+PREFER_WRITER = {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+
+
+def test_spark_clustering_yields_to_a_deltacommit_into_its_file_groups_after_the_plan(spark, tmp_path):
+    """Hudi's rule for an upsert into a file group of a pending clustering plan: Reject (the
+    default, except under prefer-writer) refuses it before it writes, and the clustering
+    commits the merged slices; under prefer-writer (Allow) the upsert writes its log file and
+    commits after the plan, before the clustering starts: the clustering's merged read takes
+    that log in, but the plan's snapshot does not include it (Java reads only the plan's log
+    files), so the clustering loses at its commit, rolled back with its plan, and every reader
+    keeps the update."""
+    from airflow_hudi_occ.core.errors import PendingClusteringConflictError, WriteConflictError
+    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path)
     planned = schedule_clustering(Table.open(path), opts)
     with pytest.raises(PendingClusteringConflictError):  # Reject: nothing written
-        upsert(opts, [(3, "a", 5, "refused")])
+        _upsert(path, opts, [(3, "a", 5, "refused")])
     assert _readers(path) == [model, model]
     SparkClusteringExecutor(spark, path, opts).execute(planned)
     assert _readers(path) == [model, model]
 
-    pw = {**opts, "hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+    pw = {**opts, **PREFER_WRITER}
+    _upsert(path, pw, [(3, "a", 6, "logged")])  # the clustered file group gets a log file again
+    model[3] = "logged"
     planned = schedule_clustering(Table.open(path), pw)
-    done = {}
-
-    def ingest_first(tx):  # the clustering read its slices; a deltacommit lands before it commits
-        done["w"] = upsert(pw, [(3, "a", 6, "during")])
-    with pytest.raises(WriteConflictError) as ei:
-        SparkClusteringExecutor(spark, path, pw).execute(planned, before_commit=ingest_first)
-    assert ei.value.other_instant == done["w"].instant.requested_time
-    model[3] = "during"
-    assert Table.open(path).timeline().get(planned) is None
-    assert _readers(path) == [model, model]
-
-    planned = schedule_clustering(Table.open(path), pw)
-    before = upsert(pw, [(1, "a", 7, "before")])  # completes after the plan, before its read
+    before = _upsert(path, pw, [(1, "a", 7, "before")])  # completes after the plan, before its read
     model[1] = "before"
     with pytest.raises(WriteConflictError) as ei:
         SparkClusteringExecutor(spark, path, pw).execute(planned)
     assert ei.value.other_instant == before.instant.requested_time
+    assert Table.open(path).timeline().get(planned) is None
     assert _readers(path) == [model, model]
 
-    planned = schedule_clustering(Table.open(path), pw)
-    SparkClusteringExecutor(spark, path, pw).execute(planned)
+
+@pytest.mark.slow
+def test_spark_clustering_yields_to_a_deltacommit_that_completes_while_it_runs(spark, tmp_path):
+    """Prefer-writer: the clustering has read the merged slices (without the upsert's log
+    file) when a deltacommit into one of its file groups completes; the clustering loses at
+    its commit and the update is kept; scheduled again, it merges the new log and commits."""
+    from airflow_hudi_occ.core.errors import WriteConflictError
+    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path, PREFER_WRITER)
+    planned = schedule_clustering(Table.open(path), opts)
+    done = {}
+
+    def ingest_first(tx):
+        done["w"] = _upsert(path, opts, [(3, "a", 6, "during")])
+    with pytest.raises(WriteConflictError) as ei:
+        SparkClusteringExecutor(spark, path, opts).execute(planned, before_commit=ingest_first)
+    assert ei.value.other_instant == done["w"].instant.requested_time
+    model[3] = "during"
+    assert Table.open(path).timeline().get(planned) is None
+    assert _readers(path) == [model, model]
+    planned = schedule_clustering(Table.open(path), opts)
+    SparkClusteringExecutor(spark, path, opts).execute(planned)
     assert _readers(path) == [model, model]
