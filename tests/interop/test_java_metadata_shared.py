@@ -18,8 +18,8 @@ wins by Hudi's rule), after every commit:
 
 One JVM session answers the turns' Java steps (the ``java_hudi`` fixture); the race starts one
 JVM of its own, once, for both of Java's racing writes. The default run takes the copy-on-write
-version 9 turns (about 50 s besides the session's JVM); version 8, merge-on-read and the race
-are slow.
+version 9 turns (about 50 s besides the session's JVM); version 8, merge-on-read (versions 9
+and 8) and the race (copy-on-write v9, merge-on-read v9 and v8) are slow.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import WriteConflictError
+from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.table import Table
@@ -61,6 +62,12 @@ def initial_instants(path: str) -> list[str]:
     first = min((n for n in os.listdir(folder) if not n.endswith(".crc") and "files-" in n),
                 key=lambda n: n.rsplit("_", 1)[-1] if n.endswith(".hfile") else n.split("_", 1)[1])
     return sorted(names) + [first]
+
+
+def log_files_of(path: str, instant: str) -> dict[str, list[str]]:
+    """The data table's log files written at ``instant``, by partition."""
+    return {p: sorted(n for n in files if LogFileName.parse(n) is not None and f"_{instant}.log." in n)
+            for p, files in data_files(path).items()}
 
 
 class Shared:
@@ -176,8 +183,10 @@ def test_merge_on_read_java_and_ours_take_turns(tmp_path, java_hudi, version):
     t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=version)], "java3")
     assert Table.open(t.path).version == version
     ours = t.ours([(1, "a", 2, "ours-one"), (4, "b", 2, "ours-four")], writer=MergeOnReadWriter)
+    assert all(log_files_of(t.path, ours)[p] for p in "ab"), log_files_of(t.path, ours)
     t.check("ours upsert (log files)", [ours], "ours-one")
     gone = t.ours([(3, "a", 3, ""), (4, "b", 3, "")], "delete", writer=MergeOnReadWriter)
+    assert all(log_files_of(t.path, gone)[p] for p in "ab"), log_files_of(t.path, gone)
     t.check("ours delete (log files of deletes)", [gone], "ours-one")
     t.check("java upsert", [t.java_write([(1, "a", 3, "java-one"), (2, "b", 3, "java-two")])], "java-one")
     (compacted,) = java_hudi.run(Service(t.path, "compact", options={"hoodie.compact.inline.max.delta.commits": "1"}))
@@ -260,6 +269,9 @@ def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, 
               f"ours {'committed' if ours_error is None else type(ours_error).__name__}")
     completed = instants(path)
     assert all(c is not None for c in completed.values()), completed
+    if table_type == "MERGE_ON_READ":  # every committed upsert of the race went to a log file
+        assert all(log_files_of(path, i)[writes[i][0][0][1]] for i in writes), \
+            {i: log_files_of(path, i) for i in writes}
     # the serial replay: Java's insert, then every commit that completed, in completion order
     t.model = model_of(first)
     for instant in sorted(writes, key=lambda i: completed[i]):
