@@ -18,8 +18,8 @@ wins by Hudi's rule), after every commit:
 
 One JVM session answers the turns' Java steps (the ``java_hudi`` fixture); the race starts one
 JVM of its own, once, for both of Java's racing writes. The default run takes the copy-on-write
-version 9 turns (about 50 s besides the session's JVM); version 8, merge-on-read and the race
-are slow.
+version 9 turns (about 50 s besides the session's JVM); version 8, merge-on-read (versions 9
+and 8) and the race (copy-on-write v9, merge-on-read v9 and v8) are slow.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import WriteConflictError
+from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.table import Table
@@ -43,7 +44,7 @@ from tests.interop.rows import ONE_VERSION, apply, batch
 from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
 from tests.interop.test_java_metadata_stats import INDEXED, SKIPPING, STAT_FIELDS, assert_java_metadata_agrees
 from tests.interop.test_java_metadata_table import COLS, KEYS, metadata_partitions, model_of
-from tests.interop.test_java_races import instants, lock_options, wait_until_java_is_inflight
+from tests.interop.test_java_races import inflight, instants, lock_options, wait_until_java_is_inflight
 
 #: what Java 1.2 builds at its defaults, and what ours keeps at its own
 JAVA_DEFAULT_PARTITIONS = ["column_stats", "files", "partition_stats"]
@@ -61,6 +62,12 @@ def initial_instants(path: str) -> list[str]:
     first = min((n for n in os.listdir(folder) if not n.endswith(".crc") and "files-" in n),
                 key=lambda n: n.rsplit("_", 1)[-1] if n.endswith(".hfile") else n.split("_", 1)[1])
     return sorted(names) + [first]
+
+
+def log_files_of(path: str, instant: str) -> dict[str, list[str]]:
+    """The data table's log files written at ``instant``, by partition."""
+    return {p: sorted(n for n in files if LogFileName.parse(n) is not None and f"_{instant}.log." in n)
+            for p, files in data_files(path).items()}
 
 
 class Shared:
@@ -164,16 +171,23 @@ def test_java_at_its_defaults_and_ours_take_turns(tmp_path, java_hudi, version):
 
 
 @pytest.mark.slow
-def test_merge_on_read_java_and_ours_take_turns(tmp_path, java_hudi):
-    """Merge-on-read at Java's defaults (``files``, ``column_stats``, ``partition_stats``): our
-    deltacommits (log files, their stats over their records) and Java's upserts and compaction
-    take turns, and our clean (tombstones for the deleted files) keeps the metadata table, after
+@pytest.mark.parametrize("version", [9, 8])
+def test_merge_on_read_java_and_ours_take_turns(tmp_path, java_hudi, version):
+    """Merge-on-read at Java's defaults (``files``, ``column_stats``, ``partition_stats``), at
+    table versions 9 and 8 (Java's log format and index version 1 there): our deltacommits
+    (upserts and deletes as log files, their stats over their records) and Java's upserts and
+    its compaction of our logs take turns, and our clean (tombstones for the deleted files) keeps the metadata table, after
     which Java's next write adds one deltacommit; every reader exact after every commit."""
     t = Shared(java_hudi, str(tmp_path / "t"))
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
-    t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=9)], "java3")
+    t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=version)], "java3")
+    assert Table.open(t.path).version == version
     ours = t.ours([(1, "a", 2, "ours-one"), (4, "b", 2, "ours-four")], writer=MergeOnReadWriter)
+    assert all(log_files_of(t.path, ours)[p] for p in "ab"), log_files_of(t.path, ours)
     t.check("ours upsert (log files)", [ours], "ours-one")
+    gone = t.ours([(3, "a", 3, ""), (4, "b", 3, "")], "delete", writer=MergeOnReadWriter)
+    assert all(log_files_of(t.path, gone)[p] for p in "ab"), log_files_of(t.path, gone)
+    t.check("ours delete (log files of deletes)", [gone], "ours-one")
     t.check("java upsert", [t.java_write([(1, "a", 3, "java-one"), (2, "b", 3, "java-two")])], "java-one")
     (compacted,) = java_hudi.run(Service(t.path, "compact", options={"hoodie.compact.inline.max.delta.commits": "1"}))
     assert [c["action"] for c in compacted.completed] == ["commit"], compacted.completed
@@ -185,18 +199,25 @@ def test_merge_on_read_java_and_ours_take_turns(tmp_path, java_hudi):
 
 
 @pytest.mark.slow  # a JVM of its own and a heartbeat's expiry: about 50 s; the turns are the default slice
-def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, request):
+@pytest.mark.parametrize("table_type,version", [("COPY_ON_WRITE", 9), ("MERGE_ON_READ", 9), ("MERGE_ON_READ", 8)],
+                         ids=["cow-v9", "mor-v9", "mor-v8"])
+def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, request, table_type, version):
     """Java upserts partition b while ours upserts a (both commit), then both write one file
     group of a (the first to commit wins; a losing Java writer's instant is rolled back by our
     LAZY rollback once its heartbeat expired); then every reader equals the serial replay of
-    the commits that completed, in completion order, and the metadata table checks pass."""
+    the commits that completed, in completion order, and the metadata table checks pass.
+    Merge-on-read: both sides' upserts are log files in the same file groups, ours by
+    :class:`MergeOnReadWriter`."""
     ours_options, java_options = lock_options("zookeeper", request)
     ours_options = {k: v for k, v in ours_options.items() if not k.startswith("hoodie.metadata.")}
     java_options = {**{k: v for k, v in java_options.items() if not k.startswith("hoodie.metadata.")}, **HEARTBEAT}
     t = Shared(java_hudi, str(tmp_path / "t"))
     path = t.path
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
-    t.check("java insert", [t.java_write(first, "insert", table_version=9, options=java_options)], "java1")
+    t.check("java insert", [t.java_write(first, "insert", table_type=table_type, table_version=version,
+                                         options=java_options)], "java1")
+    assert Table.open(path).version == version
+    writer = MergeOnReadWriter if table_type == "MERGE_ON_READ" else ArrowTableWriter
 
     java_b, java_a = [(0, "b", 2, "java-zero")], [(1, "a", 3, "java-one")]
     ours_a, ours_same = [(3, "a", 2, "ours-three")], [(5, "a", 3, "ours-five")]
@@ -208,7 +229,7 @@ def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, 
         # 1. disjoint: ours in a while Java's first write (b) is inflight
         wait_until_java_is_inflight(run, path)
         java_first = next(iter(pending_inflight(path)))
-        writes[t.ours(ours_a, options=ours_options)] = (ours_a, "ours")
+        writes[t.ours(ours_a, options=ours_options, writer=writer)] = (ours_a, "ours")
         # 2. one file group: ours in a while Java's second write (a) is inflight
         deadline = time.monotonic() + 120
         while not (pending_inflight(path) - {java_first}):
@@ -218,7 +239,7 @@ def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, 
         java_second = next(iter(pending_inflight(path) - {java_first}))
         before = set(instants(path))
         try:
-            writes[t.ours(ours_same, options=ours_options)] = (ours_same, "ours")
+            writes[t.ours(ours_same, options=ours_options, writer=writer)] = (ours_same, "ours")
             ours_error = None
         except WriteConflictError as e:
             ours_error = e
@@ -248,6 +269,9 @@ def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, 
               f"ours {'committed' if ours_error is None else type(ours_error).__name__}")
     completed = instants(path)
     assert all(c is not None for c in completed.values()), completed
+    if table_type == "MERGE_ON_READ":  # every committed upsert of the race went to a log file
+        assert all(log_files_of(path, i)[writes[i][0][0][1]] for i in writes), \
+            {i: log_files_of(path, i) for i in writes}
     # the serial replay: Java's insert, then every commit that completed, in completion order
     t.model = model_of(first)
     for instant in sorted(writes, key=lambda i: completed[i]):
@@ -257,6 +281,6 @@ def test_java_at_its_defaults_and_ours_race_under_one_lock(tmp_path, java_hudi, 
 
 
 def pending_inflight(path: str) -> set[str]:
-    """Commits pending with ``<t>.inflight`` on the timeline: a writer past its tagging."""
-    folder = os.path.join(path, ".hoodie", "timeline")
-    return {i for i, c in instants(path).items() if c is None and os.path.exists(os.path.join(folder, f"{i}.inflight"))}
+    """Commits and deltacommits pending with their inflight file on the timeline: a writer
+    past its tagging."""
+    return set(inflight(path))

@@ -9,6 +9,15 @@ preflight (spark/job.py) judges the table as that commit will (``stats_writer``)
 refusing it before Spark starts. What must hold: Java's snapshot and its reads with data
 skipping (timestamp, decimal) are exact; Java's next writer adds one deltacommit (no rebuild);
 Java's metadata checks pass.
+
+The Spark engine's merge-on-read deltacommits (spark/mor_executor.py: updates and deletes as
+log files, new keys as base files) go through the same transaction, the log files' stats
+computed over their records: on a merge-on-read table Java wrote at its defaults, Java reads
+and checks them through the metadata table after each (``Shared.check`` of
+test_java_metadata_shared: snapshot and data-skipping reads, hudi-rs, ``MetadataCheck``, our
+listing, one metadata-table deltacommit per commit). Version 9 is in the default run (about 45 s
+measured besides the session's JVM and Spark session, on a loaded machine); version 8 and the
+copy-on-write upsert, bulk_insert and delete are slow.
 """
 
 from __future__ import annotations
@@ -23,6 +32,9 @@ from airflow_hudi_occ.core.commit.writer import read_table
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.job import preflight
 from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Write
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+from tests.interop.rows import apply, batch
+from tests.interop.test_java_metadata_shared import Shared, log_files_of
 from tests.interop.test_java_metadata_stats import MAINTAIN, SKIPPING, assert_java_metadata_agrees
 from tests.interop.test_java_metadata_stats_types import INDEXED, ORDER, mdt_kinds, model_of, plain, typed
 from tests.interop.test_java_metadata_table import KEYS, metadata_partitions
@@ -70,7 +82,6 @@ def test_java_reads_filters_and_checks_the_stats_the_spark_engine_keeps(tmp_path
 
 
 def _names(path: str, partition: str) -> list[str]:
-    import os
     return os.listdir(os.path.join(path, ".hoodie", "metadata", partition))
 
 
@@ -107,3 +118,63 @@ def test_spark_clustering_of_a_java_merge_on_read_table_merges_its_log_files(tmp
     for t in (read_snapshot(Table.open(path)), hudi_read(path)):
         assert rows_by_key(t, columns=COLS) == model
     check_step(java_hudi, path, model, "spark clustering", "v = 'java-upd-one' or v = 'java4'", {1, 4})
+def spark_write(t, spark, rows, op: str) -> str:
+    """The Spark engine's ``op`` of ``rows`` into ``t`` (a :class:`Shared` table) at our
+    defaults (the metadata table kept, stats included), as its job runs it: the preflight
+    before Spark (it must accept the table), then the write from a parquet source beside the
+    table; applied to ``t``'s model."""
+    from airflow_hudi_occ.spark.writer import SparkHudiWriter
+
+    folder = os.path.dirname(t.path)
+    source = os.path.join(folder, f"source-{len(os.listdir(folder))}.parquet")
+    options = {**FAST_WRITE_OPTIONS, **SPARK_KEYS}
+    pq.write_table(batch(rows), source)
+    preflight(types.SimpleNamespace(table=t.path, operation=op, source=source, source_format="parquet"), options)
+    res = SparkHudiWriter(spark, t.path, options).write(spark.read.parquet(source), op)
+    assert res.outcome == "committed", res
+    apply(t.model, rows, op)
+    return res.instant
+
+
+@pytest.mark.parametrize("version", [9, pytest.param(8, marks=pytest.mark.slow)])
+def test_java_at_its_defaults_reads_the_spark_engines_merge_on_read_commits(tmp_path, java_hudi, spark, version):
+    """The Spark engine's merge-on-read deltacommits (spark/mor_executor.py) on a table Java
+    wrote at its defaults (``files``, ``column_stats``, ``partition_stats``): an upsert (updates
+    as log files in a and b, a new partition c as a base file, a null) and a delete (log files
+    of deletes). After each, and after Java's next upsert: Java's snapshot and data-skipping
+    reads through the metadata table are exact, hudi-rs and our reader too, Java's metadata
+    checks pass (:class:`MetadataCheck`), our listing equals the storage, and each commit added
+    exactly one deltacommit to the metadata table (no rebuild: ``Shared.check``)."""
+    t = Shared(java_hudi, str(tmp_path / "t"))
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
+    t.check("java insert", [t.java_write(first, "insert", table_type="MERGE_ON_READ", table_version=version)],
+            "java3")
+    assert Table.open(t.path).version == version
+
+    upsert = spark_write(t, spark, [(1, "a", 2, "spark-one"), (4, "b", 2, "spark-four"), (9, "c", 2, "spark-nine"),
+                                    (10, "c", 2, None)], "upsert")
+    logs = log_files_of(t.path, upsert)
+    assert logs["a"] and logs["b"] and not logs["c"], logs  # updates as logs, the new partition a base file
+    t.check("spark upsert (log files)", [upsert], "spark-one")
+
+    delete = spark_write(t, spark, [(3, "a", 3, ""), (4, "b", 3, ""), (9, "c", 3, "")], "delete")
+    assert all(log_files_of(t.path, delete)[p] for p in "abc"), log_files_of(t.path, delete)
+    t.check("spark delete (log files of deletes)", [delete], "spark-one")
+
+    t.check("java upsert", [t.java_write([(1, "a", 4, "java-one"), (10, "c", 4, "java-ten")])], "java-ten")
+
+
+@pytest.mark.slow  # three Spark writes and four rounds of Java's checks
+def test_java_at_its_defaults_reads_the_spark_engines_copy_on_write_commits(tmp_path, java_hudi, spark):
+    """The Spark engine's copy-on-write upsert and bulk_insert (new file groups) and delete on a
+    table Java wrote at its defaults, each followed by the checks of ``Shared.check``, then
+    Java's next upsert (one deltacommit, no rebuild)."""
+    t = Shared(java_hudi, str(tmp_path / "t"))
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
+    t.check("java insert", [t.java_write(first, "insert", table_version=9)], "java3")
+    t.check("spark upsert", [spark_write(t, spark, [(1, "a", 2, "spark-one"), (9, "c", 2, "spark-nine"),
+                                                    (10, "c", 2, None)], "upsert")], "spark-nine")
+    t.check("spark bulk_insert", [spark_write(t, spark, [(20, "a", 3, "spark-twenty"), (21, "d", 3, "spark-21")],
+                                              "bulk_insert")], "spark-21")
+    t.check("spark delete", [spark_write(t, spark, [(3, "a", 4, ""), (9, "c", 4, "")], "delete")], "spark-one")
+    t.check("java upsert", [t.java_write([(20, "a", 5, "java-twenty"), (2, "b", 5, "java-two")])], "java-twenty")

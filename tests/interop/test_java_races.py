@@ -33,16 +33,17 @@ JAVA_OCC = {"hoodie.metadata.enable": "false",
 
 
 def instants(path: str) -> dict[str, str | None]:
-    """requested time -> completion time (None while pending) of every commit on the timeline."""
+    """requested time -> completion time (None while pending) of every commit and deltacommit
+    (merge-on-read) on the timeline."""
     out: dict[str, str | None] = {}
     for n in os.listdir(os.path.join(path, ".hoodie", "timeline")):
         head, _, action = n.partition(".")
         if not n[:1].isdigit():
             continue
-        if "_" in head and action == "commit":
+        if "_" in head and action in ("commit", "deltacommit"):
             req, comp = head.split("_")
             out[req] = comp
-        elif action in ("commit.requested", "inflight"):
+        elif action in ("commit.requested", "inflight", "deltacommit.requested", "deltacommit.inflight"):
             out.setdefault(head, None)
     return out
 
@@ -51,8 +52,8 @@ def inflight(path: str) -> list[str]:
     """Instants whose ``<t>.inflight`` exists and that are not completed: past Java's tagging
     (the datasource writes it once it knows which file groups it writes)."""
     folder = os.path.join(path, ".hoodie", "timeline")
-    return [t for t, c in instants(path).items()
-            if c is None and os.path.exists(os.path.join(folder, f"{t}.inflight"))]
+    return [t for t, c in instants(path).items() if c is None and any(
+        os.path.exists(os.path.join(folder, f"{t}.{action}")) for action in ("inflight", "deltacommit.inflight"))]
 
 
 def wait_until_java_is_inflight(run, path: str, timeout_s: float = 120) -> None:
