@@ -85,6 +85,7 @@ def _names(path: str, partition: str) -> list[str]:
     return os.listdir(os.path.join(path, ".hoodie", "metadata", partition))
 
 
+@pytest.mark.slow  # ~45 s; the default run proves the merge with hudi-rs and our reader (tests/spark/test_clustering.py)
 def test_spark_clustering_of_a_java_merge_on_read_table_merges_its_log_files(tmp_path, java_hudi, spark):
     """A merge-on-read table Java wrote at its defaults (metadata table with ``files``,
     ``column_stats``, ``partition_stats``), with an update and a delete in Java's log files,
