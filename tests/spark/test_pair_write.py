@@ -145,6 +145,39 @@ def test_a_hostile_value_in_the_last_task_leaves_the_table_as_it_was(spark, tmp_
     assert hudi_read(path).to_pylist() == before_rows
 
 
+def test_a_task_killed_mid_write_leaves_nothing_visible(spark, tmp_path, monkeypatch):
+    """A Python worker killed (``os._exit``) while its task is writing, after the other task
+    staged its files: the job fails, the instant is rolled back, the staging folder goes with
+    it, and the table is byte-for-byte as it was outside ``.hoodie``; readers unchanged."""
+    from airflow_hudi_occ.spark.errors import SparkWriteError
+    path = str(tmp_path / "t")
+    opts = {**OPTS, "hoodie.parquet.max.file.size": str(10 * 1024 * 1024)}
+    SparkHudiWriter(spark, path, opts).write(
+        spark.createDataFrame([(1000, "a", 1, "old")], "id long, p string, ts long, v string"), "bulk_insert")
+    before, rows = tree_snapshot(path), hudi_read(path).to_pylist()
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 10)  # 10-row Arrow batches
+
+    def killer(batches):  # a stage before the write, in the same task: dies on id 55
+        import os as os_
+        import pyarrow.compute as pc_
+        for b in batches:
+            if pc_.any(pc_.equal(b.column(0), 55)).as_py():
+                os_._exit(1)
+            yield b
+    df = spark.range(0, 60, numPartitions=2).selectExpr(
+        "id", "if(id % 2 = 0, 'a', 'b') as p", "id as ts", "'x' as v")
+    df = df.mapInArrow(killer, df.schema)
+    with pytest.raises(SparkWriteError) as e:
+        SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    instant = e.value.instant
+    after = tree_snapshot(path)
+    assert {k: v for k, v in after.items() if not k.startswith(".hoodie")} == \
+        {k: v for k, v in before.items() if not k.startswith(".hoodie")}
+    assert not [k for k in after if instant in k and ".temp" in k]  # its staging folder removed
+    assert not Table.open(path).timeline().pending()
+    assert hudi_read(path).to_pylist() == rows
+
+
 def test_rows_without_a_key_are_refused_with_their_count_over_every_task(spark, tmp_path):
     from airflow_hudi_occ.core.errors import InvalidRecordKeyError
     path = str(tmp_path / "t")
