@@ -319,15 +319,15 @@ class SparkHudiWriter(SparkTableJob):
     def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> FilePlan:
         """Tag the records (keys, partitions, file groups) against the snapshot read after
         begin, and settle which file groups the write touches."""
+        if self._in_tasks(batch):  # no key or partition column: its tasks spell them
+            run.planned = []  # known from the write job's reports
+            return plan_in_tasks(batch.df, batch.opts, batch.table)
         cfg = batch.table.config
         keyed = tagging.keyed(batch.df, cfg.record_key_fields, cfg.partition_fields,
                               cfg.hive_style_partitioning, batch.partition_labels)
         if not batch.bucket:
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
-            if self._in_tasks(batch):
-                run.planned = []  # known from the write job's reports
-                return plan_in_tasks(batch.df, batch.opts, batch.table)
             plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
                                     run.persisted, by_task=native and batch.combines)
             plan.deduped = plan.deduped or not batch.combines
