@@ -77,6 +77,32 @@ def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, 
     assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", res.instant))
 
 
+def test_the_tasks_spell_partitions_as_core_does(spark, tmp_path):
+    """The tasks spell each path with core's rule themselves (no labels from a batch check):
+    url-encoded values, a '/' making nested folders, null and empty values (the Hive default),
+    two fields of a string, an int and a date, hive-style; each row's _hoodie_partition_path
+    and folder as core spells it. An empty batch commits no file."""
+    import datetime as dt
+
+    from airflow_hudi_occ.core.format import partition_path as pp
+    values = ["a/b:c", "2024/01", "", None, "é #1"]
+    rows = [(i, v, i % 2 if i % 3 else None, dt.date(2026, 1, 1 + i % 2), "x") for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, "id long, s string, n int, d date, v string").repartition(2)
+    fields = ["s", "n", "d"]
+    path = str(tmp_path / "t")
+    w = SparkHudiWriter(spark, path, {**OPTS, "hoodie.datasource.write.partitionpath.field": "s,n,d",
+                                      "hoodie.datasource.write.hive_style_partitioning": "true",
+                                      pp.URL_ENCODE_KEY: "true"})
+    w.write(df, "bulk_insert")
+    got = {r["id"]: r for r in hudi_read(path).to_pylist()}
+    for i, s_, n, d, _ in rows:
+        want = pp.partition_path(fields, [s_, n, d], hive_style=True, url_encode=True)
+        assert got[i]["_hoodie_partition_path"] == want
+        assert os.path.isfile(os.path.join(path, want, got[i]["_hoodie_file_name"]))
+    res = w.write(df.limit(0), "bulk_insert")
+    assert res.stats == [] and len(hudi_read(path)) == len(rows)
+
+
 def _spark_jobs(spark) -> int:
     """Spark jobs the application has run so far (its status store, as the UI lists them)."""
     sc = spark.sparkContext._jsc.sc()
