@@ -185,7 +185,10 @@ class UnmaintainedMetadataPartitionsError(MetadataTableEnabledError):
 class UnsupportedColumnStatsTypeError(MetadataTableEnabledError):
     """A column the metadata table's ``column_stats`` index covers has a type whose statistics
     Java Hudi cannot record either (UUID, INT96, unsigned, an annotated int8 / int16 under index
-    version 2, ...: core/format/column_stats_record.py lists every type and how it is written).
+    version 2, ...: core/format/column_stats_record.py lists every type and how it is written),
+    or, in a merge-on-read log block, an Avro type neither Java's Spark writer nor ours writes
+    there (``time-*``, ``uuid``, ``timestamp-nanos``, a plain ``fixed``), whose log-file record
+    this package does not render.
 
     Raised while the commit's metadata-table records are built, before the metadata table or
     the data instant changes: the write is abandoned (rolled back) rather than leave a stat

@@ -4,9 +4,12 @@
 
     driver:    ClusteringTransaction.adopt (lock: the plan, heartbeat, snapshot as the plan saw
                the table) -> inflight
-               -> read the plan's file slices (Spark parquet, schemas merged) -> each row gets
-               its output file group: one of the group's numOutputFileGroups new fileIds, by
-               record-key hash
+               -> read the plan's file slices: base files by Spark's parquet reader (schemas
+               merged); a merge-on-read file group whose latest slice has log files by its
+               merged slice (reader.read_merged_slices: core's merge, the logs' updates
+               applied and deletes dropped, as Hudi's clustering reads base + logs)
+               -> each row gets its output file group: one of the group's
+               numOutputFileGroups new fileIds, by record-key hash
     executors: per new file group (executor.py, mode "cluster"): marker -> rows sorted by the
                plan's sort columns -> one parquet base file; every record keeps its
                _hoodie_commit_time (incremental readers must not see clustered rows as new)
@@ -15,6 +18,15 @@
 
 A conflict aborts the job like a write does (jobgroup.py): the instant, plan included, is
 rolled back, so the clustering can be scheduled again.
+
+Writers after the plan (Hudi's rule, docs/merge-on-read.md): the slices are read when the
+plan is executed, not when it was made. Under the Reject updates strategy (the default,
+except under prefer-writer) no writer reaches a file group of a pending plan, so they are the
+slices the plan saw; under simple with Allow, a deltacommit into one meets the pending plan at
+its own commit and loses. Under prefer-writer (Allow), a deltacommit into one of them that
+completes after the plan was requested, before the read or during it, is a conflict for this
+commit and the clustering yields (as Java's does; Java reads only the log files its plan
+names): rows read from a log the plan did not see are never committed.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.services.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
                                latest_schema, slices_with_logs, sort_columns_of)
 from airflow_hudi_occ.core.table.file_system_view import relative_path
-from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
+from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
 from airflow_hudi_occ.spark import tagging
@@ -36,6 +48,7 @@ from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.compat import apply_in_arrow
+from airflow_hudi_occ.spark.reader import read_merged_slices
 from airflow_hudi_occ.spark.writer import SparkTableJob
 
 NAME = "__hudi_src_name"
@@ -59,9 +72,10 @@ class SparkClusteringExecutor(SparkTableJob):
         plan = tx.adopt(instant)
         parts = {p for g in plan.input_groups for p, _f, _ in g.slices}
         try:
-            self._refuse_slices_with_logs(table, plan)
             tx.start_inflight(data=b"")
+            merged = slices_with_logs(table)
             mapping, rels, replaced = [], [], {}
+            plain, logged, logged_names = [], [], []
             for g in plan.input_groups:
                 ids = [new_file_id() for _ in range(max(1, g.num_output_file_groups))]
                 for part, fid, path in g.slices:
@@ -69,9 +83,12 @@ class SparkClusteringExecutor(SparkTableJob):
                     rels.append(rel)
                     mapping.append((posixpath.basename(rel), part, ids))
                     replaced.setdefault(part, []).append(fid)
-            root = table.storage.root
-            df = self.spark.read.option("mergeSchema", "true").parquet(*[f"{root}/{r}" for r in rels])
-            df = df.withColumn(NAME, F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1))
+                    if (part, fid) in merged:
+                        logged.append(merged[(part, fid)])
+                        logged_names.append(posixpath.basename(rel))
+                    else:
+                        plain.append(rel)
+            df = self._read_slices(table, rels, plain, logged, logged_names)
             m = self.spark.createDataFrame(mapping, f"{NAME} string, __part string, __ids array<string>")
             user_columns = [c for c in df.columns if c not in META_COLUMNS and c != NAME]
             joined = df.join(F.broadcast(m), NAME)
@@ -112,25 +129,28 @@ class SparkClusteringExecutor(SparkTableJob):
             raise SparkWriteError(f"the Spark clustering {tx.instant_time} failed: {short_message(e)}",
                                   instant=tx.instant_time, cause=type(e).__name__) from e
 
-    @staticmethod
-    def _refuse_slices_with_logs(table, plan) -> None:
-        """This executor rewrites base files read by Spark's parquet reader; a merge-on-read
-        file group whose latest slice has log files would lose the logs' updates and deletes
-        (the core executor merges the slice, ``services/clustering.slices_with_logs``). Refused
-        before anything is written; the plan is rolled back so it can be scheduled again."""
-        merged = slices_with_logs(table)
-        hit = sorted({(p, f) for g in plan.input_groups for p, f, _ in g.slices if (p, f) in merged})
-        if hit:
-            names = ", ".join(f"{p or '(no partition)'}/{f}" for p, f in hit[:5])
-            raise ConfigError(
-                f"the Spark clustering of table {table.name} would rewrite {len(hit)} merge-on-read "
-                f"file group(s) whose latest slice has log files ({names}) from their base files "
-                "alone, dropping the logs' updates and deletes", key="hoodie.table.type",
-                value="MERGE_ON_READ",
-                remedy="compact the table first (HudiTableServiceOperator's compact step, or "
-                       "`hudi-occ compact`) so the file groups have no log files, then schedule the "
-                       "clustering again; or run it with the core executor (`hudi-occ cluster run "
-                       "<table>`), which merges each slice")
+    def _read_slices(self, table, rels, plain, logged, logged_names):
+        """The plan's rows, each with its slice's base-file name (``NAME``): base files of
+        slices without log files by Spark's parquet reader, the slices with log files merged
+        by core's merge on the executors (``reader.read_merged_slices``), in the columns of
+        every base file merged."""
+        from pyspark.sql import functions as F
+        root = table.storage.root
+        df = self.spark.read.option("mergeSchema", "true").parquet(*[f"{root}/{r}" for r in rels])
+        if not logged:
+            return df.withColumn(NAME, F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1))
+        schema = df.schema
+        frames = []
+        if plain:
+            frames.append(self.spark.read.schema(schema).parquet(*[f"{root}/{r}" for r in plain])
+                          .withColumn(NAME, F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1)))
+        frames.append(read_merged_slices(self.spark, table, logged, schema,
+                                         storage_options=self.storage_options, file_column=NAME,
+                                         names=logged_names))
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return out
 
     @staticmethod
     def _abort(tx, table, parts, err) -> None:

@@ -13,6 +13,12 @@ They return the rows any Hudi reader returns (hudi-rs is the oracle in the tests
   group they touched, the newest of their base files, keeping the rows whose
   ``_hoodie_commit_time`` is one of those instants.
 
+- merged slices (:func:`read_merged_slices`): merge-on-read file slices (a base file and its
+  log files) as core merges them (``core/table/mor_reader.read_file_slice``: updates by the
+  ordering field, deletes dropped; the one merge the core reader, compaction and clustering
+  share), one executor task per group of slices; what the Spark clustering reads for a file
+  group with log files.
+
 Errors: core's (:class:`TableNotFoundError` for a wrong path; :class:`ArchivedInstantError`
 when a time travel or an incremental window reaches archived instants). An empty table or window reads
 as an empty DataFrame with the meta columns.
@@ -20,10 +26,15 @@ as an empty DataFrame with the meta columns.
 
 from __future__ import annotations
 
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.spark import object_store
 from airflow_hudi_occ.core.config import ReadConfig
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, MergeFileSlice, read_file_slice
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
 
@@ -98,3 +109,49 @@ def read_incremental(spark, base_path: str, *, start: str | None = None, end: st
                 latest[s.file_group] = (t, s.path)
     df = _read(spark, table, sorted(p for _, p in latest.values()))
     return df.where(F.col("_hoodie_commit_time").isin(selected))
+
+
+def read_merged_slices(spark, table: Table, slices: Sequence[MergeFileSlice], schema, *,
+                       storage_options=None, file_column: str | None = None,
+                       names: Sequence[str] | None = None):
+    """A DataFrame of the merged rows of merge-on-read ``slices`` (each a base file and its
+    log files), read by executor tasks with core's merge (``mor_reader.read_file_slice``), so
+    that no second merger exists: the rows any Hudi snapshot reader returns for those slices.
+
+    ``schema``: the Spark schema of the result (the rows are conformed to it: a column the
+    slice lacks reads as null); ``file_column`` adds, per row, ``names[i]`` (default: the
+    slice's base-file name) for the slice it came from. The slices travel in the task closure
+    (plain dataclasses); each task opens the table once and reads the completion times once.
+    A slice is merged in one task's memory: clustering plans pick small file groups."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from airflow_hudi_occ.spark.compat import to_arrow_schema
+    from airflow_hudi_occ.spark.object_store import conform
+
+    slices = list(slices)
+    labels = list(names) if names is not None else [
+        fs.base.base_file.relative_path.rsplit("/", 1)[-1] if fs.base is not None else str(fs.file_group)
+        for fs in slices]
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    out_schema = arrow.append(pa.field(file_column, pa.string(), True)) if file_column else arrow
+    spark_schema = from_arrow_schema(out_schema)
+    if not slices:
+        return spark.createDataFrame([], spark_schema)
+    base_uri, so = table.base_uri, dict(storage_options or {})
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+        opened = completion = None
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                if opened is None:
+                    opened = Table.open(base_uri, so or None)
+                    completion = CompletionTimes(FileSystemView(opened))
+                t = conform(read_file_slice(opened, slices[i], completion), arrow)
+                if file_column:
+                    t = t.append_column(file_column, pa.array([labels[i]] * t.num_rows, pa.string()))
+                yield from t.to_batches()
+
+    n = max(1, min(len(slices), spark.sparkContext.defaultParallelism))
+    index = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
+    return index.mapInArrow(read, spark_schema)

@@ -67,6 +67,21 @@ completed::
                                  inflight, the completed compaction instant not yet written
     mdt_clean_after_delete       the metadata table's clean (run before its compaction) has
                                  deleted the old slices' files, the clean not yet completed
+    mdt_compaction_after_requested  the compaction's plan written (<c>.compaction.requested),
+                                 not inflight, no base file yet
+    mdt_compaction_after_inflight   the compaction inflight (its empty .compaction.inflight),
+                                 no base file yet
+
+Inside the metadata table's archival (core/commit/archival.py, the last of those services;
+table lock HELD, the data instant completed)::
+
+    mdt_archive_before_manifest  the metadata table's new LSM history file written, no manifest
+                                 naming it yet (a file no reader looks at)
+    mdt_archive_after_history    the archived instants written to the metadata table's LSM
+                                 history (data file, manifest and _version_ published), their
+                                 files not yet deleted from its active timeline
+    mdt_archive_after_delete     the archived instants' files deleted from the active timeline,
+                                 the history not yet compacted
 
 The hooks wrap library functions from outside (nothing in ``core`` knows about crashes). Just
 before dying the child prints one line ``HUDI_OCC_CRASH {"point": ..., "instant": ...}`` so the
@@ -107,7 +122,10 @@ METADATA_COMMIT_POINTS = ("mdt_files_after_log", "mdt_files_after_deltacommit")
 METADATA_CLEAN_POINTS = ("mdt_clean_after_deltacommit",)
 METADATA_ROLLBACK_POINTS = ("mdt_rollback_before_complete", "mdt_rollback_after_complete")
 #: points inside the metadata table's compaction (they need a files-only one and the trigger)
-METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base", "mdt_clean_after_delete")
+METADATA_COMPACTION_POINTS = ("mdt_compaction_after_base", "mdt_clean_after_delete",
+                              "mdt_compaction_after_requested", "mdt_compaction_after_inflight")
+#: points inside the metadata table's archival (they need a files-only one with keep limits met)
+METADATA_ARCHIVAL_POINTS = ("mdt_archive_before_manifest", "mdt_archive_after_history", "mdt_archive_after_delete")
 #: points at which the dying writer holds the table lock
 LOCK_HELD_POINTS = frozenset({"after_requested", "commit_lock_held"})
 #: points after which the write is committed (visible to readers)
@@ -162,7 +180,8 @@ def install(point: str | None = None) -> str | None:
         return None
     known = tuple(dict.fromkeys(POINTS + MOR_POINTS + RECOVERY_POINTS + METADATA_TABLE_POINTS
                                 + METADATA_COMMIT_POINTS + METADATA_CLEAN_POINTS
-                                + METADATA_ROLLBACK_POINTS + METADATA_COMPACTION_POINTS))
+                                + METADATA_ROLLBACK_POINTS + METADATA_COMPACTION_POINTS
+                                + METADATA_ARCHIVAL_POINTS))
     if point not in known:
         raise ValueError(f"unknown crash point {point!r}; one of {known}")
     os.environ[CRASH_ENV] = point
@@ -322,6 +341,51 @@ def install(point: str | None = None) -> str | None:
         from airflow_hudi_occ.core.table import metadata_compaction
         # "compaction", not "instant": the instant of a crash record is the data instant's
         _crash_before_completing(metadata_compaction, Action.COMPACTION, point, "compaction")
+
+    elif point in ("mdt_compaction_after_requested", "mdt_compaction_after_inflight"):
+        from airflow_hudi_occ.core.format.instant import Action
+        from airflow_hudi_occ.core.table import metadata_compaction
+        name = "create_requested" if point == "mdt_compaction_after_requested" else "transition_to_inflight"
+        orig_step = getattr(metadata_compaction, name)
+
+        def step(table, inst, *a, **kw):
+            out = orig_step(table, inst, *a, **kw)
+            if inst.action is Action.COMPACTION:
+                maybe_crash(point, compaction=inst.requested_time)
+            return out
+        setattr(metadata_compaction, name, step)
+
+    elif point in METADATA_ARCHIVAL_POINTS:
+        from airflow_hudi_occ.core.table.history import TimelineHistory
+
+        def of_metadata_table(history) -> bool:
+            return history.table.base_uri.rstrip("/").endswith("/.hoodie/metadata")
+        if point == "mdt_archive_before_manifest":
+            orig_write = storage.Storage.write
+
+            def write(self, path, data):
+                folder, name = posixpath.split(str(path))
+                if folder.endswith("/.hoodie/metadata/.hoodie/timeline/history") and name.startswith("manifest_"):
+                    maybe_crash(point, manifest=name)
+                return orig_write(self, path, data)
+            storage.Storage.write = write
+        elif point == "mdt_archive_after_history":
+            orig_append = TimelineHistory.append
+
+            def append(self, instants):
+                out = orig_append(self, instants)
+                if of_metadata_table(self):
+                    maybe_crash(point, history_file=out, archived=[i.instant_time for i in instants])
+                return out
+            TimelineHistory.append = append
+        else:  # compaction of the history is the step after the deletes
+            orig_compact = TimelineHistory.compact
+
+            def compact(self, *a, **kw):
+                if of_metadata_table(self):
+                    maybe_crash(point)
+                return orig_compact(self, *a, **kw)
+            TimelineHistory.compact = compact
 
     elif point == "mdt_clean_after_delete":
         from airflow_hudi_occ.core.table import metadata_clean

@@ -245,7 +245,21 @@ class ReadHFile:
                 "meta": list(self.meta), "info": list(self.info)}
 
 
-Step = Write | Read | Service | ReadHFile | MetadataCheck
+@dataclass
+class Timelines:
+    """Java's own active and archived timelines of one table (a metadata table's folder
+    ``.hoodie/metadata`` is a table too): ``HoodieActiveTimeline`` and the whole
+    ``HoodieArchivedTimeline`` read from the LSM history. See :meth:`StepResult.timelines`."""
+
+    path: str
+
+    op = "timeline"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "timeline", "path": str(self.path)}
+
+
+Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:
@@ -287,13 +301,22 @@ class StepResult:
                 "lookups": dict(raw["lookups"]), "meta": {k: unhex(v) for k, v in raw["meta"].items()},
                 "info": {k: unhex(v) for k, v in raw["info"].items()}}
 
+    def timelines(self) -> dict:
+        """What a :class:`Timelines` step found: ``active`` and ``archived``, lists of
+        ``{requested, action, state, completed}`` in Java's order (duplicates kept, so that a
+        test sees an instant archived twice)."""
+        return self.raw["timeline"]
+
     def metadata_check(self) -> dict:
         """What a :class:`MetadataCheck` step found: ``partitions`` and ``files``
         ({partition: {name: size}}) per Java's metadata reader; ``column_stats`` and
         ``partition_stats``: the records it returns (``{file or partition, column, min, max,
         null_count, value_count, total_size, total_uncompressed_size, deleted}``); ``file_stats``:
         the same numbers Java computes from each listed parquet file's footer
-        (``ParquetUtils.readColumnStatsFromMetadata``), keyed by partition and file name."""
+        (``ParquetUtils.readColumnStatsFromMetadata``), keyed by partition and file name;
+        ``log_stats``: the same for each listed log file, computed by Java over its records
+        (``HoodieTableMetadataUtil.getLogFileColumnRangeMetadata``; sizes 0, none for a log
+        of deletes only)."""
         return self.raw["check"]
 
     @property

@@ -24,8 +24,14 @@ The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one o
   (the table's config, then the given options);
 - ``{"op": "mdt_check", "path", "columns"}``: Java's metadata-table reader
   (``HoodieBackedTableMetadata``) on the table: its partitions and files, its column and
-  partition stats records for ``columns``, and the stats ``ParquetUtils`` computes from each
-  listed parquet file (``{"check": {...}}``);
+  partition stats records for ``columns``, the stats ``ParquetUtils`` computes from each
+  listed parquet file, and those Java computes from each listed log file's records
+  (``HoodieTableMetadataUtil.getLogFileColumnRangeMetadata``, what Java's metadata
+  validator and its index bootstrap read a log file with) (``{"check": {...}}``);
+- ``{"op": "timeline", "path"}``: Java's own timelines of a table (any table: a metadata
+  table's ``.hoodie/metadata`` too): ``HoodieActiveTimeline``'s instants and all of
+  ``HoodieArchivedTimeline``'s (the LSM history), each ``{requested, action, state,
+  completed}``, in the order Java lists them (``{"timeline": {"active", "archived"}}``);
 - ``{"op": "hfile", "file", "lookups", "meta", "info"}``: one local HFile read by Hudi's own
   reader (``org.apache.hudi.io.hfile.HFileReaderImpl``, what the metadata table reads with):
   every entry in order (``entries``: key and value as hex), the entry count it reports, the
@@ -311,7 +317,10 @@ def do_mdt_check(spark, step: dict) -> dict:
     tm = hudi.metadata.HoodieBackedTableMetadata(engine, storage, config, path)
     version = hudi.metadata.HoodieTableMetadataUtil.existingIndexVersionOrDefault("column_stats", meta_client)
     utils = hudi.common.util.ParquetUtils()
-    out = {"partitions": [], "files": {}, "column_stats": [], "partition_stats": [], "file_stats": {}}
+    out = {"partitions": [], "files": {}, "column_stats": [], "partition_stats": [], "file_stats": {},
+           "log_stats": {}}
+    util = hudi.metadata.HoodieTableMetadataUtil
+    schema = None
     try:
         out["partitions"] = sorted(str(p) for p in tm.getAllPartitionPaths())
         jcols = jvm.java.util.ArrayList()
@@ -326,6 +335,13 @@ def do_mdt_check(spark, step: dict) -> dict:
                     ranges = utils.readColumnStatsFromMetadata(
                         storage, hudi.storage.StoragePath(ppath, name), jcols, version)
                     out["file_stats"].setdefault(part, {})[name] = [_stats_json(name, r) for r in ranges]
+                elif ".log." in name:
+                    if schema is None:  # the table's schema with the meta fields, as the writer's
+                        schema = hudi.common.table.TableSchemaResolver(meta_client).getTableSchema()
+                    ranges = util.getLogFileColumnRangeMetadata(
+                        str(hudi.storage.StoragePath(ppath, name)), part, meta_client, jcols,
+                        hudi.common.util.Option.of(schema), 10 * 1024 * 1024)
+                    out["log_stats"].setdefault(part, {})[name] = [_stats_json(name, r) for r in ranges]
         for mdt_partition in ("column_stats", "partition_stats"):
             keys = jvm.java.util.ArrayList()
             for c in columns:
@@ -352,8 +368,22 @@ def do_mdt_check(spark, step: dict) -> dict:
     return {"check": out}
 
 
+def _instant_json(inst) -> dict:
+    return {"requested": str(inst.requestedTime()), "action": str(inst.getAction()),
+            "state": str(inst.getState().name()), "completed": inst.getCompletionTime()}
+
+
+def do_timeline(spark, step: dict) -> dict:
+    hudi = spark._jvm.org.apache.hudi
+    conf = hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
+    meta_client = hudi.common.table.HoodieTableMetaClient.builder().setConf(conf).setBasePath(step["path"]).build()
+    active = [_instant_json(i) for i in meta_client.getActiveTimeline().getInstants()]
+    archived = [_instant_json(i) for i in meta_client.getArchivedTimeline("", False).getInstants()]
+    return {"timeline": {"active": active, "archived": archived}}
+
+
 STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile,
-         "mdt_check": do_mdt_check}
+         "mdt_check": do_mdt_check, "timeline": do_timeline}
 
 
 def run_spec(spark, spec: dict, result_path: str) -> str:

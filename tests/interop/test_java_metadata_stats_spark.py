@@ -13,6 +13,7 @@ Java's metadata checks pass.
 
 from __future__ import annotations
 
+import os
 import types
 
 import pyarrow.parquet as pq
@@ -71,3 +72,38 @@ def test_java_reads_filters_and_checks_the_stats_the_spark_engine_keeps(tmp_path
 def _names(path: str, partition: str) -> list[str]:
     import os
     return os.listdir(os.path.join(path, ".hoodie", "metadata", partition))
+
+
+def test_spark_clustering_of_a_java_merge_on_read_table_merges_its_log_files(tmp_path, java_hudi, spark):
+    """A merge-on-read table Java wrote at its defaults (metadata table with ``files``,
+    ``column_stats``, ``partition_stats``), with an update and a delete in Java's log files,
+    clustered by the Spark engine: the clustered file groups come from their merged slices
+    (spark/reader.read_merged_slices), so Java's snapshot read (and its data-skipping read),
+    hudi-rs and our reader all equal the serial replay; the metadata table's listing is the
+    storage and Java's metadata checks pass (listing, column and partition stats)."""
+    from airflow_hudi_occ.core.format.log_file import LogFileName
+    from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+    from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
+    from airflow_hudi_occ.core.services.clustering import schedule_clustering
+    from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+    from tests.interop.rows import COLS, apply, batch
+    from tests.interop.test_java_metadata_every_action import MAINTAIN as EVERY_ACTION
+    from tests.interop.test_java_metadata_stats_actions import check_step
+
+    path = str(tmp_path / "t")
+    first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(8)]
+    update, delete = [(1, "a", 2, "java-upd-one"), (2, "b", 2, "java-upd-two")], [(3, "a", 3, "")]
+    java_hudi.run(Write(path, batch(first), operation="insert", table_type="MERGE_ON_READ", **KEYS),
+                  Write(path, batch(update), **KEYS), Write(path, batch(delete), operation="delete", **KEYS))
+    assert metadata_partitions(path) == ["column_stats", "files", "partition_stats"]
+    model = apply(apply(apply({}, first, "insert"), update, "upsert"), delete, "delete")
+    logs = [n for p in ("a", "b") for n in os.listdir(os.path.join(path, p)) if LogFileName.parse(n)]
+    assert len(logs) >= 3  # the updates and the delete are in Java's log files
+
+    options = {**EVERY_ACTION, **SPARK_KEYS}
+    planned = schedule_clustering(Table.open(path), options)
+    res = SparkClusteringExecutor(spark, path, options).execute(planned)
+    assert sorted(res.replaced) == ["a", "b"]
+    for t in (read_snapshot(Table.open(path)), hudi_read(path)):
+        assert rows_by_key(t, columns=COLS) == model
+    check_step(java_hudi, path, model, "spark clustering", "v = 'java-upd-one' or v = 'java4'", {1, 4})

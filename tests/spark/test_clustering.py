@@ -96,22 +96,105 @@ def test_service_job_clustering_yields_to_ingestion_under_prefer_writer(spark, t
     assert schedule_clustering(Table.open(path), {**OPTS, **pw}) is not None
 
 
-def test_spark_clustering_refuses_merge_on_read_slices_with_log_files_and_loses_nothing(spark, tmp_path):
-    """The Spark executor reads base files with Spark's parquet reader: a merge-on-read file
-    group with log files (an update, a delete) would come back without them. It is refused
-    before anything is written, naming the file group and the ways out; the plan is rolled back
-    and every reader still sees the update and not the deleted row."""
-    from airflow_hudi_occ.core.errors import ConfigError
-    from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+def _mor_table_with_logs_and_a_plain_group(tmp_path, extra=None):
+    """core's MOR table whose file group in ``a`` has a base file and two log files (1 updated,
+    2 deleted), plus a second file group in ``a`` without log files (id 4): a plan over both
+    reads one merged slice and one base file. (path, options, the model {id: v})."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
     from tests.core.services.test_clustering import mor_table_with_an_update_and_a_delete
-    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, FAST_WRITE_OPTIONS)
+    from tests.interop.rows import batch
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, {**FAST_WRITE_OPTIONS, **(extra or {})})
+    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(batch([(4, "a", 1, "w")]), "insert")
+    return path, opts, {1: "updated", 3: "z", 4: "w"}
+
+
+def _readers(path) -> list[dict]:
+    """{id: v} by our reader and hudi-rs (a duplicate key fails)."""
+    from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+    return [{k: r["v"] for k, r in rows_by_key(t).items()}
+            for t in (read_snapshot(Table.open(path)), hudi_read(path))]
+
+
+def test_spark_clustering_merges_merge_on_read_slices_with_log_files(spark, tmp_path):
+    """A merge-on-read file group whose latest slice has log files (an update, a delete) is
+    clustered from its merged slice (core's merge on the executors), beside a file group
+    without logs read by Spark's parquet reader: our reader and hudi-rs read the model after,
+    the updated row keeps its update's commit time, and the new base files hold every row
+    (no log file left in the new slices)."""
+    from airflow_hudi_occ.core.table.mor_reader import merge_file_slices
+    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path)
+    assert _readers(path) == [model, model]
+    times = {r["id"]: r["_hoodie_commit_time"] for r in hudi_read(path).to_pylist()}
     planned = schedule_clustering(Table.open(path), opts)
-    assert planned is not None
-    with pytest.raises(ConfigError) as ei:
-        SparkClusteringExecutor(spark, path, opts).execute(planned)
-    assert "log files" in ei.value.message and "a/" in ei.value.message and "compact" in ei.value.remedy
-    t = Table.open(path)
-    assert not t.timeline().pending()
-    rows = read_snapshot(t).select(["id", "v"]).to_pylist()
-    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]
+    res = SparkClusteringExecutor(spark, path, opts).execute(planned)
+    assert sorted(res.replaced["a"]) and len(res.replaced["a"]) == 2
+    assert sum(s.num_writes for s in res.stats) == 3  # the deleted row is not written back
+    assert _readers(path) == [model, model]
+    assert {r["id"]: r["_hoodie_commit_time"] for r in hudi_read(path).to_pylist()} == times
+    new = merge_file_slices(Table.open(path))
+    assert new and all(fs.base.instant_time == planned and not fs.log_files for fs in new)
+
+
+def _upsert(path, options, rows):
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from tests.interop.rows import batch
+    return MergeOnReadWriter(Table.open(path), WriteConfig.from_options(options)).write(batch(rows), "upsert")
+
+
+PREFER_WRITER = {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"}
+
+
+def test_spark_clustering_yields_to_a_deltacommit_into_its_file_groups_after_the_plan(spark, tmp_path):
+    """Hudi's rule for an upsert into a file group of a pending clustering plan: Reject (the
+    default, except under prefer-writer) refuses it before it writes, and the clustering
+    commits the merged slices; under prefer-writer (Allow) the upsert writes its log file and
+    commits after the plan, before the clustering starts: the clustering's merged read takes
+    that log in, but the plan's snapshot does not include it (Java reads only the plan's log
+    files), so the clustering loses at its commit, rolled back with its plan, and every reader
+    keeps the update."""
+    from airflow_hudi_occ.core.errors import PendingClusteringConflictError, WriteConflictError
+    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path)
+    planned = schedule_clustering(Table.open(path), opts)
+    with pytest.raises(PendingClusteringConflictError):  # Reject: nothing written
+        _upsert(path, opts, [(3, "a", 5, "refused")])
+    assert _readers(path) == [model, model]
+    SparkClusteringExecutor(spark, path, opts).execute(planned)
+    assert _readers(path) == [model, model]
+
+    pw = {**opts, **PREFER_WRITER}
+    _upsert(path, pw, [(3, "a", 6, "logged")])  # the clustered file group gets a log file again
+    model[3] = "logged"
+    planned = schedule_clustering(Table.open(path), pw)
+    before = _upsert(path, pw, [(1, "a", 7, "before")])  # completes after the plan, before its read
+    model[1] = "before"
+    with pytest.raises(WriteConflictError) as ei:
+        SparkClusteringExecutor(spark, path, pw).execute(planned)
+    assert ei.value.other_instant == before.instant.requested_time
+    assert Table.open(path).timeline().get(planned) is None
+    assert _readers(path) == [model, model]
+
+
+@pytest.mark.slow
+def test_spark_clustering_yields_to_a_deltacommit_that_completes_while_it_runs(spark, tmp_path):
+    """Prefer-writer: the clustering has read the merged slices (without the upsert's log
+    file) when a deltacommit into one of its file groups completes; the clustering loses at
+    its commit and the update is kept; scheduled again, it merges the new log and commits."""
+    from airflow_hudi_occ.core.errors import WriteConflictError
+    path, opts, model = _mor_table_with_logs_and_a_plain_group(tmp_path, PREFER_WRITER)
+    planned = schedule_clustering(Table.open(path), opts)
+    done = {}
+
+    def ingest_first(tx):
+        done["w"] = _upsert(path, opts, [(3, "a", 6, "during")])
+    with pytest.raises(WriteConflictError) as ei:
+        SparkClusteringExecutor(spark, path, opts).execute(planned, before_commit=ingest_first)
+    assert ei.value.other_instant == done["w"].instant.requested_time
+    model[3] = "during"
+    assert Table.open(path).timeline().get(planned) is None
+    assert _readers(path) == [model, model]
+    planned = schedule_clustering(Table.open(path), opts)
+    SparkClusteringExecutor(spark, path, opts).execute(planned)
+    assert _readers(path) == [model, model]

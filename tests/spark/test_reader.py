@@ -58,3 +58,24 @@ def test_the_snapshot_reader_lists_files_through_the_metadata_table(spark, tmp_p
     ids = sorted(through_mdt.column("txn_id").to_pylist())
     assert ids and ids == sorted(through_storage.column("txn_id").to_pylist())
     assert ids == sorted(hudi_read(path).column("txn_id").to_pylist())
+
+
+def test_read_merged_slices_is_cores_merge_on_the_executors(spark, tmp_path):
+    """The merged rows of merge-on-read slices with log files (an update, a delete), read by
+    executor tasks, are core's snapshot of them (the one merge), each row named by its slice;
+    a column the slices lack reads as null."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from airflow_hudi_occ.core.table.mor_reader import merge_file_slices, read_snapshot
+    from airflow_hudi_occ.spark.reader import read_merged_slices
+    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+    from tests.core.services.test_clustering import mor_table_with_an_update_and_a_delete
+    path, _ = mor_table_with_an_update_and_a_delete(tmp_path, FAST_WRITE_OPTIONS)
+    table = Table.open(path)
+    [fs] = merge_file_slices(table)
+    assert len(fs.log_files) == 2
+    base = spark.read.parquet(f"{path}/{fs.base.base_file.relative_path}").schema
+    schema = StructType(base.fields + [StructField("added", StringType(), True)])
+    got = read_merged_slices(spark, table, [fs], schema, file_column="src", names=["slice-0"]).toArrow()
+    assert rows(got) == rows(read_snapshot(table)) and len(rows(got)) == 2
+    assert set(got.column("src").to_pylist()) == {"slice-0"} and got.column("added").null_count == 2

@@ -75,3 +75,22 @@ def test_a_failed_step_reports_its_java_class_and_the_others_still_run(tmp_path)
         run.wait()
     assert e.value.java_class == failed.error.java_class
     assert [r.index for r in run.results()] == [0]
+
+
+def test_the_timelines_step_returns_javas_active_and_archived_instants(tmp_path, java_hudi):
+    """On the v9 fixture and its metadata table (``.hoodie/metadata``, a table too): Java's
+    active timeline is ours (times, actions, states, completion times) and nothing is
+    archived. An archived timeline with rows is compared in
+    tests/reliability/test_metadata_table_crash.py (the metadata table's archival)."""
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.testing.java_hudi import Timelines
+    from airflow_hudi_occ.testing.tables import java_fixture
+    path = java_fixture("v9_txns_simple_overwrite", tmp_path)
+    tables = [str(path), str(path / ".hoodie" / "metadata")]
+    for table, step in zip(tables, java_hudi.run(*(Timelines(t) for t in tables))):
+        found = step.timelines()
+        ours = sorted((i.requested_time, i.action.value, i.state.value, i.completion_time)
+                      for i in Table.open(table).timeline())
+        assert ours and sorted((i["requested"], i["action"], i["state"].lower(), i["completed"])
+                               for i in found["active"]) == ours
+        assert found["archived"] == []

@@ -60,9 +60,18 @@ ints with an INT annotation  refused: Java fails on the         Int / LongWrappe
 (pyarrow's int8 / int16)      annotation (cast to int32)
 ============================  ===============================  =================================
 
+A merge-on-read log file's values (:func:`avro_value_type`, :func:`native_from_avro`) get the
+same value types and raw values as the footer of a parquet column of the same type: the
+block's Avro ``date`` a DATE, ``timestamp-millis`` / ``-micros`` a TIMESTAMP, ``local-timestamp-*``
+a LOCAL_TIMESTAMP, a ``bytes`` or ``fixed`` decimal a DECIMAL with its precision and scale,
+``bytes`` BYTES (Java's append handle, tests/interop/test_java_metadata_stats_log_types.py).
+
 Mins and maxes merge (row groups, files of a partition, records of one key) in Java's
-``compareTo`` order: numbers and decimals by value, binary as ``ByteBuffer`` compares, byte by
-byte *signed*. Java's value types are taken from the file's footer, not the table schema: a
+``compareTo`` order (:func:`java_order`): numbers and decimals by value, binary as
+``ByteBuffer`` compares, byte by byte *signed*, strings as ``String.compareTo``, by UTF-16
+code units (U+1F600, 0xD83D 0xDE00, before U+E000). Within one file the order is the file's:
+a footer's min and max as its writer computed them (unsigned bytes: code point order), a log
+file's by Avro's compare (:func:`log_record_order`: code points, binary signed). Java's value types are taken from the file's footer, not the table schema: a
 file written with a local (not UTC-adjusted) timestamp gets a ``LOCAL_TIMESTAMP`` record, as
 Java's own computation over that file. Refused with :class:`UnsupportedColumnStatsTypeError`
 (never a stat Java would decode differently): UUID (Java's reader of the footer fails on it),
@@ -74,6 +83,7 @@ to index leave them out: :mod:`~airflow_hudi_occ.core.table.metadata_stats`).
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -144,11 +154,84 @@ class ColumnRange:
 
 
 def java_order(value):
-    """A sort key giving Java's ``compareTo`` order: ``bytes`` as ``ByteBuffer.compareTo``
-    (signed bytes: 0x80 sorts before 0x00), any other value as itself."""
+    """A sort key giving Java's ``compareTo`` order, the order Java merges ranges in (row
+    groups, a partition's files, one key's records): ``bytes`` as ``ByteBuffer.compareTo``
+    (signed bytes: 0x80 sorts before 0x00), a string as ``String.compareTo`` (UTF-16 code
+    units: a character beyond the BMP, a surrogate pair from 0xD800, sorts before U+E000 to
+    U+FFFF, where code point order puts it after them), any other value as itself."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(b ^ 0x80 for b in value)
+    if isinstance(value, str):
+        return value.encode("utf-16-be")
+    return value
+
+
+def log_record_order(value):
+    """The order of one log file's values as Java's append handle compares them (Avro's
+    ``GenericData.compare`` over the column's schema): a string as UTF-8 bytes (code point
+    order, Python's own: not :func:`java_order`'s UTF-16), ``bytes`` signed as
+    ``ByteBuffer.compareTo``, any other value as itself."""
     if isinstance(value, (bytes, bytearray)):
         return bytes(b ^ 0x80 for b in value)
     return value
+
+
+#: a log block's Avro types -> the value types Java's append handle records for them (index
+#: version 2; version 1 wraps them as a footer's: the module doc's table). Java's Spark writer
+#: writes Spark dates as ``date``, timestamps as ``timestamp-micros``, timestamps without a
+#: time zone as ``local-timestamp-micros``, decimals as ``fixed`` decimals; this package's
+#: writers write ``bytes`` decimals and ``timestamp-millis`` / ``-micros``
+_AVRO_PLAIN = {"boolean": "BOOLEAN", "int": "INT", "long": "LONG", "float": "FLOAT", "double": "DOUBLE",
+               "string": "STRING", "bytes": "BYTES"}
+_AVRO_LOGICAL = {("int", "date"): "DATE", ("long", "timestamp-millis"): "TIMESTAMP_MILLIS",
+                 ("long", "timestamp-micros"): "TIMESTAMP_MICROS",
+                 ("long", "local-timestamp-millis"): "LOCAL_TIMESTAMP_MILLIS",
+                 ("long", "local-timestamp-micros"): "LOCAL_TIMESTAMP_MICROS",
+                 ("bytes", "decimal"): "DECIMAL", ("fixed", "decimal"): "DECIMAL"}
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_NAIVE = datetime.datetime(1970, 1, 1)
+_UNIT_MICROS = {"MILLIS": 1000, "MICROS": 1}
+
+
+def avro_value_type(avro) -> tuple[str, tuple[int, int] | None] | None:
+    """``(value type, decimal (precision, scale) or None)`` of a log block's column of Avro
+    type ``avro`` (a nullable union allowed), or ``None`` for a type this module renders no
+    log-file statistics for: a logical type neither Java's Spark writer nor this package's
+    writers put in a log file (``time-*``, ``uuid``, ``timestamp-nanos``, ...) and a plain
+    ``fixed`` (neither writes one), whose records nothing here has compared with Java's."""
+    if isinstance(avro, list):
+        rest = [t for t in avro if t != "null"]
+        if len(rest) != 1:
+            return None
+        avro = rest[0]
+    if isinstance(avro, str):
+        return (_AVRO_PLAIN[avro], None) if avro in _AVRO_PLAIN else None
+    if not isinstance(avro, dict):
+        return None
+    kind, logical = avro.get("type"), avro.get("logicalType")
+    if logical is None:
+        return avro_value_type(kind) if isinstance(kind, str) else None
+    vtype = _AVRO_LOGICAL.get((kind, logical))
+    if vtype is None:
+        return None
+    return vtype, ((int(avro["precision"]), int(avro.get("scale", 0))) if vtype == "DECIMAL" else None)
+
+
+def native_from_avro(vtype: str, value):
+    """A decoded log record's value (fastavro's or pyarrow's Python object) as the raw value a
+    footer's statistics give for the same type (:func:`_native`): a date as its day number,
+    a timestamp as its count of the unit since the epoch (a local one read as wall-clock time
+    at UTC), a decimal as itself, binary as ``bytes``; ints already raw pass through."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (datetime.date, bytearray, memoryview)):
+        return value
+    if vtype == "DATE":
+        return (value - datetime.date(1970, 1, 1)).days
+    if "TIMESTAMP" in vtype:
+        epoch = _EPOCH if value.tzinfo is not None else _EPOCH_NAIVE
+        delta = value - epoch
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return micros // _UNIT_MICROS[vtype.rsplit("_", 1)[1]]
+    return bytes(value)
 
 
 def _pick(fn, a, b):
@@ -430,7 +513,8 @@ MERGERS[TYPE_COLUMN_STATS] = MERGERS[TYPE_PARTITION_STATS] = merge_stats_records
 
 __all__ = ["TYPE_COLUMN_STATS", "TYPE_PARTITION_STATS", "COLUMN_STATS_PARTITION", "PARTITION_STATS_PARTITION",
            "FILE_ID_PREFIXES", "META_COLUMNS_INDEXED", "META_COLUMNS", "VALUE_TYPE_ORDINALS",
-           "V1_DECIMAL_PRECISION", "V1_DECIMAL_SCALE", "java_order",
+           "V1_DECIMAL_PRECISION", "V1_DECIMAL_SCALE", "java_order", "log_record_order", "avro_value_type",
+           "native_from_avro",
            "ColumnRange", "partition_identifier", "column_stats_key",
            "partition_stats_key", "file_group_index", "file_group_id", "ranges_from_parquet", "partition_range",
            "column_stats_record", "deleted_column_stats_record", "partition_stats_record", "column_stats_records",

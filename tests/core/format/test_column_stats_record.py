@@ -5,6 +5,7 @@ them. Byte equality with Java's own records: tests/interop/test_java_metadata_st
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from decimal import Decimal
 
 import pyarrow as pa
@@ -12,9 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.errors import UnsupportedColumnStatsTypeError
-from airflow_hudi_occ.core.format.column_stats_record import (ColumnRange, column_stats_key, column_stats_records,
-                                                              deleted_column_stats_record, file_group_id,
-                                                              file_group_index, merge_column_stats,
+from airflow_hudi_occ.core.format.column_stats_record import (ColumnRange, avro_value_type, column_stats_key,
+                                                              column_stats_records, deleted_column_stats_record,
+                                                              file_group_id, file_group_index, java_order,
+                                                              log_record_order, merge_column_stats,
+                                                              native_from_avro, partition_range,
                                                               partition_stats_key, partition_stats_records,
                                                               ranges_from_parquet)
 from airflow_hudi_occ.core.format.metadata_record import decode_record, encode_record
@@ -196,3 +199,66 @@ def test_the_compactions_merge_rule_for_stats_records():
     part = partition_stats_records("p", [ColumnRange("f", "id", "LONG", 7, 9, 0, 1, 1, 1)], index_version=2)
     (pkey, prec), = part.items()
     assert merge_records(decode_record(encode_record(prec)), prec)["ColumnStatsMetadata"]["minValue"][1] == {"value": 7}
+
+
+#: U+E000 (UTF-16 0xE000) and U+1F600 (UTF-16 0xD83D 0xDE00): code point order puts the first
+#: first, Java's String.compareTo (UTF-16 units) the second (tests/interop/
+#: test_java_metadata_stats_log_types.py shows Java doing both, each where it does)
+PRIVATE, BEYOND = "\ue000", "\U0001F600"
+
+
+def test_strings_merge_in_javas_utf16_order_across_row_groups_files_and_records(tmp_path):
+    assert PRIVATE < BEYOND and java_order(BEYOND) < java_order(PRIVATE)
+    assert sorted([PRIVATE, "\uffff", BEYOND, "a"], key=java_order) == ["a", BEYOND, PRIVATE, "\uffff"]
+    # row groups of one footer (Java's ParquetUtils merges them as Strings)
+    meta = footer(tmp_path, pa.table({"s": [PRIVATE + "x", BEYOND + "y"]}), row_group_size=1)
+    [r] = ranges_from_parquet(meta, "f.parquet", ["s"])
+    assert (r.min_value, r.max_value) == (BEYOND + "y", PRIVATE + "x")
+    # a partition's files
+    one = ColumnRange("f1", "s", "STRING", PRIVATE, PRIVATE, 0, 1)
+    two = ColumnRange("f2", "s", "STRING", BEYOND, BEYOND, 0, 1)
+    agg = partition_range("a", [one, two])
+    assert (agg.min_value, agg.max_value) == (BEYOND, PRIVATE)
+    # one key's records, merged as mergeColumnStatsRecords (naturalOrder of the unwrapped Strings)
+    older = column_stats_records("a", [one], index_version=2)
+    newer = column_stats_records("a", [replace(two, name="f1")], index_version=2)
+    [(key, o)], [(key2, n)] = older.items(), newer.items()
+    assert key == key2
+    merged = merge_column_stats(o["ColumnStatsMetadata"], n["ColumnStatsMetadata"])
+    assert (merged["minValue"][1]["value"], merged["maxValue"][1]["value"]) == (BEYOND, PRIVATE)
+    # one log file's records: Avro's compare, code point order
+    assert min([PRIVATE, BEYOND], key=log_record_order) == PRIVATE
+    assert min([b"\x01", b"\x81"], key=log_record_order) == b"\x81"  # binary signed in both
+
+
+def test_a_log_blocks_avro_types_as_javas_value_types():
+    decimal = {"type": "fixed", "name": "f", "size": 5, "logicalType": "decimal", "precision": 10, "scale": 2}
+    assert avro_value_type(["null", decimal]) == ("DECIMAL", (10, 2))
+    assert avro_value_type({"type": "bytes", "logicalType": "decimal", "precision": 22, "scale": 4}) == \
+        ("DECIMAL", (22, 4))
+    assert avro_value_type(["null", {"type": "int", "logicalType": "date"}]) == ("DATE", None)
+    for logical, vtype in (("timestamp-millis", "TIMESTAMP_MILLIS"), ("timestamp-micros", "TIMESTAMP_MICROS"),
+                           ("local-timestamp-micros", "LOCAL_TIMESTAMP_MICROS")):
+        assert avro_value_type({"type": "long", "logicalType": logical}) == (vtype, None)
+    assert [avro_value_type(t)[0] for t in ("string", "bytes", "int", {"type": "long"}, ["null", "double"])] == \
+        ["STRING", "BYTES", "INT", "LONG", "DOUBLE"]
+    # none of Java's Spark writer's nor ours: no log-file stats rendered (refused at commit)
+    for t in ({"type": "int", "logicalType": "time-millis"}, {"type": "string", "logicalType": "uuid"},
+              {"type": "long", "logicalType": "timestamp-nanos"}, {"type": "fixed", "name": "g", "size": 2},
+              ["null", "int", "string"], {"type": "array", "items": "int"}):
+        assert avro_value_type(t) is None, t
+
+
+def test_a_log_records_values_as_the_raw_values_java_records():
+    utc = datetime.timezone.utc
+    assert native_from_avro("DATE", datetime.date(2026, 1, 3)) == 20456
+    assert native_from_avro("DATE", datetime.date(1969, 12, 31)) == -1
+    at = datetime.datetime(2026, 1, 1, 0, 0, 1, 5000, tzinfo=utc)
+    assert native_from_avro("TIMESTAMP_MICROS", at) == 1767225601005000
+    assert native_from_avro("TIMESTAMP_MILLIS", at) == 1767225601005
+    assert native_from_avro("TIMESTAMP_MILLIS", datetime.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=utc)) == -1
+    assert native_from_avro("LOCAL_TIMESTAMP_MICROS", datetime.datetime(1970, 1, 1, 0, 0, 0, 7)) == 7
+    assert native_from_avro("DECIMAL", Decimal("-1.25")) == Decimal("-1.25")
+    assert native_from_avro("BYTES", bytearray(b"\x81")) == b"\x81"
+    assert native_from_avro("LONG", 5) == 5 and native_from_avro("BOOLEAN", True) is True
+    assert native_from_avro("DATE", None) is None

@@ -4,8 +4,10 @@ tests/interop/test_java_metadata_stats.py."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -13,12 +15,12 @@ import pytest
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import MetadataTableEnabledError
+from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import column_stats_key, file_group_index
 from airflow_hudi_occ.core.table.metadata_stats import (clean_stats_blocks, columns_to_index, file_group_ids,
                                                         index_version, log_file_ranges, stats_blocks)
 from airflow_hudi_occ.core.table.metadata_table import MetadataTableState
-from airflow_hudi_occ.core.format.log_file import LogFileName
+from airflow_hudi_occ.core.format.log_file import LogFileName, avro_data_block, encode_blocks
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 from tests.interop.rows import batch
@@ -36,8 +38,7 @@ SCHEMA = schema(("id", "long"), ("tags", {"type": "array", "items": "string"}), 
 
 
 def test_columns_as_java_chooses_them():
-    # bytes and decimals counted under index version 1 too (Java does with an Avro record type):
-    # refused at commit (a type not rendered), never silently left without stats
+    # bytes and decimals counted under index version 1 too (Java does with an Avro record type)
     assert columns_to_index(SCHEMA, {}, meta_fields=True) == META + ["id", "p", "amount", "raw", "day", "v"]
     assert columns_to_index(SCHEMA, {}, meta_fields=False) == ["id", "p", "amount", "raw", "day", "v"]
     limited = {"hoodie.metadata.index.column.stats.max.columns.to.index": "2"}
@@ -126,3 +127,60 @@ def test_a_column_stats_record_of_a_log_file_counts_its_records(tmp_path):
     assert upsert["id"].total_size == 0
     deletes = log_file_ranges(Table.open(path), f"a/{logs[1][1]}", ["id", "v"])
     assert [(r.column, r.value_type, r.value_count) for r in deletes] == [("id", "NULL", 0), ("v", "NULL", 0)]
+
+
+def test_a_log_file_with_dates_timestamps_decimals_and_binary(tmp_path):
+    """Our merge-on-read writer's log file of logical types: the raw values Java's append handle
+    records (days, the timestamp's unit since the epoch, the decimal at its scale), one file's
+    strings in code point order and binary signed (Java's byte-for-byte records of the same
+    types: tests/interop/test_java_metadata_stats_log_types.py)."""
+    utc = datetime.timezone.utc
+    path = str(tmp_path / "t")
+    opts = {**FAST_WRITE_OPTIONS, "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.table.name": "t"}
+
+    def rows(ns, ts):
+        return pa.table({
+            "id": pa.array(range(len(ns)), pa.int64()), "p": ["a"] * len(ns), "ts": pa.array([ts] * len(ns), pa.int64()),
+            "v": [None if n is None else ("\U0001F600" if n % 2 else "\ue000") + str(n) for n in ns],
+            "day": pa.array([None if n is None else datetime.date(1969, 12, 31) + datetime.timedelta(days=n)
+                             for n in ns], pa.date32()),
+            "at": pa.array([None if n is None else datetime.datetime(2026, 1, 1, 0, 0, n, 1000 * n, tzinfo=utc)
+                            for n in ns], pa.timestamp("us", tz="UTC")),
+            "ms": pa.array([None if n is None else datetime.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc)
+                            + datetime.timedelta(milliseconds=n) for n in ns], pa.timestamp("ms", tz="UTC")),
+            "amt": pa.array([None if n is None else Decimal(f"{n - 5}.25") for n in ns], pa.decimal128(10, 2)),
+            "raw": pa.array([None if n is None else bytes([n * 0x51 & 0xFF]) for n in ns], pa.binary())})
+
+    table = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                         table_type="MERGE_ON_READ")
+    MergeOnReadWriter(table, WriteConfig.from_options(opts)).write(rows([1, 2, 3], 1), "insert")
+    MergeOnReadWriter(Table.open(path), WriteConfig.from_options(opts)).write(rows([2, 7, None], 2), "upsert")
+    [log] = [n for n in os.listdir(os.path.join(path, "a")) if LogFileName.parse(n)]
+    found = {r.column: r for r in log_file_ranges(Table.open(path), f"a/{log}", ["v", "day", "at", "ms", "amt", "raw"])}
+    assert {c: r.value_type for c, r in found.items()} == {
+        "v": "STRING", "day": "DATE", "at": "TIMESTAMP_MICROS", "ms": "TIMESTAMP_MILLIS", "amt": "DECIMAL",
+        "raw": "BYTES"}
+    assert (found["day"].min_value, found["day"].max_value, found["day"].null_count) == (1, 6, 1)
+    assert (found["at"].min_value, found["at"].max_value) == (1767225602002000, 1767225607007000)
+    assert (found["ms"].min_value, found["ms"].max_value) == (-998, -993)  # before the epoch: negative millis
+    assert (found["amt"].min_value, found["amt"].max_value, found["amt"].decimal) == \
+        (Decimal("-3.25"), Decimal("2.25"), (10, 2))
+    assert (found["v"].min_value, found["v"].max_value) == ("\ue0002", "\U0001F6007")  # code points
+    assert (found["raw"].min_value, found["raw"].max_value) == (bytes([0xA2]), bytes([0x37]))  # signed
+    assert found["v"].value_count == 3 and found["v"].null_count == 1
+
+
+def test_a_log_column_of_a_type_without_log_stats_is_refused_naming_it(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], table_type="MERGE_ON_READ")
+    schema_json = json.dumps({"type": "record", "name": "r", "fields": [
+        {"name": "id", "type": "long"}, {"name": "t", "type": ["null", {"type": "int", "logicalType": "time-millis"}]}]})
+    name = LogFileName("f1-0", "00000000000000001", 1, "0-0-0").name
+    with open(os.path.join(table.base_uri, name), "wb") as f:
+        f.write(encode_blocks([avro_data_block("00000000000000001", schema_json,
+                                               [{"id": 1, "t": datetime.time(0, 0, 1)}])]))
+    with pytest.raises(UnsupportedColumnStatsTypeError) as refused:
+        log_file_ranges(Table.open(table.base_uri), name, ["id", "t"])
+    assert refused.value.column == "t" and "time-millis" in refused.value.message
+    assert "column.list" in refused.value.remedy
