@@ -67,8 +67,11 @@ from airflow_hudi_occ.spark.executor import plain_types
 from airflow_hudi_occ.spark.session import arrow_batches
 
 #: files a task keeps open at once: beyond, the least recently written one is finished (its
-#: partition's next rows go to the task's next file of that partition)
-MAX_OPEN_FILES = 16
+#: partition's next rows go to the task's next file of that partition). An open writer holds
+#: no rows (each write is whole row groups), only a file handle and the footer so far; a task
+#: meeting more partitions than this, interleaved, makes more and smaller files (sort the
+#: input by the partition columns within its tasks first, as Hudi's PARTITION_SORT does)
+MAX_OPEN_FILES = 64
 #: rows buffered per file before they are written as one row group (as core's writer)
 CHUNK_ROWS = 131_072
 #: rows a task buffers over all its files at most: beyond, its largest buffers are written
