@@ -151,9 +151,9 @@ def test_a_hostile_value_in_the_last_task_leaves_the_table_as_it_was(spark, tmp_
     real_refusal = pair_write.refusal
 
     def refusal(plan, rows):
-        out = native_write.staging_dir(Table.open(path), next(iter(
-            i.requested_time for i in Table.open(path).timeline().pending())))
-        staged["files"] = [n for n in os.listdir(out) if not n.startswith(".")]
+        [pending] = Table.open(path).timeline().pending()
+        out = native_write.staging_dir(Table.open(path), pending.requested_time)
+        staged.update(instant=pending.requested_time, files=[n for n in os.listdir(out) if not n.startswith(".")])
         return real_refusal(plan, rows)
     monkeypatch.setattr(pair_write, "refusal", refusal)
     df = spark.range(0, 90, numPartitions=3).selectExpr(
@@ -164,6 +164,7 @@ def test_a_hostile_value_in_the_last_task_leaves_the_table_as_it_was(spark, tmp_
     assert "'../../escaped'" in str(e.value) and e.value.remedy
     assert len(staged["files"]) == 4, staged  # tasks 0 and 1: a file in each of two partitions
     assert outside() == before and not list(tmp_path.rglob("escaped"))
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", staged["instant"]))  # staging gone
     tl = Table.open(path).timeline()
     new = [i for i in tl.instants if i.requested_time not in before_instants]
     assert [i.action for i in new] == ["rollback"], new  # the attempt, rolled back
