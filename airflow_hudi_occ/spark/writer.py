@@ -418,7 +418,8 @@ class SparkHudiWriter(SparkTableJob):
         refused = pair_write.refusal(plan.in_tasks, rows)
         if refused is not None:
             run.refusal = refused
-            self._say("writing", f"refused by the write tasks: {short_message(refused)}")
+            self._say("writing", f"refused by the write tasks ({type(refused).__name__}): nothing "
+                                 "published, the instant is rolled back")
             raise refused
         files = [(r["partition"], r["file_id"], r["name"], os.path.join(out, r["name"]))
                  for r in rows if r["kind"] == "file"]
