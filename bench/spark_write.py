@@ -5,11 +5,10 @@ session (so JVM start-up is paid once and never measured):
 
 - ``spark.bulk_insert.vs_bare_arrow`` (target <= 1.05, the 5% overhead Alibaba reports for
   their exactly-once commit): ``SparkHudiWriter.write(df, "bulk_insert")`` of N rows (2 M in the
-  full run) into a new table, against a *bare write* of the same rows: the same tagging
-  (keys, file groups by partition and input task, counted in one small job) and the same
-  Spark parquet job writing the same files with the five meta columns (spark/native_write.py),
-  moved to their Hudi names, but no lock, instant, heartbeat, markers, early-detection check
-  or commit. The difference is the transactional machinery.
+  full run) into a new table, against a *bare write* of the same rows: the same one job, its
+  input tasks checking their rows and writing the same files with the five meta columns
+  (spark/pair_write.py), moved to their Hudi names, but no lock, instant, heartbeat, markers,
+  early-detection check or commit. The difference is the transactional machinery.
 - ``spark.bulk_insert.vs_df_write_parquet`` (target <= 1.5): the same write against Spark's
   own ``df.write.partitionBy("p").parquet`` of the same DataFrame.
 - ``spark.bulk_insert.vs_spark_writer_with_meta_columns`` (information): the same write against
@@ -92,47 +91,31 @@ def source_df(spark, rows: int, parts: int = 4):
 
 
 def bare_write(spark, df, out_dir: str) -> int:
-    """Everything of the Hudi bulk_insert but the transaction (see the module docstring)."""
-    import uuid as _uuid
-
+    """Everything of the Hudi bulk_insert but the transaction (see the module docstring): the
+    writer's route for this input, its input tasks checking and writing their rows in one job
+    (spark/pair_write.py), the files moved to their Hudi names."""
     from airflow_hudi_occ.core.table.table import Table
-    from airflow_hudi_occ.spark import native_write, pair_write, tagging
-    from airflow_hudi_occ.spark.file_group_plan import plan_by_pair, plan_file_groups
+    from airflow_hudi_occ.spark import pair_write
+    from airflow_hudi_occ.spark.file_group_plan import plan_in_tasks
     from airflow_hudi_occ.spark.options import SparkWriteOptions
     from airflow_hudi_occ.spark.writer import arrow_schema_of
 
     opts = SparkWriteOptions.from_options(BASE_OPTS)
     instant = time.strftime("%Y%m%d%H%M%S000", time.gmtime())
-    keyed = tagging.keyed(df, opts.record_key_fields, opts.partition_fields, False)
     # an empty table to size by (Hudi's record estimate, as the first write of ours)
     table = Table.create(os.path.join(out_dir, ".sizing"), "bare", record_key_fields=["id"],
                          partition_fields=["p"], precombine_field="ts")
     staging = os.path.join(out_dir, ".staging")
-    plan = plan_by_pair(keyed, opts, table, _uuid.uuid4().hex[:8])
-    if plan is not None:  # the writer's route for this input (2 M rows in 2 input tasks)
-        names = pair_write.file_names(plan.by_pair, instant)
-        records = keyed.select(*df.columns, tagging.KEY, tagging.PART)
-        pair_write.write_job(spark, records, user_columns=list(df.columns), key_fields=["id"],
-                             target_schema=arrow_schema_of(df), instant=instant, plan=plan.by_pair,
-                             names=names, out_dir=staging)()
-        folders = plan.by_pair.folders()
-    else:  # small inputs: file groups sized per partition, records shuffled to them
-        plan = plan_file_groups(spark, keyed, "bulk_insert", opts, table, [])
-        names = native_write.file_names(plan.planned, instant)
-        records = plan.tagged.repartition(tagging.PART, tagging.FID).select(
-            *df.columns, tagging.KEY, tagging.PART, tagging.FID)
-        native_write.write_job(spark, records, list(df.columns), instant, names, staging)()
-        folders = {g: i for i, g in enumerate(names)}
-    import pyarrow.parquet as pq
+    plan = plan_in_tasks(df, opts, table).in_tasks
+    rows = pair_write.write_job(spark, df, user_columns=list(df.columns), target_schema=arrow_schema_of(df),
+                                instant=instant, plan=plan, out_dir=staging)()
+    if pair_write.refusal(plan, rows) is not None:
+        raise pair_write.refusal(plan, rows)
     written = 0
-    for (part, fid), name in names.items():
-        folder = os.path.join(staging, f"{native_write.GROUP}={folders[(part, fid)]}")
-        if not os.path.isdir(folder):
-            continue
-        (staged,) = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]
-        os.makedirs(os.path.join(out_dir, part), exist_ok=True)
-        os.rename(os.path.join(folder, staged), os.path.join(out_dir, part, name))
-        written += pq.read_metadata(os.path.join(out_dir, part, name)).num_rows
+    for r in rows:
+        os.makedirs(os.path.join(out_dir, r["partition"]), exist_ok=True)
+        os.rename(os.path.join(staging, r["name"]), os.path.join(out_dir, r["partition"], r["name"]))
+        written += r["rows"]
     shutil.rmtree(staging)
     return written
 

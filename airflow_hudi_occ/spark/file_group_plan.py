@@ -25,8 +25,7 @@ from pyspark.sql import functions as F
 from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
 from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.spark import tagging
-from airflow_hudi_occ.spark.session import task_ids_as_run
+from airflow_hudi_occ.spark import pair_write, tagging
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 
@@ -45,9 +44,9 @@ class FilePlan:
     #: whether the write job shuffles the records by file group (else each input task writes
     #: file groups of its own, see :func:`_plan_by_task`)
     shuffle: bool = True
-    #: a bulk_insert written by its input tasks without a combine (:func:`plan_by_pair`):
-    #: the write job names each record's file from its task, partition and key hash
-    by_pair: "PairPlan | None" = None
+    #: a bulk_insert checked and written by its input tasks without a combine
+    #: (:func:`plan_in_tasks`): each task names its own files
+    in_tasks: "pair_write.TaskPlan | None" = None
 
     @property
     def existing(self) -> dict:
@@ -118,88 +117,20 @@ def _assignment(op, opts: SparkWriteOptions, table: Table, view, slices, counts:
                                         record_size=record_size(view, opts))
 
 
-@dataclass
-class PairPlan:
-    """File groups of a bulk_insert per (partition, input task), named from values Spark has
-    in every task (its id, the partition's hash, a chunk of the key hash), so the write job
-    needs no join: ``files`` is the file groups of the pairs that need more than one."""
-
-    prefix: str
-    #: (partition, task) -> (the partition's xxhash64, records)
-    pairs: dict
-    per_file: int
-
-    def files(self, pair) -> int:
-        return max(1, math.ceil(self.pairs[pair][1] / self.per_file))
-
-    def file_id(self, partition: str, task: int, chunk: int) -> str:
-        t, h = f"{task:08x}", f"{self.pairs[(partition, task)][0] & 0xFFFFFFFFFFFFFFFF:016x}"
-        return f"{self.prefix}-{t[:4]}-{t[4:]}-{h[:4]}-{h[4:]}-{chunk}"
-
-    def _file_groups(self):
-        """(partition, task, chunk) of every file group the write may make."""
-        return [(p, t, c) for (p, t) in sorted(self.pairs) for c in range(self.files((p, t)))]
-
-    def groups(self) -> dict:
-        """(partition, fileId) -> the writing task, for every file group the write may make."""
-        return {(p, self.file_id(p, t, c)): t for p, t, c in self._file_groups()}
-
-    def folder(self, partition: str, task: int, chunk: int) -> int:
-        """The number the write job stages a file group's file under (its ``GROUP``): task,
-        chunk and the partition's hash packed in one long, which Spark computes per row and
-        the write job splits and sorts rows by (a string name would cost a string per row)."""
-        return (task << 43) | (chunk << 32) | (self.pairs[(partition, task)][0] & 0xFFFFFFFF)
-
-    def folders(self) -> dict:
-        """(partition, fileId) -> :meth:`folder`, for every file group of :meth:`groups`."""
-        return {(p, self.file_id(p, t, c)): self.folder(p, t, c) for p, t, c in self._file_groups()}
-
-    def most_files_in_a_task(self) -> int:
-        """The most file groups one input task writes."""
-        per_task: dict[int, int] = {}
-        for pair in self.pairs:
-            per_task[pair[1]] = per_task.get(pair[1], 0) + self.files(pair)
-        return max(per_task.values(), default=0)
-
-    def packable(self) -> bool:
-        """Whether every file group has a folder of its own: tasks below 2^20, at most 2^11
-        file groups a pair, partitions of one task apart in their hash's low 32 bits."""
-        seen = set()
-        for (p, t), (h, _) in self.pairs.items():
-            if t >= 1 << 20 or self.files((p, t)) > 1 << 11 or (t, h & 0xFFFFFFFF) in seen:
-                return False
-            seen.add((t, h & 0xFFFFFFFF))
-        return True
-
-
-def plan_by_pair(keyed, opts: SparkWriteOptions, table: Table, prefix: str,
-                 counted: dict | None = None) -> "FilePlan | None":
-    """A copy-on-write bulk_insert that does not combine duplicate keys (Hudi's default), as
-    Hudi writes it without a sort mode: every input task writes the records it reads into new
-    file groups of its own, one per partition it sees (more when they would pass the max file
-    size). One small job counts the records per (partition, task) (partial aggregation: the
-    shuffle carries one row per pair); the write job is the only pass over the data besides.
-    None when that would make many more file groups than sizing each partition as a whole (many
-    small input tasks): the caller then shuffles by file group. ``counted``: the same counts
-    taken by the batch check's job (``tagging.check_batch(pairs=...)``), which saves this one."""
-    if counted:
-        pairs = dict(counted)
-    else:
-        with task_ids_as_run(keyed.sparkSession):  # the tasks the write job will have
-            rows = keyed.groupBy(tagging.PART, F.spark_partition_id().alias(tagging.TASK),
-                                 F.xxhash64(tagging.PART).alias("__ph")).count().collect()
-        pairs = {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
+def plan_in_tasks(records, opts: SparkWriteOptions, table: Table) -> FilePlan:
+    """A copy-on-write bulk_insert that does not combine duplicate keys (Hudi's default),
+    planned as Hudi writes it without a sort mode: every input task checks the records it reads
+    and writes them into new file groups of its own, one per partition path it sees, a new one
+    each time one holds the max file size's worth of records (spark/pair_write.py). Nothing is
+    counted before the write job: its file groups are known from its tasks' reports, so the
+    plan declares none (the inflight instant has no file group; the markers come before the
+    files are published)."""
     view = FileSystemView(table, partitions=[])  # new file groups only: nothing is read
+    cfg = table.config
     per_file = max(1, opts.max_file_size // max(1, record_size(view, opts)))
-    counts: dict = {}
-    for (part, _), (_, n) in pairs.items():
-        counts[part] = counts.get(part, 0) + n
-    sized = sum(math.ceil(n / per_file) for n in counts.values())
-    plan = PairPlan(prefix, pairs, per_file)
-    if sum(plan.files(pair) for pair in pairs) > sized + sized // 4 or not plan.packable():
-        return None
-    return FilePlan(keyed, sorted(counts), view, [], sorted(plan.groups()), deduped=True,
-                    shuffle=False, by_pair=plan)
+    plan = pair_write.TaskPlan(tuple(cfg.record_key_fields), tuple(cfg.partition_fields),
+                               cfg.hive_style_partitioning, cfg.url_encode_partitions, per_file)
+    return FilePlan(records, [], view, [], [], deduped=True, shuffle=False, in_tasks=plan)
 
 
 def plan_by_task(spark, keyed, max_file_size: int, rec_size: int, by_pair, counts):

@@ -11,8 +11,8 @@ the driver moves each file to its Hudi name. Two plans feed it:
 - otherwise the records are shuffled by file group and deduplicated there.
 
 A copy-on-write ``bulk_insert`` that does not combine keys (Hudi's default) is written by
-pyarrow in its input tasks instead (pair_write.py: cheaper meta columns, no sort); it shares
-this module's markers, staging and :func:`publish`.
+pyarrow in its input tasks instead (pair_write.py: cheaper meta columns, no sort, the batch
+check in the same job); it shares this module's markers, staging and :func:`publish`.
 
 What a Hudi write guarantees is kept:
 
@@ -131,39 +131,48 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
     return action
 
 
-def publish(table, instant: str, names: dict, out_dir: str, started: float, *,
-            folders: dict | None = None) -> list[WriteStat]:
-    """Move each file group's one staged file to its Hudi name; its write stat from the
-    footer. A file group that got no record (its hash range stayed empty) has no file.
-    ``folders``: the ``GROUP`` value each file group was staged under (default: its index in
-    ``names``); a staged folder outside them (the input changed after it was counted) fails
-    the write before anything is moved."""
-    abort_signal.check_abort(table, instant)
-    ms = int((time.time() - started) * 1000)
-    folders = folders or {g: i for i, g in enumerate(names)}
+def staged_files(names: dict, out_dir: str) -> list[tuple[str, str, str, str]]:
+    """What Spark's writer staged: (partition, fileId, name, staged file) per file group of
+    ``names`` that got records (one whose hash range stayed empty has no file). A staged
+    folder outside them (the input changed after it was counted) fails the write before
+    anything is moved."""
+    folders = {g: i for i, g in enumerate(names)}
     staged = {n.split("=", 1)[1] for n in os.listdir(out_dir) if n.startswith(f"{GROUP}=")} \
         if os.path.isdir(out_dir) else set()
     unplanned = staged - {str(v) for v in folders.values()}
     if unplanned:
         raise RuntimeError(
-            f"Spark wrote {len(unplanned)} file group(s) the plan of {instant} did not count: the "
-            "input changed between the count and the write; make it deterministic (e.g. cache "
-            "it) and retry")
-    stats = []
+            f"Spark wrote {len(unplanned)} file group(s) the plan did not count: the input "
+            "changed between the count and the write; make it deterministic (e.g. cache it) "
+            "and retry")
+    out = []
     for (partition, file_id), name in names.items():
         folder = os.path.join(out_dir, f"{GROUP}={folders[(partition, file_id)]}")
         if not os.path.isdir(folder):
             continue
-        staged = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]
-        if len(staged) != 1:
-            raise RuntimeError(f"Spark wrote {len(staged)} files for file group "
-                               f"{partition}/{file_id} of {instant}; expected one")
+        files = [n for n in os.listdir(folder) if n.endswith(".parquet") and not n.startswith(".")]
+        if len(files) != 1:
+            raise RuntimeError(f"Spark wrote {len(files)} files for file group "
+                               f"{partition}/{file_id}; expected one")
+        out.append((partition, file_id, name, os.path.join(folder, files[0])))
+    return out
+
+
+def publish(table, instant: str, staged: list[tuple[str, str, str, str]], out_dir: str,
+            started: float) -> list[WriteStat]:
+    """Move each file group's one staged file (``staged``: (partition, fileId, name, staged
+    file), :func:`staged_files` or the pyarrow route's reports) to its Hudi name, after an
+    abort check; its write stat from the footer. The staging folder is removed after."""
+    abort_signal.check_abort(table, instant)
+    ms = int((time.time() - started) * 1000)
+    stats = []
+    for partition, file_id, name, source in staged:
         rel = join_partition(partition, name)
         dest = table.storage.path(rel)
         os.makedirs(posixpath.dirname(dest), exist_ok=True)
         if os.path.exists(dest):
             raise FileExistsError(f"base file {rel} already exists")
-        os.rename(os.path.join(folder, staged[0]), dest)
+        os.rename(source, dest)
         rows = pq.read_metadata(dest).num_rows
         size = os.path.getsize(dest)
         stats.append(WriteStat(file_id=file_id, path=rel, partition_path=partition, prev_commit="null",

@@ -144,9 +144,9 @@ def task_ids_as_run(spark):
     """Run the block's jobs with ``spark_partition_id()`` (and ``monotonically_increasing_id()``)
     evaluated by the task that reads each row, even over a driver-side relation.
 
-    Why: the routes that write new file groups per input task (file_group_plan.plan_by_task,
-    plan_by_pair) count records per ``spark_partition_id()`` in one job and rely on the same
-    rows sitting in the same task in the write job. Over a ``LocalRelation`` Spark's
+    Why: the route that writes new file groups per input task after counting them
+    (file_group_plan.plan_by_task) counts records per ``spark_partition_id()`` in one job and
+    relies on the same rows sitting in the same task in the write job. Over a ``LocalRelation`` Spark's
     ``ConvertToLocalRelation`` folds the projection on the driver, where every row gets
     partition 0, while the scan of the write job spreads the rows over up to
     ``defaultParallelism`` tasks. A file group then came from two tasks: Spark's parquet writer

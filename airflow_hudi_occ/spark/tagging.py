@@ -110,8 +110,7 @@ def _no_key(df: DataFrame, fields: list[str]):
 
 
 def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
-                url_encode: bool, counts: dict | None = None, *,
-                pairs: dict | None = None) -> dict[str, dict[str, str]]:
+                url_encode: bool, counts: dict | None = None) -> dict[str, dict[str, str]]:
     """On the driver, before the write's instant exists, one Spark job over the batch: every
     distinct partition value goes through core's rule (``partition_path.field_text``: a
     hostile one is refused naming its column), and rows without a record key are counted
@@ -119,26 +118,13 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
     per field, the values whose path text differs from the value (url-encoded ones).
     ``counts``, if given, receives ``rows`` and ``partitions`` (distinct partition values),
     counted by the same job (the job's progress line), and ``paths``, the partition paths.
-
-    ``pairs``, if given, receives what a bulk_insert planned per input task needs
-    (``file_group_plan.plan_by_pair``): (partition path, task) -> (the path's xxhash64,
-    records), counted by this same job grouped by task too, so that such a write runs one
-    Spark job before its write job instead of two (issue 31's profile: the second job was
-    most of the bulk_insert's time before writing). Filled only when no value is spelled other
-    than as itself (``labels`` empty): the path Spark hashes here is then the path the write
-    job computes."""
+    (A copy-on-write bulk_insert without a combine runs none of this: its write tasks check
+    their own rows by the same rule, spark/pair_write.py.)"""
     key = "hoodie.datasource.write.partitionpath.field"
     cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
     bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
     n = F.count(F.lit(1)).alias("__n")
-    by = list(cols)
-    if pairs is not None:
-        by += [F.spark_partition_id().alias(TASK), F.xxhash64(partition_path_expr(df, partition_fields, hive_style))
-               .alias("__ph")]
-        with task_ids_as_run(df.sparkSession):  # the tasks the write job will have
-            rows = df.groupBy(*by).agg(bad, n).collect()
-    else:
-        rows = (df.groupBy(*by).agg(bad, n) if by else df.agg(bad, n)).collect()
+    rows = (df.groupBy(*cols).agg(bad, n) if cols else df.agg(bad, n)).collect()
 
     def path_of(r) -> str:
         return partition_path.partition_path(
@@ -159,11 +145,6 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
             text = partition_path.field_text(f, value, hive_style=hive_style, url_encode=url_encode)
             if value and text != (f"{f}={value}" if hive_style else value):
                 labels.setdefault(f, {})[value] = text
-    if pairs is not None and not labels:
-        for r in rows:  # a null and an empty value share the Hive default's path: summed
-            if r["__n"]:
-                pair = (path_of(r), int(r[TASK]))
-                pairs[pair] = (int(r["__ph"]), pairs.get(pair, (0, 0))[1] + int(r["__n"]))
     return labels
 
 

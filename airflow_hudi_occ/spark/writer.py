@@ -8,7 +8,9 @@
     driver:    settled? (prepare: the batch key already committed / a staged instant)
                -> _read_batch: options -> table (created on first write) -> schema; the
                   commit's schema evolved by the pipeline -> _check_batch: key and
-                  partition columns, hostile values (refused BEFORE the instant exists)
+                  partition columns, hostile values (refused BEFORE the instant exists;
+                  a copy-on-write bulk_insert without a combine: its column types here,
+                  its values in its write tasks, see below)
                -> begin (the pipeline: lock, instant, heartbeat; on_begin told)
                -> _check_before_tagging: RFC-56 against live writers' markers (a driver-side
                   probe of the batch's first records, then one Spark join if needed)
@@ -20,7 +22,8 @@
                new file groups only, on a local table: Spark's parquet writer, markers made
                by the driver first, files published under Hudi names (native_write.py), or
                for a bulk_insert that does not combine, pyarrow in each input task, no
-               shuffle (pair_write.py);
+               shuffle, the tasks checking their rows as core does; a refusal is raised
+               at publish, nothing published, the instant rolled back (pair_write.py);
                else per file group (executor.py): abort? -> early conflict check + marker
                -> merge with the previous base file -> one parquet base file -> WriteStat
     driver:    the pipeline's commit under the lock with conflict resolution (core) -> result
@@ -53,6 +56,7 @@ are raised before anything is written. Any other job failure is a :class:`SparkW
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
@@ -60,12 +64,13 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
+from airflow_hudi_occ.core.config import WRITE_KIND
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table  # noqa: F401 (re-exported)
 from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy, declared_groups
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
-from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json
@@ -78,7 +83,7 @@ from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn, write_stat_of
 from airflow_hudi_occ.spark.compat import apply_in_arrow
-from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_by_pair, plan_file_groups, tag_buckets
+from airflow_hudi_occ.spark.file_group_plan import FilePlan, plan_file_groups, plan_in_tasks, tag_buckets
 from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions, check_merge_on_read
 
@@ -279,25 +284,32 @@ class SparkHudiWriter(SparkTableJob):
         df, cfg, opts = batch.df, batch.table.config, batch.opts
         tagging.record_key_expr(df, cfg.record_key_fields)
         tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
+        if self._in_tasks(batch):  # its write tasks check their rows (pair_write.py)
+            self._say("planning", f"{opts.operation} into copy-on-write table {batch.table.name}: "
+                                  "its rows are checked and counted by the write job's tasks")
+            return
         counts: dict = {}
-        pairs = {} if self._planned_by_pair(batch) else None
         batch.partition_labels = tagging.check_batch(
             df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
-            cfg.url_encode_partitions, counts, pairs=pairs)
-        batch.pair_counts = pairs
+            cfg.url_encode_partitions, counts)
         self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                               f"{counts.get('partitions', 0)} partition(s) into "
                               f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
         batch.partitions = counts.get("paths")  # the footprint declared at begin
 
     @staticmethod
-    def _planned_by_pair(batch: "_Batch") -> bool:
-        """A bulk_insert that keeps duplicate keys into a local table, written per input task
-        (``file_group_plan.plan_by_pair``): its batch check counts the pairs too."""
+    def _in_tasks(batch: "_Batch") -> bool:
+        """A copy-on-write bulk_insert that keeps duplicate keys, into a local table: checked
+        and written by its input tasks in one Spark job (``file_group_plan.plan_in_tasks``,
+        pair_write.py), with no batch check before its instant."""
         return (batch.op == "bulk_insert" and not batch.bucket and not batch.combines
                 and pair_write.applies(batch.table))
 
     def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
+        if plan.in_tasks is not None:
+            self._say("tagging", f"new file groups only, chosen by the write tasks (one per partition "
+                                 f"and task, {plan.in_tasks.rows_per_file} records a file at most)")
+            return
         existing = plan.existing
         touched = sum(1 for g in plan.planned if g in existing)
         self._say("tagging", f"{len(plan.planned)} file group(s) to write in "
@@ -307,20 +319,18 @@ class SparkHudiWriter(SparkTableJob):
     def _plan_file_groups(self, batch: "_Batch", run: "_Attempt") -> FilePlan:
         """Tag the records (keys, partitions, file groups) against the snapshot read after
         begin, and settle which file groups the write touches."""
+        if self._in_tasks(batch):  # no key or partition column: its tasks spell them
+            run.planned = []  # known from the write job's reports
+            return plan_in_tasks(batch.df, batch.opts, batch.table)
         cfg = batch.table.config
         keyed = tagging.keyed(batch.df, cfg.record_key_fields, cfg.partition_fields,
                               cfg.hive_style_partitioning, batch.partition_labels)
         if not batch.bucket:
             native = batch.op in ("bulk_insert", "insert_overwrite") and \
                 native_write.applies(batch.table, "create", batch.df.schema)
-            plan = None
-            if self._planned_by_pair(batch):
-                plan = plan_by_pair(keyed, batch.opts, batch.table, new_file_id()[:8],
-                                    counted=batch.pair_counts)
-            if plan is None:
-                plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
-                                        run.persisted, by_task=native and batch.combines)
-                plan.deduped = plan.deduped or not batch.combines
+            plan = plan_file_groups(self.spark, keyed, batch.op, batch.opts, batch.table,
+                                    run.persisted, by_task=native and batch.combines)
+            plan.deduped = plan.deduped or not batch.combines
             run.planned = plan.planned
             return plan
         prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
@@ -351,6 +361,8 @@ class SparkHudiWriter(SparkTableJob):
         new file groups only (and a local table): Spark's own parquet writer
         (native_write.py), or pyarrow in the input tasks (pair_write.py); else one Python task
         per planned file group (executor.py)."""
+        if plan.in_tasks is not None:
+            return self._write_in_tasks(batch, run, plan)
         if not run.planned:
             self._say("writing", "nothing to write (no file group planned)")
             return []
@@ -362,28 +374,18 @@ class SparkHudiWriter(SparkTableJob):
         ctx = self._task_context(batch, run, plan)
         records = self._records_by_file_group(batch, plan)
         description = f"hudi {batch.op} {table.name} {tx.instant_time}"
-        pairs = plan.by_pair
-        if pairs is not None or native_write.applies(table, ctx.mode, batch.df.schema):
-            names = (pair_write.file_names(pairs, tx.instant_time) if pairs is not None
-                     else native_write.file_names(run.planned, tx.instant_time))
+        if native_write.applies(table, ctx.mode, batch.df.schema):
+            names = native_write.file_names(run.planned, tx.instant_time)
             native_write.create_markers(table, tx.config, tx.instant_time, names)
             out = native_write.staging_dir(table, tx.instant_time)
-            meta_fields = table.config.populates_meta_fields
             t0 = time.time()
-            if pairs is not None:
-                job = pair_write.write_job(self.spark, records, user_columns=batch.user_columns,
-                                           key_fields=table.config.record_key_fields,
-                                           target_schema=batch.target_schema,
-                                           instant=tx.instant_time, plan=pairs, names=names,
-                                           out_dir=out, meta_fields=meta_fields)
-            else:
-                job = native_write.write_job(self.spark, records, batch.user_columns,
-                                             tx.instant_time, names, out, meta_fields=meta_fields)
+            job = native_write.write_job(self.spark, records, batch.user_columns, tx.instant_time,
+                                         names, out, meta_fields=table.config.populates_meta_fields)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self._async_checker(tx, run.planned),
                         on_progress=self.write_progress(len(run.planned)))
-            return native_write.publish(table, tx.instant_time, names, out, t0,
-                                        folders=pairs.folders() if pairs is not None else None)
+            return native_write.publish(table, tx.instant_time, native_write.staged_files(names, out),
+                                        out, t0)
         job = apply_in_arrow(records, (tagging.PART, tagging.FID), make_group_fn(ctx), STAT_DDL)
         rows = run_watched(self.spark, table, tx.instant_time, job.collect, description=description,
                            extra_check=self._async_checker(tx, run.planned),
@@ -395,14 +397,46 @@ class SparkHudiWriter(SparkTableJob):
                 f"{stopped[0].stopped}", instant=tx.instant_time, reason=stopped[0].stopped)
         return [write_stat_of(r) for r in rows]
 
+    def _write_in_tasks(self, batch: "_Batch", run: "_Attempt", plan: FilePlan) -> list[WriteStat]:
+        """The one Spark job of a bulk_insert checked and written by its input tasks
+        (pair_write.py), then on the driver: a task's refusal (a hostile partition value, rows
+        without a key) raised as core's error (the pipeline rolls the instant back; nothing was
+        published), else every reported file's marker, then the files published under their
+        names after an abort check. No early conflict check runs: its file groups are new, so
+        no other writer's markers can name them."""
+        tx, table = run.tx, batch.table
+        out = native_write.staging_dir(table, tx.instant_time)
+        self._say("writing", "the input tasks check their rows and write them into new file groups")
+        t0 = time.time()
+        job = pair_write.write_job(self.spark, batch.df, user_columns=batch.user_columns,
+                                   target_schema=batch.target_schema, instant=tx.instant_time,
+                                   plan=plan.in_tasks, out_dir=out,
+                                   meta_fields=table.config.populates_meta_fields)
+        rows = run_watched(self.spark, table, tx.instant_time, job,
+                           description=f"hudi {batch.op} {table.name} {tx.instant_time}",
+                           on_progress=self.write_progress(None))
+        refused = pair_write.refusal(plan.in_tasks, rows)
+        if refused is not None:
+            run.refusal = refused
+            self._say("writing", f"refused by the write tasks ({type(refused).__name__}): nothing "
+                                 "published, the instant is rolled back")
+            raise refused
+        files = [(r["partition"], r["file_id"], r["name"], os.path.join(out, r["name"]))
+                 for r in rows if r["kind"] == "file"]
+        run.planned = sorted((p, f) for p, f, _, _ in files)
+        self._say("writing", f"{sum(r['rows'] for r in rows if r['kind'] == 'file')} input rows in "
+                             f"{len(run.planned_parts)} partition(s) written to {len(files)} new file group(s)")
+        native_write.create_markers(table, tx.config, tx.instant_time,
+                                    {(p, f): name for p, f, name, _ in files})
+        return native_write.publish(table, tx.instant_time, files, out, t0)
+
     @staticmethod
     def _records_by_file_group(batch: "_Batch", plan: FilePlan):
         """The tagged records, one per key, shuffled by file group: the dedupe runs after
         the shuffle (all copies of a key share its file group), so it costs a sort within
         each Spark partition, not a shuffle of its own. A plan by input task (no duplicate
         keys, file groups of their own per task) needs neither."""
-        cols = batch.user_columns + [tagging.KEY, tagging.PART]
-        cols += [] if plan.by_pair is not None else [tagging.FID]  # named in the write job
+        cols = batch.user_columns + [tagging.KEY, tagging.PART, tagging.FID]
         data = plan.tagged
         if plan.shuffle:
             data = data.repartition(tagging.PART, tagging.FID)
@@ -426,10 +460,10 @@ class SparkHudiWriter(SparkTableJob):
                            precombine=batch.table.config.precombine_field, prev=prev,
                            completed_at_start=sorted(run.tx.snapshot.completed_at_start))
 
-    def write_progress(self, file_groups: int, every_s: float = 10.0) -> Callable[[int, int], None] | None:
+    def write_progress(self, file_groups: int | None, every_s: float = 10.0) -> Callable[[int, int], None] | None:
         """``on_progress`` for :func:`run_watched`: one line as the write tasks pass 25, 50 and
-        75% (each task writes one or more of the ``file_groups``), and at least every
-        ``every_s`` while they run; the end is said by the caller."""
+        75% (each task writes one or more of the ``file_groups``; None: the tasks choose
+        them), and at least every ``every_s`` while they run; the end is said by the caller."""
         if self.on_progress is None:
             return None
         state = {"quarter": 0, "at": time.time()}
@@ -440,8 +474,9 @@ class SparkHudiWriter(SparkTableJob):
             quarter = 4 * done // total
             if quarter > state["quarter"] or time.time() - state["at"] >= every_s:
                 state["quarter"], state["at"] = max(quarter, state["quarter"]), time.time()
+                groups = "" if file_groups is None else f", {file_groups} file group(s)"
                 self._say("writing", f"{done} of {total} write task(s) done "
-                                     f"({100 * done // total}%, {file_groups} file group(s))")
+                                     f"({100 * done // total}%{groups})")
         return report
 
     @staticmethod
@@ -568,7 +603,7 @@ class SparkHudiWriter(SparkTableJob):
             if tx.instant is not None:
                 sweep_failed_base_files(table, tx.instant_time, parts)
                 abort_signal.clear_abort(table, tx.instant_time)
-        if isinstance(err, HudiOccError):
+        if isinstance(err, HudiOccError) and err is not run.refusal:
             err.attempt = tx.attempt
             err.seconds_discarded = round(time.time() - run.t_start, 3)
             err.files_discarded = tx.files_discarded  # counted by tx.abort from the markers
@@ -592,10 +627,8 @@ class _Batch:
     #: partition values spelled other than as themselves (``tagging.check_batch``)
     partition_labels: dict = field(default_factory=dict)
     #: the batch's partition paths (``tagging.check_batch``): its footprint, declared at begin
+    #: (None for a bulk_insert checked by its write tasks: declared with partitions unknown)
     partitions: list | None = None
-    #: (partition, task) -> (hash, records) counted by the batch check for a write planned
-    #: per input task (``plan_by_pair``); None or empty: counted when planning
-    pair_counts: dict | None = None
 
     @property
     def op(self) -> str:
@@ -628,6 +661,9 @@ class _Attempt:
     t_start: float
     persisted: list = field(default_factory=list)
     planned: list = field(default_factory=list)
+    #: the batch refused by its write tasks (pair_write.refusal): raised as the batch check
+    #: raises it, so its fields are not those of a discarded attempt
+    refusal: BaseException | None = None
 
     @property
     def planned_parts(self) -> set[str]:
@@ -670,7 +706,11 @@ class SparkWriteEngine(WriteEngine):
         self.writer._check_batch(self.batch)
         self.run = _Attempt(tx=None, t_start=time.time())
 
-    def footprint(self) -> list[str] | None:
+    def footprint(self) -> "list[str] | Footprint | None":
+        if self.writer._in_tasks(self.batch):
+            # partitions known only to its write job; new file groups only, which no other
+            # writer's conflict check can meet: named from begin, waited on everywhere
+            return Footprint.of(None, kind=check_kind(WRITE_KIND.get(self.config.options)))
         return self.batch.partitions
 
     def check_before_plan(self, tx: WriteTransaction) -> None:

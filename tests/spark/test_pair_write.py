@@ -1,45 +1,63 @@
-"""A bulk_insert written by its input tasks through pyarrow (spark/pair_write.py): Hudi names
-and meta columns, markers before the job, no shuffle, file groups split by the max file size,
-sorted input for tasks with many file groups, and a failed attempt's file never staged.
-hudi-rs is the reader throughout."""
+"""A bulk_insert checked and written by its input tasks through pyarrow (spark/pair_write.py):
+one Spark job, Hudi names and meta columns, file ids fixed per (instant, partition, task, n),
+files rolled over by the max file size, markers before the files are published, a refused
+batch (a hostile partition value, rows without a key) leaving the table as it was, and a failed
+attempt's file never staged. hudi-rs is the reader throughout."""
 
 import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_hudi_occ.core.concurrency.markers import markers_for
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import native_write, pair_write
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
-from airflow_hudi_occ.testing.tables import hudi_read
+from airflow_hudi_occ.testing.tables import hudi_read, tree_snapshot
 from tests.spark.test_native_write import OPTS  # small files, a file lock, no clock-skew wait
+
+PLAN = pair_write.TaskPlan(("id",), ("p",), False, False, rows_per_file=1000)
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
+
+
+def _files(out, plan=PLAN, task=0, attempt=0):
+    return pair_write.TaskFiles(plan, SCHEMA, "1", str(out), task, attempt)
+
+
+def _batch(ids, parts):
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array(parts, pa.string())], names=["id", "p"])
 
 
 def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, tmp_path, monkeypatch):
     """Hudi's default (``hoodie.combine.before.insert=false``): no key is combined or looked
-    up, every input task writes its records into file groups of its own, named in the write
-    job from the task, the partition's hash and the key's hash; every marker exists when the
-    job starts; duplicates stay, as Java Hudi writes them (hudi-rs reads both copies)."""
+    up, every input task writes its records into file groups of its own, a new one each time
+    one holds the max file size's worth; no marker exists while the job runs, every file's
+    marker exists before it is published; duplicates stay, as Java Hudi writes them."""
     path = str(tmp_path / "t")
     df = spark.range(0, 90, numPartitions=3).selectExpr(
         "id % 80 as id", "if(id % 2 = 0, 'a', 'b') as p", "cast(id as bigint) as ts",
         "concat('x', cast(id as string)) as v")
     seen = {}
-    real_job = pair_write.write_job
+    real_job, real_publish = pair_write.write_job, native_write.publish
 
-    def job(spark_, records, *, instant, plan, **kw):
-        action = real_job(spark_, records, instant=instant, plan=plan, **kw)
+    def job(spark_, records, *, instant, **kw):
+        action = real_job(spark_, records, instant=instant, **kw)
 
         def checked():
-            seen["markers"] = set(markers_for(Table.open(path), instant).data_files())
-            seen["names"] = {f"{p}/{n}" for (p, _), n in pair_write.file_names(plan, instant).items()}
+            seen["markers_in_job"] = set(markers_for(Table.open(path), instant).data_files())
             return action()
         return checked
+
+    def publish(table, instant, staged, out, started):
+        seen["markers"] = set(markers_for(table, instant).data_files())
+        seen["staged"] = {f"{p}/{name}" for p, _, name, _ in staged}
+        return real_publish(table, instant, staged, out, started)
     monkeypatch.setattr(pair_write, "write_job", job)
-    opts = {**OPTS, "hoodie.parquet.max.file.size": "1000"}  # 10 records a file: 2 per pair
+    monkeypatch.setattr(native_write, "publish", publish)
+    opts = {**OPTS, "hoodie.parquet.max.file.size": "1000"}  # 10 records a file
     res = SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
-    assert seen["markers"] == seen["names"]
+    assert seen["markers_in_job"] == set() and seen["markers"] == seen["staged"]
     got = hudi_read(path).to_pylist()
     assert sorted((r["id"], r["v"]) for r in got) == sorted((i % 80, f"x{i}") for i in range(90))
     assert sum(s.num_writes for s in res.stats) == 90
@@ -50,94 +68,226 @@ def test_a_bulk_insert_by_default_is_written_by_its_input_tasks_as_given(spark, 
         task = int(r["_hoodie_file_name"].split("_")[1].split("-")[0])
         assert r["_hoodie_commit_seqno"].startswith(f"{res.instant}_{task}_")
     assert len({r["_hoodie_commit_seqno"] for r in got}) == 90
-    tasks = {s.path.split("_")[1].split("-")[0] for s in res.stats}
-    assert tasks == {"0", "1", "2"}  # no shuffle: the files are the input tasks'
-    # 3 tasks x 2 partitions, 15 records each, 10 a file: each pair's keys split by hash in 2
-    assert {(s.partition_path, s.path.split("_")[1]) for s in res.stats} == \
-        {(p, f"{t}-0-0") for p in "ab" for t in range(3)}
-    assert 6 < len(res.stats) <= 12
+    # 3 tasks x 2 partitions, 15 records each: a file of 10 then one of 5, named per
+    # (instant, partition, task, n)
+    by_file = {(s.partition_path, int(s.path.split("_")[1].split("-")[0]), s.file_id): s.num_writes
+               for s in res.stats}
+    assert by_file == {(p, t, pair_write.file_id(res.instant, p, t, n)): rows
+                       for p in "ab" for t in range(3) for n, rows in ((0, 10), (1, 5))}
     assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", res.instant))
 
 
-def test_a_task_with_many_file_groups_writes_them_one_at_a_time(spark, tmp_path, monkeypatch):
-    """Above MAX_OPEN_FILES file groups in a task, Spark sorts the task's rows by file group and
-    the worker closes each file before the next one begins: the same rows, one file a group."""
-    monkeypatch.setattr(pair_write, "MAX_OPEN_FILES", 1)
-    modes = []
-    real_writer = pair_write._task_writer
+def test_the_tasks_spell_partitions_as_core_does(spark, tmp_path):
+    """The tasks spell each path with core's rule themselves (no labels from a batch check):
+    url-encoded values, a '/' making nested folders, null and empty values (the Hive default),
+    two fields of a string, an int and a date, hive-style; each row's _hoodie_partition_path
+    and folder as core spells it. An empty batch commits no file."""
+    import datetime as dt
 
-    def task_writer(*args):  # built on the driver: records whether the rows are sorted
-        modes.append(args[-1])
-        return real_writer(*args)
-    monkeypatch.setattr(pair_write, "_task_writer", task_writer)
+    from airflow_hudi_occ.core.format import partition_path as pp
+    values = ["a/b:c", "2024/01", "", None, "é #1"]
+    rows = [(i, v, i % 2 if i % 3 else None, dt.date(2026, 1, 1 + i % 2), "x") for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, "id long, s string, n int, d date, v string").repartition(2)
+    fields = ["s", "n", "d"]
     path = str(tmp_path / "t")
-    df = spark.range(0, 400, numPartitions=2).selectExpr(
-        "id", "concat('p', cast(id % 7 as string)) as p", "id as ts", "concat('x', cast(id as string)) as v")
-    res = SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")  # 30 records a file
-    got = hudi_read(path).to_pylist()
-    assert sorted((r["id"], r["p"], r["v"]) for r in got) == [(i, f"p{i % 7}", f"x{i}") for i in range(400)]
-    assert {(s.partition_path, s.path.split("_")[1]) for s in res.stats} == \
-        {(f"p{i}", f"{t}-0-0") for i in range(7) for t in range(2)}  # 7 partitions x 2 tasks
-    assert modes == [True]
-    for s in res.stats:
-        assert pq.read_metadata(os.path.join(path, s.path)).num_rows == s.num_writes
+    w = SparkHudiWriter(spark, path, {**OPTS, "hoodie.datasource.write.partitionpath.field": "s,n,d",
+                                      "hoodie.datasource.write.hive_style_partitioning": "true",
+                                      pp.URL_ENCODE_KEY: "true"})
+    w.write(df, "bulk_insert")
+    got = {r["id"]: r for r in hudi_read(path).to_pylist()}
+    for i, s_, n, d, _ in rows:
+        want = pp.partition_path(fields, [s_, n, d], hive_style=True, url_encode=True)
+        assert got[i]["_hoodie_partition_path"] == want
+        assert os.path.isfile(os.path.join(path, want, got[i]["_hoodie_file_name"]))
+    res = w.write(df.limit(0), "bulk_insert")
+    assert res.stats == [] and len(hudi_read(path)) == len(rows)
 
 
-def test_an_attempt_that_fails_midway_leaves_no_staged_file_and_its_retry_stages_one(tmp_path):
+def _spark_jobs(spark) -> int:
+    """Spark jobs the application has run so far (its status store, as the UI lists them)."""
+    sc = spark.sparkContext._jsc.sc()
+    sc.listenerBus().waitUntilEmpty()
+    return sc.statusStore().jobsList(None).size()
+
+
+def test_a_bulk_insert_runs_one_spark_job_before_it_publishes(spark, tmp_path, monkeypatch):
+    """The honest proof that the batch check is inside the write job: the Spark jobs counted
+    from the write's start to its publish. The two-job route (a bulk_insert that combines
+    keys: the batch check, then the write) counts more on the same data."""
+    df = spark.range(0, 60, numPartitions=2).selectExpr(
+        "id", "concat('p', cast(id % 3 as string)) as p", "id as ts", "'v' as v")
+    counted = {}
+    real_publish = native_write.publish
+
+    def publish(table, instant, *a, **kw):
+        counted["jobs"] = _spark_jobs(spark) - counted["start"]
+        return real_publish(table, instant, *a, **kw)
+    monkeypatch.setattr(native_write, "publish", publish)
+    for name, extra in (("fused", {}), ("two_jobs", {"hoodie.combine.before.insert": "true"})):
+        counted["start"] = _spark_jobs(spark)
+        res = SparkHudiWriter(spark, str(tmp_path / name), {**OPTS, **extra}).write(df, "bulk_insert")
+        counted[name] = counted.pop("jobs")
+        assert sum(s.num_writes for s in res.stats) == 60
+    assert counted["fused"] == 1, counted
+    assert counted["two_jobs"] >= 2, counted
+
+
+def test_a_hostile_value_in_the_last_task_leaves_the_table_as_it_was(spark, tmp_path, monkeypatch):
+    """A hostile partition value in the last row of the last input task, after the other
+    tasks staged their files: the error core raises, naming
+    the column and the value; nothing published, no file outside ``.hoodie``, no folder made
+    from the value, the attempt rolled back on the timeline, readers unchanged."""
+    from airflow_hudi_occ.core.errors import InvalidPartitionPathError
+    path = str(tmp_path / "a" / "b" / "t")
+    opts = {**OPTS, "hoodie.parquet.max.file.size": str(10 * 1024 * 1024)}  # one file a pair
+    SparkHudiWriter(spark, path, opts).write(
+        spark.createDataFrame([(1000, "a", 1, "old")], "id long, p string, ts long, v string"), "bulk_insert")
+    before_rows = hudi_read(path).to_pylist()
+    outside = lambda: {k: v for k, v in tree_snapshot(tmp_path).items() if "/.hoodie" not in k}  # noqa: E731
+    before = outside()
+    before_instants = {i.requested_time for i in Table.open(path).timeline().instants}
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 10)  # 10-row Arrow batches (set by the driver)
+    staged = {}
+    real_refusal = pair_write.refusal
+
+    def refusal(plan, rows):
+        [pending] = Table.open(path).timeline().pending()
+        out = native_write.staging_dir(Table.open(path), pending.requested_time)
+        staged.update(instant=pending.requested_time, files=[n for n in os.listdir(out) if not n.startswith(".")])
+        return real_refusal(plan, rows)
+    monkeypatch.setattr(pair_write, "refusal", refusal)
+    df = spark.range(0, 90, numPartitions=3).selectExpr(
+        "id", "if(id = 89, '../../escaped', if(id % 2 = 0, 'a', 'b')) as p", "id as ts", "'x' as v")
+    with pytest.raises(InvalidPartitionPathError) as e:
+        SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    assert e.value.column == "p" and e.value.value == repr("../../escaped")
+    assert "'../../escaped'" in str(e.value) and e.value.remedy
+    assert len(staged["files"]) == 4, staged  # tasks 0 and 1: a file in each of two partitions
+    assert outside() == before and not list(tmp_path.rglob("escaped"))
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", staged["instant"]))  # staging gone
+    tl = Table.open(path).timeline()
+    new = [i for i in tl.instants if i.requested_time not in before_instants]
+    assert [i.action for i in new] == ["rollback"], new  # the attempt, rolled back
+    assert not tl.pending()
+    assert hudi_read(path).to_pylist() == before_rows
+
+
+def test_a_task_killed_mid_write_leaves_nothing_visible(spark, tmp_path, monkeypatch):
+    """A Python worker killed (``os._exit``) while its task is writing, after the other task
+    staged its files: the job fails, the instant is rolled back, the staging folder goes with
+    it, and the table is byte-for-byte as it was outside ``.hoodie``; readers unchanged."""
+    from airflow_hudi_occ.spark.errors import SparkWriteError
+    path = str(tmp_path / "t")
+    opts = {**OPTS, "hoodie.parquet.max.file.size": str(10 * 1024 * 1024)}
+    SparkHudiWriter(spark, path, opts).write(
+        spark.createDataFrame([(1000, "a", 1, "old")], "id long, p string, ts long, v string"), "bulk_insert")
+    before, rows = tree_snapshot(path), hudi_read(path).to_pylist()
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 10)  # 10-row Arrow batches
+
+    def killer(batches):  # a stage before the write, in the same task: dies on id 55
+        import os as os_
+        import pyarrow.compute as pc_
+        for b in batches:
+            if pc_.any(pc_.equal(b.column(0), 55)).as_py():
+                os_._exit(1)
+            yield b
+    df = spark.range(0, 60, numPartitions=2).selectExpr(
+        "id", "if(id % 2 = 0, 'a', 'b') as p", "id as ts", "'x' as v")
+    df = df.mapInArrow(killer, df.schema)
+    with pytest.raises(SparkWriteError) as e:
+        SparkHudiWriter(spark, path, opts).write(df, "bulk_insert")
+    instant = e.value.instant
+    after = tree_snapshot(path)
+    assert {k: v for k, v in after.items() if not k.startswith(".hoodie")} == \
+        {k: v for k, v in before.items() if not k.startswith(".hoodie")}
+    assert not [k for k in after if instant in k and ".temp" in k]  # its staging folder removed
+    assert not Table.open(path).timeline().pending()
+    assert hudi_read(path).to_pylist() == rows
+
+
+def test_rows_without_a_key_are_refused_with_their_count_over_every_task(spark, tmp_path):
+    from airflow_hudi_occ.core.errors import InvalidRecordKeyError
+    path = str(tmp_path / "t")
+    df = spark.range(0, 40, numPartitions=2).selectExpr(
+        "if(id % 10 = 3, null, id) as id", "'a' as p", "id as ts", "'x' as v")
+    with pytest.raises(InvalidRecordKeyError) as e:
+        SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")
+    assert e.value.column == "id" and e.value.rows == 4
+    assert not [d for d in os.listdir(path) if d != ".hoodie"]
+
+
+def test_a_task_keeps_at_most_its_open_files_and_a_partition_coming_back_gets_a_new_file(tmp_path, monkeypatch):
+    """Above MAX_OPEN_FILES the least recently written file is finished; that partition's next
+    rows go to its next file (n + 1), so every file is written once, whole."""
+    monkeypatch.setattr(pair_write, "MAX_OPEN_FILES", 2)
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 2)  # every add flushes: writers open at once
+    files = _files(tmp_path / "staging")
+    for k in range(3):
+        files.add(_batch([10 * k + i for i in range(9)], ["abc"[i % 3] for i in range(9)]))
+        assert len(files.writers) <= 2
+    report = files.close_all()
+    assert sum(r["rows"] for r in report) == 27
+    assert len({r["name"] for r in report}) == len(report) > 3
+    for r in report:
+        t = pq.read_table(os.path.join(tmp_path / "staging", r["name"]))
+        assert t.num_rows == r["rows"] and set(t.column("p").to_pylist()) == {r["partition"]}
+        assert r["file_id"] == pair_write.file_id("1", r["partition"], 0, int(r["file_id"].rsplit("-", 1)[1]))
+
+
+def test_an_attempt_that_fails_midway_leaves_no_staged_file_and_its_retry_stages_the_same_one(tmp_path):
     """The worker writes each file under a hidden temporary name and renames it to its staged
-    name once complete: a task attempt that dies midway leaves only the hidden file, which
-    publish ignores, and the retry stages the complete one."""
-    out = str(tmp_path / "staging")
-    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
-    targets = {7: ("a", "f-0_0-0-0_1.parquet")}
-    batch = pa.record_batch([pa.array([1, 2, 3]), pa.array(["a"] * 3), pa.array([7] * 3)],
-                            names=["id", "p", native_write.GROUP])
-    failed = pair_write._TaskFiles(targets, ["id"], schema, "1", out, "1_0_", ".0-0.inprogress")
-    failed.add(batch, ordered=False)
-    failed._flush(7)  # written, never closed: the attempt died here
-    folder = os.path.join(out, f"{native_write.GROUP}=7")
-    assert os.listdir(folder) == [".0-0.inprogress"]
-    retry = pair_write._TaskFiles(targets, ["id"], schema, "1", out, "1_0_", ".0-1.inprogress")
-    retry.add(batch, ordered=False)
-    assert retry.close_all() == [{"folder": 7, "rows": 3}]
-    assert sorted(os.listdir(folder)) == [".0-0.inprogress", pair_write.STAGED_NAME]
-    t = pq.read_table(os.path.join(folder, pair_write.STAGED_NAME))
+    name once complete: a task attempt that dies midway leaves only the hidden file, and the
+    retry (same task, same rows) stages the complete one under the same name."""
+    out = tmp_path / "staging"
+    batch = _batch([1, 2, 3], ["a"] * 3)
+    failed = _files(out, attempt=0)
+    failed.add(batch)
+    failed._flush("a")  # written, never closed: the attempt died here
+    assert [n.startswith(".") and n.endswith(".0.inprogress") for n in os.listdir(out)] == [True]
+    retry = _files(out, attempt=1)
+    retry.add(batch)
+    [report] = retry.close_all()
+    assert report["name"] == pair_write.file_name("1", "a", 0, 0) and report["rows"] == 3
+    assert sorted(n for n in os.listdir(out) if not n.startswith(".")) == [report["name"]]
+    t = pq.read_table(os.path.join(out, report["name"]))
     assert t.column("_hoodie_record_key").to_pylist() == ["1", "2", "3"]
     assert t.column("_hoodie_commit_seqno").to_pylist() == ["1_0_0", "1_0_1", "1_0_2"]
-    assert set(t.column("_hoodie_file_name").to_pylist()) == {"f-0_0-0-0_1.parquet"}
+    assert set(t.column("_hoodie_file_name").to_pylist()) == {report["name"]}
 
 
-def test_a_task_never_buffers_more_than_its_bound_when_batches_spread_over_many_file_groups(tmp_path, monkeypatch):
-    """Batches as large as a row group, spread evenly over 16 file groups: each batch leaves
+def test_a_task_never_buffers_more_than_its_bound_when_batches_spread_over_many_partitions(tmp_path, monkeypatch):
+    """Batches as large as a row group, spread evenly over 16 partitions: each batch leaves
     every buffer below a row group, so only the task's bound flushes them; it must keep the
     task within TASK_BUFFER_ROWS after every batch, and every row must still be written."""
     monkeypatch.setattr(pair_write, "CHUNK_ROWS", 160)
     monkeypatch.setattr(pair_write, "TASK_BUFFER_ROWS", 4 * 160)
-    folders = list(range(16))
-    targets = {f: ("a", f"f{f}-0_0-0-0_1.parquet") for f in folders}
-    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
-    files = pair_write._TaskFiles(targets, ["id"], schema, "1", str(tmp_path / "staging"), "1_0_", ".0-0.inprogress")
+    files = _files(tmp_path / "staging", plan=pair_write.TaskPlan(("id",), ("p",), False, False, 10**6))
     most, n = 0, 0
     for b in range(30):
         ids = list(range(n, n + 160))
         n += 160
-        files.add(pa.record_batch([pa.array(ids), pa.array(["a"] * 160), pa.array([i % 16 for i in ids])],
-                                  names=["id", "p", native_write.GROUP]), ordered=False)
+        files.add(_batch(ids, [f"p{i % 16}" for i in ids]))
         most = max(most, sum(files.buffered.values()))
     assert most <= 4 * 160
     assert sum(r["rows"] for r in files.close_all()) == n
 
 
-def test_rows_of_a_file_group_the_plan_did_not_count_fail_the_task(tmp_path):
-    out = str(tmp_path / "staging")
-    files = pair_write._TaskFiles({}, ["id"], pa.schema([("id", pa.int64())]), "1", out, "1_0_", ".t")
-    files.add(pa.record_batch([pa.array([1]), pa.array([5])], names=["id", native_write.GROUP]), ordered=False)
-    try:
-        files.close_all()
-    except RuntimeError as e:
-        assert "did not count" in str(e) and "deterministic" in str(e)
-    else:
-        raise AssertionError("rows of an unplanned file group were written")
+def test_a_task_refuses_a_hostile_value_before_any_path_is_made_and_keeps_counting(tmp_path):
+    """The task spells partitions with core's rule: a hostile value stops its writing (its open
+    file deleted, nothing made from the value) and it reports the value and every row without
+    a key it reads, for the driver's error."""
+    out = tmp_path / "staging"
+    files = _files(out)
+    files.add(_batch([1, 2], ["a", "a"]))
+    files._flush("a")  # an open file, then the hostile value
+    files.add(_batch([3, 4], ["a", "../x"]))
+    files.add(pa.record_batch([pa.array([None, 5], pa.int64()), pa.array(["b", "b"])], names=["id", "p"]))
+    report = files.close_all()
+    assert sorted(report, key=lambda r: r["kind"]) == [{"kind": "no_key", "rows": 1},
+                                                       {"kind": "partition", "field": "p", "value": "../x"}]
+    assert os.listdir(out) == [] and not list(tmp_path.rglob("x"))
+    err = pair_write.refusal(PLAN, report)
+    assert type(err).__name__ == "InvalidPartitionPathError" and err.value == repr("../x")
 
 
 def test_a_timestamp_column_takes_this_route_and_is_stored_as_the_python_route_stores_it(spark, tmp_path, monkeypatch):
@@ -170,36 +320,3 @@ def test_a_timestamp_column_takes_this_route_and_is_stored_as_the_python_route_s
     other = next(f for f in os.listdir(os.path.join(by_group, "a")) if f.endswith(".parquet"))
     assert pq.read_schema(os.path.join(by_pair, "a", some)).field("at").type == \
         pq.read_schema(os.path.join(by_group, "a", other)).field("at").type
-
-
-def test_the_batch_check_counts_the_pairs_the_planner_would_count_so_its_job_is_saved(spark, tmp_path, monkeypatch):
-    """The batch check's job, grouped by input task too, gives ``plan_by_pair`` the same
-    (partition, task) -> (hash, records) as the planner's own count job (a null and an empty
-    value both counted under the Hive default's path, hive-style paths hashed as the write job
-    hashes them); the writer then plans without that second job, and the table is whole."""
-    from pyspark.sql import functions as F
-
-    from airflow_hudi_occ.spark import file_group_plan, tagging
-    from airflow_hudi_occ.spark.session import task_ids_as_run
-    df = spark.range(0, 60, numPartitions=3).selectExpr(
-        "id", "case when id % 3 = 0 then 'a' when id % 3 = 1 then null else '' end as p",
-        "cast(id as bigint) as ts", "concat('x', cast(id as string)) as v")
-    for hive in (False, True):
-        pairs: dict = {}
-        labels = tagging.check_batch(df, ["id"], ["p"], hive, False, {}, pairs=pairs)
-        keyed = tagging.keyed(df, ["id"], ["p"], hive, labels)
-        with task_ids_as_run(spark):
-            rows = keyed.groupBy(tagging.PART, F.spark_partition_id(), F.xxhash64(tagging.PART)).count().collect()
-        assert pairs == {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
-        assert sum(n for _, n in pairs.values()) == 60 and len({p for p, _ in pairs}) == 2
-    calls = []
-    real = file_group_plan.plan_by_pair
-
-    def spy(keyed, opts, table, prefix, counted=None):
-        calls.append(counted)
-        return real(keyed, opts, table, prefix, counted=counted)
-    monkeypatch.setattr("airflow_hudi_occ.spark.writer.plan_by_pair", spy)
-    path = str(tmp_path / "t")
-    SparkHudiWriter(spark, path, OPTS).write(df, "bulk_insert")
-    assert len(calls) == 1 and calls[0] and sum(n for _, n in calls[0].values()) == 60
-    assert sorted(r["id"] for r in hudi_read(path).to_pylist()) == list(range(60))

@@ -44,6 +44,7 @@ from airflow_hudi_occ.core.commit.file_group_work import map_bounded
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
+from airflow_hudi_occ.core.concurrency.footprint import Footprint
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError
 from airflow_hudi_occ.core.format.instant import Action
@@ -122,10 +123,11 @@ class WriteEngine(ABC):
     def check_batch(self, schema_json: str) -> None:
         """The rest of the checks before the instant exists, given the commit's schema."""
 
-    def footprint(self) -> list[str] | None:
+    def footprint(self) -> "list[str] | Footprint | None":
         """The partitions the batch touches, declared at begin so other writers (early checks,
         admission) see this write before it has planned (``core/concurrency/footprint``);
-        None: unknown, which overlaps everything."""
+        None: not declared; a :class:`Footprint` whose partitions are None: declared (its
+        owner and kind named) with its partitions unknown. Either overlaps everything."""
         return None
 
     def check_before_plan(self, tx: WriteTransaction) -> None:

@@ -29,7 +29,11 @@ where either side's groups are unknown counts as met. Declared file groups feed 
 checks, which stop a writer only where Hudi's rules say it loses; a reach never does (it is a
 prediction, wider than what the write will touch). An unknown footprint (a Java writer's
 requested instant, an operator that cannot read its source's partitions) overlaps
-everything: the conservative answer for a wait, never a reason to stop.
+everything: the conservative answer for a wait, never a reason to stop. A writer may also
+declare itself with its partitions unknown (``"partitions": "*"`` in the extra): the Spark
+engine's bulk_insert written by its input tasks learns its partitions only in its write job
+(spark/pair_write.py), and writes new file groups only, which no other writer's conflict check
+can meet; it is named (owner, kind) from begin and waited on everywhere, as an unknown one.
 """
 
 from __future__ import annotations
@@ -155,6 +159,8 @@ class Footprint:
         stats = [WriteStat(file_id="", path="", partition_path=p) for p in sorted(self.partitions or ())]
         stats += [WriteStat(file_id=f, path="", partition_path=p) for p, f in sorted(self.file_groups)]
         who: dict = {"owner": self.owner, "kind": self.kind}
+        if self.partitions is None:  # declared, but where it writes is not known yet
+            who["partitions"] = EVERY_PARTITION
         if self.exact:
             who["exact"] = True
         if self.request:
@@ -183,7 +189,8 @@ class Footprint:
             except ValueError:
                 who = {}
         kind = str(who.get("kind") or INGESTION)
-        return cls(frozenset(parts) | {p for p, _ in groups}, frozenset(groups),
+        unknown = who.get("partitions") == EVERY_PARTITION
+        return cls(None if unknown else frozenset(parts) | {p for p, _ in groups}, frozenset(groups),
                    who.get("owner") or None, kind if kind in KIND_RANK else INGESTION,
                    who.get("exact") is True, {}, str(who["request"]) if who.get("request") else None)
 

@@ -126,23 +126,31 @@ def invalid_key_error(key_fields: Sequence[str], rows: int, sample: str | None =
         column=",".join(fields), rows=rows)
 
 
-def check_record_keys(table: pa.Table, key_fields) -> None:
-    """Refuse a batch with rows that have no record key (:func:`invalid_key_error`); one
-    vectorised pass over the key columns, before the write's instant exists."""
+def rows_without_key(table: pa.Table, key_fields) -> pa.Array | None:
+    """Per row: has it no record key (:func:`invalid_key_error`'s rule)? None when no row can
+    lack one (a key field of a non-string type without nulls). One vectorised pass; shared by
+    :func:`check_record_keys` and the Spark write tasks that check their own rows."""
     fields = list(key_fields)
     if not fields or table.num_rows == 0:
-        return
+        return None
     bad = None
     for f in fields:
         col = table.column(f)
         if col.null_count == 0 and not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            return  # this field always has a value, so every row has a key
+            return None  # this field always has a value, so every row has a key
         m = _null_or_empty(col)
         bad = m if bad is None else pc.and_(bad, m)
-    rows = int(pc.sum(bad).as_py() or 0)
+    return bad
+
+
+def check_record_keys(table: pa.Table, key_fields) -> None:
+    """Refuse a batch with rows that have no record key (:func:`invalid_key_error`); one
+    vectorised pass over the key columns, before the write's instant exists."""
+    bad = rows_without_key(table, key_fields)
+    rows = 0 if bad is None else int(pc.sum(bad).as_py() or 0)
     if rows:
         first = int(pc.index(bad, True).as_py())
-        raise invalid_key_error(fields, rows, f"the first is row {first} of the batch")
+        raise invalid_key_error(list(key_fields), rows, f"the first is row {first} of the batch")
 
 
 #: (prefix, start) -> the longest run of sequence numbers built for it; see :func:`sequence_numbers`

@@ -108,6 +108,28 @@ def test_codec_keeps_exact_and_the_admission_request():
     assert back.reach == {}  # a reach lives in the admission request, never on the timeline
 
 
+def test_a_writer_declared_with_its_partitions_unknown_is_named_and_meets_every_writer(tmp_path):
+    """The Spark bulk_insert checked by its write tasks learns its partitions in its job: it
+    declares itself (owner, kind) with them unknown, at begin and again at inflight (no file
+    group planned); others read it as unknown, which meets everyone, not as touching nothing."""
+    table = make_table(tmp_path)
+    labels = '{"dag_id": "load", "task_id": "bulk"}'
+    tx = WriteTransaction(table, cfg(**{"hoodie.occ.writer.labels": labels, "hoodie.occ.write.kind": "backfill"}),
+                          footprint=Footprint.of(None, kind=BACKFILL))
+    tx.begin()
+    try:
+        for step in ("begin", "inflight"):
+            fp = declared(table.timeline(), table.timeline().get(tx.instant_time))
+            assert fp.partitions is None and not fp.file_groups, step
+            assert (fp.owner, fp.kind) == ("load.bulk", BACKFILL), step
+            assert meeting(Footprint.of(["p=9"]), fp) == [EVERY_PARTITION], step
+            if step == "begin":
+                tx.start_inflight(planned_file_groups=[])
+        assert CommitMetadata.decode(Footprint.of(None).encode()).partition_to_write_stats == {}
+    finally:
+        tx.abort()
+
+
 def test_transaction_declares_at_begin_and_refines_at_inflight(tmp_path):
     table = make_table(tmp_path)
     labels = '{"dag_id": "ingest", "task_id": "write"}'
