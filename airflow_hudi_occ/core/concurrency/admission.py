@@ -212,12 +212,21 @@ def link(table, request_id: str | None, instant: str | None) -> None:
 def _with_request_reach(w, by_id: dict[str, AdmissionRequest], timeline) -> Footprint | None:
     """A live instant's footprint, given the reach of the request it was admitted by (if
     current as of the instant's begin): its file groups until its own inflight file says
-    exactly which it touches, its new keys until it ends (no file says which they are)."""
+    exactly which it touches, its new keys until it ends (no file says which they are).
+
+    An instant that declares its partitions unknown (the Spark engine's bulk_insert written by
+    its input tasks learns them only in its write job: ``footprint.py``) takes its request's
+    partitions: the operator read them from the same source before admitting it, so an
+    admitted backfill still blocks only where its batch goes, not the whole table."""
     fp = w.footprint
     if fp is None or not fp.request:
         return fp
     req = by_id.get(fp.request)
-    if req is None or not req.reach:
+    if req is None:
+        return fp
+    if fp.partitions is None and req.partitions is not None:
+        fp = replace(fp, partitions=frozenset(req.partitions))
+    if not req.reach:
         return fp
     as_begun = replace(req, instant=w.requested_time)  # linked or not yet: its snapshot's time
     return fp.with_reach(req.reach) if reach_is_current(as_begun, timeline) else fp

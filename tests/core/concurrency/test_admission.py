@@ -63,6 +63,28 @@ def test_unknown_footprints_overlap_everything(tmp_path):
         tx.abort()
 
 
+def test_a_writer_declaring_unknown_partitions_blocks_where_its_request_said_it_goes(tmp_path):
+    """The Spark engine's bulk_insert written by its input tasks begins with its partitions
+    unknown (spark/pair_write.py); admitted by a request for ``a``, it blocks newcomers on ``a``
+    only, as the request's partitions say, not the whole table (without a request: everywhere)."""
+    table = make_table(tmp_path)
+    backfill = req(table, ["a"], kind=BACKFILL, owner="backfill")
+    assert admission.try_admit(table, backfill, HB).admitted
+    tx = WriteTransaction(table, cfg(), footprint=Footprint.of(None, kind=BACKFILL, request=backfill.request_id))
+    tx.begin()
+    try:
+        admission.link(table, backfill.request_id, tx.instant_time)
+        assert tx.footprint.partitions is None  # it declared no partition
+        elsewhere = req(table, ["b"], owner="ingest-b")
+        assert admission.try_admit(table, elsewhere, HB).admitted
+        same = req(table, ["a"], owner="ingest-a")
+        v = admission.try_admit(table, same, HB)
+        assert not v.admitted and ("writer", tx.instant_time, ("a",)) in [
+            (b.what, b.ident, b.partitions) for b in v.blockers]
+    finally:
+        tx.abort()
+
+
 def test_ingestion_goes_before_an_older_backfill_unless_the_backfill_starves(tmp_path):
     table = make_table(tmp_path)
     now = 1_000_000.0
