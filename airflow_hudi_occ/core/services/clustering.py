@@ -7,7 +7,10 @@ most ``...max.bytes.per.group``, each written back as ceil(size / ``...target.fi
 new file groups, at most ``...max.num.groups`` groups. File groups already in a pending
 clustering plan, or in the recorded footprint of a pending write (its inflight file), are left
 out: clustering them would only produce a doomed instant. The plan is a
-``<t>.replacecommit.requested`` holding HoodieRequestedReplaceMetadata (operationType CLUSTER).
+``<t>.clustering.requested`` (``replacecommit.requested`` on version 6, :func:`plan_action`)
+holding HoodieRequestedReplaceMetadata (operationType CLUSTER) whose slices name their base
+file and, on merge-on-read, their log files, as Java's planner writes them: Java's executor
+reads exactly the slice a plan names, and so do ours (:func:`planned_slices`).
 
 Executing needs no lock (:class:`ClusteringTransaction` adopts the scheduled instant, starts its
 heartbeat, writes new file groups behind markers, keeping each record's original
