@@ -40,13 +40,20 @@ JAVA_CLUSTER = {"hoodie.clustering.plan.strategy.small.file.limit": str(100 * 10
                 "hoodie.clustering.plan.strategy.sort.columns": "id"}
 
 
-def table_with_logs(java_hudi, path: str, version: int = 9) -> dict:
+def table_with_logs(java_hudi, path: str, version: int = 9, *, ours: bool = False) -> dict:
     """A merge-on-read table Java wrote at its defaults (ids 0-5 in a and b), then a Java
-    update of 1 and our update of 2 and delete of 3 and 4, all in log files: the model."""
+    update of 1 and our update of 2 and delete of 3 and 4, all in log files: the model.
+    ``ours``: the table is ours from the start (our inserts and our update of 1)."""
     first = [(i, "a" if i % 2 else "b", 1, f"java{i}") for i in range(6)]
-    java_hudi.run(Write(path, batch(first), operation="insert", table_type="MERGE_ON_READ",
-                        table_version=version, **KEYS),
-                  Write(path, batch([(1, "a", 2, "java-upd-one")]), **KEYS))
+    if ours:
+        Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
+                     table_type="MERGE_ON_READ", version=version)
+        for rows, op in ((first, "insert"), ([(1, "a", 2, "java-upd-one")], "upsert")):
+            MergeOnReadWriter(Table.open(path), WriteConfig.from_options(MAINTAIN)).write(batch(rows), op)
+    else:
+        java_hudi.run(Write(path, batch(first), operation="insert", table_type="MERGE_ON_READ",
+                            table_version=version, **KEYS),
+                      Write(path, batch([(1, "a", 2, "java-upd-one")]), **KEYS))
     model = apply(model_of(first), [(1, "a", 2, "java-upd-one")], "upsert")
     writer = MergeOnReadWriter(Table.open(path), WriteConfig.from_options(MAINTAIN))
     writer.write(batch([(2, "b", 3, "ours-two")]), "upsert")
@@ -102,9 +109,12 @@ def assert_readers_read(java_hudi, path: str, model: dict, *, ours_last: bool) -
                     {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
 
 
-def test_java_runs_our_plan_over_log_files_and_keeps_their_updates_and_deletes(tmp_path, java_hudi):
+@pytest.mark.parametrize("version,ours", [(9, False), pytest.param(8, False, marks=pytest.mark.slow),
+                                          pytest.param(9, True, marks=pytest.mark.slow)],
+                         ids=["java-table-v9", "java-table-v8", "our-table-v9"])
+def test_java_runs_our_plan_over_log_files_and_keeps_their_updates_and_deletes(tmp_path, java_hudi, version, ours):
     path = str(tmp_path / "t")
-    model = table_with_logs(java_hudi, path)
+    model = table_with_logs(java_hudi, path, version, ours=ours)
     twin = str(tmp_path / "twin")
     shutil.copytree(path, twin)
 
