@@ -5,9 +5,10 @@
     driver:    ClusteringTransaction.adopt (lock: the plan, heartbeat, snapshot as the plan saw
                the table) -> inflight
                -> read the plan's file slices: base files by Spark's parquet reader (schemas
-               merged); a merge-on-read file group whose latest slice has log files by its
-               merged slice (reader.read_merged_slices: core's merge, the logs' updates
-               applied and deletes dropped, as Hudi's clustering reads base + logs)
+               merged); a merge-on-read slice with log files as the plan names it (base file
+               + the plan's deltaFilePaths, services/clustering.planned_slices), merged by
+               reader.read_merged_slices (core's merge: the logs' updates applied, deletes
+               dropped), as Java's clustering executor reads the slice its plan names
                -> each row gets its output file group: one of the group's
                numOutputFileGroups new fileIds, by record-key hash
     executors: per new file group (executor.py, mode "cluster"): marker -> rows sorted by the
@@ -19,14 +20,13 @@
 A conflict aborts the job like a write does (jobgroup.py): the instant, plan included, is
 rolled back, so the clustering can be scheduled again.
 
-Writers after the plan (Hudi's rule, docs/merge-on-read.md): the slices are read when the
-plan is executed, not when it was made. Under the Reject updates strategy (the default,
-except under prefer-writer) no writer reaches a file group of a pending plan, so they are the
-slices the plan saw; under simple with Allow, a deltacommit into one meets the pending plan at
-its own commit and loses. Under prefer-writer (Allow), a deltacommit into one of them that
-completes after the plan was requested, before the read or during it, is a conflict for this
-commit and the clustering yields (as Java's does; Java reads only the log files its plan
-names): rows read from a log the plan did not see are never committed.
+Writers after the plan (Hudi's rule, docs/merge-on-read.md): the slices read are those the
+plan names (its log files included), never a log that completed after it. Under the Reject
+updates strategy (the default, except under prefer-writer) no writer reaches a file group of a
+pending plan; under simple with Allow, a deltacommit into one meets the pending plan at its own
+commit and loses. Under prefer-writer (Allow), a deltacommit into one of them that completes
+after the plan was requested is a conflict for this commit and the clustering yields (as
+Java's does): its rows are neither read here nor lost.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Callable
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import new_file_id
 from airflow_hudi_occ.core.services.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
-                               latest_schema, slices_with_logs, sort_columns_of)
+                               latest_schema, planned_slices, sort_columns_of)
 from airflow_hudi_occ.core.table.file_system_view import relative_path
 from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.metadata import WriteStat
@@ -73,7 +73,7 @@ class SparkClusteringExecutor(SparkTableJob):
         parts = {p for g in plan.input_groups for p, _f, _ in g.slices}
         try:
             tx.start_inflight(data=b"")
-            merged = slices_with_logs(table)
+            merged = planned_slices(table, plan, tx.instant_time)
             mapping, rels, replaced = [], [], {}
             plain, logged, logged_names = [], [], []
             for g in plan.input_groups:

@@ -214,17 +214,23 @@ class MetadataCheck:
 @dataclass
 class Service:
     """One table service through Hudi's write client: clean, cluster, compact (each
-    scheduled and run at once), archive, or rollback_failed_writes."""
+    scheduled and run at once), archive, or rollback_failed_writes. For cluster and compact,
+    ``instant`` runs that pending plan instead of scheduling one (a plan another writer
+    scheduled, ours included), and ``schedule_only`` only schedules (the step's
+    ``scheduled``)."""
 
     path: str
     service: str
     options: dict[str, Any] = field(default_factory=dict)
+    instant: str | None = None
+    schedule_only: bool = False
 
     op = "service"
 
     def spec(self, run_dir: Path, n: int) -> dict:
         return {"op": "service", "path": str(self.path), "service": self.service,
-                "options": _strings(self.options)}
+                "options": _strings(self.options), "instant": self.instant,
+                "schedule_only": self.schedule_only}
 
 
 @dataclass

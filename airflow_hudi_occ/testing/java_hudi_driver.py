@@ -20,8 +20,10 @@ The spec is ``{"steps": [...], "continue_on_error": false}``; each step is one o
   filtered by the SQL predicate ``where`` when given; the rows
   go to ``output`` as parquet;
 - ``{"op": "service", "path", "service": clean|cluster|compact|archive|rollback_failed_writes,
-  "options"}``: Hudi's ``SparkRDDWriteClient``, configured as Hudi's own SQL procedures do
-  (the table's config, then the given options);
+  "options", "instant", "schedule_only"}``: Hudi's ``SparkRDDWriteClient``, configured as
+  Hudi's own SQL procedures do (the table's config, then the given options); for cluster and
+  compact, ``instant`` executes that pending plan instead of scheduling one, ``schedule_only``
+  schedules without executing;
 - ``{"op": "mdt_check", "path", "columns"}``: Java's metadata-table reader
   (``HoodieBackedTableMetadata``) on the table: its partitions and files, its column and
   partition stats records for ``columns``, the stats ``ParquetUtils`` computes from each
@@ -208,10 +210,13 @@ def do_service(spark, step: dict) -> dict:
         elif service == "archive":
             client.archive()
         elif service in ("cluster", "compact"):
-            scheduled = client.scheduleClustering(empty) if service == "cluster" else client.scheduleCompaction(empty)
-            instant = scheduled.get() if scheduled.isPresent() else None
-            out["scheduled"] = instant
-            if instant is not None:
+            instant = step.get("instant")
+            if instant is None:
+                scheduled = (client.scheduleClustering(empty) if service == "cluster"
+                             else client.scheduleCompaction(empty))
+                instant = scheduled.get() if scheduled.isPresent() else None
+                out["scheduled"] = instant
+            if instant is not None and not step.get("schedule_only"):
                 if service == "cluster":
                     client.cluster(instant, True)
                 else:

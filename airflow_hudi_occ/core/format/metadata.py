@@ -263,8 +263,21 @@ class CommitMetadata:
 
 @dataclass
 class ClusteringGroup:
+    """One group of a clustering plan: its slices, and the log files the plan names for each.
+
+    ``delta_file_paths`` maps a slice's ``(partition, fileId)`` to its log files' paths as the
+    plan records them (full paths, latest first: Java's ``ClusteringPlanStrategy.getFileSliceInfo``
+    over ``FileSlice.getLogFiles()``). Java's clustering executor reads exactly the base file
+    and these logs, so a merge-on-read slice planned without them would lose the logs' updates
+    and deletes when Java runs the plan."""
+
     slices: list[tuple[str, str, str | None]]  # (partition, fileId, data file path)
     num_output_file_groups: int = 1
+    delta_file_paths: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def log_file_names(self, partition: str, file_id: str) -> list[str]:
+        """The names of the log files the plan names for one slice (they live in its partition)."""
+        return [d.rsplit("/", 1)[-1] for d in self.delta_file_paths.get((partition, file_id), [])]
 
 
 @dataclass
@@ -286,8 +299,10 @@ class RequestedReplaceMetadata:
         if self.input_groups:
             plan = {
                 "inputGroups": [{
-                    "slices": [{"dataFilePath": path, "deltaFilePaths": [], "fileId": fid,
-                                "partitionPath": part, "bootstrapFilePath": None, "version": 1}
+                    "slices": [{"dataFilePath": path or "",
+                                "deltaFilePaths": list(g.delta_file_paths.get((part, fid), [])),
+                                "fileId": fid, "partitionPath": part, "bootstrapFilePath": "",
+                                "version": 1}
                                for (part, fid, path) in g.slices],
                     "metrics": {}, "numOutputFileGroups": g.num_output_file_groups,
                     "extraMetadata": None, "version": 1} for g in self.input_groups],
@@ -308,12 +323,20 @@ class RequestedReplaceMetadata:
         try:
             plan = rec.get("clusteringPlan") or {}
             groups = []
+            source = f"clustering plan {path or ''}"
             for g in plan.get("inputGroups") or []:
-                slices = [(check_partition_path(s.get("partitionPath") or "",
-                                                source=f"clustering plan {path or ''}"),
-                           s.get("fileId") or "", s.get("dataFilePath"))
-                          for s in g.get("slices") or []]
-                groups.append(ClusteringGroup(slices, g.get("numOutputFileGroups") or 1))
+                slices, logs = [], {}
+                for s in g.get("slices") or []:
+                    part = check_partition_path(s.get("partitionPath") or "", source=source)
+                    fid = s.get("fileId") or ""
+                    slices.append((part, fid, s.get("dataFilePath") or None))
+                    deltas = list(s.get("deltaFilePaths") or [])
+                    for d in deltas:  # a log file of the slice lives in its partition
+                        check_relative_path(f"{part}/{d.rsplit('/', 1)[-1]}" if part else d.rsplit("/", 1)[-1],
+                                            source=source)
+                    if deltas:
+                        logs[(part, fid)] = deltas
+                groups.append(ClusteringGroup(slices, g.get("numOutputFileGroups") or 1, logs))
             strategy = plan.get("strategy") or {}
             return cls(rec.get("operationType") or ("CLUSTER" if groups else "UNKNOWN"), groups,
                        dict(strategy.get("strategyParams") or {}),

@@ -152,6 +152,7 @@ def _pending_clustering_inputs(timeline) -> tuple[set[FileGroupId], set[str]]:
                     groups.add((part, fid))
                     if path:
                         files.add(relative_path(timeline.table, path))
+                    files.update(join_partition(part, name) for name in g.log_file_names(part, fid))
     return groups, files
 
 

@@ -7,7 +7,10 @@ most ``...max.bytes.per.group``, each written back as ceil(size / ``...target.fi
 new file groups, at most ``...max.num.groups`` groups. File groups already in a pending
 clustering plan, or in the recorded footprint of a pending write (its inflight file), are left
 out: clustering them would only produce a doomed instant. The plan is a
-``<t>.replacecommit.requested`` holding HoodieRequestedReplaceMetadata (operationType CLUSTER).
+``<t>.clustering.requested`` (``replacecommit.requested`` on version 6, :func:`plan_action`)
+holding HoodieRequestedReplaceMetadata (operationType CLUSTER) whose slices name their base
+file and, on merge-on-read, their log files, as Java's planner writes them: Java's executor
+reads exactly the slice a plan names, and so do ours (:func:`planned_slices`).
 
 Executing needs no lock (:class:`ClusteringTransaction` adopts the scheduled instant, starts its
 heartbeat, writes new file groups behind markers, keeping each record's original
@@ -56,7 +59,9 @@ from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
 from airflow_hudi_occ.core.table.file_system_view import base_file_name
-from airflow_hudi_occ.core.table.mor_reader import MergeFileSlice, merge_file_slices, read_file_slice
+from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.table.mor_reader import (CompletionTimes, MergeFileSlice, merge_file_slices,
+                                                     read_file_slice)
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -91,6 +96,7 @@ def plan_clustering(table, timeline, config: ClusteringConfig) -> list[Clusterin
     view = FileSystemView(table, timeline)
     excluded = set(pending_clustering_file_groups(timeline)) | _pending_write_footprints(timeline)
     slices = view.latest_file_slices()
+    logs = _planned_log_paths(table, view)
     parts = list(config.partitions) or sorted({s.partition for s in slices})
     base = table.base_uri.rstrip("/")
     groups: list[ClusteringGroup] = []
@@ -119,10 +125,29 @@ def plan_clustering(table, timeline, config: ClusteringConfig) -> list[Clusterin
                 continue  # one unsorted file rewritten as itself gains nothing
             n = max(1, math.ceil(nbytes / config.target_file_max_bytes))
             groups.append(ClusteringGroup(
-                [(s.partition, s.file_id, f"{base}/{s.base_file.relative_path}") for s in members], n))
+                [(s.partition, s.file_id, f"{base}/{s.base_file.relative_path}") for s in members], n,
+                {s.file_group: logs[s.file_group] for s in members if s.file_group in logs}))
             if len(groups) >= config.max_num_groups:
                 return groups
     return groups
+
+
+def _planned_log_paths(table, view: FileSystemView) -> dict[FileGroupId, list[str]]:
+    """The committed log files of every merge-on-read latest slice, as the plan names them:
+    full paths, latest first (Java's ``FileSlice`` keeps its logs under the reverse
+    ``LogFileComparator``: instant, version, write token), so that any executor, Java's
+    included, reads the whole slice."""
+    if table.config.table_type != MERGE_ON_READ:
+        return {}
+    base = table.base_uri.rstrip("/")
+    out: dict[FileGroupId, list[str]] = {}
+    for fs in merge_file_slices(table, view):
+        if fs.base is None or not fs.log_files:
+            continue
+        ordered = sorted(fs.log_files, key=lambda lf: (lf.instant_time, lf.version, lf.write_token),
+                         reverse=True)
+        out[fs.file_group] = [f"{base}/{join_partition(fs.partition, lf.name)}" for lf in ordered]
+    return out
 
 
 def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
@@ -143,10 +168,18 @@ def schedule_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[
         params = {"hoodie.clustering.plan.strategy.sort.columns": ",".join(cfg.sort_columns)} \
             if cfg.sort_columns else {}
         plan = RequestedReplaceMetadata(CLUSTER, groups, params)
-        create_requested(table, Instant(t, Action.REPLACE_COMMIT, State.REQUESTED), plan.encode())
+        create_requested(table, Instant(t, plan_action(table), State.REQUESTED), plan.encode())
     log.info("scheduled clustering %s: %d groups, %d file groups", t, len(groups),
              sum(len(g.slices) for g in groups))
     return t
+
+
+def plan_action(table) -> Action:
+    """The action a clustering plan is requested under: ``clustering`` on table versions 8 and
+    up (Java 1.x's timeline: ``<t>.clustering.requested`` / ``.inflight``, completed as a
+    ``replacecommit``), whose executor looks for the plan only there; ``replacecommit`` on
+    version 6, as Java 0.x wrote it."""
+    return Action.CLUSTERING if table.config.version >= 8 else Action.REPLACE_COMMIT
 
 
 def _refuse_bucket_index(table, cfg: ClusteringConfig) -> None:
@@ -246,15 +279,46 @@ def sort_columns_of(plan: RequestedReplaceMetadata, config: ClusteringConfig) ->
     return [c.strip() for c in v.split(",") if c.strip()] if v else list(config.sort_columns)
 
 
-def slices_with_logs(table) -> dict[FileGroupId, MergeFileSlice]:
-    """Merge-on-read file groups whose latest slice has log files: clustering rewrites the
-    merged rows of the slice (base file and logs, as Hudi's clustering reads a slice), never
-    the base file alone, which would drop the updates and deletes in the logs. A pending
-    clustering keeps writers out of its file groups (``clustering_gate``), so the slices read
-    now are those the plan was made over."""
+def planned_slices(table, plan: RequestedReplaceMetadata, requested_time: str) -> dict[FileGroupId, MergeFileSlice]:
+    """The merge-on-read slices of ``plan`` that have log files to read, each with exactly the
+    log files the plan names, in the merge's read order (completion time): what Java's
+    clustering executor reads (base file + ``deltaFilePaths``), so that our executors and
+    Java's turn one plan into the same rows. A log file that completed after the plan was
+    requested belongs to a writer the conflict rule judges (the clustering gate keeps writers
+    out of planned file groups; under prefer-writer one that completes first wins), never to
+    this rewrite.
+
+    A plan of ours from before plans named their log files lists none: its slices keep the
+    logs that completed before it was requested (the planner saw those under the lock), so
+    running it does not drop their updates and deletes. A log file the plan names that the
+    table no longer has (its deltacommit restored away) makes the plan unrunnable."""
     if table.config.table_type != MERGE_ON_READ:
         return {}
-    return {fs.file_group: fs for fs in merge_file_slices(table) if fs.log_files and fs.base is not None}
+    view = FileSystemView(table)
+    completion = CompletionTimes(view)
+    current = {fs.file_group: fs for fs in merge_file_slices(table, view) if fs.base is not None}
+    out: dict[FileGroupId, MergeFileSlice] = {}
+    for g in plan.input_groups:
+        for part, fid, _path in g.slices:
+            fg = FileGroupId(part, fid)
+            named = set(g.log_file_names(part, fid))
+            fs = current.get(fg)
+            have = fs.log_files if fs is not None else ()
+            if named:
+                keep = tuple(lf for lf in have if lf.name in named)
+            else:
+                keep = tuple(lf for lf in have
+                             if (completion.completion_time(lf.instant_time) or requested_time) < requested_time)
+            missing = named - {lf.name for lf in keep}
+            if missing:
+                raise InstantStateError(
+                    f"clustering plan {requested_time} names log files of {fg} the table no longer "
+                    f"has: {sorted(missing)}", instant=requested_time,
+                    remedy=f"roll the plan back (hudi-occ rollback TABLE --instant {requested_time}) and "
+                           "schedule clustering again")
+            if keep:
+                out[fg] = MergeFileSlice(fs.base, keep)
+    return out
 
 
 def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
@@ -270,7 +334,7 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
         sort_cols = sort_columns_of(plan, cfg)
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
-        merged = slices_with_logs(table)
+        merged = planned_slices(table, plan, tx.instant_time)
         for g in plan.input_groups:
             pieces = [read_file_slice(table, merged[(p, f)]) if (p, f) in merged
                       else read_parquet(table.storage, relative_path(table, path)) for p, f, path in g.slices]
@@ -313,5 +377,5 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
 
 
 __all__ = ["schedule_clustering", "plan_clustering", "execute_clustering", "show_clustering",
-           "ClusteringTransaction", "ClusteringResult", "check_write_against_pending_clustering",
+           "ClusteringTransaction", "ClusteringResult", "check_write_against_pending_clustering", "planned_slices",
            "pending_clustering", "clustering_config"]

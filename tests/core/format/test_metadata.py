@@ -61,3 +61,24 @@ def test_a_compaction_plan_naming_a_log_file_outside_its_partition_is_refused():
     plan = CompactionPlan([CompactionOperation("p", "f1", "1", None, [".."])]).encode()
     with pytest.raises(UnsafePathError):
         CompactionPlan.decode(plan, "t.compaction.requested")
+
+
+def test_a_clustering_plan_keeps_the_log_files_of_each_slice():
+    """The plan names a merge-on-read slice's log files (Java's executor reads exactly them);
+    they survive the round trip per slice, and a slice without any keeps none."""
+    logs = ["/t/a/.f1_2.log.1_0-0-1", "/t/a/.f1_1.log.1_0-0-1"]
+    plan = RequestedReplaceMetadata("CLUSTER", [ClusteringGroup(
+        [("a", "f1", "/t/a/f1_1-0-1_1.parquet"), ("a", "f2", "/t/a/f2_1-0-1_1.parquet")], 1,
+        {("a", "f1"): logs})])
+    back = RequestedReplaceMetadata.decode(plan.encode(), "t.clustering.requested")
+    [group] = back.input_groups
+    assert group.delta_file_paths == {("a", "f1"): logs}
+    assert group.log_file_names("a", "f1") == [".f1_2.log.1_0-0-1", ".f1_1.log.1_0-0-1"]
+    assert group.log_file_names("a", "f2") == []
+
+
+def test_a_clustering_plan_naming_a_log_file_outside_its_partition_is_refused():
+    plan = RequestedReplaceMetadata("CLUSTER", [ClusteringGroup(
+        [("a", "f1", "/t/a/f1_1-0-1_1.parquet")], 1, {("a", "f1"): ["/t/a/.."]})]).encode()
+    with pytest.raises(UnsafePathError):
+        RequestedReplaceMetadata.decode(plan, "t.clustering.requested")

@@ -196,6 +196,89 @@ def test_merge_on_read_clustering_rewrites_the_merged_slices(tmp_path, fast_opti
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]
 
 
+def test_a_merge_on_read_plan_names_each_slices_log_files_as_java_does(tmp_path, fast_options):
+    """The plan of a slice with log files names them (full paths, latest first, as Java's
+    planner: its executor reads exactly the slice a plan names) under Java 1.x's
+    ``clustering`` action; the interop proof is
+    tests/interop/test_java_runs_our_mor_clustering_plan.py (Java's plan of the same slice
+    is the same record, and Java runs ours)."""
+    from airflow_hudi_occ.core.format.instant import Action
+    from airflow_hudi_occ.core.format.log_file import LogFileName
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, fast_options)
+    table = Table.open(path)
+    planned = schedule_clustering(table, opts)
+    inst = table.timeline().get(planned)
+    assert inst.action is Action.CLUSTERING
+    [group] = table.timeline().requested_replace_metadata(inst).input_groups
+    [(part, fid, base)] = group.slices
+    logs = sorted((n for n in os.listdir(os.path.join(path, "a")) if LogFileName.parse(n)),
+                  key=lambda n: LogFileName.parse(n).instant_time, reverse=True)
+    assert len(logs) == 2
+    assert group.delta_file_paths == {(part, fid): [f"{table.base_uri}/a/{n}" for n in logs]}
+    assert base.startswith(f"{table.base_uri}/a/{fid}_")
+
+
+def test_the_executor_reads_the_planned_slice_not_a_log_completed_after_it(tmp_path, fast_options):
+    """A deltacommit into a planned file group after the plan (a writer the updates strategy
+    let in) is not read by the rewrite: the planned slice is base + the plan's logs, as Java
+    reads it; the later writer is the conflict rule's business."""
+    from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+    from airflow_hudi_occ.core.services.clustering import planned_slices
+    from airflow_hudi_occ.core.table.mor_reader import read_file_slice
+    from tests.interop.rows import batch
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, fast_options)
+    table = Table.open(path)
+    planned = schedule_clustering(table, opts)
+    MergeOnReadWriter(Table.open(path), WriteConfig.from_options({**opts, **PREFER})).write(
+        batch([(3, "a", 9, "after-the-plan")]), "upsert")
+    table = Table.open(path)
+    tl = table.timeline()
+    plan = tl.requested_replace_metadata(tl.get(planned))
+    [(part, fid, _)] = plan.input_groups[0].slices
+    [fs] = planned_slices(table, plan, planned).values()
+    assert [lf.name for lf in fs.log_files] == sorted(plan.input_groups[0].log_file_names(part, fid),
+                                                      key=lambda n: n.split("_")[1])
+    assert not any("after-the-plan" in str(v) for v in
+                   read_file_slice(table, fs).column("v").to_pylist())
+
+
+def test_a_plan_that_names_no_log_files_still_reads_those_before_it(tmp_path, fast_options):
+    """A plan of ours from before plans named their log files: its executor reads the logs that
+    completed before the plan (the planner saw them), so the update and delete survive."""
+    from airflow_hudi_occ.core.format.metadata import RequestedReplaceMetadata
+    from airflow_hudi_occ.core.table.mor_reader import read_snapshot
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, fast_options)
+    planned = schedule_clustering(Table.open(path), opts)
+    [name] = [n for n in os.listdir(os.path.join(path, ".hoodie", "timeline")) if n.startswith(planned)]
+    file = os.path.join(path, ".hoodie", "timeline", name)
+    with open(file, "rb") as f:
+        plan = RequestedReplaceMetadata.decode(f.read())
+    for g in plan.input_groups:
+        g.delta_file_paths = {}
+    with open(file, "wb") as f:
+        f.write(plan.encode())
+    execute_clustering(Table.open(path), opts, planned)
+    rows = read_snapshot(Table.open(path)).select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "updated"), (3, "z")]
+
+
+def test_a_plan_naming_a_log_file_the_table_lost_is_refused(tmp_path, fast_options):
+    from airflow_hudi_occ.core.errors import InstantStateError
+    from airflow_hudi_occ.core.format.metadata import RequestedReplaceMetadata
+    from airflow_hudi_occ.core.services.clustering import planned_slices
+    path, opts = mor_table_with_an_update_and_a_delete(tmp_path, fast_options)
+    table = Table.open(path)
+    planned = schedule_clustering(table, opts)
+    plan = table.timeline().requested_replace_metadata(table.timeline().get(planned))
+    g = plan.input_groups[0]
+    key = next(iter(g.delta_file_paths))
+    g.delta_file_paths[key] = g.delta_file_paths[key] + [f"{table.base_uri}/a/.{key[1]}_1.log.1_0-0-0"]
+    plan = RequestedReplaceMetadata.decode(plan.encode())
+    with pytest.raises(InstantStateError) as e:
+        planned_slices(table, plan, planned)
+    assert e.value.remedy and planned in e.value.remedy
+
+
 def mor_table_with_an_update_and_a_delete(tmp_path, options: dict) -> tuple[str, dict]:
     """A merge-on-read table whose one file group in partition ``a`` has a base file of ids 1-3
     and two log files (1 updated to "updated", 2 deleted), and clustering options that plan it
