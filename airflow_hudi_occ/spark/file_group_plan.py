@@ -121,15 +121,15 @@ def plan_in_tasks(records, opts: SparkWriteOptions, table: Table) -> FilePlan:
     """A copy-on-write bulk_insert that does not combine duplicate keys (Hudi's default),
     planned as Hudi writes it without a sort mode: every input task checks the records it reads
     and writes them into new file groups of its own, one per partition path it sees, a new one
-    each time one holds the max file size's worth of records (spark/pair_write.py). Nothing is
+    each time one holds the max file size in bytes (spark/pair_write.py). Nothing is
     counted before the write job: its file groups are known from its tasks' reports, so the
     plan declares none (the inflight instant has no file group; the markers come before the
     files are published)."""
     view = FileSystemView(table, partitions=[])  # new file groups only: nothing is read
     cfg = table.config
-    per_file = max(1, opts.max_file_size // max(1, record_size(view, opts)))
     plan = pair_write.TaskPlan(tuple(cfg.record_key_fields), tuple(cfg.partition_fields),
-                               cfg.hive_style_partitioning, cfg.url_encode_partitions, per_file)
+                               cfg.hive_style_partitioning, cfg.url_encode_partitions,
+                               opts.max_file_size, max(1, record_size(view, opts)))
     return FilePlan(records, [], view, [], [], deduped=True, shuffle=False, in_tasks=plan)
 
 

@@ -109,14 +109,19 @@ def file_name(instant: str, partition: str, task: int, n: int) -> str:
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """What every write task is told: how the table spells partitions, and the rows a file
-    holds (the max file size over the record-size estimate, as Hudi sizes new files)."""
+    """What every write task is told: how the table spells partitions, and how its files are
+    sized: rolled over at ``max_file_bytes`` (``hoodie.parquet.max.file.size``) as Java's
+    bulk_insert rolls its files by the bytes it wrote (``canWrite``). ``record_size`` (the
+    table's average record, else ``hoodie.copyonwrite.record.size.estimate``) sizes a file's
+    first chunk only; from then on the file's own bytes per row decide (an estimate of 1 KB a
+    record made three times Java's files of the same rows)."""
 
     key_fields: tuple
     partition_fields: tuple
     hive_style: bool
     url_encode: bool
-    rows_per_file: int
+    max_file_bytes: int
+    record_size: int = 1024
 
 
 def write_job(spark, records, *, user_columns: list[str], target_schema, instant: str,
@@ -236,18 +241,30 @@ class TaskFiles:
 
     # -- the files -----------------------------------------------------------------------------
 
+    def _rows_per_file(self, path: str) -> int:
+        """The rows the partition's current file holds at most: by its own bytes per row once
+        a chunk of it is written (deterministic: the same rows make the same bytes, so a retried
+        attempt names the same files), else by the record-size estimate."""
+        written = self.rows.get(path, 0)
+        if written and path in self.writers:
+            size = os.path.getsize(self.writers[path][2])
+            if size:
+                return max(1, self.plan.max_file_bytes * written // size)
+        return max(1, self.plan.max_file_bytes // max(1, self.plan.record_size))
+
     def _add(self, path: str, rows: pa.Table) -> None:
-        """Rows of one partition into its current file, the next one once it is full."""
-        per_file = max(1, self.plan.rows_per_file)
+        """Rows of one partition into its current file, the next one once it is full. When
+        the estimate says full, the chunk is written and the file's actual size judges again."""
         while rows.num_rows:
-            room = per_file - self.filled.get(path, 0)
+            room = self._rows_per_file(path) - self.filled.get(path, 0)
+            if room <= 0:
+                self._close(path)
+                continue
             part, rows = rows.slice(0, room), rows.slice(room)
             self.buffers.setdefault(path, []).append(part)
             self.buffered[path] = self.buffered.get(path, 0) + part.num_rows
             self.filled[path] = self.filled.get(path, 0) + part.num_rows
-            if self.filled[path] >= per_file:
-                self._close(path)
-            elif self.buffered[path] >= CHUNK_ROWS:
+            if part.num_rows == room or self.buffered[path] >= CHUNK_ROWS:
                 self._flush(path)
 
     def _name(self, path: str) -> tuple[str, str]:

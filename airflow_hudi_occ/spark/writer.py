@@ -308,7 +308,7 @@ class SparkHudiWriter(SparkTableJob):
     def _report_plan(self, batch: "_Batch", plan: FilePlan) -> None:
         if plan.in_tasks is not None:
             self._say("tagging", f"new file groups only, chosen by the write tasks (one per partition "
-                                 f"and task, {plan.in_tasks.rows_per_file} records a file at most)")
+                                 f"and task, rolled over at {plan.in_tasks.max_file_bytes} bytes)")
             return
         existing = plan.existing
         touched = sum(1 for g in plan.planned if g in existing)

@@ -17,7 +17,7 @@ from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, tree_snapshot
 from tests.spark.test_native_write import OPTS  # small files, a file lock, no clock-skew wait
 
-PLAN = pair_write.TaskPlan(("id",), ("p",), False, False, rows_per_file=1000)
+PLAN = pair_write.TaskPlan(("id",), ("p",), False, False, max_file_bytes=100_000, record_size=100)
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 
 
@@ -261,7 +261,7 @@ def test_a_task_never_buffers_more_than_its_bound_when_batches_spread_over_many_
     task within TASK_BUFFER_ROWS after every batch, and every row must still be written."""
     monkeypatch.setattr(pair_write, "CHUNK_ROWS", 160)
     monkeypatch.setattr(pair_write, "TASK_BUFFER_ROWS", 4 * 160)
-    files = _files(tmp_path / "staging", plan=pair_write.TaskPlan(("id",), ("p",), False, False, 10**6))
+    files = _files(tmp_path / "staging", plan=pair_write.TaskPlan(("id",), ("p",), False, False, 10**8, 100))
     most, n = 0, 0
     for b in range(30):
         ids = list(range(n, n + 160))
@@ -270,6 +270,28 @@ def test_a_task_never_buffers_more_than_its_bound_when_batches_spread_over_many_
         most = max(most, sum(files.buffered.values()))
     assert most <= 4 * 160
     assert sum(r["rows"] for r in files.close_all()) == n
+
+
+def test_a_task_rolls_its_files_by_the_bytes_they_hold_not_by_the_record_size_estimate(tmp_path, monkeypatch):
+    """Java's bulk_insert rolls a file over by the bytes it wrote; the record-size estimate
+    (1 KB a record, Hudi's default) sizes a file's first chunk only. Small records: the
+    estimate alone would make 30 files of 200 rows; by their bytes, 6,000 rows fit in one.
+    An estimate too low the other way: the file's bytes close it."""
+    small = _files(tmp_path / "small", plan=pair_write.TaskPlan(("id",), ("p",), False, False, 200_000, 1_000))
+    for b in range(3):
+        small.add(_batch(list(range(b * 2_000, b * 2_000 + 2_000)), ["a"] * 2_000))
+    report = small.close_all()
+    assert [r["rows"] for r in report] == [6_000], report
+    assert os.path.getsize(tmp_path / "small" / report[0]["name"]) < 200_000
+
+    # the other way: an estimate of 1 byte a record would put 240 rows in one file of 3,000
+    # bytes; once a chunk (20 rows here) is written, the file's own bytes close it near the max
+    monkeypatch.setattr(pair_write, "CHUNK_ROWS", 20)
+    large = _files(tmp_path / "large", plan=pair_write.TaskPlan(("id",), ("p",), False, False, 3_000, 1))
+    for b in range(3):
+        large.add(_batch(list(range(b * 80, b * 80 + 80)), ["a"] * 80))
+    report = large.close_all()
+    assert sum(r["rows"] for r in report) == 240 and len(report) > 1, report
 
 
 def test_a_task_refuses_a_hostile_value_before_any_path_is_made_and_keeps_counting(tmp_path):
