@@ -45,7 +45,7 @@ def source(tmp_path, name, rows):
 ECD = {"hoodie.write.concurrency.early.conflict.detection.enable": "true"}
 
 
-def launch(path, src, barrier, n, extra=(), conf=()):
+def launch(path, src, barrier, n, extra=(), conf=(), operation="upsert"):
     # Output goes to files: a pipe nobody drains yet would block a chatty JVM before the
     # barrier, and its peer would wait there in vain.
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
@@ -57,7 +57,7 @@ def launch(path, src, barrier, n, extra=(), conf=()):
            "--conf", "spark.ui.enabled=false"]
     for c in conf:
         cmd += ["--conf", c]
-    cmd += [JOB, "--table", path, "--operation", "upsert", "--source", src, "--source-format", "parquet"]
+    cmd += [JOB, "--table", path, "--operation", operation, "--source", src, "--source-format", "parquet"]
     for k, v in {**OPTS, **dict(extra)}.items():
         cmd += ["--option", f"{k}={v}"]
     out = open(src + ".out", "w+")
@@ -213,6 +213,32 @@ def test_a_hostile_partition_value_through_the_job_is_refused_with_the_table_unc
     assert "'../../escaped'" in err["message"]
     assert tree_snapshot(tmp_path / "a") == before
     assert time.time() - t0 < 300  # refused in the driver before any write job, not after minutes
+
+
+@pytest.mark.slow  # the in-process route is proven in the default run (tests/spark/test_pair_write.py)
+def test_a_hostile_partition_value_in_a_bulk_insert_job_is_refused_at_publish_with_the_data_unchanged(spark, tmp_path):
+    """The same source through a spark-submit bulk_insert, which its write tasks check
+    (spark/pair_write.py): exit 1, the result line names the error, the column and the value;
+    nothing changed outside ``.hoodie`` (the attempt's instant is rolled back inside it), and
+    the table reads as before."""
+    from airflow_hudi_occ.core.job_protocol import EXIT_ERROR
+    from airflow_hudi_occ.testing.tables import hudi_read, tree_snapshot
+    path = str(tmp_path / "a" / "b" / "tbl")
+    seed(spark, path, ["a", "b"])
+    src = source(tmp_path, "hostile", [{"id": 1, "p": "a", "ts": 2, "v": "x"},
+                                       {"id": 2, "p": "../../escaped", "ts": 2, "v": "y"}])
+    rows_before = sorted(hudi_read(path).to_pylist(), key=lambda r: r["_hoodie_record_key"])
+
+    def data(snapshot):
+        return {k: v for k, v in snapshot.items() if "/.hoodie" not in k and not k.startswith(".hoodie")}
+    before = data(tree_snapshot(tmp_path / "a"))
+    [(code, res)] = finish([launch(path, src, None, 1, operation="bulk_insert")])
+    assert code == EXIT_ERROR, res
+    err = res["error"]
+    assert err["error"] == "InvalidPartitionPathError" and err["column"] == "p"
+    assert "'../../escaped'" in err["message"]
+    assert data(tree_snapshot(tmp_path / "a")) == before
+    assert sorted(hudi_read(path).to_pylist(), key=lambda r: r["_hoodie_record_key"]) == rows_before
 
 
 def test_a_write_job_logs_its_progress_and_no_spark_info_lines(tmp_path):
