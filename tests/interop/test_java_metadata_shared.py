@@ -42,7 +42,8 @@ from airflow_hudi_occ.testing.java_hudi import WRITE_CONFLICT, MetadataCheck, Re
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
 from tests.interop.rows import ONE_VERSION, apply, batch
 from tests.interop.test_java_metadata_every_action import data_files, mdt_instants
-from tests.interop.test_java_metadata_stats import INDEXED, SKIPPING, STAT_FIELDS, assert_java_metadata_agrees
+from tests.interop.test_java_metadata_stats import (INDEXED, SKIPPING, assert_file_stats_recorded,
+                                                     assert_java_metadata_agrees)
 from tests.interop.test_java_metadata_table import COLS, KEYS, metadata_partitions, model_of
 from tests.interop.test_java_races import inflight, instants, lock_options, wait_until_java_is_inflight
 
@@ -142,11 +143,7 @@ def assert_base_file_stats_agree(check: dict) -> None:
     for partition, files in check["file_stats"].items():
         assert sorted(files) == sorted(check["files"][partition])
         for name, stats in files.items():
-            assert sorted(s["column"] for s in stats) == sorted(INDEXED), name
-            for st in stats:
-                recorded = col_stats.get((name, st["column"]))
-                assert recorded is not None, f"no column_stats record for {partition}/{name} {st['column']}"
-                assert {k: recorded[k] for k in STAT_FIELDS} == {k: st[k] for k in STAT_FIELDS}, (name, st["column"])
+            assert_file_stats_recorded(col_stats, partition, name, stats, INDEXED)
         assert {(partition, c) for c in INDEXED} <= part_stats, partition
 
 

@@ -93,6 +93,17 @@ def aggregate(stats: list[dict], order=None) -> dict:
             **{k: sum(s[k] for s in stats) for k in STAT_FIELDS[2:]}}
 
 
+def assert_file_stats_recorded(col_stats: dict, partition: str, name: str, stats: list[dict], indexed) -> None:
+    """One file's stats as Java computes them (``stats``: one per column) equal the live
+    ``column_stats`` record of that file and column (``col_stats``: by (file name, column)),
+    for exactly the ``indexed`` columns."""
+    assert sorted(s["column"] for s in stats) == sorted(indexed), name
+    for s in stats:
+        recorded = col_stats.get((name, s["column"]))
+        assert recorded is not None, f"no column_stats record for {partition}/{name} {s['column']}"
+        assert {k: recorded[k] for k in STAT_FIELDS} == {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
+
+
 def assert_java_metadata_agrees(check: dict, path: str, indexed=INDEXED, order=None) -> None:
     """The validator's checks, on what Java's metadata reader returned (see the module doc);
     ``indexed``: the columns Java indexes, ``order``: {column: sort key} where Java's order is
@@ -105,11 +116,7 @@ def assert_java_metadata_agrees(check: dict, path: str, indexed=INDEXED, order=N
     part_stats = {(s["name"], s["column"]): s for s in check["partition_stats"]}
     for partition, files in check["file_stats"].items():
         for name, stats in files.items():
-            assert sorted(s["column"] for s in stats) == sorted(indexed), name
-            for s in stats:
-                recorded = col_stats.get((name, s["column"]))
-                assert recorded is not None, f"no column_stats record for {partition}/{name} {s['column']}"
-                assert {k: recorded[k] for k in STAT_FIELDS} == {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
+            assert_file_stats_recorded(col_stats, partition, name, stats, indexed)
         latest = latest_files(check["files"][partition])
         for column in indexed:
             expected = aggregate([s for n in latest for s in files[n] if s["column"] == column],

@@ -52,7 +52,8 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import MetadataCheck, Read, Write
 from tests.interop.test_java_metadata_every_action import data_files
 from tests.interop.test_java_metadata_stats import (MAINTAIN, SKIPPING, STAT_FIELDS, aggregate,
-                                                    assert_ours_equal_javas, corrupt_our_column_stats)
+                                                    assert_file_stats_recorded, assert_ours_equal_javas,
+                                                    corrupt_our_column_stats)
 from tests.interop.test_java_metadata_stats_actions import latest_slices
 from airflow_hudi_occ.testing.tables import rows_by_key
 from tests.interop.rows import batch
@@ -139,11 +140,7 @@ def assert_java_metadata_agrees(check: dict, path: str, indexed: list[str]) -> N
         computed = {**check["file_stats"].get(partition, {}), **check["log_stats"].get(partition, {})}
         assert sorted(computed) == sorted(files), partition  # Java computed every file's stats
         for name, stats in computed.items():
-            assert sorted(s["column"] for s in stats) == sorted(indexed), name
-            for s in stats:
-                recorded = col_stats.get((name, s["column"]))
-                assert recorded is not None, f"no column_stats record for {partition}/{name} {s['column']}"
-                assert {k: recorded[k] for k in STAT_FIELDS} == {k: s[k] for k in STAT_FIELDS}, (name, s["column"])
+            assert_file_stats_recorded(col_stats, partition, name, stats, indexed)
         latest = latest_slices(table, files)
         for column in indexed:
             expected = aggregate([s for n in latest for s in computed[n] if s["column"] == column], ORDER.get(column))
