@@ -73,48 +73,83 @@ def _ok(p) -> bool:
 STOPPED_AT_COMMIT = "caught at commit"
 
 
-def stop_point(record) -> str:
-    """Where a lost attempt learnt it had lost: the earlier, the less cluster time burnt."""
-    if record.error == "EarlyConflictError":
+def stop_point(row: dict) -> str:
+    """Where a lost attempt (an ``attempt_history`` row) learnt it had lost: the earlier, the
+    less cluster time burnt."""
+    if row["error"] == "EarlyConflictError":
         return "stopped early (early conflict detection)"
-    if record.error == "WriteAbortedError" or record.outcome == "aborted":
+    if row["error"] == "WriteAbortedError" or row["outcome"] == "aborted":
         return "stopped early (abort signal)"
-    if record.error == "PendingClusteringConflictError":
+    if row["error"] == "PendingClusteringConflictError":
         return "refused before writing (pending clustering)"
     return STOPPED_AT_COMMIT
 
 
-def report(table_path: str, staging: str) -> tuple[bool, list[str]]:
+def _who(row: dict) -> str:
+    """``dag.task run R`` (the spelling of an admission wait's owner), else the writer id."""
+    if row.get("dag_id") or row.get("task_id"):
+        return (f"{row.get('dag_id') or '?'}.{row.get('task_id') or '?'}"
+                + (f" run {row['run_id']}" if row.get("run_id") else ""))
+    return f"writer {row['writer_id']}" if row.get("writer_id") else "an unlabelled writer"
+
+
+def contention_lines(table, timeline=None) -> list[str]:
+    """Every attempt, each admission wait (who waited, for which instant of whose task, on
+    which partitions, how long), each lost attempt (to whom, on which file groups, where it
+    stopped, what it threw away, its retry) and the totals, read from the table's attempt
+    records through ``core/inspection/attempt_history`` (the read model ``hudi-occ attempts``
+    and the timeline page use), so the demo's story is the page's."""
     from airflow_hudi_occ.core.commit import attempt_log
+    from airflow_hudi_occ.core.concurrency import admission
+    from airflow_hudi_occ.core.inspection.attempt_history import list_attempts
+
+    rows = list_attempts(table, timeline if timeline is not None else table.timeline())["attempts"]
+    by = {r["instant"]: r for r in rows}
+    lines = ["attempts (from the table's attempt log):"]
+    for r in rows:
+        lines.append(f"  {r['instant']} {r['outcome']:9s} attempt {r['attempt']}  {_who(r)}"
+                     f" try {r['try_number'] or '?'}")
+    waits = [(r, w) for r in rows if (w := admission.wait_from_labels(r["labels"]))]
+    lines.append("admission waits (before spark-submit, while a live writer could touch the batch's file groups):")
+    for r, w in waits:
+        lines.append(f"  {_who(r)} waited {w['seconds']:.1f} s for "
+                     f"{'; '.join(w['waited_for']) or 'nothing named'}, then began {r['instant']}")
+    if not waits:
+        lines.append("  none")
+    lost = [r for r in rows if r["outcome"] in (attempt_log.CONFLICT, attempt_log.ABORTED)]
+    lines.append("conflicts and retries:")
+    for r in lost:
+        winner = by.get(r["other_instant"] or "")
+        retry = by.get(r["retried_by"] or "")
+        groups = r["file_groups"]
+        lines.append(
+            f"  {r['instant']} {_who(r)} attempt {r['attempt']} lost to {r['other_instant'] or '?'}"
+            f" ({_who(winner) if winner else 'no attempt record'}) on {len(groups)} file group(s)"
+            f"{' ' + ', '.join(groups) if groups else ''}: {stop_point(r)}, "
+            f"{r['seconds_discarded']:.1f} s and {r['files_discarded']} file(s) discarded; "
+            + (f"retried as {retry['instant']} ({retry['outcome']})" if retry else "not retried"))
+    if not lost:
+        lines.append("  none")
+    if lost:
+        early = [r for r in lost if stop_point(r) != STOPPED_AT_COMMIT]
+        secs = sorted(r["seconds_discarded"] for r in lost)
+        lines.append(f"lost attempts: {len(lost)}, {len(early)} stopped before commit; seconds "
+                     f"discarded per lost attempt: median {secs[len(secs) // 2]:.1f}, max "
+                     f"{secs[-1]:.1f}; files discarded: {sum(r['files_discarded'] for r in lost)}")
+    lines.append(f"commits {sum(1 for r in rows if r['outcome'] == attempt_log.COMMITTED)}, conflicts "
+                 f"{sum(1 for r in rows if r['outcome'] == attempt_log.CONFLICT)}, retried attempts "
+                 f"{sum(1 for r in rows if r['retry_of'])}, admission waits {len(waits)} "
+                 f"({sum(w['seconds'] for _r, w in waits):.1f} s)")
+    return lines
+
+
+def report(table_path: str, staging: str) -> tuple[bool, list[str]]:
     from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.provider.examples import expected_table
     from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
-    lines = []
     t = Table.open(table_path)
-    records = list(attempt_log.read_records(t))
-    by = Counter((r.labels.get("dag_id", r.writer_id), r.outcome) for r in records)
-    lines.append("attempts (from the table's attempt log):")
-    for r in sorted(records, key=lambda r: r.instant):
-        who = f"{r.labels.get('dag_id', '?')}.{r.labels.get('task_id', '?')} try {r.labels.get('try_number', '?')}"
-        line = f"  {r.instant} {r.outcome:9s} attempt {r.attempt}  {who}"
-        if r.outcome != "committed":
-            line += (f"  lost to {r.other_instant} on {len(r.file_groups)} file group(s): "
-                     f"{stop_point(r)}, {r.seconds_discarded:.1f} s and "
-                     f"{r.files_discarded} file(s) discarded")
-        lines.append(line)
-    for (dag, outcome), n in sorted(by.items()):
-        lines.append(f"  {dag}: {n} {outcome}")
-    lost = [r for r in records if r.outcome in ("conflict", "aborted")]
-    if lost:
-        early = [r for r in lost if stop_point(r) != STOPPED_AT_COMMIT]
-        secs = sorted(r.seconds_discarded for r in lost)
-        lines.append(f"lost attempts: {len(lost)}, {len(early)} stopped before commit; seconds "
-                     f"discarded per lost attempt: median {secs[len(secs) // 2]:.1f}, max "
-                     f"{secs[-1]:.1f}; files discarded: {sum(r.files_discarded for r in lost)}")
-    retries = sum(1 for r in records if r.attempt > 1)
-    lines.append(f"commits {sum(1 for r in records if r.outcome == 'committed')}, conflicts "
-                 f"{sum(1 for r in records if r.outcome == 'conflict')}, retried attempts {retries}")
+    lines = contention_lines(t)
     tl = t.timeline()
     lines.append(f"timeline: {len(tl.completed())} completed instants "
                  f"({Counter(i.action.value for i in tl.completed())}), {len(tl.pending())} pending")
