@@ -4,14 +4,26 @@ operator's own admission, ``provider/admission.py``, in this process), and a wri
 lost a conflict and committed on its retry (``run_with_conflict_retries``). Each line is
 checked against the records, never against a number or instant written here.
 
-The same summary after the real Airflow demo, with the page in Chromium:
-``tests/testing/test_airflow_demo_ui.py`` (slow)."""
+Then ``scripts/demo.sh --ui`` itself (slow: Airflow standalone and two Spark jobs, about five
+minutes on two cores): its printed addresses and login, the timeline page in headless Chromium
+showing the forced conflict and its retry (screenshot ``demo_ui_timeline.png`` in
+``HUDI_OCC_SCREENSHOT_DIR``, default the test's tmp), and Ctrl-C stopping every process."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import signal
+import socket
+import subprocess
 import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +31,7 @@ import pyarrow.parquet as pq
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.retry import RetryPolicy, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.inspection.attempt_history import list_attempts
 from airflow_hudi_occ.core.concurrency import admission as core_admission
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.table.table import Table
@@ -127,3 +140,141 @@ def test_a_quiet_table_says_none_waited_and_none_lost(tmp_path):
         i = next(i for i, ln in enumerate(lines) if ln.startswith(head))
         assert lines[i + 1] == "  none", lines
     assert lines[-1] == "commits 1, conflicts 0, retried attempts 0, admission waits 0 (0.0 s)"
+
+
+# --- scripts/demo.sh --ui, end to end ----------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class _Output:
+    """The demo's stdout, read on a thread so its pipe never fills."""
+
+    def __init__(self, proc):
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=lambda: [self.lines.append(ln.rstrip("\n")) for ln in proc.stdout],
+                                   daemon=True)
+        self._t.start()
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, proc, seen: set, timeout_s: float) -> re.Match:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            m = re.search(pattern, self.text, re.M)
+            if m:
+                return m
+            assert proc.poll() is None, f"the demo exited ({proc.returncode}):\n{self.text[-6000:]}"
+            seen.update(_tree(proc.pid))
+            time.sleep(1)
+        raise AssertionError(f"{pattern!r} never printed in {timeout_s:.0f} s:\n{self.text[-6000:]}")
+
+
+def _tree(pid: int) -> set[int]:
+    try:
+        root = psutil.Process(pid)
+        return {root.pid} | {c.pid for c in root.children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow  # about 5 min: airflow standalone, two DAG runs with Spark jobs, the services
+@pytest.mark.timeout(1800)
+def test_demo_ui_shows_the_forced_conflict_and_its_retry_in_chromium_and_stops_on_ctrl_c(tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.provider.test_ui_server import _chrome, _http
+
+    port, home = _free_port(), tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "demo.sh"), "--ui", "--port", str(port),
+                             "--home", str(home)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    out, seen = _Output(proc), set()
+    try:
+        ui = out.wait_for(r"^Airflow UI: +(http://\S+)/ +\(login: (\S+) / (\S+);", proc, seen, 600)
+        page = out.wait_for(r"^timeline page: +(http://\S+)", proc, seen, 60).group(1)
+        base, user, password = ui.groups()
+        assert base == f"http://127.0.0.1:{port}" and page == f"{base}/hudi-occ/?table=orders"
+        assert json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())[user] == password
+        out.wait_for(r"^Airflow stays up until Ctrl-C$", proc, seen, 1500)
+        assert re.search(r"^OK in \d+ s$", out.text, re.M), out.text[-6000:]
+
+        # the table's attempt records: the forced conflict, its winner and its retry
+        table = Table.open(str(home / "hudi_occ" / "orders"))
+        rows = list_attempts(table, table.timeline())["attempts"]
+        by = {r["instant"]: r for r in rows}
+        losers = [r for r in rows if r["outcome"] == attempt_log.CONFLICT]
+        assert losers, rows
+        for r in losers:
+            winner, retry = by[r["other_instant"]], by[r["retried_by"]]
+            assert retry["outcome"] == attempt_log.COMMITTED and retry["instant"] > r["instant"]
+            # the scheduler ran both writers at once: the loser's attempt overlapped its winner's
+            assert r["started_at_ms"] < winner["ended_at_ms"] and winner["started_at_ms"] < r["ended_at_ms"]
+            assert {r["dag_id"], winner["dag_id"]} == {"hudi_occ_backfill", "hudi_occ_ingestion"}
+            # the summary printed by the demo names it the same way
+            assert re.search(rf"^  {r['instant']} {r['dag_id']}\.{r['task_id']} run \S+ attempt \d+ lost to "
+                             rf"{winner['instant']} \({winner['dag_id']}\.{winner['task_id']} run \S+\) .*"
+                             rf"retried as {retry['instant']} \(committed\)$", out.text, re.M), out.text[-6000:]
+
+        # log in with the printed login, open the printed page
+        status, body, _ = _http("POST", f"{base}/auth/token", body={"username": user, "password": password})
+        assert status in (200, 201), body
+        driver = _chrome(tmp_path)
+        try:
+            driver.get(f"{base}/hudi-occ/api/tables")  # the cookie's origin
+            driver.add_cookie({"name": "_token", "value": json.loads(body)["access_token"], "path": "/"})
+            driver.get(page)
+            WebDriverWait(driver, 60).until(
+                lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+            assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "orders", \
+                driver.find_element(By.ID, "errors").text
+            shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
+            shots.mkdir(parents=True, exist_ok=True)
+            png = shots / "demo_ui_timeline.png"
+            # the Gantt chart and the conflicts below it, not the trends above
+            driver.execute_script("document.getElementById('gantt').scrollIntoView()")
+            assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
+            print(f"screenshot: {png}")
+            bars = lambda outcome: {e.get_attribute("data-instant") for e in  # noqa: E731
+                                    driver.find_elements(By.CSS_SELECTOR, f"#gantt rect.bar.outcome-{outcome}")}
+            assert bars("conflict") == {r["instant"] for r in losers}
+            assert {r["retried_by"] for r in losers} <= bars("committed")
+            edges = lambda kind: {(e.get_attribute("data-from"), e.get_attribute("data-to")) for e in  # noqa: E731
+                                  driver.find_elements(By.CSS_SELECTOR, f"#gantt line.{kind}-edge")}
+            assert {(r["instant"], r["other_instant"]) for r in losers} <= edges("conflict")
+            assert {(r["instant"], r["retried_by"]) for r in losers} <= edges("retry")
+            conflict_rows = driver.find_elements(By.CSS_SELECTOR, "#conflicts tbody tr.row")
+            cells = sorted([td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in conflict_rows)
+            assert [(c[0], c[2], c[7]) for c in cells] == sorted(
+                (r["instant"], r["other_instant"], r["retried_by"]) for r in losers)
+            retry_text = " ".join(tr.text for tr in driver.find_elements(By.CSS_SELECTOR, "#retries tbody tr.row"))
+            for r in losers:
+                assert f"{r['instant']}: conflict" in retry_text and f"{r['retried_by']}: committed" in retry_text
+        finally:
+            driver.quit()
+        seen.update(_tree(proc.pid))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+        try:
+            rc = proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    text = out.text
+    assert rc == 0, text[-6000:]
+    assert "stopped; processes left: none" in text and text.rstrip().endswith("exit 0 (the table is exact)"), text[-3000:]
+    left = [p for p in seen if p != proc.pid and psutil.pid_exists(p)
+            and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not left, [(p, psutil.Process(p).cmdline()) for p in left]
+    assert len(seen) > 5  # Airflow's components, its task processes and their Spark jobs were seen
