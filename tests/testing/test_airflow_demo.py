@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -190,9 +191,8 @@ def _free_port() -> int:
 @pytest.mark.timeout(1800)
 def test_demo_ui_shows_the_forced_conflict_and_its_retry_in_chromium_and_stops_on_ctrl_c(tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.provider.test_ui_server import _chrome, _http
+    from tests.provider.test_ui_server import _chrome, _full_page_shot, _http, _open_page
 
     port, home = _free_port(), tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -231,20 +231,12 @@ def test_demo_ui_shows_the_forced_conflict_and_its_retry_in_chromium_and_stops_o
         assert status in (200, 201), body
         driver = _chrome(tmp_path)
         try:
-            driver.get(f"{base}/hudi-occ/api/tables")  # the cookie's origin
-            driver.add_cookie({"name": "_token", "value": json.loads(body)["access_token"], "path": "/"})
-            driver.get(page)
-            WebDriverWait(driver, 60).until(
-                lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-            assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "orders", \
-                driver.find_element(By.ID, "errors").text
+            _open_page(driver, SimpleNamespace(base=base), json.loads(body)["access_token"],
+                       page.split("?", 1)[1])
+            assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "orders"
             shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
             shots.mkdir(parents=True, exist_ok=True)
-            png = shots / "demo_ui_timeline.png"
-            # the Gantt chart and the conflicts below it, not the trends above
-            driver.execute_script("document.getElementById('gantt').scrollIntoView()")
-            assert driver.save_screenshot(str(png)) and png.stat().st_size > 10_000
-            print(f"screenshot: {png}")
+            _full_page_shot(driver, shots / "demo_ui_timeline.png", 1400)
             bars = lambda outcome: {e.get_attribute("data-instant") for e in  # noqa: E731
                                     driver.find_elements(By.CSS_SELECTOR, f"#gantt rect.bar.outcome-{outcome}")}
             assert bars("conflict") == {r["instant"] for r in losers}
