@@ -1,14 +1,20 @@
 """The Airflow demo: ingestion and backfill DAG runs at the same time on one table, then the
 table services, then what happened, checked with the independent ``hudi`` reader.
 
-Run ``scripts/airflow-demo.sh`` (or ``python -m airflow_hudi_occ.testing.airflow_demo``). Each DAG run
+Run ``scripts/demo.sh`` (or ``python -m airflow_hudi_occ.testing.airflow_demo``). Each DAG run
 is its own ``airflow dags test`` process (SQLite in a fresh AIRFLOW_HOME, the repository's
 ``dags/``, Spark ``local[1]`` per job), so the writers really are concurrent processes. The
-lock is the file-system lock, or ZooKeeper with ``--zookeeper HOST:PORT``. At the end: every
-commit, every conflict (which instant won, on which file groups, seconds discarded) and
-retry from the table's attempt log, and the final table read with hudi-rs compared with the
-model rebuilt from the batches (every key once, with the row of the largest ``ts``).
+lock is the file-system lock, or ZooKeeper with ``--zookeeper HOST:PORT``. At the end, from
+the table's attempt records (:func:`contention_lines`): every attempt, every admission wait
+(who waited, for which instant of whose task, on which partitions, how long), every conflict
+(which instant won, on which file groups, where the loser stopped, seconds discarded) and its
+retry; then the final table read with hudi-rs compared with the model rebuilt from the
+batches (every key once, with the row of the largest ``ts``).
 Exit 0 when every DAG run succeeded and the table matches the model, else 1.
+
+``--ui`` (:func:`run_ui`): the same DAGs through ``airflow standalone``'s scheduler, with one
+conflict forced, so the timeline page (``/hudi-occ/``) has a conflict and its retry to show;
+Airflow stays up until Ctrl-C, which stops every process it started.
 """
 
 from __future__ import annotations

@@ -191,8 +191,9 @@ def _free_port() -> int:
 @pytest.mark.timeout(1800)
 def test_demo_ui_shows_the_forced_conflict_and_its_retry_in_chromium_and_stops_on_ctrl_c(tmp_path):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.provider.test_ui_server import _chrome, _full_page_shot, _http, _open_page
+    from tests.provider.test_ui_server import _chrome, _full_page_shot, _open_page
 
     port, home = _free_port(), tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -226,12 +227,17 @@ def test_demo_ui_shows_the_forced_conflict_and_its_retry_in_chromium_and_stops_o
                              rf"{winner['instant']} \({winner['dag_id']}\.{winner['task_id']} run \S+\) .*"
                              rf"retried as {retry['instant']} \(committed\)$", out.text, re.M), out.text[-6000:]
 
-        # log in with the printed login, open the printed page
-        status, body, _ = _http("POST", f"{base}/auth/token", body={"username": user, "password": password})
-        assert status in (200, 201), body
+        # open the printed page: Airflow's login form first, filled with the printed login
         driver = _chrome(tmp_path)
         try:
-            _open_page(driver, SimpleNamespace(base=base), json.loads(body)["access_token"],
+            driver.get(page)
+            WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "input[name=password]"))
+            assert "/auth/login" in driver.current_url, driver.current_url
+            driver.find_element(By.CSS_SELECTOR, "input[name=username]").send_keys(user)
+            driver.find_element(By.CSS_SELECTOR, "input[name=password]").send_keys(password)
+            driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+            WebDriverWait(driver, 60).until(lambda d: d.get_cookie("_token"))
+            _open_page(driver, SimpleNamespace(base=base), driver.get_cookie("_token")["value"],
                        page.split("?", 1)[1])
             assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "orders"
             shots = Path(os.environ.get("HUDI_OCC_SCREENSHOT_DIR") or tmp_path)
