@@ -199,8 +199,8 @@ def ui_env(home: Path, port: int, zookeeper: str | None, writers: int) -> dict:
     window and admission ``go`` (both writers start at once), and the Spark jobs wrapped in the
     test harness's commit barrier (``testing/spark_job.py``, ``begin`` mode): no attempt
     commits before ``writers`` attempts have begun, so they overlap on the example table's
-    buckets and all but one lose, each retried on a fresh instant (a retry passes the barrier
-    at once)."""
+    buckets and at least one loses (with two writers, exactly one), each loser retried on a
+    fresh instant (a retry passes the barrier at once)."""
     from airflow_hudi_occ.provider.spark_jobs import APPLICATION_ENV
     from airflow_hudi_occ.testing import spark_job
     from airflow_hudi_occ.testing.airflow_standalone import standalone_env
@@ -255,8 +255,8 @@ def run_ui(home: Path, port: int, zookeeper: str | None, ingestion_runs: int, ti
         for dag_id, run_id in run_ids:
             af.trigger(dag_id, run_id)
         _say(f"triggered {len(run_ids)} DAG runs at once through the scheduler: {[r for _d, r in run_ids]}; "
-             f"no attempt commits before {writers} have begun, so they overlap and all but one "
-             "lose a conflict and retry on a fresh instant (watch the timeline page)")
+             f"no attempt commits before {writers} have begun, so they overlap and at least one "
+             "loses a conflict and retries on a fresh instant (watch the timeline page)")
         runs = af.wait_for_runs(WRITERS, timeout_s)
         af.trigger(SERVICES, "demo_services")
         runs.update(af.wait_for_runs([SERVICES], timeout_s))
