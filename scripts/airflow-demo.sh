@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Airflow demo on embedded defaults: ingestion and backfill DAG runs at the same time
 # (each its own `airflow dags test` process, SQLite), then the table-services DAG, then
-# commits / conflicts / retries from the attempt log and the final table checked with hudi-rs.
+# admission waits / conflicts / retries from the attempt log and the final table checked with
+# hudi-rs; with --ui in `airflow standalone` instead, until Ctrl-C (scripts/demo.sh says more).
 # Installs what it needs first (scripts/bootstrap.sh with the airflow extra). Exit 0/1.
-#   scripts/airflow-demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window]
+#   scripts/airflow-demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window] [--ui [--port P]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HUDI_OCC_EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench} bash scripts/bootstrap.sh

@@ -41,17 +41,12 @@ import glob
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
+from airflow_hudi_occ.testing.airflow_standalone import AirflowStandalone, standalone_env, survivors
 from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
 from airflow_hudi_occ.testing.spark_cluster import SparkStandaloneCluster, free_port
 from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
@@ -60,7 +55,6 @@ REPO = Path(__file__).resolve().parents[2]
 BUCKET = "lake"
 TABLE_URI = f"s3://{BUCKET}/orders"
 ADMIN_PASSWORD = "topology-admin"  # a throw-away instance on loopback
-TERMINAL = ("success", "failed")
 
 
 @dataclass
@@ -84,11 +78,9 @@ class Topology:
         self.zk: ZooKeeperServer | None = None
         self.s3: S3Server | None = None
         self.spark: SparkStandaloneCluster | None = None
-        self.airflow: subprocess.Popen | None = None
+        self.airflow: AirflowStandalone | None = None
         self.api_port = free_port()
         self.seen_pids: set[int] = set()
-        self._log = None
-        self._token: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -110,15 +102,9 @@ class Topology:
         self.s3.create_bucket(BUCKET)
         self.spark = SparkStandaloneCluster(self.workdir / "spark", cores=self.spark_cores,
                                             memory="2g").start()
-        env = self.airflow_env()
-        self._airflow_cli(env, "db", "migrate")
-        self._log = open(self.workdir / "airflow-standalone.log", "w+")
-        # its own session: stop() signals the group, and the task processes are found as
-        # descendants (spark-submit runs in a session of its own, see stop())
-        self.airflow = subprocess.Popen([self._bin("airflow"), "standalone"], env=env, cwd=self.home,
-                                        stdout=self._log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        self._wait_healthy()
+        self.airflow = AirflowStandalone(self.home, self.airflow_env(), self.api_port, bin_dir=self._bin_dir(),
+                                         log_path=self.workdir / "airflow-standalone.log",
+                                         password=ADMIN_PASSWORD).start()
         return self
 
     def airflow_env(self) -> dict[str, str]:
@@ -135,24 +121,13 @@ class Topology:
         keep = ("PATH", "HOME", "LANG", "JAVA_HOME", "TMPDIR", "TZ")
         env = {k: v for k, v in os.environ.items() if k in keep}
         port = self.api_port
+        env.update(standalone_env(self.home, port))
         env.update({
             "PATH": self._bin_dir() + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": str(REPO),
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-            "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-            "AIRFLOW__API_AUTH__JWT_SECRET": "topology-local-jwt-secret",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(users),
-            "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-            # only the runs we trigger: an unpaused ingestion DAG would otherwise add a run
-            # every 10 minutes, and a slow machine would never see them all finish
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             # the example DAGs' settings, as in docker-compose.yaml
             "HUDI_OCC_TABLE": TABLE_URI,
             "HUDI_OCC_STAGING": str(self.staging),
@@ -175,74 +150,14 @@ class Topology:
     def _bin_dir(self) -> str:
         return os.path.dirname(self.python)
 
-    def _bin(self, name: str) -> str:
-        return os.path.join(self._bin_dir(), name)
-
-    def _airflow_cli(self, env: dict, *args: str) -> str:
-        out = subprocess.run([self._bin("airflow"), *args], env=env, cwd=self.home,
-                             capture_output=True, text=True, timeout=600)
-        if out.returncode != 0:
-            raise RuntimeError(f"airflow {' '.join(args)} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
-        return out.stdout
-
-    def _wait_healthy(self, timeout_s: float = 240.0) -> None:
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            self._check_airflow_alive()
-            try:
-                status, body = self._http("GET", "/api/v2/monitor/health", auth=False)
-                health = json.loads(body) if status == 200 else {}
-                if all(health.get(k, {}).get("status") == "healthy"
-                       for k in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
-                    return
-            except (OSError, ValueError):
-                pass
-            time.sleep(1)
-        raise RuntimeError(f"Airflow did not become healthy in {timeout_s:.0f} s: {self.airflow_log()}")
-
-    def _check_airflow_alive(self) -> None:
-        if self.airflow is not None and self.airflow.poll() is not None:
-            raise RuntimeError(f"airflow standalone exited ({self.airflow.returncode}): {self.airflow_log()}")
-
     def airflow_log(self, n: int = 5000) -> str:
-        if self._log is None:
-            return ""
-        self._log.flush()
-        return Path(self._log.name).read_text(errors="replace")[-n:]
-
-    def processes(self) -> list[psutil.Process]:
-        """Airflow and every descendant (task runners, spark-submit, Spark drivers)."""
-        out = []
-        if self.airflow is not None:
-            try:
-                root = psutil.Process(self.airflow.pid)
-                out = [root] + root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                pass
-        self.seen_pids.update(p.pid for p in out)
-        return out
+        return self.airflow.log_tail(n) if self.airflow is not None else ""
 
     def stop(self) -> None:
         """Airflow first (so no task submits new Spark work), then Spark, S3, ZooKeeper."""
         if self.airflow is not None:
-            procs = self.processes()  # before the signal: orphans cannot be found afterwards
-            for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-                for pid in {self.airflow.pid} | {p.pid for p in procs}:
-                    try:
-                        os.killpg(pid, sig) if pid == self.airflow.pid else os.kill(pid, sig)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                _, procs = psutil.wait_procs(procs, timeout=grace)
-                if not procs:
-                    break
-            try:
-                self.airflow.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-            self.airflow = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+            self.airflow.stop()
+            self.seen_pids |= self.airflow.seen_pids
         if self.spark is not None:
             self.spark.stop()
             self.seen_pids |= self.spark.seen_pids
@@ -253,102 +168,28 @@ class Topology:
 
     @property
     def survivors(self) -> list[int]:
-        out = []
-        for pid in self.seen_pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    out.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        return out
-
-    # -- the REST API ----------------------------------------------------------------------------
-
-    def _http(self, method: str, path: str, body: dict | None = None, *, auth: bool = True):
-        headers = {"Content-Type": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token()}"
-        req = urllib.request.Request(f"http://127.0.0.1:{self.api_port}{path}", method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-
-    def token(self) -> str:
-        if self._token is None:
-            status, body = self._http("POST", "/auth/token", {"username": "admin", "password": ADMIN_PASSWORD},
-                                      auth=False)
-            if status not in (200, 201):
-                raise RuntimeError(f"POST /auth/token answered {status}: {body[:500]!r}")
-            self._token = json.loads(body)["access_token"]
-        return self._token
-
-    def api(self, method: str, path: str, body: dict | None = None) -> dict:
-        status, raw = self._http(method, path, body)
-        if status >= 300:
-            raise RuntimeError(f"{method} {path} answered {status}: {raw[:1000]!r}")
-        return json.loads(raw) if raw else {}
-
-    def wait_for_dags(self, dag_ids, timeout_s: float = 300.0) -> None:
-        """Until the DAG processor has parsed them (the API answers 404 before)."""
-        deadline = time.time() + timeout_s
-        missing = list(dag_ids)
-        while time.time() < deadline:
-            self._check_airflow_alive()
-            missing = [d for d in dag_ids if self._http("GET", f"/api/v2/dags/{d}")[0] != 200]
-            if not missing:
-                return
-            time.sleep(2)
-        errors = self._http("GET", "/api/v2/importErrors")[1][:3000]
-        raise RuntimeError(f"DAGs {missing} not parsed in {timeout_s:.0f} s; import errors: {errors!r}")
-
-    def trigger(self, dag_id: str, run_id: str) -> None:
-        self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
-        self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
-
-    def runs(self, dag_id: str) -> list[dict]:
-        return self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
-
-    def wait_for_runs(self, dag_ids, timeout_s: float) -> dict[str, list[dict]]:
-        """Until every run of ``dag_ids`` (the triggered ones, and any the scheduler created
-        on unpausing) is finished."""
-        deadline = time.time() + timeout_s
-        while True:
-            self._check_airflow_alive()
-            self.processes()  # remember every Spark driver seen, for the orphan check
-            runs = {d: self.runs(d) for d in dag_ids}
-            if all(r["state"] in TERMINAL for rs in runs.values() for r in rs):
-                return runs
-            if time.time() > deadline:
-                raise RuntimeError(f"DAG runs not finished in {timeout_s:.0f} s: "
-                                   f"{ {d: [(r['dag_run_id'], r['state']) for r in rs] for d, rs in runs.items()} }")
-            time.sleep(3)
-
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
-        tis = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-        return {t["task_id"]: t["state"] for t in tis}
+        return survivors(self.seen_pids)
 
     # -- the run ---------------------------------------------------------------------------------
 
     def run_example_dags(self, timeout_s: float = 1500.0) -> TopologyResult:
         """Backfill and ingestion at once, then the table services; the table checked."""
         t0 = time.time()
+        af = self.airflow
+        assert af is not None, "start() first"
         writers = ["hudi_occ_backfill", "hudi_occ_ingestion"]
-        self.wait_for_dags(writers + ["hudi_occ_table_services"])
-        self.trigger("hudi_occ_backfill", "topology_backfill")
+        af.wait_for_dags(writers + ["hudi_occ_table_services"])
+        af.trigger("hudi_occ_backfill", "topology_backfill")
         for i in range(self.ingestion_runs):
-            self.trigger("hudi_occ_ingestion", f"topology_ingestion_{i + 1}")
-        runs = self.wait_for_runs(writers, timeout_s)
-        self.trigger("hudi_occ_table_services", "topology_services")
-        runs.update(self.wait_for_runs(["hudi_occ_table_services"], max(60.0, timeout_s - (time.time() - t0))))
+            af.trigger("hudi_occ_ingestion", f"topology_ingestion_{i + 1}")
+        runs = af.wait_for_runs(writers, timeout_s)
+        af.trigger("hudi_occ_table_services", "topology_services")
+        runs.update(af.wait_for_runs(["hudi_occ_table_services"], max(60.0, timeout_s - (time.time() - t0))))
         lines = [f"DAG runs after {time.time() - t0:.0f} s:"]
         ok = True
         for dag_id, rs in runs.items():
             for r in rs:
-                states = self.task_states(dag_id, r["dag_run_id"])
+                states = af.task_states(dag_id, r["dag_run_id"])
                 lines.append(f"  {dag_id} {r['dag_run_id']}: {r['state']} {states}")
                 ok &= r["state"] == "success"
         table_ok, table_lines = self.check_table()
