@@ -35,6 +35,49 @@ def test_a_limit_of_zero_is_still_allowed(table, capsys):
     assert rc == 0 and "no instants" in out
 
 
+# -- storage options that are not what they look like -------------------------------------------
+
+
+@pytest.mark.parametrize("item, says, fix", [
+    ('client_kwargs={"endpoint_url": "http://127.0.0.1:1"',  # the closing brace forgotten
+     "is not valid JSON (Expecting ',' delimiter: line 1 column 38 (char 37))",
+     """--storage-option 'client_kwargs={"name": "value"}'"""),
+    ("client_kwargs={'endpoint_url': 'http://127.0.0.1:1'}",  # a Python dict
+     "is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2",
+     """--storage-option 'client_kwargs={"endpoint_url": "http://127.0.0.1:1"}'"""),
+    ("anon=False",  # Python's spelling: the string "False" is true
+     "False is Python's spelling, not JSON's", "--storage-option anon=false"),
+])
+def test_a_storage_option_that_is_not_json_is_a_usage_error_naming_it(capsys, item, says, fix):
+    """Issue 40: these were `internal error: AttributeError: 'str' object has no attribute
+    'copy'` ("a bug in hudi-occ"), exit 1; now exit 2 before any store is asked, naming the
+    option, the value, the JSON error's position and the fix."""
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", item)
+    assert rc == 2 and out == ""
+    assert f"error: --storage-option {item}: " in err and says in err, err
+    assert "remedy: " in err and fix in err, err
+    assert "internal error" not in err
+
+
+def test_keyword_options_must_be_objects_wherever_they_come_from(capsys, tmp_path):
+    """A JSON string where s3fs wants keyword arguments (`client_kwargs="{...}"` on the command
+    line, or in a secrets file) was the same AttributeError; a secrets file that is not JSON
+    now says where it broke (never its content)."""
+    text = '{"endpoint_url": "http://127.0.0.1:1"}'
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", f"client_kwargs={json.dumps(text)}")
+    assert rc == 2 and "storage option 'client_kwargs' must be an object of keyword arguments, not a str" in err
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"storage_options": {"client_kwargs": text, "secret": "s3cr3t"}}))
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--secrets-file", secrets)
+    assert rc == 2 and "storage option 'client_kwargs' must be an object" in err, err
+    assert "s3cr3t" not in err and "127.0.0.1" not in err
+    secrets.write_text("{'storage_options': {'secret': 's3cr3t'}}")
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--secrets-file", secrets)
+    assert rc == 2 and (f"error: --secrets-file names {str(secrets)!r}, which is not valid JSON "
+                        "(Expecting property name enclosed in double quotes: line 1 column 2") in err, err
+    assert "s3cr3t" not in err and "internal error" not in err
+
+
 # -- object stores that refuse or never answer ---------------------------------------------------
 
 

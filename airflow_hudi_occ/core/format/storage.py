@@ -44,11 +44,11 @@ import os
 import posixpath
 import threading
 import uuid
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from fsspec.core import url_to_fs
 
-from airflow_hudi_occ.core.errors import StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
+from airflow_hudi_occ.core.errors import ConfigError, StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
 
 _MEMORY_LOCK = threading.Lock()
 #: the storage option that declares every create serialised by a lock (never given to fsspec)
@@ -80,9 +80,24 @@ _GARBLED = frozenset({"HTTPClientError", "ResponseParserError"})
 
 
 def fsspec_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out)."""
+    """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out).
+
+    An option named ``*_kwargs`` (s3fs's ``client_kwargs``, ``config_kwargs``,
+    ``s3_additional_kwargs``; other backends' alike) is keyword arguments for a client and
+    must be a mapping: given as a string (JSON text in a secrets file, say) the backend failed
+    later with ``'str' object has no attribute 'copy'``. Raises :class:`ConfigError` naming the
+    key and the type, never the value (it may hold credentials)."""
     out = dict(storage_options or {})
     out.pop(ASSUME_LOCKED_CREATES, None)
+    for key, value in out.items():
+        if str(key).endswith("_kwargs") and value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"storage option {key!r} must be an object of keyword arguments, not a "
+                f"{type(value).__name__}", key=str(key),
+                remedy=f'give {key} as a JSON object, e.g. {{"{key}": {{"endpoint_url": '
+                       '"http://host:9000"}} in a secrets file or the connection\'s extra, '
+                       f"--storage-option '{key}={{\"endpoint_url\": \"http://host:9000\"}}' "
+                       "on the command line (not a string holding JSON)")
     return out
 
 
