@@ -8,9 +8,12 @@ import json
 import os
 import time
 
+import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.cli import main
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.job_secrets import JobSecrets, write_secrets_file
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -30,9 +33,19 @@ def test_a_limit_that_is_not_a_count_is_a_usage_error_naming_it(table, capsys, v
     assert f"error: argument --limit: expected a whole number, 0 or more, got {value!r}" in err
 
 
-def test_a_limit_of_zero_is_still_allowed(table, capsys):
-    rc, out, _ = run(capsys, "timeline", table.base_uri, "--limit", "0")
-    assert rc == 0 and "no instants" in out
+def test_a_limit_of_zero_is_a_usage_error_as_in_attempts(table, capsys, fast_options):
+    """Issue 40: `timeline --limit 0` printed "no instants" on a table that has some, which
+    reads as an answer. Refused as `attempts --limit 0` is; --limit 1 keeps the last."""
+    writer = ArrowTableWriter(table, WriteConfig.from_options(fast_options))
+    for ts in (1, 2):
+        writer.write(pa.table({"id": [1], "p": ["a"], "ts": [ts]}), "upsert")
+    rc, out, err = run(capsys, "timeline", table.base_uri, "--limit", "0")
+    assert rc == 2 and out == ""
+    assert "error: --limit 0 lists nothing" in err
+    assert ("remedy: give a positive number of instants (the last are kept), or leave --limit "
+            "out for all of them") in err
+    rc, out, _ = run(capsys, "timeline", table.base_uri, "--limit", "1", "--json")
+    assert rc == 0 and len(json.loads(out)["instants"]) == 1
 
 
 # -- storage options that are not what they look like -------------------------------------------
