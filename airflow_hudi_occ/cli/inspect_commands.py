@@ -78,8 +78,11 @@ def _lock_line(lock: dict[str, Any]) -> str:
         return f"lock         {lock['provider']}: unknown ({lock['error']})"
     if not lock["held"]:
         return f"lock         {lock['provider']}: free"
-    return (f"lock         {lock['provider']}: held by {lock['description']} "
+    line = (f"lock         {lock['provider']}: held by {lock['description']} "
             f"(owner {lock['holder']['owner']})")
+    if lock["holder"].get("stale"):
+        line += f"; stale: {lock['holder']['stale']}, so the next writer takes it over"
+    return line
 
 
 def cmd_timeline(ctx: Context) -> Result:

@@ -61,8 +61,29 @@ def test_show_names_the_lock_of_a_kill9ed_writer(table, tmp_path, capsys):
     assert proc.stdout.readline().strip() == "held"
     proc.kill()
     proc.wait(10)
+    start = time.monotonic()
     rc, out, err = run(capsys, "show", table.base_uri)
-    assert rc == 0 and f"held by pid {proc.pid} on {socket.gethostname()}" in out, out
+    took = time.monotonic() - start
+    line = next(line for line in out.splitlines() if line.startswith("lock "))
+    assert rc == 0 and f"held by pid {proc.pid} on {socket.gethostname()}" in line, out
+    # issue 40: the line named the dead holder as if it were live; it now says it is gone
+    assert line.endswith(f"; stale: its holder, pid {proc.pid} on {socket.gethostname()}, is no "
+                         "longer running (it died without releasing the lock), so the next "
+                         "writer takes it over"), line
+    rc, out, err = run(capsys, "writers", table.base_uri, "--json")
+    holder = json.loads(out)["lock"]["holder"]
+    assert holder["pid"] == proc.pid and "is no longer running" in holder["stale"]
+    print(f"show took {took:.2f}s")
+
+
+def test_show_of_a_live_holder_says_nothing_of_a_takeover(table, capsys):
+    holder = FileSystemBasedLockProvider(LockConfig(), base_path=table.base_uri)
+    assert holder.try_acquire(1)
+    rc, out, err = run(capsys, "show", table.base_uri)
+    assert rc == 0 and "stale" not in out and "takes it over" not in out
+    rc, out, err = run(capsys, "show", table.base_uri, "--json")
+    assert json.loads(out)["lock"]["holder"]["stale"] is None
+    holder.release()
 
 
 def test_an_unreachable_zookeeper_is_reported_on_the_page_within_its_timeout(table, capsys):
