@@ -72,6 +72,14 @@ def test_a_storage_option_that_is_not_json_is_a_usage_error_naming_it(capsys, it
     assert "internal error" not in err
 
 
+def test_a_storage_option_the_store_does_not_take_is_a_usage_error(capsys):
+    """A misspelt key (`region` is s3fs's client_kwargs={"region_name": ...}) was `internal
+    error: TypeError: AioSession.__init__() got an unexpected keyword argument 'region'`."""
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", "region=us-east-1")
+    assert rc == 2 and "error: the s3 store does not take the storage option 'region'" in err, err
+    assert 'client_kwargs={"region_name": ...}' in err and "internal error" not in err
+
+
 def test_keyword_options_must_be_objects_wherever_they_come_from(capsys, tmp_path):
     """A JSON string where s3fs wants keyword arguments (`client_kwargs="{...}"` on the command
     line, or in a secrets file) was the same AttributeError; a secrets file that is not JSON

@@ -119,6 +119,18 @@ def test_keyword_argument_options_must_be_mappings(key):
     assert Storage("s3://bucket/t", {key: {}, "anon": True}).storage_options[key] == {}
 
 
+def test_a_storage_option_the_backend_does_not_take_is_named():
+    """s3fs hands unknown options to its session and fails at the first call with a raw
+    `TypeError: AioSession.__init__() got an unexpected keyword argument` (the CLI called it
+    a bug in hudi-occ); now a ConfigError naming the key, the closest name s3fs takes."""
+    storage = Storage("s3://bucket/t", {"endpont_url": "http://127.0.0.1:1", "anon": True})
+    with pytest.raises(ConfigError) as exc:
+        storage.read(storage.path(".hoodie", "hoodie.properties"))
+    assert exc.value.key == "endpont_url"
+    assert exc.value.message.startswith("the s3 store does not take the storage option 'endpont_url'")
+    assert exc.value.remedy.startswith("did you mean 'endpoint_url'?")
+
+
 def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
     endpoint = _refusing_endpoint()
     storage = _s3(endpoint)
