@@ -75,7 +75,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _count(value: str) -> int:
     """A count of things to show: a whole number, 0 or more (a negative one used to print
-    "no instants" and exit 0, hiding the typo)."""
+    "no instants" and exit 0, hiding the typo); a ``--limit`` of 0 is refused after parsing,
+    by :func:`~airflow_hudi_occ.cli.context.limit_arg`, as every subcommand's is."""
     text = str(value).strip()
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {value!r}")
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("timeline", cmd_timeline, "every instant: times, state, duration, operation, writer, "
             "attempt, checkpoint; what each rollback removed")
     p.add_argument("--state", choices=[s.value for s in State])
-    p.add_argument("--limit", type=_count, metavar="N", help="only the last N instants (N >= 0)")
+    p.add_argument("--limit", type=_count, metavar="N", help="only the last N instants (N >= 1)")
     p = add("file-groups", cmd_file_groups, "the latest base file of each file group")
     p.add_argument("--as-of", metavar="T", help="as of this instant time (time travel)")
     p.add_argument("--partition", metavar="P")

@@ -51,6 +51,17 @@ def instant_time_arg(value: str, what: str = "instant") -> str:
     return v
 
 
+def limit_arg(limit: int | None, what: str, kept: str) -> int | None:
+    """``--limit N`` of a listing: N >= 1, or None for all. ``--limit 0`` is refused, in every
+    subcommand alike: it listed nothing ("no instants" on a table that has some), which reads
+    as an answer, not as a typo."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit {limit} lists nothing",
+                         remedy=f"give a positive number of {what} (the {kept} are kept), or leave "
+                                "--limit out for all of them")
+    return limit
+
+
 def file_group_arg(value: str) -> tuple[str, str]:
     partition, file_id = FileGroupId.parse(value.strip().strip("/"))
     if not file_id:

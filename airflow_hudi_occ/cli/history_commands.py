@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, instant_time_arg
+from airflow_hudi_occ.cli.context import PROG, Context, Result, instant_time_arg, limit_arg
 from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -38,12 +38,9 @@ def cmd_attempts(ctx: Context) -> Result:
     """Every recorded write attempt: who, how it ended, whom it lost to, on which file groups,
     what became of its instant, and its retries."""
     t = instant_time_arg(ctx.args.instant) if ctx.args.instant else None
-    if ctx.args.limit is not None and ctx.args.limit < 1:
-        raise UsageError(f"--limit {ctx.args.limit} lists nothing",
-                         remedy="give a positive number of attempts (the newest are kept), or leave "
-                                "--limit out for all of them")
+    limit = limit_arg(ctx.args.limit, "attempts", "newest")
     doc = list_attempts(ctx.table, ctx.timeline, instant=t, outcomes=ctx.args.outcome,
-                        dag_id=ctx.args.dag_id, limit=ctx.args.limit)
+                        dag_id=ctx.args.dag_id, limit=limit)
     rows = doc["attempts"]
     if t is not None and not rows:
         raise InstantStateError(

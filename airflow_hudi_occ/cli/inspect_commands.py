@@ -7,7 +7,8 @@ from typing import Any
 from airflow_hudi_occ.core.services.compaction import deltacommits_since_compaction, show_compaction
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.core.table.history import TimelineHistory
-from airflow_hudi_occ.cli.context import Context, Result, UsageError, instant_time_arg, require_instant
+from airflow_hudi_occ.cli.context import (Context, Result, UsageError, instant_time_arg, limit_arg,
+                                          require_instant)
 from airflow_hudi_occ.cli.render import duration_text, iso_time, render_table
 from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
 from airflow_hudi_occ.core.concurrency.locks import table_lock_holder
@@ -77,16 +78,20 @@ def _lock_line(lock: dict[str, Any]) -> str:
         return f"lock         {lock['provider']}: unknown ({lock['error']})"
     if not lock["held"]:
         return f"lock         {lock['provider']}: free"
-    return (f"lock         {lock['provider']}: held by {lock['description']} "
+    line = (f"lock         {lock['provider']}: held by {lock['description']} "
             f"(owner {lock['holder']['owner']})")
+    if lock["holder"].get("stale"):
+        line += f"; stale: {lock['holder']['stale']}, so the next writer takes it over"
+    return line
 
 
 def cmd_timeline(ctx: Context) -> Result:
+    limit = limit_arg(ctx.args.limit, "instants", "last")
     rows = [describe_instant(ctx.timeline, i) for i in ctx.timeline]
     if ctx.args.state:
         rows = [r for r in rows if r["state"] == ctx.args.state]
-    if ctx.args.limit is not None:
-        rows = rows[-ctx.args.limit:] if ctx.args.limit > 0 else []
+    if limit is not None:
+        rows = rows[-limit:]
     doc = {"table": ctx.table.base_uri, "version": ctx.table.version, "instants": rows}
     text = render_table(
         ["REQUESTED", "ACTION", "STATE", "COMPLETED", "DURATION", "OPERATION", "FGS", "WRITER",

@@ -20,6 +20,7 @@ committing, and the end (committed, or stopped by whom). Nothing parses them but
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from typing import Any, Iterable, TextIO
@@ -141,12 +142,42 @@ def parse_options(items: Iterable[str] | None, flag: str = "--option", *,
             raise OptionError(f"{flag} expects KEY=VALUE, got {item!r}",
                               f"write it as {flag} some.key=value (no spaces around '=')")
         if coerce:
-            try:
-                value = json.loads(value)
-            except ValueError:
-                pass  # a plain string, e.g. a region name or a URL
+            value = _json_value(flag, key, value)
         out[key] = value
     return out
+
+
+#: Python's spellings of JSON's literals: taken as strings they are all true ("False" too)
+_PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _json_value(flag: str, key: str, text: str) -> Any:
+    """``text`` read as JSON; a plain string stays a string (a region, a URL), but a value
+    that was meant as JSON and is not (an object or list that does not parse, Python's
+    ``True``/``False``/``None``) raises :class:`OptionError`: taken as a string it would reach
+    the storage backend as one (s3fs then fails with ``'str' object has no attribute
+    'copy'``, or takes ``anon=False`` as true)."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        error = e
+    stripped = text.strip()
+    if stripped in _PYTHON_LITERALS:
+        spelled = _PYTHON_LITERALS[stripped]
+        raise OptionError(
+            f"{flag} {key}={text}: {stripped} is Python's spelling, not JSON's; as a string it "
+            "would be true", f"write {flag} {key}={spelled} (JSON), or {key}='\"{stripped}\"' "
+            "if the string is meant")
+    if stripped[:1] not in ("{", "["):
+        return text
+    try:
+        example = json.dumps(ast.literal_eval(stripped))  # a Python dict or list: its JSON form
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        example = '{"name": "value"}' if stripped[:1] == "{" else '["value"]'
+    raise OptionError(
+        f"{flag} {key}={text}: the value is not valid JSON ({error})",
+        f"write the value as JSON, with double quotes around keys and strings, and quote the "
+        f"whole item for the shell: {flag} '{key}={example}'")
 
 
 def format_options(options: dict[str, Any], flag: str = "--option") -> list[str]:

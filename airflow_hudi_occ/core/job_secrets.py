@@ -152,14 +152,19 @@ def read_secrets_file(path: str, *, where: str, remove: bool = False,
     finally:
         if remove:
             remove_quietly(path)
-    return _decode(text, where)
+    return _decode(text, where, path)
 
 
-def _decode(text: str, where: str) -> JobSecrets:
+def _decode(text: str, where: str, path: str | None = None) -> JobSecrets:
     try:
         d = json.loads(text)
-    except ValueError:
-        d = None
+    except ValueError as e:
+        # where it broke (json's message holds the position, never the text), not the content
+        named = f"{where} names {path!r}, which" if path else where
+        raise ConfigError(f"{named} is not valid JSON ({e})", key=where,
+                          remedy='write it as JSON, {"options": {...}, "storage_options": {...}}, '
+                                 "with double quotes around keys and strings (not a Python dict "
+                                 "with single quotes)") from None
     if not isinstance(d, dict) or not all(isinstance(d.get(k, {}), dict)
                                           for k in ("options", "storage_options")):
         raise ConfigError(f"{where} does not hold a JSON object with 'options' and "

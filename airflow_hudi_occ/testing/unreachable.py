@@ -1,6 +1,7 @@
 """Services that cannot be reached, for the bounded-wait tests: a loopback port nothing
-listens on (refused at once) and one that accepts connections and never says a word (a hung
-server or proxy, a firewall's tarpit: the case a connect timeout alone does not catch)."""
+listens on (refused at once), one that accepts connections and never says a word (a hung
+server or proxy, a firewall's tarpit: the case a connect timeout alone does not catch), and one
+whose connects never complete (a host that drops packets)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Iterator
 
 from airflow_hudi_occ.testing.zookeeper import free_port
 
-__all__ = ["refusing_port", "silent_listener"]
+__all__ = ["refusing_port", "silent_listener", "unanswered_connect"]
 
 
 def refusing_port() -> int:
@@ -45,4 +46,32 @@ def silent_listener() -> Iterator[int]:
         thread.join(2)
         for conn in accepted:
             conn.close()
+        server.close()
+
+
+@contextmanager
+def unanswered_connect() -> Iterator[int]:
+    """A loopback port where a TCP connect hangs, as to a host that drops packets: a listener
+    that never accepts, its backlog (one connection) filled, so Linux drops further SYNs."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    queued: list[socket.socket] = []
+    try:
+        while len(queued) < 8:
+            client = socket.socket()
+            client.settimeout(0.3)
+            try:
+                client.connect(("127.0.0.1", port))
+            except socket.timeout:
+                client.close()
+                break
+            queued.append(client)
+        else:
+            raise RuntimeError("the listener's backlog never filled: connects do not hang here")
+        yield port
+    finally:
+        for client in queued:
+            client.close()
         server.close()

@@ -8,9 +8,12 @@ import json
 import os
 import time
 
+import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.cli import main
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.job_secrets import JobSecrets, write_secrets_file
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -30,9 +33,70 @@ def test_a_limit_that_is_not_a_count_is_a_usage_error_naming_it(table, capsys, v
     assert f"error: argument --limit: expected a whole number, 0 or more, got {value!r}" in err
 
 
-def test_a_limit_of_zero_is_still_allowed(table, capsys):
-    rc, out, _ = run(capsys, "timeline", table.base_uri, "--limit", "0")
-    assert rc == 0 and "no instants" in out
+def test_a_limit_of_zero_is_a_usage_error_as_in_attempts(table, capsys, fast_options):
+    """Issue 40: `timeline --limit 0` printed "no instants" on a table that has some, which
+    reads as an answer. Refused as `attempts --limit 0` is; --limit 1 keeps the last."""
+    writer = ArrowTableWriter(table, WriteConfig.from_options(fast_options))
+    for ts in (1, 2):
+        writer.write(pa.table({"id": [1], "p": ["a"], "ts": [ts]}), "upsert")
+    rc, out, err = run(capsys, "timeline", table.base_uri, "--limit", "0")
+    assert rc == 2 and out == ""
+    assert "error: --limit 0 lists nothing" in err
+    assert ("remedy: give a positive number of instants (the last are kept), or leave --limit "
+            "out for all of them") in err
+    rc, out, _ = run(capsys, "timeline", table.base_uri, "--limit", "1", "--json")
+    assert rc == 0 and len(json.loads(out)["instants"]) == 1
+
+
+# -- storage options that are not what they look like -------------------------------------------
+
+
+@pytest.mark.parametrize("item, says, fix", [
+    ('client_kwargs={"endpoint_url": "http://127.0.0.1:1"',  # the closing brace forgotten
+     "is not valid JSON (Expecting ',' delimiter: line 1 column 38 (char 37))",
+     """--storage-option 'client_kwargs={"name": "value"}'"""),
+    ("client_kwargs={'endpoint_url': 'http://127.0.0.1:1'}",  # a Python dict
+     "is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2",
+     """--storage-option 'client_kwargs={"endpoint_url": "http://127.0.0.1:1"}'"""),
+    ("anon=False",  # Python's spelling: the string "False" is true
+     "False is Python's spelling, not JSON's", "--storage-option anon=false"),
+])
+def test_a_storage_option_that_is_not_json_is_a_usage_error_naming_it(capsys, item, says, fix):
+    """Issue 40: these were `internal error: AttributeError: 'str' object has no attribute
+    'copy'` ("a bug in hudi-occ"), exit 1; now exit 2 before any store is asked, naming the
+    option, the value, the JSON error's position and the fix."""
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", item)
+    assert rc == 2 and out == ""
+    assert f"error: --storage-option {item}: " in err and says in err, err
+    assert "remedy: " in err and fix in err, err
+    assert "internal error" not in err
+
+
+def test_a_storage_option_the_store_does_not_take_is_a_usage_error(capsys):
+    """A misspelt key (`region` is s3fs's client_kwargs={"region_name": ...}) was `internal
+    error: TypeError: AioSession.__init__() got an unexpected keyword argument 'region'`."""
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", "region=us-east-1")
+    assert rc == 2 and "error: the s3 store does not take the storage option 'region'" in err, err
+    assert 'client_kwargs={"region_name": ...}' in err and "internal error" not in err
+
+
+def test_keyword_options_must_be_objects_wherever_they_come_from(capsys, tmp_path):
+    """A JSON string where s3fs wants keyword arguments (`client_kwargs="{...}"` on the command
+    line, or in a secrets file) was the same AttributeError; a secrets file that is not JSON
+    now says where it broke (never its content)."""
+    text = '{"endpoint_url": "http://127.0.0.1:1"}'
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--storage-option", f"client_kwargs={json.dumps(text)}")
+    assert rc == 2 and "storage option 'client_kwargs' must be an object of keyword arguments, not a str" in err
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"storage_options": {"client_kwargs": text, "secret": "s3cr3t"}}))
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--secrets-file", secrets)
+    assert rc == 2 and "storage option 'client_kwargs' must be an object" in err, err
+    assert "s3cr3t" not in err and "127.0.0.1" not in err
+    secrets.write_text("{'storage_options': {'secret': 's3cr3t'}}")
+    rc, out, err = run(capsys, "show", "s3://bucket/t", "--secrets-file", secrets)
+    assert rc == 2 and (f"error: --secrets-file names {str(secrets)!r}, which is not valid JSON "
+                        "(Expecting property name enclosed in double quotes: line 1 column 2") in err, err
+    assert "s3cr3t" not in err and "internal error" not in err
 
 
 # -- object stores that refuse or never answer ---------------------------------------------------

@@ -12,9 +12,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from airflow_hudi_occ.cli import main
 from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
+from airflow_hudi_occ.testing import unreachable
 from airflow_hudi_occ.testing.zookeeper import free_port
 
 
@@ -58,8 +61,29 @@ def test_show_names_the_lock_of_a_kill9ed_writer(table, tmp_path, capsys):
     assert proc.stdout.readline().strip() == "held"
     proc.kill()
     proc.wait(10)
+    start = time.monotonic()
     rc, out, err = run(capsys, "show", table.base_uri)
-    assert rc == 0 and f"held by pid {proc.pid} on {socket.gethostname()}" in out, out
+    took = time.monotonic() - start
+    line = next(line for line in out.splitlines() if line.startswith("lock "))
+    assert rc == 0 and f"held by pid {proc.pid} on {socket.gethostname()}" in line, out
+    # issue 40: the line named the dead holder as if it were live; it now says it is gone
+    assert line.endswith(f"; stale: its holder, pid {proc.pid} on {socket.gethostname()}, is no "
+                         "longer running (it died without releasing the lock), so the next "
+                         "writer takes it over"), line
+    rc, out, err = run(capsys, "writers", table.base_uri, "--json")
+    holder = json.loads(out)["lock"]["holder"]
+    assert holder["pid"] == proc.pid and "is no longer running" in holder["stale"]
+    print(f"show took {took:.2f}s")
+
+
+def test_show_of_a_live_holder_says_nothing_of_a_takeover(table, capsys):
+    holder = FileSystemBasedLockProvider(LockConfig(), base_path=table.base_uri)
+    assert holder.try_acquire(1)
+    rc, out, err = run(capsys, "show", table.base_uri)
+    assert rc == 0 and "stale" not in out and "takes it over" not in out
+    rc, out, err = run(capsys, "show", table.base_uri, "--json")
+    assert json.loads(out)["lock"]["holder"]["stale"] is None
+    holder.release()
 
 
 def test_an_unreachable_zookeeper_is_reported_on_the_page_within_its_timeout(table, capsys):
@@ -73,6 +97,30 @@ def test_an_unreachable_zookeeper_is_reported_on_the_page_within_its_timeout(tab
     assert rc == 0, err
     assert (f"lock         zookeeper: unknown (lock service unreachable: ZooKeeper unreachable at "
             f"127.0.0.1:{port} (connection refused)") in out, out
+
+
+@pytest.mark.parametrize("connection_timeout_ms", [
+    pytest.param(None, marks=pytest.mark.slow, id="defaults"),  # about 12 s
+    pytest.param(1000, id="1s")])
+def test_show_of_a_silent_zookeeper_is_bounded_by_its_connection_timeout(table, capsys,
+                                                                         connection_timeout_ms):
+    """Issue 40: `show` of a lock on a ZooKeeper that accepts and never answers took 61 s with
+    the defaults (the unconnected client's stop waited out the 60 s session timeout); now the
+    connection timeout and a probe. Hudi's 60 s session timeout in both cases."""
+    with unreachable.silent_listener() as port:
+        extra = ([] if connection_timeout_ms is None else [
+            "--option", f"hoodie.write.lock.zookeeper.connection_timeout_ms={connection_timeout_ms}"])
+        start = time.monotonic()
+        rc, out, err = run(capsys, "show", table.base_uri,
+                           "--option", "hoodie.write.lock.provider=zookeeper",
+                           "--option", f"hoodie.write.lock.zookeeper.url=127.0.0.1:{port}", *extra)
+        took = time.monotonic() - start
+    assert took < 30, f"took {took:.0f}s"
+    assert rc == 0, err
+    within = "10s" if connection_timeout_ms is None else "1s"
+    assert (f"lock         zookeeper: unknown (lock service unreachable: ZooKeeper unreachable at "
+            f"127.0.0.1:{port} (accepts connections but did not answer as ZooKeeper) within "
+            f"{within}") in out, out
 
 
 def test_an_in_process_lock_is_said_to_be_invisible_not_free(table, capsys):

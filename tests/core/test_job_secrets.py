@@ -6,7 +6,8 @@ import pytest
 
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.job_secrets import (SECRETS_ENV, SECRETS_FILE_ENV, JobSecrets,
-                                               is_secret_key, read_job_secrets, secret_values,
+                                               is_secret_key, read_job_secrets, read_secrets_file,
+                                               secret_values,
                                                split_secret_options, write_secrets_file)
 
 
@@ -50,3 +51,15 @@ def test_inline_for_drivers_on_the_cluster_and_none():
     assert not read_job_secrets({})
     with pytest.raises(ConfigError):
         read_job_secrets({SECRETS_ENV: "[1]"})
+
+
+def test_a_file_that_is_not_json_says_where_it_broke_not_what_it_holds(tmp_path):
+    """Issue 40: the error named no position, so a missing brace or a Python dict with single
+    quotes took a hunt; the content (credentials) is still never quoted."""
+    path = tmp_path / "s.json"
+    path.write_text('{"storage_options": {"secret": "s3cr3t"}')
+    with pytest.raises(ConfigError) as exc:
+        read_secrets_file(str(path), where="--secrets-file")
+    assert exc.value.message == (f"--secrets-file names {str(path)!r}, which is not valid JSON "
+                                 "(Expecting ',' delimiter: line 1 column 41 (char 40))")
+    assert "double quotes" in exc.value.remedy and "s3cr3t" not in str(exc.value)

@@ -133,9 +133,10 @@ def render_properties(props: Mapping[str, str], comment: str | None = None) -> s
 
 
 def table_checksum(table_name: str, database: str | None) -> int:
-    """``hoodie.table.checksum`` as Java Hudi computes it: CRC32 of ``[database.]table``."""
-    name = f"{database}.{table_name}" if database else table_name
-    return zlib.crc32(name.encode("utf-8"))
+    """``hoodie.table.checksum`` as Java Hudi computes it: CRC32 of ``<database>.<table>``,
+    the database ``""`` when there is none (Java formats ``"%s.%s"``; tables Java 1.1 writes
+    without a database carry the checksum of ``.<table>``)."""
+    return zlib.crc32(f"{database or ''}.{table_name}".encode("utf-8"))
 
 
 __all__ = ["parse_properties", "render_properties", "table_checksum"]

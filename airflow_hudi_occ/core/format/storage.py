@@ -39,16 +39,19 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import io
 import os
 import posixpath
+import re
 import threading
 import uuid
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from fsspec.core import url_to_fs
 
-from airflow_hudi_occ.core.errors import StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
+from airflow_hudi_occ.core.config import closest_key
+from airflow_hudi_occ.core.errors import ConfigError, StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
 
 _MEMORY_LOCK = threading.Lock()
 #: the storage option that declares every create serialised by a lock (never given to fsspec)
@@ -80,9 +83,24 @@ _GARBLED = frozenset({"HTTPClientError", "ResponseParserError"})
 
 
 def fsspec_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out)."""
+    """The storage options fsspec itself takes (ours, such as ``assume_locked_creates``, out).
+
+    An option named ``*_kwargs`` (s3fs's ``client_kwargs``, ``config_kwargs``,
+    ``s3_additional_kwargs``; other backends' alike) is keyword arguments for a client and
+    must be a mapping: given as a string (JSON text in a secrets file, say) the backend failed
+    later with ``'str' object has no attribute 'copy'``. Raises :class:`ConfigError` naming the
+    key and the type, never the value (it may hold credentials)."""
     out = dict(storage_options or {})
     out.pop(ASSUME_LOCKED_CREATES, None)
+    for key, value in out.items():
+        if str(key).endswith("_kwargs") and value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"storage option {key!r} must be an object of keyword arguments, not a "
+                f"{type(value).__name__}", key=str(key),
+                remedy=f'give {key} as a JSON object, e.g. {{"{key}": {{"endpoint_url": '
+                       '"http://host:9000"}} in a secrets file or the connection\'s extra, '
+                       f"--storage-option '{key}={{\"endpoint_url\": \"http://host:9000\"}}' "
+                       "on the command line (not a string holding JSON)")
     return out
 
 
@@ -98,8 +116,41 @@ def _unanswered(exc: BaseException) -> BaseException | None:
     return None
 
 
+_UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def unknown_storage_option(exc: BaseException, storage_options: dict[str, Any], protocol: str,
+                           fs_class: type | None = None) -> ConfigError | None:
+    """The :class:`ConfigError` for a storage option the backend does not take, when ``exc``
+    (a ``TypeError``) is the backend refusing one of ``storage_options`` by name; else None.
+    s3fs hands unknown options on to its session and fails at the first call with
+    ``AioSession.__init__() got an unexpected keyword argument 'region'``, which read as
+    "a bug in hudi-occ"."""
+    found = _UNEXPECTED_KEYWORD.search(str(exc)) if isinstance(exc, TypeError) else None
+    if found is None or found.group(1) not in storage_options:
+        return None
+    key = found.group(1)
+    known = set()
+    if fs_class is not None:
+        try:
+            known = {n for n, p in inspect.signature(fs_class.__init__).parameters.items()
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
+        except (TypeError, ValueError):
+            known = set()
+    hint = closest_key(key, known) if known else None
+    return ConfigError(
+        f"the {protocol} store does not take the storage option {key!r} "
+        f"({type(exc).__name__}: {exc})", key=key,
+        remedy=(f"did you mean {hint!r}? " if hint else "")
+        + f"check the option names the {protocol} backend documents"
+        + (" (s3fs: key, secret, token, endpoint_url, anon, client_kwargs={\"region_name\": ...}, "
+           "config_kwargs, ...)" if protocol in ("s3", "s3a") else "")
+        + ", or remove the option")
+
+
 def _boundary(method):
-    """Every call to the store: a store that did not answer is a typed error naming it."""
+    """Every call to the store: a store that did not answer is a typed error naming it (and
+    a storage option the backend refused by name, a :class:`ConfigError` naming the key)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
@@ -107,6 +158,9 @@ def _boundary(method):
         except StorageError:
             raise
         except Exception as e:
+            refused = unknown_storage_option(e, self.storage_options, self.protocol, type(self.fs))
+            if refused is not None:
+                raise refused from e
             found = None if self.is_local else _unanswered(e)
             if found is None:
                 raise
@@ -130,7 +184,13 @@ def open_fs(url: str, storage_options: dict[str, Any] | None = None):
     s3 = url.split("://", 1)[0] in ("s3", "s3a") if "://" in url else False
     if s3:
         options = with_s3_defaults(options)
-    fs, path = url_to_fs(url, **options)
+    try:
+        fs, path = url_to_fs(url, **options)
+    except TypeError as e:  # a backend that checks its options when it is made
+        refused = unknown_storage_option(e, options, url.split("://", 1)[0] if "://" in url else "file")
+        if refused is not None:
+            raise refused from e
+        raise
     if s3 and hasattr(fs, "retries"):
         fs.retries = min(int(fs.retries), S3FS_RETRIES)
     return fs, path

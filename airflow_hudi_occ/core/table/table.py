@@ -16,6 +16,7 @@ succeed.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import re
@@ -33,6 +34,8 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
+
+log = logging.getLogger(__name__)
 
 READABLE_VERSIONS = (6, 8, 9)
 #: ``hoodie.table.type`` values; both are written at versions 8 and 9 (docs/merge-on-read.md: a
@@ -210,32 +213,66 @@ class TableConfig:
 # --- the table -----------------------------------------------------------------------------
 
 
-def read_properties(storage: Storage) -> dict[str, str]:
-    """``hoodie.properties`` of the table at ``storage``, or its backup when a writer died
-    between removing and rewriting it (as Java's reader does)."""
-    path = storage.path(META_FOLDER, PROPERTIES_FILE)
-    data = None
-    for candidate in (path, storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)):
-        try:
-            data = storage.read(candidate)
-            path = candidate
-            break
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            continue
-    if data is None:
-        raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
-                                 base_path=storage.base_uri)
+def properties_problem(data: bytes) -> tuple[dict[str, str], str | None]:
+    """The properties in ``data`` (a ``hoodie.properties``), and why they cannot be a table's,
+    or None: not text, empty, no table name or version, or a ``hoodie.table.checksum`` that
+    does not match the name (Java's reader refuses that one and reads the backup instead; a
+    file without a checksum is accepted, as Java accepts it)."""
+    if not data.strip():
+        return {}, f"it is empty ({len(data)} bytes)"
     try:
         props = parse_properties(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise CorruptMetadataError(f"hoodie.properties at {path} is not text", path=path,
-                                   base_path=storage.base_uri) from e
+    except UnicodeDecodeError:
+        return {}, "it is not text"
     if "hoodie.table.name" not in props or "hoodie.table.version" not in props:
-        raise CorruptMetadataError(
-            f"hoodie.properties at {path} lacks hoodie.table.name or hoodie.table.version",
-            path=path, base_path=storage.base_uri,
-            remedy="the file is truncated or not a Hudi table's; restore it from a backup")
-    return props
+        return props, "it lacks hoodie.table.name or hoodie.table.version"
+    checksum = props.get("hoodie.table.checksum")
+    if checksum is not None:
+        expected = table_checksum(props["hoodie.table.name"], props.get("hoodie.database.name"))
+        if checksum.strip() != str(expected):
+            return props, (f"its hoodie.table.checksum {checksum!r} is not the checksum of its "
+                           f"table name ({expected})")
+    return props, None
+
+
+def read_properties(storage: Storage) -> dict[str, str]:
+    """``hoodie.properties`` of the table at ``storage``, or its backup when the file is
+    missing or unusable (:func:`properties_problem`), as Java's reader (``fetchConfigs``)
+    does: a writer that died while replacing the file leaves the backup, and a 0-byte or
+    half-written file beside it. Nothing is changed here; a writer restores the file under
+    the table lock (:meth:`Table.recover_properties`)."""
+    path = storage.path(META_FOLDER, PROPERTIES_FILE)
+    backup = storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)
+    problems: dict[str, str] = {}
+    for candidate in (path, backup):
+        try:
+            data = storage.read(candidate)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+        props, problem = properties_problem(data)
+        if problem is None:
+            if problems:
+                log.warning("%s cannot be used (%s): reading its backup %s (a writer stopped "
+                            "while replacing it; the next write restores it)", path,
+                            problems[path], backup)
+            return props
+        problems[candidate] = problem
+    if not problems:
+        raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
+                                 base_path=storage.base_uri)
+    bad = path if path in problems else backup
+    if backup in problems and path in problems:
+        also = f"; its backup {backup} cannot be used either ({problems[backup]})"
+    elif path in problems:
+        also = f"; there is no {PROPERTIES_BACKUP_FILE} beside it"
+    else:
+        also = f" (the backup of {path}, which is missing)"
+    raise CorruptMetadataError(
+        f"hoodie.properties at {bad} cannot be read as a table's properties: {problems[bad]}{also}",
+        path=bad, base_path=storage.base_uri,
+        remedy=f"restore {path} from a copy of the table (a backup of its .hoodie folder, or "
+               "the same file of a copy of the table); the table cannot be opened until then. "
+               "Nothing was changed")
 
 
 def check_new_table_location(storage: Storage) -> None:
@@ -386,15 +423,26 @@ class Table:
 
     def recover_properties(self) -> None:
         """Finish a properties change a dead writer left (as Java's ``recoverIfNeeded``): with
-        both files there the replacement happened and the backup goes; with the backup alone
-        it is restored. The caller holds the table lock."""
+        a usable file there the replacement happened and the backup goes; with the file
+        missing or unusable (:func:`properties_problem`: a 0-byte or half-written file) the
+        backup is copied over it first. A backup that is unusable too is left as it is and
+        the table refused (:class:`CorruptMetadataError` naming both). The caller holds the
+        table lock."""
         backup = self.storage.path(META_FOLDER, PROPERTIES_BACKUP_FILE)
         if not self.storage.exists(backup):
             return
         main = self.storage.path(META_FOLDER, PROPERTIES_FILE)
-        if not self.storage.exists(main):
+        try:
+            problem = properties_problem(self.storage.read(main))[1]
+        except FileNotFoundError:
+            problem = "it is missing"
+        if problem is not None:
+            data = self.storage.read(backup)
+            if properties_problem(data)[1] is not None:
+                read_properties(self.storage)  # raises, naming both files and the remedy
+            log.warning("restoring %s from its backup %s (%s)", main, backup, problem)
             self._drop_hadoop_checksum(PROPERTIES_FILE)
-            self.storage.write(main, self.storage.read(backup))
+            self.storage.write(main, data)
         self.storage.delete(backup)
         self._drop_hadoop_checksum(PROPERTIES_BACKUP_FILE)
 

@@ -10,7 +10,7 @@ import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_hudi_occ.core.errors import StorageError, StorageUnavailableError
+from airflow_hudi_occ.core.errors import ConfigError, StorageError, StorageUnavailableError
 from airflow_hudi_occ.core.format.storage import S3_CLIENT_DEFAULTS, S3FS_RETRIES, Storage
 from airflow_hudi_occ.testing.unreachable import refusing_port, silent_listener
 
@@ -105,6 +105,30 @@ def test_s3_gets_bounded_client_timeouts_that_the_user_may_override():
     mine = _s3(_refusing_endpoint(), config_kwargs={"read_timeout": 120})
     assert mine.fs.config_kwargs == {**S3_CLIENT_DEFAULTS, "read_timeout": 120}
     assert Storage("s3://bucket/t", {"key": "k", "secret": "s"}).storage_options == {"key": "k", "secret": "s"}
+
+
+@pytest.mark.parametrize("key", ["client_kwargs", "config_kwargs", "s3_additional_kwargs"])
+def test_keyword_argument_options_must_be_mappings(key):
+    """Issue 40: a string (JSON text) where s3fs wants keyword arguments reached s3fs, which
+    failed at the first call with `'str' object has no attribute 'copy'`. Refused at once,
+    naming the key and the type, never the value (it may hold a credential)."""
+    with pytest.raises(ConfigError) as exc:
+        Storage("s3://bucket/t", {key: '{"aws_secret_access_key": "s3cr3t"}'})
+    assert exc.value.key == key and f"storage option {key!r} must be an object" in exc.value.message
+    assert "s3cr3t" not in str(exc.value) and "JSON object" in exc.value.remedy
+    assert Storage("s3://bucket/t", {key: {}, "anon": True}).storage_options[key] == {}
+
+
+def test_a_storage_option_the_backend_does_not_take_is_named():
+    """s3fs hands unknown options to its session and fails at the first call with a raw
+    `TypeError: AioSession.__init__() got an unexpected keyword argument` (the CLI called it
+    a bug in hudi-occ); now a ConfigError naming the key, the closest name s3fs takes."""
+    storage = Storage("s3://bucket/t", {"endpont_url": "http://127.0.0.1:1", "anon": True})
+    with pytest.raises(ConfigError) as exc:
+        storage.read(storage.path(".hoodie", "hoodie.properties"))
+    assert exc.value.key == "endpont_url"
+    assert exc.value.message.startswith("the s3 store does not take the storage option 'endpont_url'")
+    assert exc.value.remedy.startswith("did you mean 'endpoint_url'?")
 
 
 def test_a_refusing_endpoint_is_storage_unavailable_naming_it():

@@ -1,5 +1,8 @@
+import pyarrow as pa
 import pytest
 
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
                                           UnsupportedTableVersionError, ConfigError)
 from airflow_hudi_occ.core.table.table import Table, parse_properties, render_properties, table_checksum
@@ -64,6 +67,81 @@ def test_truncated_properties(tmp_path):
     p.write_bytes(p.read_bytes()[:40])
     with pytest.raises(CorruptMetadataError):
         Table.open(str(tmp_path / "t"))
+
+
+def _tree(path):
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+def test_checksums_of_every_java_fixture_match(tmp_path):
+    """Java's checksum is CRC32 of "<database>.<table>" with "" for no database (Java 1.1's v9
+    tables have none): what the reader now checks before trusting a file."""
+    for name in ("v6_simplekeygen_nonhivestyle", "v8_simplekeygen_nonhivestyle",
+                 "v9_files_metadata_actions", "v9_txns_simple_overwrite"):
+        for props_file in java_fixture(name, tmp_path / name).parent.rglob(".hoodie/hoodie.properties"):
+            props = parse_properties(props_file.read_text())
+            assert str(table_checksum(props["hoodie.table.name"], props.get("hoodie.database.name"))) \
+                == props["hoodie.table.checksum"], props_file
+
+
+def test_a_zero_byte_properties_file_beside_its_backup_is_read_from_it_and_restored(tmp_path, fast_options):
+    """Issue 40: a writer that stopped while replacing hoodie.properties left it 0 bytes beside
+    a valid backup; we refused the table ("lacks hoodie.table.name"). Java reads the backup
+    then (its reader skips a file that fails its checksum; its recoverIfNeeded restores a
+    file without one), and so do we: opening reads it and changes nothing, the next write
+    restores the file under the lock and removes the backup."""
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts")
+    meta = tmp_path / "t" / ".hoodie"
+    good = (meta / "hoodie.properties").read_bytes()
+    (meta / "hoodie.properties.backup").write_bytes(good)
+    (meta / "hoodie.properties").write_bytes(b"")
+    before = _tree(tmp_path / "t")
+    opened = Table.open(t.base_uri)
+    assert opened.config.properties == parse_properties(good.decode())
+    assert _tree(tmp_path / "t") == before, "reading changes nothing"
+    ArrowTableWriter(opened, WriteConfig.from_options(fast_options)).write(
+        pa.table({"id": [1], "p": ["a"], "ts": [1]}), "upsert")
+    assert (meta / "hoodie.properties").read_bytes() == good
+    assert not (meta / "hoodie.properties.backup").exists()
+    assert len(Table.open(t.base_uri).timeline().completed()) == 1
+
+
+def test_a_file_that_fails_its_checksum_is_passed_over_for_the_backup_as_java_does(tmp_path):
+    Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    meta = tmp_path / "t" / ".hoodie"
+    good = (meta / "hoodie.properties").read_text()
+    (meta / "hoodie.properties.backup").write_text(good)
+    (meta / "hoodie.properties").write_text(good.replace("hoodie.table.name=t", "hoodie.table.name=u"))
+    assert Table.open(str(tmp_path / "t")).name == "t"
+    (meta / "hoodie.properties.backup").unlink()
+    with pytest.raises(CorruptMetadataError, match="is not the checksum of its table name"):
+        Table.open(str(tmp_path / "t"))
+
+
+@pytest.mark.parametrize("backup", [None, b"", b"\x89PNG garbage"])
+def test_garbage_properties_name_the_file_and_how_to_restore_it(tmp_path, backup):
+    """Issue 40: a garbage hoodie.properties gave a CorruptMetadataError with no remedy. It now
+    names the file, what is wrong with it (and with its backup, if any) and the way back:
+    restore it from a copy. Nothing is changed."""
+    Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    meta = tmp_path / "t" / ".hoodie"
+    (meta / "hoodie.properties").write_bytes(b"\x00\xff\xfe not properties")
+    if backup is not None:
+        (meta / "hoodie.properties.backup").write_bytes(backup)
+    before = _tree(tmp_path / "t")
+    with pytest.raises(CorruptMetadataError) as exc:
+        Table.open(str(tmp_path / "t"))
+    main = str(meta / "hoodie.properties")
+    assert exc.value.path == main
+    assert exc.value.message.startswith(f"hoodie.properties at {main} cannot be read as a "
+                                        "table's properties: it is not text")
+    if backup is None:
+        assert exc.value.message.endswith("; there is no hoodie.properties.backup beside it")
+    else:
+        assert f"its backup {main}.backup cannot be used either (it is" in exc.value.message
+    assert exc.value.remedy.startswith(f"restore {main} from a copy of the table")
+    assert _tree(tmp_path / "t") == before
 
 
 def test_writes_refused_on_v6_allowed_on_v8_and_v9(tmp_path):

@@ -86,6 +86,9 @@ class LockHolder:
     pid: int | None = None
     #: epoch seconds when the holder took the lock, when the provider records it
     acquired_at: float | None = None
+    #: why the next writer takes this lock over instead of waiting (its holder is provably
+    #: dead, or the lock expired), when the provider can tell; None: the holder counts as live
+    stale: str | None = None
 
     @classmethod
     def from_owner(cls, provider: str, owner: str, acquired_at: float | None = None) -> "LockHolder":
@@ -107,7 +110,7 @@ class LockHolder:
         age = self.age_s(now)
         return {"provider": self.provider, "owner": self.owner, "host": self.host,
                 "pid": self.pid, "acquired_at": self.acquired_at,
-                "age_s": None if age is None else round(age, 1)}
+                "age_s": None if age is None else round(age, 1), "stale": self.stale}
 
 
 def encode_lock_key(key: str) -> str:

@@ -39,6 +39,7 @@ Errors: :class:`ConfigError` for a store without atomic creates; storage errors 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -330,8 +331,11 @@ class FileSystemBasedLockProvider(LockProvider):
         return None if holder is None else holder.owner
 
     def holder(self) -> LockHolder | None:
+        """The lock file's holder, and (``stale``) why the next writer would take it over: a
+        ``kill -9``ed holder still "holds" the file, and saying only who would send the reader
+        after a process that is gone."""
         try:
             data = self.storage.read(self.lock_path)
         except FileNotFoundError:
             return None
-        return self._holder_of(data)
+        return dataclasses.replace(self._holder_of(data), stale=self._stale_reason(data))

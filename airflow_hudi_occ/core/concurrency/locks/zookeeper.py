@@ -35,6 +35,17 @@ waiting out the contention budget. kazoo logs a warning on every reconnect attem
 second against a refusing port); our clients log through the ``kazoo.client.hudi_occ``
 logger, kept at ERROR, and this module says once, in its own words, what the connection did.
 
+Stopping a client is bounded too. kazoo's ``stop()`` waits for its connection thread, and that
+thread waits on the server for as long as the session timeout allows (Hudi's default: 60 s):
+its TCP connect and the session handshake each get the whole session timeout. Against a
+server that accepts connections and never answers, every stop of a client that gave up
+connecting blocked about 50 s (a lock attempt with the defaults took 122 s instead of 22 s).
+Our clients run on :class:`AbortableHandler`, which keeps the client's sockets and can shut
+them down: an unconnected client is stopped after its sockets are shut (the thread's blocked
+connect or read returns at once, it finds the client stopped and ends), and a connected one is
+stopped politely (the server closes the session and drops its ephemeral nodes) with the same
+shutdown as a fallback after ``connection_timeout_ms``. No thread or socket outlives the stop.
+
 Errors: a server that refuses our credentials raises ``LockError`` (a retry cannot fix it);
 connection failures make ``try_acquire`` return False with the cause in ``last_failure``.
 """
@@ -47,6 +58,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -59,7 +71,8 @@ from kazoo.exceptions import (
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers import utils as kazoo_handler_utils
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock as _KazooLock
 from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
@@ -119,6 +132,100 @@ def probe(hosts: str, timeout_s: float) -> str:
             why = e.strerror or errno.errorcode.get(e.errno or 0, str(e))
         causes.append(f"{host}:{port} ({why})")
     return "; ".join(causes) or hosts
+
+
+class AbortableHandler(SequentialThreadingHandler):
+    """kazoo's threading handler, plus :meth:`abort`: shut down every socket the client opened
+    and refuse new ones, so that its connection thread, blocked in a connect or a read on a
+    server that does not answer, returns at once instead of after the session timeout.
+
+    ``shutdown()`` (not ``close()``) is what wakes a thread blocked on a socket: a pending
+    connect fails, a ``select``/``recv`` sees the end of the stream. kazoo takes either as a
+    dropped connection, and its loop ends when it finds the client stopped. Sockets are
+    registered before they connect (kazoo's ``create_tcp_connection`` is given this handler's
+    :class:`_Sockets` as its socket module), so a connect to a host that never answers is
+    cut short as well."""
+
+    def __init__(self):
+        super().__init__()
+        self._sockets: weakref.WeakSet = weakref.WeakSet()
+        self._aborted = False
+        self._sockets_lock = threading.Lock()
+
+    def create_connection(self, *args, **kwargs):
+        sock = kazoo_handler_utils.create_tcp_connection(_Sockets(self.register), *args, **kwargs)
+        return self.register(sock)  # an SSL socket is a new object around the registered one
+
+    def register(self, sock: socket.socket) -> socket.socket:
+        with self._sockets_lock:
+            if not self._aborted:
+                self._sockets.add(sock)
+                return sock
+        sock.close()
+        raise ConnectionAbortedError(errno.ECONNABORTED, "the ZooKeeper client is being stopped")
+
+    def abort(self) -> None:
+        with self._sockets_lock:
+            self._aborted = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # not connected (yet), or closed already: nothing to wake
+                pass
+
+
+class _Sockets:
+    """What kazoo's ``create_tcp_connection`` uses of the ``socket`` module, with each socket
+    handed to ``register`` before it connects (``socket.create_connection`` makes its socket
+    inside, out of reach)."""
+
+    def __init__(self, register):
+        self._register = register
+
+    def __getattr__(self, name):  # constants and the rest: the socket module's own
+        return getattr(socket, name)
+
+    def socket(self, *args, **kwargs) -> socket.socket:
+        return self._register(socket.socket(*args, **kwargs))
+
+    def create_connection(self, address, timeout=None) -> socket.socket:
+        error: OSError | None = None
+        for family, kind, proto, _, sockaddr in socket.getaddrinfo(address[0], address[1], 0,
+                                                                    socket.SOCK_STREAM):
+            sock = self.socket(family, kind, proto)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as e:
+                sock.close()
+                error = e
+        raise error or OSError(errno.EADDRNOTAVAIL, f"no address for {address[0]}")
+
+
+def stop_client(client: KazooClient, bound_s: float) -> None:
+    """Stop and close ``client`` within about ``bound_s`` (plus kazoo's retry pause, under
+    2 s), leaving no thread and no socket behind. A connected client is stopped politely, so
+    the server ends the session and drops its ephemeral nodes at once; one that is not
+    connected has no session to end, so its sockets are shut down first."""
+    handler = client.handler
+    abortable = isinstance(handler, AbortableHandler)
+    timer = None
+    if abortable and not client.connected:
+        handler.abort()
+    elif abortable:
+        timer = threading.Timer(bound_s, handler.abort)
+        timer.daemon = True
+        timer.start()
+    try:
+        client.stop()
+        client.close()
+    except Exception:  # already broken: nothing more to free
+        log.debug("closing the ZooKeeper client failed", exc_info=True)
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 class _DeadlineEvent:
@@ -220,6 +327,7 @@ class ZookeeperBasedLockProvider(LockProvider):
             kwargs["default_acl"] = [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
         client = KazooClient(
             hosts=self.hosts, timeout=self.session_timeout_s, logger=KAZOO_LOG,
+            handler=AbortableHandler(),  # a bounded stop (module docstring)
             # reconnect fast after a server restart: the session may still be alive
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
             **kwargs)
@@ -246,16 +354,12 @@ class ZookeeperBasedLockProvider(LockProvider):
         with self._client_lock:
             if self._client is None:
                 client = self._new_client()
-                try:
-                    client.start(timeout=self.connection_timeout_s)
-                except KazooTimeoutError:
-                    # kazoo keeps retrying in the background after start() gives up: stop it,
-                    # or the thread reconnects (and logs) until the process ends
-                    try:
-                        client.stop()
-                        client.close()
-                    except Exception:  # already broken: nothing more to free
-                        log.debug("closing the unconnected ZooKeeper client failed", exc_info=True)
+                # not start(timeout): on a timeout it stops the client itself, unbounded
+                client.start_async().wait(self.connection_timeout_s)
+                if not client.connected:
+                    # kazoo keeps retrying in the background: stop it, or the thread
+                    # reconnects (and logs) until the process ends
+                    stop_client(client, self.connection_timeout_s)
                     cause = probe(self.hosts, min(2.0, self.connection_timeout_s))
                     self.last_failure = (f"could not connect to ZooKeeper at {self.hosts} within "
                                          f"{self.connection_timeout_s:g}s: {cause}")
@@ -281,11 +385,7 @@ class ZookeeperBasedLockProvider(LockProvider):
             client, self._client = self._client, None
         self._connected.clear()
         if client is not None:
-            try:
-                client.stop()
-                client.close()
-            except Exception:  # already broken: nothing more to free
-                log.debug("closing ZooKeeper client failed", exc_info=True)
+            stop_client(client, self.connection_timeout_s)
 
     @property
     def client(self) -> KazooClient | None:

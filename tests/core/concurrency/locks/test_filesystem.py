@@ -236,7 +236,11 @@ def test_the_lock_of_a_kill9ed_holder_is_taken_over_without_expiry(tmp_path, cap
     base = tmp_path / "table"
     pid = _kill9_holder(base)
     lock = _provider(tmp_path, expire_minutes=0)
-    assert lock.holder().pid == pid
+    holder = lock.holder()
+    assert holder.pid == pid
+    # what `hudi-occ show` says of it (issue 40): gone, so the next writer takes it over
+    assert holder.stale == (f"its holder, pid {pid} on {socket.gethostname()}, is no longer "
+                            "running (it died without releasing the lock)")
     caplog.set_level(logging.WARNING, logger="airflow_hudi_occ")
     start = time.monotonic()
     assert lock.try_acquire(10)
@@ -278,6 +282,7 @@ def test_a_live_holder_on_this_host_is_waited_for(tmp_path):
     holder = _provider(tmp_path)
     assert holder.try_acquire(1)
     waiter = _provider(tmp_path, expire_minutes=0)
+    assert waiter.holder().stale is None
     assert waiter.try_acquire(0.5) is False
     assert _owner_in(holder.lock_path) == holder.owner
     holder.release()

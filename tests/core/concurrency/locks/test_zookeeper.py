@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 
@@ -300,6 +301,20 @@ def _kazoo_records(caplog):
     return [r for r in caplog.records if r.name.startswith("kazoo") and r.levelno >= logging.WARNING]
 
 
+def _unreachable(config: LockConfig, caplog) -> tuple[LockServiceUnreachableError, float]:
+    """The error a lock manager's acquire() gives up with on ``config``, and the seconds to it
+    (kazoo's log captured from DEBUG on, for :func:`_kazoo_records`); the manager is closed."""
+    manager = LockManager(_provider(config), config)
+    caplog.set_level(logging.DEBUG, logger="kazoo")
+    start = time.monotonic()
+    try:
+        with pytest.raises(LockServiceUnreachableError) as exc:
+            manager.acquire()
+        return exc.value, time.monotonic() - start
+    finally:
+        manager.close()
+
+
 @pytest.mark.parametrize("connection_timeout_ms", [
     pytest.param(None, marks=pytest.mark.slow, id="defaults"),  # 22 s: two 10 s timeouts
     pytest.param(1500, id="short-timeout")])
@@ -312,34 +327,83 @@ def test_a_refusing_port_fails_with_the_defaults_within_30s_naming_host_and_port
     port = free_port()
     extra = {} if connection_timeout_ms is None else {"zk_connection_timeout_ms": connection_timeout_ms}
     config = LockConfig(provider="zookeeper", zk_url="127.0.0.1", zk_port=port, **extra)  # defaults otherwise
-    manager = LockManager(_provider(config), config)
-    caplog.set_level(logging.DEBUG, logger="kazoo")
-    start = time.monotonic()
-    with pytest.raises(LockServiceUnreachableError) as exc:
-        manager.acquire()
-    took = time.monotonic() - start
-    manager.close()
+    error, took = _unreachable(config, caplog)
     assert took < 30, f"took {took:.0f}s"
-    assert f"ZooKeeper unreachable at 127.0.0.1:{port} (connection refused)" in exc.value.message
-    assert exc.value.endpoint == f"127.0.0.1:{port}"
-    assert "another writer" not in str(exc.value)
+    assert f"ZooKeeper unreachable at 127.0.0.1:{port} (connection refused)" in error.message
+    assert error.endpoint == f"127.0.0.1:{port}"
+    assert "another writer" not in str(error)
     assert not _kazoo_records(caplog), "kazoo's reconnect lines must stay out of the log"
 
 
 def test_a_silent_listener_is_told_apart_from_a_refusing_port(silent_listener, caplog):
     config = zk_lock_config(f"127.0.0.1:{silent_listener}", zk_connection_timeout_ms=1500,
                             wait_time_ms=60_000, client_num_retries=50)
-    manager = LockManager(_provider(config), config)
-    caplog.set_level(logging.DEBUG, logger="kazoo")
-    start = time.monotonic()
-    with pytest.raises(LockServiceUnreachableError) as exc:
-        manager.acquire()
-    assert time.monotonic() - start < 30, "two connection timeouts and a pause, not 50 retries"
+    error, took = _unreachable(config, caplog)
+    assert took < 30, "two connection timeouts and a pause, not 50 retries"
     assert (f"ZooKeeper unreachable at 127.0.0.1:{silent_listener} (accepts connections but did "
-            "not answer as ZooKeeper)") in exc.value.message
-    assert exc.value.attempts == 2
+            "not answer as ZooKeeper)") in error.message
+    assert error.attempts == 2
     assert not _kazoo_records(caplog)
-    manager.close()
+
+
+def _sockets_to(port: int) -> list:
+    """This process's TCP sockets to ``port`` (any state)."""
+    return sorted(c.laddr for c in psutil.Process().net_connections("tcp")
+                  if c.raddr and c.raddr[1] == port)
+
+
+def test_a_silent_listener_fails_with_the_defaults_within_30s(silent_listener, caplog):
+    """Issue 40: with Hudi's 60 s session timeout, stopping a kazoo client that gave up
+    connecting blocked about 50 s (kazoo's thread reads the handshake for the whole session
+    timeout), so two attempts took 122 s while the message said "within 10s". Now two 10 s
+    connection attempts and the pause between them: about 22 s, no thread or socket left."""
+    config = LockConfig(provider="zookeeper", zk_url="127.0.0.1", zk_port=silent_listener)  # defaults
+    before = {t.ident for t in threading.enumerate()}
+    error, took = _unreachable(config, caplog)
+    assert took < 30, f"took {took:.0f}s"
+    assert (f"ZooKeeper unreachable at 127.0.0.1:{silent_listener} (accepts connections but did "
+            "not answer as ZooKeeper) within 10s") in error.message
+    assert error.attempts == 2
+    assert not _kazoo_records(caplog)
+    assert not [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert not _sockets_to(silent_listener)
+
+
+@pytest.mark.parametrize("where", ["silent_listener", "unanswered_connect"])
+def test_a_client_that_never_connected_stops_at_once(where):
+    """Hudi's 60 s session timeout with a 1 s connection timeout: the stop used to wait out
+    the session timeout (59 s) in kazoo's connect or handshake; now the client's sockets are
+    shut down and its thread ends within the attempt's bound."""
+    with getattr(unreachable, where)() as port:
+        config = zk_lock_config(f"127.0.0.1:{port}", zk_connection_timeout_ms=1000,
+                                zk_session_timeout_ms=60_000)
+        provider = _provider(config)
+        before = {t.ident for t in threading.enumerate()}
+        sockets_before = _sockets_to(port)  # the helper's own, filling the backlog
+        start = time.monotonic()
+        assert provider.try_acquire(1) is False
+        took = time.monotonic() - start
+        assert took < 30, f"took {took:.0f}s"
+        assert not [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+        assert _sockets_to(port) == sockets_before
+        why = ("accepts connections but did not answer as ZooKeeper" if where == "silent_listener"
+               else "no answer to connect within 1s")
+        assert provider.unreachable == (f"127.0.0.1:{port}", f"ZooKeeper unreachable at 127.0.0.1:"
+                                        f"{port} ({why}) within 1s (hoodie.write.lock.zookeeper."
+                                        "connection_timeout_ms)")
+        provider.close()
+
+
+def test_a_connected_client_is_still_closed_politely(zk_server, zk):
+    """The bounded stop must not cut a live session short: closing a connected client ends
+    its session on the server, so its lock node is gone at once (not after the session
+    timeout)."""
+    config = zk_lock_config(zk_server.hosts, zk_session_timeout_ms=30_000)
+    provider = _provider(config)
+    assert provider.try_acquire(5)
+    assert len(zk.get_children(provider.lock_path)) == 1
+    provider.close()
+    assert zk.get_children(provider.lock_path) == []
 
 
 def test_the_unconnected_client_is_stopped_after_a_failed_attempt():
