@@ -191,3 +191,25 @@ def test_on_s3_the_partition_folders_are_not_listed(tmp_path, s3, monkeypatch):
     assert mdt_requests and all(r["q"].split("prefix=")[1].startswith("v9%2F.hoodie%2F") for r in mdt_requests)
     assert [r for r in storage_requests if "prefix=v9%2Fus%2F" in r["q"]]
     assert len(storage_requests) > len(mdt_requests)
+
+
+def test_a_metadata_table_of_another_table_is_not_read_the_storage_is(tmp_path, fast_options, caplog):
+    """Issue 40, item 7: B's metadata table replaced by A's (core/table/metadata_trust.py).
+    Java 1.2 and hudi-rs 0.5 take the copy's records (B's own commit missing, A's partition zz
+    named: docs/hostile-input.md); our readers list the storage, with a warning, and read B's
+    rows."""
+    from tests.core.table.test_metadata_trust import two_tables
+    a, b, a_instant, b_instant, b_rows = two_tables(tmp_path, fast_options)
+    table = Table.open(str(b))
+    with caplog.at_level("WARNING", logger="airflow_hudi_occ.core.table.file_listing"):
+        view = FileSystemView(table)
+        names = listed(view)
+    assert view.listing.source == SOURCE_METADATA_TABLE and view.listing.foreign == (a_instant,)
+    storage_view = FileSystemView(table, metadata_enable=False)
+    assert names == listed(storage_view) and any(f"_{b_instant}." in n for n in names)
+    assert view.partitions() == storage_view.partitions() and "zz" not in view.partitions()
+    [warning] = [r.getMessage() for r in caplog.records if "belongs to another table" in r.getMessage()]
+    assert str(b / ".hoodie" / "metadata") in warning and a_instant in warning
+    # the rows are B's: as hudi-rs read them through B's own metadata table before the copy
+    assert by_key(read_table(table)).equals(by_key(read_table(table, options=STORAGE)))
+    assert sorted(read_table(table).column("txn_id").to_pylist()) == sorted(b_rows.column("txn_id").to_pylist())
