@@ -42,7 +42,8 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_f
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.metadata_commit import open_metadata_table
-from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER
+from airflow_hudi_occ.core.table.metadata_table import (DELETE_UNMAINTAINED_KEY, METADATA_FOLDER,
+                                                        metadata_table_state, unmaintained_partitions)
 
 #: Hudi's ``HoodieTableMetadata.SOLO_COMMIT_TIMESTAMP``: the metadata table's initialisation
 #: deltacommits are this plus a few milliseconds (``00000000000000000``, ``...001``, ...)
@@ -153,12 +154,17 @@ def check_own_metadata_table(table, timeline=None) -> None:
     if not foreign:
         return
     folder = table.storage.path(METADATA_FOLDER)
+    others = unmaintained_partitions(metadata_table_state(table))
+    switch = "hoodie.metadata.enable=false"
+    if others:
+        switch += (f" and {DELETE_UNMAINTAINED_KEY}=true (its {', '.join(others)} are the other "
+                   "table's: this table loses nothing)")
     raise ForeignMetadataTableError(
         f"{describe_foreign(table, foreign)}. Writing would add this table's files to it, and "
         "Java Hudi and hudi-rs, which take its records, would go on listing the other table's "
         "files and miss this table's own", path=folder, base_path=table.base_uri, instants=foreign,
         remedy=f"put this table's own metadata table back at {folder} if a backup has it; otherwise "
-               "write once with hoodie.metadata.enable=false, which removes the metadata table as "
+               f"write once with {switch}, which removes the metadata table as "
                "Java Hudi does (hoodie.table.metadata.partitions cleared first, then the folder "
                "deleted; no data file is touched), and let a Java writer with the metadata table "
                "enabled rebuild it from the storage. Until then this package's readers list the "
