@@ -100,8 +100,9 @@ def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None, *
     """The listing in ``table``'s metadata table (see the module doc); an empty listing when
     the table has no metadata table or no ``files`` partition folder. ``trusted``: whether the
     log blocks of a (completed) metadata-table instant count, judged on the data table's
-    timeline by the caller (:mod:`.file_listing`: not a data instant still pending or rolled
-    back); the base file, written by the metadata table's own compaction, always counts.
+    timeline by the caller (:mod:`.file_listing` with :mod:`.metadata_trust`'s rule: not a data
+    instant still pending or rolled back; a metadata table that is another table's is not read
+    at all); the base file, written by the metadata table's own compaction, always counts.
     ``mdt`` and ``mdt_timeline``: the metadata table and its timeline when the caller has them
     already (:mod:`.file_listing` does, to tell whether the metadata table is the table's own)."""
     storage = table.storage
