@@ -109,6 +109,7 @@ def test_a_table_of_other_columns_and_instants_is_refused_too(tmp_path, fast_opt
                     if i.requested_time in {t.requested_time for t in open_metadata_table(
                         Table.open(str(other))).timeline().completed()})
     assert foreign_instants(Table.open(str(b))) == tuple(theirs) and len(theirs) == 5
+    assert _ids(read_table(Table.open(str(b)))) == _ids(like)  # B's 4 rows, listed from storage
     snap = tree_snapshot(b)
     with pytest.raises(ForeignMetadataTableError) as e:
         write(b, fast_options, [("B2", "eu")], like)
