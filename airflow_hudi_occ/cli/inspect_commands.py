@@ -221,14 +221,18 @@ def cmd_show(ctx: Context) -> Result:
         by_action[inst.action.value] = by_action.get(inst.action.value, 0) + 1
     done = tl.completed_by_completion_time()
     latest = describe_instant(tl, done[-1]) if done else None
-    slices = FileSystemView(ctx.table, tl).latest_file_slices()
+    view = FileSystemView(ctx.table, tl)
+    slices = view.latest_file_slices()
+    # a metadata table that is another table's (core/table/metadata_trust.py): listed from storage
+    foreign = list(getattr(view.listing, "foreign", ()))
     per_part: dict[str, int] = {}
     for s in slices:
         per_part[s.partition] = per_part.get(s.partition, 0) + 1
     by = rollbacks_by_target(tl)
     writers = [writer_status(ctx, i, by) for i in tl.pending_writes()]
     doc = {
-        "table": {**ctx.table.describe(), "properties": dict(sorted(ctx.table.config.properties.items()))},
+        "table": {**ctx.table.describe(), "properties": dict(sorted(ctx.table.config.properties.items())),
+                  "metadata_table_foreign_instants": foreign},
         "instants": {"total": len(tl), "by_state": by_state, "by_action": dict(sorted(by_action.items())),
                      "latest_completed": latest},
         "file_groups": {"total": len(slices), "partitions": len(per_part),
@@ -252,7 +256,10 @@ def cmd_show(ctx: Context) -> Result:
                             f"{latest['operation_type'] or ''} completed {latest['completion_time'] or '-'}"
                             if latest else "-"),
         f"file groups  {len(slices)} in {len(per_part)} partitions",
-        f"metadata table: {_metadata_table_line(d['metadata_table'])}",
+        f"metadata table: {_metadata_table_line(d['metadata_table'])}"
+        + (f"; NOT this table's: it holds deltacommits of {len(foreign)} instant(s) this table never had "
+           f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}), so readers list the storage "
+           "and writers refuse it (a write with hoodie.metadata.enable=false removes it)" if foreign else ""),
         "archived     " + (f"{doc['history']['instants']} instants, {doc['history']['earliest']} .. "
                             f"{doc['history']['latest']} in {doc['history']['files']} files "
                             f"(snapshot {doc['history']['snapshot']})" if doc['history']['instants']

@@ -209,6 +209,18 @@ class CorruptMetadataError(TableError):
         super().__init__(message, base_path=base_path, remedy=remedy)
 
 
+class ForeignMetadataTableError(CorruptMetadataError):
+    """The table's metadata table (``.hoodie/metadata``) holds records of instants the table's
+    timeline never had: it was copied from another table, or restored from a backup that does
+    not match. ``path`` is the metadata table, ``instants`` those instants. Raised to a writer
+    that would append to it, before any instant exists (readers list the storage instead)."""
+
+    def __init__(self, message: str, *, path: str | None = None, base_path: str | None = None,
+                 instants: Sequence[str] = (), remedy: str | None = None):
+        self.instants = tuple(instants)
+        super().__init__(message, path=path, base_path=base_path, remedy=remedy)
+
+
 class TableLocationNotADirectoryError(TableError):
     """The base path of a new table is an existing file, not a folder."""
 

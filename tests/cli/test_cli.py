@@ -186,6 +186,18 @@ def test_show_java_v9_table(tmp_path, capsys):
     assert rc == 0 and "version 9" in out and "3: 0 requested, 0 inflight, 3 completed" in out
 
 
+
+def test_show_says_when_the_metadata_table_is_another_tables(tmp_path, capsys, fast_options):
+    """Issue 40 item 7: B's metadata table replaced by A's (core/table/metadata_trust.py)."""
+    from tests.core.table.test_metadata_trust import two_tables
+    a, b, a_instant, _b_instant, _rows = two_tables(tmp_path, fast_options)
+    rc, doc = run_json(capsys, "show", str(a))
+    assert rc == 0 and doc["table"]["metadata_table_foreign_instants"] == []
+    rc, doc = run_json(capsys, "show", str(b))
+    assert rc == 0 and doc["table"]["metadata_table_foreign_instants"] == [a_instant]
+    rc, out, _ = run(capsys, "show", str(b))
+    assert rc == 0 and "NOT this table's" in out and a_instant in out and "hoodie.metadata.enable=false" in out
+
 # --- tables written by the library ------------------------------------------------------------------
 
 

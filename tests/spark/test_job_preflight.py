@@ -93,11 +93,12 @@ def test_a_folder_of_plain_parquet_files_is_not_adopted(batch, tmp_path):
     assert tree_snapshot(folder) == before
 
 
-@pytest.mark.parametrize("case", ["metadata_table", "downgrade"])
+@pytest.mark.parametrize("case", ["metadata_table", "downgrade", "foreign_metadata_table"])
 def test_a_table_this_write_cannot_write_is_refused_before_spark(case, tmp_path):
     """A Java table with an enabled metadata table holding a record index (default
-    hoodie.metadata.enable), or a version 9 table asked to be written as 8: refused in a second,
-    the table byte-for-byte as before."""
+    hoodie.metadata.enable), a version 9 table asked to be written as 8, or one whose metadata
+    table is another table's (issue 40 item 7): refused in a second, the table byte-for-byte as
+    before."""
     from airflow_hudi_occ.testing.tables import java_fixture
     path = java_fixture("v9_txns_simple_overwrite", tmp_path / "java")
     (tmp_path / "landing").mkdir()
@@ -110,6 +111,13 @@ def test_a_table_this_write_cannot_write_is_refused_before_spark(case, tmp_path)
         args += ["--option", "hoodie.metadata.enable=false", "--option", "hoodie.write.table.version=8",
                  "--option", "hoodie.occ.metadata.delete.unmaintained=true"]
         want, words = "UnsupportedTableVersionError", ["downgrade"]
+    if case == "foreign_metadata_table":
+        import shutil
+        Table.open(str(path)).update_properties({"hoodie.table.metadata.partitions": "files"})
+        java_fixture("v9_files_metadata_actions", tmp_path / "other")
+        shutil.rmtree(path / ".hoodie" / "metadata")
+        shutil.copytree(tmp_path / "other" / "copy_on_write" / ".hoodie" / "metadata", path / ".hoodie" / "metadata")
+        want, words = "ForeignMetadataTableError", ["belongs to another table", str(path / ".hoodie" / "metadata")]
     before = tree_snapshot(path)
     code, result, out = run_job(args)
     assert code == EXIT_ERROR and result["error"]["error"] == want, out

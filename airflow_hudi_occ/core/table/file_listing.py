@@ -20,16 +20,18 @@ available, else ``FileSystemBackedTableMetadata``):
   :mod:`.metadata_listing` does not read: a version 6 table is listed from storage);
 - otherwise the storage is listed, as before.
 
-Which records of the metadata table a reader trusts (Java's
-``HoodieTableMetadataUtil.getValidInstantTimestamps``): a writer completes the metadata
-table's deltacommit *before* its data instant, so a deltacommit completed on the metadata
-table may belong to a data instant that is still in flight, or that died and was rolled back.
-Its records are skipped when its instant is pending on the data timeline the view reads
-(Java skips exactly those), and, stricter than Java, when a completed rollback on that
-timeline names it (Java relies on the rollback having rolled back the metadata table's
-deltacommit too; a rollback of ours that did not would otherwise let a dead write's names
-back in). Either way the names a listing gives are only candidates: the view keeps the files
-of instants the data timeline commits, as it does with a storage listing.
+Which records of the metadata table a reader trusts (:mod:`.metadata_trust`, Java's
+``HoodieTableMetadataUtil.getValidInstantTimestamps`` made stricter): a writer completes the
+metadata table's deltacommit *before* its data instant, so a deltacommit completed on the
+metadata table may belong to a data instant that is still in flight, or that died and was
+rolled back. Its records are skipped when its instant is pending on the data timeline the view
+reads (Java skips exactly those) or named by a rollback on it. A metadata table holding
+completed deltacommits of instants the data table never had is another table's (copied, or a
+restore gone wrong): Java 1.2 takes its records and lists the other table's files; here the
+storage is listed instead, with a warning naming the metadata table and those instants, and
+writers refuse to append to it (:func:`~.metadata_trust.check_own_metadata_table`). Either way
+the names a listing gives are only candidates: the view keeps the files of instants the data
+timeline commits, as it does with a storage listing.
 
 Errors: a metadata table that does not decode raises
 :class:`~airflow_hudi_occ.core.errors.CorruptMetadataError` with a remedy (read it with
@@ -39,16 +41,19 @@ storage silently, which could hide that the metadata table and the storage disag
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from typing import Protocol
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.layout import META_FOLDER, PARTITION_METADATA_FILE
-from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
+from airflow_hudi_occ.core.table.metadata_commit import open_metadata_table
 from airflow_hudi_occ.core.table.metadata_listing import MetadataListing, read_metadata_listing
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER, PARTITIONS_KEY
+from airflow_hudi_occ.core.table.metadata_trust import describe_foreign, foreign_instants, untrusted_instants
 from airflow_hudi_occ.core.table.table import Table
+
+log = logging.getLogger(__name__)
 
 #: the table versions whose metadata table this project reads (Hudi 1.x's layout)
 METADATA_LISTING_VERSIONS = (8, 9)
@@ -111,42 +116,35 @@ class MetadataTableListing:
         self.timeline = timeline
         self._listing: MetadataListing | None = None
         #: the storage's listing, when the metadata table was removed since the properties
-        #: were read (the source stays metadata_table: that is what was decided)
+        #: were read, or is another table's (the source stays metadata_table: that is what
+        #: was decided)
         self.fallback: StorageListing | None = None
+        #: the instants of a metadata table that is not this table's (:mod:`.metadata_trust`)
+        self.foreign: tuple[str, ...] = ()
 
     def untrusted_instants(self) -> set[str]:
-        """Data instants whose metadata-table records a reader skips: pending on the data
-        timeline, or rolled back by a completed rollback on it (see the module doc)."""
-        out = {i.requested_time for i in self.timeline.pending()}
-        storage = self.table.storage
-        for inst in self.timeline.completed():
-            if inst.action is not Action.ROLLBACK:
-                continue
-            path = storage.path(self.table.config.timeline_folder,
-                                inst.file_name(self.table.config.layout_version))
-            try:
-                out |= {t for t, _a in RollbackMetadata.decode(storage.read(path), path).rolled_back}
-            except CorruptMetadataError:
-                # an empty completed rollback file (Java's, before 1.x wrote metadata): the
-                # plan names the instant, as Java's getRollbackedCommits falls back to it
-                out |= self._planned_rollback(inst)
-        return out
-
-    def _planned_rollback(self, inst: Instant) -> set[str]:
-        storage = self.table.storage
-        path = storage.path(self.table.config.timeline_folder,
-                            Instant(inst.requested_time, Action.ROLLBACK, State.REQUESTED).file_name())
-        try:
-            return {RollbackPlan.decode(storage.read(path), path).instant_time}
-        except (CorruptMetadataError, FileNotFoundError):
-            return set()
+        """Data instants whose records this listing skips: pending on its timeline, or named
+        by a rollback on it (:func:`~.metadata_trust.untrusted_instants`)."""
+        return untrusted_instants(self.table, self.timeline)
 
     @property
     def listing(self) -> MetadataListing:
         if self._listing is None:
-            untrusted = self.untrusted_instants()
             try:
-                self._listing = read_metadata_listing(self.table, trusted=lambda t: t not in untrusted)
+                mdt = open_metadata_table(self.table)
+                mdt_timeline = mdt.timeline() if mdt is not None else None  # listed once for both
+                if mdt_timeline is not None:
+                    self.foreign = foreign_instants(self.table, self.timeline, mdt_timeline)
+                if self.foreign:
+                    log.warning("%s; its records are not read, the files of %s are listed from the "
+                                "storage (a writer refuses the table until it is removed or replaced)",
+                                describe_foreign(self.table, self.foreign), self.table.base_uri)
+                    self.fallback = StorageListing(self.table)
+                    self._listing = MetadataListing()
+                    return self._listing
+                untrusted = self.untrusted_instants()
+                self._listing = read_metadata_listing(self.table, trusted=lambda t: t not in untrusted,
+                                                      mdt=mdt, mdt_timeline=mdt_timeline)
             except CorruptMetadataError as e:
                 raise CorruptMetadataError(
                     f"the file listing in the metadata table of {self.table.base_uri} cannot be "

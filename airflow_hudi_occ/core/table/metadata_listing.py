@@ -95,19 +95,24 @@ def _records(hf: HFile, schema_json: str | None, where: str) -> list[tuple[str, 
                                    remedy="let Java Hudi rebuild the metadata table") from e
 
 
-def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None) -> MetadataListing:
+def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None, *,
+                          mdt: Table | None = None, mdt_timeline=None) -> MetadataListing:
     """The listing in ``table``'s metadata table (see the module doc); an empty listing when
     the table has no metadata table or no ``files`` partition folder. ``trusted``: whether the
     log blocks of a (completed) metadata-table instant count, judged on the data table's
-    timeline by the caller (:mod:`.file_listing`: not a data instant still pending or rolled
-    back); the base file, written by the metadata table's own compaction, always counts."""
+    timeline by the caller (:mod:`.file_listing` with :mod:`.metadata_trust`'s rule: not a data
+    instant still pending or rolled back; a metadata table that is another table's is not read
+    at all); the base file, written by the metadata table's own compaction, always counts.
+    ``mdt`` and ``mdt_timeline``: the metadata table and its timeline when the caller has them
+    already (:mod:`.file_listing` does, to tell whether the metadata table is the table's own)."""
     storage = table.storage
     folder = storage.path(METADATA_FOLDER, FILES_PARTITION)
     listing = MetadataListing()
     if not storage.list_names(folder):
         return listing
-    mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
-    completed = completed_times(mdt.timeline())
+    if mdt is None:
+        mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
+    completed = completed_times(mdt_timeline if mdt_timeline is not None else mdt.timeline())
     slices = [s for s in latest_file_slices(mdt, completed, [FILES_PARTITION]) if s.file_id == FILES_FILE_ID]
     if not slices:
         return listing

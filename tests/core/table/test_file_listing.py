@@ -191,3 +191,56 @@ def test_on_s3_the_partition_folders_are_not_listed(tmp_path, s3, monkeypatch):
     assert mdt_requests and all(r["q"].split("prefix=")[1].startswith("v9%2F.hoodie%2F") for r in mdt_requests)
     assert [r for r in storage_requests if "prefix=v9%2Fus%2F" in r["q"]]
     assert len(storage_requests) > len(mdt_requests)
+
+
+def test_a_metadata_table_of_another_table_is_not_read_the_storage_is(tmp_path, fast_options, caplog):
+    """Issue 40, item 7: B's metadata table replaced by A's (core/table/metadata_trust.py).
+    Java 1.2 and hudi-rs 0.5 take the copy's records (B's own commit missing, A's partition zz
+    named: docs/hostile-input.md); our readers list the storage, with a warning, and read B's
+    rows."""
+    from tests.core.table.test_metadata_trust import two_tables
+    a, b, a_instant, b_instant, b_rows = two_tables(tmp_path, fast_options)
+    table = Table.open(str(b))
+    with caplog.at_level("WARNING", logger="airflow_hudi_occ.core.table.file_listing"):
+        view = FileSystemView(table)
+        names = listed(view)
+    assert view.listing.source == SOURCE_METADATA_TABLE and view.listing.foreign == (a_instant,)
+    storage_view = FileSystemView(table, metadata_enable=False)
+    assert names == listed(storage_view) and any(f"_{b_instant}." in n for n in names)
+    assert view.partitions() == storage_view.partitions() and "zz" not in view.partitions()
+    [warning] = [r.getMessage() for r in caplog.records if "belongs to another table" in r.getMessage()]
+    assert str(b / ".hoodie" / "metadata") in warning and a_instant in warning
+    # the rows are B's: as hudi-rs read them through B's own metadata table before the copy
+    assert by_key(read_table(table)).equals(by_key(read_table(table, options=STORAGE)))
+    assert sorted(read_table(table).column("txn_id").to_pylist()) == sorted(b_rows.column("txn_id").to_pylist())
+
+
+def test_a_metadata_table_older_than_the_table_is_not_taken_for_archived_files(tmp_path, fast_options):
+    """The copy is the v9 fixture's, whose instants are older than every instant of B: a view
+    takes a file older than the active timeline for an archived, hence committed, one, so the
+    copy's names used to be read as B's files (a raw FileNotFoundError on read, and on a
+    write after its instant was requested). Now the storage is listed, and a write refused."""
+    import shutil
+
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.errors import ForeignMetadataTableError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    other = java_fixture(V9, tmp_path / "other")
+    b = tmp_path / "b"
+    Table.create(str(b), "b", record_key_fields=["id"], partition_fields=["day"], precombine_field="ts")
+    config = WriteConfig.from_options(fast_options)
+    ArrowTableWriter(Table.open(str(b)), config).write(
+        pa.table({"id": ["1", "2"], "day": ["us", "eu"], "ts": [1, 1], "v": ["x", "y"]}))
+    # B's properties name its metadata table (Java built one), the folder holds the fixture's
+    Table.open(str(b)).update_properties({PARTITIONS_KEY: "files"})
+    shutil.copytree(other / ".hoodie" / "metadata", b / ".hoodie" / "metadata")
+    table = Table.open(str(b))
+    view = FileSystemView(table)
+    assert listed(view) == listed(FileSystemView(table, metadata_enable=False))
+    assert view.listing.foreign == (FIRST, "20260403183959838", LAST)
+    assert sorted(read_table(table).column("id").to_pylist()) == ["1", "2"]
+    snap = tree_snapshot(b)
+    with pytest.raises(ForeignMetadataTableError):
+        ArrowTableWriter(Table.open(str(b)), config).write(
+            pa.table({"id": ["3"], "day": ["eu"], "ts": [2], "v": ["z"]}))
+    assert tree_snapshot(b) == snap
