@@ -40,7 +40,7 @@ from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
 from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
                                                    planned_file_groups, write_marked)
@@ -473,6 +473,7 @@ class CopyOnWriteEngine(WriteEngine):
         return OPERATIONS[self.operation]
 
     def check_input(self) -> None:
+        check_column_names(self.data.schema)
         keys = self.table.config.record_key_fields
         missing = [k for k in keys if k not in self.data.column_names]
         if missing:

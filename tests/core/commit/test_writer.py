@@ -20,6 +20,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
+from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key, tree_snapshot
@@ -285,3 +286,27 @@ def test_keys_stored_in_python_s_spelling_refuse_an_upsert_that_would_duplicate_
         w.write(stored, "insert")
     w.write(_float_rows([nan], [3], ["new"]))
     assert _stored(table) == {"NaN": (3, "new"), "1.0E20": (2, "b"), "1.5": (2, "c")}
+
+
+# -- column names (issue 40) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("names,named", [
+    (["id", "day", "amount", "amount"], "'amount'"),            # was KeyError after a rollback
+    (["id", "day", "id"], "'id'"),                              # was KeyError before the instant
+    (["id", "day", "_hoodie_record_key", "_hoodie_record_key"], "'_hoodie_record_key'"),
+    (["id", "day", "my amount"], "'my amount'"),                # was committed, unreadable by hudi-rs
+], ids=["duplicate", "duplicate-key", "duplicate-meta", "not-avro"])
+def test_column_names_a_table_cannot_hold_are_refused_before_any_instant(tmp_path, table_type, names, named):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["day"],
+                         table_type=table_type)
+    cls = ArrowTableWriter if table_type == "COPY_ON_WRITE" else MergeOnReadWriter
+    batch = pa.Table.from_arrays([pa.array(["d"] if n == "day" else [1]) if n != "_hoodie_record_key"
+                                  else pa.array(["x"]) for n in names], names=names)
+    before = tree_snapshot(tmp_path / "t")
+    t0 = time.monotonic()
+    with pytest.raises(SchemaError) as e:
+        cls(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(batch)
+    print(f"refused in {time.monotonic() - t0:.3f} s")
+    assert named in str(e.value) and e.value.remedy
+    assert tree_snapshot(tmp_path / "t") == before  # no instant, no rollback, no partition folder
