@@ -101,13 +101,14 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
     hive, encode = table.config.hive_style_partitioning, table.config.url_encode_partitions
     codes = None
     texts: list[list[str]] = []
+    values: list[list] = []
     for f in fields:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
         # once per distinct value: a hostile value is refused here, before the instant exists
-        labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode)
-                  for v in enc.dictionary.to_pylist()]
+        values.append(enc.dictionary.to_pylist())
+        labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode) for v in values[-1]]
         idx = enc.indices.to_numpy(zero_copy_only=False)
         codes = idx if codes is None else codes.astype(np.int64) * max(len(labels), 1) + idx
         texts.append(labels)
@@ -115,10 +116,14 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
 
     def label(code: int) -> str:
         parts = []
-        for size, labels in zip(reversed(sizes), reversed(texts)):
-            parts.append(labels[code % size])
-            code //= size
-        return partition_path.join_fields(reversed(parts))
+        for i in reversed(range(len(sizes))):
+            parts.append((fields[i], values[i][code % sizes[i]], texts[i][code % sizes[i]]))
+            code //= sizes[i]
+        parts.reverse()
+        # each segment may be valid and the whole too long for the store: refused here too
+        return partition_path.check_path_length(partition_path.join_fields(t for _, _, t in parts),
+                                                {f: (v, t) for f, v, t in parts},
+                                                root=table.storage.root, protocol=table.storage.protocol)
 
     out = PartitionGroups()
 
