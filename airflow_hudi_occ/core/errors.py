@@ -221,6 +221,17 @@ class ForeignMetadataTableError(CorruptMetadataError):
         super().__init__(message, path=path, base_path=base_path, remedy=remedy)
 
 
+class InvalidTablePathError(TableError):
+    """A base path with a character no one sees: leading or trailing whitespace, or a control
+    character anywhere (``'t '``, ``'t\\n'``). Such a path makes a folder that the same path
+    typed again, without the character, does not find; refused before anything is created or
+    read, with the path shown by ``repr()`` so the character is visible."""
+
+    remedy = ("remove the character from the path (in a DAG or a connection, look for a trailing "
+              "space or newline); a table that already sits at such a path can be moved to a "
+              "clean one with the file system's own tools (nothing in it names its base path)")
+
+
 class TableLocationNotADirectoryError(TableError):
     """The base path of a new table is an existing file, not a folder."""
 

@@ -180,7 +180,7 @@ def require_table(asset_or_path: Asset | str, storage_options: dict | None = Non
         return Table.open(path, storage_options or None)
     except TableNotFoundError as e:
         raise TableNotFoundError(
-            f"asset {uri} names no Hudi table: {path} has no .hoodie/hoodie.properties ({e.message})",
+            f"asset {uri} names no Hudi table: {path!r} has no .hoodie/hoodie.properties ({e.message})",
             base_path=path,
             remedy="point the asset at a table's base path (the folder that holds .hoodie/), or "
                    "let a HudiWriteOperator create the table before this task uses it") from e

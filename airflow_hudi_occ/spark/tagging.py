@@ -48,7 +48,9 @@ SEQ = "__hudi_seq"
 TASK = "__hudi_task"
 HIVE_DEFAULT = partition_path.DEFAULT_PARTITION
 
-# Types whose Spark string cast equals Python's str() of the Arrow value (core's spelling).
+# Types whose Spark string cast equals core's key text (``base_file.key_part_array``). Not
+# floats: core spells them as Java 19+ does (shortest digits), Spark's cast as its JVM does,
+# and Java 17 spells a few values with more digits (1.0E23 as 9.999999999999999E22).
 _SAFE_KEY_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType)
 
 

@@ -73,7 +73,7 @@ from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
 from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
                                                NO_RECORD_KEY_REMEDY, Table)
 from airflow_hudi_occ.core.commit.pipeline import WriteEngine, WritePipeline, WritePlan
@@ -250,6 +250,7 @@ class SparkHudiWriter(SparkTableJob):
         the first half of what refuses the batch before the instant exists
         (:meth:`_check_batch` is the rest, once the commit's schema is known)."""
         opts = self.write_options.with_operation(operation).check_writable()
+        check_column_names(arrow_schema_of(df))  # before a first write creates the table
         if not opts.record_key_fields:
             try:
                 Table.open(self.base_path, self.storage_options)

@@ -464,7 +464,10 @@ def test_early_check_commit_conflict(table, capsys, writers):
 
 def test_user_errors_exit_2_with_message_and_remedy(tmp_path, capsys, table):
     cases = [
-        (["timeline", tmp_path / "nothing"], "error: no Hudi table at"),
+        (["timeline", tmp_path / "nothing"], f"error: no Hudi table at {str(tmp_path / 'nothing')!r}"),
+        # a table path with a character no one sees: shown by repr(), refused before any read
+        (["show", table.base_uri + " "], f"error: the table path {table.base_uri + ' '!r} has whitespace"),
+        (["timeline", table.base_uri + "\n"], "has the control character(s) '\\n'"),
         (["timeline", table.base_uri, "--option", "oops"], "error: --option expects KEY=VALUE, got 'oops'"),
         (["writers", table.base_uri, "--option", "hoodie.client.heartbeat.interval_in_ms=soon"],
          "error: invalid value 'soon' for hoodie.client.heartbeat.interval_in_ms"),

@@ -72,7 +72,7 @@ def test_run_time_bad_input_fails_each_task_with_its_fix_and_changes_nothing(air
     assert "does not exist (what to do: check the path" in log, log[-6000:]
     # refused by the operator itself, before a spark-submit, with the package's own error
     # (the retry policy fails it at once: provider/retry_policy.py)
-    assert "TableLocationNotEmptyError: " + str(base / "plain") + " is not a Hudi table and not empty" in log
+    assert "TableLocationNotEmptyError: " + repr(str(base / "plain")) + " is not a Hudi table and not empty" in log
     assert "TableLocationNotEmptyError is not retryable" in log
     assert "write the table to a new or empty path" in log
     assert "unknown lock provider 'zookeepr'" in log and "did you mean 'zookeeper'?" in log

@@ -329,6 +329,21 @@ def test_hostile_partition_values_are_refused_before_the_instant(spark, tmp_path
     assert tree_snapshot(tmp_path) == before  # no requested file, no marker, nothing outside
 
 
+@pytest.mark.parametrize("columns,named", [(["id", "p", "ts", "v", "v"], "'v'"),
+                                           (["id", "p", "ts", "my v"], "'my v'")], ids=["twice", "not-avro"])
+def test_column_names_a_table_cannot_hold_are_refused_before_a_first_write_creates_it(spark, tmp_path,
+                                                                                      columns, named):
+    """core's ``check_column_names`` (issue 40), before ``open_or_create_table``: no table made."""
+    from airflow_hudi_occ.core.format.schema import SchemaError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    df = spark.createDataFrame([(1, "a", 1, "x", "y")[:len(columns)]], columns)
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(SchemaError) as e:
+        SparkHudiWriter(spark, str(tmp_path / "tbl"), options()).write(df, "upsert")
+    assert named in str(e.value) and e.value.remedy
+    assert tree_snapshot(tmp_path) == before
+
+
 def test_spark_spells_partitions_as_core_does(spark, tmp_path):
     """url-encoded values, nested folders from a '/', null and empty values: the same
     _hoodie_partition_path (and folder) from the Spark engine as from core's rule."""

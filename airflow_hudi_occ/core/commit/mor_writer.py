@@ -41,7 +41,7 @@ from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.core.commit.file_group_work import FileGroupWork
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, CopyOnWriteEngine
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.format.base_file import record_key_array, with_meta_columns, write_token
+from airflow_hudi_occ.core.format.base_file import key_part_array, record_key_array, with_meta_columns, write_token
 from airflow_hudi_occ.core.concurrency import nbcc
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields, nbcc_file_id
 from airflow_hudi_occ.core.format.layout import bucket_id_of
@@ -117,7 +117,7 @@ class MergeOnReadWriter(ArrowTableWriter):
                                           if pre and pre in data.column_names else None)
             if chosen is not None:
                 idx, keyed = idx.take(chosen), keyed.take(chosen)
-            cols = [keyed.column(f).to_pylist() for f in fields]
+            cols = [key_part_array(keyed.column(f)).to_pylist() for f in fields]
             by_bucket: dict[int, list[int]] = {}
             for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode: not vectorised
                 by_bucket.setdefault(bucket_id(vals, n), []).append(i)

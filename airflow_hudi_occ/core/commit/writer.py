@@ -25,20 +25,22 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupWork, map_bounded
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
-                                                    check_record_keys, new_file_id, read_parquet,
+                                                    check_record_keys, key_part_array, new_file_id,
+                                                    python_spelled_float_keys, read_parquet,
                                                     read_parquet_columns, KeyProbe,
                                                     record_key_array, with_constant_columns, with_meta_columns,
-                                                    write_parquet, write_parquet_chunks, write_token)
+                                                    values_identify_keys, write_parquet, write_parquet_chunks,
+                                                    write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, ReadConfig, WriteConfig
-from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.errors import ConfigError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
 from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, META_COLUMNS, Table
 from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
                                                    planned_file_groups, write_marked)
@@ -99,13 +101,14 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
     hive, encode = table.config.hive_style_partitioning, table.config.url_encode_partitions
     codes = None
     texts: list[list[str]] = []
+    values: list[list] = []
     for f in fields:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
         # once per distinct value: a hostile value is refused here, before the instant exists
-        labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode)
-                  for v in enc.dictionary.to_pylist()]
+        values.append(enc.dictionary.to_pylist())
+        labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode) for v in values[-1]]
         idx = enc.indices.to_numpy(zero_copy_only=False)
         codes = idx if codes is None else codes.astype(np.int64) * max(len(labels), 1) + idx
         texts.append(labels)
@@ -113,10 +116,14 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
 
     def label(code: int) -> str:
         parts = []
-        for size, labels in zip(reversed(sizes), reversed(texts)):
-            parts.append(labels[code % size])
-            code //= size
-        return partition_path.join_fields(reversed(parts))
+        for i in reversed(range(len(sizes))):
+            parts.append((fields[i], values[i][code % sizes[i]], texts[i][code % sizes[i]]))
+            code //= sizes[i]
+        parts.reverse()
+        # each segment may be valid and the whole too long for the store: refused here too
+        return partition_path.check_path_length(partition_path.join_fields(t for _, _, t in parts),
+                                                {f: (v, t) for f, v, t in parts},
+                                                root=table.storage.root, protocol=table.storage.protocol)
 
     out = PartitionGroups()
 
@@ -145,6 +152,48 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
 def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:
     """The batch split by partition path (each partition's rows in batch order)."""
     return {p: data.take(idx) for p, idx in partition_groups(table, data).items()}
+
+
+def check_float_key_spelling(table: Table, data: pa.Table, partitions: list[str]) -> None:
+    """Refuse a batch with a floating-point record key field into partitions whose stored keys
+    this library spelled as Python does (``nan``, ``inf``, ``1e+20``, a float's double digits)
+    before it spelled them as Java does (``base_file.java_float_text``): the batch's ``NaN``
+    would not match the stored ``nan``: the key would be stored twice (upsert) or not deleted
+    (delete); insert and insert_overwrite look no stored key up. Read before the
+    instant exists: the stored keys of the latest slices of the batch's partitions (log files
+    too, merge-on-read), only when a key field is floating point. A table with virtual keys
+    stores no key text: nothing to check."""
+    fields = table.config.record_key_fields
+    floats = {f: not pa.types.is_float64(data.schema.field(f).type) for f in fields
+              if f in data.column_names and pa.types.is_floating(data.schema.field(f).type)}
+    if not floats or not partitions or not table.config.populates_meta_fields:
+        return
+    view = FileSystemView(table, partitions=partitions)
+    if table.config.table_type == MERGE_ON_READ:
+        from airflow_hudi_occ.core.table.mor_reader import merge_file_slices, read_file_slice
+        stored = (read_file_slice(table, fs).column("_hoodie_record_key") if fs.log_files else
+                  read_parquet_columns(table.storage, fs.base.base_file.relative_path,
+                                       ["_hoodie_record_key"]).column(0)
+                  for fs in merge_file_slices(table, view))
+    else:
+        stored = (read_parquet_columns(table.storage, s.base_file.relative_path, ["_hoodie_record_key"]).column(0)
+                  for s in view.latest_file_slices())
+    for keys in stored:
+        found = python_spelled_float_keys(keys, fields, floats)
+        if found:
+            column = ",".join(floats)
+            raise InvalidRecordKeyError(
+                f"the table at {table.base_uri!r} holds record keys of the floating-point key "
+                f"column {column!r} spelled as Python spells them (e.g. {', '.join(map(repr, found))}), "
+                "as this library wrote them before it spelled keys as Java Hudi does (NaN, "
+                "Infinity, 1.0E20); this batch's keys would not match them and a key would be "
+                "stored twice, so nothing was written", column=column,
+                remedy=(("rewrite the partitions the batch writes with this version: read them "
+                         "(read_table) and write them back with operation='insert_overwrite' (every key "
+                         "is then spelled as Java spells it)") if table.config.table_type != MERGE_ON_READ
+                        else ("copy the table into a new one with this version (read_table, then an "
+                              "insert: every key is then spelled as Java spells it)"))
+                       + ", or key the table by a string column holding the stored spelling")
 
 
 def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
@@ -232,8 +281,9 @@ class ArrowTableWriter:
             return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
         # one key field: its raw values identify records as well as their text, and hash
-        # faster (integers); the key text is spelled only where it is compared with stored keys
-        single = len(key_fields) == 1
+        # faster (integers); the key text is spelled only where it is compared with stored keys.
+        # Not floats: NaN != NaN would keep two rows of key NaN, -0.0 == 0.0 merge two keys
+        single = len(key_fields) == 1 and values_identify_keys(keyed.schema.field(key_fields[0]).type)
         keys = None if single else record_key_array(keyed, key_fields)
         ident = keyed.column(key_fields[0]).combine_chunks() if single else keys
         chosen = merge.dedupe_indices(ident, keyed.column(pre) if pre in need else None)
@@ -261,7 +311,7 @@ class ArrowTableWriter:
         hash_fields = [f.strip() for f in (HASH_FIELD.get(self.config.options) or "").split(",")
                        if f.strip()] or self.table.config.record_key_fields
         rows = data.select(hash_fields).take(idx)
-        cols = [rows.column(f).to_pylist() for f in hash_fields]
+        cols = [key_part_array(rows.column(f)).to_pylist() for f in hash_fields]
         by_bucket: dict[int, list[int]] = {}
         for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode per key: not vectorised
             by_bucket.setdefault(bucket_id(vals, num_buckets), []).append(i)
@@ -428,6 +478,7 @@ class CopyOnWriteEngine(WriteEngine):
         return OPERATIONS[self.operation]
 
     def check_input(self) -> None:
+        check_column_names(self.data.schema)
         keys = self.table.config.record_key_fields
         missing = [k for k in keys if k not in self.data.column_names]
         if missing:
@@ -442,6 +493,8 @@ class CopyOnWriteEngine(WriteEngine):
     def check_batch(self, schema_json: str) -> None:
         # hostile partition values are refused here, before the instant exists
         self.by_path = partition_groups(self.table, self.data)
+        if self.operation in ("upsert", "delete"):  # the operations that look stored keys up
+            check_float_key_spelling(self.table, self.data, list(self.by_path))
 
     def footprint(self) -> list[str] | None:
         return list(self.by_path)

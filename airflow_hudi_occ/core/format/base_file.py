@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import decimal
 import functools
 import io
+import math
 import posixpath
 import threading
 import uuid
@@ -81,12 +83,123 @@ def with_constant_columns(table: pa.Table, names: Sequence[str]) -> pa.Table:
 _PLAIN_TO_STRING = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
 
 
-def _key_part(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One key field as Hudi's record-key text: the value as a string, '' for null."""
+def java_float_text(value: float, single: bool = False) -> str:
+    """A double (``single``: a float) as Java's ``Double.toString`` / ``Float.toString`` spell
+    it, which is how Java Hudi spells a floating-point record key (``String.valueOf``):
+    ``NaN``, ``Infinity``, ``-0.0`` apart from ``0.0``, ``123.456``, ``1.0E20``, ``1.0E-5``.
+    Python's ``str()`` spells the same keys ``nan``, ``inf``, ``1e+20``, and a float through a
+    Python double (``0.10000000149011612`` for ``0.1f``): a table Java also writes would hold
+    one record under two keys.
+
+    The digits are the shortest that read back as the value (Python's ``repr``; numpy's for a
+    float), the closest of those; of one digit, the closest of one or two digits (Java's rule:
+    ``4.9E-324``, not ``5E-324``). That is Java 19's algorithm; Java 17's older one gives more
+    digits for a few values (``tests/core/format/test_base_file.py`` compares both on this
+    machine's JVM). Decimal form for 10^-3 <= |x| < 10^7, else ``d.dddE<n>``. With ``single``
+    the value is first rounded to a float, as Java's ``(float) x`` would."""
+    if single:
+        with np.errstate(over="ignore"):
+            value = float(np.float32(value))
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    exact = abs(value)
+    if single:
+        parse = np.float32
+        shortest = decimal.Decimal(np.format_float_scientific(np.float32(exact), unique=True))
+    else:
+        parse = float
+        shortest = decimal.Decimal(repr(exact))
+    digits = shortest.normalize().as_tuple()
+    if len(digits.digits) == 1:  # of 1 or 2 digits, the closest to the value that reads back
+        true = decimal.Decimal(exact)
+        two = decimal.Context(prec=2, rounding=decimal.ROUND_HALF_EVEN).plus(true)
+        if parse(str(two)) == parse(exact) and abs(two - true) < abs(shortest - true):
+            digits = two.normalize().as_tuple()
+    d = "".join(map(str, digits.digits))
+    k = len(d) - 1 + digits.exponent  # the value is d[0].d[1:] x 10^k
+    sign = "-" if value < 0 else ""
+    if -3 <= k < 7:
+        if k < 0:
+            return f"{sign}0.{'0' * (-k - 1)}{d}"
+        whole, frac = d[:k + 1].ljust(k + 1, "0"), d[k + 1:]
+        return f"{sign}{whole}.{frac or '0'}"
+    return f"{sign}{d[0]}.{d[1:] or '0'}E{k}"
+
+
+def _java_float_texts(col: pa.Array) -> pa.Array:
+    """:func:`java_float_text` of every value of a floating-point column (null stays null):
+    spelled once per distinct bit pattern, so ``-0.0`` and ``0.0`` stay apart and every NaN is
+    one ``NaN``."""
+    single = not pa.types.is_float64(col.type)
+    dtype, bits = (np.float32, np.uint32) if single else (np.float64, np.uint64)
+    values = np.ascontiguousarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(dtype))
+    uniq, inverse = np.unique(values.view(bits), return_inverse=True)
+    texts = pa.array([java_float_text(float(v), single) for v in uniq.view(dtype)], pa.string())
+    spelled = pc.take(texts, pa.array(inverse.reshape(-1).astype(np.int64)))
+    return pc.if_else(pc.is_valid(col), spelled, pa.scalar(None, pa.string())) if col.null_count else spelled
+
+
+#: a float key's text as this library spelled it before issue 40 (Python's ``str()``) where Java's
+#: spelling differs, for doubles: ``nan``, ``inf``, an exponent ``e``, |x| >= 10^7 or < 10^-3
+#: in decimal form. A float was spelled through a double: any text may be one
+_PYTHON_ONLY_DOUBLE = r"nan|inf|e|^-?[0-9]{8}|^-?0\.000"
+
+
+def python_spelled_float_keys(keys: pa.Array, key_fields: Sequence[str], float_fields: dict[str, bool],
+                              limit: int = 3) -> list[str]:
+    """Up to ``limit`` stored record keys whose text for a floating-point key field is Python's
+    ``str()`` of the value and not Java's (:func:`java_float_text`): what this library wrote
+    before it spelled keys as Java does. ``float_fields``: each floating-point key field and
+    whether it is a float (single precision). A key Java spells differently is not one (Java
+    17 writes more digits for a few values: its key text is its own, never Python's)."""
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if not float_fields or len(keys) == 0:
+        return []
+    fields = list(key_fields)
+    if len(fields) == 1 and not float_fields[fields[0]]:  # a double: only these texts can differ
+        keys = keys.filter(pc.match_substring_regex(keys, _PYTHON_ONLY_DOUBLE))
+    found: list[str] = []
+    for key in pc.unique(keys).to_pylist():
+        if key is None:
+            continue
+        if len(fields) == 1:
+            parts = {fields[0]: key}
+        else:
+            parts = dict(p.split(":", 1) for p in key.split(",") if ":" in p)
+        for f, single in float_fields.items():
+            text = parts.get(f)
+            try:
+                value = float(text)
+            except (TypeError, ValueError):
+                continue
+            if text == repr(value) and text != java_float_text(value, single):
+                found.append(key)
+                break
+        if len(found) >= limit:
+            break
+    return found
+
+
+def values_identify_keys(type_: pa.DataType) -> bool:
+    """Whether a key column's values are equal exactly when their record-key texts are, so
+    records may be matched by value (faster than text): every type but floating point, where
+    NaN != NaN and -0.0 == 0.0 while their texts are one key and two."""
+    return not pa.types.is_floating(type_)
+
+
+def key_part_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One key field as Hudi's record-key text: the value as Java spells it, '' for null
+    (the bucket hash reads the same texts: Java hashes the fields of the record key)."""
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if any(test(col.type) for test in _PLAIN_TO_STRING):
         text = pc.cast(col, pa.string())  # equal to str() for these types
-    else:  # floats, dates, decimals, ...: keep Python's str() of the value, as before
+    elif pa.types.is_floating(col.type):
+        text = _java_float_texts(col)
+    else:  # dates, decimals, ...: keep Python's str() of the value, as before
         text = pa.array([None if v is None else str(v) for v in col.to_pylist()], pa.string())
     return pc.fill_null(text, "")
 
@@ -95,11 +208,11 @@ def record_key_array(table: pa.Table, key_fields) -> pa.Array:
     """Hudi's record key of every row: the field's value for one field, ``f1:v1,f2:v2`` for several."""
     fields = list(key_fields)
     if len(fields) == 1:
-        return _key_part(table.column(fields[0]))
+        return key_part_array(table.column(fields[0]))
     parts = []
     for f in fields:
         parts.append(pc.binary_join_element_wise(
-            pa.scalar(f"{f}:", pa.string()), _key_part(table.column(f)), ""))
+            pa.scalar(f"{f}:", pa.string()), key_part_array(table.column(f)), ""))
     return pc.binary_join_element_wise(*parts, ",")
 
 

@@ -47,6 +47,15 @@ URL_ENCODE_KEY = "hoodie.datasource.write.partitionpath.urlencode"
 HIVE_STYLE_KEY = "hoodie.datasource.write.hive_style_partitioning"
 #: the longest file or directory name most file systems take (NAME_MAX), in UTF-8 bytes
 MAX_SEGMENT_BYTES = 255
+#: the longest whole path a local file system takes (Linux PATH_MAX: 4096 with its NUL)
+MAX_LOCAL_PATH_BYTES = 4095
+#: the longest object key of S3, GCS and Azure blobs: a whole path on an object store
+MAX_OBJECT_KEY_BYTES = 1024
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "cos"})
+#: the most a writer adds around a partition path: the marker folder ``.hoodie/.temp/<instant>/``
+#: before it (32 bytes), and after it a marker's hidden temporary copy
+#: (``/.<fileId>_<token>_<instant>.parquet.marker.CREATE.<uuid hex>.tmp``, about 140), with room
+RESERVED_PATH_BYTES = 256
 
 # Hudi's escapePathName set: the ASCII control characters and these (PartitionPathEncodeUtils)
 _ESCAPED = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
@@ -126,6 +135,39 @@ def partition_path(fields, values, *, hive_style: bool, url_encode: bool) -> str
                        for f, v in zip(fields, values))
 
 
+def max_partition_path_bytes(root: str, protocol: str) -> int:
+    """The longest partition path (UTF-8 bytes) whose files fit the store's path limit under a
+    table rooted at ``root``: :data:`MAX_LOCAL_PATH_BYTES` (or, on an object store,
+    :data:`MAX_OBJECT_KEY_BYTES`; the bucket counted in, which errs short) less the root and
+    :data:`RESERVED_PATH_BYTES`."""
+    limit = MAX_OBJECT_KEY_BYTES if protocol in OBJECT_STORES else MAX_LOCAL_PATH_BYTES
+    return limit - len(root.encode("utf-8", "surrogatepass")) - 1 - RESERVED_PATH_BYTES
+
+
+def check_path_length(path: str, fields: dict, *, root: str, protocol: str) -> str:
+    """``path`` (a row's partition path; ``fields``: each partition field's ``(value, text)``,
+    the text its :func:`field_text`) when the files written below it fit the store's path
+    limit (:func:`max_partition_path_bytes`); else :class:`InvalidPartitionPathError` naming
+    the field of the longest text and its value. Each segment may be valid while the whole is
+    not: a 10,000-character value holding ``/`` made segments under 255 bytes each and failed
+    with ``OSError: File name too long`` after the write's instant existed."""
+    limit = max_partition_path_bytes(root, protocol)
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return path
+    field = max(fields, key=lambda f: len(fields[f][1]))
+    value = fields[field][0]
+    store = MAX_OBJECT_KEY_BYTES if protocol in OBJECT_STORES else MAX_LOCAL_PATH_BYTES
+    raise InvalidPartitionPathError(
+        f"partition column {field!r} has the value {_shown(value)}, which makes the partition "
+        f"path {size} bytes long: under the table at {root!r} its files' paths would be longer "
+        f"than the {store} bytes the store takes for a {'key' if protocol in OBJECT_STORES else 'path'}; "
+        "nothing was written", column=field, value=repr(value), path=path,
+        remedy=f"keep partition paths under {max(limit, 0)} bytes at this table: clean or remap "
+               "the long values upstream (or partition by a shorter column, such as a date or a "
+               "hash of the value)")
+
+
 def leaves_problem(path: str) -> str | None:
     """Why a relative path read from the table's own files would leave (or not name a folder
     of) the table, or None. Looser than :func:`path_problem` on purpose: a table Java Hudi
@@ -188,6 +230,8 @@ def _remedy(field: str, text: str, hive_style: bool, url_encode: bool) -> str:
             f"this one is spelled {encoded!r} as Java Hudi spells it")
 
 
-__all__ = ["DEFAULT_PARTITION", "URL_ENCODE_KEY", "MAX_SEGMENT_BYTES", "escape_path_name",
+__all__ = ["DEFAULT_PARTITION", "URL_ENCODE_KEY", "MAX_SEGMENT_BYTES", "MAX_LOCAL_PATH_BYTES",
+           "MAX_OBJECT_KEY_BYTES", "RESERVED_PATH_BYTES", "max_partition_path_bytes", "check_path_length",
+           "escape_path_name",
            "value_text", "segment_problem", "path_problem", "leaves_problem", "field_text", "join_fields",
            "partition_path", "check_partition_path", "check_relative_path"]

@@ -10,6 +10,8 @@ added; dropping a column or changing a type is refused *before* any data is writ
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +26,59 @@ class SchemaError(HudiOccError):
     def __init__(self, message: str, *, columns: list[str] | None = None, remedy: str | None = None):
         self.columns = columns or []
         super().__init__(message, remedy=remedy)
+
+
+#: Avro's rule for a field name (the Avro specification's "Names"): what Java Hudi's schema
+#: parser and hudi-rs accept; a column named otherwise makes the commit's schema unreadable
+AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _name_problems(fields, where: str) -> tuple[list[str], list[str]]:
+    """(duplicated names, names Avro refuses) among ``fields`` and inside their structs, each
+    spelled with the path to it (``s.x``)."""
+    dup, bad = [], []
+    counts = Counter(f.name for f in fields)
+    dup += [f"{where}{n}" for n, c in counts.items() if c > 1]
+    for f in fields:
+        if f.name not in META_COLUMNS and not AVRO_NAME.fullmatch(f.name):
+            bad.append(f"{where}{f.name}")
+        t = f.type
+        while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            t = t.item_type if pa.types.is_map(t) else t.value_type
+        if pa.types.is_struct(t):
+            d, b = _name_problems(list(t), f"{where}{f.name}.")
+            dup += d
+            bad += b
+    return dup, bad
+
+
+def check_column_names(schema: pa.Schema) -> None:
+    """Refuse a batch whose column names a Hudi table cannot hold, before anything is read or
+    written: a name twice (Arrow then fails the write half-way with ``KeyError: Field "x"
+    exists 2 times``, after its instant exists; Avro and Spark refuse it too), in a struct
+    too, or a name Avro refuses (a space, a leading digit, non-ASCII, empty: the commit would
+    record a schema Java Hudi and hudi-rs cannot parse, the table unreadable to them). Meta
+    columns (``_hoodie_*``) in a batch are dropped as Java Hudi drops them, once each."""
+    dup, bad = _name_problems(list(schema), "")
+    if dup:
+        raise SchemaError(
+            f"the batch has the column(s) {', '.join(map(repr, dup))} more than once; a Hudi "
+            "table's schema holds each name once, so nothing was written", columns=dup,
+            remedy="rename or drop the duplicates before the write (e.g. "
+                   "table.rename_columns([...]) or a select of distinct names)")
+    if bad:
+        raise SchemaError(
+            f"the column name(s) {', '.join(map(repr, bad))} are not Avro field names (letters, "
+            "digits and '_', not starting with a digit): Java Hudi and hudi-rs could not read the "
+            "table's schema, so nothing was written", columns=bad,
+            remedy="rename them before the write, e.g. "
+                   f"{', '.join(repr(b) + ' -> ' + repr(_avro_name(b.rsplit('.', 1)[-1])) for b in bad[:3])}")
+
+
+def _avro_name(name: str) -> str:
+    """A suggestion: ``name`` with every character Avro refuses as ``_``."""
+    fixed = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return fixed if fixed and not fixed[0].isdigit() else f"_{fixed}"
 
 
 def _avro_type(t: pa.DataType, name: str, namespace: str) -> Any:

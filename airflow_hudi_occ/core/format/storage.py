@@ -51,7 +51,8 @@ from typing import Any, Iterable, Mapping
 from fsspec.core import url_to_fs
 
 from airflow_hudi_occ.core.config import closest_key
-from airflow_hudi_occ.core.errors import ConfigError, StorageError, StorageFullError, StorageUnavailableError, UnsafePathError
+from airflow_hudi_occ.core.errors import (ConfigError, InvalidTablePathError, StorageError, StorageFullError,
+                                         StorageUnavailableError, UnsafePathError)
 
 _MEMORY_LOCK = threading.Lock()
 #: the storage option that declares every create serialised by a lock (never given to fsspec)
@@ -210,6 +211,37 @@ def _typed_full(method):
     return wrapper
 
 
+def base_path_problem(base_uri) -> str | None:
+    """Why a table's base path would name a folder people cannot see it names, or None:
+    whitespace at either end of the path or of one of its segments (``'t '``, ``'t\\n'``,
+    ``'/lake /t'``), or a control character anywhere (``'\\x00'``, ``'\\x1b'``). A path
+    that is not a string is one too."""
+    if not isinstance(base_uri, str) or not base_uri.strip():
+        return "an empty path" if isinstance(base_uri, str) else f"not a string ({type(base_uri).__name__})"
+    control = sorted({c for c in base_uri if ord(c) < 0x20 or ord(c) == 0x7F})
+    if control:
+        return f"the control character(s) {', '.join(repr(c) for c in control)}"
+    if base_uri != base_uri.strip():
+        return "whitespace at its start or end"
+    for seg in base_uri.split("/"):
+        if seg != seg.strip():
+            return f"whitespace at the start or end of {seg!r}"
+    return None
+
+
+def check_base_path(base_uri) -> None:
+    """Refuse a base path with a character no one sees (:func:`base_path_problem`), before
+    any folder is created or any file read: ``'t '`` would be written beside ``'t'``, and
+    ``'t'`` typed again would say "no table". The message shows the path with ``repr()``."""
+    problem = base_path_problem(base_uri)
+    if problem is not None:
+        raise InvalidTablePathError(
+            f"the table path {base_uri!r} has {problem}, which no listing or log shows: a table "
+            "written there would not be found at the path typed without it; nothing was created "
+            "or read",
+            base_path=base_uri if isinstance(base_uri, str) else repr(base_uri))
+
+
 class Storage:
     """Storage rooted at a table's base path (a local path or any fsspec URL)."""
 
@@ -217,6 +249,7 @@ class Storage:
                  assume_locked_creates: bool = False):
         self.storage_options = dict(storage_options or {})
         declared = str(self.storage_options.get(ASSUME_LOCKED_CREATES, "false")).lower() in ("true", "1")
+        check_base_path(base_uri)
         if "://" not in base_uri:
             base_uri = os.path.abspath(os.path.expanduser(base_uri))
         self.base_uri = base_uri.rstrip("/") or "/"

@@ -258,7 +258,7 @@ def read_properties(storage: Storage) -> dict[str, str]:
             return props
         problems[candidate] = problem
     if not problems:
-        raise TableNotFoundError(f"no Hudi table at {storage.base_uri}: {path} is missing",
+        raise TableNotFoundError(f"no Hudi table at {storage.base_uri!r}: {path!r} is missing",
                                  base_path=storage.base_uri)
     bad = path if path in problems else backup
     if backup in problems and path in problems:
@@ -293,7 +293,7 @@ def check_new_table_location(storage: Storage) -> None:
     if entries:
         shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
         raise TableLocationNotEmptyError(
-            f"{storage.base_uri} is not a Hudi table and not empty ({len(entries)} entr"
+            f"{storage.base_uri!r} is not a Hudi table and not empty ({len(entries)} entr"
             f"{'y' if len(entries) == 1 else 'ies'}: {shown}); a table created there would "
             "show those files to every Hudi reader as stray data", base_path=storage.base_uri,
             entries=entries[:20],
@@ -359,11 +359,11 @@ class Table:
                 have = (table.config.record_key_fields, table.config.partition_fields)
                 if want != have:
                     raise TableExistsError(
-                        f"table at {storage.base_uri} exists with record keys {have[0]} and "
+                        f"table at {storage.base_uri!r} exists with record keys {have[0]} and "
                         f"partition fields {have[1]}, not {want[0]} and {want[1]}",
                         base_path=storage.base_uri) from None
                 return table
-            raise TableExistsError(f"a Hudi table already exists at {storage.base_uri}",
+            raise TableExistsError(f"a Hudi table already exists at {storage.base_uri!r}",
                                    base_path=storage.base_uri) from None
         for folder in (config.timeline_folder, posixpath.join(config.timeline_folder, "history"),
                        posixpath.join(META_FOLDER, ".temp"), posixpath.join(META_FOLDER, ".heartbeat")):

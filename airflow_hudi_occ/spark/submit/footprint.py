@@ -41,7 +41,8 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX, EVERY_NEW_KEY, new_key_slot
 from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
 from airflow_hudi_occ.core.format import partition_path as pp
-from airflow_hudi_occ.core.format.base_file import KeyProbe, key_range, read_parquet_columns, record_key_array
+from airflow_hudi_occ.core.format.base_file import (KeyProbe, key_part_array, key_range, read_parquet_columns,
+                                                    record_key_array)
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields
 from airflow_hudi_occ.core.format.storage import open_fs
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
@@ -171,7 +172,7 @@ def batch_reach(table: Table, source: str, fmt: str, *, operation: str, options:
 
 def _bucket_reach(batch: pa.Table, paths: list[str], index: pa.Array, hashed: list[str],
                   buckets: int) -> dict[str, list[str]]:
-    cols = [batch.column(f).to_pylist() for f in hashed]
+    cols = [key_part_array(batch.column(f)).to_pylist() for f in hashed]
     out: dict[str, set[str]] = {p: set() for p in paths}
     for i, vals in zip(index.to_pylist(), zip(*cols)):
         out[paths[i]].add(f"{BUCKET_PREFIX}{bucket_id(vals, buckets):08d}")

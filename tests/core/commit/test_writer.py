@@ -7,17 +7,23 @@ key. Checked by counting the column reads and by reading the table back with hud
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.commit import writer as writer_module
 from airflow_hudi_occ.core.format import base_file
-from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import InvalidRecordKeyError
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
+from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key, tree_snapshot
 
 
 def _rows(ids, v, as_text=False):
@@ -199,3 +205,108 @@ def test_values_that_spell_the_same_partition_path_are_all_written_with_their_ow
     ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(rows, "insert")
     got = hudi_read(table.base_uri).sort_by("id").select(["id", "a", "b"])
     assert got.to_pylist() == rows.select(["id", "a", "b"]).to_pylist()
+
+
+# -- float record keys (issue 40) ------------------------------------------------------------------
+
+def _float_keyed(tmp_path, table_type: str, bucket: bool = False):
+    table = Table.create(str(tmp_path / "fk"), "fk", record_key_fields=["k"], partition_fields=["day"],
+                         precombine_field="ts", table_type=table_type)
+    options = dict(FAST_WRITE_OPTIONS, **({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+                                          if bucket else {}))
+    cls = ArrowTableWriter if table_type == "COPY_ON_WRITE" else MergeOnReadWriter
+    return table, cls(table, WriteConfig.from_options(options))
+
+
+def _float_rows(keys, ts, v, typ=pa.float64()):
+    return pa.table({"k": pa.array(keys, typ), "day": ["d"] * len(keys), "ts": ts, "v": v})
+
+
+def _stored(table):
+    """{record key text: (ts, v)} as hudi-rs reads the table, refusing a key stored twice."""
+    out = {}
+    for r in hudi_read(table.base_uri).to_pylist():
+        assert r["_hoodie_record_key"] not in out, f"key {r['_hoodie_record_key']!r} stored twice"
+        out[r["_hoodie_record_key"]] = (r["ts"], r["v"])
+    return out
+
+
+@pytest.mark.parametrize("table_type,bucket", [("COPY_ON_WRITE", False), ("MERGE_ON_READ", False),
+                                               ("COPY_ON_WRITE", True)], ids=["cow", "mor", "cow-bucket"])
+def test_nan_and_signed_zero_keys_are_one_row_per_java_key_and_the_larger_ordering_value_wins(
+        tmp_path, table_type, bucket):
+    """Two rows of key NaN in one upsert were both committed (key 'nan' twice): NaN != NaN in
+    the in-batch dedupe. Now every key is spelled as Java spells it and compared as text:
+    NaN is one key, -0.0 and 0.0 are two, as in a table Java writes."""
+    nan = float("nan")
+    table, w = _float_keyed(tmp_path, table_type, bucket)
+    w.write(_float_rows([nan, nan, -0.0, 0.0, 1e20], [2, 3, 1, 1, 1], ["a", "b", "neg", "pos", "big"]))
+    assert _stored(table) == {"NaN": (3, "b"), "-0.0": (1, "neg"), "0.0": (1, "pos"), "1.0E20": (1, "big")}
+    w.write(_float_rows([nan, float("inf")], [9, 1], ["c", "inf"]))  # a larger ordering value wins
+    w.write(_float_rows([nan], [1], ["old"]))                        # a smaller one does not
+    assert _stored(table) == {"NaN": (9, "c"), "-0.0": (1, "neg"), "0.0": (1, "pos"), "1.0E20": (1, "big"),
+                              "Infinity": (1, "inf")}
+
+
+def test_float32_keys_are_spelled_as_java_floats_not_through_a_double(tmp_path):
+    table, w = _float_keyed(tmp_path, "COPY_ON_WRITE")
+    w.write(_float_rows([0.1, float("nan"), float("nan")], [1, 1, 2], ["a", "b", "c"], pa.float32()))
+    assert _stored(table) == {"0.1": (1, "a"), "NaN": (2, "c")}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_keys_stored_in_python_s_spelling_refuse_an_upsert_that_would_duplicate_them(tmp_path, monkeypatch,
+                                                                                      table_type):
+    """A table written before keys were spelled as Java does holds 'nan' where this version
+    spells 'NaN': an upsert of NaN there is refused before any instant exists, naming the
+    column and the remedy, the table unchanged; the remedy (insert_overwrite of the partition
+    read back) respells its keys, after which the upsert replaces the row."""
+    nan = float("nan")
+    table, w = _float_keyed(tmp_path, table_type)
+    with monkeypatch.context() as m:  # the old spelling: Python's str()
+        m.setattr(base_file, "java_float_text", lambda v, single=False: str(v))
+        w.write(_float_rows([nan, 1e20, 1.5], [2, 2, 2], ["a", "b", "c"]))
+    assert set(_stored(table)) == {"nan", "1e+20", "1.5"}
+    before = tree_snapshot(tmp_path / "fk")
+    t0 = time.monotonic()
+    with pytest.raises(InvalidRecordKeyError) as e:
+        w.write(_float_rows([nan], [3], ["new"]))
+    print(f"refused in {time.monotonic() - t0:.2f} s")
+    cow = table_type == "COPY_ON_WRITE"
+    assert e.value.column == "k" and "'nan'" in str(e.value)
+    assert ("insert_overwrite" if cow else "copy the table into a new one") in e.value.remedy
+    assert tree_snapshot(tmp_path / "fk") == before  # no instant, no rollback, no attempt record
+    stored = read_table(table).drop_columns([c for c in META_COLUMNS])
+    if cow:
+        w.write(stored, "insert_overwrite")
+    else:
+        table = Table.create(str(tmp_path / "copy"), "fk", record_key_fields=["k"], partition_fields=["day"],
+                             precombine_field="ts", table_type=table_type)
+        w = MergeOnReadWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+        w.write(stored, "insert")
+    w.write(_float_rows([nan], [3], ["new"]))
+    assert _stored(table) == {"NaN": (3, "new"), "1.0E20": (2, "b"), "1.5": (2, "c")}
+
+
+# -- column names (issue 40) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("names,named", [
+    (["id", "day", "amount", "amount"], "'amount'"),            # was KeyError after a rollback
+    (["id", "day", "id"], "'id'"),                              # was KeyError before the instant
+    (["id", "day", "_hoodie_record_key", "_hoodie_record_key"], "'_hoodie_record_key'"),
+    (["id", "day", "my amount"], "'my amount'"),                # was committed, unreadable by hudi-rs
+], ids=["duplicate", "duplicate-key", "duplicate-meta", "not-avro"])
+def test_column_names_a_table_cannot_hold_are_refused_before_any_instant(tmp_path, table_type, names, named):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["day"],
+                         table_type=table_type)
+    cls = ArrowTableWriter if table_type == "COPY_ON_WRITE" else MergeOnReadWriter
+    batch = pa.Table.from_arrays([pa.array(["d"] if n == "day" else [1]) if n != "_hoodie_record_key"
+                                  else pa.array(["x"]) for n in names], names=names)
+    before = tree_snapshot(tmp_path / "t")
+    t0 = time.monotonic()
+    with pytest.raises(SchemaError) as e:
+        cls(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(batch)
+    print(f"refused in {time.monotonic() - t0:.3f} s")
+    assert named in str(e.value) and e.value.remedy
+    assert tree_snapshot(tmp_path / "t") == before  # no instant, no rollback, no partition folder

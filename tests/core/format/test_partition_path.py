@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import pyarrow as pa
 import pytest
@@ -201,3 +202,37 @@ def test_a_composite_key_is_refused_only_when_every_part_is_missing(tmp_path):
     assert e.value.rows == 2 and e.value.column == "a,b"
     # Hudi's ComplexKeyGenerator accepts a key with one part present
     assert w.write(pa.table({"a": ["x"], "b": pa.array([None], pa.string())}), "insert").outcome == "committed"
+
+
+# -- a whole partition path too long for the store (issue 40) ---------------------------------------
+
+def _long_value(size: int) -> str:
+    """``size`` characters of 200-character segments joined by '/': every segment valid."""
+    out = "/".join(["x" * 200] * (size // 201 + 1))[:size]
+    return out if not out.endswith("/") else out[:-1] + "y"
+
+
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_a_value_whose_whole_path_is_too_long_is_refused_before_an_instant(tmp_path, kind):
+    """A 10,000-character value holding '/' (each segment under 255 bytes) raised a raw
+    ``OSError: [Errno 36] File name too long`` (a 10,065-character message) after its instant
+    existed, leaving a rollback and an attempt record. Now refused before the instant, the
+    value cut in the message; a path at the limit is written (its markers and their temporary
+    copies included), one byte more is refused."""
+    table = _table(str(tmp_path), kind)
+    writer = WRITERS[kind][0](table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    limit = pp.max_partition_path_bytes(table.storage.root, table.storage.protocol)
+    before = tree_snapshot(table.base_uri)
+    for value in (_long_value(10_000), _long_value(limit + 1)):
+        t0 = time.monotonic()
+        with pytest.raises(InvalidPartitionPathError) as e:
+            writer.write(pa.table({"id": ["k1", "k2"], "day": [value, "fine"], "ts": [1, 1]}), "upsert")
+        print(f"refused in {time.monotonic() - t0:.3f} s")
+        assert e.value.column == "day" and e.value.value == repr(value)
+        assert len(str(e.value)) < 1000 and f"({len(value)} characters)" in str(e.value)
+        assert "keep partition paths under" in e.value.remedy
+        assert tree_snapshot(table.base_uri) == before  # no instant, no rollback, no attempt record
+    at_limit = _long_value(limit)
+    for ts in (1, 2):  # an insert, then an update (a merge, or a log file)
+        writer.write(pa.table({"id": ["k1"], "day": [at_limit], "ts": [ts]}), "upsert")
+    assert [(r["day"], r["ts"]) for r in hudi_read(table.base_uri).to_pylist()] == [(at_limit, 2)]

@@ -204,3 +204,38 @@ def test_an_empty_folder_goes_and_a_folder_with_a_file_stays(tmp_path):
     assert st.delete_dir_if_empty(st.path("a")) is False and (tmp_path / "a" / "f").exists()
     assert st.delete_dir_if_empty(st.path("b")) is True and not (tmp_path / "b").exists()
     assert st.delete_dir_if_empty(st.path("b")) is False  # already gone: nothing to do
+
+
+# -- base paths with characters no one sees (issue 40) ------------------------------------------
+
+INVISIBLE = ["t ", "t\n", "t\t", " t", "t\r", "t\x00", "t\x1b", "lake /t"]
+
+
+@pytest.mark.parametrize("name", INVISIBLE)
+def test_a_base_path_with_an_invisible_character_is_refused_showing_it(tmp_path, name):
+    """``'t '`` and ``'t\\n'`` were created and written silently; opening ``'t'`` then said
+    "no table" and no message quoted the path. Now create, open and the writers' storage
+    refuse it before any folder exists, the path shown by ``repr()`` so the character is."""
+    from airflow_hudi_occ.core.errors import InvalidTablePathError
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+
+    path = str(tmp_path / name)
+    before = tree_snapshot(tmp_path)
+    t0 = time.monotonic()
+    for attempt in (lambda: Table.create(path, "t", record_key_fields=["k"]), lambda: Table.open(path),
+                    lambda: Storage(path), lambda: Storage(f"memory://{name}")):
+        with pytest.raises(InvalidTablePathError) as e:
+            attempt()
+        assert repr(path) in str(e.value) or repr(f"memory://{name}") in str(e.value)
+        assert "remove the character" in e.value.remedy
+    print(f"refused in {time.monotonic() - t0:.3f} s")
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_base_paths_people_can_see_are_taken(tmp_path):
+    from airflow_hudi_occ.core.table.table import Table
+
+    for name in ("my table", "t", "tàble", "t.v2"):
+        Table.create(str(tmp_path / name), "t", record_key_fields=["k"])
+        assert Table.open(str(tmp_path / name) + "/").config.name == "t"
