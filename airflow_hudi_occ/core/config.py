@@ -167,7 +167,8 @@ def closest_key(key: str, known: set[str] | None = None) -> str | None:
     return found[0] if found else None
 
 
-def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None) -> list[str]:
+def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None, *,
+                      warn: Callable[[str], None] | None = None) -> list[str]:
     """Judge every key before anything runs. A key a property reads is fine; a key of Hudi's
     own set (core/hudi_options.json) is never "unknown": it has no effect here (accepted, logged
     once) or it is refused (a :class:`ConfigError` naming the key, the reason and the remedy);
@@ -176,7 +177,7 @@ def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None)
 
     ``hoodie.occ.options.strict=false`` turns both refusals into warnings, for configs shared
     with other tools: the unknown keys are returned (for the caller to warn about), the refused
-    ones are logged here with their reason."""
+    ones are warned about here (``warn``, else this module's log) with their reason."""
     known = known if known is not None else known_keys()
     unknown, refused = [], []
     for k in sorted(options):
@@ -200,8 +201,8 @@ def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None)
     for verdict in refused:
         value = options[verdict.key]
         if not strict:
-            log.warning("Hudi option %s=%r is not implemented here (%s=false: ignored): %s", verdict.key,
-                        value, OPTIONS_STRICT_KEY, verdict.reason)
+            (warn or log.warning)(f"Hudi option {verdict.key}={value!r} is not implemented here "
+                                  f"({OPTIONS_STRICT_KEY}=false: ignored): {verdict.reason}")
             continue
         more = [v.key for v in refused if v is not verdict]
         raise ConfigError(
@@ -550,7 +551,7 @@ class WriteConfig:
         entry point (library, CLI, DAG, Spark job): a misspelt ``hoodie.write.lock.providr``
         must not mean the default lock (``hoodie.occ.options.strict=false`` only warns)."""
         options = dict(options or {})
-        unknown = check_option_keys(options)
+        unknown = check_option_keys(options, warn=warn)
         if unknown:
             (warn or log.warning)(f"options nothing reads ({OPTIONS_STRICT_KEY}=false): {unknown}")
         lock = LockConfig.from_options(options)
