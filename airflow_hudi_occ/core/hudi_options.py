@@ -392,6 +392,10 @@ RULES: tuple[Rule, ...] = (
     _no(r"hoodie\.write\.record\.positions",
         "record positions in Java's log blocks, an optimisation of its readers; readers of this "
         "project's log blocks merge by key"),
+    _refuse(r"hoodie\.table\.timeline\.timezone",
+            "this project's instant times are always UTC (core/format/instant_time.py); Java's "
+            "default LOCAL is the JVM's zone, the same only on machines whose zone is UTC",
+            "remove it, or set it to UTC (and run Java writers of the same table with UTC too)", "UTC"),
     _no(r"hoodie\.(clustering\.(async|inline)\.max\.commits)",
         _gated("clustering after commits", "hoodie.clustering.inline / async.enabled")),
     _no(r"hoodie\.compaction\.daybased\.target\.partitions|hoodie\.clean\.hours\.retained",
