@@ -288,9 +288,6 @@ RULES: tuple[Rule, ...] = (
     _off(r"hoodie\.table\.cdc\.enabled", "Hudi's change-data-capture log (CDC blocks) is not written here",
          "remove it; read changes with an incremental read (docs/python-library.md)"),
     _no(r"hoodie\.table\.cdc\..*", _gated("Hudi's change-data-capture log", "hoodie.table.cdc.enabled")),
-    _refuse(r"hoodie\.index\.type",
-            "only the SIMPLE and BUCKET indexes are implemented", "use SIMPLE or BUCKET", "SIMPLE",
-            "BUCKET"),
     _refuse(r"hoodie\.index\.class", JAVA_CLASS, JAVA_CLASS_REMEDY, ""),
     _no(r"hoodie\.(bloom\.index|global\.(simple\.index|index)|record\.index|simple\.index)\..*",
         "tuning of Java's bloom, global and record-level indexes and of its simple index's Spark join; "

@@ -192,6 +192,15 @@ def test_hudis_keys_do_not_widen_the_set_this_project_reads():
     assert "hoodie.compact.inline" in hudi_options.hudi_keys()
 
 
+def test_every_rule_decides_some_key():
+    """A rule no key reaches (a key a property now honours, a typo in a pattern) is dead text."""
+    used = set()
+    for entry in hudi_options.pinned()[1]:
+        if hudi_options.unread_name(entry, honored_keys()) is None and entry.key not in ACCEPTED_HUDI_KEYS:
+            used.add(hudi_options.rule_for(entry.key))
+    assert [r.pattern for r in hudi_options.RULES if r not in used] == []
+
+
 def test_every_key_has_a_rule_more_specific_than_the_catch_all_where_users_set_it_most():
     """The keys of the issue's list get reasons of their own, not the generic one."""
     for key in ISSUE_KEYS:
