@@ -343,14 +343,14 @@ RULES: tuple[Rule, ...] = (
     _no(r"hoodie\.write\.(executor|buffer)\..*",
         "Java's in-task record queue between reading and writing; this project writes Arrow batches"),
     _no(r"hoodie\.(consistency\.check\..*|optimistic\.consistency\.guard\.sleep_time_ms)",
-        "Java's guard for eventually consistent stores (deprecated since Hudi 0.7); object stores "
-        "are strongly consistent and this project lists after it writes"),
+        "Java's guard for eventually consistent stores (deprecated since Hudi 0.7); the object "
+        "stores this project writes to are strongly consistent"),
     _no(r"hoodie\.filesystem\.operation\.retry\..*",
         "Java's Hadoop file-system retries; this project's stores retry with their own bounded "
         "clients (docs/configuration.md, Object stores)"),
     _no(r"hoodie\.fs\.atomic_creation\.support",
-        "which stores Java's file-system lock creates files atomically on; this project's lock "
-        "providers use each store's own conditional write (docs/concurrency.md)"),
+        "which stores Java's file-system lock creates files atomically on; this project's locks "
+        "do not read it (docs/concurrency.md)"),
     _no(r"hoodie\.write\.lock\.hivemetastore\..*",
         _gated("Java's HiveMetastoreBasedLockProvider", "hoodie.write.lock.provider")),
     _no(r"hoodie\.write\.lock\.heartbeat_interval_ms",
@@ -383,9 +383,10 @@ RULES: tuple[Rule, ...] = (
         r"|history\.path|keygenerator\.(class|type)|legacy\.payload\.class)|timeline\.(history\.path|path|layout\.version)"
         r"|archivelog\.folder|compaction\.payload\.class)", TABLE_PROPERTY),
     _no(r"hoodie\.(sensitive\.config\.keys|write\.application\.id)",
-        "what Java's logs mask and how its commits name the Spark application; this project's "
-        "logs never print option values it holds secret, and its commits name the writer"),
-    _no(r"hoodie\.combine\.before\.delete", "deletes are always combined by key"),
+        "what Java's logs mask and the application name its commits carry; this project's writers "
+        "read neither (its commits name the writer; its job keeps secrets out of its arguments, "
+        "core/job_secrets.py)"),
+    _no(r"hoodie\.combine\.before\.delete", "a delete removes a key however many times its batch names it"),
     _no(r"hoodie\.write\.record\.positions",
         "record positions in Java's log blocks, an optimisation of its readers; readers of this "
         "project's log blocks merge by key"),
