@@ -224,14 +224,13 @@ def test_the_pinned_file_ships_in_the_wheel():
 
 @pytest.mark.slow
 def test_the_pinned_file_is_what_the_hudi_bundle_defines(tmp_path):
-    """Rerun the Java dump against the installed bundle: the pinned file is its output. (One JVM
-    of about 10 s CPU, under the machine's heavy-run lock; the bound covers waiting for it.)"""
+    """Rerun the Java dump against the installed bundle: the pinned file is its output (one JVM,
+    about 10 s of CPU)."""
     from airflow_hudi_occ.testing.java_hudi import DEFAULT_DIR
     if not (DEFAULT_DIR / "setup.json").exists():
         pytest.skip("Java Hudi is not installed (scripts/install-java-hudi.sh)")
     out = tmp_path / "dump.json"
-    subprocess.run(["flock", "/tmp/heavy.lock", "nice", "-n", "5", "bash",
-                    str(ROOT / "scripts" / "regenerate-hudi-options.sh"), "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=1800,
+    subprocess.run(["bash", str(ROOT / "scripts" / "regenerate-hudi-options.sh"), "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300,
                    env={**os.environ, "PYTHON": sys.executable})
     assert json.loads(out.read_text()) == json.loads(hudi_options.PINNED_FILE.read_text())
