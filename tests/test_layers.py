@@ -60,7 +60,7 @@ ROOT = "airflow_hudi_occ"
 
 #: core's layers, bottom first; a module may import its own layer and those below it
 CORE_LAYERS = [
-    {"errors", "config", "plugins", "job_protocol", "job_secrets", "_moved", "__init__"},
+    {"errors", "config", "hudi_options", "plugins", "job_protocol", "job_secrets", "_moved", "__init__"},
     {"format"},
     {"table"},
     {"concurrency"},

@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
+from airflow_hudi_occ.core import hudi_options
 from airflow_hudi_occ.core.errors import ConfigError
 
 T = TypeVar("T")
@@ -26,7 +27,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: every key (and alias) a :class:`ConfigProperty` reads, filled as the properties are defined;
-#: :func:`check_option_keys` refuses what is in neither this nor :data:`ACCEPTED_HUDI_KEYS`
+#: :func:`check_option_keys` judges the rest by Hudi's key set (core/hudi_options.py)
 _KNOWN_KEYS: dict[str, "ConfigProperty"] = {}
 
 
@@ -90,7 +91,9 @@ def parse_enum(cls: type[enum.Enum]) -> Callable[[Any], enum.Enum]:
 # --- which keys exist ------------------------------------------------------------------------
 
 #: Hudi keys a Hudi user routinely sets that this project reads elsewhere or has no use for,
-#: with why: accepted (a copied Hudi config keeps working) but never silently misread.
+#: with why: accepted (a copied Hudi config keeps working) but never silently misread. Their
+#: "no effect here" status overrides core/hudi_options.py's rules (and covers hoodie.auto.commit,
+#: which Hudi 1.2 no longer defines).
 ACCEPTED_HUDI_KEYS: dict[str, str] = {
     **{f"hoodie.{op}.shuffle.parallelism": "Spark's own partitioning decides the parallelism"
        for op in ("upsert", "insert", "bulkinsert", "delete")},
@@ -145,35 +148,69 @@ CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
 
 def known_keys() -> set[str]:
     """Every ``hoodie.*`` key this project reads or accepts (of the modules imported so far:
-    callers that check keys import the modules that define them first)."""
+    callers that check keys import the modules that define them first). Hudi's own keys that
+    no property reads are not here: :func:`check_option_keys` judges them by
+    :mod:`~airflow_hudi_occ.core.hudi_options`."""
     return set(_KNOWN_KEYS) | set(ACCEPTED_HUDI_KEYS)
 
 
+def honored_keys() -> dict[str, "ConfigProperty"]:
+    """The keys (and aliases) a :class:`ConfigProperty` reads: Hudi's "honored" status."""
+    return dict(_KNOWN_KEYS)
+
+
 def closest_key(key: str, known: set[str] | None = None) -> str | None:
-    """The known key ``key`` most likely misspells (``difflib``), or None."""
-    found = difflib.get_close_matches(key, sorted(known or known_keys()), n=1, cutoff=0.85)
+    """The key ``key`` most likely misspells (``difflib``), of the known keys and Hudi's whole
+    set (a typo of a Hudi key this project refuses is still a typo), or None."""
+    names = set(known or known_keys()) | set(hudi_options.hudi_keys())
+    found = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.85)
     return found[0] if found else None
 
 
-def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None) -> list[str]:
-    """Refuse a key nothing reads: a misspelt ``hoodie.write.lock.providr`` must not fall back
-    to the default lock. ``hoodie.occ.options.strict=false`` turns the refusal into the return
-    value (the unknown keys, for the caller to warn about), for configs shared with other tools.
-    """
+def check_option_keys(options: Mapping[str, Any], known: set[str] | None = None, *,
+                      warn: Callable[[str], None] | None = None) -> list[str]:
+    """Judge every key before anything runs. A key a property reads is fine; a key of Hudi's
+    own set (core/hudi_options.json) is never "unknown": it has no effect here (accepted, logged
+    once) or it is refused (a :class:`ConfigError` naming the key, the reason and the remedy);
+    any other key is refused as unknown, with the closest name: a misspelt
+    ``hoodie.write.lock.providr`` must not fall back to the default lock.
+
+    ``hoodie.occ.options.strict=false`` turns both refusals into warnings, for configs shared
+    with other tools: the unknown keys are returned (for the caller to warn about), the refused
+    ones are warned about here (``warn``, else this module's log) with their reason."""
     known = known if known is not None else known_keys()
-    unknown = sorted(k for k in options if k not in known)
-    if not unknown:
-        return []
-    if not OPTIONS_STRICT.get(options):
-        return unknown
-    key = unknown[0]
-    hint = closest_key(key, known)
-    more = f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
-    raise ConfigError(
-        f"unknown option {key!r}{more}" + (f": did you mean {hint!r}?" if hint else ""),
-        key=key, value=options[key],
-        remedy=(f"rename it to {hint}" if hint else "remove it, or use a key from docs/configuration.md")
-               + f" (or set {OPTIONS_STRICT_KEY}=false to only warn about keys nothing reads)")
+    unknown, refused = [], []
+    for k in sorted(options):
+        if k in known:
+            continue
+        verdict = hudi_options.judge(k, options[k], options, _KNOWN_KEYS)
+        if verdict is None:
+            unknown.append(k)
+        elif verdict.status == hudi_options.REFUSED:
+            refused.append(verdict)
+    strict = OPTIONS_STRICT.get(options)
+    if unknown and strict:
+        key = unknown[0]
+        hint = closest_key(key, known)
+        more = f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+        raise ConfigError(
+            f"unknown option {key!r}{more}" + (f": did you mean {hint!r}?" if hint else ""),
+            key=key, value=options[key],
+            remedy=(f"rename it to {hint}" if hint else "remove it, or use a key from docs/configuration.md")
+                   + f" (or set {OPTIONS_STRICT_KEY}=false to only warn about keys nothing reads)")
+    for verdict in refused:
+        value = options[verdict.key]
+        if not strict:
+            (warn or log.warning)(f"Hudi option {verdict.key}={value!r} is not implemented here "
+                                  f"({OPTIONS_STRICT_KEY}=false: ignored): {verdict.reason}")
+            continue
+        more = [v.key for v in refused if v is not verdict]
+        raise ConfigError(
+            f"Hudi option {verdict.key}={value!r} is refused here: {verdict.reason}"
+            + (f" (also refused: {', '.join(more)})" if more else ""),
+            key=verdict.key, value=value,
+            remedy=verdict.remedy + " (docs/configuration.md, \"Hudi's option set\")")
+    return unknown
 
 
 class ConcurrencyMode(enum.Enum):
@@ -514,7 +551,7 @@ class WriteConfig:
         entry point (library, CLI, DAG, Spark job): a misspelt ``hoodie.write.lock.providr``
         must not mean the default lock (``hoodie.occ.options.strict=false`` only warns)."""
         options = dict(options or {})
-        unknown = check_option_keys(options)
+        unknown = check_option_keys(options, warn=warn)
         if unknown:
             (warn or log.warning)(f"options nothing reads ({OPTIONS_STRICT_KEY}=false): {unknown}")
         lock = LockConfig.from_options(options)
