@@ -38,12 +38,13 @@ import uuid
 from airflow_hudi_occ.core.concurrency import markers as markers_mod
 from airflow_hudi_occ.core.concurrency.markers import files as marker_file_cache
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
+from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import format_ms
-from airflow_hudi_occ.core.concurrency.markers import BatchedWriteMarkers, markers_file_names
+from airflow_hudi_occ.core.concurrency.markers.write_markers import BatchedWriteMarkers
+from airflow_hudi_occ.core.concurrency.markers.folder import markers_file_names
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import create_requested, transition_to_inflight
 

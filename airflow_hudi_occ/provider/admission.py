@@ -25,7 +25,8 @@ from airflow_hudi_occ.core.concurrency.footprint import UNKNOWN_WRITER, Footprin
 from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, SMALL_FILE_LIMIT,
                                           HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
-from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, INDEX_TYPE, NUM_BUCKETS
+from airflow_hudi_occ.core.format.bucket_index import INDEX_TYPE, NUM_BUCKETS
+from airflow_hudi_occ.core.config import HASH_FIELD
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.submit.footprint import batch_partitions, batch_reach
 

@@ -10,7 +10,7 @@ from airflow.sdk import RetryAction
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
 from airflow_hudi_occ.core.errors import SourceNotFoundError
 from airflow_hudi_occ.provider import deferred_job
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException
 
 

@@ -136,7 +136,7 @@ def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
     commits; the return value lists both attempts."""
     from airflow.exceptions import TaskDeferred
 
-    from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+    from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
     from tests.provider.test_deferrable_operator import _context
 
     table = str(tmp_path / "t")
