@@ -42,8 +42,9 @@ Which imports count:
 (h) one home per name, no shims: a name is imported from the module that defines it, never
     through a module that only imported it (``from a import X`` where ``a`` has ``from b import
     X``), in the package and in everything that imports it (tests, dags, examples, bench,
-    scripts), nor read as ``a.X`` inside the package; a module's ``__all__`` lists only names
-    it defines; and no module is a shim (a body of nothing but imports, ``__all__`` and a
+    scripts), nor read as ``a.X`` (except to patch ``a``'s own binding: ``a.X = ...``,
+    ``monkeypatch.setattr(a, "X", ...)``); a name a module does not have (moved, removed) is
+    reported too, before it fails at run time; a module's ``__all__`` lists only names it defines; and no module is a shim (a body of nothing but imports, ``__all__`` and a
     docstring, kept so that an old path still imports). Only the deliberate public APIs in
     ``PUBLIC_API`` re-export, each with its reason; the list must be exact.
 """
@@ -543,6 +544,7 @@ REPO = PKG.parent
 
 class Binding(NamedTuple):
     defined: frozenset[str]       # names the module defines (def, class, assignment)
+    foreign: frozenset[str]       # names it imports from outside the package
     imported: dict[str, str]      # name -> the package module it was imported from
     all_: tuple[str, ...]         # its __all__
     shim: bool                    # its body is nothing but imports, __all__ and a docstring
@@ -565,6 +567,7 @@ def binding_of(path: pathlib.Path, text: str | None = None) -> Binding:
     tree = ast.parse(path.read_text() if text is None else text)
     defined: set[str] = set()
     imported: dict[str, str] = {}
+    foreign: set[str] = set()
     all_: tuple[str, ...] = ()
     shim, imports = True, 0
     body = list(tree.body)
@@ -591,7 +594,11 @@ def binding_of(path: pathlib.Path, text: str | None = None) -> Binding:
                 for a in n.names:
                     if not _is_module(f"{n.module}.{a.name}"):
                         imported[a.asname or a.name] = n.module
-    return Binding(frozenset(defined), imported, all_, shim and imports > 0)
+            elif isinstance(n, ast.ImportFrom):
+                foreign |= {a.asname or a.name for a in n.names}
+            elif isinstance(n, ast.Import):
+                foreign |= {a.asname or a.name.split(".")[0] for a in n.names}
+    return Binding(frozenset(defined), frozenset(foreign), imported, all_, shim and imports > 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -616,6 +623,9 @@ def reexport_uses(path: pathlib.Path, text: str | None = None) -> list[str]:
         if name in b.imported:
             found.append(f"{rel}:{node.lineno}: rule (h): {how} {name} from {module}, which only "
                          f"re-exports it: import it from {b.imported[name]}")
+        elif not ("__getattr__" in b.defined or name in b.foreign or name.startswith("__")):
+            found.append(f"{rel}:{node.lineno}: rule (h): {how} {name} from {module}, which has no "
+                         "such name (moved or removed): import it from the module that defines it")
 
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(ROOT):
@@ -627,11 +637,16 @@ def reexport_uses(path: pathlib.Path, text: str | None = None) -> list[str]:
             for a in node.names:
                 if a.asname and a.name.startswith(ROOT):
                     modules[a.asname] = a.name
-    if rel.parts[0] == ROOT:  # attribute reads: only where the names bound are the package's
+    if True:  # attribute reads of a module bound by an import
         attrs = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                  and isinstance(n.value, ast.Name) and n.value.id in modules]
-        # a read of the binding a module uses, to patch it there (testing/crash.py), is no re-export
+        # a read of the binding a module uses, to patch it there (``m.f = wrapped`` as in
+        # testing/crash.py, or ``monkeypatch.setattr(m, "f", ...)``), is no re-export
         patched = {(n.value.id, n.attr) for n in attrs if isinstance(n.ctx, ast.Store)}
+        patched |= {(c.args[0].id, c.args[1].value) for c in ast.walk(tree)
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                    and c.func.attr == "setattr" and len(c.args) >= 2
+                    and isinstance(c.args[0], ast.Name) and isinstance(c.args[1], ast.Constant)}
         for node in attrs:
             if isinstance(node.ctx, ast.Load) and (node.value.id, node.attr) not in patched:
                 check(node, modules[node.value.id], node.attr, "reads")
@@ -700,6 +715,10 @@ def test_the_check_sees_a_shim(where, source, expect):
      "import it from airflow_hudi_occ.core.format.layout"),
     ("airflow_hudi_occ/spark/_probe.py", "from airflow_hudi_occ.core.table import table\ntable.PROPERTIES_FILE\n",
      "reads PROPERTIES_FILE from airflow_hudi_occ.core.table.table"),
+    ("bench/_probe.py", "from airflow_hudi_occ.core.concurrency import markers\nmarkers.file_id_of('x')\n",
+     "reads file_id_of from airflow_hudi_occ.core.concurrency.markers, which has no such name"),
+    ("tests/_probe.py", "from airflow_hudi_occ.spark.shipping import is_local_master\n",
+     "imports is_local_master from airflow_hudi_occ.spark.shipping, which has no such name"),
 ])
 def test_the_check_sees_an_import_through_a_re_export(where, source, expect):
     found = reexport_uses(REPO / where, source)
@@ -712,6 +731,11 @@ def test_the_check_sees_an_import_through_a_re_export(where, source, expect):
     "from airflow_hudi_occ.core.format.layout import BaseFile\n",      # its home
     "from airflow_hudi_occ.core.concurrency import markers\n",         # a module
     "from airflow_hudi_occ.provider.version_compat import BaseOperator\n",  # Airflow's name, chosen once
+    # the original of a binding patched where it is used
+    "from airflow_hudi_occ.core.commit import transaction\norig = transaction.complete\n"
+    "transaction.complete = lambda *a: orig(*a)\n",
+    "from airflow_hudi_occ.core.commit import recovery\n"
+    "def test(monkeypatch):\n    monkeypatch.setattr(recovery, 'find_committed_batch', recovery.find_committed_batch)\n",
 ])
 def test_what_the_re_export_check_allows(source):
     assert reexport_uses(REPO / "tests/_probe.py", source) == []
