@@ -658,8 +658,13 @@ def caller_files():
                   if ".venv" not in p.parts and ".work" not in p.parts)
 
 
+def _files(extra: dict[pathlib.Path, str] | None):
+    """The package's modules, or only ``extra`` (path -> source) when a probe is given."""
+    return list(extra.items()) if extra else [(p, None) for p in sources()]
+
+
 def shims(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
-    files = [(p, None) for p in sources()] + list((extra or {}).items())
+    files = _files(extra)
     return [f"{p.relative_to(REPO)}: rule (h): a shim (nothing but imports, __all__ and a "
             "docstring): import its names from where they are defined and delete it"
             for p, text in files
@@ -668,7 +673,7 @@ def shims(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
 
 def foreign_all(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
     found = []
-    for p, text in [(p, None) for p in sources()] + list((extra or {}).items()):
+    for p, text in _files(extra):
         me = module_name(p)
         b = binding_of(p, text)
         bad = [n for n in b.all_ if n in b.imported]  # (provider/version_compat lists Airflow's names)
