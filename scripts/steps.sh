@@ -46,7 +46,7 @@ step() {  # [--size-of PATH] label command args...
   local label=$1; shift
   mkdir -p "$(dirname "$HUDI_OCC_SETUP_LOG")"
   touch "$HUDI_OCC_SETUP_LOG"
-  local offset; offset=$(stat -c %s "$HUDI_OCC_SETUP_LOG")
+  local offset; offset=$(stat -c %s "$HUDI_OCC_SETUP_LOG")  # the step's part begins after it
   printf '\n=== %s: %s (%s)\n' "$STEP_PREFIX" "$label" "$(date -u +%FT%TZ)" >>"$HUDI_OCC_SETUP_LOG"
   local t0=$SECONDS rc=0 flags=$-
   # a subshell outside any && / || list, so that `set -e` stops the step at its first failure
@@ -58,7 +58,7 @@ step() {  # [--size-of PATH] label command args...
   if [ "$rc" -ne 0 ]; then
     {
       echo "$STEP_PREFIX: $label FAILED (exit $rc, after $secs s); the end of its output:"
-      tail -c +"$((offset + 1))" "$HUDI_OCC_SETUP_LOG" | tail -n "${HUDI_OCC_SETUP_TAIL:-30}" | sed 's/^/  | /'
+      tail -c +"$((offset + 2))" "$HUDI_OCC_SETUP_LOG" | tail -n "${HUDI_OCC_SETUP_TAIL:-30}" | sed 's/^/  | /'
       echo "$STEP_PREFIX: $label failed; its whole output is in $HUDI_OCC_SETUP_LOG"
     } >&2
     return "$rc"
