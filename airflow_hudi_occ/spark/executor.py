@@ -40,12 +40,11 @@ from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS,
                                                     parquet_writer, read_parquet, with_meta_columns)
-from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.format.layout import base_file_name, join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import RetryableError
-from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)

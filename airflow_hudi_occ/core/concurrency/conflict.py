@@ -35,11 +35,10 @@ from airflow_hudi_occ.core.config import (CLUSTERING_FAIL_ON_PENDING_INGESTION,
 from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
-from airflow_hudi_occ.core.format.layout import bucket_id_of
+from airflow_hudi_occ.core.format.layout import FileGroupId, bucket_id_of
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.format.layout import FileGroupId
 
 # Which instants may be candidates is this module's judgement (operation.py only reads what
 # an instant mutated), so the two action sets that make it live here.
