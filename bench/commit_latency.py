@@ -35,8 +35,8 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import conflict as conflict_mod
 from airflow_hudi_occ.core.commit import transaction as tx_mod
-from airflow_hudi_occ.core.format.base_file import (base_file_path, new_file_id, with_meta_columns,
-                                             write_parquet, write_token)
+from airflow_hudi_occ.core.format.base_file import new_file_id, with_meta_columns, write_parquet, write_token
+from airflow_hudi_occ.core.format.layout import base_file_path
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.format.instant import Action, Instant, State

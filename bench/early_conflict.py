@@ -35,15 +35,16 @@ import os
 import time
 import uuid
 
-from airflow_hudi_occ.core.concurrency import markers as markers_mod
+from airflow_hudi_occ.core.concurrency.markers.names import file_id_of
 from airflow_hudi_occ.core.concurrency.markers import files as marker_file_cache
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
-from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
+from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import format_ms
-from airflow_hudi_occ.core.concurrency.markers import BatchedWriteMarkers, markers_file_names
+from airflow_hudi_occ.core.concurrency.markers.write_markers import BatchedWriteMarkers
+from airflow_hudi_occ.core.concurrency.markers.folder import markers_file_names
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import create_requested, transition_to_inflight
 
@@ -115,7 +116,7 @@ class MarkerTable:
             items = _marker_names(t, per, i)
             if self.some_marker is None:
                 p, n, _ = items[0]
-                self.some_marker = (p, markers_mod.file_id_of(n))
+                self.some_marker = (p, file_id_of(n))
             if batched:
                 k = len(items) // WRITERS_PER_INSTANT + 1
                 for w in range(WRITERS_PER_INSTANT):

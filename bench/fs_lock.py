@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 
 from airflow_hudi_occ.core.config import LockConfig
-from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.format.storage import Storage
 
 from .common import Figure, describe_dir, sample_pair, work_dir

@@ -97,7 +97,7 @@ def bare_write(spark, df, out_dir: str) -> int:
     from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.spark import pair_write
     from airflow_hudi_occ.spark.file_group_plan import plan_in_tasks
-    from airflow_hudi_occ.spark.options import SparkWriteOptions
+    from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
     from airflow_hudi_occ.spark.writer import arrow_schema_of
 
     opts = SparkWriteOptions.from_options(BASE_OPTS)

@@ -22,7 +22,8 @@ from kazoo.client import KazooClient
 from kazoo.recipe.lock import Lock
 
 from airflow_hudi_occ.core.config import LockConfig
-from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
 
 from .common import Figure, sample_pair, work_dir

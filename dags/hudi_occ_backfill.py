@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
 from airflow_hudi_occ.provider import examples
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.sensors.hudi_occ import HudiEarlyConflictSensor, HudiWriteWindowSensor
 
 TABLE = examples.setting("hudi_occ_table", examples.default_table_path())

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
 from airflow_hudi_occ.provider import examples
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 with DAG(
     dag_id="hudi_occ_ingestion",

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG
 
 from airflow_hudi_occ.provider import examples
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiTableServiceOperator
+from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
 
 TABLE = examples.setting("hudi_occ_table", examples.default_table_path())
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, task
 
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 HOME = os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow"))
 MY_TABLE = "{{ var.value.get('my_table', '%s') }}" % os.path.join(HOME, "lake", "orders")

@@ -17,44 +17,45 @@
 #     Airflow Spark provider cannot overwrite it with other files).
 # A second run does nothing but check: the venv is rebuilt only when pyproject.toml or
 # constraints.txt changed.
+# Quiet: one line per step (what it downloaded, its time); apt, pip and Maven write to
+# .work/bootstrap.log, whose end is shown only when a step fails (scripts/steps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench}
+STEP_PREFIX=bootstrap
+source scripts/steps.sh
 
-if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
-  echo "bootstrap: installing a JDK (openjdk-17-jdk-headless)"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq openjdk-17-jdk-headless
-fi
-bash scripts/install-zookeeper.sh
 missing=""
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  missing="$missing openjdk-17-jdk-headless"
+fi
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
 command -v docker-compose >/dev/null 2>&1 || missing="$missing docker-compose"
 if [ -n "$missing" ]; then
-  echo "bootstrap: installing$missing from Debian"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq $missing
+  apt_install $missing
+else
+  up_to_date "JDK, Chromium, docker-compose"
 fi
+bash scripts/install-zookeeper.sh
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-if [ ! -x .venv/bin/python ]; then
-  echo "bootstrap: creating .venv with $PY"
-  "$PY" -m venv .venv
-fi
 stamp=.venv/.airflow_hudi_occ-installed
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-$EXTRAS"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "bootstrap: installing airflow_hudi_occ[$EXTRAS] into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[$EXTRAS]" -c constraints.txt  # the versions tested together
-  echo "$want" > "$stamp"
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  up_to_date ".venv" "airflow_hudi_occ[$EXTRAS]"
 else
-  echo "bootstrap: .venv is up to date"
+  if [ ! -x .venv/bin/python ]; then
+    step ".venv ($PY -m venv)" "$PY" -m venv .venv
+  fi
+  pip_install() {
+    .venv/bin/python -m pip install --progress-bar off --upgrade pip
+    .venv/bin/python -m pip install --progress-bar off -e ".[$EXTRAS]" -c constraints.txt  # the versions tested together
+  }
+  step ".venv (pip install -e .[$EXTRAS])" pip_install
+  echo "$want" > "$stamp"
 fi
 bash scripts/install-java-hudi.sh
 if [ "${HUDI_OCC_SLOW:-}" = "1" ]; then

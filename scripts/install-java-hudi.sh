@@ -10,9 +10,13 @@
 #                                            airflow_hudi_occ/testing/java_hudi.py
 # Why Spark 3.5 next to our PySpark 4.2, and why no utilities bundle: docs/java-interop.md
 # ("Running Java Hudi"). A second run only checks (a few ms): nothing is downloaded at test time.
+# Quiet: one line per step, Maven's and pip's output in .work/bootstrap.log (scripts/steps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+STEP_PREFIX=install-java-hudi
+source scripts/steps.sh
+did=""  # the steps that ran; none: one "up to date" line
 DIR=${HUDI_OCC_JAVA_HUDI_DIR:-$ROOT/.work/java-hudi}
 
 # Pinned. The bundle is the newest Hudi 1.2.x Spark bundle whose jar Maven Central serves to this
@@ -23,35 +27,33 @@ HUDI_ARTIFACT=hudi-spark3.5-bundle_2.12
 HUDI_JAR_SHA256=cc79fba00822f3a6c3a860df99375c2e3d4a034d037dbf4213a4966a706a7676
 PYSPARK_VERSION=3.5.5
 
-log() { echo "install-java-hudi: $*"; }
-if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
 
 # -- tools: a JDK (Spark 3.5 runs on 17) and Maven ---------------------------------------------
 missing=""
 command -v java >/dev/null 2>&1 || missing="$missing openjdk-17-jdk-headless"
 command -v mvn >/dev/null 2>&1 || missing="$missing maven"
 if [ -n "$missing" ]; then
-  log "installing$missing from Debian"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq $missing
+  apt_install $missing
+  did=1
 fi
 
 mkdir -p "$DIR/jars"
 
 # -- the Hudi bundle --------------------------------------------------------------------------
 JAR="$DIR/jars/$HUDI_ARTIFACT-$HUDI_VERSION.jar"
-if [ -s "$JAR" ] && echo "$HUDI_JAR_SHA256  $JAR" | sha256sum -c --status; then
-  log "$(basename "$JAR") present"
-else
-  log "fetching org.apache.hudi:$HUDI_ARTIFACT:$HUDI_VERSION with mvn"
-  rm -f "$JAR"
+fetch_jar() {  # group artifact version sha256: a jar by Maven's own client, checked against its pin
+  local jar="$DIR/jars/$2-$3.jar"
+  rm -f "$jar"
   # --strict-checksums: Maven refuses a jar whose SHA-1 does not match the repository's.
   mvn -B -q --strict-checksums org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      "-Dartifact=org.apache.hudi:$HUDI_ARTIFACT:$HUDI_VERSION:jar" \
-      "-DoutputDirectory=$DIR/jars" -Dmdep.overWriteReleases=true
-  echo "$HUDI_JAR_SHA256  $JAR" | sha256sum -c --status || {
-    echo "install-java-hudi: $JAR does not have the pinned SHA-256 $HUDI_JAR_SHA256" >&2; exit 1; }
+      "-Dartifact=$1:$2:$3:jar" "-DoutputDirectory=$DIR/jars" -Dmdep.overWriteReleases=true
+  echo "$4  $jar" | sha256sum -c --status || {
+    echo "install-java-hudi: $jar does not have the pinned SHA-256 $4" >&2; exit 1; }
+}
+if ! { [ -s "$JAR" ] && echo "$HUDI_JAR_SHA256  $JAR" | sha256sum -c --status; }; then
+  step --size-of "$JAR" "$HUDI_ARTIFACT $HUDI_VERSION (mvn)" \
+      fetch_jar org.apache.hudi "$HUDI_ARTIFACT" "$HUDI_VERSION" "$HUDI_JAR_SHA256"
+  did=1
 fi
 
 # -- Hadoop's s3a connector: Java jobs on S3 tables (HudiJavaWriteOperator / HudiJavaTableServiceOperator
@@ -62,15 +64,9 @@ com.amazonaws:aws-java-sdk-bundle:1.12.262:873fe7cf495126619997bec21c44de5d99254
 S3A_JARS=""
 while IFS=: read -r group artifact version sha; do
   jar="$DIR/jars/$artifact-$version.jar"
-  if [ -s "$jar" ] && echo "$sha  $jar" | sha256sum -c --status; then
-    log "$(basename "$jar") present"
-  else
-    log "fetching $group:$artifact:$version with mvn"
-    rm -f "$jar"
-    mvn -B -q --strict-checksums org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-        "-Dartifact=$group:$artifact:$version:jar" "-DoutputDirectory=$DIR/jars" -Dmdep.overWriteReleases=true
-    echo "$sha  $jar" | sha256sum -c --status || {
-      echo "install-java-hudi: $jar does not have the pinned SHA-256 $sha" >&2; exit 1; }
+  if ! { [ -s "$jar" ] && echo "$sha  $jar" | sha256sum -c --status; }; then
+    step --size-of "$jar" "$artifact $version (mvn)" fetch_jar "$group" "$artifact" "$version" "$sha"
+    did=1
   fi
   S3A_JARS="$S3A_JARS${S3A_JARS:+, }\"$jar\""
 done <<< "$S3A_ARTIFACTS"
@@ -80,15 +76,16 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV="$DIR/venv"
 stamp="$VENV/.pyspark-$PYSPARK_VERSION"
-if [ -f "$stamp" ] && [ -x "$VENV/bin/spark-submit" ]; then
-  log "pyspark $PYSPARK_VERSION present in $VENV"
-else
-  log "creating $VENV with pyspark==$PYSPARK_VERSION (a large sdist: a minute or two)"
-  rm -rf "$VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q "pyspark==$PYSPARK_VERSION"
+if ! { [ -f "$stamp" ] && [ -x "$VENV/bin/spark-submit" ]; }; then
+  make_venv() {  # pyspark's sdist is large: a minute or two
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --progress-bar off --upgrade pip
+    "$VENV/bin/python" -m pip install --progress-bar off "pyspark==$PYSPARK_VERSION"
+  }
+  step "pyspark $PYSPARK_VERSION venv (pip)" make_venv
   touch "$stamp"
+  did=1
 fi
 
 # -- what the harness reads -------------------------------------------------------------------
@@ -106,4 +103,4 @@ cat > "$DIR/setup.json.tmp" <<EOF
 }
 EOF
 mv "$DIR/setup.json.tmp" "$DIR/setup.json"
-log "done ($(du -sh "$DIR" | cut -f1) in $DIR)"
+[ -n "$did" ] || up_to_date "Java Hudi $HUDI_VERSION, Spark $PYSPARK_VERSION" "${DIR#"$ROOT"/}"

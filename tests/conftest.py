@@ -6,6 +6,29 @@ import pytest
 from airflow_hudi_occ.core.table.table import Table
 
 
+#: The default run shows no warning (issue 44). None may come from this project: a deprecation
+#: whose caller is our code (the package, the tests, the DAGs and examples they load) fails the
+#: test, so a deprecated call is moved to its new name when it appears, not summarised. A
+#: third-party warning we cannot fix is ignored here, by its class and message, with the
+#: reason: this list is the one place for them.
+WARNING_FILTERS = [
+    *(f"error::{category}:{module}"
+      for category in ("DeprecationWarning", "PendingDeprecationWarning", "FutureWarning")
+      for module in ("airflow_hudi_occ", "tests", "dags", "examples")),
+    # kazoo's connection thread draws its select() jitter from the global `random` module on
+    # every loop; a client alive while Hypothesis draws (a crashed writer's ZooKeeper lock,
+    # kept held on purpose until the session ends) changes that state between two draws, and
+    # Hypothesis reports it as if a strategy used `random`. Ours do not (no test module draws
+    # from `random`; the same tests run alone show nothing).
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning",
+]
+
+
+def pytest_configure(config):
+    for line in WARNING_FILTERS:
+        config.addinivalue_line("filterwarnings", line)
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow suites run only with HUDI_OCC_SLOW=1 (scripts/test.sh --slow); the default run keeps
     a representative slice of each, marked separately."""

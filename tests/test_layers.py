@@ -6,7 +6,7 @@ Rules (each failure names the file, the line, the importing module and the rule)
 (a) ``core`` never imports ``spark``, ``provider``, ``cli``, ``testing``, ``pyspark``
     or ``airflow``;
 (b) inside ``core`` the folders import downward only: root (``errors``, ``config``,
-    ``plugins``, ``job_protocol``, ``_moved``) < ``format`` < ``table`` < ``concurrency`` <
+    ``plugins``, ``job_protocol``, ``job_secrets``) < ``format`` < ``table`` < ``concurrency`` <
     ``commit`` < ``services`` < ``inspection``; a module may import its own folder;
 (c) no import cycle between the package's modules;
 (d) ``spark`` never imports ``provider``, ``cli`` or ``airflow``; ``cli`` never imports
@@ -22,11 +22,8 @@ Rules (each failure names the file, the line, the importing module and the rule)
     (``m._x``) a name with one leading underscore that lives in another module, and never
     imports a private module (``_m``) from outside the package that holds it. What several
     modules share gets a public name in the module it belongs to. A package's own private
-    module may be imported by its modules, its ``__init__`` included (``core/__init__``
-    imports ``core/_moved`` to install it): it is private to the package, not to one module.
-    ``core/_moved.py`` needs no exemption: its proxies hand out names of the new modules by
-    ``getattr`` on module paths that are strings, which this check does not see (and whose
-    users are outside the package). Pairs that remain until their files are free to change
+    module may be imported by its modules, its ``__init__`` included: it is private to the
+    package, not to one module. Pairs that remain until their files are free to change
     are listed in ``PRIVATE_ALLOWED``; the list must be exact, so it only shrinks.
 
 Which imports count:
@@ -40,10 +37,16 @@ Which imports count:
 - imports under ``if TYPE_CHECKING:`` never run. They obey (a) and (d) (naming Spark or
   Airflow types in core would still make the layer know of them), but may point anywhere
   within core (an annotation may name an upper layer's type without loading it), and they
-  are no edges for (c);
-- ``core/_moved.py``, the deprecation shim, names old and new module paths as strings and
-  imports them with ``importlib``: strings are not imports, so only its real ``import``
-  statements are checked (the standard library today).
+  are no edges for (c).
+
+(h) one home per name, no shims: a name is imported from the module that defines it, never
+    through a module that only imported it (``from a import X`` where ``a`` has ``from b import
+    X``), in the package and in everything that imports it (tests, dags, examples, bench,
+    scripts), nor read as ``a.X`` (except to patch ``a``'s own binding: ``a.X = ...``,
+    ``monkeypatch.setattr(a, "X", ...)``); a name a module does not have (moved, removed) is
+    reported too, before it fails at run time; a module's ``__all__`` lists only names it defines; and no module is a shim (a body of nothing but imports, ``__all__`` and a
+    docstring, kept so that an old path still imports). Only the deliberate public APIs in
+    ``PUBLIC_API`` re-export, each with its reason; the list must be exact.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ ROOT = "airflow_hudi_occ"
 
 #: core's layers, bottom first; a module may import its own layer and those below it
 CORE_LAYERS = [
-    {"errors", "config", "hudi_options", "plugins", "job_protocol", "job_secrets", "_moved", "__init__"},
+    {"errors", "config", "hudi_options", "plugins", "job_protocol", "job_secrets", "__init__"},
     {"format"},
     {"table"},
     {"concurrency"},
@@ -119,7 +122,13 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+#: modules a probe pretends exist (a test sets it; the tree itself has no private module today)
+VIRTUAL_MODULES: set[str] = set()
+
+
 def _is_module(dotted: str) -> bool:
+    if dotted in VIRTUAL_MODULES:
+        return True
     base = PKG.parent / dotted.replace(".", "/")
     return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
 
@@ -496,8 +505,8 @@ def test_the_private_allow_list_is_exact():
     ("core/commit/_probe.py", "import airflow_hudi_occ.core.concurrency.operation as op\nop._TABLE_SERVICE_ACTIONS\n"),
     ("core/commit/_probe.py", "import airflow_hudi_occ.core.commit.writer\n"
                               "airflow_hudi_occ.core.commit.writer._KeyProbe\n"),
-    ("spark/_probe.py", "from airflow_hudi_occ.core import _moved\n"),
-    ("spark/_probe.py", "from airflow_hudi_occ.core._moved import MOVED\n"),
+    ("spark/_probe.py", "from airflow_hudi_occ.core import _registry\n"),
+    ("spark/_probe.py", "from airflow_hudi_occ.core._registry import KEYS\n"),
     ("spark/_probe.py", "if TYPE_CHECKING:\n    from airflow_hudi_occ.core.commit.writer import _KeyProbe\n"),
 ])
 def test_the_check_sees_a_private_name_crossing_a_module(where, source):
@@ -507,11 +516,231 @@ def test_the_check_sees_a_private_name_crossing_a_module(where, source):
 
 
 @pytest.mark.parametrize("where, source", [
-    ("core/_probe.py", "from airflow_hudi_occ.core import _moved\n"),
-    ("core/commit/_probe.py", "from airflow_hudi_occ.core import _moved\n"),
+    ("core/_probe.py", "from airflow_hudi_occ.core import _registry\n"),
+    ("core/commit/_probe.py", "from airflow_hudi_occ.core import _registry\n"),
     ("core/commit/_probe.py", "from airflow_hudi_occ.core.commit.writer import ArrowTableWriter\n"),
     ("core/commit/_probe.py", "from airflow_hudi_occ.core.commit import writer\nwriter.__name__\n"),
 ])
-def test_what_the_private_check_allows(where, source):
+def test_what_the_private_check_allows(where, source, monkeypatch):
     """A package's own private module, public names, dunder attributes."""
+    monkeypatch.setitem(globals(), "VIRTUAL_MODULES", {f"{ROOT}.core._registry"})
     assert [u for u in all_private_uses({PKG / where: source}) if "_probe" in u.where] == []
+
+
+# --- rule (h): one home per name, no shims -----------------------------------------------------
+
+#: the deliberate public APIs: the only modules whose names may be imported although they live
+#: in another module, each with its reason. Nothing else re-exports (an old path is not a reason).
+PUBLIC_API: dict[str, str] = {
+    f"{ROOT}.core": "the library's small public API (Table, WriteConfig, ArrowTableWriter, the "
+                    "errors...: README, docs/python-library.md), loaded lazily by __getattr__",
+    f"{ROOT}.cli": "main, the console script's entry point (pyproject.toml: hudi-occ = "
+                   "airflow_hudi_occ.cli:main)",
+}
+#: where the package's names are imported from: the package and everything built on it
+CALLER_DIRS = ("airflow_hudi_occ", "tests", "dags", "examples", "bench", "scripts", "docker")
+REPO = PKG.parent
+
+
+class Binding(NamedTuple):
+    defined: frozenset[str]       # names the module defines (def, class, assignment)
+    foreign: frozenset[str]       # names it imports from outside the package
+    imported: dict[str, str]      # name -> the package module it was imported from
+    all_: tuple[str, ...]         # its __all__
+    shim: bool                    # its body is nothing but imports, __all__ and a docstring
+
+
+def _module_path(dotted: str) -> pathlib.Path | None:
+    base = REPO / dotted.replace(".", "/")
+    for p in (base / "__init__.py", base.with_suffix(".py")):
+        if p.exists():
+            return p
+    return None
+
+
+def _assigned(targets) -> set[str]:
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def binding_of(path: pathlib.Path, text: str | None = None) -> Binding:
+    """What a module binds at module level (under ``if``/``try`` too) and where from."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    defined: set[str] = set()
+    imported: dict[str, str] = {}
+    foreign: set[str] = set()
+    all_: tuple[str, ...] = ()
+    shim, imports = True, 0
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    for top in body:
+        is_all = isinstance(top, ast.Assign) and _assigned(top.targets) == {"__all__"}
+        future = isinstance(top, ast.ImportFrom) and top.module == "__future__"
+        if isinstance(top, (ast.Import, ast.ImportFrom)) and not future:
+            imports += 1
+        elif not (is_all or future):
+            shim = False
+        nodes = list(ast.walk(top)) if isinstance(top, (ast.If, ast.Try, ast.With)) else [top]
+        for n in nodes:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(n.name)
+            elif isinstance(n, ast.Assign):
+                defined |= _assigned(n.targets)
+                if _assigned(n.targets) == {"__all__"} and isinstance(n.value, (ast.List, ast.Tuple)):
+                    all_ = tuple(e.value for e in n.value.elts if isinstance(e, ast.Constant))
+            elif isinstance(n, (ast.AnnAssign, ast.AugAssign)):
+                defined |= _assigned([n.target])
+            elif isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").startswith(ROOT):
+                for a in n.names:
+                    if not _is_module(f"{n.module}.{a.name}"):
+                        imported[a.asname or a.name] = n.module
+            elif isinstance(n, ast.ImportFrom):
+                foreign |= {a.asname or a.name for a in n.names}
+            elif isinstance(n, ast.Import):
+                foreign |= {a.asname or a.name.split(".")[0] for a in n.names}
+    return Binding(frozenset(defined), frozenset(foreign), imported, all_, shim and imports > 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _binding(dotted: str) -> Binding | None:
+    p = _module_path(dotted)
+    return binding_of(p) if p else None
+
+
+def reexport_uses(path: pathlib.Path, text: str | None = None) -> list[str]:
+    """Every name ``path`` imports (or, inside the package, reads as ``module.name``) from a
+    module that only re-exports it."""
+    text = path.read_text() if text is None else text
+    tree = ast.parse(text, str(path))
+    rel = path.relative_to(REPO)
+    found = []
+    modules: dict[str, str] = {}  # local name -> package module bound to it
+
+    def check(node, module: str, name: str, how: str) -> None:
+        b = _binding(module)
+        if b is None or module in PUBLIC_API or name in b.defined or _is_module(f"{module}.{name}"):
+            return
+        if name in b.imported:
+            found.append(f"{rel}:{node.lineno}: rule (h): {how} {name} from {module}, which only "
+                         f"re-exports it: import it from {b.imported[name]}")
+        elif not ("__getattr__" in b.defined or name in b.foreign or name.startswith("__")):
+            found.append(f"{rel}:{node.lineno}: rule (h): {how} {name} from {module}, which has no "
+                         "such name (moved or removed): import it from the module that defines it")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(ROOT):
+            for a in node.names:
+                check(node, node.module, a.name, "imports")
+                if _is_module(f"{node.module}.{a.name}"):
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.startswith(ROOT):
+                    modules[a.asname] = a.name
+    if True:  # attribute reads of a module bound by an import
+        attrs = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                 and isinstance(n.value, ast.Name) and n.value.id in modules]
+        # a read of the binding a module uses, to patch it there (``m.f = wrapped`` as in
+        # testing/crash.py, or ``monkeypatch.setattr(m, "f", ...)``), is no re-export
+        patched = {(n.value.id, n.attr) for n in attrs if isinstance(n.ctx, ast.Store)}
+        patched |= {(c.args[0].id, c.args[1].value) for c in ast.walk(tree)
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                    and c.func.attr == "setattr" and len(c.args) >= 2
+                    and isinstance(c.args[0], ast.Name) and isinstance(c.args[1], ast.Constant)}
+        for node in attrs:
+            if isinstance(node.ctx, ast.Load) and (node.value.id, node.attr) not in patched:
+                check(node, modules[node.value.id], node.attr, "reads")
+    return found
+
+
+def caller_files():
+    return sorted(p for d in CALLER_DIRS for p in (REPO / d).rglob("*.py")
+                  if ".venv" not in p.parts and ".work" not in p.parts)
+
+
+def _files(extra: dict[pathlib.Path, str] | None):
+    """The package's modules, or only ``extra`` (path -> source) when a probe is given."""
+    return list(extra.items()) if extra else [(p, None) for p in sources()]
+
+
+def shims(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
+    files = _files(extra)
+    return [f"{p.relative_to(REPO)}: rule (h): a shim (nothing but imports, __all__ and a "
+            "docstring): import its names from where they are defined and delete it"
+            for p, text in files
+            if module_name(p) not in PUBLIC_API and binding_of(p, text).shim]
+
+
+def foreign_all(extra: dict[pathlib.Path, str] | None = None) -> list[str]:
+    found = []
+    for p, text in _files(extra):
+        me = module_name(p)
+        b = binding_of(p, text)
+        bad = [n for n in b.all_ if n in b.imported]  # (provider/version_compat lists Airflow's names)
+        if bad and me not in PUBLIC_API:
+            found.append(f"{p.relative_to(REPO)}: rule (h): __all__ lists {bad}, defined elsewhere")
+    return found
+
+
+def test_names_are_imported_from_their_home():
+    found = [f for p in caller_files() for f in reexport_uses(p)]
+    assert not found, "names imported through a re-export:\n" + "\n".join(found)
+
+
+def test_no_shim_module():
+    found = shims() + foreign_all()
+    assert not found, "\n".join(found)
+
+
+def test_the_public_api_list_is_exact():
+    """Each entry still re-exports (else it goes from the list) and says why."""
+    for module, why in PUBLIC_API.items():
+        b = _binding(module)
+        assert b is not None and why, module
+        assert set(b.all_) - b.defined, f"{module} re-exports nothing: remove it from PUBLIC_API"
+
+
+@pytest.mark.parametrize("where, source, expect", [
+    ("spark/_probe.py", '"""Moved."""\nfrom airflow_hudi_occ.spark.submit.master import master_addresses\n',
+     "a shim"),
+    ("core/format/_probe.py", '"""Moved."""\nfrom __future__ import annotations\n\n'
+     "from airflow_hudi_occ.core.format.layout import BaseFile\n__all__ = ['BaseFile']\n", "a shim"),
+    ("core/format/_probe.py", "from airflow_hudi_occ.core.format.layout import BaseFile\n\n\n"
+     "def f():\n    return BaseFile\n\n\n__all__ = ['f', 'BaseFile']\n", "__all__ lists ['BaseFile']"),
+])
+def test_the_check_sees_a_shim(where, source, expect):
+    found = shims({PKG / where: source}) + foreign_all({PKG / where: source})
+    assert any("_probe.py" in f and expect in f for f in found), found
+
+
+@pytest.mark.parametrize("where, source, expect", [
+    ("tests/_probe.py", "from airflow_hudi_occ.core.table.table import parse_properties\n",
+     "import it from airflow_hudi_occ.core.format.properties"),
+    ("dags/_probe.py", "def f():\n    from airflow_hudi_occ.core.table.file_system_view import BaseFile\n",
+     "import it from airflow_hudi_occ.core.format.layout"),
+    ("airflow_hudi_occ/spark/_probe.py", "from airflow_hudi_occ.core.table import table\ntable.PROPERTIES_FILE\n",
+     "reads PROPERTIES_FILE from airflow_hudi_occ.core.table.table"),
+    ("bench/_probe.py", "from airflow_hudi_occ.core.concurrency import markers\nmarkers.file_id_of('x')\n",
+     "reads file_id_of from airflow_hudi_occ.core.concurrency.markers, which has no such name"),
+    ("tests/_probe.py", "from airflow_hudi_occ.spark.shipping import is_local_master\n",
+     "imports is_local_master from airflow_hudi_occ.spark.shipping, which has no such name"),
+])
+def test_the_check_sees_an_import_through_a_re_export(where, source, expect):
+    found = reexport_uses(REPO / where, source)
+    assert any(expect in f and "rule (h)" in f for f in found), found
+
+
+@pytest.mark.parametrize("source", [
+    "from airflow_hudi_occ.core import Table, WriteConflictError\n",   # the public API
+    "from airflow_hudi_occ.cli import main\n",                         # the entry point
+    "from airflow_hudi_occ.core.format.layout import BaseFile\n",      # its home
+    "from airflow_hudi_occ.core.concurrency import markers\n",         # a module
+    "from airflow_hudi_occ.provider.version_compat import BaseOperator\n",  # Airflow's name, chosen once
+    # the original of a binding patched where it is used
+    "from airflow_hudi_occ.core.commit import transaction\norig = transaction.complete\n"
+    "transaction.complete = lambda *a: orig(*a)\n",
+    "from airflow_hudi_occ.core.commit import recovery\n"
+    "def test(monkeypatch):\n    monkeypatch.setattr(recovery, 'find_committed_batch', recovery.find_committed_batch)\n",
+])
+def test_what_the_re_export_check_allows(source):
+    assert reexport_uses(REPO / "tests/_probe.py", source) == []

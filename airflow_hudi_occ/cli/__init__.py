@@ -1,6 +1,9 @@
-"""``hudi-occ``, the command line: arguments and rendering around core (app.py has the usage)."""
+"""``hudi-occ``, the command line: arguments and rendering around core (app.py has the usage).
 
-from airflow_hudi_occ.cli.app import build_parser, main
-from airflow_hudi_occ.cli.render import render_table
+``main`` is here because it is the console script's entry point (``hudi-occ =
+"airflow_hudi_occ.cli:main"`` in pyproject.toml): the one name this package re-exports.
+"""
 
-__all__ = ["main", "build_parser", "render_table"]
+from airflow_hudi_occ.cli.app import main
+
+__all__ = ["main"]

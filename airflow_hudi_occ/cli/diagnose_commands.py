@@ -8,7 +8,7 @@ from typing import Any
 from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError, instant_time_arg, file_group_arg, require_instant
 from airflow_hudi_occ.cli.history_commands import conflict_history
 from airflow_hudi_occ.cli.render import render_table
-from airflow_hudi_occ.core.concurrency.markers import marker_dir, read_marker_type
+from airflow_hudi_occ.core.concurrency.markers.folder import marker_dir, read_marker_type
 from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, ECD_ENABLE, ECD_STRATEGY, MARKERS_TYPE
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.inspection.diagnose import diagnose_conflicts, diagnose_early_check, strategy_for

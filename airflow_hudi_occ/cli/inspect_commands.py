@@ -14,7 +14,8 @@ from airflow_hudi_occ.core.concurrency.abort_signal import abort_reason
 from airflow_hudi_occ.core.concurrency.locks import table_lock_holder
 from airflow_hudi_occ.core.errors import LockError, LockServiceUnreachableError
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired, list_heartbeats
-from airflow_hudi_occ.core.concurrency.markers import list_marker_instants, markers_for, read_marker_type
+from airflow_hudi_occ.core.concurrency.markers.folder import list_marker_instants, read_marker_type
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.format.instant import Instant, State
 from airflow_hudi_occ.core.format.layout import FileGroupId, file_group_names
 from airflow_hudi_occ.core.inspection.diagnose import heartbeat_doc

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import importlib
 
-from airflow_hudi_occ.core import _moved
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError, HudiOccError,  # noqa: F401
                                           RetryableError, WriteAbortedError, WriteConflictError)
-
-_moved.install()
 
 #: the public API beyond the errors, imported on first use (a Spark executor that needs only
 #: the format pays for nothing else)

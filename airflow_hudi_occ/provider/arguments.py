@@ -18,7 +18,8 @@ from typing import Any, Iterable, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.spark.submit.options import OPERATIONS, SparkWriteOptions
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
+from airflow_hudi_occ.core.config import OPERATIONS
 from airflow_hudi_occ.spark.submit.source import SOURCE_FORMATS
 
 

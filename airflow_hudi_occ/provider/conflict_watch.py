@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from airflow_hudi_occ.core.concurrency.abort_signal import raise_abort
-from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.config import ECD_CHECK_COMMIT_CONFLICT, WriteConfig
 from airflow_hudi_occ.core.table.table import Table

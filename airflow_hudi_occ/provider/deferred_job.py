@@ -1,6 +1,6 @@
 """A write job submitted detached, and how its outcome is read without its stdout.
 
-Why: a deferrable :class:`~airflow_hudi_occ.provider.operators.hudi_occ.HudiWriteOperator`
+Why: a deferrable :class:`~airflow_hudi_occ.provider.operators.write.HudiWriteOperator`
 gives its worker slot back while Spark runs. So spark-submit must outlive the task's worker
 process: it starts in its own session (its process group holds spark-submit, the JVM and, in
 client mode, the Python driver and workers), under ``/bin/sh`` that appends its output to a log

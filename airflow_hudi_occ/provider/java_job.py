@@ -35,7 +35,7 @@ from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
 from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
 from airflow_hudi_occ.core.config import (FAILED_WRITES_POLICY, LOCK_PROVIDER, RECORD_KEY, TABLE_NAME,
                                           WRITE_TABLE_VERSION)
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import FileGroupId

@@ -116,7 +116,7 @@ def live_writers(table, partitions: Iterable[str] | None, heartbeat: HeartbeatCo
                  *, now: float | None = None) -> dict[str, list[str]]:
     """Pending write instants with a live heartbeat -> the wanted partitions they hold
     (through markers, or the file groups planned in their inflight file)."""
-    from airflow_hudi_occ.core.concurrency.markers import markers_for
+    from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
     wanted = None if partitions is None else set(partitions)
     tl = table.timeline()
     out: dict[str, list[str]] = {}

@@ -37,12 +37,14 @@ from typing import Callable
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import new_file_id
-from airflow_hudi_occ.core.services.clustering import (ClusteringConfig, ClusteringResult, ClusteringTransaction,
-                               latest_schema, planned_slices, sort_columns_of)
+from airflow_hudi_occ.core.services.clustering import (ClusteringResult, ClusteringTransaction,
+                                                       latest_schema, planned_slices, sort_columns_of)
+from airflow_hudi_occ.core.config import ClusteringConfig
 from airflow_hudi_occ.core.table.file_system_view import relative_path
 from airflow_hudi_occ.core.errors import HudiOccError
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.spark import tagging
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
 from airflow_hudi_occ.spark.executor import STAT_DDL, TaskContext, make_group_fn

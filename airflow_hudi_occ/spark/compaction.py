@@ -30,7 +30,8 @@ from airflow_hudi_occ.core.format.metadata import CompactionOperation, WriteStat
 from airflow_hudi_occ.core.services.compaction import (CompactionResult, CompactionTransaction,
                                                        compact_file_slice, compaction_config,
                                                        complete_compaction)
-from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
@@ -50,7 +51,7 @@ class CompactionTaskContext:
 
 def compact_operation(ctx: CompactionTaskContext, op: CompactionOperation) -> WriteStat:
     """One Spark task: one file slice of the plan into its new base file."""
-    from airflow_hudi_occ.core.concurrency.markers import markers_for
+    from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
     from airflow_hudi_occ.spark.executor import clear_previous_attempts, task_token
     table = Table.open(ctx.base_uri, ctx.storage_options or None)
     config = WriteConfig.from_options(ctx.options)

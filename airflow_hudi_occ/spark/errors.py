@@ -28,6 +28,3 @@ class SparkWriteError(HudiOccError):
         self.cause = cause
         super().__init__(message, remedy=remedy)
 
-
-# raised before or while the engine is shipped; a submitter needs them without pyspark
-from airflow_hudi_occ.spark.submit.errors import EngineNotShippedError, SparkMasterUnreachableError  # noqa: E402,F401

@@ -40,12 +40,11 @@ from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS,
                                                     parquet_writer, read_parquet, with_meta_columns)
-from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.format.layout import base_file_name, join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.errors import RetryableError
-from airflow_hudi_occ.core.table.file_system_view import base_file_name
 from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -103,13 +102,13 @@ def task_env(ctx: TaskContext):
                 if v[3] is not None:
                     v[3].stop()
             _CACHE.clear()
-        from airflow_hudi_occ.core.concurrency.markers import markers_for
+        from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
         table = Table.open(ctx.base_uri, ctx.storage_options or None)
         config = WriteConfig.from_options(ctx.options)
         markers = markers_for(table, ctx.instant, config.marker_type)
         detector = None
         if config.early_conflict.enabled:
-            from airflow_hudi_occ.core.concurrency.early_conflict import create_detector
+            from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector
             detector = create_detector(table, ctx.instant, config,
                                        completed_at_start=set(ctx.completed_at_start))
             # The async checker runs once, on the driver (as Hudi runs it in the timeline

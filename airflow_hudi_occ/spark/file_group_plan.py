@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
-from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
+from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import pair_write, tagging
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions

@@ -37,8 +37,10 @@ from airflow_hudi_occ.core.format.storage import Storage  # noqa: E402
 from airflow_hudi_occ.core.job_secrets import read_job_secrets  # noqa: E402
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location  # noqa: E402
 from airflow_hudi_occ.core.table.write_guard import check_for_write  # noqa: E402
-from airflow_hudi_occ.spark.submit.options import OPERATIONS, SparkWriteOptions  # noqa: E402
-from airflow_hudi_occ.spark.source import SOURCE_FORMATS, check_source, read_source  # noqa: E402,F401
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions  # noqa: E402
+from airflow_hudi_occ.core.config import OPERATIONS  # noqa: E402
+from airflow_hudi_occ.spark.source import read_source  # noqa: E402
+from airflow_hudi_occ.spark.submit.source import SOURCE_FORMATS, check_source  # noqa: E402
 from airflow_hudi_occ.core.job_protocol import (EXIT_OK, EXIT_USAGE, ArgumentParser,  # noqa: E402
                                                 UsageError, emit_begin, emit_progress, emit_result,
                                                 exit_code_for,

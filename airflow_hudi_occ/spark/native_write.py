@@ -44,13 +44,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_hudi_occ.core.concurrency import abort_signal
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.errors import WriteAbortedError
 from airflow_hudi_occ.core.format.base_file import UNIQUE_META_COLUMNS
-from airflow_hudi_occ.core.format.layout import join_partition
+from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.table.file_system_view import base_file_name
-from airflow_hudi_occ.core.table.table import META_COLUMNS
 from airflow_hudi_occ.spark import tagging
 from airflow_hudi_occ.spark.session import task_ids_as_run
 

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from airflow_hudi_occ.core.format.storage import open_fs
-from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, list_files, scheme_of  # noqa: F401
+from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, scheme_of
 
 NATIVE_CONF = "spark.hudi_occ.read.native"
 #: fsspec schemes whose Hadoop counterpart a natively configured cluster reads
@@ -163,4 +163,4 @@ def read_files(spark, urls: list[str], fmt: str, storage_options: dict | None, *
     return files.mapInArrow(read, spark_schema)
 
 
-__all__ = ["NATIVE_CONF", "read_files", "spark_reads", "spark_url", "list_files", "file_schema"]
+__all__ = ["NATIVE_CONF", "read_files", "spark_reads", "spark_url", "file_schema"]

@@ -35,7 +35,8 @@ from airflow_hudi_occ.spark import object_store
 from airflow_hudi_occ.core.config import ReadConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, MergeFileSlice, read_file_slice
-from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
 
 

@@ -20,8 +20,7 @@ import sys
 from contextlib import contextmanager
 from typing import Mapping
 
-from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL,  # noqa: F401
-                                                LOCAL_ONLY_CONF_KEYS, LOG_LEVEL_KEY,
+from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
 

@@ -14,7 +14,7 @@ The zip itself (built once per content, cached, renamed into place) is
 :mod:`airflow_hudi_occ.spark.submit.package`, which the submitter uses without pyspark.
 
 Errors: :func:`check_executors_import` raises
-:class:`~airflow_hudi_occ.spark.errors.EngineNotShippedError` naming the executor's import
+:class:`~airflow_hudi_occ.spark.submit.errors.EngineNotShippedError` naming the executor's import
 error and the fix; it runs before any instant exists, so a failure leaves nothing on the table.
 """
 
@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import airflow_hudi_occ
 
-from airflow_hudi_occ.spark.errors import EngineNotShippedError
-from airflow_hudi_occ.spark.submit.master import is_local_master  # noqa: F401 - its old home
-from airflow_hudi_occ.spark.submit.package import (CACHE_ENV, PACKAGE, PACKAGE_DIR,  # noqa: F401
-                                                   cache_dir, content_hash, package_zip)
+from airflow_hudi_occ.spark.submit.errors import EngineNotShippedError
+from airflow_hudi_occ.spark.submit.package import PACKAGE, package_zip
 
 #: what executors import: the executor task's module pulls in core's merge, parquet, markers
 EXECUTOR_MODULE = "airflow_hudi_occ.spark.executor"

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from airflow_hudi_occ.core.errors import SourceNotFoundError
 from airflow_hudi_occ.spark import object_store
-from airflow_hudi_occ.spark.submit.source import (SOURCE_FORMATS, SOURCE_REMEDY, check_source,  # noqa: F401
-                                                  local_path)
+from airflow_hudi_occ.spark.submit.source import SOURCE_REMEDY, list_files
 
 
 def read_source(spark, source: str, fmt: str, storage_options: dict | None = None):
@@ -22,7 +21,7 @@ def read_source(spark, source: str, fmt: str, storage_options: dict | None = Non
     if fmt == "sql":
         return spark.sql(source)
     if not object_store.spark_reads(spark, source):
-        urls = object_store.list_files(source, storage_options)
+        urls = list_files(source, storage_options)
         if not urls:
             raise SourceNotFoundError(f"the source {source!r} holds no data files", source=source,
                                       remedy=SOURCE_REMEDY)

@@ -66,16 +66,18 @@ import pyarrow as pa
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
 from airflow_hudi_occ.core.config import WRITE_KIND
-from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table  # noqa: F401 (re-exported)
-from airflow_hudi_occ.core.concurrency.early_conflict import AsyncTimelineServerBasedDetectionStrategy, declared_groups
+from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
+from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
+from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_groups
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
-from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
-                                               NO_RECORD_KEY_REMEDY, Table)
+from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, NO_RECORD_KEY_MESSAGE, NO_RECORD_KEY_REMEDY,
+                                               Table)
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.core.commit.pipeline import WriteEngine, WritePipeline, WritePlan
 from airflow_hudi_occ.core.commit.recovery import prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction

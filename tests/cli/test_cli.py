@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.cli import main, render_table
+from airflow_hudi_occ.cli import main
+from airflow_hudi_occ.cli.render import render_table
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired

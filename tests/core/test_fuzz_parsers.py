@@ -22,11 +22,13 @@ from airflow_hudi_occ.core.concurrency.heartbeat import is_expired, list_heartbe
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.format.instant import parse_file_name
 from airflow_hudi_occ.core.concurrency.locks.filesystem import _parse as parse_lock_file
-from airflow_hudi_occ.core.concurrency.markers import (MarkerFileContent, parse_marker, parse_marker_lines,
-                                           read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers.files import (MarkerFileContent, parse_marker_lines,
+                                                             read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers.names import parse_marker
 from airflow_hudi_occ.core.format.metadata import (CommitMetadata, RequestedReplaceMetadata, RollbackMetadata,
                                             RollbackPlan, WriteStat, decode_record)
-from airflow_hudi_occ.core.table.table import Table, parse_properties, render_properties
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.properties import parse_properties, render_properties
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 
 FUZZ = settings(max_examples=int(os.environ.get("HUDI_OCC_FUZZ_EXAMPLES", "150")), deadline=None,

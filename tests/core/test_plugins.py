@@ -126,8 +126,8 @@ def test_conflict_strategy_names_ignore_case_and_errors_name_the_stripped_value(
 
 
 def test_early_detection_names_ignore_case_and_hudis_namespace_is_reserved():
-    from airflow_hudi_occ.core.concurrency.early_conflict import (
-        SimpleDirectMarkerBasedDetectionStrategy, get_detection_strategy)
+    from airflow_hudi_occ.core.concurrency.early_conflict.strategies import SimpleDirectMarkerBasedDetectionStrategy
+    from airflow_hudi_occ.core.concurrency.early_conflict.detector import get_detection_strategy
     from airflow_hudi_occ.core.errors import UnknownStrategyError
 
     for name in ("SIMPLE", " simple ", SimpleDirectMarkerBasedDetectionStrategy.hudi_class.lower(),

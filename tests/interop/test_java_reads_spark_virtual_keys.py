@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.testing.java_hudi import Read
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

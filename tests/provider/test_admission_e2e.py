@@ -27,7 +27,7 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import TableNotFoundError
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider.operators.hudi_occ import APPLICATION_ENV
+from airflow_hudi_occ.provider.spark_jobs import APPLICATION_ENV
 from airflow_hudi_occ.testing.spark_job import BARRIER_ENV, BARRIER_TIMEOUT_ENV
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key

@@ -137,7 +137,7 @@ class _OutletEvents(dict):
 
 
 def test_a_service_run_is_an_event_with_its_instant_and_no_row_counts(tmp_path):
-    from airflow_hudi_occ.provider.operators.hudi_occ import HudiTableServiceOperator
+    from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
 
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
     w = ArrowTableWriter(t, WriteConfig.from_options(OPTS))

@@ -13,7 +13,7 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.examples import expected_table
-from airflow_hudi_occ.provider.operators.hudi_occ import APPLICATION_ENV
+from airflow_hudi_occ.provider.spark_jobs import APPLICATION_ENV
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 

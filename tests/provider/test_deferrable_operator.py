@@ -10,7 +10,7 @@ from airflow.sdk import RetryAction
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
 from airflow_hudi_occ.core.errors import SourceNotFoundError
 from airflow_hudi_occ.provider import deferred_job
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException
 
 
@@ -50,7 +50,7 @@ CONFLICT = {"status": "conflict", "instant": "20260101000000000", "other_instant
 
 
 def test_a_conflict_defers_a_fresh_attempt(tmp_path, submitted):
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
     op, ctx = _operator(tmp_path, conflict_retries=2), _context()
     with pytest.raises(TaskDeferred) as d:
         op.execute_complete(ctx, CONFLICT, attempt=1, attempts=[], submitted_at=None)
@@ -111,7 +111,7 @@ def test_an_overlapping_live_writer_defers_the_write_to_admission_in_the_trigger
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_hudi_occ.core.commit.transaction import WriteTransaction
     from airflow_hudi_occ.core.config import WriteConfig
@@ -181,7 +181,7 @@ def test_the_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, su
     real first writes through ``airflow dags test``: tests/provider/test_admission_e2e.py)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_hudi_occ.core.concurrency import admission
     from airflow_hudi_occ.core.table.table import Table

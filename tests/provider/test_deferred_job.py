@@ -134,9 +134,9 @@ def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
     """The operator's own deferrable path, its triggers run here: attempt 1 loses to an
     earlier overlapping writer, ``execute_complete`` defers attempt 2 on a fresh instant, which
     commits; the return value lists both attempts."""
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
-    from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+    from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
     from tests.provider.test_deferrable_operator import _context
 
     table = str(tmp_path / "t")

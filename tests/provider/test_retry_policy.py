@@ -11,7 +11,8 @@ from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError, HudiOccError, InvalidPartitionPathError,
                                           LockAcquireTimeoutError, LockServiceUnreachableError, SourceNotFoundError,
                                           StorageUnavailableError, TableNotFoundError, from_dict)
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiTableServiceOperator, HudiWriteOperator
+from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.retry_policy import HudiRetryPolicy, package_error, raise_task_failure
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException
 

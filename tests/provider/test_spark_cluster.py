@@ -19,7 +19,7 @@ import pytest
 from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, last_payload
 from airflow_hudi_occ.core.job_secrets import SECRETS_FILE_ENV
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiSparkJobHook
-from airflow_hudi_occ.provider.operators.hudi_occ import SPARK_APP
+from airflow_hudi_occ.provider.spark_jobs import SPARK_APP
 from airflow_hudi_occ.testing.spark_cluster import SparkStandaloneCluster, python_without_package
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 
@@ -172,7 +172,7 @@ def test_executors_without_the_dependencies_fail_before_the_write_naming_the_fix
 
 
 def test_the_zip_is_built_once_per_content_and_readable(tmp_path):
-    from airflow_hudi_occ.spark.shipping import package_zip
+    from airflow_hudi_occ.spark.submit.package import package_zip
     a = package_zip(tmp_path)
     assert package_zip(tmp_path) == a and a.name.startswith("airflow_hudi_occ-")
     assert stat.S_IMODE(a.stat().st_mode) == 0o644
@@ -196,7 +196,7 @@ def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_suc
     from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.table.table import Table
-    from airflow_hudi_occ.provider.operators import hudi_occ as ops
+    from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
     from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
     from tests.provider.test_write_operator_recovery import StubTI
@@ -222,7 +222,7 @@ def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_suc
         outs, errors = {}, {}
 
         def run(name):
-            op = ops.HudiWriteOperator(
+            op = HudiWriteOperator(
                 task_id=f"upsert_{name}", source=source(tmp_path / f"{name}.parquet", batches[name]),
                 hudi_conn_id="hudi_s3", options=opts, spark_conn_id=spark_conn,
                 conflict_retries=2, backoff_base_s=0.2, backoff_max_s=1.0, yield_to_windows=False,

@@ -16,9 +16,9 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
-from airflow_hudi_occ.spark.errors import SparkMasterUnreachableError
-from airflow_hudi_occ.spark.master import master_addresses
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
+from airflow_hudi_occ.spark.submit.errors import SparkMasterUnreachableError
+from airflow_hudi_occ.spark.submit.master import master_addresses
 from airflow_hudi_occ.testing.spark_cluster import free_port
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key

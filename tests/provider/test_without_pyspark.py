@@ -11,7 +11,8 @@ import sys
 
 from tests.provider.conftest import REPO
 
-MODULES = ["airflow_hudi_occ.provider.operators.hudi_occ", "airflow_hudi_occ.provider.sensors.hudi_occ",
+MODULES = ["airflow_hudi_occ.provider.operators.write", "airflow_hudi_occ.provider.operators.table_service",
+           "airflow_hudi_occ.provider.sensors.hudi_occ",
            "airflow_hudi_occ.provider.triggers.hudi_occ", "airflow_hudi_occ.provider.hooks.hudi_occ",
            "airflow_hudi_occ.provider.arguments", "airflow_hudi_occ.provider.deferred_job"]
 

@@ -17,6 +17,7 @@ from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.provider.operators import write as ops
+from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS
 from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
@@ -62,7 +63,7 @@ def test_operator_reports_recommitted_and_already_committed_from_the_job(tmp_pat
     ti = StubTI()
     out = op().execute({"ti": ti})
     assert (out["outcome"], out["instant"], out["recovered_from"]) == ("recommitted", dead, "try1")
-    assert ti.xcom[ops.XCOM_ATTEMPTS][0]["outcome"] == "recommitted"
+    assert ti.xcom[XCOM_ATTEMPTS][0]["outcome"] == "recommitted"
     assert {k: v["value"] for k, v in rows_by_key(hudi_read(table.base_uri)).items()} == {1: "x", 2: "x"}
 
     # The operator's own pre-check misses the commit (as when a twin commits right after it):

@@ -12,7 +12,8 @@ from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.provider import write_window as ww
-from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger, check_instant
+from airflow_hudi_occ.provider.triggers.hudi_occ import HudiEarlyConflictTrigger
+from airflow_hudi_occ.provider.conflict_watch import check_instant
 
 HB = HeartbeatConfig(1000, 2)
 

@@ -7,7 +7,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import native_write

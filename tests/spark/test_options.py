@@ -3,7 +3,7 @@
 import pytest
 
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.spark.options import SparkWriteOptions
+from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 
 
 @pytest.mark.parametrize("key", ["hoodie.datasource.write.table.type", "hoodie.table.type"])

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark import native_write, pair_write
 from airflow_hudi_occ.spark.writer import SparkHudiWriter

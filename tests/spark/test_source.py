@@ -3,7 +3,7 @@
 import pytest
 
 from airflow_hudi_occ.core.errors import SourceNotFoundError
-from airflow_hudi_occ.spark.source import check_source, local_path
+from airflow_hudi_occ.spark.submit.source import check_source, local_path
 
 
 def test_missing_empty_and_skipped_only_sources_are_refused(tmp_path):

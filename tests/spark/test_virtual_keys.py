@@ -17,7 +17,8 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
-from airflow_hudi_occ.core.table.table import META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, hudi_read, rows_by_key
 

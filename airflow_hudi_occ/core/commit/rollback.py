@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from airflow_hudi_occ.core.commit import attempt_log, staging
 from airflow_hudi_occ.core.commit.staging import in_grace, prune_staged
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
@@ -50,7 +50,7 @@ from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
 from airflow_hudi_occ.core.table.metadata_commit import rollback_metadata_deltacommit
-from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,  # noqa: F401
+from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,
                                                   pending_rollback_for, transition_to_inflight)
 
 log = logging.getLogger(__name__)

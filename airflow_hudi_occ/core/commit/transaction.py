@@ -48,11 +48,12 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.archival import archive_if_needed
 from airflow_hudi_occ.core.commit.rollback import rollback_instant, rollback_pending_writes
 from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
-from airflow_hudi_occ.core.concurrency.conflict import (ConcurrentOperation, resolve_write_conflicts,
-                                                       strategy_from_options)
-from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
+from airflow_hudi_occ.core.concurrency.conflict import resolve_write_conflicts, strategy_from_options
+from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
+from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
-from airflow_hudi_occ.core.concurrency.markers import IOType, markers_for
+from airflow_hudi_occ.core.concurrency.markers.names import IOType
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.concurrency.footprint import (REQUEST_LABEL, TABLE_SERVICE, Footprint, check_kind,
                                                         declares_at_begin)
 from airflow_hudi_occ.core.config import WRITE_KIND, FailedWritesPolicy, WriteConfig

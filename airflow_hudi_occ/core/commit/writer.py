@@ -31,17 +31,17 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     record_key_array, with_constant_columns, with_meta_columns,
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
-from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
-from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, ReadConfig, WriteConfig
+from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
+from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, ReadConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError, InvalidRecordKeyError
-from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
-from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
-from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, META_COLUMNS, Table
+from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, Table
 from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
                                                    planned_file_groups, write_marked)
 from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction

@@ -30,17 +30,15 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
-from airflow_hudi_occ.core.config import (CLUSTERING_FAIL_ON_PENDING_INGESTION,  # noqa: F401 (re-exported)
+from airflow_hudi_occ.core.config import (CLUSTERING_FAIL_ON_PENDING_INGESTION,
                                           CONFLICT_RESOLUTION_STRATEGY, HeartbeatConfig)
 from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
-from airflow_hudi_occ.core.table.file_system_view import bucket_id_of
+from airflow_hudi_occ.core.format.layout import FileGroupId, bucket_id_of
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
-from airflow_hudi_occ.core.concurrency.operation import (  # noqa: F401 (re-exported)
-    CLUSTER, COMPACT, ConcurrentOperation, LOG_COMPACT, UNKNOWN)
+from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.format.metadata import FileGroupId
 
 # Which instants may be candidates is this module's judgement (operation.py only reads what
 # an instant mutated), so the two action sets that make it live here.

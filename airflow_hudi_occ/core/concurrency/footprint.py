@@ -48,8 +48,8 @@ from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.format.layout import bucket_id_of
-from airflow_hudi_occ.core.format.metadata import CommitMetadata, FileGroupId, WriteStat
+from airflow_hudi_occ.core.format.layout import FileGroupId, bucket_id_of
+from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
 
 log = logging.getLogger(__name__)
 

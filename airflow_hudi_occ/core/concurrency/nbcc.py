@@ -29,9 +29,9 @@ Errors: :class:`ConfigError` naming the key to set, raised before anything is wr
 
 from __future__ import annotations
 
-from airflow_hudi_occ.core.config import ConcurrencyMode, FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.config import BUCKET_ENGINE, ConcurrencyMode, FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.format.bucket_index import BUCKET_ENGINE, INDEX_TYPE, NUM_BUCKETS
+from airflow_hudi_occ.core.format.bucket_index import INDEX_TYPE, NUM_BUCKETS
 
 MODE_KEY = "hoodie.write.concurrency.mode"
 NBCC = ConcurrencyMode.NON_BLOCKING_CONCURRENCY_CONTROL.value

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.format.metadata import FileGroupId, decode_record
+from airflow_hudi_occ.core.format.metadata import decode_record
+from airflow_hudi_occ.core.format.layout import FileGroupId
 
 
 # --- operation types (Hudi's WriteOperationType names) ----------------------------------------

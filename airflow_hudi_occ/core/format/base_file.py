@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidRecordKeyError
-from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, base_file_path  # noqa: F401
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 
 def new_file_id(bucket: int | None = None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from airflow_hudi_occ.core.config import BUCKET_ENGINE, HASH_FIELD, ConfigProperty, parse_int  # noqa: F401 (re-exported)
+from airflow_hudi_occ.core.config import HASH_FIELD, ConfigProperty, parse_int
 from airflow_hudi_occ.core.errors import ConfigError
 
 INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", lambda v: str(v).upper())

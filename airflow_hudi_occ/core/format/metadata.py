@@ -20,7 +20,7 @@ import fastavro
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.format.partition_path import check_partition_path, check_relative_path
-from airflow_hudi_occ.core.format.layout import FileGroupId  # noqa: F401
+from airflow_hudi_occ.core.format.layout import FileGroupId
 
 AVRO_MAGIC = b"Obj\x01"
 

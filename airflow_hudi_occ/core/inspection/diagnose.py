@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from airflow_hudi_occ.core.concurrency.conflict import ConcurrentOperation, find_conflicts, strategy_from_options
-from airflow_hudi_occ.core.concurrency.early_conflict import create_detector, get_detection_strategy
+from airflow_hudi_occ.core.concurrency.conflict import find_conflicts, strategy_from_options
+from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
+from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError, WriteConflictError
 from airflow_hudi_occ.core.format.instant import Instant

@@ -27,9 +27,9 @@ from airflow_hudi_occ.core.format.instant_time import parse_ms
 from airflow_hudi_occ.core.format.metadata import RollbackMetadata, RollbackPlan
 from airflow_hudi_occ.core.format.metadata import EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.concurrency import admission
-from airflow_hudi_occ.core.concurrency.conflict import UNKNOWN, ConcurrentOperation
+from airflow_hudi_occ.core.concurrency.operation import UNKNOWN, ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired
-from airflow_hudi_occ.core.concurrency.markers import markers_for
+from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 
 #: Outcomes a bar can have; the page maps each to a colour class ``outcome-<name>``.

@@ -48,12 +48,14 @@ from typing import Any, Mapping
 
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.config import service_config, CleanConfig, CleanPolicy, FailedWritesPolicy, WriteConfig
-from airflow_hudi_occ.core.table.file_system_view import BaseFile, TimelineCompletionView, list_base_files, list_partitions
+from airflow_hudi_occ.core.table.file_system_view import (TimelineCompletionView, list_base_files,
+                                                          list_partitions)
+from airflow_hudi_occ.core.format.layout import BaseFile
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
-from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata, FileGroupId
-from airflow_hudi_occ.core.table.time_travel import (check_as_of_readable, cleaned_files,  # noqa: F401
-                                                     read_clean_plan as _read_plan)
+from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
+from airflow_hudi_occ.core.format.layout import FileGroupId
+from airflow_hudi_occ.core.table.time_travel import read_clean_plan as _read_plan
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, relative_path
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, list_log_files
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
@@ -362,5 +364,5 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
                        records, signals)
 
 
-__all__ = ["run_clean", "plan_clean", "CleanResult", "check_as_of_readable", "cleaned_files",
+__all__ = ["run_clean", "plan_clean", "CleanResult",
            "earliest_commit_to_retain", "clean_config"]

@@ -51,18 +51,18 @@ from airflow_hudi_occ.core.services.scheduled import ScheduledInstantTransaction
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.file_system_view import relative_path
-from airflow_hudi_occ.core.concurrency.clustering_gate import (check_write_against_pending_clustering,  # noqa: F401
-                                                              pending_clustering_file_groups)
+from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
 from airflow_hudi_occ.core.table.timeline import create_requested
 from airflow_hudi_occ.core.format.bucket_index import bucket_config
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
-from airflow_hudi_occ.core.table.file_system_view import base_file_name
+from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.format.layout import join_partition
 from airflow_hudi_occ.core.table.mor_reader import (CompletionTimes, MergeFileSlice, merge_file_slices,
                                                      read_file_slice)
-from airflow_hudi_occ.core.table.table import MERGE_ON_READ, META_COLUMNS
+from airflow_hudi_occ.core.table.table import MERGE_ON_READ
+from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -377,5 +377,5 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
 
 
 __all__ = ["schedule_clustering", "plan_clustering", "execute_clustering", "show_clustering",
-           "ClusteringTransaction", "ClusteringResult", "check_write_against_pending_clustering", "planned_slices",
+           "ClusteringTransaction", "ClusteringResult", "planned_slices",
            "pending_clustering", "clustering_config"]

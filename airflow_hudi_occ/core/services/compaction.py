@@ -62,7 +62,8 @@ from airflow_hudi_occ.core.format.instant_time import process_generator
 from airflow_hudi_occ.core.format.layout import FileGroupId, join_partition, parse_base_file_name
 from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
-from airflow_hudi_occ.core.table.file_system_view import FileSlice, FileSystemView, base_file_name
+from airflow_hudi_occ.core.table.file_system_view import FileSlice, FileSystemView
+from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, MergeFileSlice, merge_file_slices, read_file_slice
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.core.table.timeline import create_requested

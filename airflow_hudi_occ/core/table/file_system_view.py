@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from airflow_hudi_occ.core.format.instant import Action
-from airflow_hudi_occ.core.format.layout import (BASE_FILE_RE, META_FOLDER, PARTITION_METADATA_FILE,  # noqa: F401
-                                                 BaseFile, FileGroupId, base_file_name, bucket_id_of,
-                                                 parse_base_file_name)
+from airflow_hudi_occ.core.format.layout import BaseFile, FileGroupId, parse_base_file_name
 from airflow_hudi_occ.core.table.file_listing import FileListing, StorageListing, file_listing
 from airflow_hudi_occ.core.table.table import Table
 

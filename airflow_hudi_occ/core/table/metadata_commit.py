@@ -188,5 +188,5 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
     return complete(mdt, rb, done_at, meta.encode())
 
 
-__all__ = ["Blocks", "FilesChange", "files_block", "files_records", "write_metadata_deltacommit",
+__all__ = ["Blocks", "files_block", "write_metadata_deltacommit",
            "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]

@@ -9,9 +9,8 @@ timeline layout are not written here. A table with Hudi's metadata table is hand
 :mod:`.metadata_table` before anything is written.
 
 ``hoodie.properties`` is Java's ``Properties`` text format (``\\:`` escapes, ``#`` comments),
-parsed and rendered by :mod:`airflow_hudi_occ.core.format.properties` (its names re-exported
-here) and written with create-if-absent, so two processes creating the same table cannot both
-succeed.
+parsed and rendered by :mod:`airflow_hudi_occ.core.format.properties` and written with
+create-if-absent, so two processes creating the same table cannot both succeed.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError
                                           TableLocationNotADirectoryError,
                                           TableLocationNotEmptyError, TableNotFoundError,
                                           UnsupportedTableVersionError)
-from airflow_hudi_occ.core.format.layout import META_COLUMNS, META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE  # noqa: F401
+from airflow_hudi_occ.core.format.layout import META_FOLDER, PARTITION_METADATA_FILE, PROPERTIES_FILE
 from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.core.format.partition_path import URL_ENCODE_KEY
 from airflow_hudi_occ.core.format.storage import Storage

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_hudi_occ.provider.conflict_watch import ABORT_SOURCE, check_instant  # noqa: F401
+from airflow_hudi_occ.provider.conflict_watch import check_instant
 
 
 class HudiEarlyConflictTrigger(BaseTrigger):

@@ -1,6 +1,6 @@
 """Errors of submitting the engine (the master probe, shipping the package), in core's
 hierarchy with structured fields and a remedy. Both are raised before any instant exists, so a
-caller reports them and stops: nothing was written. ``spark.errors`` re-exports them."""
+caller reports them and stops: nothing was written."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
-from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,  # noqa: F401
+from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,
                                           POPULATE_META_FIELDS,
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,

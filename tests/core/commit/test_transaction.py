@@ -153,7 +153,7 @@ def test_overlapping_writers_exactly_one_wins_and_loser_is_rolled_back(table, fa
 
 def _stats_of(table, tx):
     """Write stats of a pending transaction, rebuilt from the base files its markers name."""
-    from airflow_hudi_occ.core.table.file_system_view import parse_base_file_name
+    from airflow_hudi_occ.core.format.layout import parse_base_file_name
     from airflow_hudi_occ.core.format.metadata import WriteStat
     out = []
     for rel in tx.markers.data_files():

@@ -14,12 +14,13 @@ import pytest
 
 from airflow_hudi_occ.core.config import HeartbeatConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_not_in_pending_clustering, pending_clustering_file_groups
-from airflow_hudi_occ.core.concurrency.conflict import (
-    BucketIndexConcurrentFileWritesConflictResolutionStrategy, ConcurrentOperation,
-    ConflictResolutionStrategy, PreferWriterConflictResolutionStrategy,
-    SimpleConcurrentFileWritesConflictResolutionStrategy,
-    find_conflicts, get_conflict_resolution_strategy,
-    resolve_write_conflicts, strategy_from_options)
+from airflow_hudi_occ.core.concurrency.conflict import (BucketIndexConcurrentFileWritesConflictResolutionStrategy,
+                                                        ConflictResolutionStrategy,
+                                                        PreferWriterConflictResolutionStrategy,
+                                                        SimpleConcurrentFileWritesConflictResolutionStrategy,
+                                                        find_conflicts, get_conflict_resolution_strategy,
+                                                        resolve_write_conflicts, strategy_from_options)
+from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.errors import (ConfigError, PendingClusteringConflictError,
                                           RetryableError, UnknownStrategyError, WriteConflictError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat

@@ -17,16 +17,21 @@ from hypothesis import strategies as st
 
 from airflow_hudi_occ.core.config import (ECD_STRATEGY, EarlyConflictConfig, HeartbeatConfig,
                                           LockConfig, MarkerType, WriteConfig)
-from airflow_hudi_occ.core.concurrency.early_conflict import (
-    AsyncTimelineServerBasedDetectionStrategy, BloomAsyncTimelineServerBasedDetectionStrategy,
-    BloomDirectMarkerBasedDetectionStrategy, BloomFilter, EarlyConflictDetectionStrategy,
-    SimpleDirectMarkerBasedDetectionStrategy, SimpleTransactionDirectMarkerBasedDetectionStrategy,
-    bloom_key, create_detector, get_detection_strategy)
+from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import (AsyncTimelineServerBasedDetectionStrategy,
+                                                                            BloomAsyncTimelineServerBasedDetectionStrategy)
+from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (BloomDirectMarkerBasedDetectionStrategy,
+                                                                         EarlyConflictDetectionStrategy,
+                                                                         SimpleDirectMarkerBasedDetectionStrategy,
+                                                                         SimpleTransactionDirectMarkerBasedDetectionStrategy)
+from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, bloom_key
+from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.errors import EarlyConflictError, UnknownStrategyError
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
-from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType,
-                                           marker_dir, markers_for)
+from airflow_hudi_occ.core.concurrency.markers.write_markers import (BatchedWriteMarkers,
+                                                                     DirectWriteMarkers, markers_for)
+from airflow_hudi_occ.core.concurrency.markers.names import IOType
+from airflow_hudi_occ.core.concurrency.markers.folder import marker_dir
 from airflow_hudi_occ.core.format.metadata import (ClusteringGroup, CommitMetadata, RequestedReplaceMetadata,
                                             WriteStat)
 from airflow_hudi_occ.core.table.table import Table

@@ -7,7 +7,8 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.format.bucket_index import bucket_id, java_list_hash, java_string_hash
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.table.file_system_view import FileSystemView, bucket_id_of
+from airflow_hudi_occ.core.table.file_system_view import FileSystemView
+from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.workers import commit_after_barrier

@@ -5,7 +5,8 @@ from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError, TableNotFoundError,
                                           UnsupportedTableVersionError, ConfigError)
-from airflow_hudi_occ.core.table.table import Table, parse_properties, render_properties, table_checksum
+from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.testing.tables import java_fixture
 
 

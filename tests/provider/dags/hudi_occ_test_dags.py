@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
 from airflow_hudi_occ.provider import examples
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 
 

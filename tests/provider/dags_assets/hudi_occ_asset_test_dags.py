@@ -12,7 +12,7 @@ from airflow.sdk import DAG
 
 from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_RETRYABLE
 from airflow_hudi_occ.provider.assets import create_asset
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 BASE = os.environ.get("HUDI_OCC_ASSET_TEST_BASE", "/tmp/hudi-occ-asset-test")
 TABLE = f"{BASE}/table"

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 BASE = os.environ.get("HUDI_OCC_BAD_INPUT_DIR", "/tmp/hudi-occ-bad-input")
 KEYS = {"hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.partitionpath.field": "day"}

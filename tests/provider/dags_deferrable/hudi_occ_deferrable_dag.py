@@ -8,7 +8,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 
 with DAG(dag_id="hudi_occ_test_deferrable", schedule=None, start_date=datetime(2024, 1, 1),

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, ExceptionRetryPolicy, RetryAction, RetryRule
 
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.provider.operators.hudi_occ import HudiWriteOperator
+from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 BASE = os.environ.get("HUDI_OCC_RETRY_DIR", "/tmp/hudi-occ-retry")
 KEYS = {"hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.partitionpath.field": "day"}

@@ -314,7 +314,7 @@ def test_a_deferred_java_attempt_is_decided_from_the_table_and_its_log(tmp_path,
     file as a Java job leaves them): a conflict in the log is retried on a fresh, deferred
     attempt; the commit carrying the writer id is the outcome, whatever the trigger said.
     The real Java job through the real trigger is the slow test below."""
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_hudi_occ.provider import deferred_job
     from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
@@ -377,7 +377,7 @@ def test_deferrable_java_write_loses_to_our_writer_and_retries_through_the_trigg
     HudiWriteJobTrigger follows the job; the held job loses to our core writer at its commit,
     execute_complete reads the conflict from the job's log and defers a fresh attempt, which
     commits; hudi-rs reads the rows exactly."""
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
     from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS, XCOM_RUNNING

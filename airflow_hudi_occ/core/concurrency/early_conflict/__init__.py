@@ -47,37 +47,6 @@ partition alone is never a conflict.
 Modules: ``marker_view`` (the other writers: candidates, heartbeats, their markers, cached),
 ``declared`` (their declared footprints),
 ``bloom`` (the bloom files), ``strategies`` (the checks before each marker), ``async_checker``
-(the background checker) and ``detector`` (a strategy by name). Import from this package.
+(the background checker) and ``detector`` (a strategy by name). Import a name from the
+module that defines it (``tests/test_layers.py`` checks it).
 """
-
-from __future__ import annotations
-
-from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import (
-    AsyncTimelineServerBasedDetectionStrategy, BloomAsyncTimelineServerBasedDetectionStrategy)
-from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BLOOM_FILE, BloomFilter, bloom_key
-from airflow_hudi_occ.core.concurrency.early_conflict.declared import (declared_conflict, declared_groups,
-                                                                      earlier_rivals)
-from airflow_hudi_occ.core.concurrency.early_conflict.detector import (
-    STRATEGIES, create_detector, get_detection_strategy, valid_strategy_names)
-from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (
-    BloomDirectMarkerBasedDetectionStrategy, EarlyConflictDetectionStrategy,
-    SimpleDirectMarkerBasedDetectionStrategy, SimpleTransactionDirectMarkerBasedDetectionStrategy)
-
-__all__ = [
-    "AsyncTimelineServerBasedDetectionStrategy",
-    "BloomAsyncTimelineServerBasedDetectionStrategy",
-    "BloomDirectMarkerBasedDetectionStrategy",
-    "BLOOM_FILE",
-    "BloomFilter",
-    "EarlyConflictDetectionStrategy",
-    "STRATEGIES",
-    "SimpleDirectMarkerBasedDetectionStrategy",
-    "SimpleTransactionDirectMarkerBasedDetectionStrategy",
-    "bloom_key",
-    "create_detector",
-    "declared_conflict",
-    "declared_groups",
-    "earlier_rivals",
-    "get_detection_strategy",
-    "valid_strategy_names",
-]

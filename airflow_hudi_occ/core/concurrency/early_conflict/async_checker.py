@@ -11,7 +11,8 @@ from typing import Callable
 
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
-from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
+from airflow_hudi_occ.core.concurrency.markers.names import IOType, Marker, file_id_of
+from airflow_hudi_occ.core.concurrency.markers.write_markers import WriteMarkers
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, bloom_key
 from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup
 from airflow_hudi_occ.core.concurrency.early_conflict.strategies import (

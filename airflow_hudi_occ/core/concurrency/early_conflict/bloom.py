@@ -14,7 +14,7 @@ import threading
 import zlib
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.markers import TEMP_FOLDER
+from airflow_hudi_occ.core.concurrency.markers.names import TEMP_FOLDER
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,11 @@ from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import bucket_id_of
-from airflow_hudi_occ.core.concurrency.markers import (
-    INSTANT_DIR_RE, MARKER_SUFFIXES, MARKERS_TYPE_FILE, TEMP_FOLDER, group_key, group_of_line,
-    markers_file_names, read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers.names import (INSTANT_DIR_RE, MARKER_SUFFIXES,
+                                                             MARKERS_TYPE_FILE, TEMP_FOLDER, group_key,
+                                                             group_of_line)
+from airflow_hudi_occ.core.concurrency.markers.folder import markers_file_names
+from airflow_hudi_occ.core.concurrency.markers.files import read_marker_file
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, is_bloom_file
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,10 @@ from typing import Callable, ClassVar, Iterable
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.format.layout import FileGroupId
-from airflow_hudi_occ.core.concurrency.markers import IOType, Marker, WriteMarkers, file_id_of
-from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.concurrency.markers.names import IOType, Marker, file_id_of
+from airflow_hudi_occ.core.concurrency.markers.write_markers import WriteMarkers
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.concurrency.early_conflict.bloom import BloomFilter, OwnBloom, bloom_key
 from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_conflict, earlier_rivals
 from airflow_hudi_occ.core.concurrency.early_conflict.marker_view import FileGroup, MarkerView, conflict_key

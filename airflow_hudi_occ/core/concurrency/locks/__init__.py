@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from airflow_hudi_occ.core.config import LOCK_PROVIDER, LockConfig
 from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import LockError, UnknownLockProviderError
-from airflow_hudi_occ.core.concurrency.locks.base import (LockHolder, LockManager, LockProvider, LostListener,
-                                                          encode_lock_key, make_owner_id)
+from airflow_hudi_occ.core.concurrency.locks.base import LockHolder, LockManager, LockProvider
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow_hudi_occ.core.config import WriteConfig
@@ -89,14 +88,6 @@ def get_lock_provider(config: LockConfig, *, base_path: str, table_name: str,
                lock_key=lock_key)
 
 
-_LAZY_CLASSES = {
-    "ZookeeperBasedLockProvider": "zookeeper",
-    "FileSystemBasedLockProvider": "filesystem",
-    "InProcessLockProvider": "inprocess",
-    "StorageBasedLockProvider": "storage",
-}
-
-
 def table_lock_manager(table, config: "WriteConfig", *, lock_key: str | None = None):
     """The LockManager guarding a table (or one key of it) with the configured provider."""
     provider = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
@@ -123,28 +114,12 @@ def table_lock_holder(table, config: "WriteConfig") -> LockHolder | None:
         provider.close()
 
 
-def __getattr__(name: str):
-    # Re-export the provider classes without importing kazoo for writers that never use it.
-    if name in _LAZY_CLASSES:
-        return _REGISTRY.load(_BUILTIN[_LAZY_CLASSES[name]], name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
+    "JAVA_CLASS_NAMES",
+    "check_provider",
+    "get_lock_provider",
+    "resolve_provider_class",
     "table_lock_holder",
     "table_lock_manager",
-    "LockHolder",
-    "FileSystemBasedLockProvider",
-    "InProcessLockProvider",
-    "JAVA_CLASS_NAMES",
-    "LockManager",
-    "LockProvider",
-    "LostListener",
-    "encode_lock_key",
-    "get_lock_provider",
-    "make_owner_id",
-    "resolve_provider_class",
     "valid_provider_names",
-    "StorageBasedLockProvider",
-    "ZookeeperBasedLockProvider",
 ]

@@ -16,28 +16,5 @@ The family, one concept per module, each importing only those before it:
 - ``write_markers``: the markers of one instant in Hudi's two layouts, direct and batched, and
   :func:`markers_for`, which picks the layout from the folder.
 
-Import from this package; its names are the family's API (the 0.2 modules
-``concurrency.marker_names`` and ``concurrency.marker_files`` still import, with a
-``DeprecationWarning``, through ``core/_moved``).
+Import a name from the module that defines it (``tests/test_layers.py`` checks it).
 """
-
-from __future__ import annotations
-
-from airflow_hudi_occ.core.concurrency.markers.names import (  # noqa: F401
-    DEFAULT_MAX_LINES_PER_FILE, INSTANT_DIR_RE, MARKER_INFIX, MARKER_SUFFIXES, MARKERS_FILE_PREFIX,
-    MARKERS_FILE_RE, MARKERS_TYPE_FILE, TEMP_FOLDER, IOType, Marker, file_id_of, group_key,
-    group_of_line, marker_partition, new_marker, parse_marker, split_group_key, try_parse_marker)
-from airflow_hudi_occ.core.concurrency.markers.files import (  # noqa: F401
-    EMPTY_CONTENT, MarkerFileContent, clear_cache, parse_marker_lines, read_marker_file, stat_key)
-from airflow_hudi_occ.core.concurrency.markers.folder import (  # noqa: F401
-    list_marker_instants, marker_dir, markers_file_names, read_marker_type)
-from airflow_hudi_occ.core.concurrency.markers.write_markers import (  # noqa: F401
-    BatchedWriteMarkers, DirectWriteMarkers, WriteMarkers, markers_for)
-
-__all__ = [
-    "BatchedWriteMarkers", "DirectWriteMarkers", "IOType", "Marker", "MarkerFileContent",
-    "WriteMarkers", "clear_cache", "file_id_of", "group_key", "list_marker_instants",
-    "marker_dir", "marker_partition", "markers_file_names", "markers_for", "new_marker",
-    "parse_marker", "parse_marker_lines", "read_marker_file", "read_marker_type",
-    "split_group_key", "stat_key", "try_parse_marker",
-]

@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from airflow_hudi_occ.core.config import LockConfig
-from airflow_hudi_occ.core.concurrency.locks import LockProvider, get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.base import LockProvider
 from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
 
 #: short sessions so that expiry (and a SIGKILLed holder's node vanishing) takes ~2 s

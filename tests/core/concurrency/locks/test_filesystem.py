@@ -184,7 +184,7 @@ _RACE_SCRIPT = textwrap.dedent("""
     import json, logging, os, sys, time
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     from airflow_hudi_occ.core.config import LockConfig
-    from airflow_hudi_occ.core.concurrency.locks import LockManager
+    from airflow_hudi_occ.core.concurrency.locks.base import LockManager
     from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
     base, go, out = sys.argv[1:4]
     config = LockConfig(provider="filesystem", wait_time_ms=20000, client_num_retries=0)
@@ -345,7 +345,7 @@ def test_two_waiting_processes_take_over_a_dead_holders_lock_once(tmp_path):
 
 
 def test_a_contended_wait_names_the_holder_and_its_age(tmp_path, caplog):
-    from airflow_hudi_occ.core.concurrency.locks import LockManager
+    from airflow_hudi_occ.core.concurrency.locks.base import LockManager
     from airflow_hudi_occ.core.errors import LockAcquireTimeoutError
     holder = _provider(tmp_path)
     assert holder.try_acquire(1)

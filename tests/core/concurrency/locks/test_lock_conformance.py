@@ -28,12 +28,8 @@ from airflow_hudi_occ.core.errors import (
     RetryableError,
     UnknownLockProviderError,
 )
-from airflow_hudi_occ.core.concurrency.locks import (
-    LockManager,
-    LockProvider,
-    get_lock_provider,
-    resolve_provider_class,
-)
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider, resolve_provider_class
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager, LockProvider
 from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
 from airflow_hudi_occ.core.concurrency.locks.inprocess import InProcessLockProvider
 

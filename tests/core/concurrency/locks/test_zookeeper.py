@@ -23,7 +23,8 @@ from kazoo.client import KazooClient
 from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.errors import (ConfigError, LockAcquireTimeoutError, LockError, LockLostError,
                                          LockServiceUnreachableError)
-from airflow_hudi_occ.core.concurrency.locks import LockManager, get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.concurrency.locks.zookeeper import ZookeeperBasedLockProvider, connect_string
 from airflow_hudi_occ.testing import unreachable
 from airflow_hudi_occ.testing.zookeeper import expire_session

@@ -8,8 +8,10 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, IOType, Marker, MarkerFileContent,
-                                                       group_key, marker_dir, markers_for, read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers.write_markers import BatchedWriteMarkers, markers_for
+from airflow_hudi_occ.core.concurrency.markers.names import IOType, Marker, group_key
+from airflow_hudi_occ.core.concurrency.markers.files import MarkerFileContent, read_marker_file
+from airflow_hudi_occ.core.concurrency.markers.folder import marker_dir
 
 from tests.core.concurrency.markers import T1, fname, make_table
 

@@ -12,9 +12,11 @@ import pytest
 
 from airflow_hudi_occ.core.config import MarkerType
 from airflow_hudi_occ.core.errors import CorruptMetadataError
-from airflow_hudi_occ.core.concurrency.markers import (BatchedWriteMarkers, DirectWriteMarkers, IOType,
-                                                       list_marker_instants, marker_dir, markers_for,
-                                                       read_marker_file)
+from airflow_hudi_occ.core.concurrency.markers.write_markers import (BatchedWriteMarkers,
+                                                                     DirectWriteMarkers, markers_for)
+from airflow_hudi_occ.core.concurrency.markers.names import IOType
+from airflow_hudi_occ.core.concurrency.markers.folder import list_marker_instants, marker_dir
+from airflow_hudi_occ.core.concurrency.markers.files import read_marker_file
 from airflow_hudi_occ.core.table.table import Table
 
 from tests.core.concurrency.markers import T1, fname, make_table
