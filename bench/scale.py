@@ -73,6 +73,9 @@ def _where(frame) -> str:
     code = frame.f_code
     path = code.co_filename
     rel = path[path.rfind(PACKAGE_DIR):] if PACKAGE_DIR in path else os.path.basename(path)
+    method = frame.f_locals.get("method") if code.co_name == "wrapper" else None
+    if callable(method):  # a decorator of storage.py around a Storage method: name the method
+        return f"{method.__qualname__} ({rel})"
     return f"{getattr(code, 'co_qualname', code.co_name)} ({rel})"
 
 
@@ -237,6 +240,7 @@ def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
     return {"seconds": elapsed, "requests": len(events),
             "by_kind": Counter(e["kind"] for e in events),
             "under_lock": len(under), "under_lock_by_kind": Counter(e["kind"] for e in under),
+            "under_lock_per_hold": [len(split_by_window(events, [h])) for h in tracer.holds],
             "under_lock_by_path": Counter(f"{e['kind']}: {tracer.attribute(e)}" for e in under),
             "acquire": len(split_by_window(events, tracer.acquires)),
             "release": len(split_by_window(events, tracer.releases)),
@@ -316,6 +320,7 @@ def run(ctx) -> list[Figure]:
         "ours_release_requests_median": med(ours, "release"),
         "ours_lock_hold_s_median": round(med(ours, "hold_s"), 4),
         "ours_lock_holds_per_commit": sorted({r["holds"] for r in ours}),
+        "ours_under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
         "rows_read_back": rows,
     }
     store = {"direct": direct, "proxied_0ms": proxied, "rounds": rounds, "writer_load_requests_per_s": round(load_rps, 1)}
