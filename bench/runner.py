@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "mor": "bench.mor",
     "java_metadata_table": "bench.java_metadata_table",
     "metadata_listing": "bench.metadata_listing",
+    "scale": "bench.scale",
 }
 
 
