@@ -27,11 +27,11 @@ from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupW
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
                                                     check_record_keys, new_file_id, read_parquet,
                                                     read_parquet_columns, KeyProbe,
-                                                    record_key_array, with_constant_columns, with_meta_columns,
+                                                    record_key_array, far_value_text, rows_out_of_python_range, with_constant_columns, with_meta_columns,
                                                     write_parquet, write_parquet_chunks, write_token)
 from airflow_hudi_occ.core.format.bucket_index import HASH_FIELD, bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, ReadConfig, WriteConfig
-from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, base_file_name, bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
@@ -103,6 +103,7 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
+        _check_spellable(f, enc.dictionary)
         # once per distinct value: a hostile value is refused here, before the instant exists
         labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode)
                   for v in enc.dictionary.to_pylist()]
@@ -140,6 +141,20 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
     for a, b in zip(bounds[:-1], bounds[1:]):
         add(label(int(ordered[a])), order[a:b])
     return out
+
+
+def _check_spellable(field: str, values: pa.Array) -> None:
+    """Refuse a date or timestamp partition value outside the years 1-9999: its path is spelled
+    from Python's ``date`` / ``datetime``, which end there (pyarrow raised a raw
+    ``OverflowError``)."""
+    far = rows_out_of_python_range(values)
+    if far is None or not pc.any(far).as_py():
+        return
+    shown = far_value_text(values, int(pc.index(far, True).as_py()))
+    raise InvalidPartitionPathError(
+        f"partition column {field!r} has the value {shown}, outside the years 1-9999 a partition "
+        "path can spell; nothing was written", column=field, value=shown,
+        remedy="correct or filter the values, or partition by another column")
 
 
 def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:
