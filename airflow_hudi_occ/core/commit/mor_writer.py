@@ -312,4 +312,4 @@ class _NbccSlice:
         return self.base.instant_time if self.base is not None else None
 
 
-__all__ = ["MergeOnReadWriter", "MergeOnReadEngine", "MOR_OPERATIONS", "ordering_avro_type"]
+__all__ = ["MergeOnReadWriter", "MergeOnReadEngine", "MOR_OPERATIONS", "ordering_avro_type", "check_log_values"]
