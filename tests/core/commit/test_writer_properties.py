@@ -593,6 +593,29 @@ def run_scenario(sc: Scenario, root: str) -> tuple[str, Model] | None:
     return path, model
 
 
+def java_reads(sc: Scenario) -> bool:
+    """Whether Java Hudi 1.2 (Spark 3.5) reads the scenario's table, as far as is known: not a
+    timestamp column without a zone (``UnsupportedOperationException: Datatype not supported``:
+    the file holds a local timestamp, the commit's schema an instant), not a date before
+    1582-10-15 or a timestamp before 1900 (``SparkUpgradeException: READ_ANCIENT_DATETIME``:
+    Spark reads such values of files it did not write only with
+    ``spark.sql.parquet.datetimeRebaseModeInRead=CORRECTED``). Both reported in
+    docs/hostile-input.md; the slow run's Java sample leaves such tables out."""
+    if sc.key.name == "timestamp" or any(kind == "timestamp" for _, kind in sc.extra):
+        return False
+    temporal = [n for n, kind in sc.extra if kind in ("date", "timestamp_tz")]
+    values = [v for v, _ in sc.keys] if sc.key.name in ("date", "timestamp_tz") else []
+    values += [r[2].get(n) for _, rows in sc.batches for r in rows for n in temporal]
+    for v in values:
+        if _far(v):  # a date past 9999 or before year 1, as its integer
+            return False
+        if isinstance(v, datetime.datetime) and v.replace(tzinfo=None) < datetime.datetime(1900, 1, 2):
+            return False
+        if type(v) is datetime.date and v < datetime.date(1582, 10, 16):
+            return False
+    return True
+
+
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                       HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                       HealthCheck.data_too_large])
@@ -662,7 +685,7 @@ def test_generated_batches_long_run_with_a_java_sample(root, java_hudi, record_p
     def prop(sc):
         done = run_scenario(sc, root)
         ran[0] += 1  # an example that ran (one left out by an assume() never gets here)
-        if done is not None and len(sample) < JAVA_SAMPLE and done[1].rows:
+        if done is not None and len(sample) < JAVA_SAMPLE and done[1].rows and java_reads(sc):
             keep = tempfile.mkdtemp(dir=root, prefix="java-")
             dest = os.path.join(keep, "t")
             shutil.copytree(done[0], dest)
