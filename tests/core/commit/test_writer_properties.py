@@ -532,7 +532,7 @@ def check_table(sc: Scenario, base_uri: str, model: Model, read=None, *, java: b
     """The table read back (by hudi-rs, or by ``read``) holds exactly the model's records.
     ``java``: Java's reader takes a partition column's value of the Hive default partition
     from the path, so ``''``, null and the literal ``__HIVE_DEFAULT_PARTITION__`` all read as
-    null (in Java's own tables too)."""
+    null there (hudi-rs reads the value the file holds)."""
     got = read(sc, base_uri) if read else hudi_read(base_uri)
     recs = _plain_columns(got).to_pylist()
     keys = [(r["_hoodie_partition_path"], r["_hoodie_record_key"]) for r in recs]
