@@ -34,6 +34,7 @@ import json
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.pipeline import WritePlan, planned_file_groups, write_marked
@@ -41,7 +42,9 @@ from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.core.commit.file_group_work import FileGroupWork
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, CopyOnWriteEngine
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.format.base_file import key_part_array, record_key_array, with_meta_columns, write_token
+from airflow_hudi_occ.core.format.base_file import (far_value_text, key_part_array, record_key_array,
+                                                    rows_out_of_python_range, with_meta_columns, write_token)
+from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.concurrency import nbcc
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields, nbcc_file_id
 from airflow_hudi_occ.core.format.layout import bucket_id_of
@@ -237,6 +240,11 @@ class MergeOnReadEngine(CopyOnWriteEngine):
     def action(self) -> Action:
         return Action.DELTA_COMMIT
 
+    def check_batch(self, schema_json: str) -> None:
+        super().check_batch(schema_json)
+        if self.operation != "delete":
+            check_log_values(self.data)
+
     def plan(self, tx: WriteTransaction) -> WritePlan:
         groups = self.groups
         w = self.writer
@@ -265,6 +273,23 @@ class MergeOnReadEngine(CopyOnWriteEngine):
         return write_marked(tx, plan.detail, mark, write, w.threads)
 
 
+def check_log_values(data: pa.Table) -> None:
+    """Refuse, before the instant exists, a date or timestamp column holding a value outside
+    the years 1-9999: a log block carries each record through Python's ``date`` and
+    ``datetime`` (fastavro), which end there, so the write failed half-way with a raw
+    ``OverflowError`` (a base file of the copy-on-write writer takes them)."""
+    for name in data.column_names:
+        far = rows_out_of_python_range(data.column(name))
+        if far is not None and pc.any(far).as_py():
+            first = int(pc.index(far, True).as_py())
+            raise SchemaError(
+                f"column {name!r} holds dates or times outside the years 1-9999 (the first is row "
+                f"{first} of the batch: {far_value_text(data.column(name), first)}), which the "
+                "merge-on-read writer's log records cannot carry; nothing was written",
+                columns=[name], remedy="correct or filter the values (a sentinel such as "
+                                       "9999-12-31 is within range), or write a copy-on-write table")
+
+
 def _is_base(w: FileGroupWork) -> bool:
     """Whether the work item writes a base file (a new file group) rather than a log file."""
     return w.prev is None
@@ -287,4 +312,4 @@ class _NbccSlice:
         return self.base.instant_time if self.base is not None else None
 
 
-__all__ = ["MergeOnReadWriter", "MergeOnReadEngine", "MOR_OPERATIONS", "ordering_avro_type"]
+__all__ = ["MergeOnReadWriter", "MergeOnReadEngine", "MOR_OPERATIONS", "ordering_avro_type", "check_log_values"]

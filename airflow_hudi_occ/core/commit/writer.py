@@ -28,12 +28,13 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     check_record_keys, key_part_array, new_file_id,
                                                     python_spelled_float_keys, read_parquet,
                                                     read_parquet_columns, KeyProbe,
-                                                    record_key_array, with_constant_columns, with_meta_columns,
+                                                    record_key_array, far_value_text, rows_out_of_python_range,
+                                                    with_constant_columns, with_meta_columns,
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
 from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, ReadConfig, WriteConfig
-from airflow_hudi_occ.core.errors import ConfigError, InvalidRecordKeyError
+from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
 from airflow_hudi_occ.core.format.instant import Action
@@ -106,6 +107,7 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
         col = data.column(f)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         enc = pc.dictionary_encode(col, null_encoding="encode")
+        _check_spellable(f, enc.dictionary)
         # once per distinct value: a hostile value is refused here, before the instant exists
         values.append(enc.dictionary.to_pylist())
         labels = [partition_path.field_text(f, v, hive_style=hive, url_encode=encode) for v in values[-1]]
@@ -147,6 +149,20 @@ def partition_groups(table: Table, data: pa.Table) -> PartitionGroups:
     for a, b in zip(bounds[:-1], bounds[1:]):
         add(label(int(ordered[a])), order[a:b])
     return out
+
+
+def _check_spellable(field: str, values: pa.Array) -> None:
+    """Refuse a date or timestamp partition value outside the years 1-9999: its path is spelled
+    from Python's ``date`` / ``datetime``, which end there (pyarrow raised a raw
+    ``OverflowError``)."""
+    far = rows_out_of_python_range(values)
+    if far is None or not pc.any(far).as_py():
+        return
+    shown = far_value_text(values, int(pc.index(far, True).as_py()))
+    raise InvalidPartitionPathError(
+        f"partition column {field!r} has the value {shown}, outside the years 1-9999 a partition "
+        "path can spell; nothing was written", column=field, value=shown,
+        remedy="correct or filter the values, or partition by another column")
 
 
 def split_by_partition(table: Table, data: pa.Table) -> dict[str, pa.Table]:

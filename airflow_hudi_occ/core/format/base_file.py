@@ -257,13 +257,64 @@ def rows_without_key(table: pa.Table, key_fields) -> pa.Array | None:
 
 
 def check_record_keys(table: pa.Table, key_fields) -> None:
-    """Refuse a batch with rows that have no record key (:func:`invalid_key_error`); one
-    vectorised pass over the key columns, before the write's instant exists."""
+    """Refuse a batch with rows that have no record key (:func:`invalid_key_error`) or a key
+    value that has no key text (:func:`rows_out_of_python_range`); vectorised passes over the
+    key columns, before the write's instant exists."""
     bad = rows_without_key(table, key_fields)
     rows = 0 if bad is None else int(pc.sum(bad).as_py() or 0)
     if rows:
         first = int(pc.index(bad, True).as_py())
         raise invalid_key_error(list(key_fields), rows, f"the first is row {first} of the batch")
+    for f in key_fields:
+        far = rows_out_of_python_range(table.column(f))
+        rows = 0 if far is None else int(pc.sum(far).as_py() or 0)
+        if rows:
+            first = int(pc.index(far, True).as_py())
+            raise InvalidRecordKeyError(
+                f"{rows} row(s) have a record key the key text cannot spell: column {f!r} holds "
+                f"values outside the years 1-9999 (the first is row {first} of the batch: "
+                f"{far_value_text(table.column(f), first)}); nothing was written", column=f, rows=rows,
+                remedy="correct or filter the values (a sentinel such as 9999-12-31 is within "
+                       "range), or key the table by another column")
+
+
+#: the dates and times Python (hence the key text) holds: years 1 to 9999
+_FIRST_DAY, _LAST_DAY = -719162, 2932896  # 0001-01-01 and 9999-12-31, days since 1970-01-01
+_TIME_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def far_value_text(column: pa.ChunkedArray | pa.Array, row: int) -> str:
+    """A date or timestamp Python cannot hold, shown as what is stored (``3000000 days since
+    1970-01-01``)."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_date32(col.type):
+        return f"{col.cast(pa.int32())[row].as_py()} days since 1970-01-01"
+    unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}.get(
+        getattr(col.type, "unit", "ms"), "units")
+    return f"{col.cast(pa.int64())[row].as_py()} {unit} since 1970-01-01"
+
+
+def rows_out_of_python_range(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """Per row: is this date or timestamp outside the years 1-9999, where Python's ``date``
+    and ``datetime`` (the key text is spelled from them) end? None for other types, or when
+    no value is. A date32 or an int64 timestamp holds far more; pyarrow raises a raw
+    ``OverflowError`` converting them. A timestamp with a zone is converted to that zone, so
+    its bounds are a day inside."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_date32(col.type):
+        raw, lo, hi = col.cast(pa.int32()), _FIRST_DAY, _LAST_DAY
+    elif pa.types.is_date64(col.type):
+        raw, lo, hi = col.cast(pa.int64()), _FIRST_DAY * 86_400_000, (_LAST_DAY + 1) * 86_400_000 - 1
+    elif pa.types.is_timestamp(col.type):
+        per_day = 86_400 * _TIME_UNITS[col.type.unit]
+        first, last = _FIRST_DAY + (1 if col.type.tz else 0), _LAST_DAY - (1 if col.type.tz else 0)
+        raw, lo, hi = col.cast(pa.int64()), first * per_day, (last + 1) * per_day - 1
+    else:
+        return None
+    lo_hi = pc.min_max(raw).as_py()
+    if lo_hi["min"] is None or (lo_hi["min"] >= lo and lo_hi["max"] <= hi):
+        return None
+    return pc.fill_null(pc.or_(pc.less(raw, lo), pc.greater(raw, hi)), False)
 
 
 #: (prefix, start) -> the longest run of sequence numbers built for it; see :func:`sequence_numbers`

@@ -169,3 +169,32 @@ def test_early_conflict_detection_stops_the_second_deltacommit_at_its_append_mar
     want = {1: {"id": 1, "p": "a", "ts": 2, "v": "A"}, 2: {"id": 2, "p": "a", "ts": 1, "v": "seed"}}
     got = {k: {c: r[c] for c in COLS} for k, r in rows_by_key(hudi_read(mor.base_uri), "id").items()}
     assert got == want
+
+
+@pytest.mark.parametrize("operation", ["insert", "upsert"])
+def test_a_date_past_year_9999_is_refused_before_the_deltacommit(mor, operation, tmp_path):
+    """Before: the first deltacommit (a base file) took it, the next upsert (a log block,
+    whose records go through Python's ``date``) failed with a raw ``OverflowError`` after its
+    instant existed, leaving a rollback and an attempt record. A copy-on-write table keeps it
+    (parquet holds the integer) and hudi-rs reads it back."""
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.format.schema import SchemaError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    far = pa.array([3000000], pa.int32()).cast(pa.date32())
+    w = MergeOnReadWriter(mor, WriteConfig.from_options(FAST_WRITE_OPTIONS))
+    w.write(pa.table({"id": ["a"], "p": ["d"], "ts": [1], "d": pa.array([0], pa.int32()).cast(pa.date32())}), "insert")
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(SchemaError) as e:
+        w.write(pa.table({"id": ["a"], "p": ["d"], "ts": [2], "d": far}), operation)
+    assert e.value.columns == ["d"] and "3000000 days since 1970-01-01" in str(e.value)
+    assert "copy-on-write" in e.value.remedy
+    assert tree_snapshot(tmp_path) == before
+    # a delete carries keys only: the far value does not matter
+    w.write(pa.table({"id": ["a"], "p": ["d"], "ts": [3], "d": far}), "delete")
+    assert hudi_read(mor.base_uri).num_rows == 0
+    cow = Table.create(str(tmp_path / "cow"), "cow", record_key_fields=["id"], partition_fields=["p"],
+                       precombine_field="ts")
+    for ts in (1, 2):
+        ArrowTableWriter(cow, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
+            pa.table({"id": ["a"], "p": ["d"], "ts": [ts], "d": far}), "upsert")
+    assert hudi_read(cow.base_uri).column("d").cast(pa.int32()).to_pylist() == [3000000]

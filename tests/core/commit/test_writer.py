@@ -310,3 +310,22 @@ def test_column_names_a_table_cannot_hold_are_refused_before_any_instant(tmp_pat
     print(f"refused in {time.monotonic() - t0:.3f} s")
     assert named in str(e.value) and e.value.remedy
     assert tree_snapshot(tmp_path / "t") == before  # no instant, no rollback, no partition folder
+
+
+@pytest.mark.parametrize("column, shown", [
+    (pa.array([0, 3000000], pa.int32()).cast(pa.date32()), "3000000 days since 1970-01-01"),
+    (pa.array([0, -70000000000000000], pa.int64()).cast(pa.timestamp("us")),
+     "-70000000000000000 microseconds since 1970-01-01"),
+])
+def test_a_partition_value_past_year_9999_is_refused_naming_the_column(tmp_path, column, shown):
+    """Before: a raw ``OverflowError: date value out of range`` from pyarrow while the
+    partition paths were spelled (before the instant: the table was left as it was)."""
+    from airflow_hudi_occ.core.errors import InvalidPartitionPathError
+    from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS, tree_snapshot
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["day"])
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(InvalidPartitionPathError) as e:
+        ArrowTableWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(
+            pa.table({"id": ["a", "b"], "day": column}), "upsert")
+    assert e.value.column == "day" and e.value.value == shown and f"value {shown}" in str(e.value)
+    assert tree_snapshot(tmp_path) == before
