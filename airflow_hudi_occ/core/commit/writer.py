@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupWork, map_bounded
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
-                                                    check_record_keys, key_part_array, new_file_id,
+                                                    check_ordering_values, check_record_keys,
+                                                    compares_ordering_values, key_part_array, new_file_id,
                                                     python_spelled_float_keys, read_parquet,
                                                     read_parquet_columns, KeyProbe,
                                                     record_key_array, far_value_text, rows_out_of_python_range,
@@ -501,6 +502,8 @@ class CopyOnWriteEngine(WriteEngine):
             raise ConfigError(f"the data lacks the record key columns {missing}",
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
         check_record_keys(self.data, keys)
+        if compares_ordering_values(self.operation, COMBINE_BEFORE_INSERT.get(self.config.options)):
+            check_ordering_values(self.data, self.table.config.precombine_field)
 
     def prepare(self) -> str:
         self.data = self.data.drop_columns([c for c in META_COLUMNS if c in self.data.column_names])
