@@ -297,8 +297,7 @@ class SparkHudiWriter(SparkTableJob):
         batch.partition_labels = tagging.check_batch(
             df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
             cfg.url_encode_partitions, counts,
-            ordering=cfg.precombine_field if compares_ordering_values(opts.operation, opts.combine_before_insert)
-            else None)
+            ordering=cfg.precombine_field if compares_ordering_values(batch.op, batch.combines) else None)
         self._say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                               f"{counts.get('partitions', 0)} partition(s) into "
                               f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")

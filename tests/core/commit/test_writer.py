@@ -304,14 +304,17 @@ def _ordered_table(tmp_path, table_type, options=None):
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("operation,options", [
-    ("upsert", {}), ("insert", {"hoodie.combine.before.insert": "true"})], ids=["upsert", "insert-combine"])
+    ("upsert", {}), ("insert", {}), ("bulk_insert", {"hoodie.combine.before.insert": "true"})],
+    ids=["upsert", "insert", "bulk_insert-combine"])
 def test_a_null_ordering_value_is_refused_before_any_instant(tmp_path, table_type, operation, options):
-    """A write that compares ordering values (an upsert; an insert with
-    hoodie.combine.before.insert) of rows whose precombine value is null is refused before
-    any instant exists, naming the column, the count and the first row, the table
-    byte-identical. On main a merge-on-read upsert of ``ts`` null onto a stored ``ts`` 1
-    committed, and the readers disagreed: ours (and compaction) let the null win, hudi-rs
-    kept the stored row, Java Hudi 1.2 could not read the table (a NullPointerException)."""
+    """A write that compares ordering values (every write that combines a batch's copies of
+    a key: an upsert, an insert, a bulk_insert with hoodie.combine.before.insert) of rows
+    whose precombine value is null is refused before any instant exists, naming the column,
+    the count and the first row, the table byte-identical. On main a merge-on-read upsert of
+    ``ts`` null onto a stored ``ts`` 1 committed, and the readers disagreed: ours (and
+    compaction) let the null win, hudi-rs kept the stored row, Java Hudi 1.2 could not read
+    the table (a NullPointerException); an insert stored a null that the next upsert met the
+    same way."""
     table, w = _ordered_table(tmp_path, table_type, options)
     before = tree_snapshot(tmp_path / "t")
     batch = pa.Table.from_pylist([{"id": "b", "day": "d", "ts": 2, "v": "x"},
@@ -332,12 +335,18 @@ def test_a_null_ordering_value_is_refused_before_any_instant(tmp_path, table_typ
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_writes_that_compare_no_ordering_value_keep_null_ones(tmp_path, table_type):
-    """A delete carries no ordering value (Hudi's delete), and an insert without
-    hoodie.combine.before.insert makes records without one (Hudi 0.x's rule): both go
-    through with a null ``ts``, as before."""
+    """A delete carries no ordering value (Hudi's delete): one with a null ``ts`` goes
+    through, as before; so does a copy-on-write bulk_insert, which writes its batch as given
+    (Hudi's), while a merge-on-read one combines its keys and is refused."""
     table, w = _ordered_table(tmp_path, table_type)
-    w.write(pa.Table.from_pylist([{"id": "n", "day": "d", "ts": None, "v": "new"}], schema=_ORDERED), "insert")
     w.write(pa.Table.from_pylist([{"id": "a", "day": "d", "ts": None, "v": "gone"}], schema=_ORDERED), "delete")
+    new = pa.Table.from_pylist([{"id": "n", "day": "d", "ts": None, "v": "new"}], schema=_ORDERED)
+    if table_type == "MERGE_ON_READ":
+        with pytest.raises(InvalidOrderingValueError):
+            w.write(new, "bulk_insert")
+        assert read_table(Table.open(table.base_uri)).num_rows == 0
+        return
+    w.write(new, "bulk_insert")
     got = read_table(Table.open(table.base_uri))
     assert list(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == [("n", None)]
 
