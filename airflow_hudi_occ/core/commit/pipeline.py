@@ -22,23 +22,26 @@
     commit             WriteTransaction.commit: conflict resolution under the lock, attempt
                        record; a twin that won under the lock -> its commit
                        (``already_committed``), ours rolled back
-    abort              any failure: the engine's ``fail`` (default: WriteTransaction.abort,
-                       which rolls back from the markers and writes the attempt record)
+    abort              any failure: the engine's ``failure`` names what the rollback records
+                       and what is raised; WriteTransaction.abort rolls back from the markers
+                       and writes the attempt record; then the engine's ``after_abort``
 
 An engine (:class:`WriteEngine`) supplies its planner (``plan``) and its file writer
 (``write_files``), and may fill the optional stages; it never calls ``begin``, the clustering
 gate, ``start_inflight``, ``commit`` or ``abort`` itself. The pipeline calls the transaction;
-it does not replace it.
+it does not replace it. Scheduled instants (clustering, compaction) have the other pipeline,
+``core/services/scheduled.run_scheduled``, which ends the same way (:func:`abort_and_raise`);
+``tests/core/test_pipelines.py`` checks that no other module calls a transaction's stages.
 
 Errors: whatever a stage raises, after the instant (if any) is rolled back; the engine's
-``fail`` may translate it (Spark: a failed job becomes ``SparkWriteError``).
+``failure`` may translate it (Spark: a failed job becomes ``SparkWriteError``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, NoReturn
 
 from airflow_hudi_occ.core.commit.file_group_work import map_bounded
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
@@ -67,6 +70,38 @@ def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
     if operation == "delete":
         return old or batch_schema
     return evolve(old, batch_schema)
+
+
+@dataclass
+class Failure:
+    """What an attempt that failed after its instant exists leaves: the error its rollback
+    records (the attempt log, the rollback's reason) and the error its caller gets. An engine
+    may translate one into the other (Spark: a failed job is raised as ``SparkWriteError``,
+    while the attempt log keeps what Spark said)."""
+
+    recorded: BaseException
+    raised: BaseException
+    #: the rollback's reason
+    reason: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> "Failure":
+        """The error as it came: recorded and raised, its text the reason."""
+        return cls(error, error, f"{type(error).__name__}: {error}")
+
+
+def abort_and_raise(tx: WriteTransaction, error: BaseException, failure: Failure,
+                    after_abort: Callable[[Failure], None]) -> NoReturn:
+    """How both pipelines end a failed attempt (called in the ``except`` of ``error``): the
+    transaction rolls the instant back recording ``failure.recorded``, ``after_abort`` runs
+    whatever the rollback did, then ``failure.raised`` is raised (with its ``__cause__``)."""
+    try:
+        tx.abort(reason=failure.reason, error=failure.recorded)
+    finally:
+        after_abort(failure)
+    if failure.raised is error:
+        raise error
+    raise failure.raised from failure.raised.__cause__
 
 
 @dataclass
@@ -148,11 +183,14 @@ class WriteEngine(ABC):
         """The file groups a replacecommit replaces (asked at commit)."""
         return plan.replaced
 
-    def fail(self, tx: WriteTransaction, error: BaseException) -> BaseException:
-        """Undo the attempt after ``error``; returns the error to raise (its ``__cause__``
-        is kept as the raise's cause)."""
-        tx.abort(reason=f"{type(error).__name__}: {error}", error=error)
-        return error
+    def failure(self, tx: WriteTransaction, error: BaseException) -> "Failure":
+        """What the rollback after ``error`` records and what is raised (asked before the
+        rollback); default: the error as it came."""
+        return Failure.of(error)
+
+    def after_abort(self, tx: WriteTransaction, failure: "Failure") -> None:
+        """After the rollback, whether or not it succeeded: what the engine undoes of its own
+        (Spark: stray base files, the abort signal)."""
 
     def lost_to_twin(self, tx: WriteTransaction) -> None:
         """After a twin attempt of the batch won under the lock (ours is rolled back)."""
@@ -221,10 +259,7 @@ class WritePipeline:
             return committed_batch_result(engine.table, engine.table.timeline().get(e.committed_instant),
                                           attempted_instant=e.instant)
         except BaseException as e:
-            err = engine.fail(tx, e)
-            if err is e:
-                raise
-            raise err from err.__cause__
+            abort_and_raise(tx, e, engine.failure(tx, e), lambda f: engine.after_abort(tx, f))
         finally:
             engine.close()
 
@@ -243,5 +278,5 @@ def planned_file_groups(items: Iterable) -> list[tuple[str, str]]:
     return [(w.partition, w.file_id) for w in items]
 
 
-__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "commit_schema", "write_marked",
+__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "Failure", "abort_and_raise", "commit_schema", "write_marked",
            "planned_file_groups", "Progress"]
