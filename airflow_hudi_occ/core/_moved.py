@@ -46,7 +46,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     f"{_C}.early_conflict": (f"{_C}.concurrency.early_conflict",),
     f"{_C}.abort_signal": (f"{_C}.concurrency.abort_signal",),
     f"{_C}.transaction": (f"{_C}.commit.transaction", f"{_C}.commit.recovery",
-                          f"{_C}.concurrency.locks"),
+                          f"{_C}.commit.pipeline", f"{_C}.concurrency.locks"),
     f"{_C}.recovery": (f"{_C}.commit.recovery", f"{_C}.commit.staging"),
     f"{_C}.retry": (f"{_C}.commit.retry",),
     f"{_C}.attempt_log": (f"{_C}.commit.attempt_log",),

@@ -77,8 +77,7 @@ from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json
 from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, META_COLUMNS, NO_RECORD_KEY_MESSAGE,
                                                NO_RECORD_KEY_REMEDY, Table)
-from airflow_hudi_occ.core.commit.pipeline import Failure, WriteEngine, WritePipeline, WritePlan
-from airflow_hudi_occ.core.commit.recovery import prepare_batch
+from airflow_hudi_occ.core.commit.pipeline import Failure, WriteEngine, WritePipeline, WritePlan, prepare_batch
 from airflow_hudi_occ.core.commit.transaction import COMMITTED, CommitResult, WriteTransaction
 from airflow_hudi_occ.spark import native_write, pair_write, tagging
 from airflow_hudi_occ.spark.errors import spark_failure
@@ -198,7 +197,7 @@ class SparkHudiWriter(SparkTableJob):
                        committed_checked: bool = False) -> CommitResult | None:
         """A keyed batch's commit if already in the table, or the re-commit of a dead writer's
         staged instant of it; None: write it (also when the table does not exist yet).
-        ``committed_checked``: as :func:`~airflow_hudi_occ.core.commit.recovery.prepare_batch`."""
+        ``committed_checked``: as :func:`~airflow_hudi_occ.core.commit.pipeline.prepare_batch`."""
         if batch_key is None:
             return None
         try:

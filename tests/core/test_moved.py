@@ -12,7 +12,7 @@ from airflow_hudi_occ.core import _moved
 
 OLD_NAMES = [
     ("airflow_hudi_occ.core.transaction", "WriteTransaction", "airflow_hudi_occ.core.commit.transaction"),
-    ("airflow_hudi_occ.core.transaction", "prepare_batch", "airflow_hudi_occ.core.commit.recovery"),
+    ("airflow_hudi_occ.core.transaction", "prepare_batch", "airflow_hudi_occ.core.commit.pipeline"),
     ("airflow_hudi_occ.core.transaction", "table_lock_manager", "airflow_hudi_occ.core.concurrency.locks"),
     ("airflow_hudi_occ.core.recovery", "stage_commit", "airflow_hudi_occ.core.commit.staging"),
     ("airflow_hudi_occ.core.rollback", "pending_rollback_for", "airflow_hudi_occ.core.table.timeline"),
