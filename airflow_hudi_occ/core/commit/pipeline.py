@@ -32,7 +32,7 @@ An engine (:class:`WriteEngine`) supplies its planner (``plan``) and its file wr
 gate, ``start_inflight``, ``commit`` or ``abort`` itself. The pipeline calls the transaction;
 it does not replace it. Scheduled instants (clustering, compaction) have the other pipeline,
 ``core/services/scheduled.run_scheduled``, which ends the same way (:func:`abort_and_raise`);
-``tests/core/test_pipelines.py`` checks that no other module calls a transaction's stages.
+``tests/test_pipelines.py`` checks that no other module calls a transaction's stages.
 
 Errors: whatever a stage raises, after the instant (if any) is rolled back; the engine's
 ``failure`` may translate it (Spark: a failed job becomes ``SparkWriteError``).

@@ -326,15 +326,8 @@ class ClusteringWork(ScheduledWork):
     schema its commit records (the last completed write's, read at commit). The Arrow executor
     below and Spark's (``spark/clustering``) supply :meth:`execute`."""
 
-    def __init__(self, table, config: ClusteringConfig, *, lock_manager=None, writer_id: str | None = None):
-        self.table = table
-        self.config = config
-        self.lock_manager = lock_manager
-        self.writer_id = writer_id
-
-    def transaction(self) -> ClusteringTransaction:
-        return ClusteringTransaction(self.table, self.config.write, lock_manager=self.lock_manager,
-                                     writer_id=self.writer_id)
+    transaction_class = ClusteringTransaction
+    config: ClusteringConfig
 
     def schema(self, tx) -> str | None:
         return latest_schema(self.table.timeline())

@@ -348,16 +348,10 @@ class CompactionWork(ScheduledWork):
     what a compaction commits. They supply :meth:`compact`: the plan's slices, each merged by
     :func:`compact_file_slice`."""
 
-    def __init__(self, table, config: CompactionConfig, *, lock_manager=None, writer_id: str | None = None):
-        self.table = table
-        self.config = config
-        self.lock_manager = lock_manager
-        self.writer_id = writer_id
-        self.timeline = None
-
-    def transaction(self) -> CompactionTransaction:
-        return CompactionTransaction(self.table, self.config.write, lock_manager=self.lock_manager,
-                                     writer_id=self.writer_id)
+    transaction_class = CompactionTransaction
+    config: CompactionConfig
+    #: the timeline read once the instant is inflight: the slices' completion times, the schema
+    timeline = None
 
     def execute(self, tx, plan: CompactionPlan) -> Executed:
         self.timeline = self.table.timeline()

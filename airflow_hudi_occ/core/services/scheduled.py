@@ -25,7 +25,7 @@ The pipeline (:func:`run_scheduled`), beside the write pipeline (``core/commit/p
                     and what is raised; the transaction rolls back (a clustering's plan goes
                     with it; a compaction returns to requested); then its ``after_abort``
 
-An executor never calls the transaction's stages itself (``tests/core/test_pipelines.py``).
+An executor never calls the transaction's stages itself (``tests/test_pipelines.py``).
 
 Errors: :class:`InstantStateError` when there is nothing to adopt, or a live executor holds it;
 the lock's errors; whatever a stage raises, after the rollback (the executor may translate it).
@@ -147,12 +147,23 @@ class ScheduledWork(ABC):
     """One executor's part in running one scheduled instant (:func:`run_scheduled` drives it):
     the transaction of its service, the work itself, and what the commit records."""
 
+    #: the service's transaction (``ClusteringTransaction``, ``CompactionTransaction``)
+    transaction_class: type[ScheduledInstantTransaction]
     #: extra commit metadata of this executor (Spark's clustering names its engine)
     extra_metadata: Mapping[str, str] | None = None
 
-    @abstractmethod
+    def __init__(self, table, config, *, lock_manager=None, writer_id: str | None = None):
+        self.table = table
+        #: the service's config (``ClusteringConfig``, ``CompactionConfig``); its ``write``
+        #: part configures the transaction
+        self.config = config
+        self.lock_manager = lock_manager
+        self.writer_id = writer_id
+
     def transaction(self) -> ScheduledInstantTransaction:
         """A new transaction of the service, not yet adopted."""
+        return self.transaction_class(self.table, self.config.write, lock_manager=self.lock_manager,
+                                      writer_id=self.writer_id)
 
     @abstractmethod
     def execute(self, tx: ScheduledInstantTransaction, plan: Any) -> Executed:
