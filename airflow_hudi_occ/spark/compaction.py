@@ -2,16 +2,18 @@
 
 ::
 
-    driver:    CompactionTransaction.adopt (a dead executor's inflight compaction is rolled back
-               to requested first; a live one's is refused) -> empty compaction.inflight
+    driver:    core's scheduled-instant pipeline (core/services/scheduled.run_scheduled):
+               CompactionTransaction.adopt (a dead executor's inflight compaction is rolled
+               back to requested first; a live one's is refused) -> empty compaction.inflight
     executors: one task per plan operation (file slice): abort? -> the files of an earlier
                attempt of this task deleted (by their markers) -> core's compact_file_slice:
                base + exactly the plan's log files merged, MERGE marker, the new base file
                ``<fileId>_<token>_<t>.parquet`` (records keep their commit time)
-    driver:    core's complete_compaction: the ``commit`` (COMPACT, compacted) under the lock
+    driver:    the pipeline's ``commit`` (COMPACT, compacted) under the lock
 
-The per-slice merge and the completion are core's (core/services/compaction.py), so the Arrow
-executor and this one cannot disagree on what a compaction writes. A failure rolls the instant
+The per-slice merge and the completion are core's (``compact_file_slice``, ``CompactionWork``
+in core/services/compaction.py), so the Arrow executor and this one cannot disagree on what a
+compaction writes. A failure rolls the instant
 back to *requested* with its plan (core's rule: a compaction is never abandoned), so the next
 attempt runs the same plan; a driver killed mid-way leaves it inflight, and the next attempt's
 ``adopt`` rolls it back once its heartbeat has expired, then runs it.
@@ -19,23 +21,23 @@ attempt runs the same plan; a driver killed mid-way leaves it inflight, and the 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import HudiOccError, WriteAbortedError
+from airflow_hudi_occ.core.commit.pipeline import Failure
+from airflow_hudi_occ.core.errors import WriteAbortedError
 from airflow_hudi_occ.core.format.metadata import CompactionOperation, WriteStat
-from airflow_hudi_occ.core.services.compaction import (CompactionResult, CompactionTransaction,
-                                                       compact_file_slice, compaction_config,
-                                                       complete_compaction)
+from airflow_hudi_occ.core.services.compaction import (CompactionResult, CompactionWork, compact_file_slice,
+                                                       compaction_config)
+from airflow_hudi_occ.core.services.scheduled import run_scheduled
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.spark.errors import SparkWriteError, short_message
-from airflow_hudi_occ.spark.jobgroup import JobAborted, run_watched
+from airflow_hudi_occ.spark.errors import spark_failure
+from airflow_hudi_occ.spark.jobgroup import run_watched
 from airflow_hudi_occ.spark.writer import SparkTableJob
 
 
@@ -73,6 +75,33 @@ def compact_operation(ctx: CompactionTaskContext, op: CompactionOperation) -> Wr
     return stat
 
 
+class SparkCompaction(CompactionWork):
+    """Spark's part of a scheduled compaction (``core/services/scheduled``): one task per plan
+    operation; a failed job translated as every Spark action's (``errors.spark_failure``)."""
+
+    def __init__(self, job: "SparkCompactionExecutor", table: Table, config, task):
+        super().__init__(table, config, lock_manager=job.lock_manager, writer_id=job.writer_id)
+        self.job = job
+        self.task = task
+
+    def compact(self, tx, ops, timeline) -> list[WriteStat]:
+        if not ops:
+            return []
+        table, task = self.table, self.task
+        ctx = CompactionTaskContext(table.base_uri, self.job.storage_options or {},
+                                    dict(self.config.write.options), tx.instant_time)
+        rdd = self.job.spark.sparkContext.parallelize(ops, len(ops)).map(lambda op: task(ctx, op))
+        return run_watched(self.job.spark, table, tx.instant_time, rdd.collect,
+                           description=f"hudi compact {table.name} {tx.instant_time}")
+
+    def failure(self, tx, error) -> Failure:
+        return spark_failure(error, tx.instant_time, f"compaction {tx.instant_time}")
+
+    def after_abort(self, tx, failure) -> None:
+        """Back to requested, plan kept (core's rollback of a compaction); the signal cleared."""
+        abort_signal.clear_abort(self.table, tx.instant_time)
+
+
 class SparkCompactionExecutor(SparkTableJob):
     """Executes a scheduled compaction plan on Spark, one task per file slice, and commits it."""
 
@@ -83,46 +112,8 @@ class SparkCompactionExecutor(SparkTableJob):
         """Execute ``instant`` (default: the earliest pending compaction) and commit it.
         ``task`` is the per-slice function (tests wrap it to fail or stall a task)."""
         table = Table.open(self.base_path, self.storage_options)
-        cfg = compaction_config(self.options)
-        t0 = time.time()
-        tx = CompactionTransaction(table, cfg.write, lock_manager=self._lock_manager,
-                                   writer_id=self.writer_id)
-        plan = tx.adopt(instant)
-        try:
-            tx.start_inflight(data=b"")  # Java's compaction.inflight is empty
-            timeline = table.timeline()
-            ops = list(plan.operations)
-            stats: list[WriteStat] = []
-            if ops:
-                ctx = CompactionTaskContext(table.base_uri, self.storage_options or {},
-                                            dict(cfg.write.options), tx.instant_time)
-                rdd = self.spark.sparkContext.parallelize(ops, len(ops)) \
-                          .map(lambda op: task(ctx, op))
-                stats = run_watched(self.spark, table, tx.instant_time, rdd.collect,
-                                    description=f"hudi compact {table.name} {tx.instant_time}")
-            return complete_compaction(table, tx, stats, timeline, started=t0,
-                                       before_commit=before_commit)
-        except JobAborted as ja:
-            err = abort_signal.error_for(tx.instant_time, ja.info)
-            self._abort(tx, table, err)
-            raise err from None
-        except HudiOccError as e:
-            self._abort(tx, table, e)
-            raise
-        except BaseException as e:
-            self._abort(tx, table, e)
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            raise SparkWriteError(f"the Spark compaction {tx.instant_time} failed: {short_message(e)}",
-                                  instant=tx.instant_time, cause=type(e).__name__) from e
-
-    @staticmethod
-    def _abort(tx, table, err) -> None:
-        """Back to requested, plan kept (core's rollback of a compaction)."""
-        try:
-            tx.abort(reason=f"{type(err).__name__}: {short_message(err)}", error=err)
-        finally:
-            abort_signal.clear_abort(table, tx.instant_time)
+        work = SparkCompaction(self, table, compaction_config(self.options), task)
+        return work.result(run_scheduled(work, instant, before_commit=before_commit))
 
 
-__all__ = ["SparkCompactionExecutor", "CompactionTaskContext", "compact_operation"]
+__all__ = ["SparkCompactionExecutor", "SparkCompaction", "CompactionTaskContext", "compact_operation"]

@@ -3,7 +3,7 @@ per file group, as one Spark task per file group.
 
 ::
 
-    driver:    SparkHudiWriter as for copy-on-write (begin, tagging against the base files,
+    driver:    SparkWriteEngine as for copy-on-write (begin, tagging against the base files,
                inflight with the planned file groups), action ``deltacommit``; new keys go to
                new file groups only (no small-file top-ups, as core's MOR writer)
     executors: per file group
@@ -65,10 +65,12 @@ class MorTaskContext:
     ordering_type: str = "int"  #: the ordering field's Avro type (delete records carry it)
 
 
-def write_files(writer, batch, run, plan) -> list[WriteStat]:
-    """The deltacommit's Spark job (``SparkHudiWriter._write_files`` for a MOR table)."""
+def write_files(engine, plan) -> list[WriteStat]:
+    """The deltacommit's Spark job (``SparkWriteEngine.write_files`` for a MOR table), for the
+    engine's batch and attempt."""
+    batch, run = engine.batch, engine.run
     tx, table = run.tx, batch.table
-    base = writer._task_context(batch, run, plan)
+    base = engine.task_context(plan)
     existing = plan.existing
     # a file group under a pending compaction: this log file belongs to the slice the
     # compaction starts (Java records that slice's base instant as prevCommit, no base file)
@@ -84,12 +86,12 @@ def write_files(writer, batch, run, plan) -> list[WriteStat]:
                                                 separators=(",", ":")))
     # one record per key, as the copy-on-write job gets them (the plan may leave the batch's
     # duplicate keys to the write job)
-    job = apply_in_arrow(writer._records_by_file_group(batch, plan), (tagging.PART, tagging.FID),
+    job = apply_in_arrow(engine.records_by_file_group(plan), (tagging.PART, tagging.FID),
                          make_group_fn(ctx), MOR_STAT_DDL)
-    rows = run_watched(writer.spark, table, tx.instant_time, job.collect,
+    rows = run_watched(engine.spark, table, tx.instant_time, job.collect,
                        description=f"hudi {batch.op} (deltacommit) {table.name} {tx.instant_time}",
-                       extra_check=writer._async_checker(tx, run.planned),
-                       on_progress=writer.write_progress(len(run.planned)))
+                       extra_check=engine.async_checker(),
+                       on_progress=engine.write_progress(len(run.planned)))
     stopped = [r for r in rows if r.stopped]
     if stopped:
         raise WriteAbortedError(

@@ -40,13 +40,13 @@ import asyncio
 import copy
 import json
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import Counter
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from airflow_hudi_occ.testing.server_process import ServerProcess
 
 #: the largest request head (line + headers) accepted; S3 clients send a few KiB at most
 MAX_HEAD = 64 * 1024
@@ -275,8 +275,7 @@ class LatencyProxy:
         self.port = port or _free_port()
         self.control_port = control_port or _free_port()
         self.start_timeout_s = start_timeout_s
-        self._proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._server: ServerProcess | None = None
 
     @property
     def endpoint(self) -> str:
@@ -292,38 +291,19 @@ class LatencyProxy:
         args = [sys.executable, "-m", "airflow_hudi_occ.testing.latency_proxy",
                 "--target", self.target, "--delay-ms", str(self.delay_ms),
                 "--port", str(self.port), "--control-port", str(self.control_port)]
-        self._stderr = tempfile.TemporaryFile()  # a file, never an unread pipe (see s3.py)
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"latency proxy exited: {self.errors()[-2000:]}")
-            try:
-                self._control("/counts")
-                return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"latency proxy did not listen on {self.endpoint}")
+        self._server = ServerProcess(args, what="latency proxy", ready=lambda: self._control("/counts"),
+                                     timeout_s=self.start_timeout_s, poll_s=0.05)
+        self._server.start()
+        return self
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
     def errors(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")
+        """What the proxy process wrote to stderr."""
+        return self._server.errors() if self._server is not None else ""
 
     def _control(self, path: str):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.control_port}{path}", timeout=10) as r:

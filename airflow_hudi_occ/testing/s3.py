@@ -34,11 +34,11 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from airflow_hudi_occ.testing.server_process import ServerProcess
 
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
@@ -61,8 +61,7 @@ class S3Server:
         self.port = port or _free_port()
         self.atomic = atomic_conditional_writes
         self.start_timeout_s = start_timeout_s
-        self._proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._server: ServerProcess | None = None
 
     @property
     def endpoint(self) -> str:
@@ -90,42 +89,20 @@ class S3Server:
             args.append("--no-conditional-writes")
         if self.check_credentials:
             args.append("--check-credentials")
-        # stderr goes to a file, never to an unread pipe: once a pipe's 64 KiB buffer is full,
-        # every server thread blocks writing its log line and all clients stall (this was the
-        # "hudi-rs hangs for 180 s after a crash" of the S3 tests; see docs/reliability.md).
-        self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"moto server exited: {self.server_errors()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"moto server did not listen on {self.endpoint}")
+        self._server = ServerProcess(
+            args, what="moto server", timeout_s=self.start_timeout_s,
+            ready=lambda: socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close())
+        self._server.start()
+        return self
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
     def server_errors(self) -> str:
         """What the server process wrote to stderr (tracebacks of requests moto failed)."""
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")
+        return self._server.errors() if self._server is not None else ""
 
     def create_bucket(self, name: str) -> None:
         import boto3

@@ -54,6 +54,8 @@ def die_after_files(writer, df, monkeypatch) -> str:
     its heartbeat stops beating (the file stays, as a killed process leaves it) and nothing
     rolls it back, leaving what a SIGKILL there leaves (inflight instant, markers, data
     files). In-process: killing a Spark driver would cost a second Spark start."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.spark.errors import SparkWriteError
     from airflow_hudi_occ.spark.writer import SparkWriteEngine
     seen = {}
 
@@ -62,9 +64,11 @@ def die_after_files(writer, df, monkeypatch) -> str:
         tx.heartbeat.stop(delete=False)
         raise Died(tx.instant_time)
     with monkeypatch.context() as m:
-        m.setattr(SparkWriteEngine, "fail", lambda self, tx, error: error)  # no rollback
-        with pytest.raises(Died):
+        m.setattr(WriteTransaction, "abort", lambda self, **kw: None)  # no rollback
+        m.setattr(SparkWriteEngine, "after_abort", lambda self, tx, failure: None)  # no sweep
+        with pytest.raises(SparkWriteError) as e:  # the engine's translation of a foreign error
             writer.write(df, "upsert", before_commit=stop)
+    assert isinstance(e.value.__cause__, Died)
     return seen["instant"]
 
 

@@ -195,9 +195,13 @@ def test_failed_write_leaves_nothing_visible(spark, tmp_path):
     check(path, model)
 
     # a driver that dies without rolling back: the next rollback finds the log files by markers
-    w._abort = lambda run, table, err: None
-    with pytest.raises(Exception):
-        w.write(spark.createDataFrame([(2, "a", 5, "lost")], SCHEMA), "upsert", before_commit=boom)
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.spark.writer import SparkWriteEngine
+    with pytest.MonkeyPatch.context() as m:  # no rollback, no sweep: what a dead driver leaves
+        m.setattr(WriteTransaction, "abort", lambda self, **kw: None)
+        m.setattr(SparkWriteEngine, "after_abort", lambda self, tx, failure: None)
+        with pytest.raises(Exception):
+            w.write(spark.createDataFrame([(2, "a", 5, "lost")], SCHEMA), "upsert", before_commit=boom)
     t = seen["instant"]
     assert len(log_files(path, t)) == 1 and Table.open(path).timeline().get(t).is_pending
     check(path, model)  # pending: invisible

@@ -4,7 +4,8 @@
 
     check_input        engine: what refuses a batch before anything is read (key columns)
     settled?           a keyed batch already committed -> its commit; a dead writer's staged
-                       instant of it -> re-committed (recovery.prepare_batch); nothing written
+                       instant of it -> re-committed (:func:`prepare_batch`, :func:`recommit`:
+                       taken over, its files verified, completed or rolled back); nothing written
     prepare            engine: the table, the user's columns, the batch's own schema
     schema             the commit's schema: the last write's evolved by the batch's
                        (a delete keeps the last write's) -- :func:`commit_schema`
@@ -22,36 +23,45 @@
     commit             WriteTransaction.commit: conflict resolution under the lock, attempt
                        record; a twin that won under the lock -> its commit
                        (``already_committed``), ours rolled back
-    abort              any failure: the engine's ``fail`` (default: WriteTransaction.abort,
-                       which rolls back from the markers and writes the attempt record)
+    abort              any failure: the engine's ``failure`` names what the rollback records
+                       and what is raised; WriteTransaction.abort rolls back from the markers
+                       and writes the attempt record; then the engine's ``after_abort``
 
 An engine (:class:`WriteEngine`) supplies its planner (``plan``) and its file writer
 (``write_files``), and may fill the optional stages; it never calls ``begin``, the clustering
 gate, ``start_inflight``, ``commit`` or ``abort`` itself. The pipeline calls the transaction;
-it does not replace it.
+it does not replace it. Scheduled instants (clustering, compaction) have the other pipeline,
+``core/services/scheduled.run_scheduled``, which ends the same way (:func:`abort_and_raise`);
+``tests/test_pipelines.py`` checks that no other module calls a transaction's stages.
 
 Errors: whatever a stage raises, after the instant (if any) is rolled back; the engine's
-``fail`` may translate it (Spark: a failed job becomes ``SparkWriteError``).
+``failure`` may translate it (Spark: a failed job becomes ``SparkWriteError``).
 """
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, NoReturn
 
 from airflow_hudi_occ.core.commit.file_group_work import map_bounded
-from airflow_hudi_occ.core.commit.recovery import committed_batch_result, prepare_batch
-from airflow_hudi_occ.core.commit.transaction import CommitResult, WriteTransaction
+from airflow_hudi_occ.core.commit.recovery import committed_batch_result, find_recoverable
+from airflow_hudi_occ.core.commit.staging import EXTRA_RECOVERED_BY, verify_files
+from airflow_hudi_occ.core.commit.transaction import (RECOMMITTED, CommitResult, WriteTransaction,
+                                                      find_committed_batch)
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.concurrency.footprint import Footprint
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import BatchAlreadyCommittedError
+from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
+                                          StagedCommitError, WriteConflictError)
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import evolve
 from airflow_hudi_occ.core.table.table import Table
+
+log = logging.getLogger(__name__)
 
 #: ``on_progress(stage, text)``: a line for people (the Spark job prints ``hudi-occ <stage>: ...``)
 Progress = Callable[[str, str], None]
@@ -67,6 +77,130 @@ def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
     if operation == "delete":
         return old or batch_schema
     return evolve(old, batch_schema)
+
+
+# -- settled?: the batch already committed, or a dead writer's staged instant of it -------------
+
+@dataclass
+class RecoveryResult:
+    """What :func:`recommit` did. ``outcome``: ``recommitted`` (``commit`` is set) or
+    ``rolled_back`` (the staged instant could not be completed and is gone: rewrite the batch)."""
+
+    outcome: str
+    instant: str
+    commit: object | None = None          # CommitResult
+    recovered_from: str | None = None     # the dead writer's id
+    error: HudiOccError | None = None
+
+    def to_json(self) -> dict:
+        out = {"recovery": self.outcome, "recovered_instant": self.instant,
+               "recovered_from": self.recovered_from}
+        if self.error is not None:
+            out["recovery_error"] = self.error.to_dict()
+        return out
+
+
+def recommit(table, config: WriteConfig, batch_key: str, *, writer_id: str | None = None,
+             attempt: int = 1, lock_manager=None, now: float | None = None) -> RecoveryResult | None:
+    """Re-commit the staged instant of ``batch_key`` left by a dead writer, if there is one.
+
+    Returns None when there is nothing to recover (or the instant was taken by someone else
+    meanwhile); raises :class:`BatchAlreadyCommittedError` when the batch turns out to be
+    committed already (the staged instant is then rolled back)."""
+    staged = find_recoverable(table, batch_key, config, now=now)
+    if staged is None:
+        return None
+    tx = WriteTransaction(table, config, action=Action(staged.action),
+                          operation_type=staged.operation_type, writer_id=writer_id,
+                          attempt=attempt, checkpoint=staged.checkpoint, batch_key=batch_key,
+                          lock_manager=lock_manager, is_table_service=staged.is_table_service)
+    if not tx.take_over(staged, now=now):
+        return None
+    log.info("took over staged instant %s of batch %r (written by %s)", staged.instant, batch_key,
+             staged.writer_id)
+    try:
+        verify_files(table, staged)
+        meta = staged.commit_metadata()
+        meta.extra_metadata[EXTRA_RECOVERED_BY] = tx.writer_id
+        res = tx.commit_metadata(meta, recovered_from=staged.writer_id)
+        return RecoveryResult("recommitted", staged.instant, res, staged.writer_id)
+    except BatchAlreadyCommittedError:
+        raise  # commit rolled the staged instant back already
+    except (WriteConflictError, StagedCommitError, InstantRolledBackError) as e:
+        log.warning("staged instant %s of batch %r cannot be re-committed (%s): rolling it back; "
+                    "the batch is rewritten", staged.instant, batch_key, e)
+        tx.abort(reason=f"re-commit refused: {type(e).__name__}", error=e)
+        return RecoveryResult("rolled_back", staged.instant, None, staged.writer_id, e)
+    except BaseException as e:
+        # A lock timeout, a lost lock, storage trouble: leave the instant staged (its fresh
+        # heartbeat stops and expires), so a later attempt or the LAZY rollback decides.
+        tx.abort(rollback=False, reason=f"re-commit failed: {type(e).__name__}", error=e)
+        raise
+
+
+def prepare_batch(table: Table, config: WriteConfig, batch_key: str | None, *,
+                  writer_id: str | None = None, attempt: int = 1,
+                  lock_manager=None, committed_checked: bool = False) -> CommitResult | None:
+    """What every engine does first for a keyed batch, before reading its source: the batch
+    already committed -> its result (``already_committed``); a dead writer's staged instant of
+    it -> re-commit it (``recommitted``); else None: write the batch (a staged instant that
+    could not be re-committed has been rolled back).
+
+    ``committed_checked``: the caller looked the key up among the completed instants just
+    before (the operator does, before it pays for a spark-submit), so only the staged
+    instants are searched here. Skipping the second look loses nothing: a batch committed in
+    between is found again under the commit lock (``WriteTransaction.commit``), which is the
+    look that decides; so an attempt reads the timeline's commit metadata once outside the
+    lock and once under it."""
+    if batch_key is None:
+        return None
+    done = None if committed_checked else find_committed_batch(table, batch_key)
+    if done is not None:
+        return committed_batch_result(table, done)
+    try:
+        rec = recommit(table, config, batch_key, writer_id=writer_id, attempt=attempt,
+                       lock_manager=lock_manager)
+    except BatchAlreadyCommittedError as e:
+        return committed_batch_result(table, table.timeline().get(e.committed_instant),
+                                      attempted_instant=e.instant)
+    if rec is None or rec.commit is None:
+        return None
+    res = rec.commit
+    res.outcome = RECOMMITTED
+    res.recovered_from = rec.recovered_from
+    return res
+
+
+@dataclass
+class Failure:
+    """What an attempt that failed after its instant exists leaves: the error its rollback
+    records (the attempt log, the rollback's reason) and the error its caller gets. An engine
+    may translate one into the other (Spark: a failed job is raised as ``SparkWriteError``,
+    while the attempt log keeps what Spark said)."""
+
+    recorded: BaseException
+    raised: BaseException
+    #: the rollback's reason
+    reason: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> "Failure":
+        """The error as it came: recorded and raised, its text the reason."""
+        return cls(error, error, f"{type(error).__name__}: {error}")
+
+
+def abort_and_raise(tx: WriteTransaction, error: BaseException, failure: Failure,
+                    after_abort: Callable[[Failure], None]) -> NoReturn:
+    """How both pipelines end a failed attempt (called in the ``except`` of ``error``): the
+    transaction rolls the instant back recording ``failure.recorded``, ``after_abort`` runs
+    whatever the rollback did, then ``failure.raised`` is raised (with its ``__cause__``)."""
+    try:
+        tx.abort(reason=failure.reason, error=failure.recorded)
+    finally:
+        after_abort(failure)
+    if failure.raised is error:
+        raise error
+    raise failure.raised from failure.raised.__cause__
 
 
 @dataclass
@@ -148,11 +282,14 @@ class WriteEngine(ABC):
         """The file groups a replacecommit replaces (asked at commit)."""
         return plan.replaced
 
-    def fail(self, tx: WriteTransaction, error: BaseException) -> BaseException:
-        """Undo the attempt after ``error``; returns the error to raise (its ``__cause__``
-        is kept as the raise's cause)."""
-        tx.abort(reason=f"{type(error).__name__}: {error}", error=error)
-        return error
+    def failure(self, tx: WriteTransaction, error: BaseException) -> "Failure":
+        """What the rollback after ``error`` records and what is raised (asked before the
+        rollback); default: the error as it came."""
+        return Failure.of(error)
+
+    def after_abort(self, tx: WriteTransaction, failure: "Failure") -> None:
+        """After the rollback, whether or not it succeeded: what the engine undoes of its own
+        (Spark: stray base files, the abort signal)."""
 
     def lost_to_twin(self, tx: WriteTransaction) -> None:
         """After a twin attempt of the batch won under the lock (ours is rolled back)."""
@@ -221,10 +358,7 @@ class WritePipeline:
             return committed_batch_result(engine.table, engine.table.timeline().get(e.committed_instant),
                                           attempted_instant=e.instant)
         except BaseException as e:
-            err = engine.fail(tx, e)
-            if err is e:
-                raise
-            raise err from err.__cause__
+            abort_and_raise(tx, e, engine.failure(tx, e), lambda f: engine.after_abort(tx, f))
         finally:
             engine.close()
 
@@ -243,5 +377,6 @@ def planned_file_groups(items: Iterable) -> list[tuple[str, str]]:
     return [(w.partition, w.file_id) for w in items]
 
 
-__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "commit_schema", "write_marked",
+__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "Failure", "abort_and_raise", "commit_schema", "write_marked",
+           "prepare_batch", "recommit", "RecoveryResult",
            "planned_file_groups", "Progress"]

@@ -10,7 +10,9 @@ The two-phase exactly-once pattern (see ``docs/recovery.md`` and the seed on Fli
 *commit*       the normal commit under the lock (conflict resolution, completed file).
 
 If the writer dies between the two, the instant stays pending with a staged commit. A later
-attempt for the same batch key calls :func:`recommit` first: it finds the newest pending
+attempt for the same batch key calls ``recommit`` first (the write pipeline's first stage,
+``core/commit/pipeline.prepare_batch``, which drives the transaction; this module finds and
+judges): it finds the newest pending
 instant of that batch whose staged commit exists and whose writer is dead (heartbeat expired
 or absent), takes it over *under the table lock* (re-checks pending, not being rolled back,
 still dead, then starts a fresh heartbeat for it before releasing the lock), verifies that
@@ -46,18 +48,13 @@ the LAZY rollback); the committer deletes its own after completing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from airflow_hudi_occ.core.commit.staging import (EXTRA_RECOVERED_BY, StagedCommit, read_staged,
-                                                  staged_instants, verify_files)
-from airflow_hudi_occ.core.commit.transaction import (ALREADY_COMMITTED, RECOMMITTED, CommitResult,
-                                                      WriteTransaction, commit_metadata_anywhere,
-                                                      find_committed_batch)
+from airflow_hudi_occ.core.commit.staging import StagedCommit, read_staged, staged_instants
+from airflow_hudi_occ.core.commit.transaction import ALREADY_COMMITTED, CommitResult, commit_metadata_anywhere
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, CorruptMetadataError, HudiOccError,
-                     InstantRolledBackError, StagedCommitError, WriteConflictError)
+from airflow_hudi_occ.core.errors import CorruptMetadataError
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
-from airflow_hudi_occ.core.format.instant import Action, Instant
+from airflow_hudi_occ.core.format.instant import Instant
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import pending_rollback_for
 
@@ -87,65 +84,6 @@ def find_recoverable(table, batch_key: str, config: WriteConfig, *, timeline=Non
     return None
 
 
-# -- re-commit ---------------------------------------------------------------------------------------
-
-@dataclass
-class RecoveryResult:
-    """What :func:`recommit` did. ``outcome``: ``recommitted`` (``commit`` is set) or
-    ``rolled_back`` (the staged instant could not be completed and is gone: rewrite the batch)."""
-
-    outcome: str
-    instant: str
-    commit: object | None = None          # CommitResult
-    recovered_from: str | None = None     # the dead writer's id
-    error: HudiOccError | None = None
-
-    def to_json(self) -> dict:
-        out = {"recovery": self.outcome, "recovered_instant": self.instant,
-               "recovered_from": self.recovered_from}
-        if self.error is not None:
-            out["recovery_error"] = self.error.to_dict()
-        return out
-
-
-def recommit(table, config: WriteConfig, batch_key: str, *, writer_id: str | None = None,
-             attempt: int = 1, lock_manager=None, now: float | None = None) -> RecoveryResult | None:
-    """Re-commit the staged instant of ``batch_key`` left by a dead writer, if there is one.
-
-    Returns None when there is nothing to recover (or the instant was taken by someone else
-    meanwhile); raises :class:`BatchAlreadyCommittedError` when the batch turns out to be
-    committed already (the staged instant is then rolled back)."""
-    staged = find_recoverable(table, batch_key, config, now=now)
-    if staged is None:
-        return None
-    tx = WriteTransaction(table, config, action=Action(staged.action),
-                          operation_type=staged.operation_type, writer_id=writer_id,
-                          attempt=attempt, checkpoint=staged.checkpoint, batch_key=batch_key,
-                          lock_manager=lock_manager, is_table_service=staged.is_table_service)
-    if not tx.take_over(staged, now=now):
-        return None
-    log.info("took over staged instant %s of batch %r (written by %s)", staged.instant, batch_key,
-             staged.writer_id)
-    try:
-        verify_files(table, staged)
-        meta = staged.commit_metadata()
-        meta.extra_metadata[EXTRA_RECOVERED_BY] = tx.writer_id
-        res = tx.commit_metadata(meta, recovered_from=staged.writer_id)
-        return RecoveryResult("recommitted", staged.instant, res, staged.writer_id)
-    except BatchAlreadyCommittedError:
-        raise  # commit rolled the staged instant back already
-    except (WriteConflictError, StagedCommitError, InstantRolledBackError) as e:
-        log.warning("staged instant %s of batch %r cannot be re-committed (%s): rolling it back; "
-                    "the batch is rewritten", staged.instant, batch_key, e)
-        tx.abort(reason=f"re-commit refused: {type(e).__name__}", error=e)
-        return RecoveryResult("rolled_back", staged.instant, None, staged.writer_id, e)
-    except BaseException as e:
-        # A lock timeout, a lost lock, storage trouble: leave the instant staged (its fresh
-        # heartbeat stops and expires), so a later attempt or the LAZY rollback decides.
-        tx.abort(rollback=False, reason=f"re-commit failed: {type(e).__name__}", error=e)
-        raise
-
-
 def committed_batch_result(table: Table, instant: Instant, *,
                            attempted_instant: str | None = None) -> CommitResult:
     """The result an engine returns for a batch that was already committed as ``instant``."""
@@ -153,38 +91,4 @@ def committed_batch_result(table: Table, instant: Instant, *,
                         outcome=ALREADY_COMMITTED, attempted_instant=attempted_instant)
 
 
-def prepare_batch(table: Table, config: WriteConfig, batch_key: str | None, *,
-                  writer_id: str | None = None, attempt: int = 1,
-                  lock_manager=None, committed_checked: bool = False) -> CommitResult | None:
-    """What every engine does first for a keyed batch, before reading its source: the batch
-    already committed -> its result (``already_committed``); a dead writer's staged instant of
-    it -> re-commit it (``recommitted``); else None: write the batch (a staged instant that
-    could not be re-committed has been rolled back).
-
-    ``committed_checked``: the caller looked the key up among the completed instants just
-    before (the operator does, before it pays for a spark-submit), so only the staged
-    instants are searched here. Skipping the second look loses nothing: a batch committed in
-    between is found again under the commit lock (``WriteTransaction.commit``), which is the
-    look that decides; so an attempt reads the timeline's commit metadata once outside the
-    lock and once under it."""
-    if batch_key is None:
-        return None
-    done = None if committed_checked else find_committed_batch(table, batch_key)
-    if done is not None:
-        return committed_batch_result(table, done)
-    try:
-        rec = recommit(table, config, batch_key, writer_id=writer_id, attempt=attempt,
-                       lock_manager=lock_manager)
-    except BatchAlreadyCommittedError as e:
-        return committed_batch_result(table, table.timeline().get(e.committed_instant),
-                                      attempted_instant=e.instant)
-    if rec is None or rec.commit is None:
-        return None
-    res = rec.commit
-    res.outcome = RECOMMITTED
-    res.recovered_from = rec.recovered_from
-    return res
-
-
-__all__ = ["RecoveryResult", "find_recoverable", "recommit", "prepare_batch",
-           "committed_batch_result"]
+__all__ = ["find_recoverable", "committed_batch_result"]

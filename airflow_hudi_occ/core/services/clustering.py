@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import math
 import posixpath
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -47,7 +46,8 @@ from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
 from airflow_hudi_occ.core.format.metadata import ClusteringGroup, RequestedReplaceMetadata, WriteStat
-from airflow_hudi_occ.core.services.scheduled import ScheduledInstantTransaction
+from airflow_hudi_occ.core.services.scheduled import (Executed, ScheduledInstantTransaction, ScheduledOutcome,
+                                                     ScheduledWork, run_scheduled)
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.file_system_view import relative_path
@@ -321,17 +321,30 @@ def planned_slices(table, plan: RequestedReplaceMetadata, requested_time: str) -
     return out
 
 
-def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
-                       instant: str | None = None, *, lock_manager=None, writer_id: str | None = None,
-                       before_commit=None) -> ClusteringResult:
-    """Run a scheduled plan in this process with Arrow (small tables), then commit it."""
-    cfg = clustering_config(config)
-    t0 = time.time()
-    tx = ClusteringTransaction(table, cfg.write, lock_manager=lock_manager, writer_id=writer_id)
-    plan = tx.adopt(instant)
-    try:
-        tx.start_inflight(data=b"")
-        sort_cols = sort_columns_of(plan, cfg)
+class ClusteringWork(ScheduledWork):
+    """What every clustering executor shares (``services/scheduled``): its transaction and the
+    schema its commit records (the last completed write's, read at commit). The Arrow executor
+    below and Spark's (``spark/clustering``) supply :meth:`execute`."""
+
+    transaction_class = ClusteringTransaction
+    config: ClusteringConfig
+
+    def schema(self, tx) -> str | None:
+        return latest_schema(self.table.timeline())
+
+    @staticmethod
+    def result(outcome: ScheduledOutcome) -> ClusteringResult:
+        res, done = outcome.commit, outcome.executed
+        return ClusteringResult(res.instant.requested_time, res.instant.completion_time,
+                                done.replaced or {}, done.stats, outcome.seconds)
+
+
+class ArrowClustering(ClusteringWork):
+    """The pure-Arrow executor: each group's slices read and rewritten in this process."""
+
+    def execute(self, tx, plan: RequestedReplaceMetadata) -> Executed:
+        table = self.table
+        sort_cols = sort_columns_of(plan, self.config)
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
         merged = planned_slices(table, plan, tx.instant_time)
@@ -366,16 +379,18 @@ def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[s
                                        total_write_bytes=size))
             for p, f, _ in g.slices:
                 replaced.setdefault(p, []).append(f)
-        if before_commit is not None:
-            before_commit(tx)
-        res = tx.commit(stats, schema=latest_schema(table.timeline()), replaced=replaced)
-        return ClusteringResult(res.instant.requested_time, res.instant.completion_time, replaced, stats,
-                                time.time() - t0)
-    except BaseException as e:
-        tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
-        raise
+        return Executed(stats, replaced)
+
+
+def execute_clustering(table, config: ClusteringConfig | WriteConfig | Mapping[str, Any] | None = None,
+                       instant: str | None = None, *, lock_manager=None, writer_id: str | None = None,
+                       before_commit=None) -> ClusteringResult:
+    """Run a scheduled plan in this process with Arrow (small tables), then commit it."""
+    work = ArrowClustering(table, clustering_config(config), lock_manager=lock_manager, writer_id=writer_id)
+    return work.result(run_scheduled(work, instant, before_commit=before_commit))
 
 
 __all__ = ["schedule_clustering", "plan_clustering", "execute_clustering", "show_clustering",
-           "ClusteringTransaction", "ClusteringResult", "planned_slices",
+           "ClusteringTransaction", "ClusteringWork", "ArrowClustering", "ClusteringResult",
+           "planned_slices",
            "pending_clustering", "clustering_config"]

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
@@ -49,7 +50,8 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from airflow_hudi_occ.core.commit.rollback import rollback_instant
-from airflow_hudi_occ.core.services.scheduled import ScheduledInstantTransaction
+from airflow_hudi_occ.core.services.scheduled import (Executed, ScheduledInstantTransaction, ScheduledOutcome,
+                                                     ScheduledWork, run_scheduled)
 from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
@@ -340,44 +342,55 @@ def compact_file_slice(table, instant_time: str, op: CompactionOperation, comple
                      log_counts={"totalLogFilesCompacted": len(logs), "totalLogSizeCompacted": log_size})
 
 
-def _compact_slice(table, tx: CompactionTransaction, op: CompactionOperation,
-                   completion: CompletionTimes) -> WriteStat:
-    return compact_file_slice(table, tx.instant_time, op, completion,
-                              token=write_token(0, 0, tx.attempt), create_marker=tx.create_marker,
-                              check_abort=tx.check_abort)
+class CompactionWork(ScheduledWork):
+    """What every compaction executor shares (``services/scheduled``): its transaction, the
+    timeline it reads once inflight, and the commit's schema (the last write that timeline
+    saw), so the Arrow executor below and Spark's (``spark/compaction``) cannot disagree on
+    what a compaction commits. They supply :meth:`compact`: the plan's slices, each merged by
+    :func:`compact_file_slice`."""
+
+    transaction_class = CompactionTransaction
+    config: CompactionConfig
+    #: the timeline read once the instant is inflight: the slices' completion times, the schema
+    timeline = None
+
+    def execute(self, tx, plan: CompactionPlan) -> Executed:
+        self.timeline = self.table.timeline()
+        return Executed(self.compact(tx, list(plan.operations), self.timeline))
+
+    @abstractmethod
+    def compact(self, tx: CompactionTransaction, ops: list[CompactionOperation], timeline) -> list[WriteStat]:
+        """The new base file of every operation, behind its marker."""
+
+    def schema(self, tx) -> str | None:
+        last = self.timeline.last_completed_write()
+        return self.timeline.commit_metadata(last).schema if last is not None else None
+
+    @staticmethod
+    def result(outcome: ScheduledOutcome) -> CompactionResult:
+        res = outcome.commit
+        return CompactionResult(res.instant.requested_time, res.instant.completion_time,
+                                outcome.executed.stats, outcome.seconds)
 
 
-def complete_compaction(table, tx: CompactionTransaction, stats: list[WriteStat], timeline, *,
-                        started: float, before_commit=None) -> CompactionResult:
-    """Commit an executed compaction: one ``commit`` (COMPACT, compacted) under the lock, the
-    schema of the last write the plan's timeline saw. Every executor ends here."""
-    if before_commit is not None:
-        before_commit(tx)
-    last = timeline.last_completed_write()
-    schema = timeline.commit_metadata(last).schema if last is not None else None
-    res = tx.commit(stats, schema=schema)
-    return CompactionResult(res.instant.requested_time, res.instant.completion_time, stats,
-                            time.time() - started)
+class ArrowCompaction(CompactionWork):
+    """The pure-Arrow executor: every slice merged in this process, one after the other."""
+
+    def compact(self, tx, ops, timeline) -> list[WriteStat]:
+        completion = CompletionTimes(FileSystemView(self.table, timeline))
+        return [compact_file_slice(self.table, tx.instant_time, op, completion,
+                                   token=write_token(0, 0, tx.attempt), create_marker=tx.create_marker,
+                                   check_abort=tx.check_abort)
+                for op in ops]
 
 
 def execute_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, Any] | None = None,
                        instant: str | None = None, *, lock_manager=None, writer_id: str | None = None,
                        before_commit=None) -> CompactionResult:
-    """Run a scheduled compaction in this process with Arrow (small tables), then commit it."""
-    cfg = compaction_config(config)
-    t0 = time.time()
-    tx = CompactionTransaction(table, cfg.write, lock_manager=lock_manager, writer_id=writer_id)
-    plan = tx.adopt(instant)
-    try:
-        tx.start_inflight(data=b"")  # Java's compaction.inflight is empty
-        timeline = table.timeline()
-        completion = CompletionTimes(FileSystemView(table, timeline))
-        stats = [_compact_slice(table, tx, op, completion) for op in plan.operations]
-        return complete_compaction(table, tx, stats, timeline, started=t0, before_commit=before_commit)
-    except BaseException as e:
-        # the plan survives: rollback of a compaction returns it to requested
-        tx.abort(reason=f"{type(e).__name__}: {e}", error=e)
-        raise
+    """Run a scheduled compaction in this process with Arrow (small tables), then commit it. A
+    failure rolls it back to requested: the plan survives."""
+    work = ArrowCompaction(table, compaction_config(config), lock_manager=lock_manager, writer_id=writer_id)
+    return work.result(run_scheduled(work, instant, before_commit=before_commit))
 
 
 def run_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, Any] | None = None,
@@ -402,6 +415,6 @@ def run_compaction(table, config: CompactionConfig | WriteConfig | Mapping[str, 
 
 
 __all__ = ["schedule_compaction", "plan_compaction", "execute_compaction", "run_compaction",
-           "compact_file_slice", "complete_compaction",
+           "compact_file_slice", "CompactionWork", "ArrowCompaction",
            "show_compaction", "trigger_reached", "deltacommits_since_compaction",
            "CompactionTransaction", "CompactionResult", "compaction_config", "COMPACT"]

@@ -1,4 +1,5 @@
-"""Executing an instant scheduled earlier (clustering, compaction): adopt it, once for both.
+"""Executing an instant scheduled earlier (clustering, compaction): adopt it, and run it
+through the stages of a scheduled instant, written once for every service and engine.
 
 A table service is planned under the lock as a requested instant with its plan; whoever
 executes it later does not create an instant but *adopts* that one: under the table lock the
@@ -11,19 +12,39 @@ The services differ only in which instants they may adopt, how they read the pla
 dead executor's leftovers go (clustering deletes its files; compaction rolls the instant back
 to requested first); :class:`ScheduledInstantTransaction` asks its subclass for those.
 
+The pipeline (:func:`run_scheduled`), beside the write pipeline (``core/commit/pipeline``)::
+
+    adopt           the transaction: lock, the plan read again, heartbeat, "running" record
+    inflight        an empty inflight file (as Java writes a clustering's and a compaction's)
+    execute         the executor (:class:`ScheduledWork`): the plan's files, each behind its
+                    marker (Arrow in this process, or Spark tasks); nothing committed
+    before_commit   the caller's hook (tests hold an executor here so writers overlap it)
+    commit          WriteTransaction.commit as a table service: conflict resolution under the
+                    lock, the executor's schema, replaced file groups and extra metadata
+    abort           any failure: the executor's ``failure`` names what the rollback records
+                    and what is raised; the transaction rolls back (a clustering's plan goes
+                    with it; a compaction returns to requested); then its ``after_abort``
+
+An executor never calls the transaction's stages itself (``tests/test_pipelines.py``).
+
 Errors: :class:`InstantStateError` when there is nothing to adopt, or a live executor holds it;
-the lock's errors.
+the lock's errors; whatever a stage raises, after the rollback (the executor may translate it).
 """
 
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.commit import attempt_log
-from airflow_hudi_occ.core.commit.transaction import Snapshot, TransactionState, WriteTransaction
+from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise
+from airflow_hudi_occ.core.commit.transaction import CommitResult, Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.errors import InstantStateError
 from airflow_hudi_occ.core.format.instant import Instant, State
+from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.table.timeline import Timeline
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 
@@ -113,4 +134,83 @@ class ScheduledInstantTransaction(WriteTransaction):
         return self.plan
 
 
-__all__ = ["ScheduledInstantTransaction", "scheduled_snapshot"]
+@dataclass
+class Executed:
+    """What an executor wrote for a scheduled instant."""
+
+    stats: list[WriteStat] = field(default_factory=list)
+    #: partition -> the file ids a replacecommit replaces (clustering); None: none (compaction)
+    replaced: dict[str, list[str]] | None = None
+
+
+class ScheduledWork(ABC):
+    """One executor's part in running one scheduled instant (:func:`run_scheduled` drives it):
+    the transaction of its service, the work itself, and what the commit records."""
+
+    #: the service's transaction (``ClusteringTransaction``, ``CompactionTransaction``)
+    transaction_class: type[ScheduledInstantTransaction]
+    #: extra commit metadata of this executor (Spark's clustering names its engine)
+    extra_metadata: Mapping[str, str] | None = None
+
+    def __init__(self, table, config, *, lock_manager=None, writer_id: str | None = None):
+        self.table = table
+        #: the service's config (``ClusteringConfig``, ``CompactionConfig``); its ``write``
+        #: part configures the transaction
+        self.config = config
+        self.lock_manager = lock_manager
+        self.writer_id = writer_id
+
+    def transaction(self) -> ScheduledInstantTransaction:
+        """A new transaction of the service, not yet adopted."""
+        return self.transaction_class(self.table, self.config.write, lock_manager=self.lock_manager,
+                                      writer_id=self.writer_id)
+
+    @abstractmethod
+    def execute(self, tx: ScheduledInstantTransaction, plan: Any) -> Executed:
+        """Write what ``plan`` asks for (the instant is inflight), every file behind its marker."""
+
+    def schema(self, tx: ScheduledInstantTransaction) -> str | None:
+        """The schema the commit records (asked after ``before_commit``, right before the
+        commit)."""
+        return None
+
+    def failure(self, tx: ScheduledInstantTransaction, error: BaseException) -> Failure:
+        """What the rollback after ``error`` records and what is raised; default: the error as
+        it came."""
+        return Failure.of(error)
+
+    def after_abort(self, tx: ScheduledInstantTransaction, failure: Failure) -> None:
+        """After the rollback, whether or not it succeeded: what the executor undoes of its own."""
+
+
+@dataclass
+class ScheduledOutcome:
+    """A scheduled instant run to its commit."""
+
+    commit: CommitResult
+    executed: Executed
+    #: from adopting to the completed commit
+    seconds: float
+
+
+def run_scheduled(work: ScheduledWork, instant: str | None = None, *,
+                  before_commit: Callable[[WriteTransaction], None] | None = None) -> ScheduledOutcome:
+    """Adopt the scheduled ``instant`` (default: the earliest pending one of the service),
+    execute it and commit it; on any failure roll it back and raise."""
+    t0 = time.time()
+    tx = work.transaction()
+    plan = tx.adopt(instant)
+    try:
+        tx.start_inflight(data=b"")  # Java's clustering and compaction inflight files are empty
+        done = work.execute(tx, plan)
+        if before_commit is not None:
+            before_commit(tx)
+        res = tx.commit(done.stats, schema=work.schema(tx), replaced=done.replaced,
+                        extra_metadata=work.extra_metadata)
+        return ScheduledOutcome(res, done, time.time() - t0)
+    except BaseException as e:
+        abort_and_raise(tx, e, work.failure(tx, e), lambda f: work.after_abort(tx, f))
+
+
+__all__ = ["ScheduledInstantTransaction", "ScheduledWork", "Executed", "ScheduledOutcome",
+           "run_scheduled", "scheduled_snapshot"]

@@ -1,7 +1,7 @@
 """The write pipeline's stage order and invariants, on a real table with the real Arrow
 copy-on-write engine (each stage recorded as it runs): the order, every marker before any data
-file, the clustering gate before any file, a failing file writer rolled back through the
-engine's ``fail``, a settled batch touching no stage, and the commit's schema."""
+file, the clustering gate before any file, a failing file writer rolled back between the
+engine's ``failure`` and ``after_abort``, a settled batch touching no stage, and the commit's schema."""
 
 import json
 
@@ -17,7 +17,7 @@ from airflow_hudi_occ.core.services.clustering import schedule_clustering
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 
 STAGES = ("check_input", "prepare", "check_batch", "check_before_plan", "plan",
-          "check_before_write", "write_files", "fail", "lost_to_twin", "close")
+          "check_before_write", "write_files", "failure", "after_abort", "lost_to_twin", "close")
 
 
 class Recording(CopyOnWriteEngine):
@@ -92,7 +92,7 @@ def test_the_clustering_gate_refuses_before_any_file_is_marked_or_written(table,
     eng = Recording(w, _rows([1], "u"), "upsert")
     with pytest.raises(PendingClusteringConflictError) as ei:
         _run(w, eng)
-    assert "write_files" not in eng.calls and eng.calls[-2:] == ["fail", "close"]
+    assert "write_files" not in eng.calls and eng.calls[-3:] == ["failure", "after_abort", "close"]
     refused = ei.value.instant
     assert not [b for b in list_base_files(table, "a") if b.instant_time == refused]
     assert refused not in {i.requested_time for i in table.timeline().completed()}
@@ -103,7 +103,10 @@ def test_a_failing_file_writer_is_rolled_back_through_the_engine(table, fast_opt
     eng = Recording(w, _rows(range(3)), "insert", fail_after_markers=True)
     with pytest.raises(RuntimeError, match="disk full"):
         _run(w, eng)
-    assert eng.calls[-3:] == ["write_files", "fail", "close"]
+    assert eng.calls[-4:] == ["write_files", "failure", "after_abort", "close"]
+    # the rollback ran between the two: the engine's after_abort saw the instant aborted
+    assert eng.states["failure"] == TransactionState.INFLIGHT
+    assert eng.states["after_abort"] == TransactionState.ABORTED
     tl = table.timeline()
     assert [i.action.value for i in tl.completed()] == ["rollback"]
     assert not list_base_files(table, "a")

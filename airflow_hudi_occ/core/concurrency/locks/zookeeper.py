@@ -135,7 +135,7 @@ def probe(hosts: str, timeout_s: float) -> str:
 
 
 class AbortableHandler(SequentialThreadingHandler):
-    """kazoo's threading handler, plus :meth:`abort`: shut down every socket the client opened
+    """kazoo's threading handler, plus :meth:`shut_down_sockets`: shut down every socket the client opened
     and refuse new ones, so that its connection thread, blocked in a connect or a read on a
     server that does not answer, returns at once instead of after the session timeout.
 
@@ -164,7 +164,7 @@ class AbortableHandler(SequentialThreadingHandler):
         sock.close()
         raise ConnectionAbortedError(errno.ECONNABORTED, "the ZooKeeper client is being stopped")
 
-    def abort(self) -> None:
+    def shut_down_sockets(self) -> None:
         with self._sockets_lock:
             self._aborted = True
             sockets = list(self._sockets)
@@ -213,9 +213,9 @@ def stop_client(client: KazooClient, bound_s: float) -> None:
     abortable = isinstance(handler, AbortableHandler)
     timer = None
     if abortable and not client.connected:
-        handler.abort()
+        handler.shut_down_sockets()
     elif abortable:
-        timer = threading.Timer(bound_s, handler.abort)
+        timer = threading.Timer(bound_s, handler.shut_down_sockets)
         timer.daemon = True
         timer.start()
     try:
