@@ -108,6 +108,24 @@ class InvalidRecordKeyError(ConfigError):
                          remedy=remedy)
 
 
+class InvalidOrderingValueError(ConfigError):
+    """Rows whose ordering (precombine) value is null in a write that compares ordering values
+    (an upsert; an insert with ``hoodie.combine.before.insert``). Hudi 0.x refused them when
+    it made the records ("The value of <field> can not be null"); Hudi 1.x readers fail on them
+    (a NullPointerException merging) and hudi-rs reads them as 0. Raised before the write's
+    instant exists."""
+
+    remedy = ("fill the ordering value (e.g. `coalesce(ts, 0)`) or filter the rows "
+              "(`ts IS NOT NULL`) upstream")
+
+    def __init__(self, message: str, *, column: str | None = None, rows: int = 0,
+                 remedy: str | None = None):
+        self.column = column
+        self.rows = rows
+        super().__init__(message, key="hoodie.datasource.write.precombine.field", value=column,
+                         remedy=remedy)
+
+
 class SourceNotFoundError(HudiOccError):
     """A write's input path does not exist (found before a Spark session is started)."""
 

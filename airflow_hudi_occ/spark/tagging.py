@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 import pyarrow as pa
 
 from airflow_hudi_occ.core.format import partition_path
-from airflow_hudi_occ.core.format.base_file import invalid_key_error, new_file_id
+from airflow_hudi_occ.core.format.base_file import invalid_key_error, new_file_id, null_ordering_error
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.file_system_view import FileSlice
@@ -112,7 +112,8 @@ def _no_key(df: DataFrame, fields: list[str]):
 
 
 def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str], hive_style: bool,
-                url_encode: bool, counts: dict | None = None) -> dict[str, dict[str, str]]:
+                url_encode: bool, counts: dict | None = None,
+                ordering: str | None = None) -> dict[str, dict[str, str]]:
     """On the driver, before the write's instant exists, one Spark job over the batch: every
     distinct partition value goes through core's rule (``partition_path.field_text``: a
     hostile one is refused naming its column), and rows without a record key are counted
@@ -120,13 +121,18 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
     per field, the values whose path text differs from the value (url-encoded ones).
     ``counts``, if given, receives ``rows`` and ``partitions`` (distinct partition values),
     counted by the same job (the job's progress line), and ``paths``, the partition paths.
+    ``ordering``, if given (a write that compares ordering values,
+    ``base_file.compares_ordering_values``): rows whose value in that column is null are
+    counted by the same job and refused as core refuses them.
     (A copy-on-write bulk_insert without a combine runs none of this: its write tasks check
     their own rows by the same rule, spark/pair_write.py.)"""
     key = "hoodie.datasource.write.partitionpath.field"
     cols = [_string_of(df, f, "partition", key).alias(f"__p{i}") for i, f in enumerate(partition_fields)]
     bad = F.sum(_no_key(df, key_fields).cast("long")).alias("__bad") if key_fields else F.lit(0).alias("__bad")
     n = F.count(F.lit(1)).alias("__n")
-    rows = (df.groupBy(*cols).agg(bad, n) if cols else df.agg(bad, n)).collect()
+    ordering = ordering if ordering and ordering in df.columns else None
+    aggs = [bad, n] + ([F.sum(F.col(ordering).isNull().cast("long")).alias("__unordered")] if ordering else [])
+    rows = (df.groupBy(*cols).agg(*aggs) if cols else df.agg(*aggs)).collect()
 
     def path_of(r) -> str:
         return partition_path.partition_path(
@@ -141,6 +147,9 @@ def check_batch(df: DataFrame, key_fields: list[str], partition_fields: list[str
     no_key = sum(int(r["__bad"] or 0) for r in rows)
     if no_key:
         raise invalid_key_error(key_fields, no_key)
+    unordered = sum(int(r["__unordered"] or 0) for r in rows) if ordering else 0
+    if unordered:
+        raise null_ordering_error(ordering, unordered)
     labels: dict[str, dict[str, str]] = {}
     for i, f in enumerate(partition_fields):
         for value in sorted({r[f"__p{i}"] for r in rows}, key=lambda v: (v is None, v or "")):

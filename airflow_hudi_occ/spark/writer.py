@@ -73,6 +73,7 @@ from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_g
 from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError,
                            HudiOccError, TableNotFoundError, WriteAbortedError)
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_base_files
+from airflow_hudi_occ.core.format.base_file import compares_ordering_values
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
@@ -385,8 +386,9 @@ class SparkWriteEngine(WriteEngine):
         return b.schema_json
 
     def check_batch(self, schema_json: str) -> None:
-        """Key and partition columns and their types; hostile partition values and rows
-        without a key (one Spark job): still before the instant exists."""
+        """Key and partition columns and their types; hostile partition values, rows without
+        a key and, where the write compares ordering values, rows with a null one (one Spark
+        job): still before the instant exists."""
         batch = self.batch
         batch.schema_json = schema_json
         df, cfg, opts = batch.df, batch.table.config, batch.opts
@@ -399,7 +401,8 @@ class SparkWriteEngine(WriteEngine):
             counts: dict = {}
             batch.partition_labels = tagging.check_batch(
                 df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
-                cfg.url_encode_partitions, counts)
+                cfg.url_encode_partitions, counts,
+                ordering=cfg.precombine_field if compares_ordering_values(batch.op, batch.combines) else None)
             self.say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                                  f"{counts.get('partitions', 0)} partition(s) into "
                                  f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")

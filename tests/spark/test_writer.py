@@ -374,3 +374,23 @@ def test_null_or_empty_keys_are_refused_with_their_count(spark, tmp_path):
             "upsert")
     assert e.value.column == "id" and e.value.rows == 2
     assert tree_snapshot(tmp_path) == before
+
+
+def test_null_ordering_values_are_refused_in_an_upsert_as_core_refuses_them(spark, tmp_path):
+    """An upsert whose rows have a null precombine value is refused before its instant, by
+    the batch check's one Spark job (the same InvalidOrderingValueError as core's), the table
+    byte-identical; a bulk_insert compares no ordering value and writes them, as Hudi does."""
+    from airflow_hudi_occ.core.errors import InvalidOrderingValueError
+    from airflow_hudi_occ.testing.tables import tree_snapshot
+    path = str(tmp_path / "tbl")
+    SparkHudiWriter(spark, path, options()).write(spark.createDataFrame([(1, "a", 1, "x")], SCHEMA), "upsert")
+    before = tree_snapshot(tmp_path)
+    batch = spark.createDataFrame([(1, "a", None, "y"), (2, "a", 5, "y"), (3, "b", None, "z")], SCHEMA)
+    with pytest.raises(InvalidOrderingValueError) as e:
+        SparkHudiWriter(spark, path, options()).write(batch, "upsert")
+    assert (e.value.column, e.value.rows) == ("ts", 2) and "nothing was written" in str(e.value)
+    assert "coalesce(ts, 0)" in e.value.remedy
+    assert tree_snapshot(tmp_path) == before
+    SparkHudiWriter(spark, path, options()).write(batch.where("id = 3"), "bulk_insert")
+    assert rows_by_key(hudi_read(path), "id", ["id", "ts", "v"]) == {
+        1: {"id": 1, "ts": 1, "v": "x"}, 3: {"id": 3, "ts": None, "v": "z"}}

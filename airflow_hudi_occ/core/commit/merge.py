@@ -8,8 +8,9 @@ per-row Python: keys are matched with ``is_in``/``index_in``, winners chosen wit
 The rules, Hudi's with the default ``EVENT_TIME_ORDERING`` payload:
 
 - within a batch one record per key: the one with the largest ordering (precombine) value,
-  the later row on a tie; a null ordering value loses to any other (all null: the first row);
-  without an ordering field, the last row;
+  the later row on a tie; a null ordering value loses to any other (all null: the first row;
+  the writers refuse null ones before the instant, ``base_file.check_ordering_values``, so
+  within a batch this rule meets a delete's rows only); without an ordering field, the last row;
 - ``upsert``: a stored record whose key is in the batch is replaced by the incoming one unless
   the incoming ordering value is strictly smaller (both non-null); replaced and new records
   take this instant as ``_hoodie_commit_time``, untouched records keep theirs; keys not in the

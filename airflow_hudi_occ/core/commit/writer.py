@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 from airflow_hudi_occ.core.commit import merge
 from airflow_hudi_occ.core.commit.file_group_work import MAX_THREADS, FileGroupWork, map_bounded
 from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, REWRITTEN_META_COLUMNS, key_range,
-                                                    check_record_keys, key_part_array, new_file_id,
+                                                    check_ordering_values, check_record_keys,
+                                                    compares_ordering_values, key_part_array, new_file_id,
                                                     python_spelled_float_keys, read_parquet,
                                                     read_parquet_columns, KeyProbe,
                                                     record_key_array, far_value_text, rows_out_of_python_range,
@@ -285,15 +286,20 @@ class ArrowTableWriter:
                 replaced[part] = r
         return work, replaced
 
+    def combines(self, op: str) -> bool:
+        """Whether a write of ``op`` combines the batch's copies of a key by their ordering
+        value: all but Hudi's copy-on-write bulk_insert, which writes the batch as given,
+        duplicate keys included (the Spark engine's too), unless it asks to combine
+        (``hoodie.combine.before.insert``); merge-on-read and the bucket index always combine."""
+        return (op != "bulk_insert" or bucket_config(self.config.options) is not None
+                or self.table.config.table_type == MERGE_ON_READ or COMBINE_BEFORE_INSERT.get(self.config.options))
+
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
         pre = self.table.config.precombine_field
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
         num_buckets = bucket_config(self.config.options)
-        if (op == "bulk_insert" and num_buckets is None and self.table.config.table_type != MERGE_ON_READ
-                and not COMBINE_BEFORE_INSERT.get(self.config.options)):
-            # Hudi's copy-on-write bulk_insert: the batch as given, duplicate keys included (the
-            # Spark engine's too); merge-on-read and the bucket index always combine
+        if not self.combines(op):  # the batch as given, duplicate keys included
             return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
         # one key field: its raw values identify records as well as their text, and hash
@@ -501,6 +507,8 @@ class CopyOnWriteEngine(WriteEngine):
             raise ConfigError(f"the data lacks the record key columns {missing}",
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
         check_record_keys(self.data, keys)
+        if compares_ordering_values(self.operation, self.writer.combines(self.operation)):
+            check_ordering_values(self.data, self.table.config.precombine_field)
 
     def prepare(self) -> str:
         self.data = self.data.drop_columns([c for c in META_COLUMNS if c in self.data.column_names])

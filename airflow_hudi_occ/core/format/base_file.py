@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidRecordKeyError
+from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidOrderingValueError, InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
 
@@ -276,6 +276,45 @@ def check_record_keys(table: pa.Table, key_fields) -> None:
                 f"{far_value_text(table.column(f), first)}); nothing was written", column=f, rows=rows,
                 remedy="correct or filter the values (a sentinel such as 9999-12-31 is within "
                        "range), or key the table by another column")
+
+
+def compares_ordering_values(operation: str, combines: bool) -> bool:
+    """Does a write of ``operation`` compare its rows' ordering (precombine) values? Every
+    write that combines a batch's copies of a key (``combines``) does, but a delete (it
+    carries no ordering value): an upsert (with the stored records too), an insert and an
+    insert_overwrite (both always combine here, stricter than Hudi's insert), a bulk_insert
+    that combines (merge-on-read, the bucket index, ``hoodie.combine.before.insert``); not a
+    copy-on-write bulk_insert that keeps duplicates. Hudi 0.x refused a null where it
+    combined (``shouldCombine``: an upsert, a combine before insert); an insert is checked
+    too because a null it stores meets the next upsert: on a merge-on-read table the
+    library's reader let the later record win while hudi-rs kept the stored one (measured),
+    and Java Hudi 1.2 fails on it."""
+    return operation.lower() != "delete" and bool(combines)
+
+
+def null_ordering_error(field: str, rows: int, sample: str | None = None) -> InvalidOrderingValueError:
+    """The error for ``rows`` rows whose ordering value is null, as every writer raises it."""
+    return InvalidOrderingValueError(
+        f"{rows} row(s) have a null ordering value: the precombine column {field!r} is null"
+        f"{f' ({sample})' if sample else ''}; a write that compares ordering values cannot "
+        "order them (Hudi 0.x refused them, Hudi 1.x readers fail on them) and nothing was written",
+        column=field, rows=rows,
+        remedy=f"fill the ordering value (e.g. `coalesce({field}, 0)`) or filter the rows "
+               f"(`{field} IS NOT NULL`) upstream")
+
+
+def check_ordering_values(table: pa.Table, field: str | None) -> None:
+    """Refuse a batch with rows whose ordering value is null (:func:`null_ordering_error`),
+    for the writes :func:`compares_ordering_values` names: the column's null count, then one
+    vectorised pass for the first such row, before the write's instant exists. A batch
+    without the column is left to the writer's own rules."""
+    if not field or field not in table.column_names:
+        return
+    col = table.column(field)
+    rows = col.null_count
+    if rows:
+        first = int(pc.index(pc.is_null(col), True).as_py())
+        raise null_ordering_error(field, rows, f"the first is row {first} of the batch")
 
 
 #: the dates and times Python (hence the key text) holds: years 1 to 9999

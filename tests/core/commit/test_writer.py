@@ -18,7 +18,7 @@ from airflow_hudi_occ.core.format import base_file
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
 from airflow_hudi_occ.core.config import WriteConfig
-from airflow_hudi_occ.core.errors import InvalidRecordKeyError
+from airflow_hudi_occ.core.errors import InvalidOrderingValueError, InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
@@ -286,6 +286,69 @@ def test_keys_stored_in_python_s_spelling_refuse_an_upsert_that_would_duplicate_
         w.write(stored, "insert")
     w.write(_float_rows([nan], [3], ["new"]))
     assert _stored(table) == {"NaN": (3, "new"), "1.0E20": (2, "b"), "1.5": (2, "c")}
+
+
+# -- null ordering values (issue 40) -------------------------------------------------------------
+
+_ORDERED = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def _ordered_table(tmp_path, table_type, options=None):
+    table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["day"],
+                         precombine_field="ts", table_type=table_type)
+    cls = ArrowTableWriter if table_type == "COPY_ON_WRITE" else MergeOnReadWriter
+    w = cls(table, WriteConfig.from_options({**FAST_WRITE_OPTIONS, **(options or {})}))
+    w.write(pa.Table.from_pylist([{"id": "a", "day": "d", "ts": 1, "v": "stored"}], schema=_ORDERED), "insert")
+    return table, w
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("operation,options", [
+    ("upsert", {}), ("insert", {}), ("bulk_insert", {"hoodie.combine.before.insert": "true"})],
+    ids=["upsert", "insert", "bulk_insert-combine"])
+def test_a_null_ordering_value_is_refused_before_any_instant(tmp_path, table_type, operation, options):
+    """A write that compares ordering values (every write that combines a batch's copies of
+    a key: an upsert, an insert, a bulk_insert with hoodie.combine.before.insert) of rows
+    whose precombine value is null is refused before any instant exists, naming the column,
+    the count and the first row, the table byte-identical. On main a merge-on-read upsert of
+    ``ts`` null onto a stored ``ts`` 1 committed, and the readers disagreed: ours (and
+    compaction) let the null win, hudi-rs kept the stored row, Java Hudi 1.2 could not read
+    the table (a NullPointerException); an insert stored a null that the next upsert met the
+    same way."""
+    table, w = _ordered_table(tmp_path, table_type, options)
+    before = tree_snapshot(tmp_path / "t")
+    batch = pa.Table.from_pylist([{"id": "b", "day": "d", "ts": 2, "v": "x"},
+                                  {"id": "a", "day": "d", "ts": None, "v": "null"},
+                                  {"id": "c", "day": "d", "ts": None, "v": "null"}], schema=_ORDERED)
+    t0 = time.monotonic()
+    with pytest.raises(InvalidOrderingValueError) as e:
+        w.write(batch, operation)
+    print(f"refused in {time.monotonic() - t0:.3f} s: {e.value}")
+    assert (e.value.column, e.value.rows) == ("ts", 2)
+    assert "'ts'" in str(e.value) and "row 1 of the batch" in str(e.value)
+    assert "nothing was written" in str(e.value) and "coalesce(ts, 0)" in e.value.remedy
+    assert tree_snapshot(tmp_path / "t") == before  # no instant, no rollback, no attempt record
+    # the readers agree on the stored row (they did not on main, merge-on-read)
+    assert read_table(Table.open(table.base_uri)).column("v").to_pylist() == ["stored"]
+    assert hudi_read(table.base_uri).column("v").to_pylist() == ["stored"]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_writes_that_compare_no_ordering_value_keep_null_ones(tmp_path, table_type):
+    """A delete carries no ordering value (Hudi's delete): one with a null ``ts`` goes
+    through, as before; so does a copy-on-write bulk_insert, which writes its batch as given
+    (Hudi's), while a merge-on-read one combines its keys and is refused."""
+    table, w = _ordered_table(tmp_path, table_type)
+    w.write(pa.Table.from_pylist([{"id": "a", "day": "d", "ts": None, "v": "gone"}], schema=_ORDERED), "delete")
+    new = pa.Table.from_pylist([{"id": "n", "day": "d", "ts": None, "v": "new"}], schema=_ORDERED)
+    if table_type == "MERGE_ON_READ":
+        with pytest.raises(InvalidOrderingValueError):
+            w.write(new, "bulk_insert")
+        assert read_table(Table.open(table.base_uri)).num_rows == 0
+        return
+    w.write(new, "bulk_insert")
+    got = read_table(Table.open(table.base_uri))
+    assert list(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == [("n", None)]
 
 
 # -- column names (issue 40) ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.errors import InvalidOrderingValueError
 from airflow_hudi_occ.core.format.base_file import with_meta_columns
 from airflow_hudi_occ.core.format.log_file import (LogFileName, avro_data_block, encode_blocks,
                                                    rollback_block, table_avro_schema)
@@ -113,20 +114,21 @@ def test_a_reinsert_below_the_base_ordering_after_a_delete(tmp_path):
     assert rows(hudi_read(t.base_uri)) == java == rows(read_snapshot(t))
 
 
-@pytest.mark.xfail(strict=True, reason="reported, not changed: a null ordering value in a log "
-                   "record (docs/hostile-input.md, 'Generated batches')")
-def test_a_null_ordering_value_in_a_merge_on_read_log_reads_alike(tmp_path):
-    """An upsert with a null ordering value onto a stored record (ts 1): the library's reader
-    (and its compaction) lets the null win, hudi-rs 0.5.0 keeps the stored record (it reads
-    a null as 0: a stored -1 loses to it), and Java Hudi 1.2 cannot read the table at all
-    (``NullPointerException`` in ``BufferedRecordMergerFactory.shouldKeepNewerRecord``; its
-    own copy-on-write upsert onto such a record fails the same way). Which answer is right
-    needs a decision (refusing null ordering values as Hudi 0.x did would be the careful one)."""
+def test_a_null_ordering_value_never_reaches_a_merge_on_read_log(tmp_path):
+    """An upsert with a null ordering value onto a stored record (ts 1) is refused before its
+    deltacommit (``InvalidOrderingValueError``, as Hudi 0.x refused such records), so no log
+    record without one exists and the readers agree on the stored row. On main it committed:
+    the library's reader (and its compaction) let the null win, hudi-rs 0.5.0 kept the stored
+    record (it reads a null as 0: a stored -1 loses to it), and Java Hudi 1.2 could not read
+    the table (``NullPointerException`` in ``BufferedRecordMergerFactory.shouldKeepNewerRecord``).
+    The refusal itself, both table types: ``tests/core/commit/test_writer.py::
+    test_a_null_ordering_value_is_refused_before_any_instant``."""
     table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=[],
                          precombine_field="ts", table_type="MERGE_ON_READ")
     schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
     w = MergeOnReadWriter(table, WriteConfig.from_options(FAST_WRITE_OPTIONS))
     w.write(pa.Table.from_pylist([{"id": "a", "ts": 1, "v": "stored"}], schema=schema), "insert")
-    w.write(pa.Table.from_pylist([{"id": "a", "ts": None, "v": "null"}], schema=schema), "upsert")
+    with pytest.raises(InvalidOrderingValueError):
+        w.write(pa.Table.from_pylist([{"id": "a", "ts": None, "v": "null"}], schema=schema), "upsert")
     ours = read_snapshot(Table.open(table.base_uri)).column("v").to_pylist()
-    assert ours == hudi_read(table.base_uri).column("v").to_pylist()
+    assert ours == hudi_read(table.base_uri).column("v").to_pylist() == ["stored"]
