@@ -348,7 +348,7 @@ def test_a_job_checks_its_options_once_and_looks_its_batch_key_up_once_outside_t
     lookup and the writer each parsed them), and one look for the batch key outside the commit
     lock (none when the operator, which submits ``--batch-checked``, looked just before) plus
     the one under it that decides."""
-    from airflow_hudi_occ.core.commit import recovery, transaction
+    from airflow_hudi_occ.core.commit import pipeline, transaction
     from airflow_hudi_occ.spark import job
     from airflow_hudi_occ.spark.submit import options as submit_options
 
@@ -362,7 +362,7 @@ def test_a_job_checks_its_options_once_and_looks_its_batch_key_up_once_outside_t
 
     monkeypatch.setattr(submit_options, "check_write_options",
                         counting("check", submit_options.check_write_options))
-    monkeypatch.setattr(recovery, "find_committed_batch", counting("outside", recovery.find_committed_batch))
+    monkeypatch.setattr(pipeline, "find_committed_batch", counting("outside", pipeline.find_committed_batch))
     monkeypatch.setattr(transaction, "find_committed_batch",
                         counting("under_lock", transaction.find_committed_batch))
     monkeypatch.setattr(job, "_session", lambda args: _SharedSession(spark))
