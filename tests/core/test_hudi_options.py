@@ -228,7 +228,8 @@ def test_the_pinned_file_is_what_the_hudi_bundle_defines(tmp_path):
     about 10 s of CPU)."""
     from airflow_hudi_occ.testing.java_hudi import DEFAULT_DIR
     if not (DEFAULT_DIR / "setup.json").exists():
-        pytest.skip("Java Hudi is not installed (scripts/install-java-hudi.sh)")
+        pytest.fail("Java Hudi is not installed: run scripts/install-java-hudi.sh (scripts/bootstrap.sh does); "
+                    "this check never skips")
     out = tmp_path / "dump.json"
     subprocess.run(["bash", str(ROOT / "scripts" / "regenerate-hudi-options.sh"), "--out", str(out)],
                    check=True, capture_output=True, text=True, timeout=300,
