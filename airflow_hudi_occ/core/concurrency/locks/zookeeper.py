@@ -75,7 +75,7 @@ from kazoo.handlers import utils as kazoo_handler_utils
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock as _KazooLock
-from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
+from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
 from airflow_hudi_occ.core.config import ZK_AUTH, ZK_LOCK_KEY, ZK_URL, LockConfig
 from airflow_hudi_occ.core.errors import ConfigError, LockError, LockServiceUnreachableError
@@ -399,6 +399,16 @@ class ZookeeperBasedLockProvider(LockProvider):
         client = self._connected_client(deadline)
         if client is None:
             return False
+        if self._auth:
+            # kazoo creates every missing node with the client's ACL: the shared parents (the
+            # base path, /hudi) made by a writer with credentials would be read-only to every
+            # other table's writers. Only the lock node and its children carry ours.
+            parent = self.lock_path.rsplit("/", 1)[0]
+            if parent:
+                try:
+                    client.ensure_path(parent, acl=OPEN_ACL_UNSAFE)
+                except NoAuthError:  # made read-only before: the lock node's create says so
+                    pass
         while True:
             lock = CuratorCompatibleLock(client, self.lock_path, self.owner, deadline=deadline,
                                          on_wait=self._busy)

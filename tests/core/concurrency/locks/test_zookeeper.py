@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 import time
 
 import psutil
@@ -246,6 +247,22 @@ def test_digest_auth(zk_server, zk):
     alice_again.release()
     alice.close()
     alice_again.close()
+
+
+def test_a_writer_with_auth_leaves_the_shared_parents_open_to_other_tables(zk_server):
+    """kazoo creates missing parents with the client's ACL: a first writer with credentials
+    made the base path read-only, and every other table's writer without them was refused
+    ("ZooKeeper refused an unauthenticated client"). Only the lock node carries the ACL."""
+    base = f"/test-{uuid.uuid4().hex[:10]}/hudi/locks"
+    alice = _provider(zk_lock_config(zk_server.hosts, zk_auth="alice:secret", zk_base_path=base,
+                                     zk_lock_key="alices_table"))
+    assert alice.try_acquire(5)
+    other = _provider(zk_lock_config(zk_server.hosts, zk_base_path=base, zk_lock_key="other_table"))
+    assert other.try_acquire(5)  # no auth, another table, the same base path
+    other.release()
+    alice.release()
+    other.close()
+    alice.close()
 
 
 def test_malformed_auth_is_a_config_error():
