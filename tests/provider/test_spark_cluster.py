@@ -103,10 +103,7 @@ def job_args(table, src, zk_server):
     args = ["--table", table, "--operation", "upsert", "--source", src, "--batch-key", "b1"]
     opts = {**OPTS, "hoodie.write.lock.provider": "zookeeper",
             "hoodie.write.lock.zookeeper.url": zk_server.hosts,
-            # a top-level path of its own: a client with auth creates every missing parent with
-            # its ACL (others may only read), so a shared parent such as /hudi would lock every
-            # later unauthenticated writer of the session's ZooKeeper out of /hudi/locks
-            "hoodie.write.lock.zookeeper.base_path": "/cluster-test-auth",
+            "hoodie.write.lock.zookeeper.base_path": "/hudi/cluster-test",
             "hoodie.write.lock.zookeeper.auth": f"writer:{SECRET}"}
     for k, v in opts.items():
         args += ["--option", f"{k}={v}"]
