@@ -18,6 +18,7 @@ import enum
 import json
 import logging
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from airflow_hudi_occ.core import hudi_options
@@ -125,8 +126,6 @@ OPTIONS_STRICT = ConfigProperty(OPTIONS_STRICT_KEY, True, parse_bool,
                                 doc="this project's key: false lets unknown keys through (warned)")
 
 
-#: this project's keys that other modules read, defined here so that every key is known as soon
-#: as this module is (the check in :meth:`WriteConfig.from_options` needs the whole set)
 def _labels(v: Any) -> dict[str, str]:
     # a JSON object of strings (or a mapping, as a caller in Python may pass it); anything else
     # is kept whole as one label, never refused: labels only name the writer in its records
@@ -139,8 +138,10 @@ def _labels(v: Any) -> dict[str, str]:
     return {str(k): str(x) for k, x in d.items()} if isinstance(d, dict) else {"label": str(v)}
 
 
+#: this project's keys that other modules read, defined here so that every key is known as soon
+#: as this module is (the check in :meth:`WriteConfig.from_options` needs the whole set)
 WRITER_LABELS = ConfigProperty(
-    "hoodie.occ.writer.labels", {}, _labels,
+    "hoodie.occ.writer.labels", MappingProxyType({}), _labels,
     doc="set by the orchestrator: who the writer is, a JSON object of strings "
         "(dag_id, task_id, run_id, try_number), recorded in the attempt log")
 RECOVERY_GRACE_PERIOD_MS = ConfigProperty(
@@ -692,7 +693,7 @@ class WriteConfig:
     #: what kind of write this is (footprints and admission: core/concurrency/footprint.py)
     write_kind: str = WRITE_KIND.default
     #: who the writer is (dag_id, task_id, run_id, try_number), for its attempt records
-    writer_labels: Mapping[str, str] = field(default_factory=lambda: dict(WRITER_LABELS.default))
+    writer_labels: Mapping[str, str] = field(default_factory=lambda: WRITER_LABELS.default)
     recovery_grace_period_ms: int = RECOVERY_GRACE_PERIOD_MS.default
     clustering_fail_on_pending_ingestion: bool = CLUSTERING_FAIL_ON_PENDING_INGESTION.default
     #: the clustering updates strategy named (its Hudi class name), "" when none is (then
@@ -901,6 +902,7 @@ CLUSTERING_SINGLE_GROUP = ConfigProperty(
     doc="whether a group of one file slice is worth clustering (only when it is sorted)")
 CLUSTERING_PARTITION_SELECTED = ConfigProperty("hoodie.clustering.plan.strategy.partition.selected",
                                                (), _fields, doc="comma-separated partition paths")
+
 
 @dataclass(frozen=True)
 class ClusteringConfig:
