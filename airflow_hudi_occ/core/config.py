@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import json
 import logging
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from airflow_hudi_occ.core import hudi_options
@@ -43,18 +45,29 @@ class ConfigProperty(Generic[T]):
         for k in (self.key, *self.aliases):
             _KNOWN_KEYS.setdefault(k, self)
 
-    def get(self, options: Mapping[str, Any]) -> T:
+    def given(self, options: Mapping[str, Any]) -> tuple[str, Any] | None:
+        """The key (or alias) ``options`` set this property under and its raw value, or None
+        when unset (missing, None or empty): then :meth:`get` gives the default."""
         for k in (self.key, *self.aliases):
             if k in options and options[k] is not None and options[k] != "":
-                raw = options[k]
-                try:
-                    return self.parse(raw)
-                except ConfigError:
-                    raise
-                except (TypeError, ValueError) as e:
-                    raise ConfigError(f"invalid value {raw!r} for {k}: {e}", key=k, value=raw,
-                                      remedy=f"give {k} a valid value ({self.doc or 'see docs'})") from e
-        return self.default
+                return k, options[k]
+        return None
+
+    def is_set(self, options: Mapping[str, Any]) -> bool:
+        return self.given(options) is not None
+
+    def get(self, options: Mapping[str, Any]) -> T:
+        found = self.given(options)
+        if found is None:
+            return self.default
+        k, raw = found
+        try:
+            return self.parse(raw)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"invalid value {raw!r} for {k}: {e}", key=k, value=raw,
+                              remedy=f"give {k} a valid value ({self.doc or 'see docs'})") from e
 
 
 def parse_bool(v: Any) -> bool:
@@ -113,10 +126,22 @@ OPTIONS_STRICT = ConfigProperty(OPTIONS_STRICT_KEY, True, parse_bool,
                                 doc="this project's key: false lets unknown keys through (warned)")
 
 
+def _labels(v: Any) -> dict[str, str]:
+    # a JSON object of strings (or a mapping, as a caller in Python may pass it); anything else
+    # is kept whole as one label, never refused: labels only name the writer in its records
+    if isinstance(v, Mapping):
+        return {str(k): str(x) for k, x in v.items()}
+    try:
+        d = json.loads(v)
+    except (TypeError, ValueError):
+        return {"label": str(v)}
+    return {str(k): str(x) for k, x in d.items()} if isinstance(d, dict) else {"label": str(v)}
+
+
 #: this project's keys that other modules read, defined here so that every key is known as soon
 #: as this module is (the check in :meth:`WriteConfig.from_options` needs the whole set)
 WRITER_LABELS = ConfigProperty(
-    "hoodie.occ.writer.labels", "", str,
+    "hoodie.occ.writer.labels", MappingProxyType({}), _labels,
     doc="set by the orchestrator: who the writer is, a JSON object of strings "
         "(dag_id, task_id, run_id, try_number), recorded in the attempt log")
 RECOVERY_GRACE_PERIOD_MS = ConfigProperty(
@@ -144,6 +169,30 @@ CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
     doc="prefer-writer only, as in Hudi: a clustering commit also yields to any requested "
         "ingestion whose heartbeat is alive, whatever file groups it will touch (they are not "
         "known before it goes inflight); inflight ingestion is judged by its planned file groups")
+
+REJECT_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy"
+ALLOW_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"
+
+
+def _updates_strategy(v: Any) -> str:
+    value = str(v).strip()
+    short = value.rsplit(".", 1)[-1].lower()
+    if short in ("sparkrejectupdatestrategy", "reject"):
+        return REJECT_UPDATE_STRATEGY
+    if short in ("sparkallowupdatestrategy", "allow"):
+        return ALLOW_UPDATE_STRATEGY
+    raise ConfigError(f"unknown clustering updates strategy {value!r}",
+                      key=CLUSTERING_UPDATES_STRATEGY.key, value=value,
+                      remedy=f"use {REJECT_UPDATE_STRATEGY} or {ALLOW_UPDATE_STRATEGY}")
+
+
+CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
+    "hoodie.clustering.updates.strategy", "", _updates_strategy,
+    doc="how writes treat file groups under a pending clustering plan: "
+        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy (refuse the "
+        "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
+        "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
+        "Reject otherwise")
 
 
 def known_keys() -> set[str]:
@@ -284,24 +333,26 @@ STORAGE_LOCK_RENEW_S = ConfigProperty(
 
 @dataclass(frozen=True)
 class LockConfig:
-    provider: str = "filesystem"
-    wait_time_ms: int = 20_000
-    client_num_retries: int = 5
-    client_wait_time_ms_between_retry: int = 2_000
-    num_retries: int = 15
-    wait_time_ms_between_retry: int = 1_000
-    max_wait_time_ms_between_retry: int = 16_000
-    zk_url: str = ""
-    zk_port: int = 2181
-    zk_base_path: str = "/hudi/locks"
-    zk_lock_key: str = ""
-    zk_session_timeout_ms: int = 60_000
-    zk_connection_timeout_ms: int = 10_000
-    zk_auth: str = ""
-    fs_path: str = ""
-    fs_expire_minutes: int = 0
-    storage_validity_s: int = 300
-    storage_renew_s: int = 30
+    # each default is its property's (one statement of it; tests/core/test_config.py checks
+    # that the dataclass and from_options({}) agree), as in every config class below
+    provider: str = LOCK_PROVIDER.default
+    wait_time_ms: int = LOCK_WAIT_TIME_MS.default
+    client_num_retries: int = LOCK_CLIENT_NUM_RETRIES.default
+    client_wait_time_ms_between_retry: int = LOCK_CLIENT_WAIT_BETWEEN_RETRY_MS.default
+    num_retries: int = LOCK_NUM_RETRIES.default
+    wait_time_ms_between_retry: int = LOCK_WAIT_BETWEEN_RETRY_MS.default
+    max_wait_time_ms_between_retry: int = LOCK_MAX_WAIT_BETWEEN_RETRY_MS.default
+    zk_url: str = ZK_URL.default
+    zk_port: int = ZK_PORT.default
+    zk_base_path: str = ZK_BASE_PATH.default
+    zk_lock_key: str = ZK_LOCK_KEY.default
+    zk_session_timeout_ms: int = ZK_SESSION_TIMEOUT_MS.default
+    zk_connection_timeout_ms: int = ZK_CONNECTION_TIMEOUT_MS.default
+    zk_auth: str = ZK_AUTH.default
+    fs_path: str = FS_LOCK_PATH.default
+    fs_expire_minutes: int = FS_LOCK_EXPIRE_MIN.default
+    storage_validity_s: int = STORAGE_LOCK_VALIDITY_S.default
+    storage_renew_s: int = STORAGE_LOCK_RENEW_S.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "LockConfig":
@@ -336,8 +387,8 @@ HEARTBEAT_TOLERABLE_MISSES = ConfigProperty("hoodie.client.heartbeat.tolerable.m
 
 @dataclass(frozen=True)
 class HeartbeatConfig:
-    interval_ms: int = 60_000
-    tolerable_misses: int = 2
+    interval_ms: int = HEARTBEAT_INTERVAL_MS.default
+    tolerable_misses: int = HEARTBEAT_TOLERABLE_MISSES.default
 
     @property
     def expiry_ms(self) -> int:
@@ -372,17 +423,80 @@ MARKERS_BATCH_NUM_FILES = ConfigProperty("hoodie.markers.timeline_server_based.b
 
 @dataclass(frozen=True)
 class EarlyConflictConfig:
-    enabled: bool = False
-    strategy: str = ""
-    check_commit_conflict: bool = False
-    async_initial_delay_ms: int = 0
-    async_period_ms: int = 30_000
+    enabled: bool = ECD_ENABLE.default
+    strategy: str = ECD_STRATEGY.default
+    check_commit_conflict: bool = ECD_CHECK_COMMIT_CONFLICT.default
+    async_initial_delay_ms: int = ECD_ASYNC_INITIAL_DELAY_MS.default
+    async_period_ms: int = ECD_ASYNC_PERIOD_MS.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "EarlyConflictConfig":
         return cls(ECD_ENABLE.get(options), ECD_STRATEGY.get(options),
                    ECD_CHECK_COMMIT_CONFLICT.get(options), ECD_ASYNC_INITIAL_DELAY_MS.get(options),
                    ECD_ASYNC_PERIOD_MS.get(options))
+
+
+# --- index ----------------------------------------------------------------------------------
+
+
+def _index_type(v: Any) -> str:
+    t = str(v).strip().upper()
+    if t not in ("SIMPLE", "BUCKET"):
+        raise ConfigError(f"index type {v!r} is not implemented here",
+                          key=INDEX_TYPE.key, value=v, remedy="use SIMPLE or BUCKET")
+    return t
+
+
+def _fields(v: Any) -> tuple[str, ...]:
+    return tuple(s.strip() for s in str(v).split(",") if s.strip())
+
+
+INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
+                            doc="SIMPLE or BUCKET")
+BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
+HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", (), _fields,
+                            doc="defaults to the record key fields")
+BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
+                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
+                                   "Hudi's CONSISTENT_HASHING (not written)")
+#: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
+#: unless asked to combine them (the batch's copies of a key, by the precombine field).
+#: bulk_insert never looks keys up in the table either: its contract is "these keys are new".
+#: insert and upsert always combine (stricter than Hudi's insert).
+COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
+                                       doc="bulk_insert only: true combines duplicate keys of a batch")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How a write finds a record's file group: Hudi's simple index (the key looked up in the
+    partition's files) or its bucket index (a hash of the key: core/format/bucket_index.py)."""
+
+    type: str = INDEX_TYPE.default
+    #: the bucket count the write names; None when it names none, and then the table's
+    #: ``hoodie.properties`` (NBCC: core/concurrency/nbcc.py) or the property's default decides
+    num_buckets_given: int | None = None
+    engine: str = BUCKET_ENGINE.default
+    #: the fields the bucket hash reads; empty: the record key fields
+    hash_fields: tuple[str, ...] = HASH_FIELD.default
+
+    @property
+    def num_buckets(self) -> int:
+        return BUCKET_NUM.default if self.num_buckets_given is None else self.num_buckets_given
+
+    @property
+    def buckets(self) -> int | None:
+        """The number of buckets under the bucket index, None under the simple index."""
+        return self.num_buckets if self.type == "BUCKET" else None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "IndexConfig":
+        cfg = cls(INDEX_TYPE.get(options), BUCKET_NUM.get(options) if BUCKET_NUM.is_set(options) else None,
+                  BUCKET_ENGINE.get(options), HASH_FIELD.get(options))
+        if cfg.type == "BUCKET" and cfg.num_buckets <= 0:
+            raise ConfigError("the bucket index needs a positive number of buckets", key=BUCKET_NUM.key,
+                              value=cfg.num_buckets, remedy=f"set {BUCKET_NUM.key} to 1 or more")
+        return cfg
 
 
 # --- write --------------------------------------------------------------------------------
@@ -489,8 +603,7 @@ METADATA_DELETE_UNMAINTAINED = ConfigProperty(
 #: Hudi's keys for the columns its column and partition stats cover (HoodieMetadataConfig);
 #: every writer of a table must give them the same values, as Java's writers must
 COLUMN_STATS_COLUMN_LIST = ConfigProperty(
-    "hoodie.metadata.index.column.stats.column.list", (), lambda v: tuple(s.strip() for s in str(v).split(",")
-                                                                           if s.strip()),
+    "hoodie.metadata.index.column.stats.column.list", (), _fields,
     doc="Hudi's key: the columns of the metadata table's column_stats and partition_stats "
         "records this writer writes for its files (besides the meta columns, always); unset: the "
         "first hoodie.metadata.index.column.stats.max.columns.to.index columns (core/table/metadata_stats.py)")
@@ -508,6 +621,37 @@ AUTO_UPGRADE = ConfigProperty(
 
 
 @dataclass(frozen=True)
+class MetadataTableConfig:
+    """What a writer does with the table's Hudi metadata table (core/table/metadata_table.py):
+    keep it, delete it or refuse the table, and how it writes and compacts it."""
+
+    enable: bool = METADATA_ENABLE.default
+    auto_delete_partitions: bool = METADATA_AUTO_DELETE_PARTITIONS.default
+    delete_unmaintained: bool = METADATA_DELETE_UNMAINTAINED.default
+    maintain_files: bool = METADATA_MAINTAIN_FILES.default
+    compact_max_delta_commits: int = METADATA_COMPACT_MAX_DELTA_COMMITS.default
+    #: the columns of the column and partition stats (empty: the first ``column_stats_max_columns``)
+    column_stats_columns: tuple[str, ...] = COLUMN_STATS_COLUMN_LIST.default
+    column_stats_max_columns: int = COLUMN_STATS_MAX_COLUMNS.default
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "MetadataTableConfig":
+        cfg = cls(METADATA_ENABLE.get(options), METADATA_AUTO_DELETE_PARTITIONS.get(options),
+                  METADATA_DELETE_UNMAINTAINED.get(options), METADATA_MAINTAIN_FILES.get(options),
+                  METADATA_COMPACT_MAX_DELTA_COMMITS.get(options), COLUMN_STATS_COLUMN_LIST.get(options),
+                  COLUMN_STATS_MAX_COLUMNS.get(options))
+        if cfg.delete_unmaintained and not cfg.auto_delete_partitions:
+            raise ConfigError(
+                f"{METADATA_DELETE_UNMAINTAINED.key}=true asks to delete metadata-table partitions "
+                f"that {METADATA_AUTO_DELETE_PARTITIONS.key}=false forbids deleting",
+                key=METADATA_DELETE_UNMAINTAINED.key, value=options.get(METADATA_DELETE_UNMAINTAINED.key),
+                remedy=f"drop one of the two: keep {METADATA_AUTO_DELETE_PARTITIONS.key}=false to "
+                       "protect the metadata table (this writer then refuses the table), or remove "
+                       "it to let this writer delete the metadata table")
+        return cfg
+
+
+@dataclass(frozen=True)
 class ReadConfig:
     """What a reader is told: for now whether it lists files through Hudi's metadata table
     (``hoodie.metadata.enable``, default true, as Java 1.x readers default to it:
@@ -515,7 +659,7 @@ class ReadConfig:
     The key is the writers' :data:`METADATA_ENABLE`: a reader given a writer's options reads
     as that writer would list."""
 
-    metadata_enable: bool = True
+    metadata_enable: bool = METADATA_ENABLE.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "ReadConfig":
@@ -524,24 +668,37 @@ class ReadConfig:
 
 @dataclass(frozen=True)
 class WriteConfig:
-    """Everything a writer needs besides the table itself."""
+    """Everything a writer needs besides the table itself, typed: the only way core reads the
+    options (tests/core/test_config.py checks that no other core module reads the raw mapping).
+    ``options`` carries the mapping it was parsed from, only to pass it on to another process
+    or engine (a Spark job, Java Hudi) and to derive a table service's config from it."""
 
-    concurrency_mode: ConcurrencyMode = ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL
-    conflict_resolution_strategy: str = "simple"
-    failed_writes_policy: FailedWritesPolicy = FailedWritesPolicy.LAZY
-    max_clock_skew_ms: int = 200
-    time_generator_type: TimeGeneratorType = TimeGeneratorType.TIMELINE_FLOOR
-    marker_type: MarkerType = MarkerType.DIRECT
-    markers_batch_num_files: int = 20
+    concurrency_mode: ConcurrencyMode = CONCURRENCY_MODE.default
+    #: the strategy named by the options, "" when none is (then :attr:`conflict_strategy`
+    #: infers it as Hudi does)
+    conflict_resolution_strategy: str = ""
+    failed_writes_policy: FailedWritesPolicy = FAILED_WRITES_POLICY.default
+    max_clock_skew_ms: int = MAX_CLOCK_SKEW_MS.default
+    time_generator_type: TimeGeneratorType = TIME_GENERATOR_TYPE.default
+    marker_type: MarkerType = MARKERS_TYPE.default
+    markers_batch_num_files: int = MARKERS_BATCH_NUM_FILES.default
     lock: LockConfig = field(default_factory=LockConfig)
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     early_conflict: EarlyConflictConfig = field(default_factory=EarlyConflictConfig)
-    metadata_enable: bool = True
-    metadata_auto_delete_partitions: bool = True
-    metadata_delete_unmaintained: bool = False
-    metadata_maintain_files: bool = True
-    write_table_version: int | None = None
-    auto_upgrade: bool = True
+    index: IndexConfig = field(default_factory=IndexConfig)
+    metadata: MetadataTableConfig = field(default_factory=MetadataTableConfig)
+    write_table_version: int | None = WRITE_TABLE_VERSION.default
+    auto_upgrade: bool = AUTO_UPGRADE.default
+    combine_before_insert: bool = COMBINE_BEFORE_INSERT.default
+    #: what kind of write this is (footprints and admission: core/concurrency/footprint.py)
+    write_kind: str = WRITE_KIND.default
+    #: who the writer is (dag_id, task_id, run_id, try_number), for its attempt records
+    writer_labels: Mapping[str, str] = field(default_factory=lambda: WRITER_LABELS.default)
+    recovery_grace_period_ms: int = RECOVERY_GRACE_PERIOD_MS.default
+    clustering_fail_on_pending_ingestion: bool = CLUSTERING_FAIL_ON_PENDING_INGESTION.default
+    #: the clustering updates strategy named (its Hudi class name), "" when none is (then
+    #: :attr:`rejects_clustering_updates` infers it as Hudi does)
+    clustering_updates_strategy: str = CLUSTERING_UPDATES_STRATEGY.default
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -561,7 +718,8 @@ class WriteConfig:
             skew = 1  # as Hudi infers for the in-process lock: one process, one clock
         cfg = cls(
             concurrency_mode=CONCURRENCY_MODE.get(options),
-            conflict_resolution_strategy=CONFLICT_RESOLUTION_STRATEGY.get(options),
+            conflict_resolution_strategy=(CONFLICT_RESOLUTION_STRATEGY.get(options).strip()
+                                          if CONFLICT_RESOLUTION_STRATEGY.is_set(options) else ""),
             failed_writes_policy=FAILED_WRITES_POLICY.get(options),
             max_clock_skew_ms=skew,
             time_generator_type=TIME_GENERATOR_TYPE.get(options),
@@ -570,29 +728,45 @@ class WriteConfig:
             lock=lock,
             heartbeat=HeartbeatConfig.from_options(options),
             early_conflict=EarlyConflictConfig.from_options(options),
-            metadata_enable=METADATA_ENABLE.get(options),
-            metadata_auto_delete_partitions=METADATA_AUTO_DELETE_PARTITIONS.get(options),
-            metadata_delete_unmaintained=METADATA_DELETE_UNMAINTAINED.get(options),
-            metadata_maintain_files=METADATA_MAINTAIN_FILES.get(options),
+            index=IndexConfig.from_options(options),
+            metadata=MetadataTableConfig.from_options(options),
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
+            combine_before_insert=COMBINE_BEFORE_INSERT.get(options),
+            write_kind=WRITE_KIND.get(options),
+            writer_labels=WRITER_LABELS.get(options),
+            recovery_grace_period_ms=RECOVERY_GRACE_PERIOD_MS.get(options),
+            clustering_fail_on_pending_ingestion=CLUSTERING_FAIL_ON_PENDING_INGESTION.get(options),
+            clustering_updates_strategy=CLUSTERING_UPDATES_STRATEGY.get(options),
             options=options,
         )
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)
-        if cfg.metadata_delete_unmaintained and not cfg.metadata_auto_delete_partitions:
-            raise ConfigError(
-                f"{METADATA_DELETE_UNMAINTAINED.key}=true asks to delete metadata-table partitions "
-                f"that {METADATA_AUTO_DELETE_PARTITIONS.key}=false forbids deleting",
-                key=METADATA_DELETE_UNMAINTAINED.key, value=options.get(METADATA_DELETE_UNMAINTAINED.key),
-                remedy=f"drop one of the two: keep {METADATA_AUTO_DELETE_PARTITIONS.key}=false to "
-                       "protect the metadata table (this writer then refuses the table), or remove "
-                       "it to let this writer delete the metadata table")
         if cfg.heartbeat.interval_ms <= 0 or cfg.heartbeat.tolerable_misses <= 0:
             raise ConfigError("heartbeat interval and tolerable misses must be positive",
                               key=HEARTBEAT_INTERVAL_MS.key, value=cfg.heartbeat.interval_ms)
         return cfg
+
+    @property
+    def conflict_strategy(self) -> str:
+        """The conflict-resolution strategy this writer resolves with: the one named, else as
+        Hudi infers it, the bucket strategy under the bucket index (``hoodie.index.type=BUCKET``)
+        and the property's default otherwise."""
+        if self.conflict_resolution_strategy:
+            return self.conflict_resolution_strategy
+        return "bucket" if self.index.type == "BUCKET" else CONFLICT_RESOLUTION_STRATEGY.default
+
+    @property
+    def rejects_clustering_updates(self) -> bool:
+        """Whether a write must refuse file groups under a pending clustering plan (before it
+        writes): the updates strategy named, else as Hudi infers it, allowed under the
+        prefer-writer conflict strategy and refused under every other."""
+        if self.clustering_updates_strategy:
+            return self.clustering_updates_strategy == REJECT_UPDATE_STRATEGY
+        strategy = self.conflict_strategy.lower()
+        return not (strategy in ("prefer-writer", "prefer_writer")
+                    or strategy.endswith("preferwriterconflictresolutionstrategy"))
 
     @property
     def skew_wait_ms(self) -> int:
@@ -626,14 +800,6 @@ def _operation(v: Any) -> str:
     return op
 
 
-def _index_type(v: Any) -> str:
-    t = str(v).strip().upper()
-    if t not in ("SIMPLE", "BUCKET"):
-        raise ConfigError(f"index type {v!r} is not supported by the Spark engine",
-                          key=INDEX_TYPE.key, value=v, remedy="use SIMPLE or BUCKET")
-    return t
-
-
 DATASOURCE_TABLE_NAME = ConfigProperty("hoodie.datasource.write.table.name", "", str, aliases=("hoodie.table.name",))
 RECORD_KEY = ConfigProperty("hoodie.datasource.write.recordkey.field", [], _csv,
                             aliases=("hoodie.table.recordkey.fields",))
@@ -654,20 +820,20 @@ MAX_FILE_SIZE = ConfigProperty("hoodie.parquet.max.file.size", 120 * 1024 * 1024
 SMALL_FILE_LIMIT = ConfigProperty("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, parse_int,
                                   doc="0 turns small-file top-up off")
 RECORD_SIZE_ESTIMATE = ConfigProperty("hoodie.copyonwrite.record.size.estimate", 1024, parse_int)
-INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
-                            doc="SIMPLE or BUCKET")
-BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
-HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
-                            doc="defaults to the record key fields")
-BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
-                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
-                                   "Hudi's CONSISTENT_HASHING (not written)")
-#: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
-#: unless asked to combine them (the batch's copies of a key, by the precombine field).
-#: bulk_insert never looks keys up in the table either: its contract is "these keys are new".
-#: insert and upsert always combine (stricter than Hudi's insert).
-COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
-                                       doc="bulk_insert only: true combines duplicate keys of a batch")
+
+
+#: the datasource keys an engine reads besides the write config's (the Spark engine's
+#: SparkWriteOptions): parsed with it by check_write_options, so a bad value fails before
+#: anything runs, whichever engine the options are for
+DATASOURCE_PROPERTIES = (TABLE_TYPE, OPERATION, HIVE_STYLE, URL_ENCODE, MAX_FILE_SIZE, SMALL_FILE_LIMIT,
+                         RECORD_SIZE_ESTIMATE)
+
+
+def check_datasource_options(options: Mapping[str, Any]) -> None:
+    """Parse every :data:`DATASOURCE_PROPERTIES` value of ``options`` (a :class:`ConfigError`
+    naming the key for a bad one)."""
+    for prop in DATASOURCE_PROPERTIES:
+        prop.get(options)
 
 
 # --- table services: clean and clustering ----------------------------------------------------
@@ -696,19 +862,21 @@ CLEAN_ASYNC = ConfigProperty("hoodie.clean.async.enabled", False, parse_bool,
 class CleanConfig:
     """What a clean keeps, plus the write config it needs (lock, heartbeat, failed-writes policy)."""
 
-    policy: CleanPolicy = CleanPolicy.KEEP_LATEST_COMMITS
-    commits_retained: int = 10
-    file_versions_retained: int = 3
-    automatic: bool = True
-    async_enabled: bool = False
+    policy: CleanPolicy = CLEAN_POLICY.default
+    commits_retained: int = CLEAN_COMMITS_RETAINED.default
+    file_versions_retained: int = CLEAN_FILE_VERSIONS_RETAINED.default
+    automatic: bool = CLEAN_AUTOMATIC.default
+    async_enabled: bool = CLEAN_ASYNC.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "CleanConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         cfg = cls(CLEAN_POLICY.get(options), CLEAN_COMMITS_RETAINED.get(options),
                   CLEAN_FILE_VERSIONS_RETAINED.get(options), CLEAN_AUTOMATIC.get(options),
-                  CLEAN_ASYNC.get(options), WriteConfig.from_options(options))
+                  CLEAN_ASYNC.get(options), write or WriteConfig.from_options(options))
         if cfg.commits_retained < 1:
             raise ConfigError("a clean must retain at least one commit", key=CLEAN_COMMITS_RETAINED.key,
                               value=cfg.commits_retained, remedy="set it to 1 or more")
@@ -728,66 +896,40 @@ CLUSTERING_MAX_BYTES_PER_GROUP = ConfigProperty(
     "hoodie.clustering.plan.strategy.max.bytes.per.group", 2_147_483_648, parse_int)
 CLUSTERING_MAX_NUM_GROUPS = ConfigProperty("hoodie.clustering.plan.strategy.max.num.groups", 30,
                                            parse_int)
-CLUSTERING_SORT_COLUMNS = ConfigProperty("hoodie.clustering.plan.strategy.sort.columns", "", str)
+CLUSTERING_SORT_COLUMNS = ConfigProperty("hoodie.clustering.plan.strategy.sort.columns", (), _fields)
 CLUSTERING_SINGLE_GROUP = ConfigProperty(
     "hoodie.clustering.plan.strategy.single.group.clustering.enabled", True, parse_bool,
     doc="whether a group of one file slice is worth clustering (only when it is sorted)")
 CLUSTERING_PARTITION_SELECTED = ConfigProperty("hoodie.clustering.plan.strategy.partition.selected",
-                                               "", str, doc="comma-separated partition paths")
-CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
-    "hoodie.clustering.updates.strategy", "", str,
-    doc="how writes treat file groups under a pending clustering plan: "
-        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy (refuse the "
-        "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
-        "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
-        "Reject otherwise")
-
-REJECT_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy"
-ALLOW_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"
-
-
-def clustering_rejects_updates(options: Mapping[str, Any]) -> bool:
-    """Whether a write must refuse file groups under a pending clustering plan (before writing)."""
-    value = CLUSTERING_UPDATES_STRATEGY.get(options).strip()
-    if not value:
-        strategy = str(CONFLICT_RESOLUTION_STRATEGY.get(options)).strip().lower()
-        return not (strategy in ("prefer-writer", "prefer_writer")
-                    or strategy.endswith("preferwriterconflictresolutionstrategy"))
-    short = value.rsplit(".", 1)[-1].lower()
-    if short in ("sparkrejectupdatestrategy", "reject"):
-        return True
-    if short in ("sparkallowupdatestrategy", "allow"):
-        return False
-    raise ConfigError(f"unknown clustering updates strategy {value!r}",
-                      key=CLUSTERING_UPDATES_STRATEGY.key, value=value,
-                      remedy=f"use {REJECT_UPDATE_STRATEGY} or {ALLOW_UPDATE_STRATEGY}")
+                                               (), _fields, doc="comma-separated partition paths")
 
 
 @dataclass(frozen=True)
 class ClusteringConfig:
     """How clustering chooses its input (small file groups per partition) and sizes its output."""
 
-    small_file_limit: int = 314_572_800
-    target_file_max_bytes: int = 1_073_741_824
-    max_bytes_per_group: int = 2_147_483_648
-    max_num_groups: int = 30
-    sort_columns: tuple[str, ...] = ()
-    single_group_clustering: bool = True
-    partitions: tuple[str, ...] = ()
+    small_file_limit: int = CLUSTERING_SMALL_FILE_LIMIT.default
+    target_file_max_bytes: int = CLUSTERING_TARGET_FILE_MAX_BYTES.default
+    max_bytes_per_group: int = CLUSTERING_MAX_BYTES_PER_GROUP.default
+    max_num_groups: int = CLUSTERING_MAX_NUM_GROUPS.default
+    sort_columns: tuple[str, ...] = CLUSTERING_SORT_COLUMNS.default
+    single_group_clustering: bool = CLUSTERING_SINGLE_GROUP.default
+    partitions: tuple[str, ...] = CLUSTERING_PARTITION_SELECTED.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ClusteringConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "ClusteringConfig":
+        """``write``: the write config of the same options, when the caller has it parsed (it
+        holds the clustering updates strategy, checked there)."""
         options = dict(options or {})
-        split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
         cfg = cls(CLUSTERING_SMALL_FILE_LIMIT.get(options), CLUSTERING_TARGET_FILE_MAX_BYTES.get(options),
                   CLUSTERING_MAX_BYTES_PER_GROUP.get(options), CLUSTERING_MAX_NUM_GROUPS.get(options),
-                  split(CLUSTERING_SORT_COLUMNS.get(options)), CLUSTERING_SINGLE_GROUP.get(options),
-                  split(CLUSTERING_PARTITION_SELECTED.get(options)), WriteConfig.from_options(options))
+                  CLUSTERING_SORT_COLUMNS.get(options), CLUSTERING_SINGLE_GROUP.get(options),
+                  CLUSTERING_PARTITION_SELECTED.get(options), write or WriteConfig.from_options(options))
         if cfg.target_file_max_bytes <= 0 or cfg.max_num_groups <= 0:
             raise ConfigError("clustering target size and max groups must be positive",
                               key=CLUSTERING_TARGET_FILE_MAX_BYTES.key, value=cfg.target_file_max_bytes)
-        clustering_rejects_updates(options)  # validate early
         return cfg
 
 
@@ -841,17 +983,19 @@ class CompactionConfig:
     """When compaction is scheduled and which file slices its plan takes (Hudi's keys and
     defaults)."""
 
-    max_delta_commits: int = 5
-    max_delta_seconds: int = 3600
-    trigger: CompactionTriggerStrategy = CompactionTriggerStrategy.NUM_COMMITS
-    strategy: str = LOG_FILE_SIZE_STRATEGY
-    target_io_mb: int = 500 * 1024
-    logfile_size_threshold: int = 0
-    logfile_num_threshold: int = 0
+    max_delta_commits: int = COMPACT_MAX_DELTA_COMMITS.default
+    max_delta_seconds: int = COMPACT_MAX_DELTA_SECONDS.default
+    trigger: CompactionTriggerStrategy = COMPACT_TRIGGER_STRATEGY.default
+    strategy: str = COMPACTION_STRATEGY.default
+    target_io_mb: int = COMPACTION_TARGET_IO_MB.default
+    logfile_size_threshold: int = COMPACTION_LOGFILE_SIZE_THRESHOLD.default
+    logfile_num_threshold: int = COMPACTION_LOGFILE_NUM_THRESHOLD.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CompactionConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "CompactionConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         raw = COMPACTION_STRATEGY.get(options).strip()
         strategy = next((s for s in COMPACTION_STRATEGIES
@@ -864,7 +1008,7 @@ class CompactionConfig:
         cfg = cls(COMPACT_MAX_DELTA_COMMITS.get(options), COMPACT_MAX_DELTA_SECONDS.get(options),
                   COMPACT_TRIGGER_STRATEGY.get(options), strategy,
                   COMPACTION_TARGET_IO_MB.get(options), COMPACTION_LOGFILE_SIZE_THRESHOLD.get(options),
-                  COMPACTION_LOGFILE_NUM_THRESHOLD.get(options), WriteConfig.from_options(options))
+                  COMPACTION_LOGFILE_NUM_THRESHOLD.get(options), write or WriteConfig.from_options(options))
         if cfg.max_delta_commits <= 0 or cfg.target_io_mb <= 0:
             raise ConfigError("compaction delta commits and target I/O must be positive",
                               key=COMPACT_MAX_DELTA_COMMITS.key, value=cfg.max_delta_commits)
@@ -892,21 +1036,23 @@ TIMELINE_COMPACTION_MAX_BYTES = ConfigProperty("hoodie.timeline.compaction.targe
 class ArchivalConfig:
     """When archival moves completed instants to the LSM history, with Hudi's keys and defaults."""
 
-    min_commits: int = 20
-    max_commits: int = 30
-    automatic: bool = True
-    beyond_savepoint: bool = False
-    compaction_batch_size: int = 10
-    compaction_max_bytes: int = 1_073_741_824
+    min_commits: int = KEEP_MIN_COMMITS.default
+    max_commits: int = KEEP_MAX_COMMITS.default
+    automatic: bool = ARCHIVE_AUTOMATIC.default
+    beyond_savepoint: bool = ARCHIVE_BEYOND_SAVEPOINT.default
+    compaction_batch_size: int = TIMELINE_COMPACTION_BATCH.default
+    compaction_max_bytes: int = TIMELINE_COMPACTION_MAX_BYTES.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ArchivalConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "ArchivalConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         cfg = cls(KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options),
                   ARCHIVE_AUTOMATIC.get(options), ARCHIVE_BEYOND_SAVEPOINT.get(options),
                   TIMELINE_COMPACTION_BATCH.get(options), TIMELINE_COMPACTION_MAX_BYTES.get(options),
-                  WriteConfig.from_options(options))
+                  write or WriteConfig.from_options(options))
         ARCHIVE_ASYNC.get(options)  # validated, no effect
         if cfg.min_commits < 1 or cfg.max_commits <= cfg.min_commits:
             raise ConfigError(
@@ -932,9 +1078,10 @@ class ArchivalConfig:
 
 def service_config(cls, config):
     """A table service's typed config from what its caller has: the typed config itself, a
-    :class:`WriteConfig` (its ``hoodie.*`` options) or the options as a mapping."""
+    :class:`WriteConfig` (the service's keys parsed from the options it carries; the write
+    config is that one, as given) or the options as a mapping."""
     if isinstance(config, cls):
         return config
     if isinstance(config, WriteConfig):
-        return cls.from_options(config.options)
+        return cls.from_options(config.options, write=config)
     return cls.from_options(config or {})

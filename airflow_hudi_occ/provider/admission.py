@@ -22,15 +22,14 @@ from typing import Callable
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.concurrency.footprint import UNKNOWN_WRITER, Footprint, check_kind
-from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, HASH_FIELD,
-                                          SMALL_FILE_LIMIT, HeartbeatConfig, WriteConfig)
+from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, BUCKET_NUM, HASH_FIELD,
+                                          INDEX_TYPE, SMALL_FILE_LIMIT, HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
-from airflow_hudi_occ.core.format.bucket_index import INDEX_TYPE, NUM_BUCKETS
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.submit.footprint import batch_partitions, batch_reach
 
 #: the options a reach depends on, kept in the request to compute it again (no credentials)
-REACH_OPTIONS = (INDEX_TYPE.key, NUM_BUCKETS.key, HASH_FIELD.key, SMALL_FILE_LIMIT.key)
+REACH_OPTIONS = (INDEX_TYPE.key, BUCKET_NUM.key, HASH_FIELD.key, SMALL_FILE_LIMIT.key)
 
 
 class AdmissionRefusedError(HudiOccError):

@@ -66,7 +66,6 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_groups
@@ -413,7 +412,7 @@ class SparkWriteEngine(WriteEngine):
         if self.batch.in_tasks:
             # partitions known only to its write job; new file groups only, which no other
             # writer's conflict check can meet: named from begin, waited on everywhere
-            return Footprint.of(None, kind=check_kind(WRITE_KIND.get(self.config.options)))
+            return Footprint.of(None, kind=check_kind(self.config.write_kind))
         return self.batch.partitions
 
     def check_before_plan(self, tx: WriteTransaction) -> None:

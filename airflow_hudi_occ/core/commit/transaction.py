@@ -48,7 +48,7 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.archival import archive_if_needed
 from airflow_hudi_occ.core.commit.rollback import rollback_instant, rollback_pending_writes
 from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
-from airflow_hudi_occ.core.concurrency.conflict import resolve_write_conflicts, strategy_from_options
+from airflow_hudi_occ.core.concurrency.conflict import resolve_write_conflicts, strategy_from_config
 from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
@@ -56,7 +56,7 @@ from airflow_hudi_occ.core.concurrency.markers.names import IOType
 from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.concurrency.footprint import (REQUEST_LABEL, TABLE_SERVICE, Footprint, check_kind,
                                                         declares_at_begin)
-from airflow_hudi_occ.core.config import WRITE_KIND, FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
@@ -181,13 +181,13 @@ class WriteTransaction:
     def _own_footprint(self, given) -> Footprint | None:
         if given is None:
             return None
-        labels = attempt_log.parse_labels(self.config.options)
+        labels = self.config.writer_labels
         owner = (f"{labels['dag_id']}.{labels['task_id']}" if labels.get("dag_id") and labels.get("task_id")
                  else self.writer_id)
         request = labels.get(REQUEST_LABEL) or None  # the admission request that let it go
         if isinstance(given, Footprint):
             return replace(given, owner=given.owner or owner, request=given.request or request)
-        kind = TABLE_SERVICE if self.is_table_service else check_kind(WRITE_KIND.get(self.config.options))
+        kind = TABLE_SERVICE if self.is_table_service else check_kind(self.config.write_kind)
         return Footprint.of(given, owner=owner, kind=kind, request=request)
 
     # -- collaborators -----------------------------------------------------------------------
@@ -224,12 +224,7 @@ class WriteTransaction:
     def _resolve_parts(self) -> None:
         # Resolve every pluggable part before touching the table, so a typo in a strategy or
         # lock provider name changes nothing on storage.
-        opts = dict(self.config.options)
-        key = "hoodie.write.lock.conflict.resolution.strategy"
-        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
-            opts[key] = self.config.conflict_resolution_strategy  # set on the object, not by key
-        self._strategy = strategy_from_options(opts, table=self.table,
-                                               heartbeat_config=self.config.heartbeat)
+        self._strategy = strategy_from_config(self.config, table=self.table)
         if not self.is_table_service:
             nbcc.check_config(self.table, self.config)
         if self.config.early_conflict.enabled:
@@ -455,7 +450,7 @@ class WriteTransaction:
                 lm.check_held()
                 # with the column and partition stats of every action (metadata_stats.py)
                 blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
-                blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline,
+                blocks.update(stats_blocks(self.table, mdt, metadata, self.config.metadata, timeline=timeline,
                                            instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
@@ -501,7 +496,7 @@ class WriteTransaction:
         completed writes than ``hoodie.keep.max.commits`` (Hudi archives in postCommit too).
         The commit is done: a failure here is logged, never raised."""
         try:
-            archive_if_needed(self.table, timeline, self.config.options, lock_manager=lm)
+            archive_if_needed(self.table, timeline, self.config, lock_manager=lm)
         except Exception as e:  # noqa: BLE001 - the write succeeded; archival retries next time
             log.warning("archival after commit %s failed (the commit stands; the next commit or "
                         "`hudi-occ archive` retries): %s", self.instant_time, e)
@@ -524,7 +519,7 @@ class WriteTransaction:
         return attempt_log.AttemptRecord(
             instant=self.instant_time, action=self.action.value, operation=self.operation_type,
             writer_id=self.writer_id, attempt=self.attempt, batch_key=self.batch_key,
-            checkpoint=self.checkpoint, labels=attempt_log.parse_labels(self.config.options),
+            checkpoint=self.checkpoint, labels=dict(self.config.writer_labels),
             started_at_ms=int(self.started_at * 1000), recovered_from=self.recovered_from)
 
     def abort(self, *, rollback: bool = True, reason: str = "",

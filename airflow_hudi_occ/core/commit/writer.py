@@ -33,8 +33,8 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     with_constant_columns, with_meta_columns,
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
-from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
-from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, ReadConfig, WriteConfig
+from airflow_hudi_occ.core.format.bucket_index import bucket_id, hash_fields
+from airflow_hudi_occ.core.config import ReadConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
@@ -291,14 +291,14 @@ class ArrowTableWriter:
         value: all but Hudi's copy-on-write bulk_insert, which writes the batch as given,
         duplicate keys included (the Spark engine's too), unless it asks to combine
         (``hoodie.combine.before.insert``); merge-on-read and the bucket index always combine."""
-        return (op != "bulk_insert" or bucket_config(self.config.options) is not None
-                or self.table.config.table_type == MERGE_ON_READ or COMBINE_BEFORE_INSERT.get(self.config.options))
+        return (op != "bulk_insert" or self.config.index.buckets is not None
+                or self.table.config.table_type == MERGE_ON_READ or self.config.combine_before_insert)
 
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
         pre = self.table.config.precombine_field
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
-        num_buckets = bucket_config(self.config.options)
+        num_buckets = self.config.index.buckets
         if not self.combines(op):  # the batch as given, duplicate keys included
             return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
@@ -330,10 +330,9 @@ class ArrowTableWriter:
 
     def _plan_buckets(self, part, data, idx, keys, slices, op, num_buckets):
         """Bucket index: every key of a bucket goes to that bucket's one file group."""
-        hash_fields = [f.strip() for f in (HASH_FIELD.get(self.config.options) or "").split(",")
-                       if f.strip()] or self.table.config.record_key_fields
-        rows = data.select(hash_fields).take(idx)
-        cols = [key_part_array(rows.column(f)).to_pylist() for f in hash_fields]
+        hashed = hash_fields(self.config.index, self.table.config.record_key_fields)
+        rows = data.select(hashed).take(idx)
+        cols = [key_part_array(rows.column(f)).to_pylist() for f in hashed]
         by_bucket: dict[int, list[int]] = {}
         for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode per key: not vectorised
             by_bucket.setdefault(bucket_id(vals, num_buckets), []).append(i)

@@ -269,7 +269,7 @@ def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan, config: WriteConf
                 lm.check_held()
                 change = FilesChange.of_clean(meta)
                 blocks = files_block(change)  # and the deleted files' column stats tombstones
-                blocks.update(clean_stats_blocks(table, state, change.deleted, config.options, timeline=timeline))
+                blocks.update(clean_stats_blocks(table, state, change.deleted, config.metadata, timeline=timeline))
                 done = write_metadata_deltacommit(table, inst.requested_time, blocks, gen.new_time(floor=floor))
                 floor = max(floor or "", done.completion_time or "")
             completion = gen.new_time(floor=floor)

@@ -39,11 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX, EVERY_NEW_KEY, new_key_slot
-from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
+from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT, IndexConfig
 from airflow_hudi_occ.core.format import partition_path as pp
 from airflow_hudi_occ.core.format.base_file import (KeyProbe, key_part_array, key_range, read_parquet_columns,
                                                     record_key_array)
-from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields
+from airflow_hudi_occ.core.format.bucket_index import bucket_id, hash_fields
 from airflow_hudi_occ.core.format.storage import open_fs
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
@@ -150,8 +150,9 @@ def batch_reach(table: Table, source: str, fmt: str, *, operation: str, options:
     if op not in REACH_OPERATIONS or not cfg.record_key_fields:
         return {}
     try:
-        buckets = bucket_config(options)
-        hashed = hash_fields(options, cfg.record_key_fields) if buckets else []
+        index_config = IndexConfig.from_options(options)
+        buckets = index_config.buckets
+        hashed = hash_fields(index_config, cfg.record_key_fields) if buckets else []
         if buckets is None and (cfg.table_type == MERGE_ON_READ or not cfg.populates_meta_fields):
             return {}
         columns = list(dict.fromkeys([*cfg.partition_fields, *cfg.record_key_fields, *hashed]))
