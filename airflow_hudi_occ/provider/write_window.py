@@ -45,6 +45,20 @@ GRANTED = "granted"
 
 
 @dataclass
+class WriteWindows:
+    """How a write honours write windows (an operator's ``write_windows=``; None: it does not
+    yield): before each attempt it waits, at most ``timeout_s`` (then writes anyway: OCC keeps
+    the table correct), looking every ``poll_s``, while an older request of another DAG run
+    covers ``partitions`` (None: unknown, so every partition; templated)."""
+
+    partitions: list[str] | None = None
+    timeout_s: float = 600.0
+    poll_s: float = 2.0
+
+    template_fields = ("partitions",)
+
+
+@dataclass
 class WindowRequest:
     request_id: str
     partitions: list[str] | None  # None: every partition
