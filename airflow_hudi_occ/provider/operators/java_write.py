@@ -31,21 +31,16 @@ from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 class HudiJavaWriteOperator(HudiWriteOperator):
     """Run a user's Java Hudi datasource job (PySpark script or JAR) as one OCC write.
 
-    :param application: the PySpark script or JAR that writes with ``format("hudi")`` to the
-        table (templated); it needs no change: the OCC options reach it through Hudi's
-        ``hudi-defaults.conf``
-    :param application_args: its arguments (templated)
-    :param java_class: the main class of a JAR application
-    :param options: ``hoodie.*`` options for Java (templated), over the connections'; not
-        checked against this project's keys (Java checks its own)
-    :param spark: the Java launcher's other arguments (``spark_submit``, ``spark_home``,
-        ``python``, ``hudi_bundle``, ``jars``, ``spark_conn_id``, ``spark_conf``,
-        ``spark_env``, ``poll_interval``, ``instant_wait_s``: see
-        :class:`~airflow_hudi_occ.provider.launchers.java.JavaHudiLauncher`)
-
-    Other arguments as :class:`HudiWriteOperator` (``table_path``, ``hudi_conn_id``,
-    ``conflict_retries``, ``batch_key``, ``checkpoint``, ``write_windows``, ``admission``,
-    ``deferrable``). The table path is where the operator reads the outcome and the batch key.
+    ``application`` (the script or JAR, unmodified), ``application_args``, ``java_class`` and
+    the ``spark`` arguments (``spark_submit``, ``spark_home``, ``python``, ``hudi_bundle``,
+    ``jars``, ``spark_conn_id``, ``spark_conf``, ``spark_env``, ``poll_interval``,
+    ``instant_wait_s``) build the
+    :class:`~airflow_hudi_occ.provider.launchers.java.JavaHudiLauncher`, which documents them.
+    ``options`` are ``hoodie.*`` options for Java (templated), over the connections'; not
+    checked against this project's keys (Java checks its own). Other arguments as
+    :class:`HudiWriteOperator` (``table_path``, ``hudi_conn_id``, ``conflict_retries``,
+    ``batch_key``, ``checkpoint``, ``write_windows``, ``admission``, ``deferrable``). The table
+    path is where the operator reads the outcome and the batch key.
     """
 
     ui_color = "#ffe9cc"
