@@ -101,11 +101,14 @@ def check_loop_arguments(task_id: str, *, conflict_retries: Any, write_windows: 
     """The attempt loop's settings (``provider/attempt_loop.py``): the conflict-retry policy
     and the write windows' wait, each number named as the user wrote it."""
     where = _where("HudiWriteOperator", task_id)
-    _number(where, "conflict_retries.max_conflict_retries", conflict_retries.max_conflict_retries,
-            minimum=0, integer=True)
-    _number(where, "conflict_retries.base_delay_s", conflict_retries.base_delay_s, minimum=0)
-    _number(where, "conflict_retries.max_delay_s", conflict_retries.max_delay_s,
-            minimum=conflict_retries.base_delay_s)
+    if hasattr(conflict_retries, "max_conflict_retries"):  # a RetryPolicy
+        _number(where, "conflict_retries.max_conflict_retries", conflict_retries.max_conflict_retries,
+                minimum=0, integer=True)
+        _number(where, "conflict_retries.base_delay_s", conflict_retries.base_delay_s, minimum=0)
+        _number(where, "conflict_retries.max_delay_s", conflict_retries.max_delay_s,
+                minimum=conflict_retries.base_delay_s)
+    else:  # a number: the default backoff
+        _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
     if write_windows is not None:
         _number(where, "write_windows.timeout_s", write_windows.timeout_s, minimum=0)
         _number(where, "write_windows.poll_s", write_windows.poll_s, minimum=0, strict=True)

@@ -120,14 +120,13 @@ class HudiWriteOperator(BaseOperator):
         super().__init__(retry_policy=resolve_retry_policy(retry_policy), **kwargs)
         # copies: Airflow renders the templated ones in place, and a DAG file may share one
         self.launcher = copy.copy(launcher) if launcher is not None else SparkSubmitLauncher()
-        self.conflict_retries = (conflict_retries if isinstance(conflict_retries, RetryPolicy)
-                                 else RetryPolicy(max_conflict_retries=conflict_retries))
         self.write_windows = copy.copy(write_windows)
         self.admission = copy.copy(admission) if admission is not None else AdmissionSettings()
         self.launcher.check_arguments(self.task_id, source=source, source_format=source_format,
                                       operation=operation, options=options)
-        check_loop_arguments(self.task_id, conflict_retries=self.conflict_retries,
-                             write_windows=self.write_windows)
+        check_loop_arguments(self.task_id, conflict_retries=conflict_retries, write_windows=self.write_windows)
+        self.conflict_retries = (conflict_retries if isinstance(conflict_retries, RetryPolicy)
+                                 else RetryPolicy(max_conflict_retries=conflict_retries))
         self.source = source
         self.table_path = table_path
         self.source_format = source_format

@@ -71,3 +71,21 @@ def test_the_checks_see_what_they_are_for():
     assert len(constructor_parameters(Wide)) == 17
     assert private_overrides(Wide) == ["_do_render_template_fields"]
     assert methods(Wide) == ["__init__", "_do_render_template_fields", "shown"]
+
+
+def test_a_wrong_number_in_the_loop_settings_names_the_argument_when_the_dag_is_parsed():
+    import pytest
+
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy
+    from airflow_hudi_occ.core.errors import ConfigError
+    from airflow_hudi_occ.provider.write_window import WriteWindows
+
+    common = dict(source="/landing/b.parquet", table_path="/t", hudi_conn_id=None)
+    with pytest.raises(ConfigError, match=r"conflict_retries must be an integer, got '5'"):
+        HudiWriteOperator(task_id="a", conflict_retries="5", **common)
+    with pytest.raises(ConfigError, match=r"conflict_retries.max_delay_s must be at least 10"):
+        HudiWriteOperator(task_id="b", conflict_retries=RetryPolicy(base_delay_s=10, max_delay_s=1), **common)
+    with pytest.raises(ConfigError, match=r"write_windows.poll_s must be greater than 0"):
+        HudiWriteOperator(task_id="c", write_windows=WriteWindows(poll_s=0), **common)
+    op = HudiWriteOperator(task_id="d", conflict_retries=3, **common)
+    assert op.conflict_retries.max_conflict_retries == 3 and op.write_windows == WriteWindows()
