@@ -132,7 +132,7 @@ def test_external_operators_launch_each_attempt_a_conflict_is_retried_through_th
             assert (lost.instant, won.instant) in edges("conflict") and (lost.instant, retry.instant) in edges("retry")
             assert {e.get_attribute("data-instant") for e in
                     driver.find_elements(By.CSS_SELECTOR, "#gantt rect.task-match")} == {lost.instant, retry.instant}
-            labels = {t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")}
+            labels = {t.get_attribute("data-lane") for t in driver.find_elements(By.CSS_SELECTOR, "#gantt text.lane-label")}
             assert {f"{DAG_ID} \u203a {t}" for t in TASKS} <= labels, labels
         finally:
             driver.quit()
