@@ -157,7 +157,8 @@ class AirflowStandalone:
             self._password = json.loads((self.home / GENERATED_PASSWORDS).read_text())[self.user]
         return self._password
 
-    def http(self, method: str, path: str, body: dict | None = None, *, auth: bool = True):
+    def http(self, method: str, path: str, body: dict | None = None, *, auth: bool = True,
+             timeout: float = 30.0):
         headers = {"Content-Type": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self.token()}"
@@ -165,7 +166,7 @@ class AirflowStandalone:
                                      data=json.dumps(body).encode() if body is not None else None,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()

@@ -267,7 +267,7 @@ def render_page(af, table: str, workdir: Path) -> dict:
     from airflow_hudi_occ.testing.browser import headless_chrome
 
     t0 = time.monotonic()
-    status, raw = af.http("GET", f"/hudi-occ/api/tables/{table}/timeline")
+    status, raw = af.http("GET", f"/hudi-occ/api/tables/{table}/timeline", timeout=600)
     api_s = time.monotonic() - t0
     if status != 200:
         raise RuntimeError(f"the timeline API answered {status}: {raw[:500]!r}")
