@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from airflow_hudi_occ.provider import examples
+
 REPO = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = Path(__file__).resolve().with_name("scale_dags")
 FIRST_DAY = date(2025, 1, 1)
@@ -53,22 +55,11 @@ DAG_MIXED, DAG_INGESTION, DAG_ALONE = "hudi_scale_backfill", "hudi_scale_ingesti
 #: an ingestion batch: new keys of the live day, and late updates of backfilled days
 INGEST_NEW, INGEST_LATE = 4, 4
 
-#: the example table's options (bucket index, early conflict detection), with a lock wait
-#: long enough for a queue of writers on a store that costs tens of ms a request
-TABLE_OPTIONS = {
-    "hoodie.datasource.write.table.name": "scale_orders",
-    "hoodie.datasource.write.recordkey.field": "id",
-    "hoodie.datasource.write.partitionpath.field": "day",
-    "hoodie.datasource.write.precombine.field": "ts",
-    "hoodie.index.type": "BUCKET",
-    "hoodie.bucket.index.num.buckets": "2",
-    "hoodie.write.concurrency.early.conflict.detection.enable": "true",
-    "hoodie.write.concurrency.early.conflict.check.commit.conflict": "true",
-    "hoodie.write.lock.wait_time_ms": "300000",
-    "hoodie.write.lock.client.wait_time_ms_between_retry": "200",
-    "hoodie.client.heartbeat.interval_in_ms": "5000",
-    "hoodie.time.generator.max_expected_clock_skew_ms": "20",
-}
+#: the example table's options (bucket index, early conflict detection), under its own name
+#: and with a lock wait long enough for a queue of writers on a store that costs tens of ms a request
+TABLE_OPTIONS = {**examples.TABLE_OPTIONS,
+                 "hoodie.datasource.write.table.name": "scale_orders",
+                 "hoodie.write.lock.wait_time_ms": "300000"}
 
 
 @dataclass(frozen=True)
@@ -157,8 +148,7 @@ def stage_ingestion(staging: str, run_id: str, days: int, rows_per_day: int) -> 
 
 
 def model(staging: str) -> dict[int, dict]:
-    from airflow_hudi_occ.provider.examples import expected_table
-    return expected_table(sorted(glob.glob(os.path.join(staging, "**", "*.parquet"), recursive=True)))
+    return examples.expected_table(sorted(glob.glob(os.path.join(staging, "**", "*.parquet"), recursive=True)))
 
 
 def compare_partitions(got: dict[int, dict], want: dict[int, dict]) -> tuple[int, int, list[str]]:
