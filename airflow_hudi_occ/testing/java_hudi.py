@@ -425,8 +425,13 @@ class JavaHudi:
     def __init__(self, workdir: str | os.PathLike, *, master: str = "local[2]",
                  driver_memory: str = "1g", spark_conf: dict[str, str] | None = None,
                  timeout_s: float = 600.0, setup: JavaHudiSetup | None = None,
-                 keep_jvm: bool = False, idle_s: float = 1800.0):
+                 keep_jvm: bool = False, idle_s: float = 1800.0, jars: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.setup = setup or JavaHudiSetup.load()
+        #: more jars beside the bundle (``setup.s3a_jars`` for an ``s3://`` table), and the
+        #: JVM's environment additions (s3a's credentials: ``java_job.hadoop_store_settings``)
+        self.jars = list(jars or [])
+        self.env = dict(env or {})
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.master = master
@@ -483,7 +488,7 @@ class JavaHudi:
 
     def _spawn(self, run_dir: Path, args: list[str], steps) -> JavaHudiRun:
         cmd = [self.setup.spark_submit, "--master", self.master, "--driver-memory", self.driver_memory,
-               "--jars", self.setup.hudi_jar, "--py-files", str(SERVICE_JOB)]
+               "--jars", ",".join([self.setup.hudi_jar, *self.jars]), "--py-files", str(SERVICE_JOB)]
         for k, v in self._conf(run_dir).items():
             cmd += ["--conf", f"{k}={v}"]
         cmd += [str(DRIVER), *args]
@@ -492,6 +497,7 @@ class JavaHudi:
                             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
         env.update(SPARK_HOME=self.setup.spark_home, PYSPARK_PYTHON=self.setup.python,
                    PYSPARK_DRIVER_PYTHON=self.setup.python)
+        env.update(self.env)
         env["PATH"] = os.path.dirname(self.setup.python) + os.pathsep + env.get("PATH", "")
         log_file = open(run_dir / "spark-submit.log", "wb")
         # its own process group, so kill() reaches the JVM and nothing else
