@@ -242,6 +242,7 @@ def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
             "under_lock": len(under), "under_lock_by_kind": Counter(e["kind"] for e in under),
             "under_lock_per_hold": [len(split_by_window(events, [h])) for h in tracer.holds],
             "under_lock_by_path": Counter(f"{e['kind']}: {tracer.attribute(e)}" for e in under),
+            "by_path": Counter(f"{e['kind']}: {tracer.attribute(e)}" for e in events),
             "acquire": len(split_by_window(events, tracer.acquires)),
             "release": len(split_by_window(events, tracer.releases)),
             "hold_s": sum(b - a for a, b in tracer.holds), "holds": len(tracer.holds)}
@@ -304,9 +305,10 @@ def run(ctx) -> list[Figure]:
         return statistics.median(r[key] for r in rows_)
 
     load_rps = med(ours, "requests") / med(ours, "seconds")
-    paths = Counter()
+    paths, all_paths = Counter(), Counter()
     for r in ours:
         paths.update(r["under_lock_by_path"])
+        all_paths.update(r["by_path"])
     details = {
         "delay_ms": DELAY_MS, "store": "moto server, mutations serialised (testing/s3.py)",
         "lock": "storage (RFC-91)", "commits": sz["commits"], "warmup": sz["warmup"],
@@ -316,6 +318,7 @@ def run(ctx) -> list[Figure]:
         "delta_requests_by_kind_median": _median_counter([r["by_kind"] for r in theirs]),
         "ours_under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
         "ours_under_lock_by_code_path_total": dict(paths.most_common()),
+        "ours_requests_by_code_path_total": dict(all_paths.most_common()),
         "ours_acquire_requests_median": med(ours, "acquire"),
         "ours_release_requests_median": med(ours, "release"),
         "ours_lock_hold_s_median": round(med(ours, "hold_s"), 4),
