@@ -353,3 +353,73 @@ def run(ctx) -> list[Figure]:
                1000.0 / proxied["requests_per_s"], "ms", "the store directly",
                1000.0 / direct["requests_per_s"], details=store),
     ]
+
+
+# --- the single-writer point alone (before/after comparisons of the lock's requests) -----------
+
+
+def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2) -> dict:
+    """The core writer's commits of :func:`run` without the store's ceiling or delta-rs: light
+    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3)."""
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
+    from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
+
+    ours: list[dict] = []
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
+        s3.create_bucket(BUCKET)
+        options = proxy.storage_options(s3.storage_options)
+        table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
+                             partition_fields=["p"], storage_options=options)
+        writer = ArrowTableWriter(table, WriteConfig.from_options(
+            {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+        tracer = RequestTracer()
+        with tracer.installed():
+            for i in range(warmup + commits):
+                row = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"))
+                if i >= warmup:
+                    ours.append(row)
+        proxy.set_delay(0)
+        rows = hudi_read_s3(table.storage.base_uri, options).num_rows
+        if rows != warmup + commits:
+            raise AssertionError(f"rows read back {rows}, expected {warmup + commits}")
+
+    def med(key):
+        return statistics.median(r[key] for r in ours)
+
+    paths = Counter()
+    for r in ours:
+        paths.update(r["by_path"])
+    return {"delay_ms": delay_ms, "commits": commits, "seconds_p50": round(med("seconds"), 3),
+            "requests_p50": med("requests"), "under_lock_p50": med("under_lock"),
+            "under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
+            "lock_hold_s_p50": round(med("hold_s"), 4), "acquire_requests_p50": med("acquire"),
+            "release_requests_p50": med("release"),
+            "requests_by_kind_median": _median_counter([r["by_kind"] for r in ours]),
+            "under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
+            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.scale [--commits N] [--delay-ms MS] [--json PATH]``: the single-writer point."""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=main.__doc__)
+    ap.add_argument("--commits", type=int, default=10)
+    ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
+    ap.add_argument("--json", default=None, help="write every figure here")
+    args = ap.parse_args(argv)
+    out = single_writer_point(args.commits, args.delay_ms)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps({k: out[k] for k in ("delay_ms", "seconds_p50", "requests_p50", "under_lock_p50",
+                                          "lock_hold_s_p50", "acquire_requests_p50",
+                                          "release_requests_p50")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
