@@ -229,6 +229,20 @@ def delta_options(endpoint: str) -> dict:
             "conditional_put": "etag"}
 
 
+def our_writer(s3, proxy):
+    """The table (one partition column, storage lock, metadata table as by default) and the
+    core writer both points write with, through the proxy: ``(table, writer, options)``."""
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+    options = proxy.storage_options(s3.storage_options)
+    table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
+                         partition_fields=["p"], storage_options=options)
+    writer = ArrowTableWriter(table, WriteConfig.from_options(
+        {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+    return table, writer, options
+
+
 def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
     proxy.events(reset=True)
     tracer.reset()
@@ -255,9 +269,6 @@ def _median_counter(rows: list[Counter]) -> dict:
 
 def run(ctx) -> list[Figure]:
     from deltalake import DeltaTable, write_deltalake
-    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-    from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
 
@@ -276,11 +287,7 @@ def run(ctx) -> list[Figure]:
         direct = max((r[0] for r in rounds), key=lambda r: r["requests_per_s"])
         proxied = max((r[1] for r in rounds), key=lambda r: r["requests_per_s"])
         proxy.set_delay(DELAY_MS)
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
-                             partition_fields=["p"], storage_options=options)
-        writer = ArrowTableWriter(table, WriteConfig.from_options(
-            {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+        table, writer, options = our_writer(s3, proxy)
         delta_uri = f"s3://{BUCKET}/delta"
         dopts = delta_options(proxy.endpoint)
         tracer = RequestTracer()
@@ -361,20 +368,13 @@ def run(ctx) -> list[Figure]:
 def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2) -> dict:
     """The core writer's commits of :func:`run` without the store's ceiling or delta-rs: light
     enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3)."""
-    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-    from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
 
     ours: list[dict] = []
     with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
         s3.create_bucket(BUCKET)
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
-                             partition_fields=["p"], storage_options=options)
-        writer = ArrowTableWriter(table, WriteConfig.from_options(
-            {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+        table, writer, options = our_writer(s3, proxy)
         tracer = RequestTracer()
         with tracer.installed():
             for i in range(warmup + commits):
