@@ -45,8 +45,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER,
-                                                        Footprint, live_writers, meeting)
+from airflow_hudi_occ.core.concurrency.footprint import (BUCKET_PREFIX, EVERY_PARTITION, KIND_RANK,
+                                                        UNKNOWN_WRITER, Footprint, live_writers, meeting)
 from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
@@ -144,9 +144,13 @@ def last_completion(timeline) -> str:
 def reach_is_current(req: AdmissionRequest, timeline) -> bool:
     """Whether no write completed between the reach's computation and the write's begin (its
     snapshot; now, before it began): a completed write may have added the file group a new key
-    of the batch now lives in, or moved keys (a clustering)."""
+    of the batch now lives in, or moved keys (a clustering). A reach of buckets alone is always
+    current."""
     if not req.reach:
         return True
+    groups = [g for gs in req.reach.values() for g in gs]
+    if all(g.startswith(BUCKET_PREFIX) for g in groups):
+        return True  # under the bucket index a key's file group is a function of the key: no write moves it
     if req.reach_as_of is None:
         return False
     until = req.instant or "~"

@@ -195,3 +195,19 @@ def test_wait_admitted_looks_until_nothing_blocks_and_gives_up_at_its_timeout(tm
     out = admission.wait_admitted(table, late, HB, admission.AdmissionWait(timeout_s=1.0, poll_s=0.5),
                                   sleep=lambda s: clock.__setitem__(0, clock[0] + s), clock=lambda: clock[0])
     assert out.timed_out and out.seconds >= 1.0  # then it goes anyway: OCC decides the commit
+
+
+def test_a_reach_of_buckets_never_goes_stale(tmp_path):
+    """Writes completing meanwhile make a reach of file ids stale (its partitions decide), not
+    one of buckets: a key's bucket is a function of the key."""
+    table = make_table(tmp_path)
+    now = 1_000_000.0
+    a = admission.new_request(table, Footprint.of(["a"], owner="A", reach={"a": ["bucket:00000001"]}), now=now)
+    assert admission.try_admit(table, a, HB, now=now).admitted
+    tx = WriteTransaction(table, cfg(), footprint=["z"])
+    tx.begin()
+    tx.commit([])  # a write completed after both reaches were computed
+    b = admission.new_request(table, Footprint.of(["a"], owner="B", reach={"a": ["bucket:00000002"]}), now=now)
+    assert admission.try_admit(table, b, HB, now=now).admitted  # different buckets of one partition
+    c = admission.new_request(table, Footprint.of(["a"], owner="C", reach={"a": ["fileid-1"]}), now=now)
+    assert admission.reach_is_current(a, table.timeline()) and not admission.reach_is_current(c, table.timeline())
