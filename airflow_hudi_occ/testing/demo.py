@@ -2,7 +2,9 @@
 
 Run with ``scripts/demo.sh`` (or ``python -m airflow_hudi_occ.testing.demo``). Several OS processes
 upsert overlapping batches into one table with the file-system (or ZooKeeper) lock, early
-conflict detection on, and bounded conflict retries. At the end the table is read back with
+conflict detection on, and bounded conflict retries, each attempt admitted first
+(``core/commit/retry.run_admitted``: a batch waits while a live writer or an older request
+meets its buckets, so losers do not starve; ``--no-admission``: plain retries). At the end the table is read back with
 the independent ``hudi`` reader (when installed) and compared with what the writers committed:
 every key once, with the value of the last committed write.
 """
