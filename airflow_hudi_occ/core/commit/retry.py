@@ -14,6 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from airflow_hudi_occ.core.concurrency import admission
+from airflow_hudi_occ.core.concurrency.footprint import Footprint
+from airflow_hudi_occ.core.config import HeartbeatConfig
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
 
 
@@ -88,3 +91,40 @@ def run_with_conflict_retries(fn: Callable[[int], Any], policy: RetryPolicy | No
             att.outcome, att.error, att.ended_at = "error", e.to_dict(), time.time()
             raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_admitted(table, footprint: Footprint, fn: Callable[[int, str], Any],
+                 policy: RetryPolicy | None = None, *, heartbeat: HeartbeatConfig | None = None,
+                 wait: "admission.AdmissionWait | None" = None, run: RetryRun | None = None) -> Any:
+    """A library writer's batch with admission before each attempt: ``fn(attempt_number,
+    request_id)`` runs once nothing live may touch a file group ``footprint`` reaches
+    (``core/concurrency/admission``; the operator's admission, for writers without Airflow),
+    with conflict retries as :func:`run_with_conflict_retries`.
+
+    Why (issue 43, item 4): with dozens of overlapping writers, plain retries starve. Every
+    retry is a fresh instant, so a loser starts its next round as the youngest writer and
+    meets the newcomers again: 32 writers of the library demo gave up 45 batches of 160 after
+    8 retries each. Here the batch files one request before its first look and keeps it
+    across its attempts; a lost attempt's request waits again with its age
+    (:func:`admission.requeue`), and waiting requests that meet are admitted oldest first,
+    so the loser's claim ages until it is the oldest, and the oldest is never overtaken.
+
+    ``fn`` must write with the request named in its options (``attempt_log.LABELS_OPTION``
+    holding ``{footprint.REQUEST_LABEL: request_id}``): the instant then declares it, and the
+    others judge it by the request's reach (its buckets under the bucket index) until its own
+    inflight file names its file groups. The request is withdrawn however the batch ends."""
+    policy = policy or RetryPolicy()
+    heartbeat = heartbeat or HeartbeatConfig()
+    wait = wait or admission.AdmissionWait()
+    req = admission.new_request(table, footprint)
+
+    def attempt(n: int) -> Any:
+        if n > 1:
+            admission.requeue(table, req)
+        admission.wait_admitted(table, req, heartbeat, wait, sleep=policy.sleep)
+        return fn(n, req.request_id)
+
+    try:
+        return run_with_conflict_retries(attempt, policy, run)
+    finally:
+        admission.withdraw(table, req.request_id)

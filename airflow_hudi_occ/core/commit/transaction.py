@@ -59,7 +59,7 @@ from airflow_hudi_occ.core.concurrency.footprint import (REQUEST_LABEL, TABLE_SE
 from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
-from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
@@ -72,9 +72,9 @@ from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
-from airflow_hudi_occ.core.table.write_guard import prepare_for_write
-from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
-                                                  transition_to_inflight)
+from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
+from airflow_hudi_occ.core.table.timeline import (Timeline, cache_commit_metadata, complete, create_requested,
+                                                  pending_rollback_for, transition_to_inflight)
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,9 @@ class WriteTransaction:
         #: concurrency/footprint.py) and refined in its inflight file once tagging knows the
         #: file groups; None: not declared (unknown to the others)
         self.footprint: Footprint | None = self._own_footprint(footprint)
+        #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
+        #: None: judge again in full under the completion's lock
+        self._guard_seen = None
 
     def _own_footprint(self, given) -> Footprint | None:
         if given is None:
@@ -244,9 +247,14 @@ class WriteTransaction:
             # declared from the first moment the instant exists: every other writer (admission,
             # the early checks) sees what this one will touch before it reads a row
             requested_data = self.footprint.encode(self.operation_type)
+        # The table's properties and metadata table judged before the lock (every transaction
+        # keeps the metadata table's listing when it may, see commit), refusals before any
+        # instant exists; under the lock only what must be there: the timeline (the new time's
+        # floor, the snapshot), the requested file and the heartbeat (write_guard.py).
+        self._guard_seen = check_before_lock(self.table, self.config, files_writer=True)
         with self.lock_manager.locked():
-            # every transaction keeps the metadata table's listing when it may (see commit)
-            prepare_for_write(self.table, self.config, files_writer=True)
+            if self._guard_seen is None:  # something to change first (a removal, an upgrade)
+                prepare_for_write(self.table, self.config, files_writer=True)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -435,8 +443,9 @@ class WriteTransaction:
                 checked = resolve_write_conflicts(
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
-            # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=True)
+            # a Java writer may have upgraded the table or enabled its metadata table meanwhile:
+            # what begin judged, confirmed by one request (write_guard.py)
+            mdt = confirm_under_lock(self.table, self.config, self._guard_seen, files_writer=True)
             floor = timeline.latest_time()
             maintained = maintains_files(mdt, self.config, files_writer=True)
             if maintained:
@@ -460,13 +469,14 @@ class WriteTransaction:
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
             # expire while we resolved conflicts); after this point nothing can be undone.
             lm.check_held()
-            done = complete(self.table, self.instant, completion_time, metadata.encode(),
-                            timeline=timeline)
+            encoded = metadata.encode()
+            done = complete(self.table, self.instant, completion_time, encoded, timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
             if maintained:
                 self._metadata_table_services(lm, completion_time)
         self.instant = done
         self.state = TransactionState.COMPLETED
+        cache_commit_metadata(self.table, done, encoded)
         self._cleanup_after_commit()
         rec = self._attempt_record()
         rec.completion_time = completion_time
@@ -509,9 +519,12 @@ class WriteTransaction:
             if self.staged is not None or self.recovered_from is not None:
                 delete_staged(self.table, self.instant_time)
         finally:
+            # the heartbeat and any abort signal in one request (a batch delete on S3)
+            gone = [abort_signal.abort_path(self.table, self.instant_time)]
             if self.heartbeat is not None:
-                self.heartbeat.stop()
-            abort_signal.clear_abort(self.table, self.instant_time)
+                self.heartbeat.stop(delete=False)
+                gone.append(heartbeat_path(self.table, self.instant_time))
+            self.table.storage.delete_many(gone)
 
     # -- abort -----------------------------------------------------------------------------------
 

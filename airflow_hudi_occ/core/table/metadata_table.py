@@ -83,7 +83,8 @@ class MetadataTableState:
 
     partitions: tuple[str, ...] = ()
     inflight_partitions: tuple[str, ...] = ()
-    folder_exists: bool = False
+    #: None: not looked for (:func:`judged_state`, where the judgement cannot depend on it)
+    folder_exists: bool | None = False
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +93,7 @@ class MetadataTableState:
 
     @property
     def present(self) -> bool:
-        return self.enabled or self.folder_exists
+        return self.enabled or bool(self.folder_exists)
 
     def describe(self) -> str:
         if self.enabled:
@@ -115,6 +116,19 @@ def metadata_table_state(table) -> MetadataTableState:
     props = table.config.properties
     return MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)),
                               table.storage.exists(table.storage.path(METADATA_FOLDER)))
+
+
+def judged_state(table, config) -> MetadataTableState:
+    """:func:`metadata_table_state` for :func:`judge_metadata_table` alone, without the
+    ``exists`` call (two requests on S3) where the judgement cannot depend on the folder: its
+    existence matters only on a table whose properties list no metadata partition, to a writer
+    with ``hoodie.metadata.enable=false`` (which removes a leftover folder); elsewhere
+    ``folder_exists`` is None (not looked for)."""
+    props = table.config.properties
+    state = MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)), None)
+    if state.enabled or config.metadata_enable:
+        return state
+    return metadata_table_state(table)
 
 
 def remove_metadata_table(table) -> MetadataTableState:
@@ -270,7 +284,7 @@ def guard_metadata_table(table, config, *, files_writer: bool = False,
     return state
 
 
-__all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
+__all__ = ["MetadataTableState", "metadata_table_state", "judged_state", "remove_metadata_table",
            "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
            "UNMAINTAINED_HINTS", "MAINTAINED_PARTITIONS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]
