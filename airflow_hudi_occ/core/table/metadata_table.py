@@ -126,7 +126,7 @@ def judged_state(table, config) -> MetadataTableState:
     ``folder_exists`` is None (not looked for)."""
     props = table.config.properties
     state = MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)), None)
-    if state.enabled or config.metadata_enable:
+    if state.enabled or config.metadata.enable:
         return state
     return metadata_table_state(table)
 
