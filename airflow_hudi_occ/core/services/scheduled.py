@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.commit import attempt_log
-from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise
+from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise, after_commit
 from airflow_hudi_occ.core.commit.transaction import CommitResult, Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -207,9 +207,10 @@ def run_scheduled(work: ScheduledWork, instant: str | None = None, *,
             before_commit(tx)
         res = tx.commit(done.stats, schema=work.schema(tx), replaced=done.replaced,
                         extra_metadata=work.extra_metadata)
-        return ScheduledOutcome(res, done, time.time() - t0)
     except BaseException as e:
         abort_and_raise(tx, e, work.failure(tx, e), lambda f: work.after_abort(tx, f))
+    # Outside the attempt: the instant is complete whatever the catalog sync does.
+    return ScheduledOutcome(after_commit(work.table, work.config.write, res), done, time.time() - t0)
 
 
 __all__ = ["ScheduledInstantTransaction", "ScheduledWork", "Executed", "ScheduledOutcome",

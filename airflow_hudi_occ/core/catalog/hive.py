@@ -1,0 +1,157 @@
+"""The Hive Metastore's thrift API, as the catalog sync uses it.
+
+The client is the thrift code that ``pymetastore`` generates from Hive's IDL (the optional
+extra ``airflow-hudi-occ[hive]``), imported when a sync first needs it, never when this module
+is: a writer without the extra runs as before and a sync asked for names the extra
+(:class:`~airflow_hudi_occ.core.errors.CatalogClientMissingError`).
+
+Every call is bounded: the socket's connect and read timeouts are
+``hoodie.occ.meta.sync.timeout.ms`` (Java waits HiveConf's 600 s), and a metastore that refuses,
+resets or never answers is :class:`~airflow_hudi_occ.core.errors.CatalogUnavailableError`
+naming it. Each URI of ``hoodie.datasource.hive_sync.metastore.uris`` is tried in turn, as
+Hive's client does. ``calls`` counts the calls made (the bench reports it).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow_hudi_occ.core.errors import CatalogClientMissingError, CatalogSyncError, CatalogUnavailableError
+
+EXTRA = "hive"
+
+
+def thrift_api():
+    """``(ThriftHiveMetastore, ttypes, TSocket, TTransport, TBinaryProtocol)`` of the extra."""
+    try:
+        from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+    except ImportError as e:
+        raise CatalogClientMissingError(
+            f"a Hive Metastore sync needs the thrift client of the '{EXTRA}' extra, which is not "
+            f"installed here ({e})", extra=EXTRA, key="hoodie.datasource.hive_sync.enable") from e
+    return ThriftHiveMetastore, ttypes, TSocket, TTransport, TBinaryProtocol
+
+
+def _endpoints(uris: str) -> list[tuple[str, int]]:
+    out = []
+    for uri in [u.strip() for u in uris.split(",") if u.strip()]:
+        u = urlparse(uri if "://" in uri else f"thrift://{uri}")
+        if not u.hostname:
+            raise CatalogSyncError(f"metastore URI {uri!r} names no host", catalog=uri,
+                                   remedy="set hoodie.datasource.hive_sync.metastore.uris to "
+                                          "thrift://HOST:PORT[,thrift://HOST2:PORT]")
+        out.append((u.hostname, u.port or 9083))
+    if not out:
+        raise CatalogSyncError("no metastore URI is set", catalog="",
+                               remedy="set hoodie.datasource.hive_sync.metastore.uris")
+    return out
+
+
+class HiveMetastore:
+    """One connection to a Hive Metastore (the first of ``uris`` that answers)."""
+
+    def __init__(self, uris: str, *, timeout_ms: int = 20_000):
+        self.uris = uris
+        self.timeout_ms = timeout_ms
+        self.calls = 0
+        self._api = thrift_api()
+        self.ttypes = self._api[1]
+        self._client = None
+        self._transport = None
+
+    def connect(self) -> "HiveMetastore":
+        service, _, tsocket, ttransport, tbinary = self._api
+        errors = []
+        for host, port in _endpoints(self.uris):
+            sock = tsocket.TSocket(host, port)
+            sock.setTimeout(self.timeout_ms)
+            transport = ttransport.TBufferedTransport(sock)
+            try:
+                transport.open()
+            except (ttransport.TTransportException, OSError) as e:
+                errors.append(f"{host}:{port}: {e}")
+                continue
+            self._transport = transport
+            self._client = service.Client(tbinary.TBinaryProtocol(transport))
+            return self
+        raise CatalogUnavailableError(
+            f"no Hive Metastore answered at {self.uris} within {self.timeout_ms} ms",
+            catalog=self.uris, cause="; ".join(errors))
+
+    def close(self) -> None:
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            finally:
+                self._transport = None
+                self._client = None
+
+    def __enter__(self) -> "HiveMetastore":
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def call(self, name: str, *args) -> Any:
+        """``name(*args)`` on the metastore; its own exceptions (``NoSuchObjectException``,
+        ``AlreadyExistsException``, ``MetaException``...) come through as they are, a transport
+        failure or timeout as :class:`CatalogUnavailableError`."""
+        if self._client is None:
+            self.connect()
+        _, _, _, ttransport, _ = self._api
+        self.calls += 1
+        try:
+            return getattr(self._client, name)(*args)
+        except (ttransport.TTransportException, socket.timeout, OSError, EOFError) as e:
+            self.close()
+            raise CatalogUnavailableError(
+                f"the Hive Metastore at {self.uris} failed during {name} ({type(e).__name__}: {e})",
+                catalog=self.uris, cause=f"{type(e).__name__}: {e}") from e
+
+    # -- the calls a sync makes -------------------------------------------------------------
+
+    def get_table(self, db: str, name: str):
+        """The table, or None when it does not exist."""
+        try:
+            return self.call("get_table", db, name)
+        except self.ttypes.NoSuchObjectException:
+            return None
+
+    def ensure_database(self, db: str, location: str | None = None) -> None:
+        try:
+            self.call("get_database", db)
+            return
+        except self.ttypes.NoSuchObjectException:
+            pass
+        try:
+            self.call("create_database", self.ttypes.Database(
+                name=db, description="automatically created by hoodie", locationUri=location,
+                parameters={}))
+        except self.ttypes.AlreadyExistsException:
+            pass  # another writer's sync made it meanwhile
+
+    def partition_names(self, db: str, table: str) -> list[str]:
+        return list(self.call("get_partition_names", db, table, -1))
+
+    def partitions(self, db: str, table: str) -> list:
+        return list(self.call("get_partitions", db, table, -1))
+
+    def add_partitions(self, db: str, table: str, parts: list) -> None:
+        """Add ``parts``; those that exist already are left as they are (idempotent)."""
+        if parts:
+            self.call("add_partitions_req", self.ttypes.AddPartitionsRequest(
+                dbName=db, tblName=table, parts=parts, ifNotExists=True, needResult=False))
+
+    def drop_partition(self, db: str, table: str, values: list[str]) -> bool:
+        """Drop one partition (its files stay: the table is external); False when absent."""
+        try:
+            return bool(self.call("drop_partition", db, table, values, False))
+        except self.ttypes.NoSuchObjectException:
+            return False
+
+
+__all__ = ["HiveMetastore", "thrift_api", "EXTRA"]
