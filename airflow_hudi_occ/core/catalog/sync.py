@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from airflow_hudi_occ.core.catalog.changes import (SyncPoint, changes_since, live_partitions,
                                                    partition_values)
-from airflow_hudi_occ.core.catalog.hive import HiveMetastore
+from airflow_hudi_occ.core.catalog.hive import HiveMetastore, thrift_api
 from airflow_hudi_occ.core.catalog.schema import Column, spark_schema_json, table_columns
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.config import MetaSyncConfig, SyncMode, SyncTableStrategy, WriteConfig
@@ -424,11 +424,20 @@ def _failed(cfg: MetaSyncConfig, err: CatalogSyncError, where: str) -> SyncRepor
     raise err
 
 
+def check_sync_client(config: WriteConfig) -> None:
+    """Before an instant exists: a sync asked for whose client library is missing is refused
+    (:class:`~airflow_hudi_occ.core.errors.CatalogClientMissingError` naming the extra), not
+    found after the commit."""
+    cfg = MetaSyncConfig.from_options(config.options)
+    if cfg.enabled and cfg.mode is SyncMode.HMS:
+        thrift_api()
+
+
 def sync_after_commit(table, config: WriteConfig, instant: str | None) -> SyncReport | None:
     """What every engine runs after a commit completed (``core/commit/pipeline``,
     ``core/services/scheduled``, clean): the sync when the options ask for one."""
     return sync_table(table, config, committed_instant=instant)
 
 
-__all__ = ["sync_table", "sync_after_commit", "SyncReport", "HiveSync", "CatalogTable", "catalog_tables",
+__all__ = ["sync_table", "sync_after_commit", "check_sync_client", "SyncReport", "HiveSync", "CatalogTable", "catalog_tables",
            "spark_table_properties", "SYNC_LOCK_KEY"]

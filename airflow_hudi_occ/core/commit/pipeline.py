@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NoReturn
 
-from airflow_hudi_occ.core.catalog.sync import sync_after_commit
+from airflow_hudi_occ.core.catalog.sync import check_sync_client, sync_after_commit
 from airflow_hudi_occ.core.commit.file_group_work import map_bounded
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, find_recoverable
 from airflow_hudi_occ.core.commit.staging import EXTRA_RECOVERED_BY, verify_files
@@ -323,6 +323,7 @@ class WritePipeline:
             before_commit: Callable[[WriteTransaction], None] | None = None,
             extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
         """One batch as one instant (or the batch's earlier commit)."""
+        check_sync_client(engine.config)
         engine.check_input()
         if recover and batch_key is not None:
             done = engine.settled(batch_key, writer_id=self.writer_id, attempt=attempt,

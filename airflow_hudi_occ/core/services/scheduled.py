@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.commit import attempt_log
+from airflow_hudi_occ.core.catalog.sync import check_sync_client
 from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise, after_commit
 from airflow_hudi_occ.core.commit.transaction import CommitResult, Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
@@ -198,6 +199,7 @@ def run_scheduled(work: ScheduledWork, instant: str | None = None, *,
     """Adopt the scheduled ``instant`` (default: the earliest pending one of the service),
     execute it and commit it; on any failure roll it back and raise."""
     t0 = time.time()
+    check_sync_client(work.config.write)
     tx = work.transaction()
     plan = tx.adopt(instant)
     try:
