@@ -118,17 +118,19 @@ def changes_since(table, timeline, since: SyncPoint, *, incremental: bool = True
     ch = Changes(since, reached, full=full)
     if full:
         ch.written = set(file_listing(table, timeline).partitions())
-        return ch
     for inst in done:
-        if not _after(inst, since):
+        if not (full or _after(inst, since)):
             continue
+        if full and inst.action is not Action.REPLACE_COMMIT:
+            continue  # the listing named the written partitions; only replaced ones matter here
         meta = timeline.commit_metadata(inst)
         ch.instants_read += 1
-        ch.written |= set(meta.partition_to_write_stats)
+        if not full:
+            ch.written |= set(meta.partition_to_write_stats)
         if meta.partition_to_replace_file_ids:
             ch.drop_candidates |= {p for p, ids in meta.partition_to_replace_file_ids.items() if ids}
     for inst in timeline.completed():
-        if inst.action is Action.CLEAN and _after(inst, since):
+        if inst.action is Action.CLEAN and (full or _after(inst, since)):
             meta = CleanMetadata.decode(table.storage.read(timeline.file_path(inst)),
                                         timeline.file_path(inst))
             ch.instants_read += 1

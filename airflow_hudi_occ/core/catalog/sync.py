@@ -352,20 +352,17 @@ class HiveSync:
         if not self.fields:
             return [], []
         hms, db, name = self.hms, self.db, hive_table.tableName
+        empty = changes.drop_candidates - live_partitions(self.table, timeline, changes.drop_candidates)
         if changes.full:
             # First sync, or the last one is older than the active timeline: compare with
             # everything the catalog holds (Java's syncAllPartitions).
-            have = {tuple(p.values): p for p in hms.partitions(db, name)}
+            have = {tuple(p.values) for p in hms.partitions(db, name)}
             on_storage = {tuple(partition_values(p, self.fields, self.extractor, self.decode)): p
-                          for p in changes.written}
+                          for p in changes.written if p not in empty}
             to_add = sorted(p for v, p in on_storage.items() if v not in have)
-            live = live_partitions(self.table, timeline, set(on_storage.values()))
-            to_add = [p for p in to_add if p in live]
-            to_drop = [list(v) for v in have if v not in on_storage or on_storage[v] not in live]
+            to_drop = [list(v) for v in sorted(have) if v not in on_storage]
         else:
-            to_add = sorted(changes.written)
-            empty = changes.drop_candidates - live_partitions(self.table, timeline, changes.drop_candidates)
-            to_add = [p for p in to_add if p not in empty]
+            to_add = sorted(p for p in changes.written if p not in empty)
             to_drop = [partition_values(p, self.fields, self.extractor, self.decode) for p in sorted(empty)]
         for i in range(0, len(to_add), self.cfg.batch_num):
             hms.add_partitions(db, name, [self._partition(hive_table, p) for p in to_add[i:i + self.cfg.batch_num]])
