@@ -113,11 +113,10 @@ def definition(uri: str, db: str, name: str, base: str) -> dict:
                         p.sd.serdeInfo.serializationLib) for p in c.partitions(db, name))
     volatile = {"transient_lastDdlTime", "last_commit_time_sync", "last_commit_completion_time_sync",
                 "spark.sql.create.version", "hudi_writer_version", "last_modified_time", "last_modified_by"}
-    return {"type": t.tableType, "cols": [(f.name, f.type) for f in t.sd.cols],
-            "keys": [(f.name, f.type) for f in t.partitionKeys], "location": t.sd.location.replace(base, "<base>"),
-            "input": t.sd.inputFormat, "output": t.sd.outputFormat, "serde": t.sd.serdeInfo.serializationLib,
-            "serde_params": {k: v.replace(base, "<base>") for k, v in t.sd.serdeInfo.parameters.items()},
-            "params": {k: v for k, v in t.parameters.items() if k not in volatile}, "partitions": parts}
+    return {"type": t.table_type, "cols": t.columns, "keys": t.partition_keys,
+            "location": t.location.replace(base, "<base>"), "input": t.input_format, "output": t.output_format,
+            "serde": t.serde_lib, "serde_params": {k: v.replace(base, "<base>") for k, v in t.serde_params.items()},
+            "params": {k: v for k, v in t.params.items() if k not in volatile}, "partitions": parts}
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
@@ -180,8 +179,8 @@ def test_two_writer_processes_and_a_metastore_outage(hive_metastore, spark_sql, 
             try:
                 with HiveMetastore(uri, timeout_ms=1000) as c:
                     t = c.get_table("race", "race")
-                    if t is not None and LAST_COMMIT_TIME_SYNC in t.parameters:
-                        seen.append(t.parameters[LAST_COMMIT_TIME_SYNC])
+                    if t is not None and LAST_COMMIT_TIME_SYNC in t.params:
+                        seen.append(t.params[LAST_COMMIT_TIME_SYNC])
             except CatalogSyncError:
                 pass  # stopped
             time.sleep(0.05)
@@ -215,7 +214,7 @@ def test_two_writer_processes_and_a_metastore_outage(hive_metastore, spark_sql, 
     rep = sync_table(table, WriteConfig.from_options(sync_opts(uri, "race")))
     with HiveMetastore(uri) as c:
         parts = sorted("/".join(p.values) for p in c.partitions("race", "race"))
-        lcts = c.get_table("race", "race").parameters[LAST_COMMIT_TIME_SYNC]
+        lcts = c.get_table("race", "race").params[LAST_COMMIT_TIME_SYNC]
     assert parts == sorted(f"w{n}-{i:02d}" for n in range(2) for i in range(commits))
     assert lcts == done[-1].requested_time and rep.last_commit_time_sync == lcts
     assert sql_rows(spark_sql, "race", "race", COLS) == rows_of(read_table(table), COLS)

@@ -15,9 +15,11 @@ Hive's client does. ``calls`` counts the calls made (the bench reports it).
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 from urllib.parse import urlparse
 
+from airflow_hudi_occ.core.catalog.table_def import TableDef
 from airflow_hudi_occ.core.errors import CatalogClientMissingError, CatalogSyncError, CatalogUnavailableError
 
 EXTRA = "hive"
@@ -112,14 +114,63 @@ class HiveMetastore:
                 f"the Hive Metastore at {self.uris} failed during {name} ({type(e).__name__}: {e})",
                 catalog=self.uris, cause=f"{type(e).__name__}: {e}") from e
 
-    # -- the calls a sync makes -------------------------------------------------------------
+    # -- the calls a sync makes (core/catalog/sync speaks TableDef) ------------------------
 
-    def get_table(self, db: str, name: str):
-        """The table, or None when it does not exist."""
+    def _raw_table(self, db: str, name: str):
         try:
             return self.call("get_table", db, name)
         except self.ttypes.NoSuchObjectException:
             return None
+
+    def get_table(self, db: str, name: str) -> TableDef | None:
+        """The table, or None when it does not exist."""
+        t = self._raw_table(db, name)
+        if t is None:
+            return None
+        sd = t.sd
+        return TableDef(t.tableName, [(c.name, c.type) for c in sd.cols or []],
+                        [(k.name, k.type) for k in t.partitionKeys or []], sd.location,
+                        sd.inputFormat, sd.outputFormat, sd.serdeInfo.serializationLib,
+                        dict(sd.serdeInfo.parameters or {}), dict(t.parameters or {}), t.tableType, raw=t)
+
+    def _fields(self, cols):
+        return [self.ttypes.FieldSchema(name=n, type=ty, comment=None) for n, ty in cols]
+
+    def _sd(self, d: TableDef, location: str, cols):
+        tt = self.ttypes
+        return tt.StorageDescriptor(
+            cols=self._fields(cols), location=location, inputFormat=d.input_format,
+            outputFormat=d.output_format, compressed=False, numBuckets=-1,
+            serdeInfo=tt.SerDeInfo(name=None, serializationLib=d.serde_lib, parameters=dict(d.serde_params)),
+            bucketCols=[], sortCols=[], parameters={})
+
+    def create_table(self, db: str, d: TableDef) -> bool:
+        """Create ``d``; False when it exists already (another sync made it meanwhile)."""
+        now = int(time.time())
+        t = self.ttypes.Table(tableName=d.name, dbName=db, owner=None, createTime=now, lastAccessTime=now,
+                              retention=0, sd=self._sd(d, d.location, d.columns),
+                              partitionKeys=self._fields(d.partition_keys), parameters=dict(d.params),
+                              tableType=d.table_type)
+        try:
+            self.call("create_table", t)
+            return True
+        except self.ttypes.AlreadyExistsException:
+            return False
+
+    def alter_table(self, db: str, d: TableDef, *, cascade: bool = False) -> None:
+        """Write ``d``'s fields over the table it was read from (``alter_table``: the whole
+        table, last writer wins; ``cascade``: the partitions' columns too)."""
+        t = d.raw
+        t.sd.cols = self._fields(d.columns)
+        t.sd.location, t.sd.inputFormat, t.sd.outputFormat = d.location, d.input_format, d.output_format
+        t.sd.serdeInfo.serializationLib = d.serde_lib
+        t.sd.serdeInfo.parameters = dict(d.serde_params)
+        t.parameters = dict(d.params)
+        if cascade:
+            self.call("alter_table_with_environment_context", db, d.name, t,
+                      self.ttypes.EnvironmentContext(properties={"CASCADE": "true"}))
+        else:
+            self.call("alter_table", db, d.name, t)
 
     def ensure_database(self, db: str, location: str | None = None) -> None:
         try:
@@ -134,24 +185,35 @@ class HiveMetastore:
         except self.ttypes.AlreadyExistsException:
             pass  # another writer's sync made it meanwhile
 
-    def partition_names(self, db: str, table: str) -> list[str]:
-        return list(self.call("get_partition_names", db, table, -1))
-
     def partitions(self, db: str, table: str) -> list:
+        """The metastore's own partition objects (tests read their locations)."""
         return list(self.call("get_partitions", db, table, -1))
 
-    def add_partitions(self, db: str, table: str, parts: list) -> None:
-        """Add ``parts``; those that exist already are left as they are (idempotent)."""
-        if parts:
-            self.call("add_partitions_req", self.ttypes.AddPartitionsRequest(
-                dbName=db, tblName=table, parts=parts, ifNotExists=True, needResult=False))
+    def partition_values(self, db: str, table: str) -> list[tuple[str, ...]]:
+        return [tuple(p.values) for p in self.partitions(db, table)]
 
-    def drop_partition(self, db: str, table: str, values: list[str]) -> bool:
-        """Drop one partition (its files stay: the table is external); False when absent."""
-        try:
-            return bool(self.call("drop_partition", db, table, values, False))
-        except self.ttypes.NoSuchObjectException:
-            return False
+    def add_partitions(self, db: str, d: TableDef, parts: list[tuple[list[str], str]]) -> None:
+        """Add ``(values, location)`` partitions; those that exist already are left as they are
+        (idempotent: ``ifNotExists``)."""
+        if not parts:
+            return
+        now = int(time.time())
+        objs = [self.ttypes.Partition(values=values, dbName=db, tableName=d.name, createTime=now,
+                                      lastAccessTime=now, sd=self._sd(d, location, d.columns), parameters={})
+                for values, location in parts]
+        self.call("add_partitions_req", self.ttypes.AddPartitionsRequest(
+            dbName=db, tblName=d.name, parts=objs, ifNotExists=True, needResult=False))
+
+    def drop_partitions(self, db: str, table: str, values_list: list[list[str]]) -> list[list[str]]:
+        """Drop partitions (their files stay: the table is external); those dropped."""
+        out = []
+        for values in values_list:
+            try:
+                if self.call("drop_partition", db, table, values, False):
+                    out.append(values)
+            except self.ttypes.NoSuchObjectException:
+                pass
+        return out
 
 
 __all__ = ["HiveMetastore", "thrift_api", "EXTRA"]

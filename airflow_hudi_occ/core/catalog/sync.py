@@ -41,6 +41,7 @@ from airflow_hudi_occ.core.catalog.changes import (SyncPoint, changes_since, liv
                                                    partition_values)
 from airflow_hudi_occ.core.catalog.hive import HiveMetastore, thrift_api
 from airflow_hudi_occ.core.catalog.schema import Column, spark_schema_json, table_columns
+from airflow_hudi_occ.core.catalog.table_def import TableDef
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.config import MetaSyncConfig, SyncMode, SyncTableStrategy, WriteConfig
 from airflow_hudi_occ.core.errors import CatalogSyncError, ConfigError, HudiOccError
@@ -168,16 +169,16 @@ def spark_table_properties(columns: list[Column], partition_fields: list[str],
     return props
 
 
-class HiveSync:
-    """One sync of one Hudi table to one Hive Metastore."""
+class CatalogSync:
+    """One sync of one Hudi table to one catalog (``client``: :class:`HiveMetastore` or
+    ``core/catalog/glue.GlueCatalog``, which speak :class:`TableDef`)."""
 
-    def __init__(self, table, config: WriteConfig, cfg: MetaSyncConfig, *, lock_manager=None,
-                 metastore: HiveMetastore | None = None):
+    def __init__(self, table, config: WriteConfig, cfg: MetaSyncConfig, client, *, lock_manager=None):
         self.table = table
         self.config = config
         self.cfg = cfg
         self.lock_manager = lock_manager
-        self.hms = metastore
+        self.client = client
         self.db = cfg.database
         self.name = cfg.table or table.name
         self.fields = _partition_fields(table, cfg)
@@ -187,13 +188,10 @@ class HiveSync:
 
     # -- definitions ------------------------------------------------------------------------
 
-    def _field_schemas(self, columns: list[Column]):
-        tt = self.hms.ttypes
-        data = [tt.FieldSchema(name=c.name.lower(), type=c.hive_type, comment=None)
-                for c in columns if c.name not in self.fields]
+    def _columns(self, columns: list[Column]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        data = [(c.name.lower(), c.hive_type) for c in columns if c.name not in self.fields]
         by_name = {c.name: c for c in columns}
-        keys = [tt.FieldSchema(name=p.lower(), type=by_name[p].hive_type if p in by_name else "string",
-                               comment=None) for p in self.fields]
+        keys = [(p.lower(), by_name[p].hive_type if p in by_name else "string") for p in self.fields]
         return data, keys
 
     def _serde_params(self, ct: CatalogTable) -> dict[str, str]:
@@ -208,56 +206,33 @@ class HiveSync:
             params.update(spark_table_properties(columns, self.fields, self.cfg))
         return params
 
-    def _new_table(self, ct: CatalogTable, columns: list[Column]):
-        tt = self.hms.ttypes
-        data, keys = self._field_schemas(columns)
-        sd = tt.StorageDescriptor(
-            cols=data, location=self.location,
-            inputFormat=REALTIME_INPUT_FORMAT if ct.realtime else INPUT_FORMAT,
-            outputFormat=OUTPUT_FORMAT, compressed=False, numBuckets=-1,
-            serdeInfo=tt.SerDeInfo(name=None, serializationLib=SERDE, parameters=self._serde_params(ct)),
-            bucketCols=[], sortCols=[], parameters={})
-        managed = self.cfg.managed_table
+    def _new_table(self, ct: CatalogTable, columns: list[Column]) -> TableDef:
+        data, keys = self._columns(columns)
         params = self._table_params(columns)
-        if not managed:
+        if not self.cfg.managed_table:
             params["EXTERNAL"] = "TRUE"
-        now = int(time.time())
-        return tt.Table(tableName=ct.name, dbName=self.db, owner=None, createTime=now, lastAccessTime=now,
-                        retention=0, sd=sd, partitionKeys=keys, parameters=params,
-                        tableType="MANAGED_TABLE" if managed else "EXTERNAL_TABLE")
+        return TableDef(ct.name, data, keys, self.location,
+                        REALTIME_INPUT_FORMAT if ct.realtime else INPUT_FORMAT, OUTPUT_FORMAT, SERDE,
+                        self._serde_params(ct), params,
+                        "MANAGED_TABLE" if self.cfg.managed_table else "EXTERNAL_TABLE")
 
-    def _partition(self, hive_table, path: str):
-        tt = self.hms.ttypes
-        sd = hive_table.sd
-        psd = tt.StorageDescriptor(
-            cols=sd.cols, location=f"{self.location}/{path}" if path else self.location,
-            inputFormat=sd.inputFormat, outputFormat=sd.outputFormat, compressed=sd.compressed,
-            numBuckets=sd.numBuckets, serdeInfo=sd.serdeInfo, bucketCols=sd.bucketCols,
-            sortCols=sd.sortCols, parameters={})
-        now = int(time.time())
-        return tt.Partition(values=partition_values(path, self.fields, self.extractor, self.decode),
-                            dbName=self.db, tableName=hive_table.tableName, createTime=now,
-                            lastAccessTime=now, sd=psd, parameters={})
+    def _partition_location(self, path: str) -> str:
+        return f"{self.location}/{path}" if path else self.location
 
     # -- the sync ----------------------------------------------------------------------------
 
     def run(self) -> SyncReport:
         t0 = time.monotonic()
         report = SyncReport(self.db)
-        own = self.hms is None
-        if own:
-            self.hms = HiveMetastore(self.cfg.metastore_uris, timeout_ms=self.cfg.timeout_ms)
         lm = self.lock_manager or table_lock_manager(self.table, self.config, lock_key=SYNC_LOCK_KEY)
         try:
-            calls0 = self.hms.calls
+            calls0 = self.client.calls
             if self.cfg.auto_create_database:
-                self.hms.ensure_database(self.db)
+                self.client.ensure_database(self.db)
             with lm.locked():
                 self._sync_locked(report)
-            report.calls = self.hms.calls - calls0
+            report.calls = self.client.calls - calls0
         finally:
-            if own:
-                self.hms.close()
             if self.lock_manager is None:
                 lm.close()
         report.seconds = round(time.monotonic() - t0, 3)
@@ -275,17 +250,15 @@ class HiveSync:
             self._sync_one(ct, timeline, columns, report)
 
     def _sync_one(self, ct: CatalogTable, timeline, columns: list[Column], report: SyncReport) -> None:
-        hms, db = self.hms, self.db
+        client, db = self.client, self.db
         report.tables.append(ct.name)
-        existing = hms.get_table(db, ct.name)
+        existing = client.get_table(db, ct.name)
         if existing is None:
-            try:
-                hms.call("create_table", self._new_table(ct, columns))
+            if client.create_table(db, self._new_table(ct, columns)):
                 report.created.append(ct.name)
-            except hms.ttypes.AlreadyExistsException:
-                pass  # a sync not under our lock (Java's) made it meanwhile
-            existing = hms.get_table(db, ct.name)
-        since = SyncPoint.of(existing.parameters or {})
+            # else a sync not under our lock (Java's) made it meanwhile
+            existing = client.get_table(db, ct.name)
+        since = SyncPoint.of(existing.params)
         changes = changes_since(self.table, timeline, since, incremental=self.cfg.incremental)
         report.full_listing = report.full_listing or changes.full
         report.instants_read += changes.instants_read
@@ -294,83 +267,66 @@ class HiveSync:
             report.added[ct.name] = added
         if dropped:
             report.dropped[ct.name] = dropped
-        # The table itself last, on a fresh read: alter_table replaces the whole table.
-        current = hms.get_table(db, ct.name)
-        stored = SyncPoint.of(current.parameters or {})
+        # The table itself last, on a fresh read: an update replaces the whole table.
+        current = client.get_table(db, ct.name)
+        stored = SyncPoint.of(current.params)
         reached = changes.reached.later(stored)
         changed = self._evolve(current, ct, columns, newer=changes.reached.key() >= stored.key())
         if changed:
             report.schema_changed.append(ct.name)
         if self.cfg.conditional and not (changed or added or dropped or ct.name in report.created):
             return
-        current.parameters = {**(current.parameters or {}), **reached.params()}
-        env = hms.ttypes.EnvironmentContext(properties={"CASCADE": "true"}) if changed and self.fields else None
-        if env is not None:
-            hms.call("alter_table_with_environment_context", db, ct.name, current, env)
-        else:
-            hms.call("alter_table", db, ct.name, current)
+        current.params = {**current.params, **reached.params()}
+        client.alter_table(db, current, cascade=changed and bool(self.fields))
         report.last_commit_time_sync = reached.commit_time
         report.last_commit_completion_time_sync = reached.completion_time
 
-    def _evolve(self, current, ct: CatalogTable, columns: list[Column], *, newer: bool) -> bool:
+    def _evolve(self, current: TableDef, ct: CatalogTable, columns: list[Column], *, newer: bool) -> bool:
         """Bring the table's columns, formats and properties to this sync's; only when this
         sync's timeline is at least as new as the one the catalog was last synced from (an
         older schema never replaces a newer one)."""
         if not newer:
             return False
-        data, keys = self._field_schemas(columns)
-        sd = current.sd
-        changed = False
-        if [(c.name, c.type) for c in sd.cols] != [(c.name, c.type) for c in data]:
-            sd.cols = data
-            changed = True
-        want_input = REALTIME_INPUT_FORMAT if ct.realtime else INPUT_FORMAT
-        if sd.inputFormat != want_input or sd.location != self.location:
-            sd.inputFormat, sd.location = want_input, self.location
-            changed = True
-        serde = dict(sd.serdeInfo.parameters or {})
-        want_serde = {**serde, **self._serde_params(ct)}
-        if want_serde != serde:
-            sd.serdeInfo.parameters = want_serde
-            changed = True
-        params = dict(current.parameters or {})
-        want = {k: v for k, v in params.items() if not k.startswith("spark.sql.sources.schema.")}
-        want.update(self._table_params(columns))
-        if want != params:
-            current.parameters = want
-            changed = True
-        if [(k.name, k.type) for k in current.partitionKeys or []] != [(k.name, k.type) for k in keys]:
+        data, keys = self._columns(columns)
+        if current.partition_keys != keys:
             raise CatalogSyncError(
-                f"{self.db}.{ct.name} is partitioned by {[k.name for k in current.partitionKeys or []]} "
+                f"{self.db}.{ct.name} is partitioned by {[k for k, _ in current.partition_keys]} "
                 f"in the catalog but the table by {self.fields}", table=self.table.base_uri,
-                catalog=self.cfg.metastore_uris,
+                catalog=self.cfg.metastore_uris if self.cfg.mode is SyncMode.HMS else "glue",
                 remedy=f"drop {self.db}.{ct.name} from the catalog (its data stays) and sync again, or "
                        "set hoodie.datasource.hive_sync.partition_fields to the catalog's")
-        return changed
+        want_input = REALTIME_INPUT_FORMAT if ct.realtime else INPUT_FORMAT
+        want_params = {k: v for k, v in current.params.items() if not k.startswith("spark.sql.sources.schema.")}
+        want_params.update(self._table_params(columns))
+        want = (data, want_input, self.location, {**current.serde_params, **self._serde_params(ct)}, want_params)
+        have = (current.columns, current.input_format, current.location, current.serde_params, current.params)
+        if want == have:
+            return False
+        (current.columns, current.input_format, current.location, current.serde_params,
+         current.params) = want
+        return True
 
-    def _sync_partitions(self, hive_table, changes, timeline) -> tuple[list[str], list[str]]:
+    def _sync_partitions(self, tdef: TableDef, changes, timeline) -> tuple[list[str], list[str]]:
         if not self.fields:
             return [], []
-        hms, db, name = self.hms, self.db, hive_table.tableName
+        client, db = self.client, self.db
         empty = changes.drop_candidates - live_partitions(self.table, timeline, changes.drop_candidates)
+        values = lambda p: tuple(partition_values(p, self.fields, self.extractor, self.decode))  # noqa: E731
         if changes.full:
             # First sync, or the last one is older than the active timeline: compare with
             # everything the catalog holds (Java's syncAllPartitions).
-            have = {tuple(p.values) for p in hms.partitions(db, name)}
-            on_storage = {tuple(partition_values(p, self.fields, self.extractor, self.decode)): p
-                          for p in changes.written if p not in empty}
+            have = set(client.partition_values(db, tdef.name))
+            on_storage = {values(p): p for p in changes.written if p not in empty}
             to_add = sorted(p for v, p in on_storage.items() if v not in have)
-            to_drop = [list(v) for v in sorted(have) if v not in on_storage]
+            to_drop = [v for v in sorted(have) if v not in on_storage]
         else:
             to_add = sorted(p for p in changes.written if p not in empty)
-            to_drop = [partition_values(p, self.fields, self.extractor, self.decode) for p in sorted(empty)]
+            to_drop = [values(p) for p in sorted(empty)]
         for i in range(0, len(to_add), self.cfg.batch_num):
-            hms.add_partitions(db, name, [self._partition(hive_table, p) for p in to_add[i:i + self.cfg.batch_num]])
-        dropped = []
-        for values in to_drop:
-            if hms.drop_partition(db, name, values):
-                dropped.append("/".join(values))
-        return to_add, dropped
+            client.add_partitions(db, tdef, [(list(values(p)), self._partition_location(p))
+                                             for p in to_add[i:i + self.cfg.batch_num]])
+        dropped = client.drop_partitions(db, tdef.name, [list(v) for v in to_drop])
+        return to_add, ["/".join(v) for v in dropped]
 
 
 # -- entry points ----------------------------------------------------------------------------
@@ -385,15 +341,10 @@ def sync_table(table, config: WriteConfig | None = None, *, options=None, lock_m
     cfg = MetaSyncConfig.from_options(config.options)
     if not (cfg.enabled or force):
         return None
-    if cfg.mode is SyncMode.GLUE:
-        from airflow_hudi_occ.core.catalog.glue import GlueSync
-        runner = GlueSync(table, config, cfg, lock_manager=lock_manager)
-        where = "glue"
-    else:
-        runner = HiveSync(table, config, cfg, lock_manager=lock_manager)
-        where = cfg.metastore_uris
+    where = "glue" if cfg.mode is SyncMode.GLUE else cfg.metastore_uris
     try:
-        report = runner.run()
+        with _client(cfg) as client:
+            report = CatalogSync(table, config, cfg, client, lock_manager=lock_manager).run()
     except ConfigError:
         raise
     except CatalogSyncError as e:
@@ -414,6 +365,13 @@ def sync_table(table, config: WriteConfig | None = None, *, options=None, lock_m
     return report
 
 
+def _client(cfg: MetaSyncConfig):
+    if cfg.mode is SyncMode.GLUE:
+        from airflow_hudi_occ.core.catalog.glue import GlueCatalog
+        return GlueCatalog(cfg)
+    return HiveMetastore(cfg.metastore_uris, timeout_ms=cfg.timeout_ms)
+
+
 def _failed(cfg: MetaSyncConfig, err: CatalogSyncError, where: str) -> SyncReport:
     if cfg.ignore_exceptions:
         log.error("catalog sync failed (hoodie.datasource.hive_sync.ignore_exceptions=true): %s", err)
@@ -428,6 +386,9 @@ def check_sync_client(config: WriteConfig) -> None:
     cfg = MetaSyncConfig.from_options(config.options)
     if cfg.enabled and cfg.mode is SyncMode.HMS:
         thrift_api()
+    elif cfg.enabled:
+        from airflow_hudi_occ.core.catalog.glue import GlueCatalog
+        GlueCatalog.check_client()
 
 
 def sync_after_commit(table, config: WriteConfig, instant: str | None) -> SyncReport | None:
@@ -436,5 +397,5 @@ def sync_after_commit(table, config: WriteConfig, instant: str | None) -> SyncRe
     return sync_table(table, config, committed_instant=instant)
 
 
-__all__ = ["sync_table", "sync_after_commit", "check_sync_client", "SyncReport", "HiveSync", "CatalogTable", "catalog_tables",
+__all__ = ["sync_table", "sync_after_commit", "check_sync_client", "SyncReport", "CatalogSync", "CatalogTable", "catalog_tables",
            "spark_table_properties", "SYNC_LOCK_KEY"]

@@ -51,9 +51,8 @@ def catalog(uri: str, db: str, name: str) -> dict:
         if t is None:
             return {}
         parts = sorted(("/".join(p.values), p.sd.location) for p in c.partitions(db, name))
-    return {"cols": [(f.name, f.type) for f in t.sd.cols], "keys": [(f.name, f.type) for f in t.partitionKeys],
-            "input": t.sd.inputFormat, "location": t.sd.location, "serde": dict(t.sd.serdeInfo.parameters),
-            "params": dict(t.parameters), "type": t.tableType, "partitions": parts}
+    return {"cols": t.columns, "keys": t.partition_keys, "input": t.input_format, "location": t.location,
+            "serde": t.serde_params, "params": t.params, "type": t.table_type, "partitions": parts}
 
 
 def completed_commits(table):
@@ -217,8 +216,8 @@ def test_concurrent_syncs_never_move_last_commit_time_sync_back(hive_metastore, 
         with HiveMetastore(uri) as c:
             while not stop.is_set():
                 t = c.get_table("conc_db", "c1")
-                if t is not None and LAST_COMMIT_TIME_SYNC in (t.parameters or {}):
-                    seen.append(t.parameters[LAST_COMMIT_TIME_SYNC])
+                if t is not None and LAST_COMMIT_TIME_SYNC in t.params:
+                    seen.append(t.params[LAST_COMMIT_TIME_SYNC])
                 time.sleep(0.02)
 
     def writer(n):
