@@ -26,6 +26,7 @@ from airflow_hudi_occ.core.table.mor_reader import read_optimized
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import JavaHudi, Service, Sql, Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+from tests.core.catalog.rows import batch
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +42,6 @@ def spark_sql(hive_metastore, tmp_path_factory):
     yield java
     java.close()
 
-
-def batch(rows, v=None) -> pa.Table:
-    cols = {"id": pa.array([r[0] for r in rows], pa.int64()), "p": [r[1] for r in rows],
-            "ts": pa.array([r[2] for r in rows], pa.int64())}
-    if v is not None:
-        cols["v"] = pa.array(v, pa.string())
-    return pa.table(cols)
 
 
 def sync_opts(uri: str, db: str, **more) -> dict:

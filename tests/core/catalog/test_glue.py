@@ -7,7 +7,6 @@ cannot prove without AWS: Glue's own limits and consistency (throttling, eventua
 visibility of a partition to Athena, IAM), nor that Athena reads the table through Hudi
 (docs/catalog-sync.md)."""
 
-import pyarrow as pa
 import pytest
 from moto import mock_aws
 
@@ -19,6 +18,7 @@ from airflow_hudi_occ.core.config import MetaSyncConfig, WriteConfig
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
+from tests.core.catalog.rows import batch
 
 
 @pytest.fixture
@@ -29,13 +29,6 @@ def glue(monkeypatch):
     with mock_aws():
         yield
 
-
-def batch(rows, v=None) -> pa.Table:
-    cols = {"id": pa.array([r[0] for r in rows], pa.int64()), "p": [r[1] for r in rows],
-            "ts": pa.array([r[2] for r in rows], pa.int64())}
-    if v is not None:
-        cols["v"] = pa.array(v, pa.string())
-    return pa.table(cols)
 
 
 def test_glue_sync_registers_and_follows_the_table(glue, tmp_path):

@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 
-import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.catalog.changes import LAST_COMMIT_COMPLETION_TIME_SYNC, LAST_COMMIT_TIME_SYNC
@@ -28,14 +27,8 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 from airflow_hudi_occ.testing.zookeeper import free_port
+from tests.core.catalog.rows import batch
 
-
-def batch(rows, extra: dict | None = None) -> pa.Table:
-    cols = {"id": pa.array([r[0] for r in rows], pa.int64()), "p": [r[1] for r in rows],
-            "ts": pa.array([r[2] for r in rows], pa.int64())}
-    for name, values in (extra or {}).items():
-        cols[name] = values
-    return pa.table(cols)
 
 
 def sync_options(uri: str, db: str, **more) -> dict:
@@ -89,7 +82,7 @@ def test_cow_table_registered_then_followed_incrementally(hive_metastore, tmp_pa
     assert got["params"][LAST_COMMIT_COMPLETION_TIME_SYNC] == c1.completion_time
 
     # a new partition and a new column: only this commit's metadata is read
-    r2 = w.write(batch([(3, "c", 2)], {"v": pa.array(["x"], pa.string())}), "upsert")
+    r2 = w.write(batch([(3, "c", 2)], v=["x"]), "upsert")
     rep = r2.catalog_sync
     assert not rep.full_listing and rep.instants_read == 1 and rep.added == {"t1": ["c"]}
     assert rep.schema_changed == ["t1"]
@@ -99,7 +92,7 @@ def test_cow_table_registered_then_followed_incrementally(hive_metastore, tmp_pa
     c2 = completed_commits(table)[-1]
     assert got["params"][LAST_COMMIT_TIME_SYNC] == c2.requested_time > c1.requested_time
     # an upsert into an existing partition changes nothing but the sync times
-    r3 = w.write(batch([(1, "a", 3)], {"v": pa.array(["y"], pa.string())}), "upsert")
+    r3 = w.write(batch([(1, "a", 3)], v=["y"]), "upsert")
     assert r3.catalog_sync.schema_changed == [] and r3.catalog_sync.added == {"t1": ["a"]}
     assert [p for p, _ in catalog(uri, "cow_db", "t1")["partitions"]] == ["a", "b", "c"]
 
