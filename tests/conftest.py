@@ -84,6 +84,17 @@ def hive_metastore(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def moto_glue(monkeypatch):
+    """moto's AWS Glue in this process (no AWS): the Glue catalog sync's target in tests."""
+    from moto import mock_aws
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        yield
+
+
 @pytest.fixture(scope="session")
 def zk_server(tmp_path_factory):
     """One real ZooKeeper server (Debian's package) for the whole test session."""

@@ -7,9 +7,6 @@ cannot prove without AWS: Glue's own limits and consistency (throttling, eventua
 visibility of a partition to Athena, IAM), nor that Athena reads the table through Hudi
 (docs/catalog-sync.md)."""
 
-import pytest
-from moto import mock_aws
-
 from airflow_hudi_occ.core.catalog.changes import LAST_COMMIT_TIME_SYNC
 from airflow_hudi_occ.core.catalog.glue import GlueCatalog
 from airflow_hudi_occ.core.catalog.sync import INPUT_FORMAT, sync_table
@@ -21,17 +18,8 @@ from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 from tests.core.catalog.rows import batch
 
 
-@pytest.fixture
-def glue(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        yield
 
-
-
-def test_glue_sync_registers_and_follows_the_table(glue, tmp_path):
+def test_glue_sync_registers_and_follows_the_table(moto_glue, tmp_path):
     opts = {**FAST_WRITE_OPTIONS, "hoodie.datasource.meta.sync.enable": "true",
             "hoodie.meta.sync.client.tool.class": "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool",
             "hoodie.datasource.hive_sync.database": "lake"}
@@ -56,3 +44,4 @@ def test_glue_sync_registers_and_follows_the_table(glue, tmp_path):
     again = sync_table(table, WriteConfig.from_options(opts))
     assert again.last_commit_time_sync == last.requested_time
     assert cat.get_table("lake", "g").params[LAST_COMMIT_TIME_SYNC] == last.requested_time
+

@@ -9,7 +9,6 @@ thrift and compared with what Java's HiveSyncTool writes (the definitions that t
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 
@@ -26,7 +25,7 @@ from airflow_hudi_occ.core.errors import CatalogSyncError, CatalogUnavailableErr
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
-from airflow_hudi_occ.testing.zookeeper import free_port
+from airflow_hudi_occ.testing.unreachable import refusing_port, silent_listener
 from tests.core.catalog.rows import batch
 
 
@@ -154,7 +153,7 @@ def completed_commits_groups(table, partition):
 def test_metastore_down_fails_the_sync_not_the_commit(hive_metastore, tmp_path):
     """Nothing listens: the commit completes, the sync raises CatalogSyncError naming the
     instant within the timeout; the next sync against a live metastore is exact."""
-    dead = f"thrift://127.0.0.1:{free_port()}"
+    dead = f"thrift://127.0.0.1:{refusing_port()}"
     table = Table.create(str(tmp_path / "x1"), "x1", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts")
     w = ArrowTableWriter(table, WriteConfig.from_options(sync_options(dead, "down_db")))
@@ -166,19 +165,13 @@ def test_metastore_down_fails_the_sync_not_the_commit(hive_metastore, tmp_path):
     assert len(done) == 1 and exc.value.committed_instant == done[0].requested_time
     assert "is in the table" in exc.value.remedy and "hudi-occ sync" in exc.value.remedy
     # a metastore that accepts and never answers: bounded by the timeout
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(5)
-    try:
+    with silent_listener() as port:
         w2 = ArrowTableWriter(table, WriteConfig.from_options(sync_options(
-            f"thrift://127.0.0.1:{silent.getsockname()[1]}", "down_db",
-            **{"hoodie.occ.meta.sync.timeout.ms": "1500"})))
+            f"thrift://127.0.0.1:{port}", "down_db", **{"hoodie.occ.meta.sync.timeout.ms": "1500"})))
         t0 = time.monotonic()
         with pytest.raises(CatalogSyncError):
             w2.write(batch([(2, "b", 2)]), "upsert")
         waited = time.monotonic() - t0
-    finally:
-        silent.close()
     assert waited < 1.5 * 2 + 3  # connect + one read timeout, plus the write itself
     assert len(completed_commits(table)) == 2
     # back: one sync catches up both commits
