@@ -106,7 +106,7 @@ def definition(uri: str, db: str, name: str, base: str) -> dict:
         parts = sorted(("/".join(p.values), p.sd.location.replace(base, "<base>"), p.sd.inputFormat,
                         p.sd.serdeInfo.serializationLib) for p in c.partitions(db, name))
     volatile = {"transient_lastDdlTime", "last_commit_time_sync", "last_commit_completion_time_sync",
-                "spark.sql.create.version", "hudi_writer_version", "last_modified_time", "last_modified_by"}
+                "spark.sql.create.version", "last_modified_time", "last_modified_by"}
     return {"type": t.table_type, "cols": t.columns, "keys": t.partition_keys,
             "location": t.location.replace(base, "<base>"), "input": t.input_format, "output": t.output_format,
             "serde": t.serde_lib, "serde_params": {k: v.replace(base, "<base>") for k, v in t.serde_params.items()},

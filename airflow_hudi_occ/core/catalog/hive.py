@@ -14,6 +14,7 @@ Hive's client does. ``calls`` counts the calls made (the bench reports it).
 
 from __future__ import annotations
 
+import getpass
 import socket
 import time
 from typing import Any
@@ -36,6 +37,14 @@ def thrift_api():
             f"a Hive Metastore sync needs the thrift client of the '{EXTRA}' extra, which is not "
             f"installed here ({e})", extra=EXTRA, key="hoodie.datasource.hive_sync.enable") from e
     return ThriftHiveMetastore, ttypes, TSocket, TTransport, TBinaryProtocol
+
+
+def _user() -> str | None:
+    """The table's owner, as Java's sync sets it: the user this process runs as."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
 
 
 def _endpoints(uris: str) -> list[tuple[str, int]]:
@@ -134,20 +143,20 @@ class HiveMetastore:
                         dict(sd.serdeInfo.parameters or {}), dict(t.parameters or {}), t.tableType, raw=t)
 
     def _fields(self, cols):
-        return [self.ttypes.FieldSchema(name=n, type=ty, comment=None) for n, ty in cols]
+        return [self.ttypes.FieldSchema(name=n, type=ty, comment="") for n, ty in cols]
 
     def _sd(self, d: TableDef, location: str, cols):
         tt = self.ttypes
         return tt.StorageDescriptor(
             cols=self._fields(cols), location=location, inputFormat=d.input_format,
-            outputFormat=d.output_format, compressed=False, numBuckets=-1,
+            outputFormat=d.output_format, compressed=False, numBuckets=0,
             serdeInfo=tt.SerDeInfo(name=None, serializationLib=d.serde_lib, parameters=dict(d.serde_params)),
             bucketCols=[], sortCols=[], parameters={})
 
     def create_table(self, db: str, d: TableDef) -> bool:
         """Create ``d``; False when it exists already (another sync made it meanwhile)."""
         now = int(time.time())
-        t = self.ttypes.Table(tableName=d.name, dbName=db, owner=None, createTime=now, lastAccessTime=now,
+        t = self.ttypes.Table(tableName=d.name, dbName=db, owner=_user(), createTime=now, lastAccessTime=now,
                               retention=0, sd=self._sd(d, d.location, d.columns),
                               partitionKeys=self._fields(d.partition_keys), parameters=dict(d.params),
                               tableType=d.table_type)

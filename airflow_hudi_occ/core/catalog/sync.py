@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 from airflow_hudi_occ.core.catalog.changes import (SyncPoint, changes_since, live_partitions,
                                                    partition_values)
@@ -58,6 +59,17 @@ OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
 SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 SPARK_PROVIDER = "spark.sql.sources.provider"
 RO_SUFFIX, RT_SUFFIX = "_ro", "_rt"
+#: what Java's sync records as ``hudi_writer_version`` (its HoodieVersion): the Hudi release
+#: whose table format and sync this project follows
+HUDI_WRITER_VERSION = "1.2.0"
+HUDI_WRITER_VERSION_KEY = "hudi_writer_version"
+
+
+def same_path(a: str | None, b: str | None) -> bool:
+    """Two locations naming one path, whatever their schemes and authorities (Java's
+    ``FSUtils.comparePathsWithoutScheme``)."""
+    strip = lambda p: urlparse(p or "").path.rstrip("/") if "://" in (p or "") or (p or "").startswith("file:") else (p or "").rstrip("/")  # noqa: E731
+    return strip(a) == strip(b)
 
 
 @dataclass(frozen=True)
@@ -276,7 +288,7 @@ class CatalogSync:
             report.schema_changed.append(ct.name)
         if self.cfg.conditional and not (changed or added or dropped or ct.name in report.created):
             return
-        current.params = {**current.params, **reached.params()}
+        current.params = {**current.params, **reached.params(), HUDI_WRITER_VERSION_KEY: HUDI_WRITER_VERSION}
         client.alter_table(db, current, cascade=changed and bool(self.fields))
         report.last_commit_time_sync = reached.commit_time
         report.last_commit_completion_time_sync = reached.completion_time
@@ -298,7 +310,9 @@ class CatalogSync:
         want_input = REALTIME_INPUT_FORMAT if ct.realtime else INPUT_FORMAT
         want_params = {k: v for k, v in current.params.items() if not k.startswith("spark.sql.sources.schema.")}
         want_params.update(self._table_params(columns))
-        want = (data, want_input, self.location, {**current.serde_params, **self._serde_params(ct)}, want_params)
+        # the metastore qualifies a location (file:/...): the same path without its scheme is the same
+        location = current.location if same_path(current.location, self.location) else self.location
+        want = (data, want_input, location, {**current.serde_params, **self._serde_params(ct)}, want_params)
         have = (current.columns, current.input_format, current.location, current.serde_params, current.params)
         if want == have:
             return False
