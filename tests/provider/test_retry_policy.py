@@ -9,8 +9,9 @@ from airflow.sdk import DAG, ExceptionRetryPolicy, RetryAction, RetryRule
 
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
 from airflow_hudi_occ.core.errors import (CatalogSyncError, CatalogUnavailableError, ConfigError, EarlyConflictError,
-                                          HudiOccError, InvalidPartitionPathError, LockAcquireTimeoutError, LockServiceUnreachableError, SourceNotFoundError,
-                                          StorageUnavailableError, TableNotFoundError, from_dict)
+                                          HudiOccError, InvalidPartitionPathError, LockAcquireTimeoutError,
+                                          LockServiceUnreachableError, SourceNotFoundError, StorageUnavailableError,
+                                          TableNotFoundError, from_dict)
 from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.retry_policy import HudiRetryPolicy, package_error, raise_task_failure
