@@ -212,3 +212,22 @@ def test_two_writer_processes_and_a_metastore_outage(hive_metastore, spark_sql, 
     assert parts == sorted(f"w{n}-{i:02d}" for n in range(2) for i in range(commits))
     assert lcts == done[-1].requested_time and rep.last_commit_time_sync == lcts
     assert sql_rows(spark_sql, "race", "race", COLS) == rows_of(read_table(table), COLS)
+
+
+def test_spark_engine_commits_sync_too(hive_metastore, spark_sql, spark, tmp_path):
+    """The Spark engine's writes (PySpark 4.2, SparkHudiWriter) run the same sync after their
+    commit: a merge-on-read table registered, read by Spark SQL through the metastore."""
+    from airflow_hudi_occ.spark.writer import SparkHudiWriter
+    path = str(tmp_path / "sparkmor")
+    writer = SparkHudiWriter(spark, path, {
+        **sync_opts(hive_metastore.uri, "engine"),
+        "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.table.name": "sparkmor",
+        "hoodie.datasource.write.table.type": "MERGE_ON_READ"})
+    schema = "id long, p string, ts long"
+    first = writer.write(spark.createDataFrame([(1, "a", 1), (2, "b", 1)], schema), "upsert")
+    second = writer.write(spark.createDataFrame([(1, "a", 2), (3, "c", 2)], schema), "upsert")
+    assert first.catalog_sync.created == ["sparkmor_ro", "sparkmor_rt", "sparkmor"]
+    assert second.catalog_sync.added["sparkmor_rt"] == ["a", "c"]
+    table = Table.open(path)
+    assert sql_rows(spark_sql, "engine", "sparkmor_rt", COLS) == rows_of(read_table(table), COLS)
