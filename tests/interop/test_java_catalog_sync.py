@@ -88,7 +88,7 @@ def test_spark_sql_reads_the_synced_tables_equal_to_the_model(hive_metastore, sp
 
     # Java empties partition b of the copy-on-write table; our next sync drops it
     spark_sql.run(Write(cow.base_uri, batch([(2, "b", 9)], v=["z"]), operation="delete_partition",
-                        options={**FAST_WRITE_OPTIONS, "hoodie.datasource.write.partitions.to.delete": "b"}))
+                        options={"hoodie.datasource.write.partitions.to.delete": "b"}))
     rep = sync_table(cow, config)
     assert rep.dropped == {"cow": ["b"]}
     cols = COLS + ["v"]
