@@ -31,7 +31,7 @@ from .common import Figure, work_dir
 NAME = "catalog_sync"
 SIZES = (10, 10_000)
 QUICK_SIZES = (10, 100)
-COMMITS = 5
+COMMITS = 3
 
 
 def figure_names(quick: bool = False) -> list[str]:
