@@ -57,6 +57,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import conf
 
+from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
@@ -68,7 +69,7 @@ from airflow_hudi_occ.core.job_protocol import EXIT_ERROR, EXIT_OK, EXIT_RETRYAB
 from airflow_hudi_occ.core.table.table import Table, check_new_table_location
 from airflow_hudi_occ.core.concurrency import admission as core_admission
 from airflow_hudi_occ.core.concurrency.footprint import REQUEST_LABEL, check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, MetaSyncConfig
 from airflow_hudi_occ.provider import admission, deferred_job, write_window
 from airflow_hudi_occ.provider.arguments import check_write_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
@@ -505,9 +506,21 @@ class HudiWriteOperator(BaseOperator):
     def _already_committed(self, run: "_WriteRun", inst) -> dict:
         self.log.info("batch %r is already committed as instant %s (completed %s): this run "
                       "writes nothing new", run.batch_key, inst.requested_time, inst.completion_time)
-        return {"outcome": "already_committed", "instant": inst.requested_time,
-                "completion_time": inst.completion_time, "table": run.table_path,
-                "batch_key": run.batch_key, "attempts": run.attempts}
+        out = {"outcome": "already_committed", "instant": inst.requested_time,
+               "completion_time": inst.completion_time, "table": run.table_path,
+               "batch_key": run.batch_key, "attempts": run.attempts}
+        # The try before may have committed and then failed its catalog sync (a metastore
+        # down): this try syncs, as the job would have after its commit (docs/catalog-sync.md).
+        # (Our engine's options only: a Java job syncs with Java's own tool.)
+        config = run.checked.write_config if run.checked is not None else None
+        if config is not None and MetaSyncConfig.from_options(config.options).enabled:
+            try:
+                rep = sync_table(Table.open(run.table_path, run.storage_options or None), config,
+                                 committed_instant=inst.requested_time)
+            except HudiOccError as e:
+                raise_task_failure(self, e)
+            out["catalog_sync"] = rep.to_json() if rep is not None else None
+        return out
 
     def _yield_to_windows(self, run: "_WriteRun") -> None:
         try:
