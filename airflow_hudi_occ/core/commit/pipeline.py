@@ -323,7 +323,6 @@ class WritePipeline:
             before_commit: Callable[[WriteTransaction], None] | None = None,
             extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
         """One batch as one instant (or the batch's earlier commit)."""
-        check_sync_client(engine.config)
         engine.check_input()
         if recover and batch_key is not None:
             done = engine.settled(batch_key, writer_id=self.writer_id, attempt=attempt,
@@ -331,6 +330,7 @@ class WritePipeline:
             if done is not None:
                 return after_commit(engine.table, engine.config, done)
         batch_schema = engine.prepare()
+        check_sync_client(engine.config)  # the config is the engine's once prepared (Spark)
         schema_json = commit_schema(engine.table, engine.operation, batch_schema)
         engine.check_batch(schema_json)
         self.schema_json = schema_json
