@@ -218,6 +218,14 @@ RULES: tuple[Rule, ...] = (
          "reconciling a batch's schema with the table's (filling missing columns, widening types) "
          "is not implemented",
          "remove it and give the batch the table's full schema (missing columns as nulls)"),
+    _off(r"hoodie\.datasource\.hive_sync\.(bucket_sync|sync_comment|recreate_table_on_error)"
+         r"|hoodie\.meta\.sync\.(no_partition_metadata|touch\.partitions\.enabled)",
+         "this catalog-sync feature of Java's (bucket specs, column comments, re-creating the table on "
+         "an error, no partition metadata, touching partitions) is not implemented (docs/catalog-sync.md)",
+         "remove it (or set it to false); the sync registers the table as Java's does by default"),
+    _refuse(r"hoodie\.datasource\.hive_sync\.base_file_format",
+            "the tables this project writes have parquet base files", "remove it, or set it to PARQUET",
+            "PARQUET"),
     _no(r"hoodie\.datasource\.(hive_sync|meta\.sync|meta_sync)\..*|hoodie\.meta[._]sync\..*"
         r"|hoodie\.datasource\.partition_extractor_class|hoodie\.table\.partition_extractor_class",
         SYNC_SETTING),
