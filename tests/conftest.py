@@ -90,6 +90,33 @@ def java_hudi(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory):
+    """One real Hive Metastore (PySpark's jars, Derby; about 20 s to start) for the session's
+    catalog-sync tests (tests/core/catalog, tests/interop/test_java_catalog_sync.py)."""
+    from airflow_hudi_occ.testing.hive_metastore import HiveMetastoreServer
+    try:
+        import pymetastore  # noqa: F401
+    except ImportError:
+        pytest.fail("the catalog-sync tests need the 'hive' extra (pymetastore): run "
+                    "scripts/bootstrap.sh, or pip install -e '.[hive]' -c constraints.txt")
+    server = HiveMetastoreServer(tmp_path_factory.mktemp("hive-metastore"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def moto_glue(monkeypatch):
+    """moto's AWS Glue in this process (no AWS): the Glue catalog sync's target in tests."""
+    from moto import mock_aws
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture(scope="session")
 def zk_server(tmp_path_factory):
     """One real ZooKeeper server (Debian's package) for the whole test session."""
     from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer

@@ -1085,3 +1085,177 @@ def service_config(cls, config):
     if isinstance(config, WriteConfig):
         return cls.from_options(config.options, write=config)
     return cls.from_options(config or {})
+
+
+# --- catalog sync (Hive Metastore; issue 41 item 3) ------------------------------------------------
+# Hudi's meta-sync keys, read by core/catalog after each commit and by `hudi-occ sync`
+# (docs/catalog-sync.md). Names and defaults are Java's HiveSyncConfig / HoodieSyncConfig.
+
+class SyncMode(str, enum.Enum):
+    """``hoodie.datasource.hive_sync.mode``: only the thrift metastore (``hms``) is spoken here."""
+
+    HMS = "hms"
+    GLUE = "glue"
+
+
+class SyncTableStrategy(str, enum.Enum):
+    """``hoodie.datasource.hive_sync.table.strategy``: which tables a merge-on-read table gets."""
+
+    ALL = "ALL"
+    RO = "RO"
+    RT = "RT"
+
+
+HIVE_SYNC_TOOL = "org.apache.hudi.hive.HiveSyncTool"
+GLUE_SYNC_TOOL = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+
+
+def _sync_mode(v: Any) -> SyncMode:
+    s = str(v).strip().lower()
+    if s in ("hms", "thrift"):
+        return SyncMode.HMS
+    if s == "glue":
+        return SyncMode.GLUE
+    raise ConfigError(f"hive sync mode {v!r} is not spoken here", key="hoodie.datasource.hive_sync.mode",
+                      value=v, remedy="use hms (the metastore's thrift API, "
+                                      "hoodie.datasource.hive_sync.metastore.uris) or glue; jdbc and "
+                                      "hiveql need a HiveServer2 this project does not talk to")
+
+
+def _sync_tools(v: Any) -> list[str]:
+    tools = [s.strip() for s in str(v).split(",") if s.strip()]
+    for t in tools:
+        if t not in (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL):
+            raise ConfigError(f"sync tool {t!r} is not implemented here",
+                              key="hoodie.meta.sync.client.tool.class", value=v,
+                              remedy=f"use {HIVE_SYNC_TOOL} (Hive Metastore) or {GLUE_SYNC_TOOL} (AWS Glue)")
+    return tools
+
+
+def _kv_pairs(v: Any) -> dict[str, str]:
+    """Java's ``ConfigUtils.toMap``: ``k1=v1\\nk2=v2`` (newline or comma separated)."""
+    out: dict[str, str] = {}
+    for part in str(v).replace("\n", ",").split(","):
+        if part.strip():
+            if "=" not in part:
+                raise ValueError(f"{part!r} is not key=value")
+            k, val = part.split("=", 1)
+            out[k.strip()] = val.strip()
+    return out
+
+
+META_SYNC_ENABLE = ConfigProperty("hoodie.datasource.meta.sync.enable", False, parse_bool,
+                                  doc="sync the table to a catalog after each commit")
+HIVE_SYNC_ENABLE = ConfigProperty("hoodie.datasource.hive_sync.enable", False, parse_bool,
+                                  doc="sync the table to the Hive Metastore after each commit")
+META_SYNC_TOOLS = ConfigProperty("hoodie.meta.sync.client.tool.class", [HIVE_SYNC_TOOL], _sync_tools)
+HIVE_SYNC_MODE = ConfigProperty("hoodie.datasource.hive_sync.mode", SyncMode.HMS, _sync_mode)
+HIVE_SYNC_METASTORE_URIS = ConfigProperty("hoodie.datasource.hive_sync.metastore.uris",
+                                          "thrift://localhost:9083", str)
+HIVE_SYNC_DATABASE = ConfigProperty("hoodie.datasource.hive_sync.database", "default", str)
+#: Java infers it from hoodie.table.name; "" here means the same
+HIVE_SYNC_TABLE = ConfigProperty("hoodie.datasource.hive_sync.table", "", str)
+HIVE_SYNC_PARTITION_FIELDS = ConfigProperty(
+    "hoodie.datasource.hive_sync.partition_fields", None,
+    lambda v: [s.strip() for s in str(v).split(",") if s.strip()],
+    doc="inferred from the table's partition fields, as Java infers it")
+HIVE_SYNC_PARTITION_EXTRACTOR = ConfigProperty(
+    "hoodie.datasource.hive_sync.partition_extractor_class", "", str,
+    aliases=("hoodie.datasource.partition_extractor_class",),
+    doc="inferred as Java infers it; MultiPartKeys, SinglePartPartition, HiveStyle, NonPartitioned")
+HIVE_SYNC_AUTO_CREATE_DATABASE = ConfigProperty("hoodie.datasource.hive_sync.auto_create_database", True, parse_bool)
+HIVE_SYNC_SKIP_RO_SUFFIX = ConfigProperty("hoodie.datasource.hive_sync.skip_ro_suffix", False, parse_bool)
+HIVE_SYNC_TABLE_STRATEGY = ConfigProperty("hoodie.datasource.hive_sync.table.strategy", SyncTableStrategy.ALL,
+                                          parse_enum(SyncTableStrategy))
+HIVE_SYNC_AS_DATASOURCE = ConfigProperty("hoodie.datasource.hive_sync.sync_as_datasource", True, parse_bool)
+HIVE_SYNC_OMIT_METADATA_FIELDS = ConfigProperty("hoodie.datasource.hive_sync.omit_metadata_fields", False, parse_bool)
+HIVE_SYNC_SUPPORT_TIMESTAMP = ConfigProperty("hoodie.datasource.hive_sync.support_timestamp", False, parse_bool)
+HIVE_SYNC_TABLE_PROPERTIES = ConfigProperty("hoodie.datasource.hive_sync.table_properties", {}, _kv_pairs)
+HIVE_SYNC_SERDE_PROPERTIES = ConfigProperty("hoodie.datasource.hive_sync.serde_properties", {}, _kv_pairs)
+HIVE_SYNC_MANAGED_TABLE = ConfigProperty("hoodie.datasource.hive_sync.create_managed_table", False, parse_bool)
+HIVE_SYNC_IGNORE_EXCEPTIONS = ConfigProperty("hoodie.datasource.hive_sync.ignore_exceptions", False, parse_bool)
+HIVE_SYNC_BATCH_NUM = ConfigProperty("hoodie.datasource.hive_sync.batch_num", 1000, parse_int)
+HIVE_SYNC_SCHEMA_THRESHOLD = ConfigProperty("hoodie.datasource.hive_sync.schema_string_length_thresh", 4000, parse_int)
+META_SYNC_INCREMENTAL = ConfigProperty("hoodie.meta.sync.incremental", True, parse_bool)
+META_SYNC_DECODE_PARTITION = ConfigProperty("hoodie.meta.sync.decode_partition", None, parse_bool,
+                                            doc="inferred from hoodie.datasource.write.partitionpath.urlencode")
+META_SYNC_CONDITIONAL = ConfigProperty("hoodie.datasource.meta_sync.condition.sync", False, parse_bool)
+META_SYNC_SNAPSHOT_WITH_TABLE_NAME = ConfigProperty("hoodie.meta.sync.sync_snapshot_with_table_name", True, parse_bool)
+META_SYNC_SPARK_VERSION = ConfigProperty("hoodie.meta_sync.spark.version", "", str)
+#: this project's key: no Hudi key bounds a metastore call (Java takes HiveConf's
+#: hive.metastore.client.socket.timeout, 600 s); every connect and every call waits this long
+META_SYNC_TIMEOUT_MS = ConfigProperty("hoodie.occ.meta.sync.timeout.ms", 20_000, parse_int,
+                                      doc="this project's key: connect and read timeout of each metastore call")
+
+
+@dataclass(frozen=True)
+class MetaSyncConfig:
+    """What a catalog sync reads of a writer's options (docs/catalog-sync.md)."""
+
+    enabled: bool = False
+    tools: tuple[str, ...] = (HIVE_SYNC_TOOL,)
+    mode: SyncMode = SyncMode.HMS
+    metastore_uris: str = "thrift://localhost:9083"
+    database: str = "default"
+    table: str = ""
+    partition_fields: tuple[str, ...] | None = None
+    partition_extractor: str = ""
+    auto_create_database: bool = True
+    skip_ro_suffix: bool = False
+    table_strategy: SyncTableStrategy = SyncTableStrategy.ALL
+    as_datasource: bool = True
+    omit_metadata_fields: bool = False
+    support_timestamp: bool = False
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    serde_properties: Mapping[str, str] = field(default_factory=dict)
+    managed_table: bool = False
+    ignore_exceptions: bool = False
+    batch_num: int = 1000
+    schema_length_threshold: int = 4000
+    incremental: bool = True
+    decode_partition: bool | None = None
+    conditional: bool = False
+    snapshot_with_table_name: bool = True
+    spark_version: str = ""
+    timeout_ms: int = 20_000
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "MetaSyncConfig":
+        options = dict(options or {})
+        tools = META_SYNC_TOOLS.get(options)
+        mode = HIVE_SYNC_MODE.get(options)
+        if GLUE_SYNC_TOOL in tools and HIVE_SYNC_MODE.key not in options:
+            mode = SyncMode.GLUE
+        cfg = cls(
+            enabled=META_SYNC_ENABLE.get(options) or HIVE_SYNC_ENABLE.get(options),
+            tools=tuple(tools), mode=mode,
+            metastore_uris=HIVE_SYNC_METASTORE_URIS.get(options),
+            database=HIVE_SYNC_DATABASE.get(options),
+            table=HIVE_SYNC_TABLE.get(options),
+            partition_fields=(None if HIVE_SYNC_PARTITION_FIELDS.get(options) is None
+                              else tuple(HIVE_SYNC_PARTITION_FIELDS.get(options))),
+            partition_extractor=HIVE_SYNC_PARTITION_EXTRACTOR.get(options),
+            auto_create_database=HIVE_SYNC_AUTO_CREATE_DATABASE.get(options),
+            skip_ro_suffix=HIVE_SYNC_SKIP_RO_SUFFIX.get(options),
+            table_strategy=HIVE_SYNC_TABLE_STRATEGY.get(options),
+            as_datasource=HIVE_SYNC_AS_DATASOURCE.get(options),
+            omit_metadata_fields=HIVE_SYNC_OMIT_METADATA_FIELDS.get(options),
+            support_timestamp=HIVE_SYNC_SUPPORT_TIMESTAMP.get(options),
+            table_properties=HIVE_SYNC_TABLE_PROPERTIES.get(options),
+            serde_properties=HIVE_SYNC_SERDE_PROPERTIES.get(options),
+            managed_table=HIVE_SYNC_MANAGED_TABLE.get(options),
+            ignore_exceptions=HIVE_SYNC_IGNORE_EXCEPTIONS.get(options),
+            batch_num=HIVE_SYNC_BATCH_NUM.get(options),
+            schema_length_threshold=HIVE_SYNC_SCHEMA_THRESHOLD.get(options),
+            incremental=META_SYNC_INCREMENTAL.get(options),
+            decode_partition=META_SYNC_DECODE_PARTITION.get(options),
+            conditional=META_SYNC_CONDITIONAL.get(options),
+            snapshot_with_table_name=META_SYNC_SNAPSHOT_WITH_TABLE_NAME.get(options),
+            spark_version=META_SYNC_SPARK_VERSION.get(options),
+            timeout_ms=META_SYNC_TIMEOUT_MS.get(options),
+        )
+        if cfg.batch_num < 1 or cfg.timeout_ms < 1 or cfg.schema_length_threshold < 1:
+            raise ConfigError("the sync's batch size, timeout and schema length threshold must be positive",
+                              key=HIVE_SYNC_BATCH_NUM.key, value=cfg.batch_num,
+                              remedy="give positive values (defaults: 1000, 20000 ms, 4000)")
+        return cfg

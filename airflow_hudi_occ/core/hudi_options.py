@@ -151,13 +151,8 @@ JAVA_CLASS_REMEDY = ("remove it (Hudi's default class is what this project does)
 NOT_IMPLEMENTED = "this project does not implement this setting beyond Hudi's default"
 NOT_IMPLEMENTED_REMEDY = ("remove it (Hudi's default is accepted), or run the job on Java Hudi with "
                           "HudiJavaWriteOperator (docs/java-engine.md)")
-SYNC_ISSUE = ("catalog sync (Hive Metastore, Glue) is not implemented yet (issue 41, item 3): the "
-              "commits would never reach the catalog")
-SYNC_REMEDY = ("remove it (or set it to false) and register or sync the table yourself after the write, "
-               "e.g. with Java Hudi's HiveSyncTool (run_sync_tool.sh) or a Spark SQL CREATE TABLE ... "
-               "USING hudi LOCATION")
-SYNC_SETTING = ("a catalog-sync setting, read only while sync is on (hoodie.datasource.meta.sync.enable "
-                "or hoodie.datasource.hive_sync.enable), which is refused here until issue 41's sync")
+SYNC_SETTING = ("a setting of Java's sync tools that this project's catalog sync (docs/catalog-sync.md) "
+                "does not read: JDBC / HiveQL modes, Glue's and BigQuery's tuning, Java-only switches")
 TABLE_SERVICE_REMEDY = ("set it to false and run the service as its own task: HudiTableServiceOperator "
                         "with service='{service}' (docs/operators.md), which plans and runs it under OCC")
 
@@ -223,7 +218,14 @@ RULES: tuple[Rule, ...] = (
          "reconciling a batch's schema with the table's (filling missing columns, widening types) "
          "is not implemented",
          "remove it and give the batch the table's full schema (missing columns as nulls)"),
-    _off(r"hoodie\.datasource\.(meta\.sync|hive_sync)\.enable", SYNC_ISSUE, SYNC_REMEDY),
+    _off(r"hoodie\.datasource\.hive_sync\.(bucket_sync|sync_comment|recreate_table_on_error)"
+         r"|hoodie\.meta\.sync\.(no_partition_metadata|touch\.partitions\.enabled)",
+         "this catalog-sync feature of Java's (bucket specs, column comments, re-creating the table on "
+         "an error, no partition metadata, touching partitions) is not implemented (docs/catalog-sync.md)",
+         "remove it (or set it to false); the sync registers the table as Java's does by default"),
+    _refuse(r"hoodie\.datasource\.hive_sync\.base_file_format",
+            "the tables this project writes have parquet base files", "remove it, or set it to PARQUET",
+            "PARQUET"),
     _no(r"hoodie\.datasource\.(hive_sync|meta\.sync|meta_sync)\..*|hoodie\.meta[._]sync\..*"
         r"|hoodie\.datasource\.partition_extractor_class|hoodie\.table\.partition_extractor_class",
         SYNC_SETTING),

@@ -34,11 +34,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.concurrency import admission as core_admission
-from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, MetaSyncConfig
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
                                           TableNotFoundError, from_dict)
 from airflow_hudi_occ.core.format.storage import Storage
@@ -266,9 +267,21 @@ class AttemptLoop:
         self.release_windows(run)
         self.log.info("batch %r is already committed as instant %s (completed %s): this run "
                       "writes nothing new", run.batch_key, inst.requested_time, inst.completion_time)
-        return {"outcome": "already_committed", "instant": inst.requested_time,
-                "completion_time": inst.completion_time, "table": run.table_path,
-                "batch_key": run.batch_key, "attempts": run.attempts}
+        out = {"outcome": "already_committed", "instant": inst.requested_time,
+               "completion_time": inst.completion_time, "table": run.table_path,
+               "batch_key": run.batch_key, "attempts": run.attempts}
+        # The try before may have committed and then failed its catalog sync (a metastore
+        # down): this try syncs, as the job would have after its commit (docs/catalog-sync.md).
+        # (Our engine's options only: a Java job syncs with Java's own tool.)
+        config = run.checked.write_config if run.checked is not None else None
+        if config is not None and MetaSyncConfig.from_options(config.options).enabled:
+            try:
+                rep = sync_table(Table.open(run.table_path, run.storage_options or None), config,
+                                 committed_instant=inst.requested_time)
+            except HudiOccError as e:
+                raise_task_failure(self.task, e)
+            out["catalog_sync"] = rep.to_json() if rep is not None else None
+        return out
 
     # -- write windows and admission -----------------------------------------------------------
 

@@ -110,13 +110,15 @@ class SparkWriteResult:
     outcome: str = COMMITTED
     attempted_instant: str | None = None
     recovered_from: str | None = None
+    #: the catalog sync after the commit (core/catalog/sync.SyncReport), if one ran
+    catalog_sync: object | None = None
 
     @classmethod
     def from_commit(cls, res: CommitResult, attempt: int, seconds: float = 0.0) -> "SparkWriteResult":
         meta = res.metadata
         return cls(res.instant.requested_time, res.instant.completion_time, meta.operation_type,
                    attempt, meta.write_stats(), dict(meta.partition_to_replace_file_ids or {}),
-                   seconds, res.outcome, res.attempted_instant, res.recovered_from)
+                   seconds, res.outcome, res.attempted_instant, res.recovered_from, res.catalog_sync)
 
     def summary(self) -> dict:
         s = self.stats
@@ -134,6 +136,8 @@ class SparkWriteResult:
             out["attempted_instant"] = self.attempted_instant
         if self.recovered_from is not None:
             out["recovered_from"] = self.recovered_from
+        if self.catalog_sync is not None:
+            out["catalog_sync"] = self.catalog_sync.to_json()
         return out
 
 
@@ -240,7 +244,8 @@ class SparkHudiWriter(SparkTableJob):
             return SparkWriteResult.from_commit(res, attempt, time.time() - (run.t_start if run else t0))
         return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                 engine.batch.opts.operation_type, run.tx.attempt, pipeline.stats,
-                                pipeline.replaced or {}, time.time() - run.t_start)
+                                pipeline.replaced or {}, time.time() - run.t_start,
+                                catalog_sync=res.catalog_sync)
 
 
 @dataclass

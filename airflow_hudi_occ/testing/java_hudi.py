@@ -23,7 +23,8 @@ its own (races, kills). The steps:
 - :class:`ReadHFile`: one local HFile read by Hudi's own HFile reader (``hudi-io``), for the
   HFiles this project writes for the metadata table;
 - :class:`MetadataCheck`: the files, column stats and partition stats Java's metadata-table
-  reader returns, and the stats Java computes from the files themselves.
+  reader returns, and the stats Java computes from the files themselves;
+- :class:`Sql`: a Spark SQL query (with Hive support: tables a catalog sync registered).
 
 Errors: :class:`JavaHudiNotInstalledError` when the set-up has not run (the message names the
 script); :class:`JavaHudiError` for a step Java failed, carrying the Java exception's class
@@ -265,7 +266,25 @@ class Timelines:
         return {"op": "timeline", "path": str(self.path)}
 
 
-Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines
+@dataclass
+class Sql:
+    """One Spark SQL query, its rows returned (:attr:`StepResult.rows`): with a harness whose
+    ``spark_conf`` turns on Hive support (``spark.sql.catalogImplementation=hive`` and
+    ``spark.hadoop.hive.metastore.uris``), Spark SQL reading a table a catalog sync registered,
+    through Hudi's relation (docs/catalog-sync.md). ``refresh``: tables whose cached metadata
+    Spark drops first."""
+
+    query: str
+    refresh: list[str] = field(default_factory=list)
+
+    op = "sql"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "sql", "query": self.query, "refresh": list(self.refresh),
+                "output": str(run_dir / f"sql-{n}")}
+
+
+Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines | Sql
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:

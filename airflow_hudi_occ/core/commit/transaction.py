@@ -109,8 +109,16 @@ class CommitResult:
     attempted_instant: str | None = None
     #: recommitted: the writer id that wrote the files
     recovered_from: str | None = None
+    #: what the catalog sync after the commit did (core/catalog/sync.SyncReport), if one ran
+    catalog_sync: object | None = None
 
     def to_json(self) -> dict:
+        out = self._json()
+        if self.catalog_sync is not None:
+            out["catalog_sync"] = self.catalog_sync.to_json()
+        return out
+
+    def _json(self) -> dict:
         return {"outcome": self.outcome, "instant": self.instant.requested_time,
                 "attempted_instant": self.attempted_instant, "recovered_from": self.recovered_from,
                 "completion_time": self.instant.completion_time,
