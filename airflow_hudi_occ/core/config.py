@@ -699,6 +699,8 @@ class WriteConfig:
     #: the clustering updates strategy named (its Hudi class name), "" when none is (then
     #: :attr:`rejects_clustering_updates` infers it as Hudi does)
     clustering_updates_strategy: str = CLUSTERING_UPDATES_STRATEGY.default
+    #: the catalog sync after each commit (core/catalog/sync.py); its class is defined below
+    meta_sync: "MetaSyncConfig" = field(default_factory=lambda: MetaSyncConfig())
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -738,6 +740,7 @@ class WriteConfig:
             recovery_grace_period_ms=RECOVERY_GRACE_PERIOD_MS.get(options),
             clustering_fail_on_pending_ingestion=CLUSTERING_FAIL_ON_PENDING_INGESTION.get(options),
             clustering_updates_strategy=CLUSTERING_UPDATES_STRATEGY.get(options),
+            meta_sync=MetaSyncConfig.from_options(options),
             options=options,
         )
         if cfg.max_clock_skew_ms < 0:

@@ -39,7 +39,7 @@ from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.concurrency import admission as core_admission
-from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, MetaSyncConfig
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
 from airflow_hudi_occ.core.errors import (HudiOccError, RetryableError, TableLocationNotEmptyError,
                                           TableNotFoundError, from_dict)
 from airflow_hudi_occ.core.format.storage import Storage
@@ -274,7 +274,7 @@ class AttemptLoop:
         # down): this try syncs, as the job would have after its commit (docs/catalog-sync.md).
         # (Our engine's options only: a Java job syncs with Java's own tool.)
         config = run.checked.write_config if run.checked is not None else None
-        if config is not None and MetaSyncConfig.from_options(config.options).enabled:
+        if config is not None and config.meta_sync.enabled:
             try:
                 rep = sync_table(Table.open(run.table_path, run.storage_options or None), config,
                                  committed_instant=inst.requested_time)

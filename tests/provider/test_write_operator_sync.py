@@ -32,7 +32,7 @@ def test_a_retry_of_a_committed_batch_syncs_the_catalog(moto_glue, tmp_path):
             "hoodie.datasource.hive_sync.enable": "true", "hoodie.datasource.hive_sync.mode": "glue",
             "hoodie.datasource.hive_sync.database": "lake"}
     op = ops.HudiWriteOperator(task_id="upsert", source=src, table_path=table.base_uri, options=opts,
-                               conflict_retries=0, yield_to_windows=False)
+                               conflict_retries=0, write_windows=None)
     out = op.execute({"ti": StubTI()})
     assert out["outcome"] == "already_committed" and out["attempts"] == []  # no spark-submit
     assert out["catalog_sync"]["created"] == ["t"]

@@ -352,7 +352,7 @@ def sync_table(table, config: WriteConfig | None = None, *, options=None, lock_m
     ``committed_instant``) unless ``hoodie.datasource.hive_sync.ignore_exceptions``, when the
     report carries the error instead."""
     config = config or WriteConfig.from_options(options or {})
-    cfg = MetaSyncConfig.from_options(config.options)
+    cfg = config.meta_sync
     if not (cfg.enabled or force):
         return None
     where = "glue" if cfg.mode is SyncMode.GLUE else cfg.metastore_uris
@@ -397,7 +397,7 @@ def check_sync_client(config: WriteConfig) -> None:
     """Before an instant exists: a sync asked for whose client library is missing is refused
     (:class:`~airflow_hudi_occ.core.errors.CatalogClientMissingError` naming the extra), not
     found after the commit."""
-    cfg = MetaSyncConfig.from_options(config.options)
+    cfg = config.meta_sync
     if cfg.enabled and cfg.mode is SyncMode.HMS:
         thrift_api()
     elif cfg.enabled:
