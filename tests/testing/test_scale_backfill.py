@@ -28,7 +28,7 @@ def test_the_dag_file_parses_with_the_backfill_mapped_over_the_days(tmp_path):
         "    options = kw.get('options') or getattr(write, 'options', None)\n"
         "    WriteConfig.from_options(options)\n"
         "    out[dag_id] = {'tasks': sorted(tasks), 'mapped': type(write).__name__ == 'MappedOperator',\n"
-        "                   'kind': kw.get('write_kind') or getattr(write, 'write_kind', None),\n"
+        "                   'kind': (kw.get('admission') or getattr(write, 'admission', None)).kind,\n"
         "                   'at_once': write.max_active_tis_per_dagrun, 'table': kw.get('table_path') or\n"
         "                   getattr(write, 'table_path', None), 'schedule': str(dag.schedule)}\n"
         "print(json.dumps(out))\n")

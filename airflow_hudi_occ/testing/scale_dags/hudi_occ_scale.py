@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
+from airflow_hudi_occ.provider.admission import AdmissionSettings
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.testing import scale_backfill as scale
 
@@ -39,11 +41,8 @@ def backfill_dag(dag_id: str, table: str, staging: str) -> DAG:
             task_id="rewrite_day",
             table_path=table,
             options=scale.TABLE_OPTIONS,
-            write_kind="backfill",
-            on_overlap="wait",
-            conflict_retries=10,
-            backoff_base_s=2.0,
-            backoff_max_s=20.0,
+            admission=AdmissionSettings(on_overlap="wait", kind="backfill"),
+            conflict_retries=RetryPolicy(max_conflict_retries=10, base_delay_s=2.0, max_delay_s=20.0),
             max_active_tis_per_dagrun=SETTINGS.parallelism,
         ).expand_kwargs(stage_days())
     return dag
@@ -65,9 +64,6 @@ with DAG(dag_id="hudi_scale_ingestion", schedule=timedelta(minutes=1), start_dat
         source=stage_ingestion(),
         table_path=SETTINGS.table_mixed,
         options=scale.TABLE_OPTIONS,
-        write_kind="ingestion",
-        on_overlap="wait",
-        conflict_retries=8,
-        backoff_base_s=1.0,
-        backoff_max_s=8.0,
+        admission=AdmissionSettings(on_overlap="wait", kind="ingestion"),
+        conflict_retries=RetryPolicy(max_conflict_retries=8, base_delay_s=1.0, max_delay_s=8.0),
     )
