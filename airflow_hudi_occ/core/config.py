@@ -507,6 +507,65 @@ AUTO_UPGRADE = ConfigProperty(
         "refuses the write instead")
 
 
+# --- parquet base files ----------------------------------------------------------------------
+
+#: Hudi's codec names (parquet-mr's ``CompressionCodecName``) -> pyarrow's; the ones missing are
+#: refused: Java Hudi's readers cannot read what pyarrow writes for them (brotli needs a codec
+#: jar Hudi's bundle lacks; pyarrow writes LZ4_RAW where Java writes Hadoop's LZ4; LZO is GPL
+#: and absent from pyarrow)
+PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none",
+                  "none": "none"}
+
+
+def _parquet_codec(v: Any) -> str:
+    codec = str(v).strip().lower()
+    if codec not in PARQUET_CODECS:
+        raise ConfigError(
+            f"parquet compression codec {v!r} is not written here",
+            key="hoodie.parquet.compression.codec", value=v,
+            remedy="use snappy (this project's default), gzip (Hudi's default), zstd or uncompressed"
+                   + ("; lz4, brotli and lzo files written by pyarrow are not ones Java Hudi reads alike"
+                      if codec in ("lz4", "lz4_raw", "brotli", "lzo") else ""))
+    return PARQUET_CODECS[codec]
+
+
+def _positive_bytes(v: Any) -> int:
+    n = parse_int(v)
+    if n <= 0:
+        raise ValueError("expected a positive number of bytes")
+    return n
+
+
+#: Hudi's parquet keys (HoodieStorageConfig); unset, a base file is written as it always was
+#: (snappy, a row group per chunk the writer builds, pyarrow's 1 MB pages): nothing extra is done
+PARQUET_COMPRESSION_CODEC = ConfigProperty(
+    "hoodie.parquet.compression.codec", "snappy", _parquet_codec,
+    doc="snappy (this project's default; Hudi's is gzip, which writes about a third slower), gzip, "
+        "zstd or uncompressed")
+PARQUET_BLOCK_SIZE = ConfigProperty(
+    "hoodie.parquet.block.size", None, _positive_bytes,
+    doc="bytes a row group may hold (Hudi: 125829120); unset, a row group per written chunk")
+PARQUET_PAGE_SIZE = ConfigProperty(
+    "hoodie.parquet.page.size", None, _positive_bytes,
+    doc="bytes of a data page (Hudi's and pyarrow's default: 1048576)")
+
+
+@dataclass(frozen=True)
+class ParquetConfig:
+    """How base files are written (Hudi's ``hoodie.parquet.*`` keys): the codec, and the row
+    group and page sizes when set (None: the writer's own)."""
+
+    codec: str = "snappy"
+    block_size: int | None = None
+    page_size: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ParquetConfig":
+        options = options or {}
+        return cls(PARQUET_COMPRESSION_CODEC.get(options), PARQUET_BLOCK_SIZE.get(options),
+                   PARQUET_PAGE_SIZE.get(options))
+
+
 @dataclass(frozen=True)
 class ReadConfig:
     """What a reader is told: for now whether it lists files through Hudi's metadata table
@@ -542,6 +601,8 @@ class WriteConfig:
     metadata_maintain_files: bool = True
     write_table_version: int | None = None
     auto_upgrade: bool = True
+    #: how base files are written (``hoodie.parquet.*``)
+    parquet: ParquetConfig = field(default_factory=ParquetConfig)
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -576,6 +637,7 @@ class WriteConfig:
             metadata_maintain_files=METADATA_MAINTAIN_FILES.get(options),
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
+            parquet=ParquetConfig.from_options(options),
             options=options,
         )
         if cfg.max_clock_skew_ms < 0:
@@ -668,6 +730,7 @@ BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v:
 #: insert and upsert always combine (stricter than Hudi's insert).
 COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
                                        doc="bulk_insert only: true combines duplicate keys of a batch")
+
 
 
 # --- table services: clean and clustering ----------------------------------------------------

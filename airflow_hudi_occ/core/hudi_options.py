@@ -170,14 +170,6 @@ def _gated(what: str, gate: str) -> str:
 #: Keep specific rules above the general ones.
 RULES: tuple[Rule, ...] = (
     # --- the keys a Hudi user sets most (issue 41) ---------------------------------------------
-    _refuse(r"hoodie\.parquet\.compression\.codec",
-            "this project writes its parquet files with snappy compression and does not yet honour "
-            "another codec (issue 41, item 2)",
-            "remove it, or set it to snappy", "snappy"),
-    _refuse(r"hoodie\.parquet\.(block|page)\.size",
-            "this project's parquet files take a row group per chunk its writer writes and pyarrow's "
-            "page size; these sizes are not honoured yet (issue 41, item 2)",
-            "remove it (the file size is hoodie.parquet.max.file.size, which is honoured)", ""),
     _no(r"hoodie\.merge\.allow\.duplicate\.on\.inserts",
         "an insert here combines its batch's copies of a key whatever this says (stricter than Java "
         "with true, which may keep them)"),

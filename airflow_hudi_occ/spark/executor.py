@@ -243,7 +243,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
                                      dictionary_constants=True)
         else:  # virtual keys (new files only: the writer refuses the rest): the user's columns
             full = user
-        size = _write(table, rel, full, ctx)
+        size = _write(table, rel, full, ctx, config.parquet)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel,
             "prev_commit": _instant_of(prev_rel) if prev_rel else "null",
@@ -265,10 +265,10 @@ def _instant_of(rel: str) -> str:
     return posixpath.basename(rel).rsplit("_", 1)[1].split(".")[0]
 
 
-def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
+def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext, parquet=None) -> int:
     """Write the parquet in row groups (abort checked between them), then create it whole."""
     buf = io.BytesIO()
-    with parquet_writer(buf, full.schema, sample=full) as w:
+    with parquet_writer(buf, full.schema, sample=full, parquet=parquet) as w:
         for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
             abort_signal.check_abort(table, ctx.instant)
             w.write_table(full.slice(off, ctx.batch_rows))

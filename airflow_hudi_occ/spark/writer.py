@@ -619,7 +619,8 @@ class SparkWriteEngine(WriteEngine):
             out = native_write.staging_dir(table, tx.instant_time)
             t0 = time.time()
             job = native_write.write_job(self.spark, records, batch.user_columns, tx.instant_time,
-                                         names, out, meta_fields=table.config.populates_meta_fields)
+                                         names, out, meta_fields=table.config.populates_meta_fields,
+                                         parquet=tx.config.parquet)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self.async_checker(), on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, native_write.staged_files(names, out),

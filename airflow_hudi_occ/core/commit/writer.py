@@ -455,9 +455,10 @@ class ArrowTableWriter:
                         keys=None if keys is None else keys.slice(off, WRITE_CHUNK_ROWS),
                         commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
                         seqno_start=off, dictionary_constants=True), constant)
-            size = write_parquet_chunks(self.table.storage, rel, chunks())
+            size = write_parquet_chunks(self.table.storage, rel, chunks(), self.config.parquet)
         else:  # virtual keys: the user's columns alone, as Hudi writes them
-            size = write_parquet(self.table.storage, rel, with_constant_columns(rows, constant))
+            size = write_parquet(self.table.storage, rel, with_constant_columns(rows, constant),
+                                 self.config.parquet)
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=w.prev.instant_time if w.prev is not None else "null",
