@@ -146,6 +146,27 @@ CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
         "known before it goes inflight); inflight ingestion is judged by its planned file groups")
 
 
+#: conflict retries when nothing says otherwise: this project is multi-writer by design, so a
+#: write that lost a conflict is tried again on a fresh instant (Hudi's default is 0)
+DEFAULT_CONFLICT_RETRIES = 5
+
+
+def _retries(v: Any) -> int:
+    n = parse_int(v)
+    if n < 0:
+        raise ValueError("expected 0 or more")
+    return n
+
+
+#: Hudi's key (HoodieWriteConfig.NUM_RETRIES_ON_CONFLICT_FAILURES): one budget with the write
+#: operator's ``conflict_retries`` and the library's ``RetryPolicy`` (core/commit/retry.py)
+NUM_RETRIES_ON_CONFLICT = ConfigProperty(
+    "hoodie.write.num.retries.on.conflict.failures", None, _retries,
+    doc="how many times a write that lost a conflict is retried, each on a fresh instant: the "
+        "write operators' conflict_retries when they are not given it, and the library's "
+        "RetryPolicy.from_options; unset: 5 (Hudi: 0)")
+
+
 def known_keys() -> set[str]:
     """Every ``hoodie.*`` key this project reads or accepts (of the modules imported so far:
     callers that check keys import the modules that define them first). Hudi's own keys that
@@ -640,6 +661,7 @@ class WriteConfig:
             parquet=ParquetConfig.from_options(options),
             options=options,
         )
+        NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)

@@ -187,10 +187,6 @@ RULES: tuple[Rule, ...] = (
             "bulk_insert writes its batch in input order (Hudi's NONE); the sort modes are not "
             "implemented yet (issue 41, item 2)",
             "remove it, or set it to NONE (sort the input before the write for sorted files)", "NONE"),
-    _refuse(r"hoodie\.write\.num\.retries\.on\.conflict\.failures",
-            "a write that loses a conflict is retried on a fresh instant by the write operator, within "
-            "its own budget; the Spark job itself does not retry",
-            "remove it and set the write operator's conflict_retries (docs/operators.md)", "0"),
     _refuse(r"hoodie\.metadata\.index\.column\.stats\.enable",
             "this writer keeps the column_stats and partition_stats a table's metadata table has "
             "(hoodie.occ.metadata.files.maintain), but builds none: on a table without them the "

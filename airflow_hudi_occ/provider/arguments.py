@@ -95,7 +95,8 @@ def check_write_arguments(task_id: str, *, operation: Any, source: Any, source_f
         raise ConfigError(f"{where}: source must be a path or (with source_format='sql') a query, "
                           f"got {source!r}", key="source", value=source,
                           remedy="pass the input path, e.g. source='/landing/{{ ds }}/'")
-    _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
+    if conflict_retries is not None:  # None: the options' hoodie.write.num.retries.on.conflict.failures
+        _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
     _number(where, "backoff_base_s", backoff_base_s, minimum=0)
     _number(where, "backoff_max_s", backoff_max_s, minimum=backoff_base_s)
     _number(where, "window_wait_timeout_s", window_wait_timeout_s, minimum=0)

@@ -166,7 +166,9 @@ class HudiWriteOperator(BaseOperator):
     :param options: ``hoodie.*`` write options (templated); override the connection's
     :param hudi_conn_id: the table connection (type ``hudi_occ``); may be absent
     :param spark_conn_id: the Spark connection (``local[*]`` or a cluster master)
-    :param conflict_retries: attempts after a lost conflict, each on a fresh instant
+    :param conflict_retries: attempts after a lost conflict, each on a fresh instant; None:
+        Hudi's ``hoodie.write.num.retries.on.conflict.failures`` in the options (the same
+        budget; both set to different numbers is refused), else 5
     :param batch_key: idempotency key (templated); default dag_id/run_id/task_id
     :param checkpoint: source position recorded in the commit (templated); also the batch key
         when ``batch_key`` is not given
@@ -213,7 +215,7 @@ class HudiWriteOperator(BaseOperator):
                  operation: str = "upsert", options: dict[str, Any] | None = None,
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
-                 spark_env: dict[str, str] | None = None, conflict_retries: int = 5,
+                 spark_env: dict[str, str] | None = None, conflict_retries: int | None = None,
                  backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
                  batch_key: str | None = None, checkpoint: str | None = None,
                  partitions: list[str] | None = None, yield_to_windows: bool = True,
@@ -250,6 +252,8 @@ class HudiWriteOperator(BaseOperator):
         self.spark_conf = {**DEFAULT_SPARK_CONF, **(spark_conf or {})}
         self.spark_env = spark_env or {}
         self.conflict_retries = conflict_retries
+        #: the budget as resolved with the options (``_resolve``)
+        self._conflict_retries = RetryPolicy.budget(conflict_retries, None)
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.batch_key = batch_key
@@ -361,7 +365,7 @@ class HudiWriteOperator(BaseOperator):
         raise AirflowException(str(e)) from e
 
     def _policy(self) -> RetryPolicy:
-        return RetryPolicy(max_conflict_retries=self.conflict_retries,
+        return RetryPolicy(max_conflict_retries=self._conflict_retries,
                            base_delay_s=self.backoff_base_s, max_delay_s=self.backoff_max_s)
 
     def _committed(self, context, run: "_WriteRun", out: dict) -> dict:
@@ -396,6 +400,7 @@ class HudiWriteOperator(BaseOperator):
             options = hook.write_options({LABELS_OPTION: json.dumps(labels, sort_keys=True)})
             options.setdefault(WRITE_KIND.key, self.write_kind)  # declared in the footprint
             checked = self._check_options(hook, options)
+            self._conflict_retries = RetryPolicy.budget(self.conflict_retries, options)
             settings = admission.AdmissionSettings.resolve(
                 self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
                 starvation_s=self.admission_starvation_s)
@@ -735,12 +740,12 @@ class HudiWriteOperator(BaseOperator):
             else:
                 out = self._decide(run, attempt, code, result, rec)
         except _JobConflict as e:
-            if attempt > self.conflict_retries:
+            if attempt > self._conflict_retries:
                 self._release_windows(run)
                 raise_task_failure(self, _exhausted(run, []))
             delay = self._policy().delay(attempt)
             self.log.info("retrying in %.1f s with a fresh instant (attempt %d of %d)", delay,
-                          attempt + 1, self.conflict_retries + 1)
+                          attempt + 1, self._conflict_retries + 1)
             time.sleep(delay)
             return self._deferred_attempt(context, run, attempt + 1)
         except _JobFailed as e:
