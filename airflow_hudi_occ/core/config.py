@@ -100,7 +100,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.datasource.write.keygenerator.class": "the key generator follows from the key and "
                                                   "partition fields (SIMPLE, COMPLEX or NON_PARTITION)",
     "hoodie.datasource.write.keygenerator.type": "as hoodie.datasource.write.keygenerator.class",
-    "hoodie.datasource.write.payload.class": "records merge by the precombine (ordering) field",
     "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
@@ -463,6 +462,76 @@ def _table_version(v: Any) -> int:
     return n
 
 
+class RecordMergeMode(str, enum.Enum):
+    """Hudi's ``RecordMergeMode``: how two records of a key merge, within a batch and against
+    the stored one (core/commit/merge.py). CUSTOM (a Java merger) is not implemented."""
+
+    #: the larger ordering (precombine) value wins, the later write on a tie
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    #: the later write wins, whatever the ordering values
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+
+
+_HUDI_MODEL = "org.apache.hudi.common.model."
+#: the payload classes whose merge is one of the two modes, as Hudi 1.x infers the mode from them
+PAYLOAD_MERGE_MODES = {
+    _HUDI_MODEL + "OverwriteWithLatestAvroPayload": RecordMergeMode.COMMIT_TIME_ORDERING,
+    _HUDI_MODEL + "DefaultHoodieRecordPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+    _HUDI_MODEL + "EventTimeAvroPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+}
+
+
+def _merge_mode(v: Any) -> RecordMergeMode:
+    mode = str(v).strip().upper()
+    if mode == "CUSTOM":
+        raise ConfigError(
+            "hoodie.record.merge.mode=CUSTOM (a Java record merger) is not implemented here",
+            key="hoodie.record.merge.mode", value=v,
+            remedy="use EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING, or run the job on Java Hudi "
+                   "with HudiJavaWriteOperator (docs/java-engine.md)")
+    return parse_enum(RecordMergeMode)(mode)
+
+
+def _payload_class(v: Any) -> RecordMergeMode:
+    name = str(v).strip()
+    full = name if "." in name else _HUDI_MODEL + name
+    if full not in PAYLOAD_MERGE_MODES:
+        raise ConfigError(
+            f"payload class {name!r} carries merge semantics this project does not apply",
+            key="hoodie.datasource.write.payload.class", value=v,
+            remedy="use OverwriteWithLatestAvroPayload (COMMIT_TIME_ORDERING) or "
+                   "DefaultHoodieRecordPayload (EVENT_TIME_ORDERING), or set hoodie.record.merge.mode "
+                   "instead; or run the job on Java Hudi with HudiJavaWriteOperator (docs/java-engine.md)")
+    return PAYLOAD_MERGE_MODES[full]
+
+
+#: Hudi's keys: how records merge. A table records its mode in hoodie.properties when it is
+#: created (core/table/merge_mode.py); a write whose mode differs from the table's is refused
+RECORD_MERGE_MODE = ConfigProperty(
+    "hoodie.record.merge.mode", None, _merge_mode, aliases=("hoodie.write.record.merge.mode",),
+    doc="EVENT_TIME_ORDERING (the larger ordering value wins) or COMMIT_TIME_ORDERING (the later "
+        "write wins); unset: the table's, or for a new table EVENT_TIME_ORDERING with an ordering "
+        "field and COMMIT_TIME_ORDERING without")
+PAYLOAD_CLASS = ConfigProperty(
+    "hoodie.datasource.write.payload.class", None, _payload_class,
+    doc="the merge mode by Hudi's payload class: OverwriteWithLatestAvroPayload -> "
+        "COMMIT_TIME_ORDERING, DefaultHoodieRecordPayload or EventTimeAvroPayload -> "
+        "EVENT_TIME_ORDERING; other payloads refused")
+
+
+def requested_merge_mode(options: Mapping[str, Any]) -> RecordMergeMode | None:
+    """The merge mode a write's options ask for (None: they do not say), refused when the mode
+    and the payload class say different things."""
+    mode, by_payload = RECORD_MERGE_MODE.get(options), PAYLOAD_CLASS.get(options)
+    if mode is not None and by_payload is not None and mode is not by_payload:
+        raise ConfigError(
+            f"hoodie.record.merge.mode={mode.value} and the payload class "
+            f"{options.get(PAYLOAD_CLASS.key)} (which means {by_payload.value}) disagree",
+            key=RECORD_MERGE_MODE.key, value=mode.value,
+            remedy="drop one of the two, or make them agree")
+    return mode or by_payload
+
+
 #: the table versions this project writes: 8 (Hudi 1.0.x) and 9 (Hudi 1.1 and later)
 WRITABLE_TABLE_VERSIONS = (8, 9)
 METADATA_ENABLE = ConfigProperty(
@@ -624,6 +693,8 @@ class WriteConfig:
     auto_upgrade: bool = True
     #: how base files are written (``hoodie.parquet.*``)
     parquet: ParquetConfig = field(default_factory=ParquetConfig)
+    #: the merge mode the options ask for (None: the table's; core/table/merge_mode.py)
+    merge_mode: RecordMergeMode | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -659,6 +730,7 @@ class WriteConfig:
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
             parquet=ParquetConfig.from_options(options),
+            merge_mode=requested_merge_mode(options),
             options=options,
         )
         NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
@@ -746,6 +818,13 @@ HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
 BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
                                doc="SIMPLE (a fixed number of buckets; the only engine here) or "
                                    "Hudi's CONSISTENT_HASHING (not written)")
+#: Hudi's key: the batch takes the table's schema (missing columns null, narrower numbers
+#: widened, new columns added) instead of being refused for lacking a column (core/commit/pipeline.py)
+RECONCILE_SCHEMA = ConfigProperty(
+    "hoodie.datasource.write.reconcile.schema", False, parse_bool,
+    doc="true: a batch lacking some of the table's columns writes them as null, and a narrower "
+        "number column (int where the table has long) is widened, as Java Hudi reconciles; "
+        "false (Hudi's default): such a batch is refused before anything is written")
 #: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
 #: unless asked to combine them (the batch's copies of a key, by the precombine field).
 #: bulk_insert never looks keys up in the table either: its contract is "these keys are new".

@@ -115,16 +115,6 @@ def _off(pattern: str, reason: str, remedy: str) -> Rule:
     return _refuse(pattern, reason, remedy, "false")
 
 
-def _merge_mode_matches(value: str, options: Mapping[str, Any]) -> bool:
-    """Hudi's merge mode names what this project's merge already is: the larger ordering
-    (precombine) field wins when there is one (EVENT_TIME_ORDERING), the later write wins when
-    there is none (COMMIT_TIME_ORDERING)."""
-    ordering = any(str(options.get(k) or "").strip() for k in (
-        "hoodie.datasource.write.precombine.field", "hoodie.table.precombine.field",
-        "hoodie.table.ordering.fields"))
-    return value.upper() == ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
-
-
 # --- the reasons that repeat -------------------------------------------------------------------
 
 PARALLELISM = ("Java's Spark task parallelism; this project's Spark engine sizes its tasks from its "
@@ -173,13 +163,6 @@ RULES: tuple[Rule, ...] = (
     _no(r"hoodie\.merge\.allow\.duplicate\.on\.inserts",
         "an insert here combines its batch's copies of a key whatever this says (stricter than Java "
         "with true, which may keep them)"),
-    _refuse(r"hoodie\.(write\.)?record\.merge\.mode",
-            "records merge by the ordering (precombine) field when there is one (EVENT_TIME_ORDERING) "
-            "and by the later write when there is none (COMMIT_TIME_ORDERING); CUSTOM merging and a "
-            "mode that contradicts the ordering field are not implemented",
-            "remove it, or give the mode the ordering field implies (set or drop "
-            "hoodie.datasource.write.precombine.field)", "", accept_if=_merge_mode_matches,
-            note="EVENT_TIME_ORDERING with an ordering field, COMMIT_TIME_ORDERING without"),
     _refuse(r"hoodie\.(write\.)?record\.merge\.strategy\.id|hoodie\.write\.record\.merge\.custom\.implementation\.classes",
             "custom record merging (a merger strategy of Java's) is not implemented",
             "remove it: records merge by the ordering (precombine) field"),
@@ -207,10 +190,6 @@ RULES: tuple[Rule, ...] = (
          "Hudi's schema-on-read evolution (renames, drops and type changes kept as an internal "
          "schema in the commit metadata) is not implemented",
          "remove it; write batches whose schema is the table's, with new columns added as nullable"),
-    _off(r"hoodie\.datasource\.write\.reconcile\.schema",
-         "reconciling a batch's schema with the table's (filling missing columns, widening types) "
-         "is not implemented",
-         "remove it and give the batch the table's full schema (missing columns as nulls)"),
     _off(r"hoodie\.datasource\.(meta\.sync|hive_sync)\.enable", SYNC_ISSUE, SYNC_REMEDY),
     _no(r"hoodie\.datasource\.(hive_sync|meta\.sync|meta_sync)\..*|hoodie\.meta[._]sync\..*"
         r"|hoodie\.datasource\.partition_extractor_class|hoodie\.table\.partition_extractor_class",

@@ -76,7 +76,7 @@ from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_ba
 from airflow_hudi_occ.core.format.base_file import compares_ordering_values
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names, reconcile_columns
 from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, NO_RECORD_KEY_MESSAGE, NO_RECORD_KEY_REMEDY,
                                                Table)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
@@ -385,6 +385,23 @@ class SparkWriteEngine(WriteEngine):
         self.table, self.config, self.operation = b.table, b.opts.write_config, b.op
         return b.schema_json
 
+    def reconcile(self, table_json: str) -> str:
+        """The batch as the table's schema (``format/schema.reconcile_columns``) in Spark SQL:
+        a missing column a typed null, a narrower number cast, new columns kept."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_type
+        b = self.batch
+        cols = []
+        for name, to, present in reconcile_columns(arrow_schema_of(b.df), table_json):
+            if not present:
+                cols.append(F.lit(None).cast(from_arrow_type(to)).alias(name))
+            else:
+                cols.append(F.col(name).cast(from_arrow_type(to)).alias(name) if to is not None else F.col(name))
+        b.df = b.df.select(*cols)
+        arrow = arrow_schema_of(b.df)
+        b.schema_json, b.target_schema = avro_schema_json(arrow, b.table.name), arrow
+        return b.schema_json
+
     def check_batch(self, schema_json: str) -> None:
         """Key and partition columns and their types; hostile partition values, rows without
         a key and, where the write compares ordering values, rows with a null one (one Spark
@@ -402,7 +419,7 @@ class SparkWriteEngine(WriteEngine):
             batch.partition_labels = tagging.check_batch(
                 df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
                 cfg.url_encode_partitions, counts,
-                ordering=cfg.precombine_field if compares_ordering_values(batch.op, batch.combines) else None)
+                ordering=cfg.ordering_field if compares_ordering_values(batch.op, batch.combines) else None)
             self.say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                                  f"{counts.get('partitions', 0)} partition(s) into "
                                  f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
@@ -576,7 +593,7 @@ class SparkWriteEngine(WriteEngine):
             plan.deduped = plan.deduped or not batch.combines
             run.planned = plan.planned
             return plan
-        prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
+        prepared = tagging.dedupe(keyed, cfg.ordering_field).persist()
         run.persisted.append(prepared)
         partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
         view = FileSystemView(batch.table)  # the snapshot this write reads (after begin)
@@ -680,7 +697,7 @@ class SparkWriteEngine(WriteEngine):
         if plan.shuffle:
             data = data.repartition(tagging.PART, tagging.FID)
         if not plan.deduped:
-            data = tagging.dedupe(data, batch.table.config.precombine_field, within=(tagging.FID,))
+            data = tagging.dedupe(data, batch.table.config.ordering_field, within=(tagging.FID,))
         return data.select(*cols)
 
     def task_context(self, plan: FilePlan) -> TaskContext:
@@ -697,7 +714,7 @@ class SparkWriteEngine(WriteEngine):
         return TaskContext(base_uri=batch.table.base_uri, storage_options=self.writer.storage_options or {},
                            options=dict(batch.opts.options), instant=run.tx.instant_time, mode=mode,
                            user_columns=batch.user_columns, target_schema=batch.target_schema,
-                           precombine=batch.table.config.precombine_field, prev=prev,
+                           precombine=batch.table.config.ordering_field, prev=prev,
                            completed_at_start=sorted(run.tx.snapshot.completed_at_start))
 
     def write_progress(self, file_groups: int | None, every_s: float = 10.0) -> Callable[[int, int], None] | None:

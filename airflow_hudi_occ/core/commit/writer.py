@@ -42,7 +42,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names, reconcile_table
 from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, Table
 from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
                                                    planned_file_groups, write_marked)
@@ -296,7 +296,7 @@ class ArrowTableWriter:
 
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
-        pre = self.table.config.precombine_field
+        pre = self.table.config.ordering_field  # None under COMMIT_TIME_ORDERING
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
         num_buckets = bucket_config(self.config.options)
         if not self.combines(op):  # the batch as given, duplicate keys included
@@ -432,7 +432,7 @@ class ArrowTableWriter:
                                 dictionary=MERGE_DICTIONARY_COLUMNS)
             res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
                                          instant=tx.instant_time,
-                                         precombine=self.table.config.precombine_field,
+                                         precombine=self.table.config.ordering_field,
                                          order=merge.STORED_ORDER,
                                          match_on=merge.integer_key_column(key_fields, base, rows),
                                          key_fields=key_fields)
@@ -509,10 +509,14 @@ class CopyOnWriteEngine(WriteEngine):
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
         check_record_keys(self.data, keys)
         if compares_ordering_values(self.operation, self.writer.combines(self.operation)):
-            check_ordering_values(self.data, self.table.config.precombine_field)
+            check_ordering_values(self.data, self.table.config.ordering_field)
 
     def prepare(self) -> str:
         self.data = self.data.drop_columns([c for c in META_COLUMNS if c in self.data.column_names])
+        return avro_schema_json(self.data.schema, self.table.name)
+
+    def reconcile(self, table_json: str) -> str:
+        self.data = reconcile_table(self.data, table_json)
         return avro_schema_json(self.data.schema, self.table.name)
 
     def check_batch(self, schema_json: str) -> None:

@@ -1,0 +1,50 @@
+"""A table's record merge mode, as a write's options ask for it and as the table records it.
+
+Hudi keeps how a table's records merge in ``hoodie.properties`` (``hoodie.record.merge.mode``,
+written when the table is created; older tables by their payload class): EVENT_TIME_ORDERING,
+the larger ordering (precombine) value wins, or COMMIT_TIME_ORDERING, the later write wins.
+Every writer of the table must merge alike, or a key would read differently by who wrote it
+last, so Java Hudi refuses a write whose mode (``hoodie.record.merge.mode``, or the payload
+class that means one) is not the table's; this project refuses it too, before any instant
+exists (``write_guard``). The merge itself reads the mode through
+``TableConfig.ordering_field`` (core/commit/merge.py).
+"""
+
+from __future__ import annotations
+
+from airflow_hudi_occ.core.config import RECORD_MERGE_MODE, RecordMergeMode
+from airflow_hudi_occ.core.errors import ConfigError
+
+
+def creation_properties(mode: RecordMergeMode | None, ordering_field: str | None) -> dict[str, str]:
+    """The ``hoodie.properties`` entries a new table takes from the mode a write asks for
+    (nothing when it asks for none: ``TableConfig.for_new_table`` infers it from the ordering
+    field, as Hudi does). EVENT_TIME_ORDERING without an ordering field is refused: there is no
+    event time to order by."""
+    if mode is None:
+        return {}
+    if mode is RecordMergeMode.EVENT_TIME_ORDERING and not ordering_field:
+        raise ConfigError(
+            "hoodie.record.merge.mode=EVENT_TIME_ORDERING needs an ordering field to order by",
+            key=RECORD_MERGE_MODE.key, value=mode.value,
+            remedy="set hoodie.datasource.write.precombine.field, or use COMMIT_TIME_ORDERING")
+    return {RECORD_MERGE_MODE.key: mode.value}
+
+
+def check_merge_mode(table, config) -> None:
+    """Refuse a write whose options ask for a merge mode other than the table's (``config``: a
+    WriteConfig; ``merge_mode`` None asks for nothing), and a table whose mode this project
+    does not implement (CUSTOM: ``TableConfig.merge_mode`` raises)."""
+    have = table.config.merge_mode
+    wanted = config.merge_mode
+    if wanted is not None and wanted is not have:
+        raise ConfigError(
+            f"the write asks for {wanted.value} but table {table.name} merges its records by "
+            f"{have.value} (hoodie.record.merge.mode in its hoodie.properties); every writer of a "
+            "table must merge alike, so nothing was written",
+            key=RECORD_MERGE_MODE.key, value=wanted.value,
+            remedy=f"drop hoodie.record.merge.mode / hoodie.datasource.write.payload.class from the "
+                   f"options (the table's {have.value} applies), or write to a new table")
+
+
+__all__ = ["creation_properties", "check_merge_mode"]
