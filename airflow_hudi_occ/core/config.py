@@ -825,6 +825,25 @@ RECONCILE_SCHEMA = ConfigProperty(
     doc="true: a batch lacking some of the table's columns writes them as null, and a narrower "
         "number column (int where the table has long) is widened, as Java Hudi reconciles; "
         "false (Hudi's default): such a batch is refused before anything is written")
+class BulkInsertSortMode(str, enum.Enum):
+    """Hudi's ``BulkInsertSortMode``: how a bulk_insert lays its rows out in files."""
+
+    #: as read: each input task's rows per partition path, in input order
+    NONE = "NONE"
+    #: the whole batch sorted by partition path, then record key (as text)
+    GLOBAL_SORT = "GLOBAL_SORT"
+    #: each input task's rows sorted by partition path, then record key
+    PARTITION_SORT = "PARTITION_SORT"
+    #: the rows of a partition path brought to one task first (one file per path), unsorted
+    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
+    #: as PARTITION_PATH_REPARTITION, then sorted by partition path within the task
+    PARTITION_PATH_REPARTITION_AND_SORT = "PARTITION_PATH_REPARTITION_AND_SORT"
+
+
+BULKINSERT_SORT_MODE = ConfigProperty(
+    "hoodie.bulkinsert.sort.mode", BulkInsertSortMode.NONE, parse_enum(BulkInsertSortMode),
+    doc="NONE (Hudi's default), GLOBAL_SORT, PARTITION_SORT, PARTITION_PATH_REPARTITION or "
+        "PARTITION_PATH_REPARTITION_AND_SORT: the rows in a bulk_insert's files as Java lays them out")
 #: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
 #: unless asked to combine them (the batch's copies of a key, by the precombine field).
 #: bulk_insert never looks keys up in the table either: its contract is "these keys are new".

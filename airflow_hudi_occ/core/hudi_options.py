@@ -166,10 +166,6 @@ RULES: tuple[Rule, ...] = (
     _refuse(r"hoodie\.(write\.)?record\.merge\.strategy\.id|hoodie\.write\.record\.merge\.custom\.implementation\.classes",
             "custom record merging (a merger strategy of Java's) is not implemented",
             "remove it: records merge by the ordering (precombine) field"),
-    _refuse(r"hoodie\.bulkinsert\.sort\.mode",
-            "bulk_insert writes its batch in input order (Hudi's NONE); the sort modes are not "
-            "implemented yet (issue 41, item 2)",
-            "remove it, or set it to NONE (sort the input before the write for sorted files)", "NONE"),
     _refuse(r"hoodie\.metadata\.index\.column\.stats\.enable",
             "this writer keeps the column_stats and partition_stats a table's metadata table has "
             "(hoodie.occ.metadata.files.maintain), but builds none: on a table without them the "

@@ -66,7 +66,8 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND
+from airflow_hudi_occ.core.config import BULKINSERT_SORT_MODE, WRITE_KIND, BulkInsertSortMode
+from airflow_hudi_occ.core.commit.writer import SORTS_BY_KEY
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_groups
@@ -637,7 +638,8 @@ class SparkWriteEngine(WriteEngine):
             t0 = time.time()
             job = native_write.write_job(self.spark, records, batch.user_columns, tx.instant_time,
                                          names, out, meta_fields=table.config.populates_meta_fields,
-                                         parquet=tx.config.parquet)
+                                         parquet=tx.config.parquet,
+                                         sort_by_key=batch.op == "bulk_insert" and self.sorts_by_key)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self.async_checker(), on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, native_write.staged_files(names, out),
@@ -664,7 +666,7 @@ class SparkWriteEngine(WriteEngine):
         out = native_write.staging_dir(table, tx.instant_time)
         self.say("writing", "the input tasks check their rows and write them into new file groups")
         t0 = time.time()
-        job = pair_write.write_job(self.spark, batch.df, user_columns=batch.user_columns,
+        job = pair_write.write_job(self.spark, self.laid_out(batch.df), user_columns=batch.user_columns,
                                    target_schema=batch.target_schema, instant=tx.instant_time,
                                    plan=plan.in_tasks, out_dir=out,
                                    meta_fields=table.config.populates_meta_fields)
@@ -715,7 +717,32 @@ class SparkWriteEngine(WriteEngine):
                            options=dict(batch.opts.options), instant=run.tx.instant_time, mode=mode,
                            user_columns=batch.user_columns, target_schema=batch.target_schema,
                            precombine=batch.table.config.ordering_field, prev=prev,
-                           completed_at_start=sorted(run.tx.snapshot.completed_at_start))
+                           completed_at_start=sorted(run.tx.snapshot.completed_at_start),
+                           sort_columns=[tagging.KEY] if batch.op == "bulk_insert" and self.sorts_by_key else [])
+
+    @property
+    def sorts_by_key(self) -> bool:
+        """A bulk_insert whose ``hoodie.bulkinsert.sort.mode`` orders each file's rows by key."""
+        return BULKINSERT_SORT_MODE.get(self.batch.opts.options) in SORTS_BY_KEY
+
+    def laid_out(self, df):
+        """A bulk_insert's input as ``hoodie.bulkinsert.sort.mode`` lays it out for its input
+        tasks (pair_write.py writes each task's rows in order), as Java's partitioners do:
+        GLOBAL_SORT sorts the batch by partition path and record key, PARTITION_SORT each task's
+        rows; PARTITION_PATH_REPARTITION brings a path's rows to one task (one file per path),
+        _AND_SORT then orders each task's rows by path. NONE: as read."""
+        mode = BULKINSERT_SORT_MODE.get(self.batch.opts.options)
+        if mode is BulkInsertSortMode.NONE:
+            return df
+        cfg = self.batch.table.config
+        path = tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
+        key = tagging.record_key_expr(df, cfg.record_key_fields)
+        if mode is BulkInsertSortMode.GLOBAL_SORT:
+            return df.sort(path, key)
+        if mode is BulkInsertSortMode.PARTITION_SORT:
+            return df.sortWithinPartitions(path, key)
+        df = df.repartition(max(1, df.rdd.getNumPartitions()), path)
+        return df.sortWithinPartitions(path) if mode is BulkInsertSortMode.PARTITION_PATH_REPARTITION_AND_SORT else df
 
     def write_progress(self, file_groups: int | None, every_s: float = 10.0) -> Callable[[int, int], None] | None:
         """``on_progress`` for :func:`run_watched`: one line as the write tasks pass 25, 50 and

@@ -34,7 +34,8 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
-from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, ReadConfig, WriteConfig
+from airflow_hudi_occ.core.config import (BULKINSERT_SORT_MODE, COMBINE_BEFORE_INSERT, HASH_FIELD, BulkInsertSortMode,
+                                          ReadConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
@@ -220,6 +221,20 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
 
 
+#: the bulk_insert sort modes that sort a partition path's rows by record key. In one process
+#: the batch is one input task: GLOBAL_SORT and PARTITION_SORT lay its files out alike, and
+#: the repartitioning modes (one file per partition path, as here anyway) keep input order
+SORTS_BY_KEY = (BulkInsertSortMode.GLOBAL_SORT, BulkInsertSortMode.PARTITION_SORT)
+
+
+def sorted_by_key(data: pa.Table, idx: pa.Array, key_fields) -> pa.Array:
+    """``idx`` (one partition path's rows) ordered by their record key text, as Java's sort
+    partitioners order ``_hoodie_record_key`` (stable: equal keys keep their input order)."""
+    keys = record_key_array(data.select(list(key_fields)).take(idx), key_fields)
+    return idx.take(pc.sort_indices(pa.table({"k": keys, "i": pa.array(np.arange(len(idx)))}),
+                                    sort_keys=[("k", "ascending"), ("i", "ascending")]))
+
+
 class ArrowTableWriter:
     """Writes Arrow batches to a copy-on-write table, one instant per :meth:`write`; the
     tagging (which rows go to which file group) and the base-file writer the merge-on-read
@@ -296,6 +311,8 @@ class ArrowTableWriter:
 
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
+        if op == "bulk_insert" and BULKINSERT_SORT_MODE.get(self.config.options) in SORTS_BY_KEY:
+            idx = sorted_by_key(data, idx, key_fields)
         pre = self.table.config.ordering_field  # None under COMMIT_TIME_ORDERING
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
         num_buckets = bucket_config(self.config.options)
