@@ -733,7 +733,10 @@ class WriteConfig:
             merge_mode=requested_merge_mode(options),
             options=options,
         )
-        NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
+        # validated here, read where they apply: the retry loops (commit/retry.py), the pipeline
+        # (reconciliation) and the bulk_insert planners (sort mode)
+        for prop in (NUM_RETRIES_ON_CONFLICT, RECONCILE_SCHEMA, BULKINSERT_SORT_MODE):
+            prop.get(options)
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)

@@ -227,7 +227,9 @@ def check_evolution(old_json: str | None, new_json: str) -> None:
     missing = [n for n in old_fields if n not in new_fields]
     if missing:
         raise SchemaError(f"the data lacks columns the table has: {missing}", columns=missing,
-                          remedy="add the columns (null is fine) or write to a new table")
+                          remedy="add the columns (null is fine), set "
+                                 "hoodie.datasource.write.reconcile.schema=true to have them written "
+                                 "as null, or write to a new table")
     changed = [n for n in old_fields if _norm(old_fields[n]["type"]) != _norm(new_fields[n]["type"])]
     if changed:
         detail = ", ".join(f"{n}: {_norm(old_fields[n]['type'])} -> {_norm(new_fields[n]['type'])}"
