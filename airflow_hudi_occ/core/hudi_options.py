@@ -165,7 +165,8 @@ RULES: tuple[Rule, ...] = (
         "with true, which may keep them)"),
     _refuse(r"hoodie\.(write\.)?record\.merge\.strategy\.id|hoodie\.write\.record\.merge\.custom\.implementation\.classes",
             "custom record merging (a merger strategy of Java's) is not implemented",
-            "remove it: records merge by the ordering (precombine) field"),
+            "remove it: records merge by hoodie.record.merge.mode (EVENT_TIME_ORDERING or "
+            "COMMIT_TIME_ORDERING), which is honoured"),
     _refuse(r"hoodie\.metadata\.index\.column\.stats\.enable",
             "this writer keeps the column_stats and partition_stats a table's metadata table has "
             "(hoodie.occ.metadata.files.maintain), but builds none: on a table without them the "
@@ -174,10 +175,15 @@ RULES: tuple[Rule, ...] = (
             "build the index once with Java Hudi (HudiJavaTableServiceOperator or a Java write)",
             "false"),
     _off(r"hoodie\.clustering\.(inline|schedule\.inline|async\.enabled)",
-         "clustering is not run by a writer after its commit here",
+         "clustering is not run inside a write task after its commit here: a service task after "
+         "the write does the same under the same table lock, without holding the write's slot, "
+         "failing the ingestion when the service fails or repeating the write on its retries",
          TABLE_SERVICE_REMEDY.format(service="cluster")),
     _off(r"hoodie\.compact\.(inline|schedule\.inline)",
-         "compaction is not run by a writer after its commit here",
+         "compaction is not run inside a write task after its commit here: a service task after "
+         "the write does the same under the same table lock (every "
+         "hoodie.compact.inline.max.delta.commits deltacommits), without holding the write's slot, "
+         "failing the ingestion when the service fails or repeating the write on its retries",
          TABLE_SERVICE_REMEDY.format(service="compact")),
     _off(r"hoodie\.(log\.compaction\.(enable|inline)|metadata\.log\.compaction\.enable)",
          "log compaction (merging a file slice's log files into one log) is not implemented",
@@ -185,7 +191,9 @@ RULES: tuple[Rule, ...] = (
     _off(r"hoodie\.schema\.on\.read\.enable",
          "Hudi's schema-on-read evolution (renames, drops and type changes kept as an internal "
          "schema in the commit metadata) is not implemented",
-         "remove it; write batches whose schema is the table's, with new columns added as nullable"),
+         "remove it; for batches with fewer columns or narrower numbers than the table set "
+         "hoodie.datasource.write.reconcile.schema=true (honoured); new columns are added as "
+         "nullable anyway"),
     _off(r"hoodie\.datasource\.(meta\.sync|hive_sync)\.enable", SYNC_ISSUE, SYNC_REMEDY),
     _no(r"hoodie\.datasource\.(hive_sync|meta\.sync|meta_sync)\..*|hoodie\.meta[._]sync\..*"
         r"|hoodie\.datasource\.partition_extractor_class|hoodie\.table\.partition_extractor_class",
