@@ -59,6 +59,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import evolve
+from airflow_hudi_occ.core.table.merge_mode import require_implemented
 from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -340,6 +341,7 @@ class WritePipeline:
             if done is not None:
                 return done
         batch_schema = engine.prepare()
+        require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
         if engine.operation != "delete" and RECONCILE_SCHEMA.get(engine.config.options):
             table_json = table_schema(engine.table)
             if table_json:

@@ -31,13 +31,20 @@ def creation_properties(mode: RecordMergeMode | None, ordering_field: str | None
     return {RECORD_MERGE_MODE.key: mode.value}
 
 
+def require_implemented(table) -> RecordMergeMode:
+    """The table's merge mode; a mode this project does not implement (CUSTOM, a Java merger)
+    raises ``ConfigError`` naming the table. Writers call it before their instant exists."""
+    return table.config.merge_mode
+
+
 def check_merge_mode(table, config) -> None:
     """Refuse a write whose options ask for a merge mode other than the table's (``config``: a
-    WriteConfig; ``merge_mode`` None asks for nothing), and a table whose mode this project
-    does not implement (CUSTOM: ``TableConfig.merge_mode`` raises)."""
-    have = table.config.merge_mode
+    WriteConfig; ``merge_mode`` None asks for nothing: a clean or an archival need not know)."""
     wanted = config.merge_mode
-    if wanted is not None and wanted is not have:
+    if wanted is None:
+        return
+    have = table.config.merge_mode
+    if wanted is not have:
         raise ConfigError(
             f"the write asks for {wanted.value} but table {table.name} merges its records by "
             f"{have.value} (hoodie.record.merge.mode in its hoodie.properties); every writer of a "
@@ -47,4 +54,4 @@ def check_merge_mode(table, config) -> None:
                    f"options (the table's {have.value} applies), or write to a new table")
 
 
-__all__ = ["creation_properties", "check_merge_mode"]
+__all__ = ["creation_properties", "check_merge_mode", "require_implemented"]

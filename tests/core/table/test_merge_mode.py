@@ -130,3 +130,12 @@ def test_merges_this_project_does_not_apply_are_refused(options):
 def test_event_time_without_an_ordering_field_is_refused_at_creation():
     with pytest.raises(ConfigError, match="ordering field"):
         creation_properties(RecordMergeMode.EVENT_TIME_ORDERING, None)
+
+
+def test_a_table_merging_by_a_java_merger_is_refused_before_any_instant(tmp_path):
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
+                     precombine_field="ts", extra_properties={"hoodie.record.merge.mode": "CUSTOM"})
+    with pytest.raises(ConfigError) as e:
+        ArrowTableWriter(t, WriteConfig.from_options(FAST_WRITE_OPTIONS)).write(BATCHES[0], "upsert")
+    assert "CUSTOM" in str(e.value) and "HudiJavaWriteOperator" in e.value.remedy
+    assert t.timeline().instants == []
