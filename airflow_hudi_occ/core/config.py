@@ -472,6 +472,21 @@ class RecordMergeMode(str, enum.Enum):
     COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
 
 
+class BulkInsertSortMode(str, enum.Enum):
+    """Hudi's ``BulkInsertSortMode``: how a bulk_insert lays its rows out in files."""
+
+    #: as read: each input task's rows per partition path, in input order
+    NONE = "NONE"
+    #: the whole batch sorted by partition path, then record key (as text)
+    GLOBAL_SORT = "GLOBAL_SORT"
+    #: each input task's rows sorted by partition path, then record key
+    PARTITION_SORT = "PARTITION_SORT"
+    #: the rows of a partition path brought to one task first (one file per path), unsorted
+    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
+    #: as PARTITION_PATH_REPARTITION, then sorted by partition path within the task
+    PARTITION_PATH_REPARTITION_AND_SORT = "PARTITION_PATH_REPARTITION_AND_SORT"
+
+
 _HUDI_MODEL = "org.apache.hudi.common.model."
 #: the payload classes whose merge is one of the two modes, as Hudi 1.x infers the mode from them
 PAYLOAD_MERGE_MODES = {
@@ -695,6 +710,10 @@ class WriteConfig:
     parquet: ParquetConfig = field(default_factory=ParquetConfig)
     #: the merge mode the options ask for (None: the table's; core/table/merge_mode.py)
     merge_mode: RecordMergeMode | None = None
+    #: ``hoodie.datasource.write.reconcile.schema`` (core/commit/pipeline.py)
+    reconcile_schema: bool = False
+    #: ``hoodie.bulkinsert.sort.mode`` (the bulk_insert planners)
+    bulk_insert_sort_mode: BulkInsertSortMode = BulkInsertSortMode.NONE
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -731,12 +750,11 @@ class WriteConfig:
             auto_upgrade=AUTO_UPGRADE.get(options),
             parquet=ParquetConfig.from_options(options),
             merge_mode=requested_merge_mode(options),
+            reconcile_schema=RECONCILE_SCHEMA.get(options),
+            bulk_insert_sort_mode=BULKINSERT_SORT_MODE.get(options),
             options=options,
         )
-        # validated here, read where they apply: the retry loops (commit/retry.py), the pipeline
-        # (reconciliation) and the bulk_insert planners (sort mode)
-        for prop in (NUM_RETRIES_ON_CONFLICT, RECONCILE_SCHEMA, BULKINSERT_SORT_MODE):
-            prop.get(options)
+        NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)
@@ -828,21 +846,6 @@ RECONCILE_SCHEMA = ConfigProperty(
     doc="true: a batch lacking some of the table's columns writes them as null, and a narrower "
         "number column (int where the table has long) is widened, as Java Hudi reconciles; "
         "false (Hudi's default): such a batch is refused before anything is written")
-class BulkInsertSortMode(str, enum.Enum):
-    """Hudi's ``BulkInsertSortMode``: how a bulk_insert lays its rows out in files."""
-
-    #: as read: each input task's rows per partition path, in input order
-    NONE = "NONE"
-    #: the whole batch sorted by partition path, then record key (as text)
-    GLOBAL_SORT = "GLOBAL_SORT"
-    #: each input task's rows sorted by partition path, then record key
-    PARTITION_SORT = "PARTITION_SORT"
-    #: the rows of a partition path brought to one task first (one file per path), unsorted
-    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
-    #: as PARTITION_PATH_REPARTITION, then sorted by partition path within the task
-    PARTITION_PATH_REPARTITION_AND_SORT = "PARTITION_PATH_REPARTITION_AND_SORT"
-
-
 BULKINSERT_SORT_MODE = ConfigProperty(
     "hoodie.bulkinsert.sort.mode", BulkInsertSortMode.NONE, parse_enum(BulkInsertSortMode),
     doc="NONE (Hudi's default), GLOBAL_SORT, PARTITION_SORT, PARTITION_PATH_REPARTITION or "

@@ -66,7 +66,7 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import BULKINSERT_SORT_MODE, WRITE_KIND, BulkInsertSortMode
+from airflow_hudi_occ.core.config import WRITE_KIND, BulkInsertSortMode
 from airflow_hudi_occ.core.commit.writer import SORTS_BY_KEY
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
@@ -723,7 +723,7 @@ class SparkWriteEngine(WriteEngine):
     @property
     def sorts_by_key(self) -> bool:
         """A bulk_insert whose ``hoodie.bulkinsert.sort.mode`` orders each file's rows by key."""
-        return BULKINSERT_SORT_MODE.get(self.batch.opts.options) in SORTS_BY_KEY
+        return self.batch.opts.write_config.bulk_insert_sort_mode in SORTS_BY_KEY
 
     def laid_out(self, df):
         """A bulk_insert's input as ``hoodie.bulkinsert.sort.mode`` lays it out for its input
@@ -731,7 +731,7 @@ class SparkWriteEngine(WriteEngine):
         GLOBAL_SORT sorts the batch by partition path and record key, PARTITION_SORT each task's
         rows; PARTITION_PATH_REPARTITION brings a path's rows to one task (one file per path),
         _AND_SORT then orders each task's rows by path. NONE: as read."""
-        mode = BULKINSERT_SORT_MODE.get(self.batch.opts.options)
+        mode = self.batch.opts.write_config.bulk_insert_sort_mode
         if mode is BulkInsertSortMode.NONE:
             return df
         cfg = self.batch.table.config

@@ -52,7 +52,7 @@ from airflow_hudi_occ.core.commit.transaction import (RECOMMITTED, CommitResult,
                                                       find_committed_batch)
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_write_against_pending_clustering
 from airflow_hudi_occ.core.concurrency.footprint import Footprint
-from airflow_hudi_occ.core.config import RECONCILE_SCHEMA, WriteConfig
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                                           StagedCommitError, WriteConflictError)
 from airflow_hudi_occ.core.format.instant import Action
@@ -342,7 +342,7 @@ class WritePipeline:
                 return done
         batch_schema = engine.prepare()
         require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
-        if engine.operation != "delete" and RECONCILE_SCHEMA.get(engine.config.options):
+        if engine.operation != "delete" and engine.config.reconcile_schema:
             table_json = table_schema(engine.table)
             if table_json:
                 batch_schema = engine.reconcile(table_json)

@@ -34,8 +34,7 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
 from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
-from airflow_hudi_occ.core.config import (BULKINSERT_SORT_MODE, COMBINE_BEFORE_INSERT, HASH_FIELD, BulkInsertSortMode,
-                                          ReadConfig, WriteConfig)
+from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, BulkInsertSortMode, ReadConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
@@ -311,7 +310,7 @@ class ArrowTableWriter:
 
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
-        if op == "bulk_insert" and BULKINSERT_SORT_MODE.get(self.config.options) in SORTS_BY_KEY:
+        if op == "bulk_insert" and self.config.bulk_insert_sort_mode in SORTS_BY_KEY:
             idx = sorted_by_key(data, idx, key_fields)
         pre = self.table.config.ordering_field  # None under COMMIT_TIME_ORDERING
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
