@@ -54,60 +54,50 @@ def ours(path: str, table_type: str, options: dict) -> tuple[Table, list[list[tu
     return t, seen
 
 
-@pytest.fixture(scope="module")
-def java(tmp_path_factory, java_hudi):
-    """Java's reads after each batch, per (table type, case), and its tables' paths."""
-    root = tmp_path_factory.mktemp("merge_mode")
-    steps, where, paths = [], {}, {}
-    for tt in TYPES:
-        for name, opts in CASES.items():
-            path = paths[tt, name] = str(root / f"{tt}_{name}")
-            o = {"hoodie.metadata.enable": "false", **opts}
-            for n, b in enumerate(BATCHES):
-                first = dict(table_type=tt, table_version=8, record_key="id", partition_fields="p",
-                             ordering_field="ts") if n == 0 else {}
-                steps.append(Write(path, b, operation="upsert", options=o, **first))
-                where[tt, name, n] = len(steps)
-                steps.append(Read(path))
-    # a table made with EVENT_TIME_ORDERING, then a write asking COMMIT_TIME_ORDERING
-    clash = paths["clash"] = str(root / "clash")
-    steps.append(Write(clash, BATCHES[0], operation="upsert", table_type="COPY_ON_WRITE", table_version=8,
-                       record_key="id", partition_fields="p", ordering_field="ts",
-                       options={"hoodie.metadata.enable": "false"}))
-    where["clash"] = len(steps)
-    steps.append(Write(clash, BATCHES[1], operation="upsert",
-                       options={"hoodie.metadata.enable": "false", **CASES["commit_time"]}))
+def java_history(java_hudi, path: str, table_type: str, options: dict):
+    """Java's reads after each batch of :data:`BATCHES` (one call to the session's JVM)."""
+    steps = []
+    for n, b in enumerate(BATCHES):
+        first = dict(table_type=table_type, table_version=8, record_key="id", partition_fields="p",
+                     ordering_field="ts") if n == 0 else {}
+        steps += [Write(path, b, operation="upsert", options={"hoodie.metadata.enable": "false", **options},
+                        **first), Read(path)]
     results = java_hudi.run(*steps, check=False, continue_on_error=True)
-    return paths, {k: results[i] for k, i in where.items()}
+    return [results[i] for i in range(len(steps))]
 
 
-@pytest.mark.parametrize("table_type", TYPES)
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_rows_after_each_batch_are_javas(java, tmp_path, table_type, case):
-    paths, results = java
-    _, seen = ours(str(tmp_path / "t"), table_type, CASES[case])
+#: the default run's slice: copy-on-write under each mode's two spellings; merge-on-read slow
+MATRIX = [pytest.param("COPY_ON_WRITE", c, id=f"{c}-COPY_ON_WRITE") for c in sorted(CASES)] + [
+    pytest.param("MERGE_ON_READ", c, id=f"{c}-MERGE_ON_READ", marks=pytest.mark.slow) for c in sorted(CASES)]
+
+
+@pytest.mark.parametrize("table_type, case", MATRIX)
+def test_rows_after_each_batch_and_the_recorded_mode_are_javas(java_hudi, tmp_path, table_type, case):
+    results = java_history(java_hudi, str(tmp_path / "java"), table_type, CASES[case])
+    t, seen = ours(str(tmp_path / "ours"), table_type, CASES[case])
     for n in range(len(BATCHES)):
-        got = results[table_type, case, n]
-        assert got.ok, got.error
-        assert seen[n] == rows(got.rows), (n, seen[n])
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_the_table_records_javas_merge_mode(java, tmp_path, case):
-    paths, _ = java
-    t, _ = ours(str(tmp_path / "t"), "COPY_ON_WRITE", CASES[case])
-    javas = Table.open(paths["COPY_ON_WRITE", case])
+        wrote, read = results[2 * n], results[2 * n + 1]
+        assert wrote.ok and read.ok, (wrote.error, read.error)
+        assert seen[n] == rows(read.rows), (n, seen[n])
+    javas = Table.open(str(tmp_path / "java"))
     assert t.config.merge_mode is javas.config.merge_mode
     assert t.config.properties["hoodie.record.merge.mode"] == javas.config.properties["hoodie.record.merge.mode"]
 
 
-def test_another_mode_than_the_tables_is_refused_before_any_instant(java, tmp_path):
-    _, results = java
-    assert not results["clash"].ok  # Java refuses it too
+def test_another_mode_than_the_tables_is_refused_before_any_instant(java_hudi, tmp_path):
+    clash = str(tmp_path / "java")
+    first, second = java_hudi.run(
+        Write(clash, BATCHES[0], operation="upsert", table_type="COPY_ON_WRITE", table_version=8,
+              record_key="id", partition_fields="p", ordering_field="ts",
+              options={"hoodie.metadata.enable": "false"}),
+        Write(clash, BATCHES[1], operation="upsert",
+              options={"hoodie.metadata.enable": "false", **CASES["overwrite_latest_payload"]}),
+        check=False, continue_on_error=True)
+    assert first.ok and not second.ok  # Java refuses it too
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                      precombine_field="ts")
     assert t.config.merge_mode is RecordMergeMode.EVENT_TIME_ORDERING
-    w = ArrowTableWriter(t, WriteConfig.from_options({**FAST_WRITE_OPTIONS, **CASES["commit_time"]}))
+    w = ArrowTableWriter(t, WriteConfig.from_options({**FAST_WRITE_OPTIONS, **CASES["overwrite_latest_payload"]}))
     with pytest.raises(ConfigError) as e:
         w.write(BATCHES[0], "upsert")
     assert e.value.key == "hoodie.record.merge.mode" and "EVENT_TIME_ORDERING" in str(e.value)
