@@ -46,7 +46,7 @@ def spark_write(spark, path, options, batches, op="upsert", partitions=1) -> lis
 def core_write(path, options, batches, op="upsert") -> list[list[tuple]]:
     cfg = WriteConfig.from_options({**FAST_WRITE_OPTIONS, **options})
     t = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
-                     extra_properties=creation_properties(cfg.merge_mode, "ts"))
+                     extra_properties=creation_properties(cfg.merge_mode))
     w = ArrowTableWriter(t, cfg)
     seen = []
     for b in batches:

@@ -252,7 +252,8 @@ def reconcile_columns(batch: pa.Schema, table_json: str) -> list[tuple[str, pa.D
     does: the table's columns first, in its order (a column the batch lacks is null, a column
     of a narrower type is widened to the table's), then the batch's new columns (the table's
     schema grows). One ``(name, type to cast to or None, in the batch)`` per column; a type no
-    promotion reaches is refused naming the columns."""
+    promotion reaches is refused naming the columns, and so is a batch that adds columns while
+    it lacks some of the table's (Java refuses it: its writer schema is then the batch's)."""
     table_fields = [f for f in json.loads(table_json).get("fields", []) if f["name"] not in META_COLUMNS]
     mine = {f["name"]: f for f in json.loads(avro_schema_json(batch, "t"))["fields"]}
     out: list[tuple[str, pa.DataType | None, bool]] = []
@@ -275,8 +276,17 @@ def reconcile_columns(batch: pa.Schema, table_json: str) -> list[tuple[str, pa.D
             "only a number may widen (int to long, float to double, ...)",
             columns=[n.split(":")[0] for n in narrower], remedy="cast the columns to the table's types")
     known = {f["name"] for f in table_fields}
-    out += [(n, None, True) for n in batch.names if n not in known and n not in META_COLUMNS]
-    return out
+    added = [n for n in batch.names if n not in known and n not in META_COLUMNS]
+    missing = [name for name, _, present in out if not present]
+    if added and missing:
+        # Java takes the table's schema only for a batch that adds nothing; one that adds
+        # columns is its own writer schema, and then lacking the table's columns is refused
+        raise SchemaError(
+            f"the batch adds the columns {added} and lacks the table's {missing}: a batch that adds "
+            "columns is not reconciled (Java Hudi refuses it too)", columns=missing,
+            remedy="give the batch the table's columns too (null is fine), or add the new columns "
+                   "in a batch of their own")
+    return out + [(n, None, True) for n in added]
 
 
 def reconcile_table(data: pa.Table, table_json: str) -> pa.Table:

@@ -3,11 +3,16 @@
 Hudi keeps how a table's records merge in ``hoodie.properties`` (``hoodie.record.merge.mode``,
 written when the table is created; older tables by their payload class): EVENT_TIME_ORDERING,
 the larger ordering (precombine) value wins, or COMMIT_TIME_ORDERING, the later write wins.
-Every writer of the table must merge alike, or a key would read differently by who wrote it
-last, so Java Hudi refuses a write whose mode (``hoodie.record.merge.mode``, or the payload
-class that means one) is not the table's; this project refuses it too, before any instant
-exists (``write_guard``). The merge itself reads the mode through
-``TableConfig.ordering_field`` (core/commit/merge.py).
+The merge reads it through ``TableConfig.ordering_field`` (core/commit/merge.py).
+
+What Java Hudi 1.2 does with a write's options (measured, tests/core/table/test_merge_mode.py):
+the write key ``hoodie.write.record.merge.mode`` and the payload class set a new table's mode;
+on an existing table of another mode Java takes them without a word and merges that write by
+them, so the table's declared mode no longer says how its records merged. The table key
+``hoodie.record.merge.mode`` Java ignores when it creates the table, and refuses on a later
+write whose value differs ("Config conflict"). Here every spelling sets a new table's mode, and
+every spelling that differs from an existing table's mode is refused before any instant exists
+(``write_guard``): a write must not merge one way while the table says another.
 """
 
 from __future__ import annotations
@@ -16,19 +21,12 @@ from airflow_hudi_occ.core.config import RECORD_MERGE_MODE, RecordMergeMode
 from airflow_hudi_occ.core.errors import ConfigError
 
 
-def creation_properties(mode: RecordMergeMode | None, ordering_field: str | None) -> dict[str, str]:
+def creation_properties(mode: RecordMergeMode | None) -> dict[str, str]:
     """The ``hoodie.properties`` entries a new table takes from the mode a write asks for
     (nothing when it asks for none: ``TableConfig.for_new_table`` infers it from the ordering
-    field, as Hudi does). EVENT_TIME_ORDERING without an ordering field is refused: there is no
-    event time to order by."""
-    if mode is None:
-        return {}
-    if mode is RecordMergeMode.EVENT_TIME_ORDERING and not ordering_field:
-        raise ConfigError(
-            "hoodie.record.merge.mode=EVENT_TIME_ORDERING needs an ordering field to order by",
-            key=RECORD_MERGE_MODE.key, value=mode.value,
-            remedy="set hoodie.datasource.write.precombine.field, or use COMMIT_TIME_ORDERING")
-    return {RECORD_MERGE_MODE.key: mode.value}
+    field, as Hudi does). EVENT_TIME_ORDERING without an ordering field is recorded as asked,
+    as Java records it (every record then orders alike, so the later write wins)."""
+    return {} if mode is None else {RECORD_MERGE_MODE.key: mode.value}
 
 
 def require_implemented(table) -> RecordMergeMode:

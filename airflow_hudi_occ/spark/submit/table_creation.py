@@ -39,7 +39,7 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
         extra = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": opts.bucket_num}
     if not opts.populate_meta_fields:
         extra["hoodie.populate.meta.fields"] = "false"
-    extra.update(creation_properties(opts.write_config.merge_mode, opts.precombine_field))
+    extra.update(creation_properties(opts.write_config.merge_mode))
     return Table.create(base_path, opts.table_name or default_table_name(base_path),
                         record_key_fields=opts.record_key_fields,
                         partition_fields=opts.partition_fields,

@@ -1,10 +1,11 @@
 """A table's record merge mode (``core/table/merge_mode.py``, ``TableConfig.merge_mode`` /
 ``ordering_field``), judged by Java Hudi: the same two batches (copies of a key within the
 first, then an update whose ordering value is smaller for one key and larger for the other)
-written by Java and by our core writers, copy-on-write and merge-on-read, under
-``hoodie.record.merge.mode`` and under the payload class that means it, read the same after
-each batch; the table records the same mode; a write asking another mode than the table's is
-refused before any instant exists, as Java refuses it."""
+written by Java and by our core writers, copy-on-write and merge-on-read, under the write key
+``hoodie.write.record.merge.mode`` and under the payload class that means it, read the same
+after each batch, and the table records the same mode. Where Java differs by design (the table
+key on a table's first write; another mode than the table's on a later write) the tests say
+what Java does and what we do instead."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
 MODEL = "org.apache.hudi.common.model."
 CASES = {
-    "commit_time": {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"},
+    "commit_time": {"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"},
     "event_time": {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING"},
     "overwrite_latest_payload": {"hoodie.datasource.write.payload.class": MODEL + "OverwriteWithLatestAvroPayload"},
     "default_payload": {"hoodie.datasource.write.payload.class": MODEL + "DefaultHoodieRecordPayload"},
@@ -45,7 +46,7 @@ def rows(t: pa.Table) -> list[tuple]:
 def ours(path: str, table_type: str, options: dict) -> tuple[Table, list[list[tuple]]]:
     cfg = WriteConfig.from_options({**FAST_WRITE_OPTIONS, **options})
     t = Table.create(path, "t", record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
-                     table_type=table_type, extra_properties=creation_properties(cfg.merge_mode, "ts"))
+                     table_type=table_type, extra_properties=creation_properties(cfg.merge_mode))
     w = (ArrowTableWriter if table_type == "COPY_ON_WRITE" else MergeOnReadWriter)(t, cfg)
     seen = []
     for b in BATCHES:
@@ -85,23 +86,44 @@ def test_rows_after_each_batch_and_the_recorded_mode_are_javas(java_hudi, tmp_pa
 
 
 def test_another_mode_than_the_tables_is_refused_before_any_instant(java_hudi, tmp_path):
+    """Java refuses the table key with another value ("Config conflict") but takes the write key
+    and the payload class, merging that write by them (the stored a5 lost to e1 although its
+    ordering value is larger): the table's declared mode then no longer says how its records
+    merged. Here every spelling is refused, before any instant exists."""
     clash = str(tmp_path / "java")
-    first, second = java_hudi.run(
+    made, by_table_key, by_write_key, read = java_hudi.run(
         Write(clash, BATCHES[0], operation="upsert", table_type="COPY_ON_WRITE", table_version=8,
               record_key="id", partition_fields="p", ordering_field="ts",
               options={"hoodie.metadata.enable": "false"}),
         Write(clash, BATCHES[1], operation="upsert",
-              options={"hoodie.metadata.enable": "false", **CASES["overwrite_latest_payload"]}),
-        check=False, continue_on_error=True)
-    assert first.ok and not second.ok  # Java refuses it too
+              options={"hoodie.metadata.enable": "false", "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}),
+        Write(clash, BATCHES[1], operation="upsert", options={"hoodie.metadata.enable": "false", **CASES["commit_time"]}),
+        Read(clash), check=False, continue_on_error=True)
+    assert made.ok and not by_table_key.ok and "Config conflict" in str(by_table_key.error)
+    assert by_write_key.ok and (1, 1, "e1") in rows(read.rows)
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                      precombine_field="ts")
     assert t.config.merge_mode is RecordMergeMode.EVENT_TIME_ORDERING
-    w = ArrowTableWriter(t, WriteConfig.from_options({**FAST_WRITE_OPTIONS, **CASES["overwrite_latest_payload"]}))
-    with pytest.raises(ConfigError) as e:
-        w.write(BATCHES[0], "upsert")
-    assert e.value.key == "hoodie.record.merge.mode" and "EVENT_TIME_ORDERING" in str(e.value)
-    assert t.timeline().instants == []
+    for options in ({"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}, CASES["commit_time"],
+                    CASES["overwrite_latest_payload"]):
+        w = ArrowTableWriter(t, WriteConfig.from_options({**FAST_WRITE_OPTIONS, **options}))
+        with pytest.raises(ConfigError) as e:
+            w.write(BATCHES[0], "upsert")
+        assert e.value.key == "hoodie.record.merge.mode" and "EVENT_TIME_ORDERING" in str(e.value)
+        assert t.timeline().instants == []
+
+
+def test_the_table_key_on_a_first_write_is_recorded(java_hudi, tmp_path):
+    """Java 1.2 ignores ``hoodie.record.merge.mode`` on the write that creates the table (it
+    infers EVENT_TIME_ORDERING from the ordering field) and then refuses the next write with the
+    same options. Here the table takes the mode asked, and the same options keep working."""
+    opts = {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
+    first, second = java_history(java_hudi, str(tmp_path / "java"), "COPY_ON_WRITE", opts)[:3:2]
+    assert first.ok and not second.ok and "Config conflict" in str(second.error)
+    assert Table.open(str(tmp_path / "java")).config.merge_mode is RecordMergeMode.EVENT_TIME_ORDERING
+    t, seen = ours(str(tmp_path / "ours"), "COPY_ON_WRITE", opts)
+    assert t.config.merge_mode is RecordMergeMode.COMMIT_TIME_ORDERING
+    assert seen[-1] == [(1, 1, "e1"), (2, 9, "f9")]  # as Java merges under the write key
 
 
 def test_mode_and_payload_that_disagree_are_refused():
@@ -117,9 +139,10 @@ def test_merges_this_project_does_not_apply_are_refused(options):
     assert "HudiJavaWriteOperator" in e.value.remedy
 
 
-def test_event_time_without_an_ordering_field_is_refused_at_creation():
-    with pytest.raises(ConfigError, match="ordering field"):
-        creation_properties(RecordMergeMode.EVENT_TIME_ORDERING, None)
+def test_event_time_without_an_ordering_field_is_recorded_as_java_records_it():
+    assert creation_properties(RecordMergeMode.EVENT_TIME_ORDERING) == {
+        "hoodie.record.merge.mode": "EVENT_TIME_ORDERING"}
+    assert creation_properties(None) == {}
 
 
 def test_a_table_merging_by_a_java_merger_is_refused_before_any_instant(tmp_path):
