@@ -58,7 +58,7 @@ def core_write(path, options, batches, op="upsert") -> list[list[tuple]]:
 MERGE_BATCHES = [batch([1, 1, 2, 2], [5, 3, 3, 5], ["a5", "b3", "c3", "d5"]), batch([1, 2], [1, 9], ["e1", "f9"])]
 
 
-@pytest.mark.parametrize("options", [{"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"},
+@pytest.mark.parametrize("options", [{"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"},
                                      {"hoodie.datasource.write.payload.class":
                                       "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}],
                          ids=["commit_time", "event_time_payload"])
