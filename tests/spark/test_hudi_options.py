@@ -58,10 +58,10 @@ def core_write(path, options, batches, op="upsert") -> list[list[tuple]]:
 MERGE_BATCHES = [batch([1, 1, 2, 2], [5, 3, 3, 5], ["a5", "b3", "c3", "d5"]), batch([1, 2], [1, 9], ["e1", "f9"])]
 
 
-@pytest.mark.parametrize("options", [{"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"},
-                                     {"hoodie.datasource.write.payload.class":
-                                      "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}],
-                         ids=["commit_time", "event_time_payload"])
+@pytest.mark.parametrize("options", [
+    pytest.param({"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"}, id="commit_time"),
+    pytest.param({"hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"},
+                 id="event_time_payload", marks=pytest.mark.slow)])
 def test_the_merge_mode_combines_and_merges_as_the_core_writer(spark, tmp_path, options):
     got = spark_write(spark, str(tmp_path / "spark"), options, MERGE_BATCHES)
     assert got == core_write(str(tmp_path / "core"), options, MERGE_BATCHES)
