@@ -7,8 +7,9 @@ The merge reads it through ``TableConfig.ordering_field`` (core/commit/merge.py)
 
 What Java Hudi 1.2 does with a write's options (measured, tests/core/table/test_merge_mode.py):
 the write key ``hoodie.write.record.merge.mode`` and the payload class set a new table's mode;
-on an existing table of another mode Java takes them without a word and merges that write by
-them, so the table's declared mode no longer says how its records merged. The table key
+on an existing table of another mode Java takes the write key without a word (and merges by the
+table's mode) and a payload class of the other mode (and merges that write by it, so the
+table's declared mode no longer says how its records merged). The table key
 ``hoodie.record.merge.mode`` Java ignores when it creates the table, and refuses on a later
 write whose value differs ("Config conflict"). Here every spelling sets a new table's mode, and
 every spelling that differs from an existing table's mode is refused before any instant exists

@@ -86,21 +86,25 @@ def test_rows_after_each_batch_and_the_recorded_mode_are_javas(java_hudi, tmp_pa
 
 
 def test_another_mode_than_the_tables_is_refused_before_any_instant(java_hudi, tmp_path):
-    """Java refuses the table key with another value ("Config conflict") but takes the write key
-    and the payload class, merging that write by them (the stored a5 lost to e1 although its
-    ordering value is larger): the table's declared mode then no longer says how its records
-    merged. Here every spelling is refused, before any instant exists."""
+    """On an EVENT_TIME_ORDERING table Java refuses the table key with another value ("Config
+    conflict"), takes the write key without a word and merges by the table's mode anyway (the
+    stored a5 stays), and takes a payload class of the other mode and merges that write by it
+    (e1 replaces a5 although its ordering value is smaller): the table's declared mode then no
+    longer says how its records merged. Here every spelling is refused, before any instant."""
     clash = str(tmp_path / "java")
-    made, by_table_key, by_write_key, read = java_hudi.run(
+    plain = {"hoodie.metadata.enable": "false"}
+    made, by_table_key, by_write_key, after_write_key, by_payload, after_payload = java_hudi.run(
         Write(clash, BATCHES[0], operation="upsert", table_type="COPY_ON_WRITE", table_version=8,
-              record_key="id", partition_fields="p", ordering_field="ts",
-              options={"hoodie.metadata.enable": "false"}),
+              record_key="id", partition_fields="p", ordering_field="ts", options=plain),
         Write(clash, BATCHES[1], operation="upsert",
-              options={"hoodie.metadata.enable": "false", "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}),
-        Write(clash, BATCHES[1], operation="upsert", options={"hoodie.metadata.enable": "false", **CASES["commit_time"]}),
+              options={**plain, "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}),
+        Write(clash, BATCHES[1], operation="upsert", options={**plain, **CASES["commit_time"]}),
+        Read(clash),
+        Write(clash, BATCHES[1], operation="upsert", options={**plain, **CASES["overwrite_latest_payload"]}),
         Read(clash), check=False, continue_on_error=True)
     assert made.ok and not by_table_key.ok and "Config conflict" in str(by_table_key.error)
-    assert by_write_key.ok and (1, 1, "e1") in rows(read.rows)
+    assert by_write_key.ok and rows(after_write_key.rows) == [(1, 5, "a5"), (2, 9, "f9")]
+    assert by_payload.ok and rows(after_payload.rows) == [(1, 1, "e1"), (2, 9, "f9")]
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                      precombine_field="ts")
     assert t.config.merge_mode is RecordMergeMode.EVENT_TIME_ORDERING
