@@ -73,10 +73,9 @@ def test_the_codec_and_row_groups_are_java_hudis(written):
     jg, og = group_bytes(java[0]), group_bytes(mine[0])
     # Both bound a row group by the block size. Ours hold about the block size in written
     # bytes; parquet-mr's buffered size counts open pages and dictionaries before compression,
-    # so Java closes its groups at about half the block size in written bytes on these rows
-    # (measured on 120,000 of these rows: 8 groups of 228-305 KB for a 512 KB block, ours 4 of
-    # 516 KB): within a factor
-    # of 2.5 in count, never above the block
+    # so Java closes its groups at about half the block size in written bytes (measured on
+    # 120,000 of these rows: 8 groups of 228-305 KB for a 512 KB block, ours 4 of 516 KB):
+    # within a factor of 2.5 in count, never above the block
     assert len(jg) > 1 and len(og) > 1 and len(og) <= len(jg) <= 2.5 * len(og), (jg, og)
     assert all(b <= BLOCK for b in jg), jg
     assert all(0.6 * BLOCK <= b <= 1.15 * BLOCK for b in og[:-1]), og
