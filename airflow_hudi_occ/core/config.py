@@ -113,7 +113,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.datasource.write.keygenerator.class": "the key generator follows from the key and "
                                                   "partition fields (SIMPLE, COMPLEX or NON_PARTITION)",
     "hoodie.datasource.write.keygenerator.type": "as hoodie.datasource.write.keygenerator.class",
-    "hoodie.datasource.write.payload.class": "records merge by the precombine (ordering) field",
     "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
@@ -193,6 +192,33 @@ CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
         "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
         "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
         "Reject otherwise")
+
+
+#: conflict retries when nothing says otherwise: this project is multi-writer by design, so a
+#: write that lost a conflict is tried again on a fresh instant (Hudi's default is 0)
+DEFAULT_CONFLICT_RETRIES = 5
+
+
+def _retries(v: Any) -> int:
+    n = parse_int(v)
+    if n < 0:
+        raise ValueError("expected 0 or more")
+    return n
+
+
+#: Hudi's key (HoodieWriteConfig.NUM_RETRIES_ON_CONFLICT_FAILURES): one budget with the write
+#: operator's ``conflict_retries`` and the library's ``RetryPolicy`` (core/commit/retry.py)
+NUM_RETRIES_ON_CONFLICT = ConfigProperty(
+    "hoodie.write.num.retries.on.conflict.failures", None, _retries,
+    doc="how many times a write that lost a conflict is retried, each on a fresh instant: the "
+        "write operators' conflict_retries when they are not given it, and the library's "
+        "RetryPolicy.from_options; unset: 5 (Hudi: 0)")
+
+
+def conflict_retries_of(options: Mapping[str, Any] | None) -> int | None:
+    """``hoodie.write.num.retries.on.conflict.failures`` of ``options``, None when unset (the
+    budget core/commit/retry.py's RetryPolicy and the write operators share)."""
+    return NUM_RETRIES_ON_CONFLICT.get(options or {})
 
 
 def known_keys() -> set[str]:
@@ -556,6 +582,91 @@ def _table_version(v: Any) -> int:
     return n
 
 
+class RecordMergeMode(str, enum.Enum):
+    """Hudi's ``RecordMergeMode``: how two records of a key merge, within a batch and against
+    the stored one (core/commit/merge.py). CUSTOM (a Java merger) is not implemented."""
+
+    #: the larger ordering (precombine) value wins, the later write on a tie
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    #: the later write wins, whatever the ordering values
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+
+
+class BulkInsertSortMode(str, enum.Enum):
+    """Hudi's ``BulkInsertSortMode``: how a bulk_insert lays its rows out in files."""
+
+    #: as read: each input task's rows per partition path, in input order
+    NONE = "NONE"
+    #: the whole batch sorted by partition path, then record key (as text)
+    GLOBAL_SORT = "GLOBAL_SORT"
+    #: each input task's rows sorted by partition path, then record key
+    PARTITION_SORT = "PARTITION_SORT"
+    #: the rows of a partition path brought to one task first (one file per path), unsorted
+    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
+    #: as PARTITION_PATH_REPARTITION, then sorted by partition path within the task
+    PARTITION_PATH_REPARTITION_AND_SORT = "PARTITION_PATH_REPARTITION_AND_SORT"
+
+
+_HUDI_MODEL = "org.apache.hudi.common.model."
+#: the payload classes whose merge is one of the two modes, as Hudi 1.x infers the mode from them
+PAYLOAD_MERGE_MODES = {
+    _HUDI_MODEL + "OverwriteWithLatestAvroPayload": RecordMergeMode.COMMIT_TIME_ORDERING,
+    _HUDI_MODEL + "DefaultHoodieRecordPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+    _HUDI_MODEL + "EventTimeAvroPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+}
+
+
+def _merge_mode(v: Any) -> RecordMergeMode:
+    mode = str(v).strip().upper()
+    if mode == "CUSTOM":
+        raise ConfigError(
+            "hoodie.record.merge.mode=CUSTOM (a Java record merger) is not implemented here",
+            key="hoodie.record.merge.mode", value=v,
+            remedy="use EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING, or run the job on Java Hudi "
+                   "with HudiJavaWriteOperator (docs/java-engine.md)")
+    return parse_enum(RecordMergeMode)(mode)
+
+
+def _payload_class(v: Any) -> RecordMergeMode:
+    name = str(v).strip()
+    full = name if "." in name else _HUDI_MODEL + name
+    if full not in PAYLOAD_MERGE_MODES:
+        raise ConfigError(
+            f"payload class {name!r} carries merge semantics this project does not apply",
+            key="hoodie.datasource.write.payload.class", value=v,
+            remedy="use OverwriteWithLatestAvroPayload (COMMIT_TIME_ORDERING) or "
+                   "DefaultHoodieRecordPayload (EVENT_TIME_ORDERING), or set hoodie.record.merge.mode "
+                   "instead; or run the job on Java Hudi with HudiJavaWriteOperator (docs/java-engine.md)")
+    return PAYLOAD_MERGE_MODES[full]
+
+
+#: Hudi's keys: how records merge. A table records its mode in hoodie.properties when it is
+#: created (core/table/merge_mode.py); a write whose mode differs from the table's is refused
+RECORD_MERGE_MODE = ConfigProperty(
+    "hoodie.record.merge.mode", None, _merge_mode, aliases=("hoodie.write.record.merge.mode",),
+    doc="EVENT_TIME_ORDERING (the larger ordering value wins) or COMMIT_TIME_ORDERING (the later "
+        "write wins); unset: the table's, or for a new table EVENT_TIME_ORDERING with an ordering "
+        "field and COMMIT_TIME_ORDERING without")
+PAYLOAD_CLASS = ConfigProperty(
+    "hoodie.datasource.write.payload.class", None, _payload_class,
+    doc="the merge mode by Hudi's payload class: OverwriteWithLatestAvroPayload -> "
+        "COMMIT_TIME_ORDERING, DefaultHoodieRecordPayload or EventTimeAvroPayload -> "
+        "EVENT_TIME_ORDERING; other payloads refused")
+
+
+def requested_merge_mode(options: Mapping[str, Any]) -> RecordMergeMode | None:
+    """The merge mode a write's options ask for (None: they do not say), refused when the mode
+    and the payload class say different things."""
+    mode, by_payload = RECORD_MERGE_MODE.get(options), PAYLOAD_CLASS.get(options)
+    if mode is not None and by_payload is not None and mode is not by_payload:
+        raise ConfigError(
+            f"hoodie.record.merge.mode={mode.value} and the payload class "
+            f"{options.get(PAYLOAD_CLASS.key)} (which means {by_payload.value}) disagree",
+            key=RECORD_MERGE_MODE.key, value=mode.value,
+            remedy="drop one of the two, or make them agree")
+    return mode or by_payload
+
+
 #: the table versions this project writes: 8 (Hudi 1.0.x) and 9 (Hudi 1.1 and later)
 WRITABLE_TABLE_VERSIONS = (8, 9)
 METADATA_ENABLE = ConfigProperty(
@@ -620,6 +731,65 @@ AUTO_UPGRADE = ConfigProperty(
         "refuses the write instead")
 
 
+# --- parquet base files ----------------------------------------------------------------------
+
+#: Hudi's codec names (parquet-mr's ``CompressionCodecName``) -> pyarrow's; the ones missing are
+#: refused: Java Hudi's readers cannot read what pyarrow writes for them (brotli needs a codec
+#: jar Hudi's bundle lacks; pyarrow writes LZ4_RAW where Java writes Hadoop's LZ4; LZO is GPL
+#: and absent from pyarrow)
+PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none",
+                  "none": "none"}
+
+
+def _parquet_codec(v: Any) -> str:
+    codec = str(v).strip().lower()
+    if codec not in PARQUET_CODECS:
+        raise ConfigError(
+            f"parquet compression codec {v!r} is not written here",
+            key="hoodie.parquet.compression.codec", value=v,
+            remedy="use snappy (this project's default), gzip (Hudi's default), zstd or uncompressed"
+                   + ("; lz4, brotli and lzo files written by pyarrow are not ones Java Hudi reads alike"
+                      if codec in ("lz4", "lz4_raw", "brotli", "lzo") else ""))
+    return PARQUET_CODECS[codec]
+
+
+def _positive_bytes(v: Any) -> int:
+    n = parse_int(v)
+    if n <= 0:
+        raise ValueError("expected a positive number of bytes")
+    return n
+
+
+#: Hudi's parquet keys (HoodieStorageConfig); unset, a base file is written as it always was
+#: (snappy, a row group per chunk the writer builds, pyarrow's 1 MB pages): nothing extra is done
+PARQUET_COMPRESSION_CODEC = ConfigProperty(
+    "hoodie.parquet.compression.codec", "snappy", _parquet_codec,
+    doc="snappy (this project's default; Hudi's is gzip, which writes about a third slower), gzip, "
+        "zstd or uncompressed")
+PARQUET_BLOCK_SIZE = ConfigProperty(
+    "hoodie.parquet.block.size", None, _positive_bytes,
+    doc="bytes a row group may hold (Hudi: 125829120); unset, a row group per written chunk")
+PARQUET_PAGE_SIZE = ConfigProperty(
+    "hoodie.parquet.page.size", None, _positive_bytes,
+    doc="bytes of a data page (Hudi's and pyarrow's default: 1048576)")
+
+
+@dataclass(frozen=True)
+class ParquetConfig:
+    """How base files are written (Hudi's ``hoodie.parquet.*`` keys): the codec, and the row
+    group and page sizes when set (None: the writer's own)."""
+
+    codec: str = "snappy"
+    block_size: int | None = None
+    page_size: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ParquetConfig":
+        options = options or {}
+        return cls(PARQUET_COMPRESSION_CODEC.get(options), PARQUET_BLOCK_SIZE.get(options),
+                   PARQUET_PAGE_SIZE.get(options))
+
+
 @dataclass(frozen=True)
 class MetadataTableConfig:
     """What a writer does with the table's Hudi metadata table (core/table/metadata_table.py):
@@ -666,6 +836,19 @@ class ReadConfig:
         return cls(metadata_enable=METADATA_ENABLE.get(options or {}))
 
 
+#: Hudi's key: the batch takes the table's schema (missing columns null, narrower numbers
+#: widened, new columns added) instead of being refused for lacking a column (core/commit/pipeline.py)
+RECONCILE_SCHEMA = ConfigProperty(
+    "hoodie.datasource.write.reconcile.schema", False, parse_bool,
+    doc="true: a batch lacking some of the table's columns writes them as null, and a narrower "
+        "number column (int where the table has long) is widened, as Java Hudi reconciles; "
+        "false (Hudi's default): such a batch is refused before anything is written")
+BULKINSERT_SORT_MODE = ConfigProperty(
+    "hoodie.bulkinsert.sort.mode", BulkInsertSortMode.NONE, parse_enum(BulkInsertSortMode),
+    doc="NONE (Hudi's default), GLOBAL_SORT, PARTITION_SORT, PARTITION_PATH_REPARTITION or "
+        "PARTITION_PATH_REPARTITION_AND_SORT: the rows in a bulk_insert's files as Java lays them out")
+
+
 @dataclass(frozen=True)
 class WriteConfig:
     """Everything a writer needs besides the table itself, typed: the only way core reads the
@@ -701,6 +884,14 @@ class WriteConfig:
     clustering_updates_strategy: str = CLUSTERING_UPDATES_STRATEGY.default
     #: the catalog sync after each commit (core/catalog/sync.py); its class is defined below
     meta_sync: "MetaSyncConfig" = field(default_factory=lambda: MetaSyncConfig())
+    #: how base files are written (``hoodie.parquet.*``)
+    parquet: ParquetConfig = field(default_factory=ParquetConfig)
+    #: the merge mode the options ask for (None: the table's; core/table/merge_mode.py)
+    merge_mode: RecordMergeMode | None = None
+    #: ``hoodie.datasource.write.reconcile.schema`` (core/commit/pipeline.py)
+    reconcile_schema: bool = RECONCILE_SCHEMA.default
+    #: ``hoodie.bulkinsert.sort.mode`` (the bulk_insert planners)
+    bulk_insert_sort_mode: BulkInsertSortMode = BULKINSERT_SORT_MODE.default
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -741,8 +932,13 @@ class WriteConfig:
             clustering_fail_on_pending_ingestion=CLUSTERING_FAIL_ON_PENDING_INGESTION.get(options),
             clustering_updates_strategy=CLUSTERING_UPDATES_STRATEGY.get(options),
             meta_sync=MetaSyncConfig.from_options(options),
+            parquet=ParquetConfig.from_options(options),
+            merge_mode=requested_merge_mode(options),
+            reconcile_schema=RECONCILE_SCHEMA.get(options),
+            bulk_insert_sort_mode=BULKINSERT_SORT_MODE.get(options),
             options=options,
         )
+        NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)
@@ -837,6 +1033,7 @@ def check_datasource_options(options: Mapping[str, Any]) -> None:
     naming the key for a bad one)."""
     for prop in DATASOURCE_PROPERTIES:
         prop.get(options)
+
 
 
 # --- table services: clean and clustering ----------------------------------------------------

@@ -107,7 +107,8 @@ def check_loop_arguments(task_id: str, *, conflict_retries: Any, write_windows: 
         _number(where, "conflict_retries.base_delay_s", conflict_retries.base_delay_s, minimum=0)
         _number(where, "conflict_retries.max_delay_s", conflict_retries.max_delay_s,
                 minimum=conflict_retries.base_delay_s)
-    else:  # a number: the default backoff
+    elif conflict_retries is not None:  # a number: the default backoff (None: the options'
+        # hoodie.write.num.retries.on.conflict.failures, else 5)
         _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
     if write_windows is not None:
         _number(where, "write_windows.timeout_s", write_windows.timeout_s, minimum=0)

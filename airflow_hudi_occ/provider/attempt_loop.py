@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
@@ -133,6 +133,8 @@ class WriteRun:
     checked: "SparkWriteOptions | None" = None
     #: the task's context (a launcher may render templates with it)
     context: Any = None
+    #: the conflict retries, the task's argument resolved with the options' Hudi key
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
 
     @property
     def owner(self) -> dict:
@@ -176,6 +178,7 @@ class AttemptLoop:
             options.setdefault(WRITE_KIND.key, t.admission.kind)  # declared in the footprint
             checked = self.launcher.check_options(hook, options)
             settings = t.admission.resolved(options)
+            policy = conflict_policy(t.conflict_retries, options)
         except HudiOccError as e:
             raise_task_failure(t, e)
         ti = context["ti"]
@@ -185,7 +188,7 @@ class AttemptLoop:
                         batch_key=str(t.batch_key or t.checkpoint or default_batch_key(context)),
                         labels=labels, ti=ti, source=t.source, source_format=t.source_format,
                         operation=t.operation, checkpoint=t.checkpoint, admission=settings,
-                        checked=checked, context=context,
+                        checked=checked, context=context, policy=policy,
                         heartbeat=checked.write_config.heartbeat if checked is not None
                         else admission.heartbeat_of(options))
 
@@ -203,7 +206,7 @@ class AttemptLoop:
         if self.task.deferrable:
             return self.deferred_attempt(run, 1)
         try:
-            out = run_with_conflict_retries(lambda n: self.attempt(run, n), self.task.conflict_retries, RetryRun())
+            out = run_with_conflict_retries(lambda n: self.attempt(run, n), run.policy, RetryRun())
         except RetriesExhaustedError as e:
             raise_task_failure(self.task, _exhausted(run, e.attempts))
         except JobFailed as e:
@@ -519,7 +522,7 @@ class AttemptLoop:
             else:
                 out = self.decide(run, attempt, code, result, rec)
         except JobConflict:
-            policy: RetryPolicy = self.task.conflict_retries
+            policy = run.policy
             if attempt > policy.max_conflict_retries:
                 self.release_windows(run)
                 raise_task_failure(self.task, _exhausted(run, []))
@@ -540,3 +543,13 @@ class AttemptLoop:
         if self.detached is not None:
             self.log.info("killed the detached job: %s", self.detached.kill())
         self.launcher.kill()
+
+
+def conflict_policy(given: int | RetryPolicy | None, options: Mapping[str, Any]) -> RetryPolicy:
+    """The task's ``conflict_retries`` (a policy, a number, or None) with Hudi's
+    ``hoodie.write.num.retries.on.conflict.failures`` of ``options``: one budget
+    (:meth:`RetryPolicy.budget` refuses the two set to different numbers)."""
+    if isinstance(given, RetryPolicy):
+        n = RetryPolicy.budget(given.max_conflict_retries, options)
+        return given if n == given.max_conflict_retries else replace(given, max_conflict_retries=n)
+    return RetryPolicy(max_conflict_retries=RetryPolicy.budget(given, options))

@@ -214,3 +214,37 @@ def test_the_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, su
     assert d2.value.method_name == "execute_admitted" and len(submitted) == 1  # waits, nothing submitted
     waiting = {r.owner: r.state for r in admission.requests(table)}
     assert waiting == {"d.one": "admitted", "d.two": "waiting"}, waiting
+
+
+RETRIES_KEY = "hoodie.write.num.retries.on.conflict.failures"
+
+
+def _operator_with_key(tmp_path, value: str, **kw):
+    return HudiWriteOperator(task_id="t", source=str(tmp_path / "src.parquet"),
+                             table_path=str(tmp_path / "table"), hudi_conn_id=None,
+                             options={"hoodie.datasource.write.recordkey.field": "id", RETRIES_KEY: value},
+                             deferrable=True, backoff_base_s=0.0, backoff_max_s=0.0,
+                             instant_wait_s=0.0, yield_to_windows=False, **kw)
+
+
+def test_hudis_retry_key_is_the_operators_conflict_budget(tmp_path, submitted):
+    """Without conflict_retries, Hudi's key sets the budget: 1 retry, so a second lost conflict
+    fails the task and a first one defers a fresh attempt."""
+    from airflow.sdk.exceptions import TaskDeferred
+    with pytest.raises(RetriesExhaustedError):
+        _operator_with_key(tmp_path, "1").execute_complete(
+            _context(), CONFLICT, attempt=2, attempts=[{"outcome": "conflict"}])
+    with pytest.raises(TaskDeferred):
+        _operator_with_key(tmp_path, "1").execute_complete(_context(), CONFLICT, attempt=1, attempts=[])
+    # 0 (Hudi's default): the first lost conflict fails the task
+    with pytest.raises(RetriesExhaustedError):
+        _operator_with_key(tmp_path, "0").execute_complete(_context(), CONFLICT, attempt=1, attempts=[])
+    assert len(submitted) == 1
+
+
+def test_the_key_and_a_different_conflict_retries_are_refused_before_any_attempt(tmp_path, submitted):
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError, match="both set the conflict retries") as e:
+        _operator_with_key(tmp_path, "1", conflict_retries=3).execute_complete(
+            _context(), CONFLICT, attempt=1, attempts=[])
+    assert e.value.key == RETRIES_KEY and submitted == []

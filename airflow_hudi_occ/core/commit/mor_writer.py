@@ -110,7 +110,7 @@ class MergeOnReadWriter(ArrowTableWriter):
         cfg = self.table.config
         n = nbcc.num_buckets(self.table, self.config)
         fields = hash_fields(self.config.index, cfg.record_key_fields)
-        pre = cfg.precombine_field
+        pre = cfg.ordering_field  # None under COMMIT_TIME_ORDERING: the later row wins
         completion = CompletionTimes(view)
         work: list[FileGroupWork] = []
         for part, idx in groups:

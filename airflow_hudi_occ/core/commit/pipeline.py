@@ -60,6 +60,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import evolve
+from airflow_hudi_occ.core.table.merge_mode import require_implemented
 from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -68,13 +69,18 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, str], None]
 
 
+def table_schema(table: Table) -> str | None:
+    """The schema the table's last completed write recorded (None: no write yet)."""
+    tl = table.timeline()
+    last = tl.last_completed_write()
+    return tl.commit_metadata(last).schema if last is not None else None
+
+
 def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
     """The schema a commit records: the last completed write's, evolved by the batch's
     (``format/schema.evolve``); a delete's batch holds keys only, so it keeps the last one
     (its own only on an empty table)."""
-    tl = table.timeline()
-    last = tl.last_completed_write()
-    old = tl.commit_metadata(last).schema if last is not None else None
+    old = table_schema(table)
     if operation == "delete":
         return old or batch_schema
     return evolve(old, batch_schema)
@@ -255,6 +261,12 @@ class WriteEngine(ABC):
     def prepare(self) -> str:
         """The batch's own schema (Avro JSON); the table exists afterwards."""
 
+    def reconcile(self, table_json: str) -> str:
+        """``hoodie.datasource.write.reconcile.schema=true``: make the batch the table's schema
+        (``format/schema.reconcile_columns``: missing columns null, narrower numbers widened,
+        new columns kept) and return its schema (Avro JSON)."""
+        raise NotImplementedError
+
     def check_batch(self, schema_json: str) -> None:
         """The rest of the checks before the instant exists, given the commit's schema."""
 
@@ -331,6 +343,11 @@ class WritePipeline:
                 return after_commit(engine.table, engine.config, done)
         batch_schema = engine.prepare()
         check_sync_client(engine.config)  # the config is the engine's once prepared (Spark)
+        require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
+        if engine.operation != "delete" and engine.config.reconcile_schema:
+            table_json = table_schema(engine.table)
+            if table_json:
+                batch_schema = engine.reconcile(table_json)
         schema_json = commit_schema(engine.table, engine.operation, batch_schema)
         engine.check_batch(schema_json)
         self.schema_json = schema_json

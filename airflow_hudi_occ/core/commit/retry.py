@@ -12,12 +12,13 @@ from __future__ import annotations
 import random as _random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.concurrency.footprint import Footprint
-from airflow_hudi_occ.core.config import HeartbeatConfig
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
+from airflow_hudi_occ.core.config import (DEFAULT_CONFLICT_RETRIES, NUM_RETRIES_ON_CONFLICT, HeartbeatConfig,
+                                          conflict_retries_of)
+from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, RetryableError
 
 
 @dataclass
@@ -39,12 +40,34 @@ class Attempt:
 
 @dataclass
 class RetryPolicy:
-    max_conflict_retries: int = 5
+    max_conflict_retries: int = DEFAULT_CONFLICT_RETRIES
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
     multiplier: float = 2.0
     sleep: Callable[[float], None] = time.sleep
     random: Callable[[], float] = _random.random
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None, **kw) -> "RetryPolicy":
+        """The policy a Hudi options dict asks for: ``hoodie.write.num.retries.on.conflict.failures``
+        (unset: :data:`~airflow_hudi_occ.core.config.DEFAULT_CONFLICT_RETRIES`); ``kw`` the rest."""
+        n = conflict_retries_of(options)
+        return cls(max_conflict_retries=DEFAULT_CONFLICT_RETRIES if n is None else n, **kw)
+
+    @staticmethod
+    def budget(argument: int | None, options: Mapping[str, Any] | None, *, name: str = "conflict_retries") -> int:
+        """One budget from the two places a user may give it: an orchestrator's own argument
+        (``name``; None: not given) and Hudi's key in the options. Both given and different is
+        refused (which one meant it?), before anything runs."""
+        key = conflict_retries_of(options)
+        if argument is not None and key is not None and argument != key:
+            raise ConfigError(
+                f"{name}={argument} and {NUM_RETRIES_ON_CONFLICT.key}={key} both set the conflict "
+                "retries, to different numbers", key=NUM_RETRIES_ON_CONFLICT.key, value=key,
+                remedy=f"keep one of the two (they are the same budget), or give both {argument}")
+        if argument is not None:
+            return argument
+        return DEFAULT_CONFLICT_RETRIES if key is None else key
 
     def delay(self, retry_number: int) -> float:
         """Full jitter: uniform in [0, min(max, base * multiplier**n)] (AWS architecture blog)."""

@@ -372,7 +372,7 @@ class ArrowClustering(ClusteringWork):
                                              commit_times=chunk.column(COMMIT_TIME).to_pylist())
                 else:  # virtual keys: the rows as they are, no meta columns
                     full = chunk
-                size = write_parquet(table.storage, rel, full)
+                size = write_parquet(table.storage, rel, full, tx.config.parquet)
                 stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, num_writes=full.num_rows,
                                        num_inserts=full.num_rows, file_size_in_bytes=size,
                                        total_write_bytes=size))

@@ -31,6 +31,7 @@ from airflow_hudi_occ.core.format.properties import parse_properties, render_pro
 from airflow_hudi_occ.core.format.partition_path import URL_ENCODE_KEY
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.format.versioned import current_version, read_versioned, supports_versioned_writes
+from airflow_hudi_occ.core.config import PAYLOAD_MERGE_MODES, RecordMergeMode
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
@@ -117,6 +118,38 @@ class TableConfig:
     def precombine_field(self) -> str | None:
         return (self.properties.get("hoodie.table.precombine.field")
                 or self.properties.get("hoodie.table.ordering.fields") or None)
+
+    @property
+    def merge_mode(self) -> RecordMergeMode:
+        """How the table's records merge: ``hoodie.record.merge.mode`` as the table records it;
+        a table without it (created before Hudi 1.0) by its payload class, else by whether it
+        has an ordering field, as Hudi infers it. A mode this project does not implement
+        (CUSTOM) is refused, naming the table."""
+        raw = (self.properties.get("hoodie.record.merge.mode") or "").strip().upper()
+        if raw:
+            try:
+                return RecordMergeMode(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"table {self.name} merges its records with hoodie.record.merge.mode={raw}, "
+                    "which this project does not implement", key="hoodie.record.merge.mode", value=raw,
+                    remedy="write this table with Java Hudi (HudiJavaWriteOperator, docs/java-engine.md)"
+                ) from None
+        payload = (self.properties.get("hoodie.compaction.payload.class")
+                   or self.properties.get("hoodie.table.legacy.payload.class") or "").strip()
+        if payload in PAYLOAD_MERGE_MODES:
+            return PAYLOAD_MERGE_MODES[payload]
+        return (RecordMergeMode.EVENT_TIME_ORDERING if self.precombine_field
+                else RecordMergeMode.COMMIT_TIME_ORDERING)
+
+    @property
+    def ordering_field(self) -> str | None:
+        """The field merges compare (core/commit/merge.py): the precombine (ordering) field
+        under EVENT_TIME_ORDERING; None under COMMIT_TIME_ORDERING, where the later write wins
+        whatever the field holds."""
+        if self.merge_mode is RecordMergeMode.COMMIT_TIME_ORDERING:
+            return None
+        return self.precombine_field
 
     @property
     def populates_meta_fields(self) -> bool:

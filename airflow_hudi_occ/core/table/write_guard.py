@@ -27,6 +27,7 @@ from __future__ import annotations
 from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guard_metadata_table,
                                                         judge_metadata_table, judged_state,
                                                         maintains_files, metadata_table_state)
+from airflow_hudi_occ.core.table.merge_mode import check_merge_mode
 from airflow_hudi_occ.core.table.metadata_trust import check_own_metadata_table
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
@@ -46,6 +47,7 @@ def prepare_for_write(table, config, *, files_writer: bool = False,
     table.recover_properties()
     table.reload_config()
     table.require_writable()
+    check_merge_mode(table, config)
     state = guard_metadata_table(table, config, files_writer=files_writer, stats_writer=stats_writer)
     if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
         check_own_metadata_table(table)  # never append to another table's metadata table
@@ -94,6 +96,7 @@ def check_for_write(table, config, *, files_writer: bool = True, stats_writer: b
     through the core transaction and keeps the listing and the stats): raises what
     :func:`prepare_for_write` would raise on the table as it is now."""
     table.require_writable()
+    check_merge_mode(table, config)
     state = metadata_table_state(table)
     judge_metadata_table(table, config, state, files_writer=files_writer,  # raises, changes nothing
                          stats_writer=stats_writer)

@@ -78,8 +78,9 @@ class HudiWriteOperator(BaseOperator):
         operator runs the job on your platform)
     :param conflict_retries: attempts after a lost conflict, each on a fresh instant: a number,
         or a :class:`~airflow_hudi_occ.core.commit.retry.RetryPolicy` (``max_conflict_retries``,
-        ``base_delay_s``, ``max_delay_s``: exponential backoff with full jitter); this budget
-        is separate from Airflow's task ``retries``
+        ``base_delay_s``, ``max_delay_s``: exponential backoff with full jitter); None: Hudi's
+        ``hoodie.write.num.retries.on.conflict.failures`` in the options (the same budget; both
+        set to different numbers is refused), else 5. Separate from Airflow's task ``retries``
     :param write_windows: :class:`~airflow_hudi_occ.provider.write_window.WriteWindows`: wait
         (bounded) while an older write-window request of another DAG run covers the batch's
         ``partitions`` (templated); None: do not yield
@@ -112,7 +113,7 @@ class HudiWriteOperator(BaseOperator):
                  options: dict[str, Any] | None = None,
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  batch_key: str | None = None, checkpoint: str | None = None,
-                 launcher: Launcher | None = None, conflict_retries: int | RetryPolicy = 5,
+                 launcher: Launcher | None = None, conflict_retries: int | RetryPolicy | None = None,
                  write_windows: WriteWindows | None = WriteWindows(),
                  admission: AdmissionSettings | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -125,8 +126,10 @@ class HudiWriteOperator(BaseOperator):
         self.launcher.check_arguments(self.task_id, source=source, source_format=source_format,
                                       operation=operation, options=options)
         check_loop_arguments(self.task_id, conflict_retries=conflict_retries, write_windows=self.write_windows)
-        self.conflict_retries = (conflict_retries if isinstance(conflict_retries, RetryPolicy)
-                                 else RetryPolicy(max_conflict_retries=conflict_retries))
+        #: a RetryPolicy, a number of retries, or None: Hudi's
+        #: ``hoodie.write.num.retries.on.conflict.failures`` in the options, else 5 (one budget:
+        #: both given as different numbers is refused; resolved with the options per run)
+        self.conflict_retries = conflict_retries
         self.source = source
         self.table_path = table_path
         self.source_format = source_format
