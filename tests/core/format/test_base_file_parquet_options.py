@@ -20,8 +20,8 @@ from airflow_hudi_occ.core.format.base_file import parquet_write_options
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
-ROWS = 60_000
-BLOCK = 256 * 1024
+ROWS = 120_000
+BLOCK = 512 * 1024
 PARQUET_OPTIONS = {"hoodie.parquet.compression.codec": "gzip", "hoodie.parquet.block.size": str(BLOCK),
                    "hoodie.parquet.page.size": str(64 * 1024)}
 
