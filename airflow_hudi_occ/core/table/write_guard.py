@@ -65,6 +65,7 @@ def check_before_lock(table, config, *, files_writer: bool = False,
     :func:`prepare_for_write` raises, before any instant exists."""
     table.reload_config()
     table.require_writable()
+    check_merge_mode(table, config)
     state = judged_state(table, config)
     if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
         return None  # a removal: under the lock
