@@ -223,8 +223,8 @@ def _operator_with_key(tmp_path, value: str, **kw):
     return HudiWriteOperator(task_id="t", source=str(tmp_path / "src.parquet"),
                              table_path=str(tmp_path / "table"), hudi_conn_id=None,
                              options={"hoodie.datasource.write.recordkey.field": "id", RETRIES_KEY: value},
-                             deferrable=True, backoff_base_s=0.0, backoff_max_s=0.0,
-                             instant_wait_s=0.0, yield_to_windows=False, **kw)
+                             deferrable=True, launcher=SparkSubmitLauncher(instant_wait_s=0.0),
+                             write_windows=None, **kw)
 
 
 def test_hudis_retry_key_is_the_operators_conflict_budget(tmp_path, submitted):

@@ -88,4 +88,4 @@ def test_a_wrong_number_in_the_loop_settings_names_the_argument_when_the_dag_is_
     with pytest.raises(ConfigError, match=r"write_windows.poll_s must be greater than 0"):
         HudiWriteOperator(task_id="c", write_windows=WriteWindows(poll_s=0), **common)
     op = HudiWriteOperator(task_id="d", conflict_retries=3, **common)
-    assert op.conflict_retries.max_conflict_retries == 3 and op.write_windows == WriteWindows()
+    assert op.conflict_retries == 3 and op.write_windows == WriteWindows()
