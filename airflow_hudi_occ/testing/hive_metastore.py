@@ -86,7 +86,10 @@ class HiveMetastoreServer:
         if not (self.jars / "hive-metastore-2.3.10.jar").exists() and not list(self.jars.glob("hive-metastore-*.jar")):
             raise RuntimeError(f"no hive-metastore jar in {self.jars}: install pyspark")
         conf = self._write_conf()
-        args = [self.java, "-Xmx512m", _LOG4J_SELECTOR, f"-Dderby.system.home={self.workdir}",
+        # a test server, short-lived: the client compiler and the serial collector, as the
+        # harness's other JVMs (ZooKeeper, Java Hudi), spare the 2 cores C2's compiles
+        args = [self.java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", _LOG4J_SELECTOR,
+                f"-Dderby.system.home={self.workdir}",
                 "-cp", f"{conf}{os.pathsep}{self.jars}/*",
                 "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
         self._server = ServerProcess(args, what=f"Hive Metastore on port {self.port}",
