@@ -4,6 +4,7 @@ import sys
 import pytest
 
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.jvm import spark_submit_opts
 
 
 #: The default run shows no warning (issue 44). None may come from this project: a deprecation
@@ -25,12 +26,11 @@ WARNING_FILTERS = [
 
 
 #: Every JVM the tests start through spark-submit (the jobs, the session of tests/spark, the
-#: tasks of Airflow's processes, a Spark Connect server) runs with the client compiler only and
-#: the serial collector: a test's Spark job is short and small, and C2's background compiles and
-#: G1's threads were about 45% of such a job's CPU on this 2-core machine (one job: 47 s of CPU
-#: against 26 s). Behaviour is the same; a run that sets its own SPARK_SUBMIT_OPTS keeps them.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+#: tasks of Airflow's processes, a Spark Connect server) starts on less CPU: the client compiler,
+#: the serial collector and the archive of Spark's classes that scripts/bootstrap.sh builds
+#: (airflow_hudi_occ/testing/jvm.py: one test's job took 47 s of CPU at the JVM's defaults, 26 s
+#: with the first two, 20 s with all three). A run that sets its own SPARK_SUBMIT_OPTS keeps them.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_submit_opts())
 
 
 def pytest_configure(config):
