@@ -24,8 +24,12 @@ HAVE_ZOOKEEPER = os.path.exists(ZOOKEEPER_JAR) and shutil.which("java") is not N
 # the Spark benchmark (about 45 s even quick: a session, then every write path) and the Java
 # metadata-table one (three Java Hudi JVMs) run with --slow; the Spark engine's paths are
 # tested in tests/spark, the metadata-table rules in tests/interop/test_java_metadata_table.py;
-# the catalog sync one starts a Hive Metastore (about 20 s), tested in tests/core/catalog
-SLOW_BENCHMARKS = ("spark_write", "java_metadata_table", "catalog_sync")
+# the catalog sync one starts a Hive Metastore (about 20 s), tested in tests/core/catalog;
+# the peers (about 18 s quick: delta-rs and pyarrow writers in processes of their own) and the
+# scale one (about 19 s: an S3 server, the latency proxy, the store's capacity) are the two
+# longest of the rest, their harnesses tested in tests/testing/test_latency_proxy.py and
+# tests/reliability/test_s3.py
+SLOW_BENCHMARKS = ("spark_write", "java_metadata_table", "catalog_sync", "peers", "scale")
 SELECTED = [n for n in BENCHMARKS if (n != "zk_lock" or HAVE_ZOOKEEPER)
             and (n not in SLOW_BENCHMARKS or os.environ.get("HUDI_OCC_SLOW") == "1")]
 
