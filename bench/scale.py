@@ -888,26 +888,50 @@ def write_svg(multi: dict, path: str) -> None:
 # --- the single-writer point alone (before/after comparisons of the lock's requests) -----------
 
 
-def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2) -> dict:
+def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2, *,
+                        mdt: bool = False) -> dict:
     """The core writer's commits of :func:`run` without the store's ceiling or delta-rs: light
-    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3)."""
+    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3).
+    ``mdt``: on the multi-writer points' table instead (Java's fixture, its metadata table
+    kept), to name the requests its deltacommit and services make under the lock."""
+    import tempfile
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.format.storage import Storage
+    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
+    from .scale_workers import row as fixture_row
 
     ours: list[dict] = []
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
+    with tempfile.TemporaryDirectory(prefix="scale-") as workdir, S3Server() as s3, \
+            LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket(BUCKET)
-        table, writer, options = our_writer(s3, proxy)
+        if mdt:
+            path, schema, initial = fixture_table(workdir)
+            options = proxy.storage_options(s3.storage_options)
+            Storage(f"s3://{BUCKET}/mdt", options).fs.put(path + "/", f"{BUCKET}/mdt", recursive=True)
+            table = Table.open(f"s3://{BUCKET}/mdt", storage_options=options)
+            writer = ArrowTableWriter(table, WriteConfig.from_options(
+                {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+
+            def batch(i):
+                return fixture_row(0, i, "p0", False, schema)
+        else:
+            table, writer, options = our_writer(s3, proxy)
+            initial = set()
+            batch = _row
+        proxy.set_delay(delay_ms)
         tracer = RequestTracer()
         with tracer.installed():
             for i in range(warmup + commits):
-                row = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"))
+                r = _per_commit(proxy, tracer, lambda: writer.write(batch(i), "upsert"))
                 if i >= warmup:
-                    ours.append(row)
+                    ours.append(r)
         proxy.set_delay(0)
         rows = hudi_read_s3(table.storage.base_uri, options).num_rows
-        if rows != warmup + commits:
-            raise AssertionError(f"rows read back {rows}, expected {warmup + commits}")
+        if rows != warmup + commits + len(initial):
+            raise AssertionError(f"rows read back {rows}, expected {warmup + commits + len(initial)}")
 
     def med(key):
         return statistics.median(r[key] for r in ours)
@@ -915,26 +939,34 @@ def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int
     paths = Counter()
     for r in ours:
         paths.update(r["by_path"])
-    return {"delay_ms": delay_ms, "commits": commits, "seconds_p50": round(med("seconds"), 3),
+    under_paths = Counter()
+    for r in ours:
+        under_paths.update(r["under_lock_by_path"])
+    return {"delay_ms": delay_ms, "commits": commits, "metadata_table": mdt,
+            "seconds_p50": round(med("seconds"), 3),
             "requests_p50": med("requests"), "under_lock_p50": med("under_lock"),
             "under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
             "lock_hold_s_p50": round(med("hold_s"), 4), "acquire_requests_p50": med("acquire"),
             "release_requests_p50": med("release"),
             "requests_by_kind_median": _median_counter([r["by_kind"] for r in ours]),
             "under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
-            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()}}
+            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()},
+            "under_lock_by_code_path_per_commit": {k: v / commits for k, v in under_paths.most_common()}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.scale [--commits N] [--delay-ms MS] [--json PATH]``: the single-writer point."""
+    """``python -m bench.scale [--commits N] [--delay-ms MS] [--mdt] [--json PATH]``: the
+    single-writer point (``--mdt``: on Java's fixture, its metadata table kept)."""
     import argparse
     import json
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=main.__doc__)
     ap.add_argument("--commits", type=int, default=10)
     ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
+    ap.add_argument("--mdt", action="store_true", help="the table of the multi-writer points: "
+                    "Java's fixture with its metadata table, kept by the writer")
     ap.add_argument("--json", default=None, help="write every figure here")
     args = ap.parse_args(argv)
-    out = single_writer_point(args.commits, args.delay_ms)
+    out = single_writer_point(args.commits, args.delay_ms, mdt=args.mdt)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
