@@ -57,7 +57,7 @@ PACKAGE_DIR = "airflow_hudi_occ" + os.sep
 
 def sizes(quick: bool) -> dict:
     if quick:
-        return {"commits": 2, "warmup": 1, "store_clients": 4, "store_seconds": 1.0,
+        return {"commits": 1, "warmup": 1, "store_clients": 4, "store_seconds": 1.0,
                 "store_rounds": 1}
     return {"commits": 10, "warmup": 2, "store_clients": 8, "store_seconds": 4.0,
             "store_rounds": 2}
@@ -227,7 +227,7 @@ def store_throughput(pool: ProcessPoolExecutor, endpoint: str, clients: int,
                      seconds: float) -> dict:
     """Requests per second of ``clients`` processes each PUT-then-GET in a loop for ``seconds``."""
     list(pool.map(_warm_client, range(clients)))
-    start_at = time.time() + 3.0  # every process imported and connected first
+    start_at = time.time() + 1.0  # every process imported (above) and connected first
     results = list(pool.map(_store_client, [(endpoint, seconds, i, start_at)
                                             for i in range(clients)]))
     total = sum(n for n, _ in results)
@@ -478,7 +478,20 @@ class WriterPool:
         self.engine, self.workdir = engine, workdir
         self.procs: list = []
 
+    @staticmethod
+    def grow_all(sizes: dict) -> None:
+        """Start every pool's missing processes, then wait for all of them."""
+        new = [(pool, pool.spawn(n)) for pool, n in sizes.items()]
+        for pool, procs in new:
+            for p in procs:
+                pool.answer(p)
+
     def grow(self, n: int) -> None:
+        for p in self.spawn(n):
+            self.answer(p)
+
+    def spawn(self, n: int) -> list:
+        """Start processes until there are ``n``; returns the new ones (not yet ready)."""
         import subprocess
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -490,8 +503,7 @@ class WriterPool:
                                  text=True, bufsize=1)
             self.procs.append(p)
             new.append(p)
-        for p in new:
-            self.answer(p)
+        return new
 
     def answer(self, proc) -> dict:
         from .scale_workers import RESULT
@@ -504,15 +516,18 @@ class WriterPool:
                 return json.loads(line[len(RESULT):])
 
     def close(self) -> None:
+        """Stop this pool's processes (each by its own handle): idle between points, they hold
+        nothing, and an interpreter's teardown per process costs seconds on a busy machine."""
         for p in self.procs:
             try:
                 p.stdin.close()
             except OSError:
                 pass
+            p.terminate()
         for p in self.procs:
             try:
                 p.wait(timeout=20)
-            except Exception:  # noqa: BLE001 - a stuck writer is killed, by its own id
+            except Exception:  # noqa: BLE001 - a stuck writer is killed, by its own handle
                 p.kill()
         self.procs = []
 
@@ -729,6 +744,11 @@ def run_multi(points: list[Point], log=lambda msg: None, *, s3=None, proxy=None,
         pools = {e: WriterPool(e, workdir) for e in {p.engine for p in points}}
         for pool in pools.values():
             stack.callback(pool.close)
+        # every writer process of both engines started at once: their imports overlap
+        pools_t0 = time.perf_counter()
+        WriterPool.grow_all({pools[e]: max(p.writers for p in points if p.engine == e) for e in pools})
+        log(f"scale: {sum(len(p.procs) for p in pools.values())} writer processes ready "
+            f"({time.perf_counter() - pools_t0:.0f} s)")
         for pt in points:
             t0 = time.perf_counter()
             if budget_s is not None and pt.variant not in ("storage", "delta") and t0 - started > budget_s:
