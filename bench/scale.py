@@ -899,7 +899,7 @@ def write_svg(multi: dict, path: str) -> None:
             parts.append('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>'.format(
                 c, " ".join(f"{X(i):.1f},{Y(v):.1f}" for i, v in pts)))
             parts += [f'<circle cx="{X(i):.1f}" cy="{Y(v):.1f}" r="3" fill="{c}"/>' for i, v in pts]
-            parts.append(f'<text x="{ox + w - pad - 80}" y="{30 + 14 * ly}" fill="{c}">{name}</text>')
+            parts.append(f'<text x="{ox + pad + 90 * ly}" y="{Y(0) + 46}" fill="{c}">{name}</text>')
     parts.append("</svg>")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
