@@ -580,6 +580,8 @@ def _r(x, nd=3):
 #: writer keeps one, it does not create one), reduced to Java 1.2's default partitions
 V9 = "v9_txns_simple_overwrite"
 MDT_PARTITIONS = "files,column_stats,partition_stats"
+#: the writer number of the fixture's preparing commits (its keys meet no bench writer's)
+PREP_WRITER = 9999
 
 
 def fixture_table(workdir: str) -> tuple[str, pa.Schema, set]:
@@ -590,12 +592,23 @@ def fixture_table(workdir: str) -> tuple[str, pa.Schema, set]:
     from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
     from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.tables import java_fixture
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from .scale_workers import row
     path = java_fixture(V9, Path(workdir) / "fixture")
     table = Table.open(str(path))
     table.update_properties({PARTITIONS_KEY: MDT_PARTITIONS})
     data = read_table(table)
-    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")])
-    return str(path), data.schema, set(data.column("txn_id").to_pylist())
+    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
+    # Three commits here, on local disk, bring the metadata table to its compaction (due
+    # every 10 deltacommits; Java left 8): every point then starts just after one, and its
+    # commits meet compactions at the rate a live table does, not the fixture's backlog.
+    writer = ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(
+        {"hoodie.write.lock.provider": "filesystem"}), writer_id="scale-prep")
+    for i in range(3):
+        writer.write(row(PREP_WRITER, i, "prep", False, schema), "upsert")
+    keys = set(read_table(Table.open(str(path))).column("txn_id").to_pylist())
+    return str(path), schema, keys
 
 
 def _setup_table(pt: Point, s3, proxy, zk_hosts: str | None, fixture) -> tuple[str, dict]:
