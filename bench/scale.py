@@ -39,7 +39,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -200,7 +200,7 @@ def _warm_client(_i: int) -> int:  # pragma: no cover - runs in a pool process
     return os.getpid()
 
 
-def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs in a pool process
+def _store_client(args) -> tuple[int, list[float], float, float]:  # pragma: no cover - pool process
     endpoint, seconds, index, start_at = args
     import boto3
     from botocore.config import Config
@@ -212,7 +212,8 @@ def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs i
     while time.time() < start_at:
         time.sleep(0.002)
     n, pairs = 0, []
-    end = start_at + seconds
+    begin = time.time()  # the start line, or later if this process was late to it
+    end = begin + seconds
     while time.time() < end:
         t0 = time.perf_counter()
         key = f"load/{index}/{n % 16}"
@@ -220,20 +221,23 @@ def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs i
         client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
         pairs.append(time.perf_counter() - t0)
         n += 2
-    return n, pairs
+    return n, pairs, begin, time.time()
 
 
 def store_throughput(pool: ProcessPoolExecutor, endpoint: str, clients: int,
                      seconds: float) -> dict:
-    """Requests per second of ``clients`` processes each PUT-then-GET in a loop for ``seconds``."""
+    """Requests per second of ``clients`` processes each PUT-then-GET in a loop for ``seconds``
+    (over the span from the first client's start to the last one's end: a client late to the
+    start line on a busy machine runs its full time after it, and the span counts it)."""
     list(pool.map(_warm_client, range(clients)))
-    start_at = time.time() + 1.0  # every process imported (above) and connected first
+    start_at = time.time() + 3.0  # every process imported (above) and connected first
     results = list(pool.map(_store_client, [(endpoint, seconds, i, start_at)
                                             for i in range(clients)]))
-    total = sum(n for n, _ in results)
-    per_request = sorted(p / 2 for _, pairs in results for p in pairs)
-    return {"clients": clients, "seconds": seconds, "requests": total,
-            "requests_per_s": round(total / seconds, 1),
+    total = sum(r[0] for r in results)
+    span = max(r[3] for r in results) - min(r[2] for r in results)
+    per_request = sorted(p / 2 for r in results for p in r[1])
+    return {"clients": clients, "seconds": round(span, 3), "requests": total,
+            "requests_per_s": round(total / span, 1),
             "p50_ms_per_request": round(1000 * per_request[len(per_request) // 2], 2)
             if per_request else None}
 
@@ -294,6 +298,7 @@ def _median_counter(rows: list[Counter]) -> dict:
 
 
 def run(ctx) -> list[Figure]:
+    import tempfile
     from deltalake import DeltaTable, write_deltalake
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
@@ -301,7 +306,8 @@ def run(ctx) -> list[Figure]:
     sz = sizes(ctx.quick)
     ours: list[dict] = []
     theirs: list[dict] = []
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
+    with ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="scale-") as workdir, \
+            S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket(BUCKET)
         ctx.log(f"scale: store ceiling, {sz['store_clients']} clients, direct and through the proxy")
         with ProcessPoolExecutor(sz["store_clients"], mp_context=mp.get_context("spawn")) as pool:
@@ -312,6 +318,10 @@ def run(ctx) -> list[Figure]:
                       for _ in range(sz["store_rounds"])]
         direct = max((r[0] for r in rounds), key=lambda r: r["requests_per_s"])
         proxied = max((r[1] for r in rounds), key=lambda r: r["requests_per_s"])
+        points = multi_points(ctx.quick)
+        early = start_pools(points, workdir) if ctx.quick else None
+        for pool_ in (early or {}).values():
+            cleanup.callback(pool_.close)  # if anything fails before run_multi takes them
         proxy.set_delay(DELAY_MS)
         table, writer, options = our_writer(s3, proxy)
         delta_uri = f"s3://{BUCKET}/delta"
@@ -333,7 +343,7 @@ def run(ctx) -> list[Figure]:
                 "delta": DeltaTable(delta_uri, storage_options=dopts).to_pyarrow_table().num_rows}
         if rows != {"ours": expected, "delta": expected}:
             raise AssertionError(f"rows read back {rows}, expected {expected} in each table")
-        multi = run_multi(multi_points(ctx.quick), ctx.log, s3=s3, proxy=proxy,
+        multi = run_multi(points, ctx.log, s3=s3, proxy=proxy, pools=early, workdir=workdir,
                           budget_s=None if ctx.quick else FULL_BUDGET_S)
 
     def med(rows_, key):
@@ -477,18 +487,16 @@ class WriterPool:
     def __init__(self, engine: str, workdir: str):
         self.engine, self.workdir = engine, workdir
         self.procs: list = []
-
-    @staticmethod
-    def grow_all(sizes: dict) -> None:
-        """Start every pool's missing processes, then wait for all of them."""
-        new = [(pool, pool.spawn(n)) for pool, n in sizes.items()]
-        for pool, procs in new:
-            for p in procs:
-                pool.answer(p)
+        self.pending: list = []  # started, not yet answered ready
 
     def grow(self, n: int) -> None:
-        for p in self.spawn(n):
-            self.answer(p)
+        self.spawn(n)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for every started process to have imported its engine."""
+        while self.pending:
+            self.answer(self.pending.pop(0))
 
     def spawn(self, n: int) -> list:
         """Start processes until there are ``n``; returns the new ones (not yet ready)."""
@@ -503,6 +511,7 @@ class WriterPool:
                                  text=True, bufsize=1)
             self.procs.append(p)
             new.append(p)
+        self.pending += new
         return new
 
     def answer(self, proc) -> dict:
@@ -730,20 +739,32 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
     return out
 
 
+def start_pools(points: list[Point], workdir: str) -> dict[str, WriterPool]:
+    """Every writer process the points need, both engines started at once (their imports
+    overlap), not waited for: :func:`run_multi` waits. The quick run starts them before its
+    single-writer commits, whose time is spent waiting on the proxy."""
+    pools = {e: WriterPool(e, workdir) for e in sorted({p.engine for p in points})}
+    for e, pool in pools.items():
+        pool.spawn(max(p.writers for p in points if p.engine == e))
+    return pools
+
+
 def run_multi(points: list[Point], log=lambda msg: None, *, s3=None, proxy=None,
-              budget_s: float | None = None) -> dict:
+              budget_s: float | None = None, pools: dict | None = None,
+              workdir: str | None = None) -> dict:
     """Every point on one store and proxy (started here unless given), the writer processes of
-    each engine started once, ZooKeeper started if a point needs it: ``{label: figures}``.
+    each engine started once (``pools`` from :func:`start_pools`, with the ``workdir`` they
+    were given, or started here), ZooKeeper started if a point needs it: ``{label: figures}``.
     ``budget_s``: a ZooKeeper or overlap point is skipped (``{"skipped": ...}``) once this
     many seconds have passed."""
     started = time.perf_counter()
     import tempfile
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server
-    from contextlib import ExitStack
     results: dict[str, dict] = {}
     with ExitStack() as stack:
-        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="scale-"))
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="scale-"))
         if s3 is None:
             s3 = stack.enter_context(S3Server())
             s3.create_bucket(BUCKET)
@@ -753,15 +774,15 @@ def run_multi(points: list[Point], log=lambda msg: None, *, s3=None, proxy=None,
         if any(p.lock == "zookeeper" for p in points):
             from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
             zk_hosts = stack.enter_context(ZooKeeperServer(os.path.join(workdir, "zk"))).hosts
-        fixture = fixture_table(workdir)
-        pools = {e: WriterPool(e, workdir) for e in {p.engine for p in points}}
+        pools_t0 = time.perf_counter()
+        pools = pools if pools is not None else start_pools(points, workdir)
         for pool in pools.values():
             stack.callback(pool.close)
-        # every writer process of both engines started at once: their imports overlap
-        pools_t0 = time.perf_counter()
-        WriterPool.grow_all({pools[e]: max(p.writers for p in points if p.engine == e) for e in pools})
+        fixture = fixture_table(workdir)
+        for pool in pools.values():
+            pool.wait_ready()
         log(f"scale: {sum(len(p.procs) for p in pools.values())} writer processes ready "
-            f"({time.perf_counter() - pools_t0:.0f} s)")
+            f"({time.perf_counter() - pools_t0:.0f} s after this part began)")
         for pt in points:
             t0 = time.perf_counter()
             if budget_s is not None and pt.variant not in ("storage", "delta") and t0 - started > budget_s:
