@@ -29,6 +29,8 @@ proxy (:mod:`airflow_hudi_occ.testing.latency_proxy`, ``DELAY_MS`` per request):
 
 from __future__ import annotations
 
+import json
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -37,7 +39,8 @@ import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -54,16 +57,24 @@ PACKAGE_DIR = "airflow_hudi_occ" + os.sep
 
 def sizes(quick: bool) -> dict:
     if quick:
-        return {"commits": 3, "warmup": 1, "store_clients": 4, "store_seconds": 2.0,
+        return {"commits": 1, "warmup": 1, "store_clients": 4, "store_seconds": 1.0,
                 "store_rounds": 1}
     return {"commits": 10, "warmup": 2, "store_clients": 8, "store_seconds": 4.0,
             "store_rounds": 2}
 
 
 def figure_names(quick: bool = False) -> list[str]:
-    return ["scale.1w.commit.vs_deltalake", "scale.1w.requests.vs_deltalake",
-            "scale.1w.requests_under_lock.vs_target", "scale.store.capacity_used",
-            "scale.proxy.overhead"]
+    multi = []
+    for pt in multi_points(quick):
+        base = f"scale.{pt.writers}w.{pt.delay_ms}ms"
+        if pt.variant == "storage":
+            multi += [f"{base}.ms_per_commit.vs_deltalake", f"{base}.p99.vs_deltalake",
+                      f"{base}.requests_under_lock.vs_target"]
+        elif pt.engine == "ours":
+            multi.append(f"{base}.{pt.variant}.ms_per_commit.vs_storage")
+    return multi + ["scale.1w.commit.vs_deltalake", "scale.1w.requests.vs_deltalake",
+                    "scale.1w.requests_under_lock.vs_target", "scale.store.capacity_used",
+                    "scale.proxy.overhead"]
 
 
 # --- which code made each request --------------------------------------------------------------
@@ -100,10 +111,13 @@ class RequestTracer:
     """Records every storage call's time window with its code path, and the lock's hold windows.
 
     Wraps ``fsspec.asyn.sync`` (and s3fs's reference to it: every blocking s3fs call goes
-    through it) and ``LockManager.acquire`` / ``release`` in this process while installed.
+    through it) and ``LockManager.acquire`` / ``release`` in this process while installed;
+    ``trace_calls=False`` wraps only the lock (the writer processes of the multi-writer points,
+    where walking frames on every storage call would cost CPU the 2 cores do not have).
     """
 
-    def __init__(self):
+    def __init__(self, *, trace_calls: bool = True):
+        self.trace_calls = trace_calls
         self.calls: list[tuple[float, float, str]] = []
         self.holds: list[tuple[float, float]] = []
         self.acquires: list[tuple[float, float]] = []
@@ -131,10 +145,11 @@ class RequestTracer:
 
         def acquire(self_):
             t0 = time.time()
-            raw_acquire(self_)
-            t1 = time.time()
-            tracer.acquires.append((t0, t1))
-            tracer._held_since = t1
+            try:
+                raw_acquire(self_)
+            finally:  # a timed-out wait is a wait too
+                tracer.acquires.append((t0, time.time()))
+            tracer._held_since = tracer.acquires[-1][1]
 
         def release(self_):
             t0 = time.time()
@@ -146,9 +161,10 @@ class RequestTracer:
             finally:
                 tracer.releases.append((t0, time.time()))
 
-        saved = [(fsspec.asyn, "sync", raw_sync), (s3fs.core, "sync", s3fs.core.sync),
-                 (LockManager, "acquire", raw_acquire), (LockManager, "release", raw_release)]
-        fsspec.asyn.sync = s3fs.core.sync = sync
+        saved = [(LockManager, "acquire", raw_acquire), (LockManager, "release", raw_release)]
+        if self.trace_calls:
+            saved += [(fsspec.asyn, "sync", raw_sync), (s3fs.core, "sync", s3fs.core.sync)]
+            fsspec.asyn.sync = s3fs.core.sync = sync
         LockManager.acquire, LockManager.release = acquire, release
         try:
             yield self
@@ -175,7 +191,16 @@ def split_by_window(events: list[dict], windows: list[tuple[float, float]]) -> l
 # --- the store's own ceiling -------------------------------------------------------------------
 
 
-def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs in a pool process
+def _warm_client(_i: int) -> int:  # pragma: no cover - runs in a pool process
+    """Imports done in a pool process before the start line is set (on a busy machine a spawned
+    process can take longer to import than the start line's margin, and then counts nothing)."""
+    import boto3  # noqa: F401
+    import airflow_hudi_occ.testing.s3  # noqa: F401
+    time.sleep(0.2)  # hold this process so the next item goes to another one
+    return os.getpid()
+
+
+def _store_client(args) -> tuple[int, list[float], float, float]:  # pragma: no cover - pool process
     endpoint, seconds, index, start_at = args
     import boto3
     from botocore.config import Config
@@ -187,7 +212,8 @@ def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs i
     while time.time() < start_at:
         time.sleep(0.002)
     n, pairs = 0, []
-    end = start_at + seconds
+    begin = time.time()  # the start line, or later if this process was late to it
+    end = begin + seconds
     while time.time() < end:
         t0 = time.perf_counter()
         key = f"load/{index}/{n % 16}"
@@ -195,19 +221,23 @@ def _store_client(args) -> tuple[int, list[float]]:  # pragma: no cover - runs i
         client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
         pairs.append(time.perf_counter() - t0)
         n += 2
-    return n, pairs
+    return n, pairs, begin, time.time()
 
 
 def store_throughput(pool: ProcessPoolExecutor, endpoint: str, clients: int,
                      seconds: float) -> dict:
-    """Requests per second of ``clients`` processes each PUT-then-GET in a loop for ``seconds``."""
-    start_at = time.time() + 3.0  # every process imported and connected first
+    """Requests per second of ``clients`` processes each PUT-then-GET in a loop for ``seconds``
+    (over the span from the first client's start to the last one's end: a client late to the
+    start line on a busy machine runs its full time after it, and the span counts it)."""
+    list(pool.map(_warm_client, range(clients)))
+    start_at = time.time() + 3.0  # every process imported (above) and connected first
     results = list(pool.map(_store_client, [(endpoint, seconds, i, start_at)
                                             for i in range(clients)]))
-    total = sum(n for n, _ in results)
-    per_request = sorted(p / 2 for _, pairs in results for p in pairs)
-    return {"clients": clients, "seconds": seconds, "requests": total,
-            "requests_per_s": round(total / seconds, 1),
+    total = sum(r[0] for r in results)
+    span = max(r[3] for r in results) - min(r[2] for r in results)
+    per_request = sorted(p / 2 for r in results for p in r[1])
+    return {"clients": clients, "seconds": round(span, 3), "requests": total,
+            "requests_per_s": round(total / span, 1),
             "p50_ms_per_request": round(1000 * per_request[len(per_request) // 2], 2)
             if per_request else None}
 
@@ -268,6 +298,7 @@ def _median_counter(rows: list[Counter]) -> dict:
 
 
 def run(ctx) -> list[Figure]:
+    import tempfile
     from deltalake import DeltaTable, write_deltalake
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
@@ -275,7 +306,8 @@ def run(ctx) -> list[Figure]:
     sz = sizes(ctx.quick)
     ours: list[dict] = []
     theirs: list[dict] = []
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
+    with ExitStack() as cleanup, tempfile.TemporaryDirectory(prefix="scale-") as workdir, \
+            S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket(BUCKET)
         ctx.log(f"scale: store ceiling, {sz['store_clients']} clients, direct and through the proxy")
         with ProcessPoolExecutor(sz["store_clients"], mp_context=mp.get_context("spawn")) as pool:
@@ -286,6 +318,10 @@ def run(ctx) -> list[Figure]:
                       for _ in range(sz["store_rounds"])]
         direct = max((r[0] for r in rounds), key=lambda r: r["requests_per_s"])
         proxied = max((r[1] for r in rounds), key=lambda r: r["requests_per_s"])
+        points = multi_points(ctx.quick)
+        early = start_pools(points, workdir) if ctx.quick else None
+        for pool_ in (early or {}).values():
+            cleanup.callback(pool_.close)  # if anything fails before run_multi takes them
         proxy.set_delay(DELAY_MS)
         table, writer, options = our_writer(s3, proxy)
         delta_uri = f"s3://{BUCKET}/delta"
@@ -307,6 +343,8 @@ def run(ctx) -> list[Figure]:
                 "delta": DeltaTable(delta_uri, storage_options=dopts).to_pyarrow_table().num_rows}
         if rows != {"ours": expected, "delta": expected}:
             raise AssertionError(f"rows read back {rows}, expected {expected} in each table")
+        multi = run_multi(points, ctx.log, s3=s3, proxy=proxy, pools=early, workdir=workdir,
+                          budget_s=None if ctx.quick else FULL_BUDGET_S)
 
     def med(rows_, key):
         return statistics.median(r[key] for r in rows_)
@@ -334,7 +372,12 @@ def run(ctx) -> list[Figure]:
         "rows_read_back": rows,
     }
     store = {"direct": direct, "proxied_0ms": proxied, "rounds": rounds, "writer_load_requests_per_s": round(load_rps, 1)}
-    return [
+    for line in summary_table(multi, direct["requests_per_s"]).splitlines():
+        ctx.log(line)
+    if not ctx.quick:
+        write_svg(multi, PLOT_PATH)
+        ctx.log(f"scale: plot written to {os.path.relpath(PLOT_PATH)}")
+    return multi_figures(multi, direct) + [
         Figure("scale.1w.commit.vs_deltalake", NAME,
                f"one writer, single-row commit at {DELAY_MS} ms a request: core writer "
                "(storage lock) vs delta-rs append (conditional put)",
@@ -362,29 +405,588 @@ def run(ctx) -> list[Figure]:
     ]
 
 
+# --- many writers (issue 43, item 2) ------------------------------------------------------------
+
+WRITER_COUNTS = (1, 8, 16, 32)
+DELAYS_MS = (20, 50)
+#: the quick run's delay (the smoke test checks structure; every 20 ms under the lock costs it)
+QUICK_DELAY_MS = 5
+#: the share of writers that overlap (write the shared key 0 of one shared partition)
+OVERLAP_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the multi-writer matrix: ``engine`` ours or delta, ``lock`` storage or
+    zookeeper (delta: its conditional puts), ``overlap`` 25% of the writers on one shared key."""
+
+    engine: str
+    writers: int
+    delay_ms: int
+    commits: int
+    lock: str = "storage"
+    overlap: bool = False
+
+    @property
+    def variant(self) -> str:
+        if self.engine == "delta":
+            return "delta"
+        return ("zk" if self.lock == "zookeeper" else "storage") + (".overlap" if self.overlap else "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.writers}w.{self.delay_ms}ms.{self.variant}"
+
+    @property
+    def overlapping(self) -> int:
+        return int(self.writers * OVERLAP_SHARE) if self.overlap else 0
+
+
+def commits_per_writer(writers: int, quick: bool) -> int:
+    """Commits each writer makes. The issue asks 20; with the metadata table kept, a commit of
+    ours holds the table lock for seconds (its deltacommit and services are written under it),
+    so the table, not the writers, sets a point's time: 20 commits by 32 writers at 50 ms would
+    take most of an hour. The full run fits 15 minutes with 10 commits at 1 writer, 2 at 8 and
+    1 at 16 and 32 (docs/benchmarks.md says so beside the figures)."""
+    if quick:
+        return 1
+    return {1: 10, 8: 2}.get(writers, 1)
+
+
+def multi_points(quick: bool) -> list[Point]:
+    """The matrix, in the order it runs: at each delay, for each writer count, ours (storage
+    lock, disjoint) then delta-rs back to back, then ZooKeeper and 25% overlap at 8 writers;
+    last, ZooKeeper and overlap at 32 writers and 50 ms while the time budget lasts."""
+    if quick:
+        return [Point("ours", 2, QUICK_DELAY_MS, 1), Point("delta", 2, QUICK_DELAY_MS, 1)]
+    out = []
+    for d in DELAYS_MS:
+        for n in WRITER_COUNTS:
+            c = commits_per_writer(n, quick)
+            out += [Point("ours", n, d, c), Point("delta", n, d, c)]
+        c = commits_per_writer(8, quick)
+        out += [Point("ours", 8, d, c, lock="zookeeper"), Point("ours", 8, d, c, overlap=True)]
+    c = commits_per_writer(32, quick)
+    out += [Point("ours", 32, 50, c, lock="zookeeper"), Point("ours", 32, 50, c, overlap=True)]
+    return out
+
+
+#: the multi-writer points of the full run start a ZooKeeper or overlap point only while this
+#: many seconds have not passed (the storage-lock and delta-rs points always run): the whole
+#: bench stays within 15 minutes
+FULL_BUDGET_S = 600.0
+PLOT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "out",
+                         "scale.svg")
+
+
+class WriterPool:
+    """Writer processes of one engine (``python -m bench.scale_workers ENGINE``), started once
+    and given every point of that engine: 32 imports of pyarrow and the engine on 2 cores take
+    a minute, and would be paid again at every point."""
+
+    def __init__(self, engine: str, workdir: str):
+        self.engine, self.workdir = engine, workdir
+        self.procs: list = []
+        self.pending: list = []  # started, not yet answered ready
+
+    def grow(self, n: int) -> None:
+        self.spawn(n)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for every started process to have imported its engine."""
+        while self.pending:
+            self.answer(self.pending.pop(0))
+
+    def spawn(self, n: int) -> list:
+        """Start processes until there are ``n``; returns the new ones (not yet ready)."""
+        import subprocess
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        new = []
+        while len(self.procs) < n:
+            err = open(os.path.join(self.workdir, f"{self.engine}-{len(self.procs)}.stderr"), "w")
+            p = subprocess.Popen([sys.executable, "-m", "bench.scale_workers", self.engine], cwd=root,
+                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                 text=True, bufsize=1)
+            self.procs.append(p)
+            new.append(p)
+        self.pending += new
+        return new
+
+    def answer(self, proc) -> dict:
+        from .scale_workers import RESULT
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.engine} writer process exited ({proc.poll()}); its stderr "
+                                   f"is in {self.workdir}")
+            if line.startswith(RESULT):
+                return json.loads(line[len(RESULT):])
+
+    def close(self) -> None:
+        """Stop this pool's processes (each by its own handle): idle between points, they hold
+        nothing, and an interpreter's teardown per process costs seconds on a busy machine."""
+        for p in self.procs:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except Exception:  # noqa: BLE001 - a stuck writer is killed, by its own handle
+                p.kill()
+        self.procs = []
+
+
+class StoreProbe:
+    """The store's own answer time during a point: a HEAD of the bucket straight to the store
+    (not through the proxy) every 100 ms from a thread of the bench process. If the store were
+    the bottleneck, this is where it would show."""
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+        self.seconds: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        import boto3
+        from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY
+        client = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                              aws_secret_access_key=SECRET_KEY, region_name=REGION)
+        client.head_bucket(Bucket=BUCKET)
+        while not self._stop.wait(0.1):
+            t0 = time.perf_counter()
+            client.head_bucket(Bucket=BUCKET)
+            self.seconds.append(time.perf_counter() - t0)
+
+    def __enter__(self) -> "StoreProbe":
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in 0..100); None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
+
+
+def _r(x, nd=3):
+    return None if x is None else round(x, nd)
+
+
+#: the Java-written fixture every point of ours starts from: it has a metadata table (our
+#: writer keeps one, it does not create one), reduced to Java 1.2's default partitions
+V9 = "v9_txns_simple_overwrite"
+MDT_PARTITIONS = "files,column_stats,partition_stats"
+#: the writer number of the fixture's preparing commits (its keys meet no bench writer's)
+PREP_WRITER = 9999
+
+
+def fixture_table(workdir: str) -> tuple[str, pa.Schema, set]:
+    """The local copy of Java's v9 fixture with ``files``, ``column_stats`` and
+    ``partition_stats`` in its metadata table: ``(path, data schema, its keys)``."""
+    from pathlib import Path
+    from airflow_hudi_occ.core.commit.writer import read_table
+    from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
+    from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.testing.tables import java_fixture
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from .scale_workers import row
+    path = java_fixture(V9, Path(workdir) / "fixture")
+    table = Table.open(str(path))
+    table.update_properties({PARTITIONS_KEY: MDT_PARTITIONS})
+    data = read_table(table)
+    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
+    # Three commits here, on local disk, bring the metadata table to its compaction (due
+    # every 10 deltacommits; Java left 8): every point then starts just after one, and its
+    # commits meet compactions at the rate a live table does, not the fixture's backlog.
+    writer = ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(
+        {"hoodie.write.lock.provider": "filesystem"}), writer_id="scale-prep")
+    for i in range(3):
+        writer.write(row(PREP_WRITER, i, "prep", False, schema), "upsert")
+    keys = set(read_table(Table.open(str(path))).column("txn_id").to_pylist())
+    return str(path), schema, keys
+
+
+def _setup_table(pt: Point, s3, proxy, zk_hosts: str | None, fixture) -> tuple[str, dict]:
+    """The point's table, made at 0 ms: ours a copy of the fixture (with the shared
+    partition's key 0 for overlap), delta-rs's made by its first writer."""
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.format.storage import Storage
+    from airflow_hudi_occ.core.table.table import Table
+    from .scale_workers import row
+    name = "scale_" + pt.label.replace(".", "_")
+    uri = f"s3://{BUCKET}/{name}"
+    options = {"hoodie.write.lock.provider": pt.lock}
+    if pt.lock == "zookeeper":
+        options["hoodie.write.lock.zookeeper.url"] = zk_hosts
+    if pt.engine == "ours":
+        setup = proxy.storage_options(s3.storage_options)
+        Storage(uri, setup).fs.put(fixture[0] + "/", f"{BUCKET}/{name}", recursive=True)
+        if pt.overlap:
+            writer = ArrowTableWriter(Table.open(uri, storage_options=setup),
+                                      WriteConfig.from_options(options), writer_id="scale-setup")
+            writer.write(row(0, 0, "shared", True, fixture[1]).slice(0, 1), "upsert")
+    return uri, options
+
+
+def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, workdir: str,
+              fixture) -> dict:
+    """One point: every writer starts together, makes its commits; the figures of the table."""
+    from airflow_hudi_occ.testing.s3 import hudi_read_s3
+    proxy.set_delay(0)
+    import base64
+    from .scale_workers import key_of
+    uri, options = _setup_table(pt, s3, proxy, zk_hosts, fixture)
+    pool.grow(pt.writers)
+    start = os.path.join(workdir, f"start-{pt.label}")
+    keys = {}
+    for w in range(pt.writers):
+        key = f"w{w}"
+        keys[key] = w
+        overlapping = w < pt.overlapping
+        spec = {"engine": pt.engine, "uri": uri, "worker": w, "commits": pt.commits,
+                "partition": "shared" if overlapping else f"p{w}", "overlapping": overlapping,
+                "write_options": options, "start": start,
+                "schema_b64": (base64.b64encode(fixture[1].serialize().to_pybytes()).decode()
+                               if pt.engine == "ours" else None),
+                "storage_options": {**proxy.storage_options(s3.storage_options), "key": key},
+                "delta_options": {**delta_options(proxy.endpoint), "AWS_ACCESS_KEY_ID": key}}
+        pool.procs[w].stdin.write(json.dumps(spec) + "\n")
+        pool.procs[w].stdin.flush()
+    deadline = time.time() + 300
+    while not all(os.path.exists(f"{start}.ready.{w}") for w in range(pt.writers)):
+        if time.time() > deadline:
+            raise RuntimeError(f"{pt.label}: writers not ready in 300 s")
+        time.sleep(0.02)
+    proxy.set_delay(pt.delay_ms)
+    proxy.events(reset=True)
+    with StoreProbe(s3.endpoint) as probe:
+        t_start = time.time()
+        open(start, "w").close()
+        results = [pool.answer(pool.procs[w]) for w in range(pt.writers)]
+        t_all = time.time()
+    events = proxy.events(reset=True)
+    proxy.set_delay(0)
+    failed = [r["failed"] for r in results if "failed" in r]
+    commits = [dict(c, worker=r["worker"]) for r in results for c in r["commits"]]
+    ok = [c for c in commits if not c["error"]]
+    end = max((c["t1"] for c in commits), default=t_all)
+    wall = max(1e-9, end - t_start)
+    lat = [c["t1"] - c["t0"] for c in ok]
+    by_who: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        by_who[e.get("who", "")].append(e["t"])
+    out = {"label": pt.label, "engine": pt.engine, "variant": pt.variant, "writers": pt.writers,
+           "delay_ms": pt.delay_ms, "commits_per_writer": pt.commits, "overlapping_writers": pt.overlapping,
+           "commits": len(ok), "failed_commits": len(commits) - len(ok) + len(failed) * pt.commits,
+           "errors": sorted({c["error"] for c in commits if c["error"]} | set(failed))[:5],
+           "seconds": round(wall, 3), "commits_per_s": round(len(ok) / wall, 3),
+           "p50_s": _r(percentile(lat, 50)), "p99_s": _r(percentile(lat, 99)),
+           "conflicts": sum(c["conflicts"] for c in commits),
+           "requests": len(events), "requests_per_commit": _r(len(events) / max(1, len(ok)), 1),
+           "requests_by_kind": dict(Counter(e["kind"] for e in events).most_common()),
+           "store_load_requests_per_s": round(len(events) / wall, 1),
+           "store_probe_ms_p50": _r(1000 * (percentile(probe.seconds, 50) or 0), 2),
+           "store_probe_ms_p99": _r(1000 * (percentile(probe.seconds, 99) or 0), 2),
+           "peak_rss_mb_max": max((r["peak_rss_mb"] for r in results), default=None),
+           "peak_rss_mb_p50": percentile([r["peak_rss_mb"] for r in results], 50)}
+    if pt.engine == "ours":
+        under, holds, split = [], [], Counter()
+        for c in ok:
+            mine = by_who.get(f"w{c['worker']}", [])
+            under.append(sum(1 for t in mine if any(a <= t <= b for a, b in c["holds"])))
+            holds.append(sum(b - a for a, b in c["holds"]))
+            split.update(c["hold_split_s"])
+        n = max(1, len(ok))
+        out.update({
+            "lock_timeouts": sum(c["lock_timeouts"] for c in commits),
+            "requests_under_lock_p50": percentile(under, 50), "requests_under_lock_max": max(under, default=None),
+            "lock_hold_s_mean": _r(sum(holds) / n, 4), "lock_hold_s_p50": _r(percentile(holds, 50), 4),
+            "lock_hold_split_s_mean": {k: round(v / n, 4) for k, v in split.most_common()},
+            "lock_wait_s_p50": _r(percentile([c["lock_wait_s"] for c in ok], 50)),
+            "lock_wait_s_p99": _r(percentile([c["lock_wait_s"] for c in ok], 99)),
+            "admission_wait_s_p50": _r(percentile([c["admission_wait_s"] for c in ok], 50)),
+            "admission_wait_s_max": _r(max((c["admission_wait_s"] for c in ok), default=None)),
+            "table_time_locked_share": _r(sum(holds) / wall, 3)})
+        got = hudi_read_s3(uri, s3.storage_options)
+        ids = sorted(k for k in got.column("txn_id").to_pylist() if k not in fixture[2])
+        expected = {f"K{key_of(r['worker'], i)}" for r in results
+                    for i, c in enumerate(r["commits"]) if not c["error"]} | ({"K0"} if pt.overlap else set())
+        out["rows_read_back"] = got.num_rows
+    else:
+        from deltalake import DeltaTable
+        ids = sorted(DeltaTable(uri, storage_options=delta_options(s3.endpoint)).to_pyarrow_table()
+                     .column("id").to_pylist())
+        expected = {key_of(r["worker"], i) for r in results
+                    for i, c in enumerate(r["commits"]) if not c["error"]}
+    out["read_back_exact"] = ids == sorted(expected)
+    if not out["read_back_exact"]:
+        out["read_back"] = {"rows": len(ids), "expected": len(expected)}
+    return out
+
+
+def start_pools(points: list[Point], workdir: str) -> dict[str, WriterPool]:
+    """Every writer process the points need, both engines started at once (their imports
+    overlap), not waited for: :func:`run_multi` waits. The quick run starts them before its
+    single-writer commits, whose time is spent waiting on the proxy."""
+    pools = {e: WriterPool(e, workdir) for e in sorted({p.engine for p in points})}
+    for e, pool in pools.items():
+        pool.spawn(max(p.writers for p in points if p.engine == e))
+    return pools
+
+
+def run_multi(points: list[Point], log=lambda msg: None, *, s3=None, proxy=None,
+              budget_s: float | None = None, pools: dict | None = None,
+              workdir: str | None = None) -> dict:
+    """Every point on one store and proxy (started here unless given), the writer processes of
+    each engine started once (``pools`` from :func:`start_pools`, with the ``workdir`` they
+    were given, or started here), ZooKeeper started if a point needs it: ``{label: figures}``.
+    ``budget_s``: a ZooKeeper or overlap point is skipped (``{"skipped": ...}``) once this
+    many seconds have passed."""
+    started = time.perf_counter()
+    import tempfile
+    from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
+    from airflow_hudi_occ.testing.s3 import S3Server
+    results: dict[str, dict] = {}
+    with ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="scale-"))
+        if s3 is None:
+            s3 = stack.enter_context(S3Server())
+            s3.create_bucket(BUCKET)
+        if proxy is None:
+            proxy = stack.enter_context(LatencyProxy(s3.endpoint, delay_ms=0))
+        zk_hosts = None
+        if any(p.lock == "zookeeper" for p in points):
+            from airflow_hudi_occ.testing.zookeeper import ZooKeeperServer
+            zk_hosts = stack.enter_context(ZooKeeperServer(os.path.join(workdir, "zk"))).hosts
+        pools_t0 = time.perf_counter()
+        pools = pools if pools is not None else start_pools(points, workdir)
+        for pool in pools.values():
+            stack.callback(pool.close)
+        fixture = fixture_table(workdir)
+        for pool in pools.values():
+            pool.wait_ready()
+        log(f"scale: {sum(len(p.procs) for p in pools.values())} writer processes ready "
+            f"({time.perf_counter() - pools_t0:.0f} s after this part began)")
+        for pt in points:
+            t0 = time.perf_counter()
+            if budget_s is not None and pt.variant not in ("storage", "delta") and t0 - started > budget_s:
+                results[pt.label] = {"label": pt.label, "skipped": f"time budget of {budget_s:.0f} s spent"}
+                log(f"scale: {pt.label} skipped (time budget)")
+                continue
+            res = run_point(pt, pools[pt.engine], s3, proxy, zk_hosts, workdir, fixture)
+            results[pt.label] = res
+            extra = (f", lock hold {res['lock_hold_s_mean']:.2f} s, {res['requests_under_lock_p50']} "
+                     f"requests under it, {res['conflicts']} conflicts, {res['lock_timeouts']} lock "
+                     f"timeouts" if pt.engine == "ours" else "")
+            log(f"scale: {pt.label}: {res['commits']} commits in {res['seconds']:.1f} s, "
+                f"{res['commits_per_s']:.2f}/s, p50 {res['p50_s']} s, p99 {res['p99_s']} s{extra}; "
+                f"store {res['store_load_requests_per_s']} req/s, probe p99 {res['store_probe_ms_p99']} ms "
+                f"({time.perf_counter() - t0:.0f} s)")
+    return results
+
+
+def _ms_per_commit(res: dict) -> float:
+    """The table's milliseconds per commit (the inverse of its commits per second); a point
+    where nothing committed counts its whole time as one commit (a lower bound, never zero)."""
+    return 1000.0 * res["seconds"] / max(1, res["commits"])
+
+
+def multi_figures(multi: dict, store: dict | None = None) -> list[Figure]:
+    """Per writer count and delay: the table's time per commit and the p99 commit latency
+    against delta-rs's (targets of issue 43, item 3: commits/s at least 1.0x delta-rs, p99 at
+    most 1.5x), and the requests under the lock against 6; ZooKeeper and overlap as
+    information against the storage-lock point. Every point's figures are in the details."""
+    figs = []
+    for label, res in multi.items():
+        if "skipped" in res or res["engine"] != "ours":
+            continue
+        n, d = res["writers"], res["delay_ms"]
+        base = f"scale.{n}w.{d}ms"
+        details = {"ours": res, "store_ceiling": store}
+        if res["variant"] == "storage":
+            peer = multi.get(f"{n}w.{d}ms.delta")
+            if peer is None or "skipped" in peer:
+                continue
+            details["delta"] = peer
+            figs += [
+                Figure(f"{base}.ms_per_commit.vs_deltalake", NAME,
+                       f"{n} writer processes, {d} ms a request, single-row commits into disjoint "
+                       "partitions: the table's ms per commit (1 / commits per second), core writer "
+                       "(storage lock, metadata table kept) vs delta-rs appends",
+                       _ms_per_commit(res), "ms", "delta-rs, same writers, proxy and store",
+                       _ms_per_commit(peer), target=1.0, details=details),
+                Figure(f"{base}.p99.vs_deltalake", NAME,
+                       f"{n} writers, {d} ms: p99 commit latency (admission, lock wait, retries "
+                       "included), ours vs delta-rs", 1000.0 * (res["p99_s"] or res["seconds"]), "ms",
+                       "delta-rs p99", 1000.0 * (peer["p99_s"] or peer["seconds"]), target=1.5),
+                Figure(f"{base}.requests_under_lock.vs_target", NAME,
+                       f"{n} writers, {d} ms: storage requests a writer made while it held the "
+                       "table lock, per commit (p50), against issue 43's target of 6",
+                       float(res["requests_under_lock_p50"] or 0), "requests", "issue 43 target", 6.0,
+                       target=1.0),
+            ]
+        else:
+            ref = multi.get(f"{n}w.{d}ms.storage")
+            if ref is None or "skipped" in ref:
+                continue
+            figs.append(Figure(f"{base}.{res['variant']}.ms_per_commit.vs_storage", NAME,
+                               f"{n} writers, {d} ms, {res['variant']}: the table's ms per commit vs "
+                               "the storage lock's disjoint point", _ms_per_commit(res), "ms",
+                               "storage lock, disjoint", _ms_per_commit(ref), details=details))
+    return figs
+
+
+def summary_table(multi: dict, store_ceiling_rps: float | None = None) -> str:
+    """The scale table (markdown), every point of the run: what docs/benchmarks.md shows."""
+    head = ("| writers | ms | variant | commits | commits/s | p50 / p99 s | vs delta-rs: commits/s, p99 "
+            "| lock hold s (mean) | hold split s: MDT write / MDT services / timeline / other "
+            "| requests/commit (under lock p50) | conflicts | lock timeouts | admission wait p50 / max s "
+            "| peak RSS MiB | store req/s (probe p99 ms) | exact |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for label, r in multi.items():
+        if "skipped" in r:
+            rows.append(f"| {label} | | skipped: {r['skipped']} |" + " |" * 13)
+            continue
+        peer = multi.get(f"{r['writers']}w.{r['delay_ms']}ms.delta", {})
+        vs = "–"
+        if r["engine"] == "ours" and peer and "skipped" not in peer and peer["commits_per_s"]:
+            vs = (f"{r['commits_per_s'] / peer['commits_per_s']:.2f}x, "
+                  f"{(r['p99_s'] or 0) / (peer['p99_s'] or 1):.1f}x")
+        if r["engine"] == "ours":
+            sp = r["lock_hold_split_s_mean"]
+            mdt_w = sp.get("metadata-table write", 0.0)
+            mdt_s = sum(v for k, v in sp.items() if k.startswith("metadata-table services"))
+            tl = sp.get("timeline read", 0.0)
+            other = r["lock_hold_s_mean"] - mdt_w - mdt_s - tl
+            lock = (f"{r['lock_hold_s_mean']:.2f} | {mdt_w:.2f} / {mdt_s:.2f} / {tl:.2f} / {other:.2f} | "
+                    f"{r['requests_per_commit']:.0f} ({r['requests_under_lock_p50']}) | {r['conflicts']} | "
+                    f"{r['lock_timeouts']} | {r['admission_wait_s_p50']} / {r['admission_wait_s_max']}")
+        else:
+            lock = f"– | – | {r['requests_per_commit']:.0f} (–) | {r['conflicts']} | – | –"
+        rows.append(f"| {r['writers']} | {r['delay_ms']} | {r['variant']} | {r['commits']}"
+                    f"{' (' + str(r['failed_commits']) + ' failed)' if r['failed_commits'] else ''} | "
+                    f"{r['commits_per_s']:.2f} | {r['p50_s']} / {r['p99_s']} | {vs} | {lock} | "
+                    f"{r['peak_rss_mb_max']:.0f} | {r['store_load_requests_per_s']:.0f} "
+                    f"({r['store_probe_ms_p99']}) | {'yes' if r['read_back_exact'] else 'NO'} |")
+    if store_ceiling_rps:
+        rows.append(f"\nstore ceiling (PUT+GET clients, no delay): {store_ceiling_rps:.0f} requests/s")
+    return "\n".join(rows)
+
+
+def write_svg(multi: dict, path: str) -> None:
+    """Commits per second and lock hold time against writers, ours and delta-rs, at each
+    delay: a plain SVG (no plotting library in the venv), two panels."""
+    colours = {("ours", 20): "#1f77b4", ("ours", 50): "#0b3d66", ("delta", 20): "#ff7f0e",
+               ("delta", 50): "#a04000"}
+    xs = {n: i for i, n in enumerate(WRITER_COUNTS)}
+    panels = [("commits per second (the table)", "commits_per_s", ("ours", "delta")),
+              ("lock hold per commit, s (mean)", "lock_hold_s_mean", ("ours",))]
+    w, h, pad = 420, 300, 50
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w}" height="{h + 40}" '
+             'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
+    for k, (title, key, engines) in enumerate(panels):
+        ox = k * w
+        series = {}
+        for (engine, d) in colours:
+            if engine not in engines:
+                continue
+            pts = [(xs[r["writers"]], r[key]) for r in multi.values()
+                   if "skipped" not in r and r["engine"] == engine and r["delay_ms"] == d
+                   and r["variant"] in ("storage", "delta") and r["writers"] in xs and r.get(key) is not None]
+            if pts:
+                series[(engine, d)] = sorted(pts)
+        top = max([v for s in series.values() for _, v in s] + [1e-9]) * 1.15
+
+        def X(i):
+            return ox + pad + i * (w - 2 * pad) / max(1, len(WRITER_COUNTS) - 1)
+
+        def Y(v):
+            return 20 + (h - pad - 20) * (1 - v / top)
+        parts.append(f'<text x="{ox + w / 2}" y="14" text-anchor="middle" font-weight="bold">{title}</text>')
+        parts.append(f'<line x1="{ox + pad}" y1="{Y(0)}" x2="{ox + w - pad}" y2="{Y(0)}" stroke="black"/>')
+        parts.append(f'<line x1="{ox + pad}" y1="20" x2="{ox + pad}" y2="{Y(0)}" stroke="black"/>')
+        for n, i in xs.items():
+            parts.append(f'<text x="{X(i)}" y="{Y(0) + 14}" text-anchor="middle">{n}</text>')
+        parts.append(f'<text x="{ox + w / 2}" y="{Y(0) + 28}" text-anchor="middle">writer processes</text>')
+        for j in range(5):
+            v = top * j / 5
+            parts.append(f'<text x="{ox + pad - 4}" y="{Y(v) + 4}" text-anchor="end">{v:.2g}</text>')
+        for ly, ((engine, d), pts) in enumerate(series.items()):
+            c = colours[(engine, d)]
+            name = ("ours" if engine == "ours" else "delta-rs") + f", {d} ms"
+            parts.append('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>'.format(
+                c, " ".join(f"{X(i):.1f},{Y(v):.1f}" for i, v in pts)))
+            parts += [f'<circle cx="{X(i):.1f}" cy="{Y(v):.1f}" r="3" fill="{c}"/>' for i, v in pts]
+            parts.append(f'<text x="{ox + pad + 90 * ly}" y="{Y(0) + 46}" fill="{c}">{name}</text>')
+    parts.append("</svg>")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
 # --- the single-writer point alone (before/after comparisons of the lock's requests) -----------
 
 
-def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2) -> dict:
+def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2, *,
+                        mdt: bool = False) -> dict:
     """The core writer's commits of :func:`run` without the store's ceiling or delta-rs: light
-    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3)."""
+    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3).
+    ``mdt``: on the multi-writer points' table instead (Java's fixture, its metadata table
+    kept), to name the requests its deltacommit and services make under the lock."""
+    import tempfile
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.format.storage import Storage
+    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
+    from .scale_workers import row as fixture_row
 
     ours: list[dict] = []
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
+    with tempfile.TemporaryDirectory(prefix="scale-") as workdir, S3Server() as s3, \
+            LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket(BUCKET)
-        table, writer, options = our_writer(s3, proxy)
+        if mdt:
+            path, schema, initial = fixture_table(workdir)
+            options = proxy.storage_options(s3.storage_options)
+            Storage(f"s3://{BUCKET}/mdt", options).fs.put(path + "/", f"{BUCKET}/mdt", recursive=True)
+            table = Table.open(f"s3://{BUCKET}/mdt", storage_options=options)
+            writer = ArrowTableWriter(table, WriteConfig.from_options(
+                {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+
+            def batch(i):
+                return fixture_row(0, i, "p0", False, schema)
+        else:
+            table, writer, options = our_writer(s3, proxy)
+            initial = set()
+            batch = _row
+        proxy.set_delay(delay_ms)
         tracer = RequestTracer()
         with tracer.installed():
             for i in range(warmup + commits):
-                row = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"))
+                r = _per_commit(proxy, tracer, lambda: writer.write(batch(i), "upsert"))
                 if i >= warmup:
-                    ours.append(row)
+                    ours.append(r)
         proxy.set_delay(0)
         rows = hudi_read_s3(table.storage.base_uri, options).num_rows
-        if rows != warmup + commits:
-            raise AssertionError(f"rows read back {rows}, expected {warmup + commits}")
+        if rows != warmup + commits + len(initial):
+            raise AssertionError(f"rows read back {rows}, expected {warmup + commits + len(initial)}")
 
     def med(key):
         return statistics.median(r[key] for r in ours)
@@ -392,26 +994,34 @@ def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int
     paths = Counter()
     for r in ours:
         paths.update(r["by_path"])
-    return {"delay_ms": delay_ms, "commits": commits, "seconds_p50": round(med("seconds"), 3),
+    under_paths = Counter()
+    for r in ours:
+        under_paths.update(r["under_lock_by_path"])
+    return {"delay_ms": delay_ms, "commits": commits, "metadata_table": mdt,
+            "seconds_p50": round(med("seconds"), 3),
             "requests_p50": med("requests"), "under_lock_p50": med("under_lock"),
             "under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
             "lock_hold_s_p50": round(med("hold_s"), 4), "acquire_requests_p50": med("acquire"),
             "release_requests_p50": med("release"),
             "requests_by_kind_median": _median_counter([r["by_kind"] for r in ours]),
             "under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
-            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()}}
+            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()},
+            "under_lock_by_code_path_per_commit": {k: v / commits for k, v in under_paths.most_common()}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.scale [--commits N] [--delay-ms MS] [--json PATH]``: the single-writer point."""
+    """``python -m bench.scale [--commits N] [--delay-ms MS] [--mdt] [--json PATH]``: the
+    single-writer point (``--mdt``: on Java's fixture, its metadata table kept)."""
     import argparse
     import json
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=main.__doc__)
     ap.add_argument("--commits", type=int, default=10)
     ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
+    ap.add_argument("--mdt", action="store_true", help="the table of the multi-writer points: "
+                    "Java's fixture with its metadata table, kept by the writer")
     ap.add_argument("--json", default=None, help="write every figure here")
     args = ap.parse_args(argv)
-    out = single_writer_point(args.commits, args.delay_ms)
+    out = single_writer_point(args.commits, args.delay_ms, mdt=args.mdt)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -19,7 +19,7 @@ headers (``get``, ``list``, ``head``, ``put``, ``put.if_none_match`` (create-if-
 ``put.if_match`` (compare-and-swap), ``copy``, ``delete``, ``delete.batch``, ``multipart``,
 ``bucket``). A control port answers ``GET /counts`` and ``GET /events`` (each with ``?reset=1``
 to read and clear at once) in JSON: counts by kind, and every request's wall-clock arrival time,
-kind, method and path. The events are how requests are matched to intervals measured in other
+kind, method, path and signer (the access key). The events are how requests are matched to intervals measured in other
 processes (a lock held from t0 to t1, say): the proxy cannot see who sends a request, so the
 caller records its intervals with ``time.time()`` on the same machine and counts the events in
 them (:func:`events_between`).
@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import copy
 import json
+import re
 import socket
 import sys
 import time
@@ -88,6 +89,19 @@ def request_kind(method: str, target: str, headers: dict[str, str]) -> str:
             return "put.if_match"
         return "put"
     return method.lower()
+
+
+#: the access key of a SigV4 ``Authorization`` header (``Credential=<key>/<date>/...``)
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
+
+
+def request_signer(headers: dict[str, str]) -> str:
+    """The access key that signed a request (``""`` if unsigned or signed otherwise). Why: the
+    proxy cannot see which process sent a request, but a bench that gives each writer process
+    its own access key (loopback stores accept any) can count each writer's requests apart,
+    the requests made while *that* writer holds the table lock among everyone's polling."""
+    m = _CREDENTIAL.search(headers.get("authorization", ""))
+    return m.group(1) if m else ""
 
 
 def events_between(events: list[dict], start: float, end: float) -> Counter:
@@ -191,7 +205,7 @@ async def _serve_client(state: _State, host: str, port: int, c_reader, c_writer)
             kind = request_kind(method, target, headers)
             state.counts[kind] += 1
             state.events.append({"t": time.time(), "kind": kind, "method": method,
-                                 "path": urlsplit(target).path})
+                                 "path": urlsplit(target).path, "who": request_signer(headers)})
             if state.delay_s > 0:
                 await asyncio.sleep(state.delay_s)
             u_writer.write(head)
@@ -314,8 +328,9 @@ class LatencyProxy:
         return self._control("/counts?reset=1" if reset else "/counts")
 
     def events(self, *, reset: bool = False) -> list[dict]:
-        """Every request since the start or the last reset: ``{"t", "kind", "method", "path"}``,
-        ``t`` the wall-clock time (``time.time()``) it arrived at the proxy, before its delay."""
+        """Every request since the start or the last reset: ``{"t", "kind", "method", "path",
+        "who"}``, ``t`` the wall-clock time (``time.time()``) it arrived at the proxy, before its
+        delay, ``who`` the access key that signed it (:func:`request_signer`)."""
         return self._control("/events?reset=1" if reset else "/events")
 
     def set_delay(self, delay_ms: float) -> None:

@@ -95,3 +95,31 @@ def test_events_carry_arrival_times_to_match_against_intervals(stack, fs):
 ])
 def test_request_kind(method, target, headers, kind):
     assert request_kind(method, target, headers) == kind
+
+
+def test_events_name_the_access_key_that_signed_each_request(stack):
+    import s3fs
+    s3, proxy = stack
+    clients = {}
+    for key in ("writer-a", "writer-b"):  # the loopback store accepts any key
+        options = proxy.storage_options(s3.storage_options)
+        options["key"] = key
+        clients[key] = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+    proxy.events(reset=True)
+    clients["writer-a"].pipe_file("tables/who/a", b"a")
+    clients["writer-b"].pipe_file("tables/who/b", b"b")
+    clients["writer-a"].info("tables/who/b")
+    events = proxy.events(reset=True)
+    assert [(e["kind"], e["who"]) for e in events] == [
+        ("put", "writer-a"), ("put", "writer-b"), ("head", "writer-a")]
+
+
+@pytest.mark.parametrize("authorization,signer", [
+    ("AWS4-HMAC-SHA256 Credential=w7/20261129/us-east-1/s3/aws4_request, SignedHeaders=host, "
+     "Signature=ab", "w7"),
+    ("", ""),
+    ("Basic Zm9vOmJhcg==", ""),
+])
+def test_request_signer(authorization, signer):
+    from airflow_hudi_occ.testing.latency_proxy import request_signer
+    assert request_signer({"authorization": authorization} if authorization else {}) == signer
