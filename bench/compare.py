@@ -6,7 +6,8 @@ REF", so everything else is held equal: the SAME benchmark code (this tree's ``b
 against each tree's ``airflow_hudi_occ``, in the same call, on the same machine, alternately.
 
 How: REF is checked out into a temporary ``git worktree`` (removed at the end). Each source tree
-gets a shim directory holding only a symlink ``airflow_hudi_occ`` to its package; a run puts
+gets a shim directory holding only its ``airflow_hudi_occ`` (REF's: a link into the worktree;
+this tree's: a copy taken at the start, uncommitted changes included); a run puts
 the shim first on ``PYTHONPATH`` and this tree's root after it (for ``bench``), with
 ``PYTHONSAFEPATH=1`` so that no process (the benchmark, its workers started with ``-m`` from
 this tree's root, Spark's Python workers) puts a working directory with another package
@@ -60,10 +61,16 @@ def worktree_remove(where: str) -> None:
     subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=False)
 
 
-def shim(tree: str, where: str) -> str:
-    """A directory holding only ``airflow_hudi_occ`` -> ``tree``'s package."""
+def shim(tree: str, where: str, *, copy: bool = False) -> str:
+    """A directory holding only ``airflow_hudi_occ``: a link to ``tree``'s package, or with
+    ``copy`` a copy of it taken now (this tree's package is frozen at the start, so an edit
+    made while the rounds run does not reach half of them)."""
     os.makedirs(where)
-    os.symlink(os.path.join(tree, PACKAGE), os.path.join(where, PACKAGE))
+    src, dst = os.path.join(tree, PACKAGE), os.path.join(where, PACKAGE)
+    if copy:
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        os.symlink(src, dst)
     return where
 
 
@@ -174,12 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"after": str(ROOT), "before": before_tree}
         envs, imports = {}, {}
         for label, tree in trees.items():
-            envs[label] = env_for(shim(tree, os.path.join(tmp, f"shim-{label}")), python)
+            where = shim(tree, os.path.join(tmp, f"shim-{label}"), copy=label == "after")
+            envs[label] = env_for(where, python)
             pkg, bench = imported_from(python, envs[label], tmp)
-            if not pkg.startswith(os.path.realpath(tree) + os.sep) or \
-                    not bench.startswith(str(ROOT / "bench") + os.sep):
-                raise SystemExit(f"{label}: imports {pkg} and {bench}; expected {tree}'s package "
-                                 f"and {ROOT / 'bench'}")
+            want = os.path.realpath(os.path.join(where, PACKAGE))
+            if os.path.dirname(pkg) != want or not bench.startswith(str(ROOT / "bench") + os.sep):
+                raise SystemExit(f"{label}: imports {pkg} and {bench}; expected {want} ({tree}'s "
+                                 f"package) and {ROOT / 'bench'}")
             imports[label] = os.path.dirname(pkg)
             log(f"{label}: {PACKAGE} from {imports[label]}")
         runs: dict[str, list[dict]] = {"after": [], "before": []}
