@@ -66,7 +66,8 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import BulkInsertSortMode
+from airflow_hudi_occ.core.config import (HIVE_SYNC_SCHEMA_THRESHOLD, META_SYNC_SPARK_VERSION, BulkInsertSortMode,
+                                          MetaSyncConfig)
 from airflow_hudi_occ.core.commit.writer import SORTS_BY_KEY
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
@@ -160,6 +161,28 @@ def arrow_schema_of(df) -> pa.Schema:
     return pa.schema(fields)
 
 
+def session_sync_options(spark, options: Mapping[str, str],
+                         checked: "SparkWriteOptions | None" = None) -> dict[str, str]:
+    """What Java's Spark writer hands its catalog sync from the running session
+    (``HoodieSparkSqlWriter.metaSync`` puts both over the user's): Spark's version, which the
+    sync records as ``spark.sql.create.version`` as Spark does for a table it creates, and
+    Spark's ``spark.sql.sources.schemaStringLengthThreshold`` (the size of each schema part in
+    the table properties). Empty when the options ask for no sync (or cannot say: the options'
+    own check names the wrong key later, when they are parsed)."""
+    if spark is None:
+        return {}
+    try:
+        enabled = (checked.write_config.meta_sync if checked is not None
+                   else MetaSyncConfig.from_options(options)).enabled
+    except ConfigError:
+        return {}
+    if not enabled:
+        return {}
+    return {META_SYNC_SPARK_VERSION.key: str(spark.version),
+            HIVE_SYNC_SCHEMA_THRESHOLD.key: str(spark.conf.get("spark.sql.sources.schemaStringLengthThreshold",
+                                                               str(HIVE_SYNC_SCHEMA_THRESHOLD.default)))}
+
+
 class SparkTableJob:
     """What every Spark action on one table carries: the session, the table, Hudi options as
     strings (as Spark's own options are), and an optional shared lock manager."""
@@ -174,6 +197,11 @@ class SparkTableJob:
         if self._checked is not None:
             options = self._checked.options
         self.options = {str(k): str(v) for k, v in options.items() if v is not None}
+        session_keys = session_sync_options(spark, self.options, self._checked)
+        if session_keys:
+            self.options.update(session_keys)
+            if self._checked is not None:  # checked already: the same options with these two
+                self._checked = SparkWriteOptions.from_options(self.options)
         self.storage_options = storage_options
         self.writer_id = writer_id
         #: one lock manager for every transaction of this job (None: each makes its own)

@@ -235,5 +235,8 @@ def test_spark_engine_commits_sync_too(hive_metastore, spark_sql, spark, tmp_pat
     second = writer.write(spark.createDataFrame([(1, "a", 2), (3, "c", 2)], schema), "upsert")
     assert first.catalog_sync.created == ["sparkmor_ro", "sparkmor_rt", "sparkmor"]
     assert second.catalog_sync.added["sparkmor_rt"] == ["a", "c"]
+    with HiveMetastore(hive_metastore.uri) as c:  # as Java's Spark writer records it
+        assert {c.get_table("engine", n).params["spark.sql.create.version"]
+                for n in first.catalog_sync.created} == {spark.version}
     table = Table.open(path)
     assert sql_rows(spark_sql, "engine", "sparkmor_rt", COLS) == rows_of(read_table(table), COLS)

@@ -394,3 +394,22 @@ def test_null_ordering_values_are_refused_in_an_upsert_as_core_refuses_them(spar
     SparkHudiWriter(spark, path, options()).write(batch.where("id = 3"), "bulk_insert")
     assert rows_by_key(hudi_read(path), "id", ["id", "ts", "v"]) == {
         1: {"id": 1, "ts": 1, "v": "x"}, 3: {"id": 3, "ts": None, "v": "z"}}
+
+
+def test_a_synced_write_hands_its_sync_the_sessions_spark_version_as_javas_spark_writer_does(spark, tmp_path):
+    """Java's Spark writer gives its sync ``hoodie.meta_sync.spark.version`` (recorded as the
+    table property ``spark.sql.create.version``) and Spark's schema-string threshold, over the
+    user's; so do ours, whether handed raw or checked options; a write without sync gets
+    neither."""
+    from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
+    sync = {"hoodie.datasource.hive_sync.enable": "true",
+            "hoodie.datasource.hive_sync.schema_string_length_thresh": "10"}
+    threshold = spark.conf.get("spark.sql.sources.schemaStringLengthThreshold")
+    for given in (options(**sync), SparkWriteOptions.from_options(options(**sync))):
+        w = SparkHudiWriter(spark, str(tmp_path / "t"), given)
+        cfg = w.write_options.write_config.meta_sync
+        assert (cfg.spark_version, cfg.schema_length_threshold) == (spark.version, int(threshold))
+        assert w.options["hoodie.meta_sync.spark.version"] == spark.version
+    plain = SparkHudiWriter(spark, str(tmp_path / "t"), options())
+    assert "hoodie.meta_sync.spark.version" not in plain.options
+    assert plain.write_options.write_config.meta_sync.spark_version == ""

@@ -309,7 +309,7 @@ def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | 
     delete_after: list[list[DeleteRecord]] = [[]]
     for b in blocks:
         if b.block_type is BlockType.AVRO_DATA:
-            bschema = schema if fs.base is not None else avro_to_arrow(b.schema)
+            bschema = _block_schema(schema, b.schema) if fs.base is not None else avro_to_arrow(b.schema)
             parts.append(pa.Table.from_pylist(read_avro_records(b), schema=bschema))
             delete_after.append([])
         elif b.block_type is BlockType.PARQUET_DATA:
@@ -332,7 +332,21 @@ def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | 
         events.extend(("del", d.record_key, d.ordering_value) for d in dels)
     survivors = _fold(events, ordering is not None, base_events)
     merged = rows.take(pa.array(survivors, pa.int64()))
-    return merged.select([c for c in schema.names if c in merged.column_names])
+    # the base file's columns in its order, then those its logs added (the schema evolved)
+    return merged.select([c for c in schema.names if c in merged.column_names]
+                         + [c for c in merged.column_names if c not in schema.names])
+
+
+def _block_schema(base: pa.Schema, block_schema: str | None) -> pa.Schema:
+    """A log block's columns typed as the base file types them, and the columns the base file
+    predates (added by a later write: the schema evolved) as the block's own schema gives
+    them, so an update in a log keeps its new columns (Java reads every slice with the
+    table's latest schema)."""
+    if not block_schema:
+        return base
+    own = avro_to_arrow(block_schema)
+    return pa.schema([base.field(f.name) if f.name in base.names else f for f in own]
+                     + [f for f in base if f.name not in own.names])
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:
