@@ -16,6 +16,10 @@ Hudi and Delta Lake in one Spark 3.5 session, the Spark that Java Hudi's bundle 
   ``fn(key, batches)`` once per run of equal keys. The difference: there a group's batches
   are buffered before ``fn`` gets them (one file group's rows, a base file's worth), where
   PySpark 4 streams them.
+
+And what a Spark Connect session lacks (it has no SparkContext, hence no RDDs): :func:`task_per_item`
+runs one Python task per item with DataFrame APIs only (``mapInArrow`` over a range), the
+same way on every line and on both kinds of session.
 """
 
 from __future__ import annotations
@@ -42,6 +46,29 @@ def to_arrow(df) -> pa.Table:
     if hasattr(df, "toArrow"):
         return df.toArrow()
     return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+
+
+def task_per_item(spark, items: Sequence, fn: Callable) -> Callable[[], list]:
+    """The action (run it under ``jobgroup.run_watched``) that calls ``fn(item)`` in one Spark
+    task per item and returns the results in the items' order: what
+    ``sc.parallelize(items, len(items)).map(fn).collect()`` did, without an RDD. ``items``
+    and ``fn`` travel in the task's closure; each result comes back pickled."""
+    items = list(items)
+    n = max(1, len(items))
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pickle
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield pa.RecordBatch.from_pydict({"i": [i], "out": [pickle.dumps(fn(items[i]))]},
+                                                 schema=pa.schema([("i", pa.int64()), ("out", pa.binary())]))
+
+    df = spark.range(0, len(items), 1, n).mapInArrow(run, "i long, out binary")
+
+    def action() -> list:
+        import pickle
+        return [pickle.loads(r.out) for r in sorted(df.collect(), key=lambda r: r.i)]
+    return action
 
 
 def has_apply_in_arrow() -> bool:
