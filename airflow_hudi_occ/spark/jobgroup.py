@@ -140,7 +140,7 @@ def spark_seconds(text: str) -> float:
 
 
 def job_handle(spark, name: str, description: str) -> "JobGroup | TaggedJob":
-    from airflow_hudi_occ.spark.session import is_connect
+    from airflow_hudi_occ.spark.compat import is_connect
     return (TaggedJob if is_connect(spark) else JobGroup)(spark, name, description)
 
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.format.storage import open_fs
 from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, scheme_of
-from airflow_hudi_occ.spark.session import default_parallelism
+from airflow_hudi_occ.spark.compat import default_parallelism
 
 NATIVE_CONF = "spark.hudi_occ.read.native"
 #: fsspec schemes whose Hadoop counterpart a natively configured cluster reads

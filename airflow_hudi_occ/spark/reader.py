@@ -38,7 +38,7 @@ from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, MergeFileSli
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
-from airflow_hudi_occ.spark.session import default_parallelism
+from airflow_hudi_occ.spark.compat import default_parallelism
 
 
 def _refuse_merge_on_read(table: Table) -> None:

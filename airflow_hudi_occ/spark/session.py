@@ -18,7 +18,7 @@ heartbeat) run here, the data work in the server's executors. A Connect session 
 SparkContext and no JVM in this process, so everything the engine asks of one goes through
 :func:`is_connect`: the package is shipped as an artifact (``addArtifacts(pyfile=True)``),
 jobs are cancelled by tag (jobgroup.py), the parallelism is asked of the server
-(:func:`default_parallelism`), and only the server's runtime SQL settings can be chosen.
+(``compat.default_parallelism``), and only the server's runtime SQL settings can be chosen.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Mapping
 
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.spark.compat import is_connect
 from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
@@ -57,11 +58,6 @@ def local_session(master: str = "local[2]", app_name: str = "airflow_hudi_occ",
     spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_KEY) or DEFAULT_LOG_LEVEL)
     _ship_package(spark, master)
     return spark
-
-
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (a client: no SparkContext, no JVM here)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def connect_session(remote: str, app_name: str = "airflow_hudi_occ",
@@ -186,28 +182,6 @@ def jar_version(spark) -> str:
     """The Spark version of the running JVM (the jars; a Connect session: the server's), to
     compare with ``pyspark.__version__``."""
     return spark.version
-
-
-#: a Connect session's parallelism, by session id (asked of the server once)
-_PARALLELISM: dict[str, int] = {}
-
-
-def default_parallelism(spark) -> int:
-    """The session's default parallelism (how many tasks a small job of ours gets): the
-    SparkContext's own; on Spark Connect, which has none here, the number of tasks the server
-    gives a range without a partition count (Spark's ``leafNodeDefaultParallelism``, which
-    defaults to the context's parallelism), asked once per session with one tiny job."""
-    if not is_connect(spark):
-        return spark.sparkContext.defaultParallelism
-    sid = spark.session_id
-    if sid not in _PARALLELISM:
-        def one_row(batches):  # one row per task, however many rows it read
-            import pyarrow as pa
-            for _ in batches:
-                pass
-            yield pa.RecordBatch.from_pydict({"n": [1]}, schema=pa.schema([("n", pa.int64())]))
-        _PARALLELISM[sid] = max(1, spark.range(0, 1 << 16).mapInArrow(one_row, "n long").count())
-    return _PARALLELISM[sid]
 
 
 #: the rows of one Arrow batch a write job hands to Python (Spark's default is 10,000); the

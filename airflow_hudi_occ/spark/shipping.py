@@ -70,7 +70,7 @@ def check_executors_import(spark, *, tasks: int | None = None) -> dict:
     """Import the engine on executors (one tiny job) and raise
     :class:`EngineNotShippedError` if they cannot, or import another version than the
     driver's. Returns what one executor reported."""
-    from airflow_hudi_occ.spark.session import default_parallelism
+    from airflow_hudi_occ.spark.compat import default_parallelism
     n = tasks or max(1, min(default_parallelism(spark), 8))
     try:
         rows = spark.range(0, n, 1, n).mapInArrow(_probe_for(PACKAGE, EXECUTOR_MODULE), PROBE_DDL).collect()
