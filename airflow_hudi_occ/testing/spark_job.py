@@ -5,7 +5,11 @@ protocol (``HUDI_OCC_CRASH_AT``, see :mod:`airflow_hudi_occ.testing.crash`) or t
 its commit until N writers got there (``HUDI_OCC_TEST_COMMIT_BARRIER=<dir>:<n>``, so that
 concurrency tests provably overlap; ``<dir>:<n>:begin`` waits until N attempts have *begun*
 instead, for writers whose early conflict detection may stop one before its commit: waiting
-for it there would hold the other until the barrier's deadline) run this file instead of the engine's job, with the same
+for it there would hold the other until the barrier's deadline), or to wait right after its
+instant is requested until the test lets it go (``HUDI_OCC_TEST_HOLD_AFTER_BEGIN=<file>``:
+it writes ``<file>.began`` holding its instant, then waits until ``<file>`` exists; a race
+whose later writer must be inside its write job when this one plans and writes) run this
+file instead of the engine's job, with the same
 arguments: by path under spark-submit (or the operators' ``application=`` /
 ``$HUDI_OCC_SPARK_APPLICATION``), or as ``python -m airflow_hudi_occ.testing.spark_job``.
 A command line with ``--service`` goes to the table-service job, any other to the write job.
@@ -53,8 +57,27 @@ def _barrier_spec(spec: str) -> tuple[str, int, str]:
     return folder, int(n), mode or "commit"
 
 
+HOLD_ENV = "HUDI_OCC_TEST_HOLD_AFTER_BEGIN"
+
+
+def hold_after_begin(go: str):
+    """``on_begin`` that says the instant (in ``<go>.began``) and waits for the file ``go``."""
+    def began(tx):
+        job.announce_begin(tx)
+        with open(go + ".began.tmp", "w") as f:
+            f.write(tx.instant_time)
+        os.replace(go + ".began.tmp", go + ".began")
+        deadline = time.time() + float(os.environ.get(BARRIER_TIMEOUT_ENV) or 300)
+        while not os.path.exists(go) and time.time() < deadline:
+            time.sleep(0.02)
+    return began
+
+
 def begin_marker():
-    """``on_begin`` for the ``begin`` barrier mode: each attempt leaves a file when it begins."""
+    """``on_begin`` for the ``begin`` barrier mode: each attempt leaves a file when it begins
+    (or, with ``HUDI_OCC_TEST_HOLD_AFTER_BEGIN``, waits to be let go)."""
+    if os.environ.get(HOLD_ENV):
+        return hold_after_begin(os.environ[HOLD_ENV])
     spec = os.environ.get(BARRIER_ENV)
     if not spec or _barrier_spec(spec)[2] != "begin":
         return job.announce_begin
