@@ -21,15 +21,8 @@ import pytest
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.testing.spark_line_smoke import OPTS, model as smoke_model
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
-
-OPTS = {"hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.name": "tbl",
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
 
 #: one Connect client doing a table's life: every result printed as one JSON line
 CLIENT = r"""
@@ -141,15 +134,8 @@ def run_client(url: str, work, full: bool, opts=OPTS, timeout=600) -> tuple[dict
     return steps, proc.stdout
 
 
-def model(*ops) -> dict:
-    rows: dict = {}
-    for op, lo, hi, ts, v in ops:
-        for i in range(lo, hi):
-            if op == "delete":
-                rows.pop(i, None)
-            else:
-                rows[i] = {"id": i, "p": str(i % 4), "ts": ts, "v": v}
-    return rows
+def model(*writes) -> dict:
+    return smoke_model(writes)
 
 
 def check_client(steps: dict, out: str, tmp_path, full: bool) -> None:

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Install one venv per Spark line the engine runs on (issue 42 item 1), idempotently:
+#   scripts/install-spark-lines.sh [LINE ...]      LINE: 3.5 4.0 4.1 4.2 (default: 3.5 4.0)
+# into .work/spark-lines/<line>/venv (HUDI_OCC_SPARK_LINES_DIR moves the folder): that line's
+# PySpark at constraints/spark-<line>.txt's version, with this package's runtime dependencies,
+# pandas (Spark's Arrow transfer) and hudi (hudi-rs, the smoke's reader) at the versions
+# constraints.txt pins (its pyspark, py4j and pyspark-client pins dropped: the line's own win).
+# The package itself is not installed there: the smoke runs the checkout's (PYTHONPATH), so a
+# line's venv serves every checkout. Line 4.2 is the project's .venv (scripts/bootstrap.sh).
+# A venv is rebuilt only when its constraints change (a stamp names their hash); a second run
+# only checks. PySpark is an sdist on PyPI for some lines: its first install builds a wheel
+# (about 400 MB, a minute or two), which pip's cache then serves.
+# Quiet: one line per step, pip's output in .work/bootstrap.log (scripts/steps.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+STEP_PREFIX=install-spark-lines
+source scripts/steps.sh
+DIR=${HUDI_OCC_SPARK_LINES_DIR:-$ROOT/.work/spark-lines}
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+lines=("$@")
+[ ${#lines[@]} -gt 0 ] || lines=(3.5 4.0)
+ready=()  # the lines with nothing to do: one "up to date" line for all of them
+
+for line in "${lines[@]}"; do
+  pins="constraints/spark-$line.txt"
+  [ -f "$pins" ] || { echo "install-spark-lines: no $pins: the lines are $(ls constraints | sed -n 's/^spark-\(.*\)\.txt$/\1/p' | tr '\n' ' ')" >&2; exit 2; }
+  if [ "$line" = "4.2" ]; then
+    ready+=("4.2 in .venv")
+    continue
+  fi
+  venv="$DIR/$line/venv"
+  want=$(cat constraints.txt "$pins" | sha256sum | cut -c1-12)
+  stamp="$venv/.ready-$want"
+  version=$(sed -n 's/^pyspark==//p' "$pins")
+  if [ -f "$stamp" ]; then
+    ready+=("$line: pyspark $version")
+    continue
+  fi
+  make_venv() {
+    rm -rf "$venv"
+    mkdir -p "$DIR/$line"
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install --progress-bar off --upgrade pip
+    { grep -v -E '^(pyspark|pyspark-client|py4j)==' constraints.txt; cat "$pins"; } > "$DIR/$line/constraints.txt"
+    # pyproject's runtime dependencies (fsspec, fastavro, kazoo, pyarrow, numpy), pandas for
+    # Spark's Arrow transfer, hudi (hudi-rs) to read back what the smoke wrote
+    "$venv/bin/python" -m pip install --progress-bar off -c "$DIR/$line/constraints.txt" \
+        "pyspark==$version" fsspec fastavro kazoo pyarrow numpy "pandas<3" hudi
+  }
+  step "Spark $line: pyspark $version venv with the runtime dependencies (pip)" make_venv
+  touch "$stamp"
+done
+if [ ${#ready[@]} -gt 0 ]; then
+  up_to_date "Spark lines" "$(IFS=,; echo "${ready[*]}" | sed 's/,/, /g')"
+fi
