@@ -207,6 +207,7 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
             on_progress("starting", f"{args.operation} into {args.table}: options, source and "
                                     "table checked; starting Spark")
             spark = _session(args)
+            stop_on_sigterm(spark)
             writer = SparkHudiWriter(spark, args.table, opts, writer_id=args.writer_id,
                                      on_begin=on_begin, on_progress=on_progress,
                                      storage_options=args.storage_options)
@@ -241,6 +242,23 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
                 spark.stop()
         except Exception:  # pragma: no cover
             pass
+
+
+def stop_on_sigterm(spark) -> None:
+    """A Spark Connect client's SIGTERM (an orchestrator's kill) raises ``KeyboardInterrupt``
+    here, so the running job is interrupted on the server (``jobgroup.run_watched``) and the
+    instant rolled back, rather than the job running on without its driver (a local or
+    spark-submit driver takes its jobs down with it)."""
+    import signal
+    import threading
+
+    from airflow_hudi_occ.spark.compat import is_connect
+    if not is_connect(spark) or threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _session(args):

@@ -168,6 +168,28 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
 
     th = threading.Thread(target=target, name=f"hudi-write-{instant}", daemon=True)
     th.start()
+    try:
+        info, cancel = _watch(th, job, table, instant, poll_s, extra_check, on_progress, progress_every_s)
+    except BaseException:
+        # this process is being stopped (Ctrl-C, an orchestrator's kill): the job must not run
+        # on without its driver, which a Spark Connect server would let it do
+        if th.is_alive():
+            job.cancel()
+        raise
+    th.join()
+    if info is None:
+        info = abort_signal.abort_reason(table, instant)  # the job failed because of it
+    job.wait_until_idle()
+    if info is not None:  # doomed even if every task happened to finish
+        raise JobAborted({"job_cancelled": False, **info, **cancel})
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _watch(th, job, table, instant, poll_s, extra_check, on_progress, progress_every_s):
+    """Until the job's thread ends or an abort signal is up (then the job is cancelled):
+    ``(signal info or None, what the cancel found)``."""
     info = None
     cancel: dict = {}
     next_progress = time.time() + progress_every_s
@@ -188,15 +210,7 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
                 job.cancel()
                 cancel = {"job_cancelled": True, "tasks_done_at_cancel": done, "tasks_total": total}
             break
-    th.join()
-    if info is None:
-        info = abort_signal.abort_reason(table, instant)  # the job failed because of it
-    job.wait_until_idle()
-    if info is not None:  # doomed even if every task happened to finish
-        raise JobAborted({"job_cancelled": False, **info, **cancel})
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    return info, cancel
 
 
 def write_stage_progress(sc, group: str) -> tuple[int, int]:

@@ -357,3 +357,34 @@ def test_a_connect_writer_and_a_spark_submit_writer_race_and_the_later_one_stops
     for g in got:
         print(f"{g['loser']} loser vs {g['winner']} winner: {g}")
     assert all(g["marker_to_cancel_s"] is not None and g["marker_to_rollback_s"] is not None for g in got), got
+
+
+@pytest.mark.slow
+def test_a_connect_job_stopped_by_sigterm_interrupts_its_server_job_and_rolls_back(spark_connect_server, tmp_path):
+    """An orchestrator's kill of the client (SIGTERM) must not leave the write running on the
+    server without its driver: the job is interrupted by tag, the instant rolled back, and
+    no base file of it appears afterwards (the server's tasks are gone)."""
+    import signal
+    import time
+
+    path = str(tmp_path / "tbl")
+    seed_table(path)
+    temp = os.path.join(path, ".hoodie", ".temp")
+    p = launch("connect", path, source(str(tmp_path / "l.parquet"), range(PARTS * ROWS), 3, "L"),
+               str(tmp_path / "l.log"), url=spark_connect_server.url, conf=["spark.sql.shuffle.partitions=48"])
+    deadline = time.time() + 300
+    while not (os.path.isdir(temp) and any(".marker." in f for _, _, fs in os.walk(temp) for f in fs)):
+        assert p.poll() is None and time.time() < deadline, result_of(p)[2][-3000:]
+        time.sleep(0.02)
+    instant = os.listdir(temp)[0]
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+    p.log.seek(0)
+    log = p.log.read()
+    assert p.returncode != 0, log[-3000:]
+    time.sleep(8)  # longer than Spark's kill of a cancelled task's Python worker
+    table = Table.open(path)
+    assert instant not in {i.requested_time for i in table.timeline().completed()}
+    assert all(bf.instant_time != instant for part in range(PARTS) for bf in list_base_files(table, str(part))), log[-3000:]
+    rec = attempt_log.read_record(table, instant)
+    assert rec is not None and rec.outcome != attempt_log.RUNNING, (rec, log[-3000:])
