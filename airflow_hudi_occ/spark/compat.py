@@ -101,8 +101,12 @@ def task_per_item(spark, items: Sequence, fn: Callable) -> Callable[[], list]:
 
 
 def has_apply_in_arrow() -> bool:
+    """PySpark's ``applyInArrow`` with the iterator-of-batches form the engine uses (4.1+; 4.0's
+    takes a whole ``pa.Table``, so 4.0 takes the 3.5 route)."""
+    import pyspark
     from pyspark.sql.group import GroupedData
-    return hasattr(GroupedData, "applyInArrow")
+    major, minor = (int(x) for x in pyspark.__version__.split(".")[:2])
+    return hasattr(GroupedData, "applyInArrow") and (major, minor) >= (4, 1)
 
 
 def apply_in_arrow(df, keys: Sequence[str], fn: Callable, schema: str):
