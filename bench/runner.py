@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "java_metadata_table": "bench.java_metadata_table",
     "metadata_listing": "bench.metadata_listing",
     "scale": "bench.scale",
+    "catalog_sync": "bench.catalog_sync",
 }
 
 

@@ -229,6 +229,20 @@ def delta_options(endpoint: str) -> dict:
             "conditional_put": "etag"}
 
 
+def our_writer(s3, proxy):
+    """The table (one partition column, storage lock, metadata table as by default) and the
+    core writer both points write with, through the proxy: ``(table, writer, options)``."""
+    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+    from airflow_hudi_occ.core.config import WriteConfig
+    from airflow_hudi_occ.core.table.table import Table
+    options = proxy.storage_options(s3.storage_options)
+    table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
+                         partition_fields=["p"], storage_options=options)
+    writer = ArrowTableWriter(table, WriteConfig.from_options(
+        {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+    return table, writer, options
+
+
 def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
     proxy.events(reset=True)
     tracer.reset()
@@ -242,6 +256,7 @@ def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
             "under_lock": len(under), "under_lock_by_kind": Counter(e["kind"] for e in under),
             "under_lock_per_hold": [len(split_by_window(events, [h])) for h in tracer.holds],
             "under_lock_by_path": Counter(f"{e['kind']}: {tracer.attribute(e)}" for e in under),
+            "by_path": Counter(f"{e['kind']}: {tracer.attribute(e)}" for e in events),
             "acquire": len(split_by_window(events, tracer.acquires)),
             "release": len(split_by_window(events, tracer.releases)),
             "hold_s": sum(b - a for a, b in tracer.holds), "holds": len(tracer.holds)}
@@ -254,9 +269,6 @@ def _median_counter(rows: list[Counter]) -> dict:
 
 def run(ctx) -> list[Figure]:
     from deltalake import DeltaTable, write_deltalake
-    from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-    from airflow_hudi_occ.core.config import WriteConfig
-    from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
 
@@ -275,11 +287,7 @@ def run(ctx) -> list[Figure]:
         direct = max((r[0] for r in rounds), key=lambda r: r["requests_per_s"])
         proxied = max((r[1] for r in rounds), key=lambda r: r["requests_per_s"])
         proxy.set_delay(DELAY_MS)
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create(f"s3://{BUCKET}/ours", "scale", record_key_fields=["id"],
-                             partition_fields=["p"], storage_options=options)
-        writer = ArrowTableWriter(table, WriteConfig.from_options(
-            {"hoodie.write.lock.provider": "storage"}), writer_id="scale-0")
+        table, writer, options = our_writer(s3, proxy)
         delta_uri = f"s3://{BUCKET}/delta"
         dopts = delta_options(proxy.endpoint)
         tracer = RequestTracer()
@@ -304,9 +312,10 @@ def run(ctx) -> list[Figure]:
         return statistics.median(r[key] for r in rows_)
 
     load_rps = med(ours, "requests") / med(ours, "seconds")
-    paths = Counter()
+    paths, all_paths = Counter(), Counter()
     for r in ours:
         paths.update(r["under_lock_by_path"])
+        all_paths.update(r["by_path"])
     details = {
         "delay_ms": DELAY_MS, "store": "moto server, mutations serialised (testing/s3.py)",
         "lock": "storage (RFC-91)", "commits": sz["commits"], "warmup": sz["warmup"],
@@ -316,6 +325,7 @@ def run(ctx) -> list[Figure]:
         "delta_requests_by_kind_median": _median_counter([r["by_kind"] for r in theirs]),
         "ours_under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
         "ours_under_lock_by_code_path_total": dict(paths.most_common()),
+        "ours_requests_by_code_path_total": dict(all_paths.most_common()),
         "ours_acquire_requests_median": med(ours, "acquire"),
         "ours_release_requests_median": med(ours, "release"),
         "ours_lock_hold_s_median": round(med(ours, "hold_s"), 4),
@@ -350,3 +360,66 @@ def run(ctx) -> list[Figure]:
                1000.0 / proxied["requests_per_s"], "ms", "the store directly",
                1000.0 / direct["requests_per_s"], details=store),
     ]
+
+
+# --- the single-writer point alone (before/after comparisons of the lock's requests) -----------
+
+
+def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int = 2) -> dict:
+    """The core writer's commits of :func:`run` without the store's ceiling or delta-rs: light
+    enough to run on a busy machine, and the same counts (docs/benchmarks.md, item 3)."""
+    from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
+    from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
+
+    ours: list[dict] = []
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
+        s3.create_bucket(BUCKET)
+        table, writer, options = our_writer(s3, proxy)
+        tracer = RequestTracer()
+        with tracer.installed():
+            for i in range(warmup + commits):
+                row = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"))
+                if i >= warmup:
+                    ours.append(row)
+        proxy.set_delay(0)
+        rows = hudi_read_s3(table.storage.base_uri, options).num_rows
+        if rows != warmup + commits:
+            raise AssertionError(f"rows read back {rows}, expected {warmup + commits}")
+
+    def med(key):
+        return statistics.median(r[key] for r in ours)
+
+    paths = Counter()
+    for r in ours:
+        paths.update(r["by_path"])
+    return {"delay_ms": delay_ms, "commits": commits, "seconds_p50": round(med("seconds"), 3),
+            "requests_p50": med("requests"), "under_lock_p50": med("under_lock"),
+            "under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
+            "lock_hold_s_p50": round(med("hold_s"), 4), "acquire_requests_p50": med("acquire"),
+            "release_requests_p50": med("release"),
+            "requests_by_kind_median": _median_counter([r["by_kind"] for r in ours]),
+            "under_lock_by_kind_median": _median_counter([r["under_lock_by_kind"] for r in ours]),
+            "requests_by_code_path_per_commit": {k: v / commits for k, v in paths.most_common()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.scale [--commits N] [--delay-ms MS] [--json PATH]``: the single-writer point."""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=main.__doc__)
+    ap.add_argument("--commits", type=int, default=10)
+    ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
+    ap.add_argument("--json", default=None, help="write every figure here")
+    args = ap.parse_args(argv)
+    out = single_writer_point(args.commits, args.delay_ms)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps({k: out[k] for k in ("delay_ms", "seconds_p50", "requests_p50", "under_lock_p50",
+                                          "lock_hold_s_p50", "acquire_requests_p50",
+                                          "release_requests_p50")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,9 +17,13 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.provider import examples
+from airflow_hudi_occ.provider.admission import AdmissionSettings
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.sensors.hudi_occ import HudiEarlyConflictSensor, HudiWriteWindowSensor
+from airflow_hudi_occ.provider.write_window import WriteWindows
 
 TABLE = examples.setting("hudi_occ_table", examples.default_table_path())
 
@@ -55,21 +59,18 @@ with DAG(
         source=batch,
         table_path=TABLE,
         options=examples.TABLE_OPTIONS,
-        spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"),
-        partitions=examples.PARTITIONS,
-        conflict_retries=10,
-        backoff_base_s=2.0,
-        backoff_max_s=20.0,
+        launcher=SparkSubmitLauncher(spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default")),
+        write_windows=WriteWindows(partitions=examples.PARTITIONS),
+        conflict_retries=RetryPolicy(max_conflict_retries=10, base_delay_s=2.0, max_delay_s=20.0),
         priority_weight=10,
         # admission: waits (before spark-submit) while a live writer shares its partitions;
         # a backfill lets waiting ingestion go first (docs/concurrency.md)
-        write_kind="backfill",
-        on_overlap=examples.admission_policy(),
+        admission=AdmissionSettings(on_overlap=examples.admission_policy(), kind="backfill"),
         outlets=[examples.table_asset()],
     )
 
     if window is None:  # HUDI_OCC_WRITE_WINDOW=off: raw OCC contention, no window, no watch
-        rewrite.yield_to_windows = False
+        rewrite.write_windows = None
         batch >> rewrite
     else:
         watch = HudiEarlyConflictSensor(

@@ -19,8 +19,12 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.provider import examples
+from airflow_hudi_occ.provider.admission import AdmissionSettings
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
+from airflow_hudi_occ.provider.write_window import WriteWindows
 
 with DAG(
     dag_id="hudi_occ_ingestion",
@@ -44,12 +48,10 @@ with DAG(
         source=batch,
         table_path=examples.setting("hudi_occ_table", examples.default_table_path()),
         options=examples.TABLE_OPTIONS,
-        spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default"),
-        conflict_retries=8,
-        backoff_base_s=1.0,
-        backoff_max_s=8.0,
-        window_wait_timeout_s=120.0,
-        on_overlap=examples.admission_policy(),
+        launcher=SparkSubmitLauncher(spark_conn_id=os.environ.get("HUDI_OCC_SPARK_CONN", "spark_default")),
+        conflict_retries=RetryPolicy(max_conflict_retries=8, base_delay_s=1.0, max_delay_s=8.0),
+        write_windows=WriteWindows(timeout_s=120.0),
+        admission=AdmissionSettings(on_overlap=examples.admission_policy()),
         # [START hudi_occ_table_outlet]
         outlets=[examples.table_asset()],  # each commit: an event of hudi://file/<table path>
         # [END hudi_occ_table_outlet]

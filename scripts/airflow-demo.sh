@@ -7,6 +7,6 @@
 #   scripts/airflow-demo.sh [--ingestion-runs N] [--zookeeper HOST:PORT] [--no-window] [--ui [--port P]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HUDI_OCC_EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench} bash scripts/bootstrap.sh
+HUDI_OCC_EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench,hive} bash scripts/bootstrap.sh
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
 exec .venv/bin/python -m airflow_hudi_occ.testing.airflow_demo "$@"

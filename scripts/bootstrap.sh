@@ -13,8 +13,8 @@
 #     scripts/install-spark-lines.sh);
 #   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
-#   - a virtualenv in .venv with the package and its test, spark, airflow and bench extras
-#     (HUDI_OCC_EXTRAS, default "test,spark,airflow,bench"; bench: deltalake, the peer of
+#   - a virtualenv in .venv with the package and its test, spark, airflow, bench and hive extras
+#     (HUDI_OCC_EXTRAS, default "test,spark,airflow,bench,hive"; bench: deltalake, the peer of
 #     bench/peers.py, which the bench smoke test runs), at the exact versions of constraints.txt
 #     (pyproject.toml gives ranges; pyspark stays within 4.2, the newest pyspark-client, so the
 #     Airflow Spark provider cannot overwrite it with other files).
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench}
+EXTRAS=${HUDI_OCC_EXTRAS:-test,spark,airflow,bench,hive}
 STEP_PREFIX=bootstrap
 source scripts/steps.sh
 

@@ -7,7 +7,7 @@ Rules (each failure names the file, the line, the importing module and the rule)
     or ``airflow``;
 (b) inside ``core`` the folders import downward only: root (``errors``, ``config``,
     ``plugins``, ``job_protocol``, ``job_secrets``) < ``format`` < ``table`` < ``concurrency`` <
-    ``commit`` < ``services`` < ``inspection``; a module may import its own folder;
+    ``catalog`` < ``commit`` < ``services`` < ``inspection``; a module may import its own folder;
 (c) no import cycle between the package's modules;
 (d) ``spark`` never imports ``provider``, ``cli`` or ``airflow``; ``cli`` never imports
     ``spark``, ``provider``, ``pyspark`` or ``airflow``.
@@ -67,6 +67,7 @@ CORE_LAYERS = [
     {"format"},
     {"table"},
     {"concurrency"},
+    {"catalog"},
     {"commit"},
     {"services"},
     {"inspection"},

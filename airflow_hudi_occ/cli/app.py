@@ -17,7 +17,8 @@ prints either aligned plain-text tables or, with ``--json``, one JSON document o
 
 Table services (these write to the table): ``clean TABLE [--dry-run]``, ``rollback TABLE
 [--instant T]``, ``cluster schedule|run|show TABLE [--instant T]``, ``compact TABLE [--schedule-only |
---execute T | --show] [--force]`` (merge-on-read), ``archive TABLE [--dry-run]``. A retryable conflict
+--execute T | --show] [--force]`` (merge-on-read), ``archive TABLE [--dry-run]``; and ``sync TABLE``
+(the catalog: docs/catalog-sync.md). A retryable conflict
 (the clustering lost at its commit) exits 75, as the spark-submit jobs do.
 
 Global options (before or after the subcommand): ``--option KEY=VALUE`` (Hudi write options,
@@ -57,7 +58,8 @@ from airflow_hudi_occ.cli.context import PROG, Context, Result, UsageError
 from airflow_hudi_occ.cli.diagnose_commands import cmd_conflicts, cmd_early_check
 from airflow_hudi_occ.cli.history_commands import cmd_attempts
 from airflow_hudi_occ.cli.inspect_commands import cmd_file_groups, cmd_markers, cmd_show, cmd_timeline, cmd_writers
-from airflow_hudi_occ.cli.service_commands import cmd_archive, cmd_clean, cmd_cluster, cmd_compact, cmd_rollback
+from airflow_hudi_occ.cli.service_commands import (cmd_archive, cmd_clean, cmd_cluster, cmd_compact, cmd_rollback,
+                                                   cmd_sync)
 from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, ECD_CHECK_COMMIT_CONFLICT, ECD_STRATEGY
 from airflow_hudi_occ.core.errors import HudiOccError, RetryableError
 from airflow_hudi_occ.core.format.instant import State
@@ -168,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--execute", metavar="T", help="execute this pending compaction")
     g.add_argument("--show", action="store_true", help="list pending compactions")
     p.add_argument("--force", action="store_true", help="schedule even if the trigger is not reached")
+    add("sync", cmd_sync, "register the table in its catalog (Hive Metastore) or bring the "
+        "catalog up to the timeline, as a commit's sync does: --option "
+        "hoodie.datasource.hive_sync.metastore.uris=thrift://HOST:PORT and the other "
+        "hoodie.datasource.hive_sync.* keys (docs/catalog-sync.md)")
     p = sub.add_parser("cluster", help="schedule, run (in this process, with Arrow) or show "
                        "clustering; for big tables run airflow_hudi_occ.spark.service_job",
                        description="clustering: schedule | run | show")

@@ -1,11 +1,12 @@
 """The subcommands that write: clean, rollback, cluster, compact, archive (each under the table
 lock, as a table service; a clustering that loses at its commit exits 75 like the spark-submit
-jobs)."""
+jobs), and sync (the catalog, under the table's sync lock)."""
 
 from __future__ import annotations
 
 from airflow_hudi_occ.cli.context import Context, Result, instant_time_arg, require_instant
 from airflow_hudi_occ.cli.render import render_table
+from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
 from airflow_hudi_occ.core.job_protocol import EXIT_OK
@@ -103,3 +104,25 @@ def cmd_compact(ctx: Context) -> Result:
                      f"{ex['file_groups']} file groups, {ex['log_files_compacted']} log files merged")
     return res, "\n".join(lines), EXIT_OK
 
+
+
+def cmd_sync(ctx: Context) -> Result:
+    """The catalog sync a commit runs, on demand: after a metastore outage, or for a table whose
+    writers do not sync (the sync keys come from --option; the switch itself is implied)."""
+    rep = sync_table(ctx.table, ctx.config, force=True)
+    doc = rep.to_json()
+    if rep.error is not None:  # ignore_exceptions: reported, not raised
+        return doc, f"sync failed (ignored): {rep.error}", EXIT_OK
+    lines = [f"synced {rep.database}.{', '.join(rep.tables) or '(nothing: no completed write)'} "
+             f"to last_commit_time_sync={rep.last_commit_time_sync or '-'} "
+             f"({rep.calls} metastore calls, {rep.instants_read} instants read"
+             + (", every partition listed" if rep.full_listing else "") + ")"]
+    for name in rep.created:
+        lines.append(f"  created {rep.database}.{name}")
+    for name in rep.schema_changed:
+        lines.append(f"  schema or properties of {rep.database}.{name} updated")
+    for name, parts in rep.added.items():
+        lines.append(f"  {rep.database}.{name}: {len(parts)} partitions added or present")
+    for name, parts in rep.dropped.items():
+        lines.append(f"  {rep.database}.{name}: dropped {', '.join(parts)}")
+    return doc, "\n".join(lines), EXIT_OK

@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import json
 import logging
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from airflow_hudi_occ.core import hudi_options
@@ -43,18 +45,29 @@ class ConfigProperty(Generic[T]):
         for k in (self.key, *self.aliases):
             _KNOWN_KEYS.setdefault(k, self)
 
-    def get(self, options: Mapping[str, Any]) -> T:
+    def given(self, options: Mapping[str, Any]) -> tuple[str, Any] | None:
+        """The key (or alias) ``options`` set this property under and its raw value, or None
+        when unset (missing, None or empty): then :meth:`get` gives the default."""
         for k in (self.key, *self.aliases):
             if k in options and options[k] is not None and options[k] != "":
-                raw = options[k]
-                try:
-                    return self.parse(raw)
-                except ConfigError:
-                    raise
-                except (TypeError, ValueError) as e:
-                    raise ConfigError(f"invalid value {raw!r} for {k}: {e}", key=k, value=raw,
-                                      remedy=f"give {k} a valid value ({self.doc or 'see docs'})") from e
-        return self.default
+                return k, options[k]
+        return None
+
+    def is_set(self, options: Mapping[str, Any]) -> bool:
+        return self.given(options) is not None
+
+    def get(self, options: Mapping[str, Any]) -> T:
+        found = self.given(options)
+        if found is None:
+            return self.default
+        k, raw = found
+        try:
+            return self.parse(raw)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"invalid value {raw!r} for {k}: {e}", key=k, value=raw,
+                              remedy=f"give {k} a valid value ({self.doc or 'see docs'})") from e
 
 
 def parse_bool(v: Any) -> bool:
@@ -100,7 +113,6 @@ ACCEPTED_HUDI_KEYS: dict[str, str] = {
     "hoodie.datasource.write.keygenerator.class": "the key generator follows from the key and "
                                                   "partition fields (SIMPLE, COMPLEX or NON_PARTITION)",
     "hoodie.datasource.write.keygenerator.type": "as hoodie.datasource.write.keygenerator.class",
-    "hoodie.datasource.write.payload.class": "records merge by the precombine (ordering) field",
     "hoodie.embed.timeline.server": "no timeline server runs; markers are written directly",
     "hoodie.auto.commit": "a write always commits (or rolls back) itself",
     "hoodie.combine.before.upsert": "duplicates in a batch are always combined by key",
@@ -113,10 +125,22 @@ OPTIONS_STRICT = ConfigProperty(OPTIONS_STRICT_KEY, True, parse_bool,
                                 doc="this project's key: false lets unknown keys through (warned)")
 
 
+def _labels(v: Any) -> dict[str, str]:
+    # a JSON object of strings (or a mapping, as a caller in Python may pass it); anything else
+    # is kept whole as one label, never refused: labels only name the writer in its records
+    if isinstance(v, Mapping):
+        return {str(k): str(x) for k, x in v.items()}
+    try:
+        d = json.loads(v)
+    except (TypeError, ValueError):
+        return {"label": str(v)}
+    return {str(k): str(x) for k, x in d.items()} if isinstance(d, dict) else {"label": str(v)}
+
+
 #: this project's keys that other modules read, defined here so that every key is known as soon
 #: as this module is (the check in :meth:`WriteConfig.from_options` needs the whole set)
 WRITER_LABELS = ConfigProperty(
-    "hoodie.occ.writer.labels", "", str,
+    "hoodie.occ.writer.labels", MappingProxyType({}), _labels,
     doc="set by the orchestrator: who the writer is, a JSON object of strings "
         "(dag_id, task_id, run_id, try_number), recorded in the attempt log")
 RECOVERY_GRACE_PERIOD_MS = ConfigProperty(
@@ -144,6 +168,57 @@ CLUSTERING_FAIL_ON_PENDING_INGESTION = ConfigProperty(
     doc="prefer-writer only, as in Hudi: a clustering commit also yields to any requested "
         "ingestion whose heartbeat is alive, whatever file groups it will touch (they are not "
         "known before it goes inflight); inflight ingestion is judged by its planned file groups")
+
+REJECT_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy"
+ALLOW_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"
+
+
+def _updates_strategy(v: Any) -> str:
+    value = str(v).strip()
+    short = value.rsplit(".", 1)[-1].lower()
+    if short in ("sparkrejectupdatestrategy", "reject"):
+        return REJECT_UPDATE_STRATEGY
+    if short in ("sparkallowupdatestrategy", "allow"):
+        return ALLOW_UPDATE_STRATEGY
+    raise ConfigError(f"unknown clustering updates strategy {value!r}",
+                      key=CLUSTERING_UPDATES_STRATEGY.key, value=value,
+                      remedy=f"use {REJECT_UPDATE_STRATEGY} or {ALLOW_UPDATE_STRATEGY}")
+
+
+CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
+    "hoodie.clustering.updates.strategy", "", _updates_strategy,
+    doc="how writes treat file groups under a pending clustering plan: "
+        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy (refuse the "
+        "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
+        "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
+        "Reject otherwise")
+
+
+#: conflict retries when nothing says otherwise: this project is multi-writer by design, so a
+#: write that lost a conflict is tried again on a fresh instant (Hudi's default is 0)
+DEFAULT_CONFLICT_RETRIES = 5
+
+
+def _retries(v: Any) -> int:
+    n = parse_int(v)
+    if n < 0:
+        raise ValueError("expected 0 or more")
+    return n
+
+
+#: Hudi's key (HoodieWriteConfig.NUM_RETRIES_ON_CONFLICT_FAILURES): one budget with the write
+#: operator's ``conflict_retries`` and the library's ``RetryPolicy`` (core/commit/retry.py)
+NUM_RETRIES_ON_CONFLICT = ConfigProperty(
+    "hoodie.write.num.retries.on.conflict.failures", None, _retries,
+    doc="how many times a write that lost a conflict is retried, each on a fresh instant: the "
+        "write operators' conflict_retries when they are not given it, and the library's "
+        "RetryPolicy.from_options; unset: 5 (Hudi: 0)")
+
+
+def conflict_retries_of(options: Mapping[str, Any] | None) -> int | None:
+    """``hoodie.write.num.retries.on.conflict.failures`` of ``options``, None when unset (the
+    budget core/commit/retry.py's RetryPolicy and the write operators share)."""
+    return NUM_RETRIES_ON_CONFLICT.get(options or {})
 
 
 def known_keys() -> set[str]:
@@ -284,24 +359,26 @@ STORAGE_LOCK_RENEW_S = ConfigProperty(
 
 @dataclass(frozen=True)
 class LockConfig:
-    provider: str = "filesystem"
-    wait_time_ms: int = 20_000
-    client_num_retries: int = 5
-    client_wait_time_ms_between_retry: int = 2_000
-    num_retries: int = 15
-    wait_time_ms_between_retry: int = 1_000
-    max_wait_time_ms_between_retry: int = 16_000
-    zk_url: str = ""
-    zk_port: int = 2181
-    zk_base_path: str = "/hudi/locks"
-    zk_lock_key: str = ""
-    zk_session_timeout_ms: int = 60_000
-    zk_connection_timeout_ms: int = 10_000
-    zk_auth: str = ""
-    fs_path: str = ""
-    fs_expire_minutes: int = 0
-    storage_validity_s: int = 300
-    storage_renew_s: int = 30
+    # each default is its property's (one statement of it; tests/core/test_config.py checks
+    # that the dataclass and from_options({}) agree), as in every config class below
+    provider: str = LOCK_PROVIDER.default
+    wait_time_ms: int = LOCK_WAIT_TIME_MS.default
+    client_num_retries: int = LOCK_CLIENT_NUM_RETRIES.default
+    client_wait_time_ms_between_retry: int = LOCK_CLIENT_WAIT_BETWEEN_RETRY_MS.default
+    num_retries: int = LOCK_NUM_RETRIES.default
+    wait_time_ms_between_retry: int = LOCK_WAIT_BETWEEN_RETRY_MS.default
+    max_wait_time_ms_between_retry: int = LOCK_MAX_WAIT_BETWEEN_RETRY_MS.default
+    zk_url: str = ZK_URL.default
+    zk_port: int = ZK_PORT.default
+    zk_base_path: str = ZK_BASE_PATH.default
+    zk_lock_key: str = ZK_LOCK_KEY.default
+    zk_session_timeout_ms: int = ZK_SESSION_TIMEOUT_MS.default
+    zk_connection_timeout_ms: int = ZK_CONNECTION_TIMEOUT_MS.default
+    zk_auth: str = ZK_AUTH.default
+    fs_path: str = FS_LOCK_PATH.default
+    fs_expire_minutes: int = FS_LOCK_EXPIRE_MIN.default
+    storage_validity_s: int = STORAGE_LOCK_VALIDITY_S.default
+    storage_renew_s: int = STORAGE_LOCK_RENEW_S.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "LockConfig":
@@ -336,8 +413,8 @@ HEARTBEAT_TOLERABLE_MISSES = ConfigProperty("hoodie.client.heartbeat.tolerable.m
 
 @dataclass(frozen=True)
 class HeartbeatConfig:
-    interval_ms: int = 60_000
-    tolerable_misses: int = 2
+    interval_ms: int = HEARTBEAT_INTERVAL_MS.default
+    tolerable_misses: int = HEARTBEAT_TOLERABLE_MISSES.default
 
     @property
     def expiry_ms(self) -> int:
@@ -372,17 +449,80 @@ MARKERS_BATCH_NUM_FILES = ConfigProperty("hoodie.markers.timeline_server_based.b
 
 @dataclass(frozen=True)
 class EarlyConflictConfig:
-    enabled: bool = False
-    strategy: str = ""
-    check_commit_conflict: bool = False
-    async_initial_delay_ms: int = 0
-    async_period_ms: int = 30_000
+    enabled: bool = ECD_ENABLE.default
+    strategy: str = ECD_STRATEGY.default
+    check_commit_conflict: bool = ECD_CHECK_COMMIT_CONFLICT.default
+    async_initial_delay_ms: int = ECD_ASYNC_INITIAL_DELAY_MS.default
+    async_period_ms: int = ECD_ASYNC_PERIOD_MS.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "EarlyConflictConfig":
         return cls(ECD_ENABLE.get(options), ECD_STRATEGY.get(options),
                    ECD_CHECK_COMMIT_CONFLICT.get(options), ECD_ASYNC_INITIAL_DELAY_MS.get(options),
                    ECD_ASYNC_PERIOD_MS.get(options))
+
+
+# --- index ----------------------------------------------------------------------------------
+
+
+def _index_type(v: Any) -> str:
+    t = str(v).strip().upper()
+    if t not in ("SIMPLE", "BUCKET"):
+        raise ConfigError(f"index type {v!r} is not implemented here",
+                          key=INDEX_TYPE.key, value=v, remedy="use SIMPLE or BUCKET")
+    return t
+
+
+def _fields(v: Any) -> tuple[str, ...]:
+    return tuple(s.strip() for s in str(v).split(",") if s.strip())
+
+
+INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
+                            doc="SIMPLE or BUCKET")
+BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
+HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", (), _fields,
+                            doc="defaults to the record key fields")
+BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
+                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
+                                   "Hudi's CONSISTENT_HASHING (not written)")
+#: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
+#: unless asked to combine them (the batch's copies of a key, by the precombine field).
+#: bulk_insert never looks keys up in the table either: its contract is "these keys are new".
+#: insert and upsert always combine (stricter than Hudi's insert).
+COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
+                                       doc="bulk_insert only: true combines duplicate keys of a batch")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How a write finds a record's file group: Hudi's simple index (the key looked up in the
+    partition's files) or its bucket index (a hash of the key: core/format/bucket_index.py)."""
+
+    type: str = INDEX_TYPE.default
+    #: the bucket count the write names; None when it names none, and then the table's
+    #: ``hoodie.properties`` (NBCC: core/concurrency/nbcc.py) or the property's default decides
+    num_buckets_given: int | None = None
+    engine: str = BUCKET_ENGINE.default
+    #: the fields the bucket hash reads; empty: the record key fields
+    hash_fields: tuple[str, ...] = HASH_FIELD.default
+
+    @property
+    def num_buckets(self) -> int:
+        return BUCKET_NUM.default if self.num_buckets_given is None else self.num_buckets_given
+
+    @property
+    def buckets(self) -> int | None:
+        """The number of buckets under the bucket index, None under the simple index."""
+        return self.num_buckets if self.type == "BUCKET" else None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "IndexConfig":
+        cfg = cls(INDEX_TYPE.get(options), BUCKET_NUM.get(options) if BUCKET_NUM.is_set(options) else None,
+                  BUCKET_ENGINE.get(options), HASH_FIELD.get(options))
+        if cfg.type == "BUCKET" and cfg.num_buckets <= 0:
+            raise ConfigError("the bucket index needs a positive number of buckets", key=BUCKET_NUM.key,
+                              value=cfg.num_buckets, remedy=f"set {BUCKET_NUM.key} to 1 or more")
+        return cfg
 
 
 # --- write --------------------------------------------------------------------------------
@@ -442,6 +582,91 @@ def _table_version(v: Any) -> int:
     return n
 
 
+class RecordMergeMode(str, enum.Enum):
+    """Hudi's ``RecordMergeMode``: how two records of a key merge, within a batch and against
+    the stored one (core/commit/merge.py). CUSTOM (a Java merger) is not implemented."""
+
+    #: the larger ordering (precombine) value wins, the later write on a tie
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    #: the later write wins, whatever the ordering values
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+
+
+class BulkInsertSortMode(str, enum.Enum):
+    """Hudi's ``BulkInsertSortMode``: how a bulk_insert lays its rows out in files."""
+
+    #: as read: each input task's rows per partition path, in input order
+    NONE = "NONE"
+    #: the whole batch sorted by partition path, then record key (as text)
+    GLOBAL_SORT = "GLOBAL_SORT"
+    #: each input task's rows sorted by partition path, then record key
+    PARTITION_SORT = "PARTITION_SORT"
+    #: the rows of a partition path brought to one task first (one file per path), unsorted
+    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
+    #: as PARTITION_PATH_REPARTITION, then sorted by partition path within the task
+    PARTITION_PATH_REPARTITION_AND_SORT = "PARTITION_PATH_REPARTITION_AND_SORT"
+
+
+_HUDI_MODEL = "org.apache.hudi.common.model."
+#: the payload classes whose merge is one of the two modes, as Hudi 1.x infers the mode from them
+PAYLOAD_MERGE_MODES = {
+    _HUDI_MODEL + "OverwriteWithLatestAvroPayload": RecordMergeMode.COMMIT_TIME_ORDERING,
+    _HUDI_MODEL + "DefaultHoodieRecordPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+    _HUDI_MODEL + "EventTimeAvroPayload": RecordMergeMode.EVENT_TIME_ORDERING,
+}
+
+
+def _merge_mode(v: Any) -> RecordMergeMode:
+    mode = str(v).strip().upper()
+    if mode == "CUSTOM":
+        raise ConfigError(
+            "hoodie.record.merge.mode=CUSTOM (a Java record merger) is not implemented here",
+            key="hoodie.record.merge.mode", value=v,
+            remedy="use EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING, or run the job on Java Hudi "
+                   "with HudiJavaWriteOperator (docs/java-engine.md)")
+    return parse_enum(RecordMergeMode)(mode)
+
+
+def _payload_class(v: Any) -> RecordMergeMode:
+    name = str(v).strip()
+    full = name if "." in name else _HUDI_MODEL + name
+    if full not in PAYLOAD_MERGE_MODES:
+        raise ConfigError(
+            f"payload class {name!r} carries merge semantics this project does not apply",
+            key="hoodie.datasource.write.payload.class", value=v,
+            remedy="use OverwriteWithLatestAvroPayload (COMMIT_TIME_ORDERING) or "
+                   "DefaultHoodieRecordPayload (EVENT_TIME_ORDERING), or set hoodie.record.merge.mode "
+                   "instead; or run the job on Java Hudi with HudiJavaWriteOperator (docs/java-engine.md)")
+    return PAYLOAD_MERGE_MODES[full]
+
+
+#: Hudi's keys: how records merge. A table records its mode in hoodie.properties when it is
+#: created (core/table/merge_mode.py); a write whose mode differs from the table's is refused
+RECORD_MERGE_MODE = ConfigProperty(
+    "hoodie.record.merge.mode", None, _merge_mode, aliases=("hoodie.write.record.merge.mode",),
+    doc="EVENT_TIME_ORDERING (the larger ordering value wins) or COMMIT_TIME_ORDERING (the later "
+        "write wins); unset: the table's, or for a new table EVENT_TIME_ORDERING with an ordering "
+        "field and COMMIT_TIME_ORDERING without")
+PAYLOAD_CLASS = ConfigProperty(
+    "hoodie.datasource.write.payload.class", None, _payload_class,
+    doc="the merge mode by Hudi's payload class: OverwriteWithLatestAvroPayload -> "
+        "COMMIT_TIME_ORDERING, DefaultHoodieRecordPayload or EventTimeAvroPayload -> "
+        "EVENT_TIME_ORDERING; other payloads refused")
+
+
+def requested_merge_mode(options: Mapping[str, Any]) -> RecordMergeMode | None:
+    """The merge mode a write's options ask for (None: they do not say), refused when the mode
+    and the payload class say different things."""
+    mode, by_payload = RECORD_MERGE_MODE.get(options), PAYLOAD_CLASS.get(options)
+    if mode is not None and by_payload is not None and mode is not by_payload:
+        raise ConfigError(
+            f"hoodie.record.merge.mode={mode.value} and the payload class "
+            f"{options.get(PAYLOAD_CLASS.key)} (which means {by_payload.value}) disagree",
+            key=RECORD_MERGE_MODE.key, value=mode.value,
+            remedy="drop one of the two, or make them agree")
+    return mode or by_payload
+
+
 #: the table versions this project writes: 8 (Hudi 1.0.x) and 9 (Hudi 1.1 and later)
 WRITABLE_TABLE_VERSIONS = (8, 9)
 METADATA_ENABLE = ConfigProperty(
@@ -489,8 +714,7 @@ METADATA_DELETE_UNMAINTAINED = ConfigProperty(
 #: Hudi's keys for the columns its column and partition stats cover (HoodieMetadataConfig);
 #: every writer of a table must give them the same values, as Java's writers must
 COLUMN_STATS_COLUMN_LIST = ConfigProperty(
-    "hoodie.metadata.index.column.stats.column.list", (), lambda v: tuple(s.strip() for s in str(v).split(",")
-                                                                           if s.strip()),
+    "hoodie.metadata.index.column.stats.column.list", (), _fields,
     doc="Hudi's key: the columns of the metadata table's column_stats and partition_stats "
         "records this writer writes for its files (besides the meta columns, always); unset: the "
         "first hoodie.metadata.index.column.stats.max.columns.to.index columns (core/table/metadata_stats.py)")
@@ -507,6 +731,96 @@ AUTO_UPGRADE = ConfigProperty(
         "refuses the write instead")
 
 
+# --- parquet base files ----------------------------------------------------------------------
+
+#: Hudi's codec names (parquet-mr's ``CompressionCodecName``) -> pyarrow's; the ones missing are
+#: refused: Java Hudi's readers cannot read what pyarrow writes for them (brotli needs a codec
+#: jar Hudi's bundle lacks; pyarrow writes LZ4_RAW where Java writes Hadoop's LZ4; LZO is GPL
+#: and absent from pyarrow)
+PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none",
+                  "none": "none"}
+
+
+def _parquet_codec(v: Any) -> str:
+    codec = str(v).strip().lower()
+    if codec not in PARQUET_CODECS:
+        raise ConfigError(
+            f"parquet compression codec {v!r} is not written here",
+            key="hoodie.parquet.compression.codec", value=v,
+            remedy="use snappy (this project's default), gzip (Hudi's default), zstd or uncompressed"
+                   + ("; lz4, brotli and lzo files written by pyarrow are not ones Java Hudi reads alike"
+                      if codec in ("lz4", "lz4_raw", "brotli", "lzo") else ""))
+    return PARQUET_CODECS[codec]
+
+
+def _positive_bytes(v: Any) -> int:
+    n = parse_int(v)
+    if n <= 0:
+        raise ValueError("expected a positive number of bytes")
+    return n
+
+
+#: Hudi's parquet keys (HoodieStorageConfig); unset, a base file is written as it always was
+#: (snappy, a row group per chunk the writer builds, pyarrow's 1 MB pages): nothing extra is done
+PARQUET_COMPRESSION_CODEC = ConfigProperty(
+    "hoodie.parquet.compression.codec", "snappy", _parquet_codec,
+    doc="snappy (this project's default; Hudi's is gzip, which writes about a third slower), gzip, "
+        "zstd or uncompressed")
+PARQUET_BLOCK_SIZE = ConfigProperty(
+    "hoodie.parquet.block.size", None, _positive_bytes,
+    doc="bytes a row group may hold (Hudi: 125829120); unset, a row group per written chunk")
+PARQUET_PAGE_SIZE = ConfigProperty(
+    "hoodie.parquet.page.size", None, _positive_bytes,
+    doc="bytes of a data page (Hudi's and pyarrow's default: 1048576)")
+
+
+@dataclass(frozen=True)
+class ParquetConfig:
+    """How base files are written (Hudi's ``hoodie.parquet.*`` keys): the codec, and the row
+    group and page sizes when set (None: the writer's own)."""
+
+    codec: str = "snappy"
+    block_size: int | None = None
+    page_size: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ParquetConfig":
+        options = options or {}
+        return cls(PARQUET_COMPRESSION_CODEC.get(options), PARQUET_BLOCK_SIZE.get(options),
+                   PARQUET_PAGE_SIZE.get(options))
+
+
+@dataclass(frozen=True)
+class MetadataTableConfig:
+    """What a writer does with the table's Hudi metadata table (core/table/metadata_table.py):
+    keep it, delete it or refuse the table, and how it writes and compacts it."""
+
+    enable: bool = METADATA_ENABLE.default
+    auto_delete_partitions: bool = METADATA_AUTO_DELETE_PARTITIONS.default
+    delete_unmaintained: bool = METADATA_DELETE_UNMAINTAINED.default
+    maintain_files: bool = METADATA_MAINTAIN_FILES.default
+    compact_max_delta_commits: int = METADATA_COMPACT_MAX_DELTA_COMMITS.default
+    #: the columns of the column and partition stats (empty: the first ``column_stats_max_columns``)
+    column_stats_columns: tuple[str, ...] = COLUMN_STATS_COLUMN_LIST.default
+    column_stats_max_columns: int = COLUMN_STATS_MAX_COLUMNS.default
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "MetadataTableConfig":
+        cfg = cls(METADATA_ENABLE.get(options), METADATA_AUTO_DELETE_PARTITIONS.get(options),
+                  METADATA_DELETE_UNMAINTAINED.get(options), METADATA_MAINTAIN_FILES.get(options),
+                  METADATA_COMPACT_MAX_DELTA_COMMITS.get(options), COLUMN_STATS_COLUMN_LIST.get(options),
+                  COLUMN_STATS_MAX_COLUMNS.get(options))
+        if cfg.delete_unmaintained and not cfg.auto_delete_partitions:
+            raise ConfigError(
+                f"{METADATA_DELETE_UNMAINTAINED.key}=true asks to delete metadata-table partitions "
+                f"that {METADATA_AUTO_DELETE_PARTITIONS.key}=false forbids deleting",
+                key=METADATA_DELETE_UNMAINTAINED.key, value=options.get(METADATA_DELETE_UNMAINTAINED.key),
+                remedy=f"drop one of the two: keep {METADATA_AUTO_DELETE_PARTITIONS.key}=false to "
+                       "protect the metadata table (this writer then refuses the table), or remove "
+                       "it to let this writer delete the metadata table")
+        return cfg
+
+
 @dataclass(frozen=True)
 class ReadConfig:
     """What a reader is told: for now whether it lists files through Hudi's metadata table
@@ -515,33 +829,69 @@ class ReadConfig:
     The key is the writers' :data:`METADATA_ENABLE`: a reader given a writer's options reads
     as that writer would list."""
 
-    metadata_enable: bool = True
+    metadata_enable: bool = METADATA_ENABLE.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "ReadConfig":
         return cls(metadata_enable=METADATA_ENABLE.get(options or {}))
 
 
+#: Hudi's key: the batch takes the table's schema (missing columns null, narrower numbers
+#: widened, new columns added) instead of being refused for lacking a column (core/commit/pipeline.py)
+RECONCILE_SCHEMA = ConfigProperty(
+    "hoodie.datasource.write.reconcile.schema", False, parse_bool,
+    doc="true: a batch lacking some of the table's columns writes them as null, and a narrower "
+        "number column (int where the table has long) is widened, as Java Hudi reconciles; "
+        "false (Hudi's default): such a batch is refused before anything is written")
+BULKINSERT_SORT_MODE = ConfigProperty(
+    "hoodie.bulkinsert.sort.mode", BulkInsertSortMode.NONE, parse_enum(BulkInsertSortMode),
+    doc="NONE (Hudi's default), GLOBAL_SORT, PARTITION_SORT, PARTITION_PATH_REPARTITION or "
+        "PARTITION_PATH_REPARTITION_AND_SORT: the rows in a bulk_insert's files as Java lays them out")
+
+
 @dataclass(frozen=True)
 class WriteConfig:
-    """Everything a writer needs besides the table itself."""
+    """Everything a writer needs besides the table itself, typed: the only way core reads the
+    options (tests/core/test_config.py checks that no other core module reads the raw mapping).
+    ``options`` carries the mapping it was parsed from, only to pass it on to another process
+    or engine (a Spark job, Java Hudi) and to derive a table service's config from it."""
 
-    concurrency_mode: ConcurrencyMode = ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL
-    conflict_resolution_strategy: str = "simple"
-    failed_writes_policy: FailedWritesPolicy = FailedWritesPolicy.LAZY
-    max_clock_skew_ms: int = 200
-    time_generator_type: TimeGeneratorType = TimeGeneratorType.TIMELINE_FLOOR
-    marker_type: MarkerType = MarkerType.DIRECT
-    markers_batch_num_files: int = 20
+    concurrency_mode: ConcurrencyMode = CONCURRENCY_MODE.default
+    #: the strategy named by the options, "" when none is (then :attr:`conflict_strategy`
+    #: infers it as Hudi does)
+    conflict_resolution_strategy: str = ""
+    failed_writes_policy: FailedWritesPolicy = FAILED_WRITES_POLICY.default
+    max_clock_skew_ms: int = MAX_CLOCK_SKEW_MS.default
+    time_generator_type: TimeGeneratorType = TIME_GENERATOR_TYPE.default
+    marker_type: MarkerType = MARKERS_TYPE.default
+    markers_batch_num_files: int = MARKERS_BATCH_NUM_FILES.default
     lock: LockConfig = field(default_factory=LockConfig)
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     early_conflict: EarlyConflictConfig = field(default_factory=EarlyConflictConfig)
-    metadata_enable: bool = True
-    metadata_auto_delete_partitions: bool = True
-    metadata_delete_unmaintained: bool = False
-    metadata_maintain_files: bool = True
-    write_table_version: int | None = None
-    auto_upgrade: bool = True
+    index: IndexConfig = field(default_factory=IndexConfig)
+    metadata: MetadataTableConfig = field(default_factory=MetadataTableConfig)
+    write_table_version: int | None = WRITE_TABLE_VERSION.default
+    auto_upgrade: bool = AUTO_UPGRADE.default
+    combine_before_insert: bool = COMBINE_BEFORE_INSERT.default
+    #: what kind of write this is (footprints and admission: core/concurrency/footprint.py)
+    write_kind: str = WRITE_KIND.default
+    #: who the writer is (dag_id, task_id, run_id, try_number), for its attempt records
+    writer_labels: Mapping[str, str] = field(default_factory=lambda: WRITER_LABELS.default)
+    recovery_grace_period_ms: int = RECOVERY_GRACE_PERIOD_MS.default
+    clustering_fail_on_pending_ingestion: bool = CLUSTERING_FAIL_ON_PENDING_INGESTION.default
+    #: the clustering updates strategy named (its Hudi class name), "" when none is (then
+    #: :attr:`rejects_clustering_updates` infers it as Hudi does)
+    clustering_updates_strategy: str = CLUSTERING_UPDATES_STRATEGY.default
+    #: the catalog sync after each commit (core/catalog/sync.py); its class is defined below
+    meta_sync: "MetaSyncConfig" = field(default_factory=lambda: MetaSyncConfig())
+    #: how base files are written (``hoodie.parquet.*``)
+    parquet: ParquetConfig = field(default_factory=ParquetConfig)
+    #: the merge mode the options ask for (None: the table's; core/table/merge_mode.py)
+    merge_mode: RecordMergeMode | None = None
+    #: ``hoodie.datasource.write.reconcile.schema`` (core/commit/pipeline.py)
+    reconcile_schema: bool = RECONCILE_SCHEMA.default
+    #: ``hoodie.bulkinsert.sort.mode`` (the bulk_insert planners)
+    bulk_insert_sort_mode: BulkInsertSortMode = BULKINSERT_SORT_MODE.default
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -561,7 +911,8 @@ class WriteConfig:
             skew = 1  # as Hudi infers for the in-process lock: one process, one clock
         cfg = cls(
             concurrency_mode=CONCURRENCY_MODE.get(options),
-            conflict_resolution_strategy=CONFLICT_RESOLUTION_STRATEGY.get(options),
+            conflict_resolution_strategy=(CONFLICT_RESOLUTION_STRATEGY.get(options).strip()
+                                          if CONFLICT_RESOLUTION_STRATEGY.is_set(options) else ""),
             failed_writes_policy=FAILED_WRITES_POLICY.get(options),
             max_clock_skew_ms=skew,
             time_generator_type=TIME_GENERATOR_TYPE.get(options),
@@ -570,29 +921,51 @@ class WriteConfig:
             lock=lock,
             heartbeat=HeartbeatConfig.from_options(options),
             early_conflict=EarlyConflictConfig.from_options(options),
-            metadata_enable=METADATA_ENABLE.get(options),
-            metadata_auto_delete_partitions=METADATA_AUTO_DELETE_PARTITIONS.get(options),
-            metadata_delete_unmaintained=METADATA_DELETE_UNMAINTAINED.get(options),
-            metadata_maintain_files=METADATA_MAINTAIN_FILES.get(options),
+            index=IndexConfig.from_options(options),
+            metadata=MetadataTableConfig.from_options(options),
             write_table_version=WRITE_TABLE_VERSION.get(options),
             auto_upgrade=AUTO_UPGRADE.get(options),
+            combine_before_insert=COMBINE_BEFORE_INSERT.get(options),
+            write_kind=WRITE_KIND.get(options),
+            writer_labels=WRITER_LABELS.get(options),
+            recovery_grace_period_ms=RECOVERY_GRACE_PERIOD_MS.get(options),
+            clustering_fail_on_pending_ingestion=CLUSTERING_FAIL_ON_PENDING_INGESTION.get(options),
+            clustering_updates_strategy=CLUSTERING_UPDATES_STRATEGY.get(options),
+            meta_sync=MetaSyncConfig.from_options(options),
+            parquet=ParquetConfig.from_options(options),
+            merge_mode=requested_merge_mode(options),
+            reconcile_schema=RECONCILE_SCHEMA.get(options),
+            bulk_insert_sort_mode=BULKINSERT_SORT_MODE.get(options),
             options=options,
         )
+        NUM_RETRIES_ON_CONFLICT.get(options)  # validated here; the retry loops read it (commit/retry.py)
         if cfg.max_clock_skew_ms < 0:
             raise ConfigError("max clock skew must be >= 0", key=MAX_CLOCK_SKEW_MS.key,
                               value=cfg.max_clock_skew_ms)
-        if cfg.metadata_delete_unmaintained and not cfg.metadata_auto_delete_partitions:
-            raise ConfigError(
-                f"{METADATA_DELETE_UNMAINTAINED.key}=true asks to delete metadata-table partitions "
-                f"that {METADATA_AUTO_DELETE_PARTITIONS.key}=false forbids deleting",
-                key=METADATA_DELETE_UNMAINTAINED.key, value=options.get(METADATA_DELETE_UNMAINTAINED.key),
-                remedy=f"drop one of the two: keep {METADATA_AUTO_DELETE_PARTITIONS.key}=false to "
-                       "protect the metadata table (this writer then refuses the table), or remove "
-                       "it to let this writer delete the metadata table")
         if cfg.heartbeat.interval_ms <= 0 or cfg.heartbeat.tolerable_misses <= 0:
             raise ConfigError("heartbeat interval and tolerable misses must be positive",
                               key=HEARTBEAT_INTERVAL_MS.key, value=cfg.heartbeat.interval_ms)
         return cfg
+
+    @property
+    def conflict_strategy(self) -> str:
+        """The conflict-resolution strategy this writer resolves with: the one named, else as
+        Hudi infers it, the bucket strategy under the bucket index (``hoodie.index.type=BUCKET``)
+        and the property's default otherwise."""
+        if self.conflict_resolution_strategy:
+            return self.conflict_resolution_strategy
+        return "bucket" if self.index.type == "BUCKET" else CONFLICT_RESOLUTION_STRATEGY.default
+
+    @property
+    def rejects_clustering_updates(self) -> bool:
+        """Whether a write must refuse file groups under a pending clustering plan (before it
+        writes): the updates strategy named, else as Hudi infers it, allowed under the
+        prefer-writer conflict strategy and refused under every other."""
+        if self.clustering_updates_strategy:
+            return self.clustering_updates_strategy == REJECT_UPDATE_STRATEGY
+        strategy = self.conflict_strategy.lower()
+        return not (strategy in ("prefer-writer", "prefer_writer")
+                    or strategy.endswith("preferwriterconflictresolutionstrategy"))
 
     @property
     def skew_wait_ms(self) -> int:
@@ -626,14 +999,6 @@ def _operation(v: Any) -> str:
     return op
 
 
-def _index_type(v: Any) -> str:
-    t = str(v).strip().upper()
-    if t not in ("SIMPLE", "BUCKET"):
-        raise ConfigError(f"index type {v!r} is not supported by the Spark engine",
-                          key=INDEX_TYPE.key, value=v, remedy="use SIMPLE or BUCKET")
-    return t
-
-
 DATASOURCE_TABLE_NAME = ConfigProperty("hoodie.datasource.write.table.name", "", str, aliases=("hoodie.table.name",))
 RECORD_KEY = ConfigProperty("hoodie.datasource.write.recordkey.field", [], _csv,
                             aliases=("hoodie.table.recordkey.fields",))
@@ -654,20 +1019,21 @@ MAX_FILE_SIZE = ConfigProperty("hoodie.parquet.max.file.size", 120 * 1024 * 1024
 SMALL_FILE_LIMIT = ConfigProperty("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, parse_int,
                                   doc="0 turns small-file top-up off")
 RECORD_SIZE_ESTIMATE = ConfigProperty("hoodie.copyonwrite.record.size.estimate", 1024, parse_int)
-INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", _index_type,
-                            doc="SIMPLE or BUCKET")
-BUCKET_NUM = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
-HASH_FIELD = ConfigProperty("hoodie.bucket.index.hash.field", "", str,
-                            doc="defaults to the record key fields")
-BUCKET_ENGINE = ConfigProperty("hoodie.index.bucket.engine", "SIMPLE", lambda v: str(v).strip().upper(),
-                               doc="SIMPLE (a fixed number of buckets; the only engine here) or "
-                                   "Hudi's CONSISTENT_HASHING (not written)")
-#: Hudi's key and default: a bulk_insert writes its batch as given, duplicate keys included,
-#: unless asked to combine them (the batch's copies of a key, by the precombine field).
-#: bulk_insert never looks keys up in the table either: its contract is "these keys are new".
-#: insert and upsert always combine (stricter than Hudi's insert).
-COMBINE_BEFORE_INSERT = ConfigProperty("hoodie.combine.before.insert", False, parse_bool,
-                                       doc="bulk_insert only: true combines duplicate keys of a batch")
+
+
+#: the datasource keys an engine reads besides the write config's (the Spark engine's
+#: SparkWriteOptions): parsed with it by check_write_options, so a bad value fails before
+#: anything runs, whichever engine the options are for
+DATASOURCE_PROPERTIES = (TABLE_TYPE, OPERATION, HIVE_STYLE, URL_ENCODE, MAX_FILE_SIZE, SMALL_FILE_LIMIT,
+                         RECORD_SIZE_ESTIMATE)
+
+
+def check_datasource_options(options: Mapping[str, Any]) -> None:
+    """Parse every :data:`DATASOURCE_PROPERTIES` value of ``options`` (a :class:`ConfigError`
+    naming the key for a bad one)."""
+    for prop in DATASOURCE_PROPERTIES:
+        prop.get(options)
+
 
 
 # --- table services: clean and clustering ----------------------------------------------------
@@ -696,19 +1062,21 @@ CLEAN_ASYNC = ConfigProperty("hoodie.clean.async.enabled", False, parse_bool,
 class CleanConfig:
     """What a clean keeps, plus the write config it needs (lock, heartbeat, failed-writes policy)."""
 
-    policy: CleanPolicy = CleanPolicy.KEEP_LATEST_COMMITS
-    commits_retained: int = 10
-    file_versions_retained: int = 3
-    automatic: bool = True
-    async_enabled: bool = False
+    policy: CleanPolicy = CLEAN_POLICY.default
+    commits_retained: int = CLEAN_COMMITS_RETAINED.default
+    file_versions_retained: int = CLEAN_FILE_VERSIONS_RETAINED.default
+    automatic: bool = CLEAN_AUTOMATIC.default
+    async_enabled: bool = CLEAN_ASYNC.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "CleanConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         cfg = cls(CLEAN_POLICY.get(options), CLEAN_COMMITS_RETAINED.get(options),
                   CLEAN_FILE_VERSIONS_RETAINED.get(options), CLEAN_AUTOMATIC.get(options),
-                  CLEAN_ASYNC.get(options), WriteConfig.from_options(options))
+                  CLEAN_ASYNC.get(options), write or WriteConfig.from_options(options))
         if cfg.commits_retained < 1:
             raise ConfigError("a clean must retain at least one commit", key=CLEAN_COMMITS_RETAINED.key,
                               value=cfg.commits_retained, remedy="set it to 1 or more")
@@ -728,66 +1096,40 @@ CLUSTERING_MAX_BYTES_PER_GROUP = ConfigProperty(
     "hoodie.clustering.plan.strategy.max.bytes.per.group", 2_147_483_648, parse_int)
 CLUSTERING_MAX_NUM_GROUPS = ConfigProperty("hoodie.clustering.plan.strategy.max.num.groups", 30,
                                            parse_int)
-CLUSTERING_SORT_COLUMNS = ConfigProperty("hoodie.clustering.plan.strategy.sort.columns", "", str)
+CLUSTERING_SORT_COLUMNS = ConfigProperty("hoodie.clustering.plan.strategy.sort.columns", (), _fields)
 CLUSTERING_SINGLE_GROUP = ConfigProperty(
     "hoodie.clustering.plan.strategy.single.group.clustering.enabled", True, parse_bool,
     doc="whether a group of one file slice is worth clustering (only when it is sorted)")
 CLUSTERING_PARTITION_SELECTED = ConfigProperty("hoodie.clustering.plan.strategy.partition.selected",
-                                               "", str, doc="comma-separated partition paths")
-CLUSTERING_UPDATES_STRATEGY = ConfigProperty(
-    "hoodie.clustering.updates.strategy", "", str,
-    doc="how writes treat file groups under a pending clustering plan: "
-        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy (refuse the "
-        "write before any data is written) or ...SparkAllowUpdateStrategy (write; the clustering "
-        "then loses at commit). Inferred as Hudi does: Allow under the prefer-writer strategy, "
-        "Reject otherwise")
-
-REJECT_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy"
-ALLOW_UPDATE_STRATEGY = "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"
-
-
-def clustering_rejects_updates(options: Mapping[str, Any]) -> bool:
-    """Whether a write must refuse file groups under a pending clustering plan (before writing)."""
-    value = CLUSTERING_UPDATES_STRATEGY.get(options).strip()
-    if not value:
-        strategy = str(CONFLICT_RESOLUTION_STRATEGY.get(options)).strip().lower()
-        return not (strategy in ("prefer-writer", "prefer_writer")
-                    or strategy.endswith("preferwriterconflictresolutionstrategy"))
-    short = value.rsplit(".", 1)[-1].lower()
-    if short in ("sparkrejectupdatestrategy", "reject"):
-        return True
-    if short in ("sparkallowupdatestrategy", "allow"):
-        return False
-    raise ConfigError(f"unknown clustering updates strategy {value!r}",
-                      key=CLUSTERING_UPDATES_STRATEGY.key, value=value,
-                      remedy=f"use {REJECT_UPDATE_STRATEGY} or {ALLOW_UPDATE_STRATEGY}")
+                                               (), _fields, doc="comma-separated partition paths")
 
 
 @dataclass(frozen=True)
 class ClusteringConfig:
     """How clustering chooses its input (small file groups per partition) and sizes its output."""
 
-    small_file_limit: int = 314_572_800
-    target_file_max_bytes: int = 1_073_741_824
-    max_bytes_per_group: int = 2_147_483_648
-    max_num_groups: int = 30
-    sort_columns: tuple[str, ...] = ()
-    single_group_clustering: bool = True
-    partitions: tuple[str, ...] = ()
+    small_file_limit: int = CLUSTERING_SMALL_FILE_LIMIT.default
+    target_file_max_bytes: int = CLUSTERING_TARGET_FILE_MAX_BYTES.default
+    max_bytes_per_group: int = CLUSTERING_MAX_BYTES_PER_GROUP.default
+    max_num_groups: int = CLUSTERING_MAX_NUM_GROUPS.default
+    sort_columns: tuple[str, ...] = CLUSTERING_SORT_COLUMNS.default
+    single_group_clustering: bool = CLUSTERING_SINGLE_GROUP.default
+    partitions: tuple[str, ...] = CLUSTERING_PARTITION_SELECTED.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ClusteringConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "ClusteringConfig":
+        """``write``: the write config of the same options, when the caller has it parsed (it
+        holds the clustering updates strategy, checked there)."""
         options = dict(options or {})
-        split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
         cfg = cls(CLUSTERING_SMALL_FILE_LIMIT.get(options), CLUSTERING_TARGET_FILE_MAX_BYTES.get(options),
                   CLUSTERING_MAX_BYTES_PER_GROUP.get(options), CLUSTERING_MAX_NUM_GROUPS.get(options),
-                  split(CLUSTERING_SORT_COLUMNS.get(options)), CLUSTERING_SINGLE_GROUP.get(options),
-                  split(CLUSTERING_PARTITION_SELECTED.get(options)), WriteConfig.from_options(options))
+                  CLUSTERING_SORT_COLUMNS.get(options), CLUSTERING_SINGLE_GROUP.get(options),
+                  CLUSTERING_PARTITION_SELECTED.get(options), write or WriteConfig.from_options(options))
         if cfg.target_file_max_bytes <= 0 or cfg.max_num_groups <= 0:
             raise ConfigError("clustering target size and max groups must be positive",
                               key=CLUSTERING_TARGET_FILE_MAX_BYTES.key, value=cfg.target_file_max_bytes)
-        clustering_rejects_updates(options)  # validate early
         return cfg
 
 
@@ -841,17 +1183,19 @@ class CompactionConfig:
     """When compaction is scheduled and which file slices its plan takes (Hudi's keys and
     defaults)."""
 
-    max_delta_commits: int = 5
-    max_delta_seconds: int = 3600
-    trigger: CompactionTriggerStrategy = CompactionTriggerStrategy.NUM_COMMITS
-    strategy: str = LOG_FILE_SIZE_STRATEGY
-    target_io_mb: int = 500 * 1024
-    logfile_size_threshold: int = 0
-    logfile_num_threshold: int = 0
+    max_delta_commits: int = COMPACT_MAX_DELTA_COMMITS.default
+    max_delta_seconds: int = COMPACT_MAX_DELTA_SECONDS.default
+    trigger: CompactionTriggerStrategy = COMPACT_TRIGGER_STRATEGY.default
+    strategy: str = COMPACTION_STRATEGY.default
+    target_io_mb: int = COMPACTION_TARGET_IO_MB.default
+    logfile_size_threshold: int = COMPACTION_LOGFILE_SIZE_THRESHOLD.default
+    logfile_num_threshold: int = COMPACTION_LOGFILE_NUM_THRESHOLD.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CompactionConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "CompactionConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         raw = COMPACTION_STRATEGY.get(options).strip()
         strategy = next((s for s in COMPACTION_STRATEGIES
@@ -864,7 +1208,7 @@ class CompactionConfig:
         cfg = cls(COMPACT_MAX_DELTA_COMMITS.get(options), COMPACT_MAX_DELTA_SECONDS.get(options),
                   COMPACT_TRIGGER_STRATEGY.get(options), strategy,
                   COMPACTION_TARGET_IO_MB.get(options), COMPACTION_LOGFILE_SIZE_THRESHOLD.get(options),
-                  COMPACTION_LOGFILE_NUM_THRESHOLD.get(options), WriteConfig.from_options(options))
+                  COMPACTION_LOGFILE_NUM_THRESHOLD.get(options), write or WriteConfig.from_options(options))
         if cfg.max_delta_commits <= 0 or cfg.target_io_mb <= 0:
             raise ConfigError("compaction delta commits and target I/O must be positive",
                               key=COMPACT_MAX_DELTA_COMMITS.key, value=cfg.max_delta_commits)
@@ -892,21 +1236,23 @@ TIMELINE_COMPACTION_MAX_BYTES = ConfigProperty("hoodie.timeline.compaction.targe
 class ArchivalConfig:
     """When archival moves completed instants to the LSM history, with Hudi's keys and defaults."""
 
-    min_commits: int = 20
-    max_commits: int = 30
-    automatic: bool = True
-    beyond_savepoint: bool = False
-    compaction_batch_size: int = 10
-    compaction_max_bytes: int = 1_073_741_824
+    min_commits: int = KEEP_MIN_COMMITS.default
+    max_commits: int = KEEP_MAX_COMMITS.default
+    automatic: bool = ARCHIVE_AUTOMATIC.default
+    beyond_savepoint: bool = ARCHIVE_BEYOND_SAVEPOINT.default
+    compaction_batch_size: int = TIMELINE_COMPACTION_BATCH.default
+    compaction_max_bytes: int = TIMELINE_COMPACTION_MAX_BYTES.default
     write: WriteConfig = field(default_factory=WriteConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ArchivalConfig":
+    def from_options(cls, options: Mapping[str, Any] | None = None, *,
+                     write: WriteConfig | None = None) -> "ArchivalConfig":
+        """``write``: the write config of the same options, when the caller has it parsed."""
         options = dict(options or {})
         cfg = cls(KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options),
                   ARCHIVE_AUTOMATIC.get(options), ARCHIVE_BEYOND_SAVEPOINT.get(options),
                   TIMELINE_COMPACTION_BATCH.get(options), TIMELINE_COMPACTION_MAX_BYTES.get(options),
-                  WriteConfig.from_options(options))
+                  write or WriteConfig.from_options(options))
         ARCHIVE_ASYNC.get(options)  # validated, no effect
         if cfg.min_commits < 1 or cfg.max_commits <= cfg.min_commits:
             raise ConfigError(
@@ -932,9 +1278,184 @@ class ArchivalConfig:
 
 def service_config(cls, config):
     """A table service's typed config from what its caller has: the typed config itself, a
-    :class:`WriteConfig` (its ``hoodie.*`` options) or the options as a mapping."""
+    :class:`WriteConfig` (the service's keys parsed from the options it carries; the write
+    config is that one, as given) or the options as a mapping."""
     if isinstance(config, cls):
         return config
     if isinstance(config, WriteConfig):
-        return cls.from_options(config.options)
+        return cls.from_options(config.options, write=config)
     return cls.from_options(config or {})
+
+
+# --- catalog sync (Hive Metastore; issue 41 item 3) ------------------------------------------------
+# Hudi's meta-sync keys, read by core/catalog after each commit and by `hudi-occ sync`
+# (docs/catalog-sync.md). Names and defaults are Java's HiveSyncConfig / HoodieSyncConfig.
+
+class SyncMode(str, enum.Enum):
+    """``hoodie.datasource.hive_sync.mode``: only the thrift metastore (``hms``) is spoken here."""
+
+    HMS = "hms"
+    GLUE = "glue"
+
+
+class SyncTableStrategy(str, enum.Enum):
+    """``hoodie.datasource.hive_sync.table.strategy``: which tables a merge-on-read table gets."""
+
+    ALL = "ALL"
+    RO = "RO"
+    RT = "RT"
+
+
+HIVE_SYNC_TOOL = "org.apache.hudi.hive.HiveSyncTool"
+GLUE_SYNC_TOOL = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+
+
+def _sync_mode(v: Any) -> SyncMode:
+    s = str(v).strip().lower()
+    if s in ("hms", "thrift"):
+        return SyncMode.HMS
+    if s == "glue":
+        return SyncMode.GLUE
+    raise ConfigError(f"hive sync mode {v!r} is not spoken here", key="hoodie.datasource.hive_sync.mode",
+                      value=v, remedy="use hms (the metastore's thrift API, "
+                                      "hoodie.datasource.hive_sync.metastore.uris) or glue; jdbc and "
+                                      "hiveql need a HiveServer2 this project does not talk to")
+
+
+def _sync_tools(v: Any) -> list[str]:
+    tools = [s.strip() for s in str(v).split(",") if s.strip()]
+    for t in tools:
+        if t not in (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL):
+            raise ConfigError(f"sync tool {t!r} is not implemented here",
+                              key="hoodie.meta.sync.client.tool.class", value=v,
+                              remedy=f"use {HIVE_SYNC_TOOL} (Hive Metastore) or {GLUE_SYNC_TOOL} (AWS Glue)")
+    return tools
+
+
+def _kv_pairs(v: Any) -> dict[str, str]:
+    """Java's ``ConfigUtils.toMap``: ``k1=v1\\nk2=v2`` (newline or comma separated)."""
+    out: dict[str, str] = {}
+    for part in str(v).replace("\n", ",").split(","):
+        if part.strip():
+            if "=" not in part:
+                raise ValueError(f"{part!r} is not key=value")
+            k, val = part.split("=", 1)
+            out[k.strip()] = val.strip()
+    return out
+
+
+META_SYNC_ENABLE = ConfigProperty("hoodie.datasource.meta.sync.enable", False, parse_bool,
+                                  doc="sync the table to a catalog after each commit")
+HIVE_SYNC_ENABLE = ConfigProperty("hoodie.datasource.hive_sync.enable", False, parse_bool,
+                                  doc="sync the table to the Hive Metastore after each commit")
+META_SYNC_TOOLS = ConfigProperty("hoodie.meta.sync.client.tool.class", [HIVE_SYNC_TOOL], _sync_tools)
+HIVE_SYNC_MODE = ConfigProperty("hoodie.datasource.hive_sync.mode", SyncMode.HMS, _sync_mode)
+HIVE_SYNC_METASTORE_URIS = ConfigProperty("hoodie.datasource.hive_sync.metastore.uris",
+                                          "thrift://localhost:9083", str)
+HIVE_SYNC_DATABASE = ConfigProperty("hoodie.datasource.hive_sync.database", "default", str)
+#: Java infers it from hoodie.table.name; "" here means the same
+HIVE_SYNC_TABLE = ConfigProperty("hoodie.datasource.hive_sync.table", "", str)
+HIVE_SYNC_PARTITION_FIELDS = ConfigProperty(
+    "hoodie.datasource.hive_sync.partition_fields", None,
+    lambda v: [s.strip() for s in str(v).split(",") if s.strip()],
+    doc="inferred from the table's partition fields, as Java infers it")
+HIVE_SYNC_PARTITION_EXTRACTOR = ConfigProperty(
+    "hoodie.datasource.hive_sync.partition_extractor_class", "", str,
+    aliases=("hoodie.datasource.partition_extractor_class",),
+    doc="inferred as Java infers it; MultiPartKeys, SinglePartPartition, HiveStyle, NonPartitioned")
+HIVE_SYNC_AUTO_CREATE_DATABASE = ConfigProperty("hoodie.datasource.hive_sync.auto_create_database", True, parse_bool)
+HIVE_SYNC_SKIP_RO_SUFFIX = ConfigProperty("hoodie.datasource.hive_sync.skip_ro_suffix", False, parse_bool)
+HIVE_SYNC_TABLE_STRATEGY = ConfigProperty("hoodie.datasource.hive_sync.table.strategy", SyncTableStrategy.ALL,
+                                          parse_enum(SyncTableStrategy))
+HIVE_SYNC_AS_DATASOURCE = ConfigProperty("hoodie.datasource.hive_sync.sync_as_datasource", True, parse_bool)
+HIVE_SYNC_OMIT_METADATA_FIELDS = ConfigProperty("hoodie.datasource.hive_sync.omit_metadata_fields", False, parse_bool)
+HIVE_SYNC_SUPPORT_TIMESTAMP = ConfigProperty("hoodie.datasource.hive_sync.support_timestamp", False, parse_bool)
+HIVE_SYNC_TABLE_PROPERTIES = ConfigProperty("hoodie.datasource.hive_sync.table_properties", {}, _kv_pairs)
+HIVE_SYNC_SERDE_PROPERTIES = ConfigProperty("hoodie.datasource.hive_sync.serde_properties", {}, _kv_pairs)
+HIVE_SYNC_MANAGED_TABLE = ConfigProperty("hoodie.datasource.hive_sync.create_managed_table", False, parse_bool)
+HIVE_SYNC_IGNORE_EXCEPTIONS = ConfigProperty("hoodie.datasource.hive_sync.ignore_exceptions", False, parse_bool)
+HIVE_SYNC_BATCH_NUM = ConfigProperty("hoodie.datasource.hive_sync.batch_num", 1000, parse_int)
+HIVE_SYNC_SCHEMA_THRESHOLD = ConfigProperty("hoodie.datasource.hive_sync.schema_string_length_thresh", 4000, parse_int)
+META_SYNC_INCREMENTAL = ConfigProperty("hoodie.meta.sync.incremental", True, parse_bool)
+META_SYNC_DECODE_PARTITION = ConfigProperty("hoodie.meta.sync.decode_partition", None, parse_bool,
+                                            doc="inferred from hoodie.datasource.write.partitionpath.urlencode")
+META_SYNC_CONDITIONAL = ConfigProperty("hoodie.datasource.meta_sync.condition.sync", False, parse_bool)
+META_SYNC_SNAPSHOT_WITH_TABLE_NAME = ConfigProperty("hoodie.meta.sync.sync_snapshot_with_table_name", True, parse_bool)
+META_SYNC_SPARK_VERSION = ConfigProperty("hoodie.meta_sync.spark.version", "", str)
+#: this project's key: no Hudi key bounds a metastore call (Java takes HiveConf's
+#: hive.metastore.client.socket.timeout, 600 s); every connect and every call waits this long
+META_SYNC_TIMEOUT_MS = ConfigProperty("hoodie.occ.meta.sync.timeout.ms", 20_000, parse_int,
+                                      doc="this project's key: connect and read timeout of each metastore call")
+
+
+@dataclass(frozen=True)
+class MetaSyncConfig:
+    """What a catalog sync reads of a writer's options (docs/catalog-sync.md)."""
+
+    enabled: bool = False
+    tools: tuple[str, ...] = (HIVE_SYNC_TOOL,)
+    mode: SyncMode = SyncMode.HMS
+    metastore_uris: str = "thrift://localhost:9083"
+    database: str = "default"
+    table: str = ""
+    partition_fields: tuple[str, ...] | None = None
+    partition_extractor: str = ""
+    auto_create_database: bool = True
+    skip_ro_suffix: bool = False
+    table_strategy: SyncTableStrategy = SyncTableStrategy.ALL
+    as_datasource: bool = True
+    omit_metadata_fields: bool = False
+    support_timestamp: bool = False
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    serde_properties: Mapping[str, str] = field(default_factory=dict)
+    managed_table: bool = False
+    ignore_exceptions: bool = False
+    batch_num: int = 1000
+    schema_length_threshold: int = 4000
+    incremental: bool = True
+    decode_partition: bool | None = None
+    conditional: bool = False
+    snapshot_with_table_name: bool = True
+    spark_version: str = ""
+    timeout_ms: int = 20_000
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "MetaSyncConfig":
+        options = dict(options or {})
+        tools = META_SYNC_TOOLS.get(options)
+        mode = HIVE_SYNC_MODE.get(options)
+        if GLUE_SYNC_TOOL in tools and HIVE_SYNC_MODE.key not in options:
+            mode = SyncMode.GLUE
+        cfg = cls(
+            enabled=META_SYNC_ENABLE.get(options) or HIVE_SYNC_ENABLE.get(options),
+            tools=tuple(tools), mode=mode,
+            metastore_uris=HIVE_SYNC_METASTORE_URIS.get(options),
+            database=HIVE_SYNC_DATABASE.get(options),
+            table=HIVE_SYNC_TABLE.get(options),
+            partition_fields=(None if HIVE_SYNC_PARTITION_FIELDS.get(options) is None
+                              else tuple(HIVE_SYNC_PARTITION_FIELDS.get(options))),
+            partition_extractor=HIVE_SYNC_PARTITION_EXTRACTOR.get(options),
+            auto_create_database=HIVE_SYNC_AUTO_CREATE_DATABASE.get(options),
+            skip_ro_suffix=HIVE_SYNC_SKIP_RO_SUFFIX.get(options),
+            table_strategy=HIVE_SYNC_TABLE_STRATEGY.get(options),
+            as_datasource=HIVE_SYNC_AS_DATASOURCE.get(options),
+            omit_metadata_fields=HIVE_SYNC_OMIT_METADATA_FIELDS.get(options),
+            support_timestamp=HIVE_SYNC_SUPPORT_TIMESTAMP.get(options),
+            table_properties=HIVE_SYNC_TABLE_PROPERTIES.get(options),
+            serde_properties=HIVE_SYNC_SERDE_PROPERTIES.get(options),
+            managed_table=HIVE_SYNC_MANAGED_TABLE.get(options),
+            ignore_exceptions=HIVE_SYNC_IGNORE_EXCEPTIONS.get(options),
+            batch_num=HIVE_SYNC_BATCH_NUM.get(options),
+            schema_length_threshold=HIVE_SYNC_SCHEMA_THRESHOLD.get(options),
+            incremental=META_SYNC_INCREMENTAL.get(options),
+            decode_partition=META_SYNC_DECODE_PARTITION.get(options),
+            conditional=META_SYNC_CONDITIONAL.get(options),
+            snapshot_with_table_name=META_SYNC_SNAPSHOT_WITH_TABLE_NAME.get(options),
+            spark_version=META_SYNC_SPARK_VERSION.get(options),
+            timeout_ms=META_SYNC_TIMEOUT_MS.get(options),
+        )
+        if cfg.batch_num < 1 or cfg.timeout_ms < 1 or cfg.schema_length_threshold < 1:
+            raise ConfigError("the sync's batch size, timeout and schema length threshold must be positive",
+                              key=HIVE_SYNC_BATCH_NUM.key, value=cfg.batch_num,
+                              remedy="give positive values (defaults: 1000, 20000 ms, 4000)")
+        return cfg

@@ -498,6 +498,46 @@ class LockReentryError(LockError):
     remedy = "release the lock before acquiring it again; nested transactions are not supported"
 
 
+class CatalogSyncError(HudiOccError):
+    """A catalog sync (Hive Metastore, Glue) after a commit, or by ``hudi-occ sync``, failed.
+
+    The data is committed: the sync runs after the instant completed and never undoes it. The
+    catalog is behind the table until a later sync catches up from the table's
+    ``last_commit_time_sync`` (every sync does; nothing is lost). ``committed_instant``: the
+    instant that completed before this sync (None for a sync on its own); ``catalog``: the
+    metastore URI or ``glue``; ``cause``: what the catalog said."""
+
+    def __init__(self, message: str, *, table: str | None = None, catalog: str | None = None,
+                 committed_instant: str | None = None, cause: str | None = None,
+                 remedy: str | None = None):
+        self.table = table
+        self.catalog = catalog
+        self.committed_instant = committed_instant
+        self.cause = cause
+        done = (f"the commit {committed_instant} is in the table (nothing to rewrite); "
+                if committed_instant else "")
+        super().__init__(message, remedy=remedy or (
+            f"{done}bring the catalog at {catalog} back (or fix the cause), then run "
+            f"`hudi-occ sync <table path> --option ...` or the table-service operator's sync action "
+            "(or just the next commit): the sync catches up from last_commit_time_sync; how long a "
+            "metastore call may take is hoodie.occ.meta.sync.timeout.ms"))
+
+
+class CatalogUnavailableError(CatalogSyncError, ConnectionError):
+    """The catalog did not answer: the connection was refused or timed out. Also a
+    ``ConnectionError``: nothing was decided by the call that failed."""
+
+
+class CatalogClientMissingError(ConfigError):
+    """Sync is asked for but the client library of its catalog is not installed."""
+
+    def __init__(self, message: str, *, extra: str, key: str | None = None):
+        self.extra = extra
+        super().__init__(message, key=key, value="true",
+                         remedy=f"pip install 'airflow-hudi-occ[{extra}]' on every host that writes "
+                                "the table (workers and the Spark driver), or turn the sync off")
+
+
 class CleanedInstantError(HudiOccError):
     """Time travel to an instant whose file versions a clean has already deleted."""
 

@@ -115,16 +115,6 @@ def _off(pattern: str, reason: str, remedy: str) -> Rule:
     return _refuse(pattern, reason, remedy, "false")
 
 
-def _merge_mode_matches(value: str, options: Mapping[str, Any]) -> bool:
-    """Hudi's merge mode names what this project's merge already is: the larger ordering
-    (precombine) field wins when there is one (EVENT_TIME_ORDERING), the later write wins when
-    there is none (COMMIT_TIME_ORDERING)."""
-    ordering = any(str(options.get(k) or "").strip() for k in (
-        "hoodie.datasource.write.precombine.field", "hoodie.table.precombine.field",
-        "hoodie.table.ordering.fields"))
-    return value.upper() == ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
-
-
 # --- the reasons that repeat -------------------------------------------------------------------
 
 PARALLELISM = ("Java's Spark task parallelism; this project's Spark engine sizes its tasks from its "
@@ -151,13 +141,8 @@ JAVA_CLASS_REMEDY = ("remove it (Hudi's default class is what this project does)
 NOT_IMPLEMENTED = "this project does not implement this setting beyond Hudi's default"
 NOT_IMPLEMENTED_REMEDY = ("remove it (Hudi's default is accepted), or run the job on Java Hudi with "
                           "HudiJavaWriteOperator (docs/java-engine.md)")
-SYNC_ISSUE = ("catalog sync (Hive Metastore, Glue) is not implemented yet (issue 41, item 3): the "
-              "commits would never reach the catalog")
-SYNC_REMEDY = ("remove it (or set it to false) and register or sync the table yourself after the write, "
-               "e.g. with Java Hudi's HiveSyncTool (run_sync_tool.sh) or a Spark SQL CREATE TABLE ... "
-               "USING hudi LOCATION")
-SYNC_SETTING = ("a catalog-sync setting, read only while sync is on (hoodie.datasource.meta.sync.enable "
-                "or hoodie.datasource.hive_sync.enable), which is refused here until issue 41's sync")
+SYNC_SETTING = ("a setting of Java's sync tools that this project's catalog sync (docs/catalog-sync.md) "
+                "does not read: JDBC / HiveQL modes, Glue's and BigQuery's tuning, Java-only switches")
 TABLE_SERVICE_REMEDY = ("set it to false and run the service as its own task: HudiTableServiceOperator "
                         "with service='{service}' (docs/operators.md), which plans and runs it under OCC")
 
@@ -170,35 +155,13 @@ def _gated(what: str, gate: str) -> str:
 #: Keep specific rules above the general ones.
 RULES: tuple[Rule, ...] = (
     # --- the keys a Hudi user sets most (issue 41) ---------------------------------------------
-    _refuse(r"hoodie\.parquet\.compression\.codec",
-            "this project writes its parquet files with snappy compression and does not yet honour "
-            "another codec (issue 41, item 2)",
-            "remove it, or set it to snappy", "snappy"),
-    _refuse(r"hoodie\.parquet\.(block|page)\.size",
-            "this project's parquet files take a row group per chunk its writer writes and pyarrow's "
-            "page size; these sizes are not honoured yet (issue 41, item 2)",
-            "remove it (the file size is hoodie.parquet.max.file.size, which is honoured)", ""),
     _no(r"hoodie\.merge\.allow\.duplicate\.on\.inserts",
         "an insert here combines its batch's copies of a key whatever this says (stricter than Java "
         "with true, which may keep them)"),
-    _refuse(r"hoodie\.(write\.)?record\.merge\.mode",
-            "records merge by the ordering (precombine) field when there is one (EVENT_TIME_ORDERING) "
-            "and by the later write when there is none (COMMIT_TIME_ORDERING); CUSTOM merging and a "
-            "mode that contradicts the ordering field are not implemented",
-            "remove it, or give the mode the ordering field implies (set or drop "
-            "hoodie.datasource.write.precombine.field)", "", accept_if=_merge_mode_matches,
-            note="EVENT_TIME_ORDERING with an ordering field, COMMIT_TIME_ORDERING without"),
     _refuse(r"hoodie\.(write\.)?record\.merge\.strategy\.id|hoodie\.write\.record\.merge\.custom\.implementation\.classes",
             "custom record merging (a merger strategy of Java's) is not implemented",
-            "remove it: records merge by the ordering (precombine) field"),
-    _refuse(r"hoodie\.bulkinsert\.sort\.mode",
-            "bulk_insert writes its batch in input order (Hudi's NONE); the sort modes are not "
-            "implemented yet (issue 41, item 2)",
-            "remove it, or set it to NONE (sort the input before the write for sorted files)", "NONE"),
-    _refuse(r"hoodie\.write\.num\.retries\.on\.conflict\.failures",
-            "a write that loses a conflict is retried on a fresh instant by the write operator, within "
-            "its own budget; the Spark job itself does not retry",
-            "remove it and set the write operator's conflict_retries (docs/operators.md)", "0"),
+            "remove it: records merge by hoodie.record.merge.mode (EVENT_TIME_ORDERING or "
+            "COMMIT_TIME_ORDERING), which is honoured"),
     _refuse(r"hoodie\.metadata\.index\.column\.stats\.enable",
             "this writer keeps the column_stats and partition_stats a table's metadata table has "
             "(hoodie.occ.metadata.files.maintain), but builds none: on a table without them the "
@@ -207,10 +170,15 @@ RULES: tuple[Rule, ...] = (
             "build the index once with Java Hudi (HudiJavaTableServiceOperator or a Java write)",
             "false"),
     _off(r"hoodie\.clustering\.(inline|schedule\.inline|async\.enabled)",
-         "clustering is not run by a writer after its commit here",
+         "clustering is not run inside a write task after its commit here: a service task after "
+         "the write does the same under the same table lock, without holding the write's slot, "
+         "failing the ingestion when the service fails or repeating the write on its retries",
          TABLE_SERVICE_REMEDY.format(service="cluster")),
     _off(r"hoodie\.compact\.(inline|schedule\.inline)",
-         "compaction is not run by a writer after its commit here",
+         "compaction is not run inside a write task after its commit here: a service task after "
+         "the write does the same under the same table lock (every "
+         "hoodie.compact.inline.max.delta.commits deltacommits), without holding the write's slot, "
+         "failing the ingestion when the service fails or repeating the write on its retries",
          TABLE_SERVICE_REMEDY.format(service="compact")),
     _off(r"hoodie\.(log\.compaction\.(enable|inline)|metadata\.log\.compaction\.enable)",
          "log compaction (merging a file slice's log files into one log) is not implemented",
@@ -218,12 +186,17 @@ RULES: tuple[Rule, ...] = (
     _off(r"hoodie\.schema\.on\.read\.enable",
          "Hudi's schema-on-read evolution (renames, drops and type changes kept as an internal "
          "schema in the commit metadata) is not implemented",
-         "remove it; write batches whose schema is the table's, with new columns added as nullable"),
-    _off(r"hoodie\.datasource\.write\.reconcile\.schema",
-         "reconciling a batch's schema with the table's (filling missing columns, widening types) "
-         "is not implemented",
-         "remove it and give the batch the table's full schema (missing columns as nulls)"),
-    _off(r"hoodie\.datasource\.(meta\.sync|hive_sync)\.enable", SYNC_ISSUE, SYNC_REMEDY),
+         "remove it; for batches with fewer columns or narrower numbers than the table set "
+         "hoodie.datasource.write.reconcile.schema=true (honoured); new columns are added as "
+         "nullable anyway"),
+    _off(r"hoodie\.datasource\.hive_sync\.(bucket_sync|sync_comment|recreate_table_on_error)"
+         r"|hoodie\.meta\.sync\.(no_partition_metadata|touch\.partitions\.enabled)",
+         "this catalog-sync feature of Java's (bucket specs, column comments, re-creating the table on "
+         "an error, no partition metadata, touching partitions) is not implemented (docs/catalog-sync.md)",
+         "remove it (or set it to false); the sync registers the table as Java's does by default"),
+    _refuse(r"hoodie\.datasource\.hive_sync\.base_file_format",
+            "the tables this project writes have parquet base files", "remove it, or set it to PARQUET",
+            "PARQUET"),
     _no(r"hoodie\.datasource\.(hive_sync|meta\.sync|meta_sync)\..*|hoodie\.meta[._]sync\..*"
         r"|hoodie\.datasource\.partition_extractor_class|hoodie\.table\.partition_extractor_class",
         SYNC_SETTING),

@@ -183,8 +183,7 @@ def _json_value(flag: str, key: str, text: str) -> Any:
 def format_options(options: dict[str, Any], flag: str = "--option") -> list[str]:
     """The command-line form of ``options``: ``[flag, "k=v", flag, "k=v", ...]`` (sorted)."""
     out: list[str] = []
-    for k in sorted(options):
-        v = options[k]
+    for k, v in sorted(options.items()):
         out += [flag, f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}"]
     return out
 

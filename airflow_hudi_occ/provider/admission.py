@@ -22,15 +22,14 @@ from typing import Callable
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.concurrency.footprint import UNKNOWN_WRITER, Footprint, check_kind
-from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, HASH_FIELD,
-                                          SMALL_FILE_LIMIT, HeartbeatConfig, WriteConfig)
+from airflow_hudi_occ.core.config import (ADMISSION_ON_OVERLAP, ADMISSION_TIMEOUT_MS, BUCKET_NUM, HASH_FIELD,
+                                          INDEX_TYPE, SMALL_FILE_LIMIT, HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError, TableNotFoundError
-from airflow_hudi_occ.core.format.bucket_index import INDEX_TYPE, NUM_BUCKETS
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.submit.footprint import batch_partitions, batch_reach
 
 #: the options a reach depends on, kept in the request to compute it again (no credentials)
-REACH_OPTIONS = (INDEX_TYPE.key, NUM_BUCKETS.key, HASH_FIELD.key, SMALL_FILE_LIMIT.key)
+REACH_OPTIONS = (INDEX_TYPE.key, BUCKET_NUM.key, HASH_FIELD.key, SMALL_FILE_LIMIT.key)
 
 
 class AdmissionRefusedError(HudiOccError):
@@ -45,10 +44,32 @@ class AdmissionRefusedError(HudiOccError):
 
 @dataclass
 class AdmissionSettings:
-    on_overlap: str
-    timeout_s: float
+    """Admission before each attempt (an operator's ``admission=``): ``on_overlap`` ``wait``
+    until no live writer's footprint shares partitions with the batch (at most ``timeout_s``,
+    then it goes anyway), ``go`` at once, or ``fail``; None: the connection's
+    ``hoodie.occ.admission.on.overlap``, else ``wait``. ``timeout_s`` None: the connection's
+    ``hoodie.occ.admission.timeout_ms``, else 900 s. ``kind``: ``ingestion`` or ``backfill``;
+    among writes waiting on the same partitions ingestion goes first, unless a backfill has
+    waited longer than ``starvation_s``. The deferrable operator waits in the triggerer,
+    looking every ``poll_s``."""
+
+    on_overlap: str | None = None
+    timeout_s: float | None = None
     poll_s: float = 2.0
     starvation_s: float = 600.0
+    kind: str = "ingestion"
+
+    def __post_init__(self) -> None:
+        if self.on_overlap is not None and self.on_overlap not in admission.POLICIES:
+            raise ConfigError(f"on_overlap must be one of {', '.join(admission.POLICIES)}, got "
+                              f"{self.on_overlap!r}", key="on_overlap", value=self.on_overlap,
+                              remedy=f"use one of {', '.join(admission.POLICIES)}")
+        self.kind = check_kind(self.kind)
+
+    def resolved(self, options: dict) -> "AdmissionSettings":
+        """These settings with the connection's options filling what they leave open."""
+        return replace(self.resolve(self.on_overlap, self.timeout_s, options, poll_s=self.poll_s,
+                                    starvation_s=self.starvation_s), kind=self.kind)
 
     @classmethod
     def resolve(cls, on_overlap: str | None, timeout_s: float | None, options: dict, *,

@@ -83,11 +83,10 @@ def _options(where: str, options: Mapping[str, Any] | None, *, spark: bool, writ
                       value=getattr(e, "value", None), remedy=e.remedy) from None
 
 
-def check_write_arguments(task_id: str, *, operation: Any, source: Any, source_format: Any,
-                          options: Mapping[str, Any] | None, conflict_retries: Any,
-                          backoff_base_s: Any, backoff_max_s: Any, window_wait_timeout_s: Any,
-                          window_poll_s: Any) -> None:
-    """Raise :class:`ConfigError` naming the task, the argument and the fix."""
+def check_engine_write_arguments(task_id: str, *, operation: Any, source: Any, source_format: Any,
+                                 options: Mapping[str, Any] | None) -> None:
+    """What the engine's job reads (``spark/job.py``): raise :class:`ConfigError` naming the
+    task, the argument and the fix."""
     where = _where("HudiWriteOperator", task_id)
     _choice(where, "operation", operation, OPERATIONS)
     _choice(where, "source_format", source_format, SOURCE_FORMATS)
@@ -95,12 +94,25 @@ def check_write_arguments(task_id: str, *, operation: Any, source: Any, source_f
         raise ConfigError(f"{where}: source must be a path or (with source_format='sql') a query, "
                           f"got {source!r}", key="source", value=source,
                           remedy="pass the input path, e.g. source='/landing/{{ ds }}/'")
-    _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
-    _number(where, "backoff_base_s", backoff_base_s, minimum=0)
-    _number(where, "backoff_max_s", backoff_max_s, minimum=backoff_base_s)
-    _number(where, "window_wait_timeout_s", window_wait_timeout_s, minimum=0)
-    _number(where, "window_poll_s", window_poll_s, minimum=0, strict=True)
     _options(where, options, spark=True, write=True)
+
+
+def check_loop_arguments(task_id: str, *, conflict_retries: Any, write_windows: Any) -> None:
+    """The attempt loop's settings (``provider/attempt_loop.py``): the conflict-retry policy
+    and the write windows' wait, each number named as the user wrote it."""
+    where = _where("HudiWriteOperator", task_id)
+    if hasattr(conflict_retries, "max_conflict_retries"):  # a RetryPolicy
+        _number(where, "conflict_retries.max_conflict_retries", conflict_retries.max_conflict_retries,
+                minimum=0, integer=True)
+        _number(where, "conflict_retries.base_delay_s", conflict_retries.base_delay_s, minimum=0)
+        _number(where, "conflict_retries.max_delay_s", conflict_retries.max_delay_s,
+                minimum=conflict_retries.base_delay_s)
+    elif conflict_retries is not None:  # a number: the default backoff (None: the options'
+        # hoodie.write.num.retries.on.conflict.failures, else 5)
+        _number(where, "conflict_retries", conflict_retries, minimum=0, integer=True)
+    if write_windows is not None:
+        _number(where, "write_windows.timeout_s", write_windows.timeout_s, minimum=0)
+        _number(where, "write_windows.poll_s", write_windows.poll_s, minimum=0, strict=True)
 
 
 def check_service_arguments(task_id: str, *, service: Any, services: Iterable[str],

@@ -17,6 +17,12 @@ job. That holds in cluster deploy mode too, where the driver and its stdout are 
 local process is then only spark-submit, and the table alone decides. The log's result line, when
 this host can read it, only adds detail (the write stats) to a commit.
 
+A job that another operator launched (the external launcher, ``provider/launchers/external.py``:
+EMR, Dataproc, Databricks, Kubernetes, or a local ``SparkSubmitOperator``) has no process here
+(:func:`external_job`: pid 0): it is followed like a driver on a cluster, by its writer id in the
+attempt log and its instant's heartbeat, unless its operator returned when the job ended, which
+:meth:`DetachedJob.mark_ended` records as the exit file a detached spark-submit would leave.
+
 Errors: :func:`check_job` raises what storage raises (the trigger reports it as ``failed``);
 killing (:meth:`DetachedJob.kill`) never raises.
 """
@@ -95,6 +101,8 @@ class DetachedJob:
 
     def _process(self) -> psutil.Process | None:
         """The session leader if it is still ours (same pid AND start time) and not a zombie."""
+        if self.pid <= 0:  # launched by another operator: no process of ours
+            return None
         if not ProcessIdentity(self.host, self.pid, self.create_time).alive():
             return None
         try:
@@ -103,10 +111,22 @@ class DetachedJob:
             return None
 
     def alive(self) -> bool | None:
-        """Whether spark-submit still runs; None when this host cannot tell (another host)."""
+        """Whether spark-submit still runs; None when this host cannot tell (another host, or a
+        job another operator launched that has not been marked ended)."""
         if not self.local:
             return None
+        if self.pid <= 0:
+            return False if self.exit_code() is not None else None
         return self.exit_code() is None and self._process() is not None
+
+    def mark_ended(self, code: int, note: str = "") -> None:
+        """The job ended with ``code`` (its operator returned or failed): ``note`` into its log
+        (what the failure said), then its exit file, as the detached wrapper leaves them."""
+        with open(self.log_path, "a") as f:
+            f.write(note)
+        with open(self.exit_path + ".tmp", "w") as f:
+            f.write(f"{code}\n")
+        os.replace(self.exit_path + ".tmp", self.exit_path)
 
     def exit_code(self) -> int | None:
         try:
@@ -171,6 +191,21 @@ def start_detached(hook, application: str, *, writer_id: str, directory: str | N
                        log_path=log_path, exit_path=exit_path, writer_id=writer_id,
                        started_at=time.time(), driver_on_cluster=hook._driver_on_cluster,
                        secrets_file=secrets_file)
+
+
+def external_job(writer_id: str, directory: str | None = None) -> DetachedJob:
+    """The record of a job another operator launches (no process here: pid 0), with the log and
+    exit files :meth:`DetachedJob.mark_ended` fills when that operator returns."""
+    directory = directory or jobs_dir()
+    stem = os.path.join(directory, f"{time.strftime('%Y%m%dT%H%M%S')}-{writer_id.replace('/', '_')}")
+    open(stem + ".log", "a").close()
+    return DetachedJob(pid=0, create_time=0.0, host=socket.gethostname(), log_path=stem + ".log",
+                       exit_path=stem + ".exit", writer_id=writer_id, started_at=time.time())
+
+
+def heartbeat_options(options: dict) -> dict:
+    """What a trigger needs of the write options: the heartbeat's settings (no credential)."""
+    return {k: v for k, v in options.items() if k.startswith("hoodie.client.heartbeat.")}
 
 
 # -- the outcome, from the table -------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency.locks import JAVA_CLASS_NAMES
 from airflow_hudi_occ.spark.submit.conf import QUIET_LOG4J2
-from airflow_hudi_occ.core.config import (FAILED_WRITES_POLICY, LOCK_PROVIDER, RECORD_KEY, TABLE_NAME,
+from airflow_hudi_occ.core.config import (FAILED_WRITES_POLICY, LOCK_PROVIDER, NUM_RETRIES_ON_CONFLICT, RECORD_KEY, TABLE_NAME,
                                           WRITE_TABLE_VERSION)
 from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.errors import HudiOccError
@@ -58,6 +58,9 @@ COMMITMETA_PREFIX = EXTRA_WRITER_ID.rsplit(".", 1)[0] + "."
 FORCED_OPTIONS = {
     "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
     FAILED_WRITES_POLICY.key: "LAZY",
+    # the operator spends the conflict budget (this key, or conflict_retries), one attempt per
+    # job on a fresh instant: a Java job retrying inside an attempt would spend it twice over
+    NUM_RETRIES_ON_CONFLICT.key: "0",
 }
 #: early conflict detection on direct markers, so that it (and the project's sensor and page)
 #: sees every writer's markers on storage; the connection or the operator may turn it off

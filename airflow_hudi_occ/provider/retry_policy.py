@@ -11,7 +11,9 @@ decides from the type, in the worker, where the exception object still exists:
   heartbeat), and an object store that did not answer
   (:class:`~airflow_hudi_occ.core.errors.StorageUnavailableError`: the store or the network is
   down, nothing was changed): **retry**. The next try begins a fresh instant on the table as it
-  is then.
+  is then. Also a catalog that did not answer after the commit
+  (:class:`~airflow_hudi_occ.core.errors.CatalogUnavailableError`: the data is committed; the
+  next try finds its batch committed and syncs again, docs/catalog-sync.md).
 - any other error of the hierarchy (a bad ``hoodie.*`` value, a missing source, a refused
   partition path, a table of the wrong version, a ZooKeeper that did not answer, which
   ``core/errors.py`` judges a matter of fixing the ensemble or its address): **fail** at once;
@@ -31,13 +33,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from airflow_hudi_occ.core.errors import HudiOccError, RetryableError, StorageUnavailableError
+from airflow_hudi_occ.core.errors import (CatalogUnavailableError, HudiOccError, RetryableError,
+                                          StorageUnavailableError)
 from airflow_hudi_occ.provider.version_compat import (AirflowException, AirflowFailException, RetryDecision,
                                                      RetryPolicy)
 
 #: errors that are not a :class:`RetryableError` (a retry in the same process would not help),
 #: yet a later task try may get past: the store was down, not wrong
-TRANSIENT_ERRORS: tuple[type[HudiOccError], ...] = (StorageUnavailableError,)
+TRANSIENT_ERRORS: tuple[type[HudiOccError], ...] = (StorageUnavailableError, CatalogUnavailableError)
 
 #: how deep :func:`package_error` follows ``__cause__`` / ``__context__``
 _MAX_CHAIN = 16

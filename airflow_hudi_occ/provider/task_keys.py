@@ -11,6 +11,9 @@ XCOM_ATTEMPTS = "hudi_occ_attempts"
 XCOM_RUNNING = "hudi_occ_running_instant"
 XCOM_TABLE = "hudi_occ_table"
 XCOM_WAITS = "hudi_occ_waits"  # admission waits: seconds and whom for, per attempt
+#: the external launcher's job of the current attempt: its entry point, arguments, command line
+#: and writer id (also in the template context under this name)
+XCOM_JOB = "hudi_occ_job"
 
 
 def task_labels(context) -> dict:

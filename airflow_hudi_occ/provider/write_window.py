@@ -14,8 +14,8 @@ Airflow can take part with the same few lines):
    It rewrites the file at every poke; a request not refreshed for ``ttl_s`` is dead (its
    sensor died) and ignored by everyone.
 2. From then on, every *new* write that honours windows (``HudiWriteOperator`` with
-   ``yield_to_windows=True``) and may touch those partitions waits before starting its Spark
-   job: it yields to the older request. Writes already running finish normally.
+   ``write_windows=WriteWindows(...)``, the default) and may touch those partitions waits
+   before launching its job: it yields to the older request. Writes already running finish normally.
 3. The window opens when no live writer (pending write instant with a live heartbeat) has
    markers or planned file groups in the requested partitions, and no OLDER live request of
    another owner overlaps them (first come, first served among long writers). The request is
@@ -24,7 +24,7 @@ Airflow can take part with the same few lines):
 
 Fairness: the backfill is not starved because writers arriving after its request wait, and the
 ones already running drain (they are short). Ingestion is not starved either: it waits at most
-its ``window_wait_timeout_s`` and then writes anyway (OCC still keeps the table correct; the
+its ``WriteWindows.timeout_s`` and then writes anyway (OCC still keeps the table correct; the
 backfill then retries that conflict with a fresh instant), and a dead or forgotten request
 expires (``ttl_s`` while waiting, ``hold_s`` once granted). Unknown partitions (``None``) are
 treated as "every partition", the conservative choice for both sides.
@@ -42,6 +42,20 @@ from airflow_hudi_occ.core.config import HeartbeatConfig
 
 WAITING = "waiting"
 GRANTED = "granted"
+
+
+@dataclass
+class WriteWindows:
+    """How a write honours write windows (an operator's ``write_windows=``; None: it does not
+    yield): before each attempt it waits, at most ``timeout_s`` (then writes anyway: OCC keeps
+    the table correct), looking every ``poll_s``, while an older request of another DAG run
+    covers ``partitions`` (None: unknown, so every partition; templated)."""
+
+    partitions: list[str] | None = None
+    timeout_s: float = 600.0
+    poll_s: float = 2.0
+
+    template_fields = ("partitions",)
 
 
 @dataclass

@@ -67,7 +67,8 @@ def compact_operation(ctx: CompactionTaskContext, op: CompactionOperation) -> Wr
     completion = CompletionTimes(FileSystemView(table, table.timeline()))
     stat = compact_file_slice(table, ctx.instant, op, completion, token=token,
                               create_marker=markers.create,
-                              check_abort=lambda: abort_signal.check_abort(table, ctx.instant))
+                              check_abort=lambda: abort_signal.check_abort(table, ctx.instant),
+                              parquet=config.parquet)
     # as executor._write: a file created after the driver's abort is removed by its writer
     if abort_signal.abort_reason(table, ctx.instant) is not None:
         table.storage.delete(table.storage.path(stat.path))

@@ -82,7 +82,8 @@ class TaskContext:
     prev: dict = field(default_factory=dict)  # (partition, fileId) -> previous base file rel path
     completed_at_start: list[str] = field(default_factory=list)
     batch_rows: int = 65536
-    sort_columns: list[str] = field(default_factory=list)  # mode "cluster": sort each new file
+    #: sort each new file by these (clustering's sort columns; a bulk_insert's sort mode: the key)
+    sort_columns: list[str] = field(default_factory=list)
 
 
 # Per Python worker process: the table, config, markers and detector of an instant are built
@@ -218,15 +219,15 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
         incoming = pa.concat_tables(parts) if parts else None
         if incoming is None:
             raise ValueError(f"no rows for file group {partition}/{file_id}")
+        if ctx.sort_columns and not prev_rel:  # a clustering's sort, a bulk_insert's sort mode
+            incoming = incoming.take(pc.sort_indices(
+                incoming, sort_keys=[(c, "ascending") for c in ctx.sort_columns]))
         if prev_rel:
             res = _merge(ctx, _read_base(table, prev_rel), incoming)
             user, keys, times = res.user, res.keys, res.commit_times
             upd, ins, dels = res.updates, res.inserts, res.deletes
         elif ctx.mode == "cluster":
             # Clustering moves records as they are: each keeps its _hoodie_commit_time.
-            if ctx.sort_columns:
-                incoming = incoming.take(pc.sort_indices(
-                    incoming, sort_keys=[(c, "ascending") for c in ctx.sort_columns]))
             user = merge.conform(incoming, ctx.target_schema)
             keys = incoming.column(KEY).combine_chunks()
             times = incoming.column(COMMIT_TIME).combine_chunks()
@@ -243,7 +244,7 @@ def write_file_group(ctx: TaskContext, partition: str, file_id: str,
                                      dictionary_constants=True)
         else:  # virtual keys (new files only: the writer refuses the rest): the user's columns
             full = user
-        size = _write(table, rel, full, ctx)
+        size = _write(table, rel, full, ctx, config.parquet)
         return pa.Table.from_pylist([{
             "partition": partition, "file_id": file_id, "path": rel,
             "prev_commit": _instant_of(prev_rel) if prev_rel else "null",
@@ -265,10 +266,10 @@ def _instant_of(rel: str) -> str:
     return posixpath.basename(rel).rsplit("_", 1)[1].split(".")[0]
 
 
-def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext) -> int:
+def _write(table: Table, rel: str, full: pa.Table, ctx: TaskContext, parquet=None) -> int:
     """Write the parquet in row groups (abort checked between them), then create it whole."""
     buf = io.BytesIO()
-    with parquet_writer(buf, full.schema, sample=full) as w:
+    with parquet_writer(buf, full.schema, sample=full, parquet=parquet) as w:
         for off in range(0, max(full.num_rows, 1), ctx.batch_rows):
             abort_signal.check_abort(table, ctx.instant)
             w.write_table(full.slice(off, ctx.batch_rows))

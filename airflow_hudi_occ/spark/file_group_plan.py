@@ -129,7 +129,8 @@ def plan_in_tasks(records, opts: SparkWriteOptions, table: Table) -> FilePlan:
     cfg = table.config
     plan = pair_write.TaskPlan(tuple(cfg.record_key_fields), tuple(cfg.partition_fields),
                                cfg.hive_style_partitioning, cfg.url_encode_partitions,
-                               opts.max_file_size, max(1, record_size(view, opts)))
+                               opts.max_file_size, max(1, record_size(view, opts)),
+                               opts.write_config.parquet)
     return FilePlan(records, [], view, [], [], deduped=True, shuffle=False, in_tasks=plan)
 
 

@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.config import ParquetConfig
 from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.errors import WriteAbortedError
 from airflow_hudi_occ.core.format.base_file import UNIQUE_META_COLUMNS
@@ -92,11 +93,13 @@ def staging_dir(table, instant: str) -> str:
 
 
 def write_job(spark, records, user_columns: list[str], instant: str, names: dict, out_dir: str,
-              meta_fields: bool = True):
+              meta_fields: bool = True, parquet: ParquetConfig | None = None, sort_by_key: bool = False):
     """The Spark action (to run under the watched job group): ``records`` (one per key,
     shuffled by file group, with the key, partition and file id columns) with the meta
     columns (``meta_fields=False``, virtual keys: without them), written by Spark's parquet
-    writer into ``out_dir/<GROUP>=<index>/``."""
+    writer into ``out_dir/<GROUP>=<index>/`` with ``parquet``'s codec, row group and page
+    sizes (Hudi's ``hoodie.parquet.*``; parquet-mr's own keys, as Java Hudi passes them);
+    ``sort_by_key``: each file's rows by record key (a bulk_insert's sort mode)."""
     index = spark.createDataFrame(
         [(p, f, i, names[(p, f)]) for i, (p, f) in enumerate(names)],
         "__ip string, __if string, __hudi_group int, __iname string")
@@ -104,7 +107,7 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
                       & (records[tagging.FID] == index["__if"]))
     # Sorted by GROUP before the meta columns exist: Spark's writer needs that order and would
     # otherwise sort the wide rows. The sequence number is <instant>_<group>_<row of the task>.
-    df = df.sortWithinPartitions(GROUP)
+    df = df.sortWithinPartitions(GROUP, tagging.KEY) if sort_by_key else df.sortWithinPartitions(GROUP)
     seq = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1).cast("string")
     meta = {
         "_hoodie_commit_time": F.lit(instant),
@@ -121,7 +124,12 @@ def write_job(spark, records, user_columns: list[str], instant: str, names: dict
     out = df.select(*cols, GROUP)
 
     def action():
-        w = out.write.mode("overwrite").partitionBy(GROUP).option("compression", "snappy")
+        w = out.write.mode("overwrite").partitionBy(GROUP).option(
+            "compression", parquet.codec if parquet is not None else "snappy")
+        if parquet is not None and parquet.block_size is not None:
+            w = w.option("parquet.block.size", str(parquet.block_size))
+        if parquet is not None and parquet.page_size is not None:
+            w = w.option("parquet.page.size", str(parquet.page_size))
         for c in UNIQUE_META_COLUMNS:  # no dictionary built only to be dropped (as base_file.py)
             w = w.option(f"parquet.enable.dictionary#{c}", "false")
         with task_ids_as_run(spark):  # a plan by input task: the tasks it counted

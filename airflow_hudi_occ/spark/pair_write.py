@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_hudi_occ.core.commit.merge import conform
+from airflow_hudi_occ.core.config import ParquetConfig
 from airflow_hudi_occ.core.errors import InvalidPartitionPathError
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.base_file import (invalid_key_error, parquet_writer,
@@ -122,6 +123,8 @@ class TaskPlan:
     url_encode: bool
     max_file_bytes: int
     record_size: int = 1024
+    #: Hudi's hoodie.parquet.* keys (None: this project's defaults)
+    parquet: ParquetConfig | None = None
 
 
 def write_job(spark, records, *, user_columns: list[str], target_schema, instant: str,
@@ -288,7 +291,7 @@ class TaskFiles:
                 self._close(next(iter(self.writers)))
             os.makedirs(self.out_dir, exist_ok=True)
             tmp = os.path.join(self.out_dir, f".{name}.{self.attempt}.inprogress")
-            cm = parquet_writer(tmp, full.schema, sample=full)
+            cm = parquet_writer(tmp, full.schema, sample=full, parquet=self.plan.parquet)
             self.writers[path] = (cm, cm.__enter__(), tmp)
         self.writers.move_to_end(path)
         self.writers[path][1].write_table(full)

@@ -66,7 +66,8 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.concurrency import abort_signal
 from airflow_hudi_occ.core.concurrency.footprint import Footprint, check_kind
-from airflow_hudi_occ.core.config import WRITE_KIND
+from airflow_hudi_occ.core.config import BulkInsertSortMode
+from airflow_hudi_occ.core.commit.writer import SORTS_BY_KEY
 from airflow_hudi_occ.spark.submit.table_creation import open_or_create_table
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import AsyncTimelineServerBasedDetectionStrategy
 from airflow_hudi_occ.core.concurrency.early_conflict.declared import declared_groups
@@ -76,7 +77,7 @@ from airflow_hudi_occ.core.table.file_system_view import FileSystemView, list_ba
 from airflow_hudi_occ.core.format.base_file import compares_ordering_values
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names, reconcile_columns
 from airflow_hudi_occ.core.table.table import (MERGE_ON_READ, NO_RECORD_KEY_MESSAGE, NO_RECORD_KEY_REMEDY,
                                                Table)
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
@@ -111,13 +112,15 @@ class SparkWriteResult:
     outcome: str = COMMITTED
     attempted_instant: str | None = None
     recovered_from: str | None = None
+    #: the catalog sync after the commit (core/catalog/sync.SyncReport), if one ran
+    catalog_sync: object | None = None
 
     @classmethod
     def from_commit(cls, res: CommitResult, attempt: int, seconds: float = 0.0) -> "SparkWriteResult":
         meta = res.metadata
         return cls(res.instant.requested_time, res.instant.completion_time, meta.operation_type,
                    attempt, meta.write_stats(), dict(meta.partition_to_replace_file_ids or {}),
-                   seconds, res.outcome, res.attempted_instant, res.recovered_from)
+                   seconds, res.outcome, res.attempted_instant, res.recovered_from, res.catalog_sync)
 
     def summary(self) -> dict:
         s = self.stats
@@ -135,6 +138,8 @@ class SparkWriteResult:
             out["attempted_instant"] = self.attempted_instant
         if self.recovered_from is not None:
             out["recovered_from"] = self.recovered_from
+        if self.catalog_sync is not None:
+            out["catalog_sync"] = self.catalog_sync.to_json()
         return out
 
 
@@ -241,7 +246,8 @@ class SparkHudiWriter(SparkTableJob):
             return SparkWriteResult.from_commit(res, attempt, time.time() - (run.t_start if run else t0))
         return SparkWriteResult(res.instant.requested_time, res.instant.completion_time,
                                 engine.batch.opts.operation_type, run.tx.attempt, pipeline.stats,
-                                pipeline.replaced or {}, time.time() - run.t_start)
+                                pipeline.replaced or {}, time.time() - run.t_start,
+                                catalog_sync=res.catalog_sync)
 
 
 @dataclass
@@ -385,6 +391,23 @@ class SparkWriteEngine(WriteEngine):
         self.table, self.config, self.operation = b.table, b.opts.write_config, b.op
         return b.schema_json
 
+    def reconcile(self, table_json: str) -> str:
+        """The batch as the table's schema (``format/schema.reconcile_columns``) in Spark SQL:
+        a missing column a typed null, a narrower number cast, new columns kept."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_type
+        b = self.batch
+        cols = []
+        for name, to, present in reconcile_columns(arrow_schema_of(b.df), table_json):
+            if not present:
+                cols.append(F.lit(None).cast(from_arrow_type(to)).alias(name))
+            else:
+                cols.append(F.col(name).cast(from_arrow_type(to)).alias(name) if to is not None else F.col(name))
+        b.df = b.df.select(*cols)
+        arrow = arrow_schema_of(b.df)
+        b.schema_json, b.target_schema = avro_schema_json(arrow, b.table.name), arrow
+        return b.schema_json
+
     def check_batch(self, schema_json: str) -> None:
         """Key and partition columns and their types; hostile partition values, rows without
         a key and, where the write compares ordering values, rows with a null one (one Spark
@@ -402,7 +425,7 @@ class SparkWriteEngine(WriteEngine):
             batch.partition_labels = tagging.check_batch(
                 df, cfg.record_key_fields, cfg.partition_fields, cfg.hive_style_partitioning,
                 cfg.url_encode_partitions, counts,
-                ordering=cfg.precombine_field if compares_ordering_values(batch.op, batch.combines) else None)
+                ordering=cfg.ordering_field if compares_ordering_values(batch.op, batch.combines) else None)
             self.say("planning", f"{opts.operation} of {counts.get('rows', 0)} input rows in "
                                  f"{counts.get('partitions', 0)} partition(s) into "
                                  f"{'merge-on-read' if batch.mor else 'copy-on-write'} table {batch.table.name}")
@@ -413,7 +436,7 @@ class SparkWriteEngine(WriteEngine):
         if self.batch.in_tasks:
             # partitions known only to its write job; new file groups only, which no other
             # writer's conflict check can meet: named from begin, waited on everywhere
-            return Footprint.of(None, kind=check_kind(WRITE_KIND.get(self.config.options)))
+            return Footprint.of(None, kind=check_kind(self.config.write_kind))
         return self.batch.partitions
 
     def check_before_plan(self, tx: WriteTransaction) -> None:
@@ -576,7 +599,7 @@ class SparkWriteEngine(WriteEngine):
             plan.deduped = plan.deduped or not batch.combines
             run.planned = plan.planned
             return plan
-        prepared = tagging.dedupe(keyed, cfg.precombine_field).persist()
+        prepared = tagging.dedupe(keyed, cfg.ordering_field).persist()
         run.persisted.append(prepared)
         partitions = sorted(r[0] for r in prepared.select(tagging.PART).distinct().collect())
         view = FileSystemView(batch.table)  # the snapshot this write reads (after begin)
@@ -619,7 +642,9 @@ class SparkWriteEngine(WriteEngine):
             out = native_write.staging_dir(table, tx.instant_time)
             t0 = time.time()
             job = native_write.write_job(self.spark, records, batch.user_columns, tx.instant_time,
-                                         names, out, meta_fields=table.config.populates_meta_fields)
+                                         names, out, meta_fields=table.config.populates_meta_fields,
+                                         parquet=tx.config.parquet,
+                                         sort_by_key=batch.op == "bulk_insert" and self.sorts_by_key)
             run_watched(self.spark, table, tx.instant_time, job, description=description,
                         extra_check=self.async_checker(), on_progress=self.write_progress(len(run.planned)))
             return native_write.publish(table, tx.instant_time, native_write.staged_files(names, out),
@@ -646,7 +671,7 @@ class SparkWriteEngine(WriteEngine):
         out = native_write.staging_dir(table, tx.instant_time)
         self.say("writing", "the input tasks check their rows and write them into new file groups")
         t0 = time.time()
-        job = pair_write.write_job(self.spark, batch.df, user_columns=batch.user_columns,
+        job = pair_write.write_job(self.spark, self.laid_out(batch.df), user_columns=batch.user_columns,
                                    target_schema=batch.target_schema, instant=tx.instant_time,
                                    plan=plan.in_tasks, out_dir=out,
                                    meta_fields=table.config.populates_meta_fields)
@@ -679,7 +704,7 @@ class SparkWriteEngine(WriteEngine):
         if plan.shuffle:
             data = data.repartition(tagging.PART, tagging.FID)
         if not plan.deduped:
-            data = tagging.dedupe(data, batch.table.config.precombine_field, within=(tagging.FID,))
+            data = tagging.dedupe(data, batch.table.config.ordering_field, within=(tagging.FID,))
         return data.select(*cols)
 
     def task_context(self, plan: FilePlan) -> TaskContext:
@@ -696,8 +721,33 @@ class SparkWriteEngine(WriteEngine):
         return TaskContext(base_uri=batch.table.base_uri, storage_options=self.writer.storage_options or {},
                            options=dict(batch.opts.options), instant=run.tx.instant_time, mode=mode,
                            user_columns=batch.user_columns, target_schema=batch.target_schema,
-                           precombine=batch.table.config.precombine_field, prev=prev,
-                           completed_at_start=sorted(run.tx.snapshot.completed_at_start))
+                           precombine=batch.table.config.ordering_field, prev=prev,
+                           completed_at_start=sorted(run.tx.snapshot.completed_at_start),
+                           sort_columns=[tagging.KEY] if batch.op == "bulk_insert" and self.sorts_by_key else [])
+
+    @property
+    def sorts_by_key(self) -> bool:
+        """A bulk_insert whose ``hoodie.bulkinsert.sort.mode`` orders each file's rows by key."""
+        return self.batch.opts.write_config.bulk_insert_sort_mode in SORTS_BY_KEY
+
+    def laid_out(self, df):
+        """A bulk_insert's input as ``hoodie.bulkinsert.sort.mode`` lays it out for its input
+        tasks (pair_write.py writes each task's rows in order), as Java's partitioners do:
+        GLOBAL_SORT sorts the batch by partition path and record key, PARTITION_SORT each task's
+        rows; PARTITION_PATH_REPARTITION brings a path's rows to one task (one file per path),
+        _AND_SORT then orders each task's rows by path. NONE: as read."""
+        mode = self.batch.opts.write_config.bulk_insert_sort_mode
+        if mode is BulkInsertSortMode.NONE:
+            return df
+        cfg = self.batch.table.config
+        path = tagging.partition_path_expr(df, cfg.partition_fields, cfg.hive_style_partitioning)
+        key = tagging.record_key_expr(df, cfg.record_key_fields)
+        if mode is BulkInsertSortMode.GLOBAL_SORT:
+            return df.sort(path, key)
+        if mode is BulkInsertSortMode.PARTITION_SORT:
+            return df.sortWithinPartitions(path, key)
+        df = df.repartition(max(1, df.rdd.getNumPartitions()), path)
+        return df.sortWithinPartitions(path) if mode is BulkInsertSortMode.PARTITION_PATH_REPARTITION_AND_SORT else df
 
     def write_progress(self, file_groups: int | None, every_s: float = 10.0) -> Callable[[int, int], None] | None:
         """``on_progress`` for :func:`run_watched`: one line as the write tasks pass 25, 50 and

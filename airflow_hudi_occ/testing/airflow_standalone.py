@@ -8,7 +8,9 @@ end the whole tree: the executor's task processes, spark-submit and the Spark dr
 
 Airflow 3.3's standalone runs the api-server, scheduler, dag-processor and triggerer, with the
 ``LocalExecutor`` on the SQLite database (Airflow 3 tasks reach the database only through the
-api-server's execution API, so several task processes run at once: ``[core] parallelism``).
+api-server's execution API, so several task processes run at once: ``[core] parallelism``), or
+on PostgreSQL given its URL (``standalone_env(database_url=...)``; ``testing/postgres.py``
+runs a private cluster), which the scale backfill needs (``testing/scale_backfill.py``).
 
 Errors: an Airflow that exits or does not become healthy raises ``RuntimeError`` with its log
 tail; so do REST calls answered with an error, and runs that do not finish in time.
@@ -155,7 +157,8 @@ class AirflowStandalone:
             self._password = json.loads((self.home / GENERATED_PASSWORDS).read_text())[self.user]
         return self._password
 
-    def http(self, method: str, path: str, body: dict | None = None, *, auth: bool = True):
+    def http(self, method: str, path: str, body: dict | None = None, *, auth: bool = True,
+             timeout: float = 30.0):
         headers = {"Content-Type": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self.token()}"
@@ -163,7 +166,7 @@ class AirflowStandalone:
                                      data=json.dumps(body).encode() if body is not None else None,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -201,7 +204,13 @@ class AirflowStandalone:
         self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
 
     def runs(self, dag_id: str) -> list[dict]:
-        return self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        """Every run of ``dag_id`` (paged: a DAG scheduled every minute has hundreds)."""
+        out: list[dict] = []
+        while True:
+            page = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&offset={len(out)}")
+            out += page["dag_runs"]
+            if not page["dag_runs"] or len(out) >= page.get("total_entries", len(out)):
+                return out
 
     def wait_for_runs(self, dag_ids, timeout_s: float) -> dict[str, list[dict]]:
         """Until every run of ``dag_ids`` (the triggered ones, and any the scheduler created
@@ -235,11 +244,14 @@ def survivors(pids) -> list[int]:
     return out
 
 
-def standalone_env(home: str | os.PathLike, port: int) -> dict[str, str]:
-    """The settings both harnesses give ``airflow standalone``: loopback on ``port``, quick DAG
-    parsing and scheduling, four tasks at once, and only the runs they trigger (an unpaused
-    ingestion DAG would otherwise add a run every 10 minutes)."""
-    return {
+def standalone_env(home: str | os.PathLike, port: int, *, database_url: str | None = None,
+                   parallelism: int = 4) -> dict[str, str]:
+    """The settings the harnesses give ``airflow standalone``: loopback on ``port``, quick DAG
+    parsing and scheduling, ``parallelism`` tasks at once, and only the runs they trigger (an
+    unpaused ingestion DAG would otherwise add a run every 10 minutes). ``database_url``: the
+    metadata database (a SQLAlchemy URL, e.g. :meth:`.postgres.PostgresServer.url`), else SQLite
+    in ``home``; with PostgreSQL the mapped tasks of a large backfill really run at once."""
+    env = {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
@@ -247,11 +259,14 @@ def standalone_env(home: str | os.PathLike, port: int) -> dict[str, str]:
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         # one secret for every component (each signs or checks the others' tokens)
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
     }
+    if database_url:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = database_url
+    return env
 
 
 __all__ = ["AirflowStandalone", "GENERATED_PASSWORDS", "TERMINAL", "standalone_env", "survivors"]

@@ -258,7 +258,7 @@ def install(point: str | None = None) -> str | None:
     elif point == "torn_file":
         orig_wp = base_file.write_parquet
 
-        def write_parquet(store, relative_path, table):
+        def write_parquet(store, relative_path, table, *args, **kw):
             import io
 
             import pyarrow.parquet as pq
@@ -268,11 +268,11 @@ def install(point: str | None = None) -> str | None:
             store.makedirs(os.path.dirname(store.path(relative_path)))
             store.write(store.path(relative_path), data[: len(data) // 2])
             maybe_crash("torn_file", path=relative_path)
-            return orig_wp(store, relative_path, table)
+            return orig_wp(store, relative_path, table, *args, **kw)
 
-        def write_parquet_chunks(store, relative_path, chunks):  # the writer's chunked route
+        def write_parquet_chunks(store, relative_path, chunks, *args, **kw):  # the chunked route
             import pyarrow as pa
-            return write_parquet(store, relative_path, pa.concat_tables(list(chunks)))
+            return write_parquet(store, relative_path, pa.concat_tables(list(chunks)), *args, **kw)
         writer.write_parquet = write_parquet
         writer.write_parquet_chunks = write_parquet_chunks
 

@@ -23,7 +23,8 @@ its own (races, kills). The steps:
 - :class:`ReadHFile`: one local HFile read by Hudi's own HFile reader (``hudi-io``), for the
   HFiles this project writes for the metadata table;
 - :class:`MetadataCheck`: the files, column stats and partition stats Java's metadata-table
-  reader returns, and the stats Java computes from the files themselves.
+  reader returns, and the stats Java computes from the files themselves;
+- :class:`Sql`: a Spark SQL query (with Hive support: tables a catalog sync registered).
 
 Errors: :class:`JavaHudiNotInstalledError` when the set-up has not run (the message names the
 script); :class:`JavaHudiError` for a step Java failed, carrying the Java exception's class
@@ -265,7 +266,25 @@ class Timelines:
         return {"op": "timeline", "path": str(self.path)}
 
 
-Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines
+@dataclass
+class Sql:
+    """One Spark SQL query, its rows returned (:attr:`StepResult.rows`): with a harness whose
+    ``spark_conf`` turns on Hive support (``spark.sql.catalogImplementation=hive`` and
+    ``spark.hadoop.hive.metastore.uris``), Spark SQL reading a table a catalog sync registered,
+    through Hudi's relation (docs/catalog-sync.md). ``refresh``: tables whose cached metadata
+    Spark drops first."""
+
+    query: str
+    refresh: list[str] = field(default_factory=list)
+
+    op = "sql"
+
+    def spec(self, run_dir: Path, n: int) -> dict:
+        return {"op": "sql", "query": self.query, "refresh": list(self.refresh),
+                "output": str(run_dir / f"sql-{n}")}
+
+
+Step = Write | Read | Service | ReadHFile | MetadataCheck | Timelines | Sql
 
 
 def _strings(options: dict[str, Any]) -> dict[str, str]:
@@ -425,8 +444,13 @@ class JavaHudi:
     def __init__(self, workdir: str | os.PathLike, *, master: str = "local[2]",
                  driver_memory: str = "1g", spark_conf: dict[str, str] | None = None,
                  timeout_s: float = 600.0, setup: JavaHudiSetup | None = None,
-                 keep_jvm: bool = False, idle_s: float = 1800.0):
+                 keep_jvm: bool = False, idle_s: float = 1800.0, jars: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.setup = setup or JavaHudiSetup.load()
+        #: more jars beside the bundle (``setup.s3a_jars`` for an ``s3://`` table), and the
+        #: JVM's environment additions (s3a's credentials: ``java_job.hadoop_store_settings``)
+        self.jars = list(jars or [])
+        self.env = dict(env or {})
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.master = master
@@ -483,7 +507,7 @@ class JavaHudi:
 
     def _spawn(self, run_dir: Path, args: list[str], steps) -> JavaHudiRun:
         cmd = [self.setup.spark_submit, "--master", self.master, "--driver-memory", self.driver_memory,
-               "--jars", self.setup.hudi_jar, "--py-files", str(SERVICE_JOB)]
+               "--jars", ",".join([self.setup.hudi_jar, *self.jars]), "--py-files", str(SERVICE_JOB)]
         for k, v in self._conf(run_dir).items():
             cmd += ["--conf", f"{k}={v}"]
         cmd += [str(DRIVER), *args]
@@ -492,6 +516,7 @@ class JavaHudi:
                             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
         env.update(SPARK_HOME=self.setup.spark_home, PYSPARK_PYTHON=self.setup.python,
                    PYSPARK_DRIVER_PYTHON=self.setup.python)
+        env.update(self.env)
         env["PATH"] = os.path.dirname(self.setup.python) + os.pathsep + env.get("PATH", "")
         log_file = open(run_dir / "spark-submit.log", "wb")
         # its own process group, so kill() reaches the JVM and nothing else

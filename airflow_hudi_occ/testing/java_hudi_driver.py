@@ -387,8 +387,20 @@ def do_timeline(spark, step: dict) -> dict:
     return {"timeline": {"active": active, "archived": archived}}
 
 
+def do_sql(spark, step: dict) -> dict:
+    """One Spark SQL query (a session with Hive support reads the catalog's tables through
+    Hudi), its rows written as parquet; ``refresh`` names tables whose cached metadata
+    (partitions, schema) Spark drops first."""
+    for name in step.get("refresh") or []:
+        spark.catalog.refreshTable(name)
+    df = spark.sql(step["query"])
+    out = step["output"]
+    df.coalesce(1).write.mode("overwrite").parquet(out)
+    return {"output": out, "count": spark.read.parquet(out).count()}
+
+
 STEPS = {"write": do_write, "read": do_read, "service": do_service, "hfile": do_hfile,
-         "mdt_check": do_mdt_check, "timeline": do_timeline}
+         "mdt_check": do_mdt_check, "timeline": do_timeline, "sql": do_sql}
 
 
 def run_spec(spark, spec: dict, result_path: str) -> str:

@@ -23,8 +23,9 @@ from airflow_hudi_occ.testing.zookeeper import ZOOKEEPER_JAR
 HAVE_ZOOKEEPER = os.path.exists(ZOOKEEPER_JAR) and shutil.which("java") is not None
 # the Spark benchmark (about 45 s even quick: a session, then every write path) and the Java
 # metadata-table one (three Java Hudi JVMs) run with --slow; the Spark engine's paths are
-# tested in tests/spark, the metadata-table rules in tests/interop/test_java_metadata_table.py
-SLOW_BENCHMARKS = ("spark_write", "java_metadata_table")
+# tested in tests/spark, the metadata-table rules in tests/interop/test_java_metadata_table.py;
+# the catalog sync one starts a Hive Metastore (about 20 s), tested in tests/core/catalog
+SLOW_BENCHMARKS = ("spark_write", "java_metadata_table", "catalog_sync")
 SELECTED = [n for n in BENCHMARKS if (n != "zk_lock" or HAVE_ZOOKEEPER)
             and (n not in SLOW_BENCHMARKS or os.environ.get("HUDI_OCC_SLOW") == "1")]
 

@@ -1,5 +1,6 @@
 """The set of known keys, the closest-match suggestion and the non-strict escape hatch."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -7,8 +8,10 @@ import pytest
 
 from airflow_hudi_occ.core import hudi_options
 from airflow_hudi_occ.core.commit.write_options import all_known_keys
-from airflow_hudi_occ.core.config import (ACCEPTED_HUDI_KEYS, FAILED_WRITES_POLICY, FailedWritesPolicy,
-                                          check_option_keys, closest_key, known_keys)
+from airflow_hudi_occ.core.config import (ACCEPTED_HUDI_KEYS, FAILED_WRITES_POLICY, ArchivalConfig, CleanConfig,
+                                          ClusteringConfig, CompactionConfig, EarlyConflictConfig, FailedWritesPolicy,
+                                          HeartbeatConfig, IndexConfig, LockConfig, MetadataTableConfig, ReadConfig,
+                                          WriteConfig, check_option_keys, closest_key, known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -67,7 +70,6 @@ def test_the_librarys_own_config_refuses_unknown_keys_as_the_dag_and_cli_do(opti
     """Issue 28: ``WriteConfig.from_options`` used to return, and the write then used the
     file-system lock; it now refuses exactly as ``check_write_options`` (DAG, CLI, job) does."""
     from airflow_hudi_occ.core.commit.write_options import check_write_options
-    from airflow_hudi_occ.core.config import WriteConfig
     for entry in (WriteConfig.from_options, check_write_options):
         with pytest.raises(ConfigError) as e:
             entry(options)
@@ -75,7 +77,6 @@ def test_the_librarys_own_config_refuses_unknown_keys_as_the_dag_and_cli_do(opti
 
 
 def test_the_strict_escape_warns_through_the_library_too(caplog):
-    from airflow_hudi_occ.core.config import WriteConfig
     warned = []
     cfg = WriteConfig.from_options({"hoodie.write.lock.providr": "zookeeper", "hoodie.occ.options.strict": "false"},
                                    warn=warned.append)
@@ -98,3 +99,131 @@ def test_every_key_is_known_as_soon_as_the_config_module_is():
                                "print(json.dumps(sorted(known_keys())))"],
         capture_output=True, text=True, check=True).stdout
     assert set(json.loads(alone)) == all_known_keys()
+
+
+# --- the typed config is the only way core reads options ---------------------------------------
+
+CORE = Path(__file__).resolve().parents[2] / "airflow_hudi_occ" / "core"
+#: the modules that parse the raw ``hoodie.*`` mapping: the typed config, and Hudi's key set
+#: (which judges keys no property reads)
+PARSERS = {"config.py", "hudi_options.py"}
+#: modules that hold a raw options mapping for a reason other than reading a meaning, each with
+#: why; exact (a stale entry fails too), so it only shrinks
+RAW_ALLOWED = {
+    "job_secrets.py": "carries the secret options from the secret store to the job process "
+                      "(serialises them; reads no key)",
+}
+#: the names a raw options mapping goes by in a function's parameters and locals
+RAW_NAMES = {"options", "opts"}
+
+
+def _config_property_names() -> set[str]:
+    from airflow_hudi_occ.core import config
+    return {n for n, v in vars(config).items() if isinstance(v, config.ConfigProperty)}
+
+
+def _mentions_raw(node: ast.AST) -> bool:
+    """Whether ``node`` is (or wraps: ``(options or {})``, ``dict(options)``) a raw mapping."""
+    return any((isinstance(n, ast.Name) and n.id in RAW_NAMES)
+               or (isinstance(n, ast.Attribute) and n.attr == "options") for n in ast.walk(node))
+
+
+def raw_option_reads(source: str, properties: set[str]) -> list[tuple[int, str]]:
+    """Each place ``source`` reads the raw options: a ``X.options`` attribute (the carried
+    mapping of a config), ``options.get(...)`` / ``options[...]`` on a mapping, a property's
+    ``PROP.get(...)``, or a ``ConfigProperty(...)`` defined outside config.py."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "options" and isinstance(node.ctx, ast.Load):
+            found.append((node.lineno, f"{ast.unparse(node)}: the raw mapping of a config"))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _mentions_raw(node.value):
+            found.append((node.lineno, f"{ast.unparse(node)}: a key read from the raw mapping"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver, method = node.func.value, node.func.attr
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", None)
+            if method == "get" and name in properties:
+                found.append((node.lineno, f"{ast.unparse(node)}: a property parsed outside config.py"))
+            elif method == "get" and _mentions_raw(receiver):
+                found.append((node.lineno, f"{ast.unparse(node)}: a key read from the raw mapping"))
+            elif method == "get" and any(_mentions_raw(a) for a in node.args):
+                found.append((node.lineno, f"{ast.unparse(node)}: a property parsed outside config.py"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ConfigProperty":
+            found.append((node.lineno, f"{ast.unparse(node)[:60]}: a property defined outside config.py"))
+    return sorted(set(found))
+
+
+def test_the_checker_sees_every_way_of_reading_raw_options():
+    """The check below is only as good as its patterns: each is seen, and typed reads are not."""
+    props = {"WRITE_KIND", "BUCKET_NUM"}
+    for bad in ("config.options.get('k')", "self.config.options['k']", "f(self.config.options)",
+                "options.get('k')", "(options or {}).get('k')", "opts[k]", "WRITE_KIND.get(x)",
+                "config.BUCKET_NUM.get(x)", "prop.get(options)", "P = ConfigProperty('hoodie.x', 1)"):
+        assert raw_option_reads(bad, props), bad
+    for fine in ("config.write_kind", "config.index.num_buckets", "storage_options.get('k')",
+                 "d.get('options')", "ReadConfig.from_options(options)", "WRITE_KIND.key",
+                 "self.options = options"):
+        assert not raw_option_reads(fine, props), fine
+
+
+def test_core_reads_options_only_through_the_typed_config():
+    """Issue 41: every option a core module needs is a typed field of its config, parsed once
+    by ``from_options`` (errors name the key there, before anything runs) with its default
+    stated once; no module reads a meaning out of the raw mapping, which a config carries only
+    to pass it on to another process."""
+    properties = _config_property_names()
+    found, allowed_hits = [], set()
+    for path in sorted(CORE.rglob("*.py")):
+        rel = path.relative_to(CORE).as_posix()
+        if rel in PARSERS:
+            continue
+        hits = raw_option_reads(path.read_text(), properties)
+        if rel in RAW_ALLOWED:
+            allowed_hits.add(rel) if hits else None
+            continue
+        found += [f"core/{rel}:{line}: {what}" for line, what in hits]
+    assert not found, "raw options read outside core/config.py:\n" + "\n".join(found)
+    assert allowed_hits == set(RAW_ALLOWED), f"stale RAW_ALLOWED entries: {set(RAW_ALLOWED) - allowed_hits}"
+
+
+CONFIG_CLASSES = [LockConfig, HeartbeatConfig, EarlyConflictConfig, IndexConfig, MetadataTableConfig, ReadConfig,
+                  WriteConfig, CleanConfig, ClusteringConfig, CompactionConfig, ArchivalConfig]
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_a_config_built_in_code_has_the_defaults_of_empty_options(cls):
+    """Each default is stated once, on its property: the dataclass's field defaults are the
+    properties' (``LOCK_PROVIDER.default``), so ``cls()`` and ``cls.from_options({})`` agree."""
+    assert cls() == cls.from_options({})
+
+
+def test_typed_parts_parse_what_core_reads():
+    cfg = WriteConfig.from_options({
+        "hoodie.index.type": "bucket", "hoodie.bucket.index.hash.field": "a, b",
+        "hoodie.occ.writer.labels": '{"dag_id": "d", "try_number": 2}', "hoodie.occ.write.kind": "backfill",
+        "hoodie.occ.recovery.grace_period_ms": "5", "hoodie.combine.before.insert": "true",
+        "hoodie.metadata.index.column.stats.column.list": "x,y", "hoodie.metadata.compact.max.delta.commits": "3",
+        "hoodie.clustering.updates.strategy": "allow"})
+    assert (cfg.index.type, cfg.index.buckets, cfg.index.num_buckets_given, cfg.index.hash_fields) == \
+        ("BUCKET", 4, None, ("a", "b"))
+    assert cfg.conflict_strategy == "bucket"  # Hudi's inference under the bucket index
+    assert cfg.writer_labels == {"dag_id": "d", "try_number": "2"} and cfg.write_kind == "backfill"
+    assert cfg.recovery_grace_period_ms == 5 and cfg.combine_before_insert
+    assert cfg.metadata.column_stats_columns == ("x", "y") and cfg.metadata.compact_max_delta_commits == 3
+    assert not cfg.rejects_clustering_updates
+    plain = WriteConfig.from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer"})
+    assert plain.index.buckets is None and plain.conflict_strategy == "prefer-writer"
+    assert not plain.rejects_clustering_updates and WriteConfig().rejects_clustering_updates
+    assert WriteConfig.from_options({"hoodie.occ.writer.labels": "nightly"}).writer_labels == {"label": "nightly"}
+
+
+@pytest.mark.parametrize("options, key", [
+    ({"hoodie.index.type": "BLOOM"}, "hoodie.index.type"),
+    ({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "0"}, "hoodie.bucket.index.num.buckets"),
+    ({"hoodie.clustering.updates.strategy": "maybe"}, "hoodie.clustering.updates.strategy"),
+    ({"hoodie.metadata.compact.max.delta.commits": "many"}, "hoodie.metadata.compact.max.delta.commits"),
+    ({"hoodie.occ.recovery.grace_period_ms": "soon"}, "hoodie.occ.recovery.grace_period_ms"),
+])
+def test_a_bad_value_is_refused_once_when_parsed_naming_its_key(options, key):
+    with pytest.raises(ConfigError) as e:
+        WriteConfig.from_options(options)
+    assert e.value.key == key

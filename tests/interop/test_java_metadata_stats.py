@@ -21,7 +21,7 @@ import shutil
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
-from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.config import MetadataTableConfig, WriteConfig
 from airflow_hudi_occ.core.format.column_stats_record import TYPE_COLUMN_STATS
 from airflow_hudi_occ.core.format.hfile import read_hfile
 from airflow_hudi_occ.core.format.log_file import HeaderKey, decode_blocks, encode_blocks
@@ -66,7 +66,8 @@ def assert_ours_equal_javas(path: str, groups: int = 3) -> None:
     bytes Java wrote (``groups``: col-stats-0000-0, -0001-0 and partition-stats-0000-0)."""
     table = Table.open(path)
     instant = table.timeline().completed()[-1]
-    ours = stats_blocks(table, metadata_table_state(table), table.timeline().commit_metadata(instant), {},
+    ours = stats_blocks(table, metadata_table_state(table), table.timeline().commit_metadata(instant),
+                        MetadataTableConfig(),
                         timeline=table.timeline())
     javas = java_stats_blocks(path, instant.requested_time)
     assert sorted(ours) == sorted(javas) and len(javas) == groups

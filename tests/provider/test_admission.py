@@ -56,8 +56,8 @@ def _request(table, tmp_path, name, kind="ingestion"):
 def _begin(table, req) -> WriteTransaction:
     """The admitted writer begins, as the Spark job does: its labels name its request."""
     labels = {"dag_id": req.owner.split(".")[0], "task_id": "write", REQUEST_LABEL: req.request_id}
-    cfg = WriteConfig(heartbeat=HB, lock=LockConfig(provider="filesystem"),
-                      options={**OPTS, LABELS_OPTION: json.dumps(labels)})
+    cfg = WriteConfig.from_options({**OPTS, LABELS_OPTION: json.dumps(labels)}).replace(
+        heartbeat=HB, lock=LockConfig(provider="filesystem"))
     tx = WriteTransaction(table, cfg, footprint=req.partitions)
     tx.begin()
     return tx
@@ -121,8 +121,8 @@ def test_a_clustering_being_executed_is_named_by_its_dag_and_task(tmp_path):
     t = schedule_clustering(table, opts)
     assert t is not None
     labels = {"dag_id": "maint", "task_id": "cluster", "run_id": "r", "try_number": "1"}
-    tx = ClusteringTransaction(table, WriteConfig(heartbeat=HB, lock=LockConfig(provider="filesystem"),
-                                                  options={**opts, LABELS_OPTION: json.dumps(labels)}))
+    tx = ClusteringTransaction(table, WriteConfig.from_options({**opts, LABELS_OPTION: json.dumps(labels)}).replace(
+        heartbeat=HB, lock=LockConfig(provider="filesystem")))
     tx.adopt(t)
     try:
         waiting = _request(table, tmp_path, "ingest_ab")

@@ -7,9 +7,11 @@ import pytest
 
 from airflow.sdk import RetryAction
 
-from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
+from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy
 from airflow_hudi_occ.core.errors import SourceNotFoundError
 from airflow_hudi_occ.provider import deferred_job
+from airflow_hudi_occ.provider.admission import AdmissionSettings
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.version_compat import AirflowException, AirflowFailException
 
@@ -24,12 +26,13 @@ def _context():
     return {"ti": ti}
 
 
-def _operator(tmp_path, **kw):
+def _operator(tmp_path, conflict_retries=5, **kw):
     return HudiWriteOperator(task_id="t", source=str(tmp_path / "src.parquet"),
                              table_path=str(tmp_path / "table"), hudi_conn_id=None,
-                             options={"hoodie.datasource.write.recordkey.field": "id"},
-                             deferrable=True, backoff_base_s=0.0, backoff_max_s=0.0,
-                             instant_wait_s=0.0, yield_to_windows=False, **kw)
+                             options={"hoodie.datasource.write.recordkey.field": "id"}, deferrable=True,
+                             conflict_retries=RetryPolicy(max_conflict_retries=conflict_retries,
+                                                          base_delay_s=0.0, max_delay_s=0.0),
+                             launcher=SparkSubmitLauncher(instant_wait_s=0.0), write_windows=None, **kw)
 
 
 @pytest.fixture
@@ -121,10 +124,10 @@ def test_an_overlapping_live_writer_defers_the_write_to_admission_in_the_trigger
     pq.write_table(pa.table({"id": [1, 2], "p": ["a", "b"]}), tmp_path / "src.parquet")
     tx = WriteTransaction(table, WriteConfig(), footprint=["a"])
     tx.begin()
-    op, ctx = _operator(tmp_path, admission_poll_s=0.1), _context()
+    op, ctx = _operator(tmp_path, admission=AdmissionSettings(poll_s=0.1)), _context()
     try:
         with pytest.raises(TaskDeferred) as d:
-            op._deferred_attempt(ctx, op._resolve(ctx), 1)
+            op.execute(ctx)
         assert d.value.method_name == "execute_admitted" and submitted == []
         trigger = d.value.trigger
         assert type(trigger).__name__ == "HudiAdmissionTrigger"
@@ -164,11 +167,11 @@ def test_on_overlap_fail_fails_at_once_naming_the_writer(tmp_path, submitted):
     pq.write_table(pa.table({"id": [1], "p": ["a"]}), tmp_path / "src.parquet")
     tx = WriteTransaction(table, WriteConfig(), footprint=["a"])
     tx.begin()
-    op, ctx = _operator(tmp_path, on_overlap="fail"), _context()
+    op, ctx = _operator(tmp_path, admission=AdmissionSettings(on_overlap="fail")), _context()
     try:
         # raised as itself: the retry policy fails it at once (not retryable), naming the writer
         with pytest.raises(AdmissionRefusedError, match=tx.instant_time) as refused:
-            op._deferred_attempt(ctx, op._resolve(ctx), 1)
+            op.execute(ctx)
         assert op.retry_policy is not None and not is_retryable(refused.value)
     finally:
         tx.abort()
@@ -191,7 +194,8 @@ def test_the_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, su
 
     def first_writer(task_id):
         return HudiWriteOperator(task_id=task_id, source=str(tmp_path / "src.parquet"), table_path=str(path),
-                                 hudi_conn_id=None, deferrable=True, instant_wait_s=0.0, yield_to_windows=False,
+                                 hudi_conn_id=None, deferrable=True, write_windows=None,
+                                 launcher=SparkSubmitLauncher(instant_wait_s=0.0),
                                  options={"hoodie.datasource.write.recordkey.field": "id",
                                           "hoodie.datasource.write.partitionpath.field": "p"})
 
@@ -200,13 +204,47 @@ def test_the_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, su
 
     one, two = first_writer("one"), first_writer("two")
     with pytest.raises(TaskDeferred) as d1:
-        one._deferred_attempt(context("one"), one._resolve(context("one")), 1)
+        one.execute(context("one"))
     assert d1.value.method_name == "execute_complete" and submitted == ["airflow:d.one.-1:r:try1:attempt1"]
     table = Table.open(str(path))  # made as the job makes it: the options' keys, the folder's name
     assert (table.name, table.config.record_key_fields, table.config.partition_fields) == ("orders", ["id"], ["p"])
     assert list(table.timeline().completed()) == [] and not table.timeline().pending()
     with pytest.raises(TaskDeferred) as d2:
-        two._deferred_attempt(context("two"), two._resolve(context("two")), 1)
+        two.execute(context("two"))
     assert d2.value.method_name == "execute_admitted" and len(submitted) == 1  # waits, nothing submitted
     waiting = {r.owner: r.state for r in admission.requests(table)}
     assert waiting == {"d.one": "admitted", "d.two": "waiting"}, waiting
+
+
+RETRIES_KEY = "hoodie.write.num.retries.on.conflict.failures"
+
+
+def _operator_with_key(tmp_path, value: str, **kw):
+    return HudiWriteOperator(task_id="t", source=str(tmp_path / "src.parquet"),
+                             table_path=str(tmp_path / "table"), hudi_conn_id=None,
+                             options={"hoodie.datasource.write.recordkey.field": "id", RETRIES_KEY: value},
+                             deferrable=True, launcher=SparkSubmitLauncher(instant_wait_s=0.0),
+                             write_windows=None, **kw)
+
+
+def test_hudis_retry_key_is_the_operators_conflict_budget(tmp_path, submitted):
+    """Without conflict_retries, Hudi's key sets the budget: 1 retry, so a second lost conflict
+    fails the task and a first one defers a fresh attempt."""
+    from airflow.sdk.exceptions import TaskDeferred
+    with pytest.raises(RetriesExhaustedError):
+        _operator_with_key(tmp_path, "1").execute_complete(
+            _context(), CONFLICT, attempt=2, attempts=[{"outcome": "conflict"}])
+    with pytest.raises(TaskDeferred):
+        _operator_with_key(tmp_path, "1").execute_complete(_context(), CONFLICT, attempt=1, attempts=[])
+    # 0 (Hudi's default): the first lost conflict fails the task
+    with pytest.raises(RetriesExhaustedError):
+        _operator_with_key(tmp_path, "0").execute_complete(_context(), CONFLICT, attempt=1, attempts=[])
+    assert len(submitted) == 1
+
+
+def test_the_key_and_a_different_conflict_retries_are_refused_before_any_attempt(tmp_path, submitted):
+    from airflow_hudi_occ.core.errors import ConfigError
+    with pytest.raises(ConfigError, match="both set the conflict retries") as e:
+        _operator_with_key(tmp_path, "1", conflict_retries=3).execute_complete(
+            _context(), CONFLICT, attempt=1, attempts=[])
+    assert e.value.key == RETRIES_KEY and submitted == []

@@ -136,6 +136,8 @@ def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
     commits; the return value lists both attempts."""
     from airflow.sdk.exceptions import TaskDeferred
 
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy
+    from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
     from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
     from tests.provider.test_deferrable_operator import _context
 
@@ -148,12 +150,13 @@ def test_operator_conflict_then_retry_through_the_trigger(tmp_path):
     while not (other.began() or {}).get("instant") and time.time() < deadline:
         time.sleep(0.5)  # the other writer's instant is the earlier one
     op = HudiWriteOperator(task_id="t", source=_source(tmp_path, "mine", ts=7), table_path=table,
-                           hudi_conn_id=None, spark_conn_id="spark_local", deferrable=True,
+                           hudi_conn_id=None, deferrable=True,
                            options={"hoodie.datasource.write.recordkey.field": "id",
                                     "hoodie.datasource.write.partitionpath.field": "p",
                                     "hoodie.datasource.write.precombine.field": "ts"},
-                           spark_env=barrier, application=SPARK_APP, poll_interval=0.5,
-                           backoff_base_s=0.1, backoff_max_s=0.1, yield_to_windows=False)
+                           launcher=SparkSubmitLauncher(spark_conn_id="spark_local", spark_env=barrier,
+                                                        application=SPARK_APP, poll_interval=0.5),
+                           conflict_retries=RetryPolicy(base_delay_s=0.1, max_delay_s=0.1), write_windows=None)
     ctx = _context()
     with pytest.raises(TaskDeferred) as d1:
         op.execute(ctx)

@@ -153,6 +153,13 @@ def test_occ_options_are_the_writers_without_the_attempt_stamp():
     assert java_job.COMMITMETA_PREFIX_KEY not in opts and EXTRA_WRITER_ID not in opts
 
 
+def test_a_java_job_leaves_conflict_retries_to_the_operator():
+    """Hudi's retry key is the operator's budget (one fresh attempt per job): the job itself
+    gets 0, or it would retry inside each attempt too."""
+    opts = java_job.occ_options({"hoodie.write.num.retries.on.conflict.failures": "3"})
+    assert opts["hoodie.write.num.retries.on.conflict.failures"] == "0"
+
+
 def test_the_java_setup_takes_the_operator_over_the_connection(tmp_path, monkeypatch):
     extras = {"java": {"spark_submit": "/conn/spark-submit", "bundle": "/conn/hudi.jar", "python": "/conn/py"}}
     setup = java_job.JavaSetup.resolve(extras, spark_submit="/op/spark-submit", python=None, spark_home=None,

@@ -8,9 +8,10 @@ import pytest
 from airflow.sdk import DAG, ExceptionRetryPolicy, RetryAction, RetryRule
 
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError
-from airflow_hudi_occ.core.errors import (ConfigError, EarlyConflictError, HudiOccError, InvalidPartitionPathError,
-                                          LockAcquireTimeoutError, LockServiceUnreachableError, SourceNotFoundError,
-                                          StorageUnavailableError, TableNotFoundError, from_dict)
+from airflow_hudi_occ.core.errors import (CatalogSyncError, CatalogUnavailableError, ConfigError, EarlyConflictError,
+                                          HudiOccError, InvalidPartitionPathError, LockAcquireTimeoutError,
+                                          LockServiceUnreachableError, SourceNotFoundError, StorageUnavailableError,
+                                          TableNotFoundError, from_dict)
 from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.provider.retry_policy import HudiRetryPolicy, package_error, raise_task_failure
@@ -28,6 +29,8 @@ def _decide(exc: BaseException, policy=None):
     RetriesExhaustedError("gave up after 6 attempts", attempts=[]),
     LockAcquireTimeoutError("no lock in 120 s"),
     StorageUnavailableError("the s3 store did not answer", endpoint="http://127.0.0.1:1"),
+    # the metastore was down after the commit: the next try finds the batch committed and syncs
+    CatalogUnavailableError("no metastore answered", catalog="thrift://127.0.0.1:1", committed_instant="1"),
 ])
 def test_what_a_fresh_instant_may_get_past_is_retried(exc):
     d = _decide(exc)
@@ -41,6 +44,8 @@ def test_what_a_fresh_instant_may_get_past_is_retried(exc):
     InvalidPartitionPathError("partition value '../x'", column="day", value="../x"),
     TableNotFoundError("no table at /t"),
     LockServiceUnreachableError("ZooKeeper at 127.0.0.1:1 unreachable", endpoint="127.0.0.1:1"),
+    # the catalog answered and refused (a partition-key mismatch): another try would too
+    CatalogSyncError("db.t is partitioned by ['x'] in the catalog", catalog="thrift://m:9083"),
 ])
 def test_what_another_try_cannot_fix_fails_at_once_with_its_remedy(exc):
     d = _decide(exc)

@@ -196,6 +196,9 @@ def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_suc
     from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.table.table import Table
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy
+    from airflow_hudi_occ.provider.admission import AdmissionSettings
+    from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
     from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
     from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
     from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
@@ -224,13 +227,14 @@ def test_two_operators_on_the_cluster_write_s3_one_wins_the_loser_retries_to_suc
         def run(name):
             op = HudiWriteOperator(
                 task_id=f"upsert_{name}", source=source(tmp_path / f"{name}.parquet", batches[name]),
-                hudi_conn_id="hudi_s3", options=opts, spark_conn_id=spark_conn,
-                conflict_retries=2, backoff_base_s=0.2, backoff_max_s=1.0, yield_to_windows=False,
-                on_overlap="go",  # both must run at once: the race is the point
-                batch_key=f"batch-{name}", application=TEST_JOB,
-                # one core and a small executor each: the 2-core, 1 GiB worker runs both at once
-                spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},
-                spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2"})
+                hudi_conn_id="hudi_s3", options=opts, write_windows=None,
+                conflict_retries=RetryPolicy(max_conflict_retries=2, base_delay_s=0.2, max_delay_s=1.0),
+                admission=AdmissionSettings(on_overlap="go"),  # both must run at once: the race is the point
+                batch_key=f"batch-{name}", launcher=SparkSubmitLauncher(
+                    spark_conn_id=spark_conn, application=TEST_JOB,
+                    # one core and a small executor each: the 2-core, 1 GiB worker runs both at once
+                    spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},
+                    spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": f"{tmp_path / 'barrier'}:2"}))
             try:
                 outs[name] = op.execute({"ti": StubTI()})
             except BaseException as e:  # noqa: BLE001 - reported below

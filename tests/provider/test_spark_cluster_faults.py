@@ -16,6 +16,7 @@ from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.spark.submit.errors import SparkMasterUnreachableError
 from airflow_hudi_occ.spark.submit.master import master_addresses
@@ -45,7 +46,7 @@ def test_an_unreachable_master_fails_at_once_naming_it_and_the_fix(tmp_path, mon
     table = str(tmp_path / "orders")
     op = HudiWriteOperator(task_id="upsert", source=source(tmp_path / "in.parquet", [
         {"id": 1, "p": "d", "ts": 1, "v": "x"}]), table_path=table, options=FS_OPTS,
-        spark_conn_id="spark_gone", yield_to_windows=False, batch_key="b1")
+        launcher=SparkSubmitLauncher(spark_conn_id="spark_gone"), write_windows=None, batch_key="b1")
     t0 = time.time()
     with pytest.raises(SparkMasterUnreachableError) as err:
         op.execute({"ti": StubTI()})
@@ -86,11 +87,12 @@ def test_a_task_killed_mid_job_leaves_no_spark_process_and_a_table_rollback_clea
     op = HudiWriteOperator(
         task_id="upsert", source=source(tmp_path / "in.parquet",
                                         [{"id": i, "p": f"d{i % 2}", "ts": 2, "v": "new"} for i in range(40)]),
-        table_path=table_path, options=FS_OPTS, spark_conn_id=spark_conn, yield_to_windows=False,
-        batch_key="killed", application=TEST_JOB, conflict_retries=0,
-        spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},
-        # the job writes its files, then waits before its commit for writers that never come
-        spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": f"{hold}:99"})
+        table_path=table_path, options=FS_OPTS, write_windows=None, batch_key="killed", conflict_retries=0,
+        launcher=SparkSubmitLauncher(
+            spark_conn_id=spark_conn, application=TEST_JOB,
+            spark_conf={"spark.cores.max": "1", "spark.executor.memory": "512m"},
+            # the job writes its files, then waits before its commit for writers that never come
+            spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": f"{hold}:99"}))
     errors = []
     th = threading.Thread(target=lambda: _catch(errors, lambda: op.execute({"ti": StubTI()})), daemon=True)
     th.start()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -343,20 +342,8 @@ def test_write_task_links_to_its_table_page(server):
 
 
 def _chrome(tmp_path, size="1400,1100"):
-    from selenium import webdriver  # the test extra; bootstrap installs it
-    from selenium.webdriver.chrome.service import Service
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_bin = shutil.which("chromedriver")
-    # scripts/bootstrap.sh installs both: missing ones are a broken set-up, not a reason to skip
-    assert binary and driver_bin, "chromium and chromedriver are missing: run scripts/bootstrap.sh " \
-        "(apt-get install chromium chromium-driver)"
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", f"--window-size={size}", f"--user-data-dir={tmp_path / 'chrome'}"):
-        opts.add_argument(a)
-    return webdriver.Chrome(options=opts, service=Service(driver_bin))
+    from airflow_hudi_occ.testing.browser import headless_chrome
+    return headless_chrome(tmp_path / "chrome", size)
 
 
 def test_page_in_headless_chromium_shows_conflict_retry_and_live_writer(server, tmp_path):

@@ -14,7 +14,8 @@ from tests.provider.conftest import REPO
 MODULES = ["airflow_hudi_occ.provider.operators.write", "airflow_hudi_occ.provider.operators.table_service",
            "airflow_hudi_occ.provider.sensors.hudi_occ",
            "airflow_hudi_occ.provider.triggers.hudi_occ", "airflow_hudi_occ.provider.hooks.hudi_occ",
-           "airflow_hudi_occ.provider.arguments", "airflow_hudi_occ.provider.deferred_job"]
+           "airflow_hudi_occ.provider.arguments", "airflow_hudi_occ.provider.deferred_job",
+           "airflow_hudi_occ.provider.operators.java_write", "airflow_hudi_occ.provider.launchers.external"]
 
 
 def test_the_provider_imports_without_pyspark():

@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider import attempt_loop
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators import write as ops
 from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS
 from airflow_hudi_occ.testing.crash import run_writer
@@ -56,9 +58,10 @@ def test_operator_reports_recommitted_and_already_committed_from_the_job(tmp_pat
 
     def op():
         return ops.HudiWriteOperator(task_id="upsert", source=src, table_path=table.base_uri,
-                                     options=OPTS, spark_conn_id="spark_local", conflict_retries=0,
-                                     yield_to_windows=False,
-                                     spark_env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+                                     options=OPTS, conflict_retries=0, write_windows=None,
+                                     launcher=SparkSubmitLauncher(
+                                         spark_conn_id="spark_local",
+                                         spark_env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")}))
 
     ti = StubTI()
     out = op().execute({"ti": ti})
@@ -68,7 +71,7 @@ def test_operator_reports_recommitted_and_already_committed_from_the_job(tmp_pat
 
     # The operator's own pre-check misses the commit (as when a twin commits right after it):
     # the job finds it under its own check and says so; the operator reports it, not a commit.
-    monkeypatch.setattr(ops, "committed_instant", lambda *a, **k: None)
+    monkeypatch.setattr(attempt_loop, "committed_instant", lambda *a, **k: None)
     out = op().execute({"ti": StubTI()})
     assert (out["outcome"], out["instant"]) == ("already_committed", dead)
     assert out["attempts"][0]["exit_code"] == 0

@@ -10,7 +10,7 @@ import pathlib
 import subprocess
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-EXTRAS = os.environ.get("HUDI_OCC_EXTRAS", "test,spark,airflow,bench")
+EXTRAS = os.environ.get("HUDI_OCC_EXTRAS", "test,spark,airflow,bench,hive")  # scripts/bootstrap.sh's default
 
 
 def _stamp_is_current() -> bool:

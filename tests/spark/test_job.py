@@ -101,7 +101,8 @@ def run_writers(spark, tmp_path, batches):
     return path, finish(procs)
 
 
-@pytest.mark.slow  # ~1 min; the default run keeps two spark-submit writers on the same file groups
+@pytest.mark.slow  # ~1 min; the default run keeps two spark-submit writers racing on the same
+# file groups on S3 (tests/spark/test_s3.py) and through Airflow (tests/provider/test_dags_e2e.py)
 def test_two_writers_on_disjoint_file_groups_both_commit(spark, tmp_path):
     a = [{"id": i, "p": "a", "ts": 2, "v": "A"} for i in range(0, 20, 2)]
     b = [{"id": i, "p": "b", "ts": 2, "v": "B"} for i in range(1, 20, 2)]
@@ -112,6 +113,7 @@ def test_two_writers_on_disjoint_file_groups_both_commit(spark, tmp_path):
     assert all(got[i]["v"] == ("A" if i % 2 == 0 else "B") for i in range(20))
 
 
+@pytest.mark.slow  # ~1.5 min; the default run keeps the same race on S3 (tests/spark/test_s3.py)
 def test_two_writers_on_the_same_file_groups_exactly_one_commits(spark, tmp_path):
     a = [{"id": i, "p": "a", "ts": 2, "v": "A"} for i in range(0, 20, 2)]
     b = [{"id": i, "p": "a", "ts": 2, "v": "B"} for i in range(0, 20, 2)]
@@ -153,6 +155,9 @@ def wait_for(cond, what, timeout=300, procs=()):
         time.sleep(0.1)
 
 
+@pytest.mark.slow  # ~2 min; the default run keeps a spark-submit writer stopped right after begin by
+# a rival's declared file groups (below) and the driver's check before tagging in process
+# (tests/spark/test_writer.py::test_early_check_before_tagging_stops_only_writes_into_held_file_groups)
 def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_path):
     """RFC-56 with two spark-submit processes: A has written every file group and waits to
     commit; B (later, early detection on) upserts the same keys. Before its tagging jobs, B's
@@ -194,6 +199,8 @@ def test_early_detection_stops_the_later_writer_before_its_write_job(spark, tmp_
     assert {got[i]["v"] for i in range(20)} == {"A"}
 
 
+@pytest.mark.slow  # ~40 s; the default run refuses hostile partition values in process
+# (tests/spark/test_writer.py::test_hostile_partition_values_are_refused_before_the_instant)
 def test_a_hostile_partition_value_through_the_job_is_refused_with_the_table_unchanged(spark, tmp_path):
     """spark-submit with a source whose partition column holds '../../escaped': exit 1 (not
     retryable), the result line names the error, the column and the value, and nothing

@@ -1,6 +1,8 @@
 """The README's main command, end to end (small): concurrent writer processes, then the
 independent reader's check inside the demo decides the exit code."""
 
+import re
+
 from airflow_hudi_occ.testing import demo
 
 
@@ -10,6 +12,9 @@ def test_demo_runs_and_verifies(tmp_path, capsys):
     assert rc == 0, out
     assert "0 duplicates, 0 committed keys missing, 0 unexpected keys" in out
     assert "6 batches committed, 0 gave up" in out
+    # admitted before each attempt (issue 43, item 4): at most one lost attempt per commit
+    lost = float(re.search(r"([0-9.]+) lost attempts per commit", out).group(1))
+    assert "admitted before each attempt" in out and lost <= 1.0, out
 
 
 def test_the_airflow_demo_gives_its_admission_policy_to_the_table_connection(tmp_path, monkeypatch):

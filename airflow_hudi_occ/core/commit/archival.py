@@ -43,8 +43,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from airflow_hudi_occ.core.config import (ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, ArchivalConfig, WriteConfig,
-                                          service_config)
+from airflow_hudi_occ.core.config import ArchivalConfig, WriteConfig, service_config
 from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
 from airflow_hudi_occ.core.format.metadata import CleanerPlan
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
@@ -328,17 +327,13 @@ def archive_if_needed(table, timeline, config: ArchivalConfig | WriteConfig | Ma
     """After a commit (``hoodie.archive.automatic``): archive only when the timeline the commit
     already loaded holds more completed writes than ``hoodie.keep.max.commits``; otherwise no
     lock is taken and nothing is read."""
-    if isinstance(config, ArchivalConfig):
-        automatic, max_commits = config.automatic, config.max_commits
-    else:
-        options = config.options if isinstance(config, WriteConfig) else dict(config or {})
-        automatic, max_commits = ARCHIVE_AUTOMATIC.get(options), KEEP_MAX_COMMITS.get(options)
-    if not automatic:
+    cfg = archival_config(config)
+    if not cfg.automatic:
         return None
     writes = sum(1 for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS)
-    if writes <= max_commits:
+    if writes <= cfg.max_commits:
         return None
-    return run_archival(table, archival_config(config), lock_manager=lock_manager)
+    return run_archival(table, cfg, lock_manager=lock_manager)
 
 
 __all__ = ["run_archival", "archive_if_needed", "plan_archival", "ArchivalResult", "archival_config",

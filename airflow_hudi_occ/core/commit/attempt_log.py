@@ -92,19 +92,6 @@ class AttemptRecord:
         return cls(**known)
 
 
-def parse_labels(options: Mapping[str, str] | None) -> dict:
-    raw = (options or {}).get(LABELS_OPTION)
-    if not raw:
-        return {}
-    if isinstance(raw, Mapping):
-        return {str(k): str(v) for k, v in raw.items()}
-    try:
-        d = json.loads(raw)
-    except ValueError:
-        return {"label": str(raw)}
-    return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {"label": str(raw)}
-
-
 def batch_of(rec: AttemptRecord) -> str | None:
     """Which batch an attempt wrote, so its retries can be found: the Airflow task run, else
     the batch key, else none (a writer id alone does not make two writes one batch)."""

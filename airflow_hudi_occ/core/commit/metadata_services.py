@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from airflow_hudi_occ.core.commit.archival import archival_config, archive_metadata_table
-from airflow_hudi_occ.core.config import METADATA_COMPACT_MAX_DELTA_COMMITS
+from airflow_hudi_occ.core.config import CleanConfig, service_config
 from airflow_hudi_occ.core.table.metadata_clean import clean_if_needed
 from airflow_hudi_occ.core.table.metadata_compaction import (compact_if_needed, finish_pending_compactions,
                                                              open_metadata_table)
@@ -55,11 +55,11 @@ def run_metadata_table_services(table, config, lock_manager, new_time: Callable[
     lock_manager.check_held()
     result.finished = finish_pending_compactions(mdt, new_time)
     lock_manager.check_held()
-    result.cleaned = clean_if_needed(mdt, config, new_time)
+    result.cleaned = clean_if_needed(mdt, service_config(CleanConfig, config), new_time)
     lock_manager.check_held()
-    result.compacted = compact_if_needed(table, mdt, METADATA_COMPACT_MAX_DELTA_COMMITS.get(config.options), new_time)
+    result.compacted = compact_if_needed(table, mdt, config.metadata.compact_max_delta_commits, new_time)
     lock_manager.check_held()
-    result.archived = archive_metadata_table(table, mdt, archival_config(config.options), lock_manager).archived
+    result.archived = archive_metadata_table(table, mdt, archival_config(config), lock_manager).archived
     return result
 
 

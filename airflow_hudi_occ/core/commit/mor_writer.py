@@ -46,7 +46,7 @@ from airflow_hudi_occ.core.format.base_file import (far_value_text, key_part_arr
                                                     rows_out_of_python_range, with_meta_columns, write_token)
 from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.concurrency import nbcc
-from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields, nbcc_file_id
+from airflow_hudi_occ.core.format.bucket_index import bucket_id, hash_fields, nbcc_file_id
 from airflow_hudi_occ.core.format.layout import bucket_id_of
 from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.layout import join_partition
@@ -109,8 +109,8 @@ class MergeOnReadWriter(ArrowTableWriter):
         tag to a file group; beyond Hudi, deliberate)."""
         cfg = self.table.config
         n = nbcc.num_buckets(self.table, self.config)
-        fields = hash_fields(self.config.options, cfg.record_key_fields)
-        pre = cfg.precombine_field
+        fields = hash_fields(self.config.index, cfg.record_key_fields)
+        pre = cfg.ordering_field  # None under COMMIT_TIME_ORDERING: the later row wins
         completion = CompletionTimes(view)
         work: list[FileGroupWork] = []
         for part, idx in groups:
@@ -228,7 +228,7 @@ class MergeOnReadEngine(CopyOnWriteEngine):
         self.use_nbcc = nbcc.is_nbcc(writer.config)
         if self.use_nbcc:
             nbcc.check_config(writer.table, writer.config)
-        elif bucket_config(writer.config.options) is not None:
+        elif writer.config.index.buckets is not None:
             raise ConfigError("the bucket index is written to merge-on-read tables only under "
                               "non-blocking concurrency control",
                               key="hoodie.index.type", value="BUCKET",

@@ -45,6 +45,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NoReturn
 
+from airflow_hudi_occ.core.catalog.sync import check_sync_client, sync_after_commit
 from airflow_hudi_occ.core.commit.file_group_work import map_bounded
 from airflow_hudi_occ.core.commit.recovery import committed_batch_result, find_recoverable
 from airflow_hudi_occ.core.commit.staging import EXTRA_RECOVERED_BY, verify_files
@@ -59,6 +60,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import evolve
+from airflow_hudi_occ.core.table.merge_mode import require_implemented
 from airflow_hudi_occ.core.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -67,13 +69,18 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, str], None]
 
 
+def table_schema(table: Table) -> str | None:
+    """The schema the table's last completed write recorded (None: no write yet)."""
+    tl = table.timeline()
+    last = tl.last_completed_write()
+    return tl.commit_metadata(last).schema if last is not None else None
+
+
 def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
     """The schema a commit records: the last completed write's, evolved by the batch's
     (``format/schema.evolve``); a delete's batch holds keys only, so it keeps the last one
     (its own only on an empty table)."""
-    tl = table.timeline()
-    last = tl.last_completed_write()
-    old = tl.commit_metadata(last).schema if last is not None else None
+    old = table_schema(table)
     if operation == "delete":
         return old or batch_schema
     return evolve(old, batch_schema)
@@ -254,6 +261,12 @@ class WriteEngine(ABC):
     def prepare(self) -> str:
         """The batch's own schema (Avro JSON); the table exists afterwards."""
 
+    def reconcile(self, table_json: str) -> str:
+        """``hoodie.datasource.write.reconcile.schema=true``: make the batch the table's schema
+        (``format/schema.reconcile_columns``: missing columns null, narrower numbers widened,
+        new columns kept) and return its schema (Avro JSON)."""
+        raise NotImplementedError
+
     def check_batch(self, schema_json: str) -> None:
         """The rest of the checks before the instant exists, given the commit's schema."""
 
@@ -327,8 +340,14 @@ class WritePipeline:
             done = engine.settled(batch_key, writer_id=self.writer_id, attempt=attempt,
                                   lock_manager=self.lock_manager)
             if done is not None:
-                return done
+                return after_commit(engine.table, engine.config, done)
         batch_schema = engine.prepare()
+        check_sync_client(engine.config)  # the config is the engine's once prepared (Spark)
+        require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
+        if engine.operation != "delete" and engine.config.reconcile_schema:
+            table_json = table_schema(engine.table)
+            if table_json:
+                batch_schema = engine.reconcile(table_json)
         schema_json = commit_schema(engine.table, engine.operation, batch_schema)
         engine.check_batch(schema_json)
         self.schema_json = schema_json
@@ -352,15 +371,26 @@ class WritePipeline:
                 before_commit(tx)
             self.say("committing", f"instant {tx.instant_time}: conflict check under the lock")
             self.replaced = replaced = engine.replaced(plan) if engine.action is Action.REPLACE_COMMIT else None
-            return tx.commit(stats, schema=schema_json, replaced=replaced, extra_metadata=extra_metadata)
+            res = tx.commit(stats, schema=schema_json, replaced=replaced, extra_metadata=extra_metadata)
         except BatchAlreadyCommittedError as e:  # a twin of this batch won under the lock
             engine.lost_to_twin(tx)
-            return committed_batch_result(engine.table, engine.table.timeline().get(e.committed_instant),
-                                          attempted_instant=e.instant)
+            res = committed_batch_result(engine.table, engine.table.timeline().get(e.committed_instant),
+                                         attempted_instant=e.instant)
         except BaseException as e:
             abort_and_raise(tx, e, engine.failure(tx, e), lambda f: engine.after_abort(tx, f))
         finally:
             engine.close()
+        # Outside the attempt: the instant is complete whatever the sync does.
+        return after_commit(engine.table, engine.config, res)
+
+
+def after_commit(table: Table, config: WriteConfig, res: CommitResult) -> CommitResult:
+    """What follows every completed instant of both pipelines (and a batch found committed, so
+    that a retry after a failed sync catches the catalog up): the catalog sync, when the
+    options ask for one (``core/catalog/sync``). Its failure raises ``CatalogSyncError`` naming
+    the committed instant, which stays committed."""
+    res.catalog_sync = sync_after_commit(table, config, res.instant.requested_time)
+    return res
 
 
 def write_marked(tx: WriteTransaction, items: list, mark: Callable, write: Callable,
@@ -377,6 +407,6 @@ def planned_file_groups(items: Iterable) -> list[tuple[str, str]]:
     return [(w.partition, w.file_id) for w in items]
 
 
-__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "Failure", "abort_and_raise", "commit_schema", "write_marked",
+__all__ = ["WriteEngine", "WritePipeline", "WritePlan", "Failure", "abort_and_raise", "after_commit", "commit_schema", "write_marked",
            "prepare_batch", "recommit", "RecoveryResult",
            "planned_file_groups", "Progress"]

@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from airflow_hudi_occ.core.config import RECOVERY_GRACE_PERIOD_MS, WriteConfig
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import CorruptMetadataError, StagedCommitError
 from airflow_hudi_occ.core.concurrency.heartbeat import last_beat
 from airflow_hudi_occ.core.format.metadata import CommitMetadata
@@ -27,10 +27,6 @@ FORMAT_VERSION = 1
 
 #: extra metadata key naming the writer that re-committed a staged instant
 EXTRA_RECOVERED_BY = "airflow_hudi_occ.recovered_by"
-
-#: defined with the other keys in core.config
-GRACE_PERIOD_MS = RECOVERY_GRACE_PERIOD_MS
-
 
 def staged_path(table, instant: str) -> str:
     return table.storage.path(*STAGED_DIR, f"{instant}{SUFFIX}")
@@ -126,7 +122,7 @@ def _last_sign_of_life(table, staged: StagedCommit) -> float:
 
 def in_grace(table, instant: str, config: WriteConfig, *, now: float | None = None) -> bool:
     """True while a dead staged instant of a batch must be left for its retry to recover."""
-    grace_ms = GRACE_PERIOD_MS.get(config.options)
+    grace_ms = config.recovery_grace_period_ms
     if grace_ms <= 0:
         return False
     try:
@@ -175,5 +171,5 @@ def prune_staged(table) -> list[str]:
 
 
 __all__ = ["StagedCommit", "stage_commit", "read_staged", "delete_staged", "staged_instants",
-           "verify_files", "prune_staged", "in_grace", "GRACE_PERIOD_MS", "EXTRA_RECOVERED_BY",
+           "verify_files", "prune_staged", "in_grace", "EXTRA_RECOVERED_BY",
            "staged_path", "STAGED_DIR"]

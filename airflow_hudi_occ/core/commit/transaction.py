@@ -48,7 +48,7 @@ from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.archival import archive_if_needed
 from airflow_hudi_occ.core.commit.rollback import rollback_instant, rollback_pending_writes
 from airflow_hudi_occ.core.commit.staging import delete_staged, stage_commit
-from airflow_hudi_occ.core.concurrency.conflict import resolve_write_conflicts, strategy_from_options
+from airflow_hudi_occ.core.concurrency.conflict import resolve_write_conflicts, strategy_from_config
 from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
@@ -56,10 +56,10 @@ from airflow_hudi_occ.core.concurrency.markers.names import IOType
 from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
 from airflow_hudi_occ.core.concurrency.footprint import (REQUEST_LABEL, TABLE_SERVICE, Footprint, check_kind,
                                                         declares_at_begin)
-from airflow_hudi_occ.core.config import WRITE_KIND, FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.config import FailedWritesPolicy, WriteConfig
 from airflow_hudi_occ.core.errors import (BatchAlreadyCommittedError, HudiOccError, InstantRolledBackError,
                      InstantStateError)
-from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, is_expired
+from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
@@ -72,9 +72,9 @@ from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
-from airflow_hudi_occ.core.table.write_guard import prepare_for_write
-from airflow_hudi_occ.core.table.timeline import (Timeline, complete, create_requested, pending_rollback_for,
-                                                  transition_to_inflight)
+from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
+from airflow_hudi_occ.core.table.timeline import (Timeline, cache_commit_metadata, complete, create_requested,
+                                                  pending_rollback_for, transition_to_inflight)
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,16 @@ class CommitResult:
     attempted_instant: str | None = None
     #: recommitted: the writer id that wrote the files
     recovered_from: str | None = None
+    #: what the catalog sync after the commit did (core/catalog/sync.SyncReport), if one ran
+    catalog_sync: object | None = None
 
     def to_json(self) -> dict:
+        out = self._json()
+        if self.catalog_sync is not None:
+            out["catalog_sync"] = self.catalog_sync.to_json()
+        return out
+
+    def _json(self) -> dict:
         return {"outcome": self.outcome, "instant": self.instant.requested_time,
                 "attempted_instant": self.attempted_instant, "recovered_from": self.recovered_from,
                 "completion_time": self.instant.completion_time,
@@ -177,17 +185,20 @@ class WriteTransaction:
         #: concurrency/footprint.py) and refined in its inflight file once tagging knows the
         #: file groups; None: not declared (unknown to the others)
         self.footprint: Footprint | None = self._own_footprint(footprint)
+        #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
+        #: None: judge again in full under the completion's lock
+        self._guard_seen = None
 
     def _own_footprint(self, given) -> Footprint | None:
         if given is None:
             return None
-        labels = attempt_log.parse_labels(self.config.options)
+        labels = self.config.writer_labels
         owner = (f"{labels['dag_id']}.{labels['task_id']}" if labels.get("dag_id") and labels.get("task_id")
                  else self.writer_id)
         request = labels.get(REQUEST_LABEL) or None  # the admission request that let it go
         if isinstance(given, Footprint):
             return replace(given, owner=given.owner or owner, request=given.request or request)
-        kind = TABLE_SERVICE if self.is_table_service else check_kind(WRITE_KIND.get(self.config.options))
+        kind = TABLE_SERVICE if self.is_table_service else check_kind(self.config.write_kind)
         return Footprint.of(given, owner=owner, kind=kind, request=request)
 
     # -- collaborators -----------------------------------------------------------------------
@@ -224,12 +235,7 @@ class WriteTransaction:
     def _resolve_parts(self) -> None:
         # Resolve every pluggable part before touching the table, so a typo in a strategy or
         # lock provider name changes nothing on storage.
-        opts = dict(self.config.options)
-        key = "hoodie.write.lock.conflict.resolution.strategy"
-        if not opts.get(key) and self.config.conflict_resolution_strategy != "simple":
-            opts[key] = self.config.conflict_resolution_strategy  # set on the object, not by key
-        self._strategy = strategy_from_options(opts, table=self.table,
-                                               heartbeat_config=self.config.heartbeat)
+        self._strategy = strategy_from_config(self.config, table=self.table)
         if not self.is_table_service:
             nbcc.check_config(self.table, self.config)
         if self.config.early_conflict.enabled:
@@ -249,9 +255,14 @@ class WriteTransaction:
             # declared from the first moment the instant exists: every other writer (admission,
             # the early checks) sees what this one will touch before it reads a row
             requested_data = self.footprint.encode(self.operation_type)
+        # The table's properties and metadata table judged before the lock (every transaction
+        # keeps the metadata table's listing when it may, see commit), refusals before any
+        # instant exists; under the lock only what must be there: the timeline (the new time's
+        # floor, the snapshot), the requested file and the heartbeat (write_guard.py).
+        self._guard_seen = check_before_lock(self.table, self.config, files_writer=True)
         with self.lock_manager.locked():
-            # every transaction keeps the metadata table's listing when it may (see commit)
-            prepare_for_write(self.table, self.config, files_writer=True)
+            if self._guard_seen is None:  # something to change first (a removal, an upgrade)
+                prepare_for_write(self.table, self.config, files_writer=True)
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
@@ -440,8 +451,9 @@ class WriteTransaction:
                 checked = resolve_write_conflicts(
                     timeline, current, self._strategy, last_successful=self.snapshot.last_completed,
                     pending_at_start=set(self.snapshot.pending_at_start))
-            # a Java writer may have upgraded the table or enabled its metadata table meanwhile
-            mdt = prepare_for_write(self.table, self.config, files_writer=True)
+            # a Java writer may have upgraded the table or enabled its metadata table meanwhile:
+            # what begin judged, confirmed by one request (write_guard.py)
+            mdt = confirm_under_lock(self.table, self.config, self._guard_seen, files_writer=True)
             floor = timeline.latest_time()
             maintained = maintains_files(mdt, self.config, files_writer=True)
             if maintained:
@@ -455,7 +467,7 @@ class WriteTransaction:
                 lm.check_held()
                 # with the column and partition stats of every action (metadata_stats.py)
                 blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
-                blocks.update(stats_blocks(self.table, mdt, metadata, self.config.options, timeline=timeline,
+                blocks.update(stats_blocks(self.table, mdt, metadata, self.config.metadata, timeline=timeline,
                                            instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
@@ -465,13 +477,14 @@ class WriteTransaction:
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
             # expire while we resolved conflicts); after this point nothing can be undone.
             lm.check_held()
-            done = complete(self.table, self.instant, completion_time, metadata.encode(),
-                            timeline=timeline)
+            encoded = metadata.encode()
+            done = complete(self.table, self.instant, completion_time, encoded, timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
             if maintained:
                 self._metadata_table_services(lm, completion_time)
         self.instant = done
         self.state = TransactionState.COMPLETED
+        cache_commit_metadata(self.table, done, encoded)
         self._cleanup_after_commit()
         rec = self._attempt_record()
         rec.completion_time = completion_time
@@ -501,7 +514,7 @@ class WriteTransaction:
         completed writes than ``hoodie.keep.max.commits`` (Hudi archives in postCommit too).
         The commit is done: a failure here is logged, never raised."""
         try:
-            archive_if_needed(self.table, timeline, self.config.options, lock_manager=lm)
+            archive_if_needed(self.table, timeline, self.config, lock_manager=lm)
         except Exception as e:  # noqa: BLE001 - the write succeeded; archival retries next time
             log.warning("archival after commit %s failed (the commit stands; the next commit or "
                         "`hudi-occ archive` retries): %s", self.instant_time, e)
@@ -514,9 +527,12 @@ class WriteTransaction:
             if self.staged is not None or self.recovered_from is not None:
                 delete_staged(self.table, self.instant_time)
         finally:
+            # the heartbeat and any abort signal in one request (a batch delete on S3)
+            gone = [abort_signal.abort_path(self.table, self.instant_time)]
             if self.heartbeat is not None:
-                self.heartbeat.stop()
-            abort_signal.clear_abort(self.table, self.instant_time)
+                self.heartbeat.stop(delete=False)
+                gone.append(heartbeat_path(self.table, self.instant_time))
+            self.table.storage.delete_many(gone)
 
     # -- abort -----------------------------------------------------------------------------------
 
@@ -524,7 +540,7 @@ class WriteTransaction:
         return attempt_log.AttemptRecord(
             instant=self.instant_time, action=self.action.value, operation=self.operation_type,
             writer_id=self.writer_id, attempt=self.attempt, batch_key=self.batch_key,
-            checkpoint=self.checkpoint, labels=attempt_log.parse_labels(self.config.options),
+            checkpoint=self.checkpoint, labels=dict(self.config.writer_labels),
             started_at_ms=int(self.started_at * 1000), recovered_from=self.recovered_from)
 
     def abort(self, *, rollback: bool = True, reason: str = "",

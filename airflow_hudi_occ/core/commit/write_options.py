@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from airflow_hudi_occ.core.config import (BUCKET_NUM, HIVE_STYLE, URL_ENCODE, INDEX_TYPE, MAX_FILE_SIZE, OPERATION,
-                                          RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT, TABLE_TYPE, CleanConfig,
-                                          ClusteringConfig, WriteConfig, known_keys)
+from airflow_hudi_occ.core.config import (CleanConfig, ClusteringConfig, WriteConfig, check_datasource_options,
+                                          known_keys)
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.concurrency.conflict import check_strategy
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import check_detection_strategy
@@ -45,17 +44,14 @@ def check_write_options(options: Mapping[str, Any] | None, *,
     (the ZooKeeper hosts of a ZooKeeper lock) are left for the complete options."""
     options = {str(k): v for k, v in (options or {}).items() if v is not None}
     config = WriteConfig.from_options(options, warn=warn)  # refuses (or warns of) unknown keys
-    for prop in (TABLE_TYPE, OPERATION, INDEX_TYPE, BUCKET_NUM, HIVE_STYLE, URL_ENCODE, MAX_FILE_SIZE,
-                 SMALL_FILE_LIMIT, RECORD_SIZE_ESTIMATE):
-        prop.get(options)
+    check_datasource_options(options)  # the engine's keys (table type, operation, file sizes)
     check_provider(config.lock.provider)
-    strategy = str(options.get("hoodie.write.lock.conflict.resolution.strategy") or "").strip()
-    if strategy:
-        check_strategy(strategy)
+    if config.conflict_resolution_strategy:
+        check_strategy(config.conflict_resolution_strategy)
     check_detection_strategy(config.early_conflict.strategy)
     _check_lock_numbers(config, partial)
-    CleanConfig.from_options(options)
-    ClusteringConfig.from_options(options)  # includes the clustering updates strategy
+    CleanConfig.from_options(options, write=config)
+    ClusteringConfig.from_options(options, write=config)
     return config
 
 

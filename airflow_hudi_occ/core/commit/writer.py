@@ -33,8 +33,8 @@ from airflow_hudi_occ.core.format.base_file import (MERGE_DICTIONARY_COLUMNS, RE
                                                     with_constant_columns, with_meta_columns,
                                                     values_identify_keys, write_parquet, write_parquet_chunks,
                                                     write_token)
-from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id
-from airflow_hudi_occ.core.config import COMBINE_BEFORE_INSERT, HASH_FIELD, ReadConfig, WriteConfig
+from airflow_hudi_occ.core.format.bucket_index import bucket_id, hash_fields
+from airflow_hudi_occ.core.config import BulkInsertSortMode, ReadConfig, WriteConfig
 from airflow_hudi_occ.core.errors import ConfigError, InvalidPartitionPathError, InvalidRecordKeyError
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import META_COLUMNS, base_file_name, bucket_id_of, join_partition
@@ -42,7 +42,7 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator
 from airflow_hudi_occ.core.format import partition_path
 from airflow_hudi_occ.core.format.metadata import WriteStat
-from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names
+from airflow_hudi_occ.core.format.schema import avro_schema_json, check_column_names, reconcile_table
 from airflow_hudi_occ.core.table.table import COPY_ON_WRITE, MERGE_ON_READ, Table
 from airflow_hudi_occ.core.commit.pipeline import (WriteEngine, WritePipeline, WritePlan,
                                                    planned_file_groups, write_marked)
@@ -220,6 +220,20 @@ def _hits(batch: pa.Array, stored: pa.Array) -> np.ndarray:
     return pc.is_in(batch, value_set=found).to_numpy(zero_copy_only=False)
 
 
+#: the bulk_insert sort modes that sort a partition path's rows by record key. In one process
+#: the batch is one input task: GLOBAL_SORT and PARTITION_SORT lay its files out alike, and
+#: the repartitioning modes (one file per partition path, as here anyway) keep input order
+SORTS_BY_KEY = (BulkInsertSortMode.GLOBAL_SORT, BulkInsertSortMode.PARTITION_SORT)
+
+
+def sorted_by_key(data: pa.Table, idx: pa.Array, key_fields) -> pa.Array:
+    """``idx`` (one partition path's rows) ordered by their record key text, as Java's sort
+    partitioners order ``_hoodie_record_key`` (stable: equal keys keep their input order)."""
+    keys = record_key_array(data.select(list(key_fields)).take(idx), key_fields)
+    return idx.take(pc.sort_indices(pa.table({"k": keys, "i": pa.array(np.arange(len(idx)))}),
+                                    sort_keys=[("k", "ascending"), ("i", "ascending")]))
+
+
 class ArrowTableWriter:
     """Writes Arrow batches to a copy-on-write table, one instant per :meth:`write`; the
     tagging (which rows go to which file group) and the base-file writer the merge-on-read
@@ -291,14 +305,16 @@ class ArrowTableWriter:
         value: all but Hudi's copy-on-write bulk_insert, which writes the batch as given,
         duplicate keys included (the Spark engine's too), unless it asks to combine
         (``hoodie.combine.before.insert``); merge-on-read and the bucket index always combine."""
-        return (op != "bulk_insert" or bucket_config(self.config.options) is not None
-                or self.table.config.table_type == MERGE_ON_READ or COMBINE_BEFORE_INSERT.get(self.config.options))
+        return (op != "bulk_insert" or self.config.index.buckets is not None
+                or self.table.config.table_type == MERGE_ON_READ or self.config.combine_before_insert)
 
     def _plan_partition(self, view: FileSystemView, data: pa.Table, op: str, part: str, idx: pa.Array):
         key_fields = self.table.config.record_key_fields
-        pre = self.table.config.precombine_field
+        if op == "bulk_insert" and self.config.bulk_insert_sort_mode in SORTS_BY_KEY:
+            idx = sorted_by_key(data, idx, key_fields)
+        pre = self.table.config.ordering_field  # None under COMMIT_TIME_ORDERING
         need = list(dict.fromkeys([*key_fields, *([pre] if pre and pre in data.column_names else [])]))
-        num_buckets = bucket_config(self.config.options)
+        num_buckets = self.config.index.buckets
         if not self.combines(op):  # the batch as given, duplicate keys included
             return ([FileGroupWork(part, new_file_id(), None, idx)] if len(idx) else []), None
         keyed = data.select(need).take(idx)
@@ -330,10 +346,9 @@ class ArrowTableWriter:
 
     def _plan_buckets(self, part, data, idx, keys, slices, op, num_buckets):
         """Bucket index: every key of a bucket goes to that bucket's one file group."""
-        hash_fields = [f.strip() for f in (HASH_FIELD.get(self.config.options) or "").split(",")
-                       if f.strip()] or self.table.config.record_key_fields
-        rows = data.select(hash_fields).take(idx)
-        cols = [key_part_array(rows.column(f)).to_pylist() for f in hash_fields]
+        hashed = hash_fields(self.config.index, self.table.config.record_key_fields)
+        rows = data.select(hashed).take(idx)
+        cols = [key_part_array(rows.column(f)).to_pylist() for f in hashed]
         by_bucket: dict[int, list[int]] = {}
         for i, vals in enumerate(zip(*cols)):  # Java's String.hashCode per key: not vectorised
             by_bucket.setdefault(bucket_id(vals, num_buckets), []).append(i)
@@ -432,7 +447,7 @@ class ArrowTableWriter:
                                 dictionary=MERGE_DICTIONARY_COLUMNS)
             res = merge.merge_file_group(base, rows, record_key_array(rows, key_fields), mode=w.mode,
                                          instant=tx.instant_time,
-                                         precombine=self.table.config.precombine_field,
+                                         precombine=self.table.config.ordering_field,
                                          order=merge.STORED_ORDER,
                                          match_on=merge.integer_key_column(key_fields, base, rows),
                                          key_fields=key_fields)
@@ -455,9 +470,10 @@ class ArrowTableWriter:
                         keys=None if keys is None else keys.slice(off, WRITE_CHUNK_ROWS),
                         commit_times=None if commit_times is None else commit_times.slice(off, WRITE_CHUNK_ROWS),
                         seqno_start=off, dictionary_constants=True), constant)
-            size = write_parquet_chunks(self.table.storage, rel, chunks())
+            size = write_parquet_chunks(self.table.storage, rel, chunks(), self.config.parquet)
         else:  # virtual keys: the user's columns alone, as Hudi writes them
-            size = write_parquet(self.table.storage, rel, with_constant_columns(rows, constant))
+            size = write_parquet(self.table.storage, rel, with_constant_columns(rows, constant),
+                                 self.config.parquet)
         ms = int((time.time() - t0) * 1000)
         return WriteStat(file_id=w.file_id, path=rel, partition_path=w.partition,
                          prev_commit=w.prev.instant_time if w.prev is not None else "null",
@@ -508,10 +524,14 @@ class CopyOnWriteEngine(WriteEngine):
                               key="hoodie.datasource.write.recordkey.field", value=",".join(keys))
         check_record_keys(self.data, keys)
         if compares_ordering_values(self.operation, self.writer.combines(self.operation)):
-            check_ordering_values(self.data, self.table.config.precombine_field)
+            check_ordering_values(self.data, self.table.config.ordering_field)
 
     def prepare(self) -> str:
         self.data = self.data.drop_columns([c for c in META_COLUMNS if c in self.data.column_names])
+        return avro_schema_json(self.data.schema, self.table.name)
+
+    def reconcile(self, table_json: str) -> str:
+        self.data = reconcile_table(self.data, table_json)
         return avro_schema_json(self.data.schema, self.table.name)
 
     def check_batch(self, schema_json: str) -> None:

@@ -16,7 +16,8 @@ import time
 from airflow_hudi_occ.core.errors import EarlyConflictError, WriteAbortedError, WriteConflictError, from_dict
 
 
-def _path(table, instant_time: str) -> str:
+def abort_path(table, instant_time: str) -> str:
+    """Where the signal of ``instant_time`` lives (its writer deletes it with its heartbeat)."""
     return table.storage.path(".hoodie", ".aux", ".abort", instant_time)
 
 
@@ -24,14 +25,14 @@ def raise_abort(table, instant_time: str, reason: str, *, source: str = "") -> N
     body = json.dumps({"instant": instant_time, "reason": reason, "source": source,
                        "at_ms": int(time.time() * 1000)}).encode()
     try:
-        table.storage.create_if_absent(_path(table, instant_time), body)
+        table.storage.create_if_absent(abort_path(table, instant_time), body)
     except FileExistsError:
         pass  # already signalled; the first reason stands
 
 
 def abort_reason(table, instant_time: str) -> dict | None:
     try:
-        data = table.storage.read(_path(table, instant_time))
+        data = table.storage.read(abort_path(table, instant_time))
     except FileNotFoundError:
         return None
     try:
@@ -95,4 +96,4 @@ def remove_if_aborted(table, instant_time: str, path: str, rel: str) -> None:
 
 
 def clear_abort(table, instant_time: str) -> None:
-    table.storage.delete(_path(table, instant_time))
+    table.storage.delete(abort_path(table, instant_time))

@@ -45,8 +45,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
-from airflow_hudi_occ.core.concurrency.footprint import (EVERY_PARTITION, KIND_RANK, UNKNOWN_WRITER,
-                                                        Footprint, live_writers, meeting)
+from airflow_hudi_occ.core.concurrency.footprint import (BUCKET_PREFIX, EVERY_PARTITION, KIND_RANK,
+                                                        UNKNOWN_WRITER, Footprint, live_writers, meeting)
 from airflow_hudi_occ.core.concurrency.request_folder import RequestFolder
 from airflow_hudi_occ.core.config import HeartbeatConfig
 
@@ -144,9 +144,13 @@ def last_completion(timeline) -> str:
 def reach_is_current(req: AdmissionRequest, timeline) -> bool:
     """Whether no write completed between the reach's computation and the write's begin (its
     snapshot; now, before it began): a completed write may have added the file group a new key
-    of the batch now lives in, or moved keys (a clustering)."""
+    of the batch now lives in, or moved keys (a clustering). A reach of buckets alone is always
+    current."""
     if not req.reach:
         return True
+    groups = [g for gs in req.reach.values() for g in gs]
+    if all(g.startswith(BUCKET_PREFIX) for g in groups):
+        return True  # under the bucket index a key's file group is a function of the key: no write moves it
     if req.reach_as_of is None:
         return False
     until = req.instant or "~"
@@ -298,6 +302,57 @@ def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: 
     return Verdict(True)
 
 
+@dataclass
+class AdmissionWait:
+    """How a library writer waits to be admitted (``core/commit/retry.run_admitted``): looks
+    from ``poll_s`` apart, doubling to ``max_poll_s`` (a look reads the requests and the live
+    instants: at 32 waiters a fixed short poll would cost more than the writes), at most
+    ``timeout_s`` (then it goes anyway: OCC still decides the commit)."""
+
+    timeout_s: float = 300.0
+    poll_s: float = 0.05
+    max_poll_s: float = 0.5
+    starvation_s: float = 600.0
+
+
+@dataclass
+class WaitOutcome:
+    seconds: float = 0.0
+    waited_for: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+
+def wait_admitted(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, wait: AdmissionWait, *,
+                  sleep=time.sleep, clock=time.time) -> WaitOutcome:
+    """Look (:func:`try_admit`) until ``req`` is admitted or ``wait.timeout_s`` passed."""
+    t0 = clock()
+    out = WaitOutcome()
+    delay = wait.poll_s
+    while True:
+        verdict = try_admit(table, req, heartbeat, starvation_s=wait.starvation_s)
+        if verdict.admitted:
+            break
+        for b in verdict.blockers:
+            if b.describe() not in out.waited_for:
+                out.waited_for.append(b.describe())
+        if clock() - t0 >= wait.timeout_s:
+            out.timed_out = True
+            break
+        sleep(delay)
+        delay = min(delay * 2, wait.max_poll_s)
+    out.seconds = clock() - t0
+    return out
+
+
+def requeue(table, req: AdmissionRequest) -> None:
+    """An attempt of ``req`` lost (a conflict): its request waits again, its age kept. Its
+    ``created_at`` is the batch's first look, so among the waiting requests it meets it comes
+    before every batch that asked later (:meth:`AdmissionRequest.order`): a loser's claim ages,
+    and the oldest claim is admitted first at the next round."""
+    req.state, req.admitted_at, req.instant = WAITING, None, None
+    save(table, req)
+
+
 #: the attempt-log labels of an attempt's admission wait (kept by the attempt log; read by
 #: the trends and the timeline page): its seconds, and whom it waited for (a JSON list of
 #: ``Blocker.describe`` texts: "<instant> (<dag>.<task>) on partitions ...")
@@ -337,4 +392,4 @@ __all__ = ["AdmissionRequest", "Blocker", "Verdict", "WAIT", "GO", "FAIL", "POLI
            "ADMITTED", "new_request", "requests", "withdraw", "link", "last_completion",
            "reach_is_current", "load", "save", "live_blockers",
            "blockers", "try_admit", "shown_partitions", "WAIT_SECONDS_LABEL", "WAITED_FOR_LABEL",
-           "wait_labels", "wait_from_labels"]
+           "wait_labels", "wait_from_labels", "AdmissionWait", "WaitOutcome", "wait_admitted", "requeue"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from airflow_hudi_occ.core.config import WriteConfig, clustering_rejects_updates
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import PendingClusteringConflictError
 from airflow_hudi_occ.core.format.instant import Action, Instant
 from airflow_hudi_occ.core.format.layout import FileGroupId
@@ -61,7 +61,7 @@ def check_write_against_pending_clustering(timeline, file_groups: Iterable[FileG
                                            config: WriteConfig) -> None:
     """Refuse (before any data is written) a write into file groups of a pending clustering
     plan, unless the updates strategy allows it (then the clustering loses at its commit)."""
-    if clustering_rejects_updates(config.options):
+    if config.rejects_clustering_updates:
         check_not_in_pending_clustering(timeline, file_groups, instant)
 
 

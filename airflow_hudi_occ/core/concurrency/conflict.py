@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from airflow_hudi_occ.core.config import (CLUSTERING_FAIL_ON_PENDING_INGESTION,
-                                          CONFLICT_RESOLUTION_STRATEGY, HeartbeatConfig)
+                                          CONFLICT_RESOLUTION_STRATEGY, HeartbeatConfig, WriteConfig)
 from airflow_hudi_occ.core.plugins import Registry
 from airflow_hudi_occ.core.errors import (ConfigError, UnknownStrategyError,
                      WriteConflictError)
@@ -344,22 +344,15 @@ def check_strategy(name: str) -> None:
     _REGISTRY.check((name or "").strip())
 
 
-def strategy_from_options(options: Mapping[str, Any], *, table=None,
-                          heartbeat_config: HeartbeatConfig | None = None,
-                          clock: Callable[[], float] = time.time) -> ConflictResolutionStrategy:
-    """The strategy a writer's ``hoodie.*`` options ask for.
-
-    As in Hudi, an unset strategy on a bucket-index table (``hoodie.index.type=BUCKET``)
-    means the bucket strategy.
-    """
-    raw = options.get(CONFLICT_RESOLUTION_STRATEGY.key)
-    if raw in (None, ""):
-        bucket = str(options.get("hoodie.index.type", "")).upper() == "BUCKET"
-        raw = "bucket" if bucket else CONFLICT_RESOLUTION_STRATEGY.default
-    kwargs: dict[str, Any] = {"table": table, "heartbeat_config": heartbeat_config, "clock": clock}
-    cls = strategy_class(str(raw))
+def strategy_from_config(config: WriteConfig, *, table=None, name: str | None = None,
+                         clock: Callable[[], float] = time.time) -> ConflictResolutionStrategy:
+    """The strategy a writer's config asks for (``name`` instead, when given): as in Hudi, an
+    unset strategy on a bucket-index table (``hoodie.index.type=BUCKET``) means the bucket
+    strategy (:attr:`WriteConfig.conflict_strategy`)."""
+    kwargs: dict[str, Any] = {"table": table, "heartbeat_config": config.heartbeat, "clock": clock}
+    cls = strategy_class(name or config.conflict_strategy)
     if issubclass(cls, PreferWriterConflictResolutionStrategy):
-        kwargs["clustering_blocks_on_live_ingestion"] = CLUSTERING_FAIL_ON_PENDING_INGESTION.get(options)
+        kwargs["clustering_blocks_on_live_ingestion"] = config.clustering_fail_on_pending_ingestion
     return cls(**kwargs)
 
 

@@ -45,9 +45,12 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from airflow_hudi_occ.core.concurrency.heartbeat import is_expired
-from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig
+from airflow_hudi_occ.core.config import WRITE_KIND, HeartbeatConfig, IndexConfig
 from airflow_hudi_occ.core.errors import ConfigError, HudiOccError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
+from airflow_hudi_occ.core.format import partition_path as pp
+from airflow_hudi_occ.core.format.base_file import key_part_array
+from airflow_hudi_occ.core.format.bucket_index import bucket_id, hash_fields
 from airflow_hudi_occ.core.format.layout import FileGroupId, bucket_id_of
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
 
@@ -219,6 +222,56 @@ def _comparable(groups: frozenset[str], by_bucket: bool) -> set[str]:
     return out
 
 
+def partition_index(batch, partition_fields: list[str], *, hive_style: bool,
+                    url_encode: bool):
+    """The distinct partition paths of an Arrow batch (spelt by ``format/partition_path``'s
+    rule, as the writers spell them) and, per row, the index of its path (an int32 array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    if not partition_fields:
+        return [""], pa.array([0] * n, pa.int32())
+    cols = [pc.cast(batch.column(f), pa.string()).combine_chunks() for f in partition_fields]
+    tuples = list(zip(*(c.to_pylist() for c in cols)))
+    paths: dict[str, int] = {}
+    index = []
+    seen: dict[tuple, int] = {}
+    for t in tuples:
+        i = seen.get(t)
+        if i is None:
+            path = pp.partition_path(partition_fields, t, hive_style=hive_style, url_encode=url_encode)
+            i = seen[t] = paths.setdefault(path, len(paths))
+        index.append(i)
+    return list(paths), pa.array(index, pa.int32())
+
+
+def bucket_reach(batch, paths: list[str], index, hashed: list[str], buckets: int) -> dict[str, list[str]]:
+    """Under the bucket index, partition -> the buckets (``bucket:<8 digits>``) the batch's
+    rows fall in (Java's hash of the ``hashed`` fields, as the writers bucket them)."""
+    cols = [key_part_array(batch.column(f)).to_pylist() for f in hashed]
+    out: dict[str, set[str]] = {p: set() for p in paths}
+    for i, vals in zip(index.to_pylist(), zip(*cols)):
+        out[paths[i]].add(f"{BUCKET_PREFIX}{bucket_id(vals, buckets):08d}")
+    return {p: sorted(g) for p, g in out.items()}
+
+
+def batch_footprint(table, batch, options, *, owner: str | None = None, kind: str = INGESTION,
+                    request: str | None = None) -> Footprint:
+    """What an Arrow batch written by a core writer may touch, known before its instant
+    exists: its partitions and, under the bucket index, their buckets (its *reach*); without
+    the bucket index the partitions alone (whichever file groups the tagging finds there).
+    What a library writer files for admission (``core/commit/retry.run_admitted``)."""
+    cfg = table.config
+    paths, index = partition_index(batch, list(cfg.partition_fields), hive_style=cfg.hive_style_partitioning,
+                                   url_encode=cfg.url_encode_partitions)
+    index_config = IndexConfig.from_options(options)
+    buckets = index_config.buckets
+    reach = (bucket_reach(batch, paths, index, hash_fields(index_config, cfg.record_key_fields), buckets)
+             if buckets and cfg.record_key_fields else {})
+    return Footprint.of(paths, owner=owner, kind=kind, reach=reach, request=request)
+
+
 def new_key_slot(key: str) -> str:
     return f"{NEW_KEY_PREFIX}{zlib.crc32(key.encode()) % NEW_KEY_SLOTS}"
 
@@ -338,7 +391,7 @@ def overlapping(mine: Footprint | None, writers: Iterable[LiveWriter]) -> list[t
 
 
 __all__ = ["Footprint", "LiveWriter", "EXTRA_FOOTPRINT", "BUCKET_PREFIX", "NEW_KEY_PREFIX", "EVERY_NEW_KEY",
-           "new_key_slot", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION",
+           "new_key_slot", "partition_index", "bucket_reach", "batch_footprint", "REQUEST_LABEL", "UNKNOWN_WRITER", "meeting", "frozen_reach", "INGESTION",
            "BACKFILL", "TABLE_SERVICE",
            "KIND_RANK", "EVERY_PARTITION", "check_kind", "declares_at_begin", "declared",
            "live_writers", "overlapping"]

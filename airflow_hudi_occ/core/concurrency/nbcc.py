@@ -29,9 +29,9 @@ Errors: :class:`ConfigError` naming the key to set, raised before anything is wr
 
 from __future__ import annotations
 
-from airflow_hudi_occ.core.config import BUCKET_ENGINE, ConcurrencyMode, FailedWritesPolicy, WriteConfig
+from airflow_hudi_occ.core.config import (BUCKET_ENGINE, BUCKET_NUM, INDEX_TYPE, ConcurrencyMode, FailedWritesPolicy,
+                                          WriteConfig)
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.format.bucket_index import INDEX_TYPE, NUM_BUCKETS
 
 MODE_KEY = "hoodie.write.concurrency.mode"
 NBCC = ConcurrencyMode.NON_BLOCKING_CONCURRENCY_CONTROL.value
@@ -45,16 +45,16 @@ def num_buckets(table, config: WriteConfig) -> int:
     """The table's bucket count: the write option, else ``hoodie.properties``, else Hudi's
     default 4. Writers that disagree would put one key in two buckets: refused."""
     stored = table.config.bucket_num
-    given = NUM_BUCKETS.get(config.options) if NUM_BUCKETS.key in config.options else None
+    given = config.index.num_buckets_given
     if given is not None and stored is not None and given != stored:
         raise ConfigError(f"table {table.name} has {stored} buckets, the write asks for {given}",
-                          key=NUM_BUCKETS.key, value=given,
-                          remedy=f"set {NUM_BUCKETS.key}={stored} (the bucket count is fixed "
+                          key=BUCKET_NUM.key, value=given,
+                          remedy=f"set {BUCKET_NUM.key}={stored} (the bucket count is fixed "
                                  "with the simple bucket engine)")
-    n = given if given is not None else (stored if stored is not None else NUM_BUCKETS.default)
+    n = given if given is not None else (stored if stored is not None else config.index.num_buckets)
     if n <= 0:
         raise ConfigError("the bucket index needs a positive number of buckets",
-                          key=NUM_BUCKETS.key, value=n, remedy=f"set {NUM_BUCKETS.key} to 1 or more")
+                          key=BUCKET_NUM.key, value=n, remedy=f"set {BUCKET_NUM.key} to 1 or more")
     return n
 
 
@@ -62,23 +62,22 @@ def check_config(table, config: WriteConfig) -> None:
     """Refuse NBCC where Hudi refuses it, saying what to set. No-op for the other modes."""
     if not is_nbcc(config):
         return
-    opts = config.options
     if table.config.table_type != "MERGE_ON_READ":
         raise ConfigError(
             f"non-blocking concurrency control needs a MERGE_ON_READ table; {table.name} is "
             f"{table.config.table_type}", key="hoodie.table.type", value=table.config.table_type,
             remedy=f"create the table with table_type='MERGE_ON_READ', or set {MODE_KEY}="
                    "OPTIMISTIC_CONCURRENCY_CONTROL")
-    if INDEX_TYPE.get(opts) != "BUCKET":
+    if config.index.type != "BUCKET":
         raise ConfigError(
             "non-blocking concurrency control needs the simple bucket index",
-            key=INDEX_TYPE.key, value=INDEX_TYPE.get(opts),
-            remedy=f"set {INDEX_TYPE.key}=BUCKET and {NUM_BUCKETS.key}=<n>, or set {MODE_KEY}="
+            key=INDEX_TYPE.key, value=config.index.type,
+            remedy=f"set {INDEX_TYPE.key}=BUCKET and {BUCKET_NUM.key}=<n>, or set {MODE_KEY}="
                    "OPTIMISTIC_CONCURRENCY_CONTROL")
-    if BUCKET_ENGINE.get(opts) != "SIMPLE":
+    if config.index.engine != "SIMPLE":
         raise ConfigError(
             "non-blocking concurrency control needs the SIMPLE bucket engine",
-            key=BUCKET_ENGINE.key, value=BUCKET_ENGINE.get(opts),
+            key=BUCKET_ENGINE.key, value=config.index.engine,
             remedy=f"set {BUCKET_ENGINE.key}=SIMPLE")
     if config.early_conflict.enabled:
         raise ConfigError(

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_hudi_occ.core.config import ParquetConfig
 from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidOrderingValueError, InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 
@@ -447,45 +448,110 @@ def _mostly_distinct(column) -> bool:
     return pc.count_distinct(column).as_py() * 2 > len(column)
 
 
-def parquet_write_options(table: pa.Table | pa.Schema) -> dict:
-    """Snappy; a dictionary for every column but those of unique values: the sequence number
-    and record key always, and a user column whose first rows are mostly distinct (known only
-    when ``table`` has rows); statistics for every column but :data:`UNFILTERED_META_COLUMNS`."""
+def parquet_write_options(table: pa.Table | pa.Schema, parquet: ParquetConfig | None = None) -> dict:
+    """The codec (``parquet``'s, else snappy) and page size (when set); a dictionary for every
+    column but those of unique values: the sequence number and record key always, and a user
+    column whose first rows are mostly distinct (known only when ``table`` has rows);
+    statistics for every column but :data:`UNFILTERED_META_COLUMNS`."""
     if isinstance(table, pa.Schema):
         names, unique = table.names, set(UNIQUE_META_COLUMNS)
     else:
         names = table.column_names
         unique = set(UNIQUE_META_COLUMNS) | {c for c in names if c not in META_COLUMNS
                                              and _mostly_distinct(table.column(c))}
-    return {"compression": "snappy", "use_dictionary": [c for c in names if c not in unique],
+    opts = {"compression": "snappy", "use_dictionary": [c for c in names if c not in unique],
             "write_statistics": [c for c in names if c not in UNFILTERED_META_COLUMNS]}
+    if parquet is not None:
+        opts["compression"] = parquet.codec
+        if parquet.page_size is not None:
+            opts["data_page_size"] = parquet.page_size
+    return opts
+
+
+#: rows of a file's first chunk written aside to learn its bytes per row, for the block size
+BLOCK_SAMPLE_ROWS = 8192
+
+
+class _BoundedRowGroups:
+    """A parquet writer whose ``write_table`` splits a table into row groups of about the block
+    size (what :func:`parquet_writer` yields when ``hoodie.parquet.block.size`` is set).
+
+    parquet-mr closes a row group once the bytes it buffered reach the block size, and those
+    are the column chunks as written (encoded and compressed) but for the page being filled.
+    So the rows a group takes come from the written size of a row: the file's first rows
+    (:data:`BLOCK_SAMPLE_ROWS`) are written once aside with the file's options and measured."""
+
+    def __init__(self, writer: pq.ParquetWriter, block_size: int, opts: dict):
+        self.writer, self.block_size, self.opts = writer, block_size, opts
+        self.rows: int | None = None
+        self.pending: pa.Table | None = None
+
+    def _rows(self, table: pa.Table) -> int:
+        if self.rows is None:
+            sample = table.slice(0, BLOCK_SAMPLE_ROWS)
+            buf = io.BytesIO()
+            opts = {k: v for k, v in self.opts.items() if k != "store_schema"}
+            pq.write_table(sample, buf, **opts)
+            # the footer and page headers are a small part of a sample of thousands of rows
+            per_row = max(buf.tell() / max(sample.num_rows, 1), 1e-3)
+            self.rows = max(1, int(self.block_size / per_row))
+        return self.rows
+
+    def write_table(self, table: pa.Table) -> None:
+        """Whole row groups now; the rows short of one wait for the next chunk (or
+        :meth:`flush`), so chunk boundaries make no small row groups."""
+        if table.num_rows == 0:
+            if self.pending is None:
+                self.pending = table
+            return
+        rows = self._rows(table)
+        if self.pending is not None and self.pending.num_rows:
+            table = pa.concat_tables([self.pending, table])
+        whole = table.num_rows // rows * rows
+        if whole:
+            self.writer.write_table(table.slice(0, whole), row_group_size=rows)
+        self.pending = table.slice(whole)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            self.writer.write_table(self.pending)
+            self.pending = None
 
 
 @contextlib.contextmanager
-def parquet_writer(sink, schema: pa.Schema, sample: pa.Table | None = None):
+def parquet_writer(sink, schema: pa.Schema, sample: pa.Table | None = None,
+                   parquet: ParquetConfig | None = None):
     """A parquet writer with the base-file options (a dictionary per column as ``sample``, the
-    file's first rows, suggests). Meta columns given as one-value dictionaries
+    file's first rows, suggests; ``parquet``: Hudi's codec, row group and page sizes, None for
+    this project's defaults). Meta columns given as one-value dictionaries
     (:func:`constant_dictionary`) are recorded as the strings they stand for."""
-    opts = parquet_write_options(schema if sample is None else sample)
+    opts = parquet_write_options(schema if sample is None else sample, parquet)
     stored = _stored_schema(schema)
     if stored is not None:
         opts["store_schema"] = False
     with pq.ParquetWriter(sink, schema, **opts) as pw:
-        yield pw
+        if parquet is not None and parquet.block_size is not None:
+            bounded = _BoundedRowGroups(pw, parquet.block_size, opts)
+            yield bounded
+            bounded.flush()
+        else:
+            yield pw
         if stored is not None:
             pw.add_key_value_metadata({"ARROW:schema": stored})
 
 
-def write_parquet(storage, relative_path: str, table: pa.Table) -> int:
+def write_parquet(storage, relative_path: str, table: pa.Table, parquet: ParquetConfig | None = None) -> int:
     """Write a whole base file, created only if absent; returns its size in bytes. Locally the
     parquet writer streams into the hidden temporary file that is then linked into place."""
-    return write_parquet_chunks(storage, relative_path, [table])
+    return write_parquet_chunks(storage, relative_path, [table], parquet)
 
 
-def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]) -> int:
-    """:func:`write_parquet` for a file built a chunk at a time (one row group each): only one
-    chunk of meta columns exists at once, so a writer's memory is bounded by the chunk, not
-    by the file group. The first chunk's schema is the file's (it may have no rows)."""
+def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table],
+                         parquet: ParquetConfig | None = None) -> int:
+    """:func:`write_parquet` for a file built a chunk at a time (one row group each, or more
+    with ``parquet.block_size``): only one chunk of meta columns exists at once, so a writer's
+    memory is bounded by the chunk, not by the file group. The first chunk's schema is the
+    file's (it may have no rows)."""
     it = iter(chunks)
     first = next(it)
     path = storage.path(relative_path)
@@ -493,7 +559,7 @@ def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]
     size = [0]
 
     def write(f):
-        with parquet_writer(f, first.schema, sample=first) as pw:
+        with parquet_writer(f, first.schema, sample=first, parquet=parquet) as pw:
             pw.write_table(first)
             for chunk in it:
                 pw.write_table(chunk)

@@ -13,13 +13,10 @@ Java Hudi writes.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
-from airflow_hudi_occ.core.config import HASH_FIELD, ConfigProperty, parse_int
-from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.config import IndexConfig
 
-INDEX_TYPE = ConfigProperty("hoodie.index.type", "SIMPLE", lambda v: str(v).upper())
-NUM_BUCKETS = ConfigProperty("hoodie.bucket.index.num.buckets", 4, parse_int)
 #: the fixed tail of a bucket's fileId under non-blocking concurrency control (Java's
 #: ``BucketIdentifier.CONSTANT_FILE_ID_SUFFIX``): every writer names a bucket's file group alike
 NBCC_FILE_ID_SUFFIX = "-0000-0000-0000-000000000000"
@@ -46,9 +43,9 @@ def bucket_id(values: Iterable[Any], num_buckets: int) -> int:
     return (java_list_hash(strs) & 0x7FFFFFFF) % num_buckets
 
 
-def hash_fields(options: Mapping[str, Any], record_key_fields: list[str]) -> list[str]:
+def hash_fields(index: IndexConfig, record_key_fields: list[str]) -> list[str]:
     """The fields the bucket hash reads: ``hoodie.bucket.index.hash.field``, else the record key."""
-    return [f.strip() for f in (HASH_FIELD.get(options) or "").split(",") if f.strip()] or list(record_key_fields)
+    return list(index.hash_fields) or list(record_key_fields)
 
 
 def nbcc_file_id(bucket: int) -> str:
@@ -56,14 +53,3 @@ def nbcc_file_id(bucket: int) -> str:
     ``BucketIdentifier.newBucketFileIdForNBCC``): writers that create the same new bucket at
     the same time name the same file group, instead of one each."""
     return f"{bucket:08d}{NBCC_FILE_ID_SUFFIX}-0"
-
-
-def bucket_config(options: Mapping[str, Any]) -> int | None:
-    """The number of buckets when the options ask for the bucket index, else None."""
-    if INDEX_TYPE.get(options) != "BUCKET":
-        return None
-    n = NUM_BUCKETS.get(options)
-    if n <= 0:
-        raise ConfigError("the bucket index needs a positive number of buckets",
-                          key=NUM_BUCKETS.key, value=n)
-    return n

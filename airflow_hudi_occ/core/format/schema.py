@@ -227,7 +227,9 @@ def check_evolution(old_json: str | None, new_json: str) -> None:
     missing = [n for n in old_fields if n not in new_fields]
     if missing:
         raise SchemaError(f"the data lacks columns the table has: {missing}", columns=missing,
-                          remedy="add the columns (null is fine) or write to a new table")
+                          remedy="add the columns (null is fine), set "
+                                 "hoodie.datasource.write.reconcile.schema=true to have them written "
+                                 "as null, or write to a new table")
     changed = [n for n in old_fields if _norm(old_fields[n]["type"]) != _norm(new_fields[n]["type"])]
     if changed:
         detail = ", ".join(f"{n}: {_norm(old_fields[n]['type'])} -> {_norm(new_fields[n]['type'])}"
@@ -237,3 +239,64 @@ def check_evolution(old_json: str | None, new_json: str) -> None:
     added_required = [n for n in new_fields if n not in old_fields and not _is_nullable(new_fields[n]["type"])]
     if added_required:
         raise SchemaError(f"new columns must be nullable: {added_required}", columns=added_required)
+
+
+#: Avro type promotions a reconciled batch's column may take to reach the table's type (Avro's
+#: schema-resolution rules, which Hudi's reconciliation follows): narrower numbers widen
+_PROMOTIONS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"),
+               ("long", "double"), ("float", "double"), ("string", "bytes"), ("bytes", "string")}
+
+
+def reconcile_columns(batch: pa.Schema, table_json: str) -> list[tuple[str, pa.DataType | None, bool]]:
+    """What ``hoodie.datasource.write.reconcile.schema=true`` makes of a batch, as Java Hudi
+    does: the table's columns first, in its order (a column the batch lacks is null, a column
+    of a narrower type is widened to the table's), then the batch's new columns (the table's
+    schema grows). One ``(name, type to cast to or None, in the batch)`` per column; a type no
+    promotion reaches is refused naming the columns, and so is a batch that adds columns while
+    it lacks some of the table's (Java refuses it: its writer schema is then the batch's)."""
+    table_fields = [f for f in json.loads(table_json).get("fields", []) if f["name"] not in META_COLUMNS]
+    mine = {f["name"]: f for f in json.loads(avro_schema_json(batch, "t"))["fields"]}
+    out: list[tuple[str, pa.DataType | None, bool]] = []
+    narrower: list[str] = []
+    for f in table_fields:
+        name, want = f["name"], _norm(f["type"])
+        if name not in mine:
+            out.append((name, _arrow_type(f["type"]), False))
+            continue
+        have = _norm(mine[name]["type"])
+        if have == want:
+            out.append((name, None, True))
+        elif (have, want) in _PROMOTIONS:
+            out.append((name, _arrow_type(f["type"]), True))
+        else:
+            narrower.append(f"{name}: {have} -> {want}")
+    if narrower:
+        raise SchemaError(
+            f"the batch's columns cannot be reconciled with the table's types ({', '.join(narrower)}): "
+            "only a number may widen (int to long, float to double, ...)",
+            columns=[n.split(":")[0] for n in narrower], remedy="cast the columns to the table's types")
+    known = {f["name"] for f in table_fields}
+    added = [n for n in batch.names if n not in known and n not in META_COLUMNS]
+    missing = [name for name, _, present in out if not present]
+    if added and missing:
+        # Java takes the table's schema only for a batch that adds nothing; one that adds
+        # columns is its own writer schema, and then lacking the table's columns is refused
+        raise SchemaError(
+            f"the batch adds the columns {added} and lacks the table's {missing}: a batch that adds "
+            "columns is not reconciled (Java Hudi refuses it too)", columns=missing,
+            remedy="give the batch the table's columns too (null is fine), or add the new columns "
+                   "in a batch of their own")
+    return out + [(n, None, True) for n in added]
+
+
+def reconcile_table(data: pa.Table, table_json: str) -> pa.Table:
+    """``data`` as :func:`reconcile_columns` makes it (Arrow)."""
+    cols, names = [], []
+    for name, to, present in reconcile_columns(data.schema, table_json):
+        if not present:
+            cols.append(pa.nulls(data.num_rows, to))
+        else:
+            c = data.column(name)
+            cols.append(c.cast(to) if to is not None else c)
+        names.append(name)
+    return pa.Table.from_arrays(cols, names=names)

@@ -67,6 +67,19 @@ def read_versioned(storage: Storage, path: str) -> tuple[bytes, str]:
     raise _refuse(storage)
 
 
+def current_version(storage: Storage, path: str) -> str | None:
+    """The version :func:`read_versioned` would return for ``path`` now, without reading the
+    bytes where the store can tell (S3: one HEAD, its ETag); None when the file is missing.
+    What lets a caller confirm, with one small request under a lock, that a file it read
+    before the lock is unchanged."""
+    if storage.protocol in ("s3", "s3a"):
+        return _s3_head(storage, path)
+    try:
+        return read_versioned(storage, path)[1]
+    except FileNotFoundError:
+        return None
+
+
 def put_if_version(storage: Storage, path: str, data: bytes, version: str | None) -> str:
     """Write ``data`` to ``path`` only if it still has ``version`` (``None``: only if absent).
 
@@ -150,6 +163,21 @@ def _s3_get(storage: Storage, path: str) -> tuple[bytes, str]:
     return sync(fs.loop, get)
 
 
+def _s3_head(storage: Storage, path: str) -> str | None:
+    from fsspec.asyn import sync
+
+    fs = storage.fs
+    bucket, key, _ = fs.split_path(path)
+
+    async def head():
+        return (await fs._call_s3("head_object", Bucket=bucket, Key=key))["ETag"]
+
+    try:
+        return sync(fs.loop, head)
+    except FileNotFoundError:
+        return None
+
+
 def _s3_put(storage: Storage, path: str, data: bytes, version: str | None) -> str:
     from fsspec.asyn import sync
 
@@ -171,4 +199,5 @@ def _s3_put(storage: Storage, path: str, data: bytes, version: str | None) -> st
     return resp["ETag"]
 
 
-__all__ = ["VersionConflictError", "put_if_version", "read_versioned", "supports_versioned_writes"]
+__all__ = ["VersionConflictError", "current_version", "put_if_version", "read_versioned",
+           "supports_versioned_writes"]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from airflow_hudi_occ.core.concurrency.conflict import find_conflicts, strategy_from_options
+from airflow_hudi_occ.core.concurrency.conflict import find_conflicts, strategy_from_config
 from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.concurrency.early_conflict.detector import create_detector, get_detection_strategy
 from airflow_hudi_occ.core.concurrency.heartbeat import heartbeat_age_s, is_expired
 from airflow_hudi_occ.core.concurrency.markers.write_markers import markers_for
-from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, WriteConfig
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError, WriteConflictError
 from airflow_hudi_occ.core.format.instant import Instant
 from airflow_hudi_occ.core.format.layout import FileGroupId, file_group_names
@@ -62,9 +62,7 @@ def strategy_for(table, config: WriteConfig, name: str | None = None, *, now: fl
     """The conflict resolution strategy ``WriteTransaction.begin()`` would build (``name``
     overrides the configured one)."""
     now = time.time() if now is None else now
-    chosen = name or config.conflict_resolution_strategy
-    return strategy_from_options({**config.options, CONFLICT_RESOLUTION_STRATEGY.key: chosen},
-                                 table=table, heartbeat_config=config.heartbeat, clock=lambda: now)
+    return strategy_from_config(config, table=table, name=name, clock=lambda: now)
 
 
 def diagnose_conflicts(table, timeline, config: WriteConfig, inst: Instant, *,

@@ -53,6 +53,7 @@ from airflow_hudi_occ.core.table.file_system_view import (TimelineCompletionView
 from airflow_hudi_occ.core.format.layout import BaseFile
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.instant_time import process_generator
+from airflow_hudi_occ.core.catalog.sync import sync_after_commit
 from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.table.time_travel import read_clean_plan as _read_plan
@@ -87,14 +88,19 @@ class CleanResult:
     pruned_abort_signals: list[str] = field(default_factory=list)
     dry_run: bool = False
     planned_files: list[str] = field(default_factory=list)
+    #: the catalog sync after the clean (core/catalog/sync.SyncReport), if one ran
+    catalog_sync: object | None = None
 
     def to_json(self) -> dict:
-        return {"clean_instant": self.clean_instant, "policy": self.policy,
-                "earliest_commit_to_retain": self.earliest_commit_to_retain,
-                "deleted_files": self.deleted_files, "failed_files": self.failed_files,
-                "rolled_back": self.rolled_back, "pruned_attempt_records": self.pruned_attempt_records,
-                "pruned_abort_signals": self.pruned_abort_signals, "dry_run": self.dry_run,
-                "planned_files": self.planned_files}
+        out = {"clean_instant": self.clean_instant, "policy": self.policy,
+               "earliest_commit_to_retain": self.earliest_commit_to_retain,
+               "deleted_files": self.deleted_files, "failed_files": self.failed_files,
+               "rolled_back": self.rolled_back, "pruned_attempt_records": self.pruned_attempt_records,
+               "pruned_abort_signals": self.pruned_abort_signals, "dry_run": self.dry_run,
+               "planned_files": self.planned_files}
+        if self.catalog_sync is not None:
+            out["catalog_sync"] = self.catalog_sync.to_json()
+        return out
 
 
 def clean_config(config: CleanConfig | WriteConfig | Mapping[str, Any] | None) -> CleanConfig:
@@ -269,7 +275,7 @@ def _execute(table, lm, gen, inst: Instant, plan: CleanerPlan, config: WriteConf
                 lm.check_held()
                 change = FilesChange.of_clean(meta)
                 blocks = files_block(change)  # and the deleted files' column stats tombstones
-                blocks.update(clean_stats_blocks(table, state, change.deleted, config.options, timeline=timeline))
+                blocks.update(clean_stats_blocks(table, state, change.deleted, config.metadata, timeline=timeline))
                 done = write_metadata_deltacommit(table, inst.requested_time, blocks, gen.new_time(floor=floor))
                 floor = max(floor or "", done.completion_time or "")
             completion = gen.new_time(floor=floor)
@@ -360,8 +366,13 @@ def run_clean(table, config: CleanConfig | WriteConfig | Mapping[str, Any] | Non
                                               clean_instant=instant_done)
     e = plan.earliest_instant_to_retain if plan is not None else None
     log.info("clean %s: %d files deleted, %d writers rolled back", instant_done, len(deleted), len(rolled))
-    return CleanResult(instant_done, cfg.policy.value, e[0] if e else None, deleted, failed, rolled,
-                       records, signals)
+    res = CleanResult(instant_done, cfg.policy.value, e[0] if e else None, deleted, failed, rolled,
+                      records, signals)
+    if instant_done is not None:
+        # a clean may empty partitions (their file groups replaced by an overwrite): the catalog
+        # drops them now, as every other action's sync does (core/catalog/sync)
+        res.catalog_sync = sync_after_commit(table, cfg.write, instant_done)
+    return res
 
 
 __all__ = ["run_clean", "plan_clean", "CleanResult",

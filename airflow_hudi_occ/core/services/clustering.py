@@ -53,7 +53,6 @@ from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 from airflow_hudi_occ.core.table.file_system_view import relative_path
 from airflow_hudi_occ.core.concurrency.clustering_gate import pending_clustering_file_groups
 from airflow_hudi_occ.core.table.timeline import create_requested
-from airflow_hudi_occ.core.format.bucket_index import bucket_config
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.commit.rollback import files_of_instant
 from airflow_hudi_occ.core.format.base_file import new_file_id, read_parquet, with_meta_columns, write_parquet, write_token
@@ -187,7 +186,7 @@ def _refuse_bucket_index(table, cfg: ClusteringConfig) -> None:
     index a record's file group *is* its bucket (the file id's prefix), so clustered records
     would become unreachable by the index and the next upsert would duplicate them. Java Hudi
     refuses to cluster such tables too."""
-    if table.config.bucket_num or bucket_config(cfg.write.options):
+    if table.config.bucket_num or cfg.write.index.buckets:
         raise ConfigError(
             "clustering is not supported on a table with the bucket index: records would leave "
             "their bucket's file group", key="hoodie.index.type", value="BUCKET",
@@ -373,7 +372,7 @@ class ArrowClustering(ClusteringWork):
                                              commit_times=chunk.column(COMMIT_TIME).to_pylist())
                 else:  # virtual keys: the rows as they are, no meta columns
                     full = chunk
-                size = write_parquet(table.storage, rel, full)
+                size = write_parquet(table.storage, rel, full, tx.config.parquet)
                 stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, num_writes=full.num_rows,
                                        num_inserts=full.num_rows, file_size_in_bytes=size,
                                        total_write_bytes=size))

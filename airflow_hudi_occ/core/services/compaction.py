@@ -311,12 +311,13 @@ class CompactionResult:
 
 
 def compact_file_slice(table, instant_time: str, op: CompactionOperation, completion: CompletionTimes,
-                       *, token: str, create_marker, check_abort=None) -> WriteStat:
+                       *, token: str, create_marker, check_abort=None, parquet=None) -> WriteStat:
     """Merge one plan operation (base + exactly the plan's log files) into the compaction's new
     base file, behind its marker: the per-slice step any executor runs (the Arrow one here, one
     Spark task per slice in spark/compaction.py). ``create_marker(partition, name, io_type)``
     and ``check_abort()`` are the caller's (a transaction in-process, the markers and the abort
-    signal on a Spark executor); ``token`` makes each attempt's file name distinct."""
+    signal on a Spark executor); ``token`` makes each attempt's file name distinct; ``parquet``:
+    the base file's ``hoodie.parquet.*`` settings (a ParquetConfig; None: the defaults)."""
     # a log-only slice (NBCC's new bucket) is merged from its logs alone into the first base file
     base = parse_base_file_name(op.data_file_name, op.partition_path) if op.data_file_name else None
     logs = tuple(LogFileName.parse(n) for n in op.delta_file_names)
@@ -332,7 +333,7 @@ def compact_file_slice(table, instant_time: str, op: CompactionOperation, comple
     # records keep their commit time and sequence number; only the file they live in changes
     i = merged.schema.get_field_index(FILE_NAME)
     merged = merged.set_column(i, FILE_NAME, pa.array([name] * merged.num_rows, pa.string()))
-    size = write_parquet(table.storage, rel, merged)
+    size = write_parquet(table.storage, rel, merged, parquet)
     log_size = int(op.metrics.get("TOTAL_LOG_FILES_SIZE", 0))
     return WriteStat(file_id=op.file_id, path=rel, partition_path=op.partition_path,
                      prev_commit=op.base_instant_time, num_writes=merged.num_rows,
@@ -380,7 +381,7 @@ class ArrowCompaction(CompactionWork):
         completion = CompletionTimes(FileSystemView(self.table, timeline))
         return [compact_file_slice(self.table, tx.instant_time, op, completion,
                                    token=write_token(0, 0, tx.attempt), create_marker=tx.create_marker,
-                                   check_abort=tx.check_abort)
+                                   check_abort=tx.check_abort, parquet=tx.config.parquet)
                 for op in ops]
 
 

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from airflow_hudi_occ.core.commit import attempt_log
-from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise
+from airflow_hudi_occ.core.catalog.sync import check_sync_client
+from airflow_hudi_occ.core.commit.pipeline import Failure, abort_and_raise, after_commit
 from airflow_hudi_occ.core.commit.transaction import CommitResult, Snapshot, TransactionState, WriteTransaction
 from airflow_hudi_occ.core.concurrency.heartbeat import Heartbeat
 from airflow_hudi_occ.core.errors import InstantStateError
@@ -198,6 +199,7 @@ def run_scheduled(work: ScheduledWork, instant: str | None = None, *,
     """Adopt the scheduled ``instant`` (default: the earliest pending one of the service),
     execute it and commit it; on any failure roll it back and raise."""
     t0 = time.time()
+    check_sync_client(work.config.write)
     tx = work.transaction()
     plan = tx.adopt(instant)
     try:
@@ -207,9 +209,10 @@ def run_scheduled(work: ScheduledWork, instant: str | None = None, *,
             before_commit(tx)
         res = tx.commit(done.stats, schema=work.schema(tx), replaced=done.replaced,
                         extra_metadata=work.extra_metadata)
-        return ScheduledOutcome(res, done, time.time() - t0)
     except BaseException as e:
         abort_and_raise(tx, e, work.failure(tx, e), lambda f: work.after_abort(tx, f))
+    # Outside the attempt: the instant is complete whatever the catalog sync does.
+    return ScheduledOutcome(after_commit(work.table, work.config.write, res), done, time.time() - t0)
 
 
 __all__ = ["ScheduledInstantTransaction", "ScheduledWork", "Executed", "ScheduledOutcome",

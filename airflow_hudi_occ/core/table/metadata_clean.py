@@ -32,8 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from airflow_hudi_occ.core.config import (CLEAN_COMMITS_RETAINED, CLEAN_FILE_VERSIONS_RETAINED, CLEAN_POLICY,
-                                          CleanPolicy)
+from airflow_hudi_occ.core.config import CleanConfig, CleanPolicy
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
 from airflow_hudi_occ.core.format.log_file import LogFileName
 from airflow_hudi_occ.core.format.metadata import CleanerPlan, CleanMetadata
@@ -54,12 +53,13 @@ class _Slice:
     pending: bool = False
 
 
-def retention(options) -> tuple[CleanPolicy, int]:
-    """The metadata table's clean policy and how many commits / versions it keeps."""
-    policy = CLEAN_POLICY.get(options)
+def retention(config: CleanConfig) -> tuple[CleanPolicy, int]:
+    """The metadata table's clean policy and how many commits / versions it keeps, from the
+    data table's clean config."""
+    policy = config.policy
     if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
-        return policy, int(math.ceil(CLEAN_FILE_VERSIONS_RETAINED.get(options) * 1.2))
-    return policy, int(max(float(MIN_RETAINED_COMMITS), CLEAN_COMMITS_RETAINED.get(options) * 1.2))
+        return policy, int(math.ceil(config.file_versions_retained * 1.2))
+    return policy, int(max(float(MIN_RETAINED_COMMITS), config.commits_retained * 1.2))
 
 
 def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
@@ -90,9 +90,9 @@ def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
     return {fid: [s for _, s in sorted(sl.items(), reverse=True)] for fid, sl in groups.items()}
 
 
-def plan_clean(mdt, timeline, options) -> CleanerPlan | None:
+def plan_clean(mdt, timeline, config: CleanConfig) -> CleanerPlan | None:
     """The clean Java would plan on the metadata table now (see the module doc), or None."""
-    policy, keep = retention(options)
+    policy, keep = retention(config)
     writes = [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
     earliest: Instant | None = None
     if policy is CleanPolicy.KEEP_LATEST_COMMITS:
@@ -127,9 +127,10 @@ def _execute(mdt, inst_time: str, plan: CleanerPlan, completion_time: Callable[[
     complete(mdt, inflight, completion_time(), meta.encode())
 
 
-def clean_if_needed(mdt, config, new_time: Callable[[], str]) -> str | None:
+def clean_if_needed(mdt, config: CleanConfig, new_time: Callable[[], str]) -> str | None:
     """Finish a pending clean of the metadata table, then clean when the gate allows it and
-    something is to go; the clean's instant, or None. The caller holds the table lock."""
+    something is to go (``config``: the data table's clean config); the clean's instant, or
+    None. The caller holds the table lock."""
     timeline = mdt.timeline()
     for inst in [i for i in timeline.pending() if i.action is Action.CLEAN]:
         path = timeline.file_path(Instant(inst.requested_time, Action.CLEAN, State.REQUESTED))
@@ -139,7 +140,7 @@ def clean_if_needed(mdt, config, new_time: Callable[[], str]) -> str | None:
     if compactions and sum(1 for i in timeline.completed()
                            if i.requested_time > compactions[-1].requested_time) < INSTANTS_AFTER_COMPACTION:
         return None
-    plan = plan_clean(mdt, timeline, config.options)
+    plan = plan_clean(mdt, timeline, config)
     if plan is None:
         return None
     t = new_time()

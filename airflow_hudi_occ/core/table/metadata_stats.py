@@ -63,7 +63,7 @@ from typing import Iterable, Mapping
 
 import pyarrow.parquet as pq
 
-from airflow_hudi_occ.core.config import COLUMN_STATS_COLUMN_LIST, COLUMN_STATS_MAX_COLUMNS
+from airflow_hudi_occ.core.config import MetadataTableConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
                                                               META_COLUMNS, META_COLUMNS_INDEXED,
@@ -107,22 +107,22 @@ def _kind(avro) -> str:
     return avro
 
 
-def columns_to_index(schema_json: str | None, options: Mapping, *, meta_fields: bool,
+def columns_to_index(schema_json: str | None, config: MetadataTableConfig, *, meta_fields: bool,
                      version: int = 2) -> list[str]:
     """Java's columns for the commit's writer schema (see the module doc), in Java's order,
-    under index ``version``."""
+    under index ``version``; ``config``: the writer's column list and cap."""
     meta = list(META_COLUMNS_INDEXED) if meta_fields else []
     if not schema_json:
         return meta
     fields = json.loads(schema_json).get("fields", [])
     kinds = {f["name"]: _kind(f["type"]) for f in fields}
-    listed = COLUMN_STATS_COLUMN_LIST.get(options)
+    listed = config.column_stats_columns
     if listed:
         chosen = [c for c in listed if c not in META_COLUMNS_INDEXED and c in kinds
                   and _supported(kinds[c], version)]
     else:
         chosen = [n for n in kinds if n not in META_COLUMNS and _supported(kinds[n], version)]
-        chosen = chosen[:COLUMN_STATS_MAX_COLUMNS.get(options)]
+        chosen = chosen[:config.column_stats_max_columns]
     return meta + chosen
 
 
@@ -311,7 +311,7 @@ def _latest_files(table, timeline, partition: str, written, instant_time: str,
     return out
 
 
-def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, options: Mapping, *,
+def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, config: MetadataTableConfig, *,
                  timeline=None, instant_time: str = "") -> dict[tuple[str, str], dict[str, dict]]:
     """``(metadata partition, file id) -> {HFile key: record}`` for the stats partitions the
     metadata table has, for an action with ``metadata`` (its write stats and its writer
@@ -327,7 +327,7 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     written = [s for s in metadata.write_stats() if s.path and _indexed(s)]
     versions = {p: index_version(table, p) for p in wanted}
     meta_fields = table.config.populates_meta_fields
-    columns = {p: columns_to_index(metadata.schema, options, meta_fields=meta_fields, version=versions[p])
+    columns = {p: columns_to_index(metadata.schema, config, meta_fields=meta_fields, version=versions[p])
                for p in wanted}
     every = list(dict.fromkeys(c for cols in columns.values() for c in cols))
     new_ranges: dict[str, list[ColumnRange]] = {}
@@ -361,7 +361,8 @@ def stats_blocks(table, state: MetadataTableState, metadata: CommitMetadata, opt
     return blocks
 
 
-def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, Iterable[str]], options: Mapping,
+def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, Iterable[str]],
+                       config: MetadataTableConfig,
                        *, timeline=None) -> dict[tuple[str, str], dict[str, dict]]:
     """A clean's ``column_stats`` records: a tombstone (``isDeleted``) for every indexed column
     of every file it deleted, the columns those of the table's latest schema, as Java's
@@ -373,7 +374,7 @@ def clean_stats_blocks(table, state: MetadataTableState, deleted: Mapping[str, I
     last = timeline.last_completed_write()
     schema = timeline.commit_metadata(last).schema if last is not None else None
     version = index_version(table, COLUMN_STATS_PARTITION)
-    columns = columns_to_index(schema, options, meta_fields=table.config.populates_meta_fields, version=version)
+    columns = columns_to_index(schema, config, meta_fields=table.config.populates_meta_fields, version=version)
     records = {column_stats_key(partition, name, column): deleted_column_stats_record(name, column,
                                                                                       index_version=version)
                for partition, names in deleted.items() for name in names for column in columns}

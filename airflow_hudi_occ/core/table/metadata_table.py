@@ -83,7 +83,8 @@ class MetadataTableState:
 
     partitions: tuple[str, ...] = ()
     inflight_partitions: tuple[str, ...] = ()
-    folder_exists: bool = False
+    #: None: not looked for (:func:`judged_state`, where the judgement cannot depend on it)
+    folder_exists: bool | None = False
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +93,7 @@ class MetadataTableState:
 
     @property
     def present(self) -> bool:
-        return self.enabled or self.folder_exists
+        return self.enabled or bool(self.folder_exists)
 
     def describe(self) -> str:
         if self.enabled:
@@ -115,6 +116,19 @@ def metadata_table_state(table) -> MetadataTableState:
     props = table.config.properties
     return MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)),
                               table.storage.exists(table.storage.path(METADATA_FOLDER)))
+
+
+def judged_state(table, config) -> MetadataTableState:
+    """:func:`metadata_table_state` for :func:`judge_metadata_table` alone, without the
+    ``exists`` call (two requests on S3) where the judgement cannot depend on the folder: its
+    existence matters only on a table whose properties list no metadata partition, to a writer
+    with ``hoodie.metadata.enable=false`` (which removes a leftover folder); elsewhere
+    ``folder_exists`` is None (not looked for)."""
+    props = table.config.properties
+    state = MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)), None)
+    if state.enabled or config.metadata.enable:
+        return state
+    return metadata_table_state(table)
 
 
 def remove_metadata_table(table) -> MetadataTableState:
@@ -183,16 +197,15 @@ def maintains_files(state: MetadataTableState, config, *, files_writer: bool, st
     ``stats_writer=False`` narrows it to ``files`` alone, for a caller that cannot write
     stats records. A record index or a secondary index is refused whoever writes."""
     kept = set(MAINTAINED_PARTITIONS) if stats_writer else {FILES_PARTITION}
-    return (files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", True)
+    return (files_writer and config.metadata.enable and config.metadata.maintain_files
             and FILES_PARTITION in state.partitions and set(state.partitions) <= kept
             and not state.inflight_partitions)
 
 
 def judge_metadata_table(table, config, state: MetadataTableState | None = None, *,
                          files_writer: bool = False, stats_writer: bool = True) -> bool:
-    """Whether a writer with ``config`` (its ``metadata_enable``,
-    ``metadata_auto_delete_partitions``, ``metadata_delete_unmaintained`` and
-    ``metadata_maintain_files``) must remove the metadata table before it writes; raises
+    """Whether a writer with ``config`` (its ``metadata`` part: ``enable``,
+    ``auto_delete_partitions``, ``delete_unmaintained`` and ``maintain_files``) must remove the metadata table before it writes; raises
     (changing nothing) when it must not write at all. ``files_writer``: the caller writes the
     listing's deltacommit when :func:`maintains_files` says so, ``stats_writer`` its stats
     records too. See the module doc."""
@@ -200,23 +213,23 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
     if not state.present:
         return False
     if not state.enabled:  # a removal's leftover folder: no reader uses it
-        return not config.metadata_enable and config.metadata_auto_delete_partitions
+        return not config.metadata.enable and config.metadata.auto_delete_partitions
     if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
         return False
     every = tuple(dict.fromkeys(state.partitions + state.inflight_partitions))
     unmaintained = unmaintained_partitions(state)
-    if stats_writer and files_writer and config.metadata_enable and getattr(config, "metadata_maintain_files", True):
+    if stats_writer and files_writer and config.metadata.enable and config.metadata.maintain_files:
         # with the switch on, a stats writer keeps the stats partitions; what is left refuses
         # (complete ones: a partition being built is not ours to keep)
         unmaintained = tuple(p for p in unmaintained
                              if p not in MAINTAINED_PARTITIONS or p in state.inflight_partitions)
     where = f"table {table.name} at {table.base_uri}"
-    if unmaintained and (config.metadata_enable or not config.metadata_delete_unmaintained):
+    if unmaintained and (config.metadata.enable or not config.metadata.delete_unmaintained):
         hints = "; ".join(f"{p}: {_hint(p)}" for p in unmaintained)
         veto = (f" ({AUTO_DELETE_KEY}=false forbids that too, so only the first way is open)"
-                if not config.metadata_auto_delete_partitions else "")
+                if not config.metadata.auto_delete_partitions else "")
         stats_note = ""
-        if (config.metadata_enable and getattr(config, "metadata_maintain_files", True)
+        if (config.metadata.enable and config.metadata.maintain_files
                 and set(unmaintained) & set(MAINTAINED_PARTITIONS)):
             stats_note = ("; column_stats and partition_stats are kept only by the core "
                           "copy-on-write commits, clean and rollback, not yet by this action")
@@ -232,13 +245,13 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "writer delete the whole metadata table, these partitions included, as a Java "
                    "writer with the metadata table disabled does (Java rebuilds an index only "
                    "when a writer enables it again, reading the whole table)" + veto)
-    if config.metadata_enable:
+    if config.metadata.enable:
         switch = ("; hoodie.occ.metadata.files.maintain=true (the default) keeps complete files, "
                   "column_stats and partition_stats partitions for every action that writes the "
                   "listing (writes, clean, rollback, compaction, clustering, the data table's "
                   "archival), and this call is not one of "
                   "them, or the metadata table is still being built"
-                  if getattr(config, "metadata_maintain_files", True) else
+                  if config.metadata.maintain_files else
                   "; hoodie.occ.metadata.files.maintain=false turned keeping it off")
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) that this writer cannot "
@@ -248,7 +261,7 @@ def judge_metadata_table(table, config, state: MetadataTableState | None = None,
                    "(as Java Hudi does; every writer of the table must then run with it "
                    "disabled, and Java rebuilds it if one turns it back on), or write this "
                    "table with Java Hudi only")
-    if not config.metadata_auto_delete_partitions:
+    if not config.metadata.auto_delete_partitions:
         raise MetadataTableEnabledError(
             f"{where} has a Hudi metadata table ({', '.join(every)}) and {AUTO_DELETE_KEY}=false "
             "forbids deleting it; Java with that setting keeps writing the metadata table even "
@@ -271,7 +284,7 @@ def guard_metadata_table(table, config, *, files_writer: bool = False,
     return state
 
 
-__all__ = ["MetadataTableState", "metadata_table_state", "remove_metadata_table",
+__all__ = ["MetadataTableState", "metadata_table_state", "judged_state", "remove_metadata_table",
            "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
            "UNMAINTAINED_HINTS", "MAINTAINED_PARTITIONS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]

@@ -318,7 +318,7 @@ def read_file_slice(table: Table, fs: MergeFileSlice, completion: _Completion | 
         elif b.block_type is BlockType.DELETE:
             delete_after[-1].extend(read_delete_records(b))
     rows = pa.concat_tables(parts, promote_options="permissive")
-    ordering = table.config.precombine_field
+    ordering = table.config.ordering_field  # None under COMMIT_TIME_ORDERING: the later write wins
     if ordering not in rows.column_names:
         ordering = None
     keys = rows.column("_hoodie_record_key").to_pylist()

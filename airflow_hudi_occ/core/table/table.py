@@ -30,6 +30,8 @@ from airflow_hudi_occ.core.format.layout import META_FOLDER, PARTITION_METADATA_
 from airflow_hudi_occ.core.format.properties import parse_properties, render_properties, table_checksum
 from airflow_hudi_occ.core.format.partition_path import URL_ENCODE_KEY
 from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.format.versioned import current_version, read_versioned, supports_versioned_writes
+from airflow_hudi_occ.core.config import PAYLOAD_MERGE_MODES, RecordMergeMode
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
 from airflow_hudi_occ.core.table.timeline import Timeline
@@ -116,6 +118,38 @@ class TableConfig:
     def precombine_field(self) -> str | None:
         return (self.properties.get("hoodie.table.precombine.field")
                 or self.properties.get("hoodie.table.ordering.fields") or None)
+
+    @property
+    def merge_mode(self) -> RecordMergeMode:
+        """How the table's records merge: ``hoodie.record.merge.mode`` as the table records it;
+        a table without it (created before Hudi 1.0) by its payload class, else by whether it
+        has an ordering field, as Hudi infers it. A mode this project does not implement
+        (CUSTOM) is refused, naming the table."""
+        raw = (self.properties.get("hoodie.record.merge.mode") or "").strip().upper()
+        if raw:
+            try:
+                return RecordMergeMode(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"table {self.name} merges its records with hoodie.record.merge.mode={raw}, "
+                    "which this project does not implement", key="hoodie.record.merge.mode", value=raw,
+                    remedy="write this table with Java Hudi (HudiJavaWriteOperator, docs/java-engine.md)"
+                ) from None
+        payload = (self.properties.get("hoodie.compaction.payload.class")
+                   or self.properties.get("hoodie.table.legacy.payload.class") or "").strip()
+        if payload in PAYLOAD_MERGE_MODES:
+            return PAYLOAD_MERGE_MODES[payload]
+        return (RecordMergeMode.EVENT_TIME_ORDERING if self.precombine_field
+                else RecordMergeMode.COMMIT_TIME_ORDERING)
+
+    @property
+    def ordering_field(self) -> str | None:
+        """The field merges compare (core/commit/merge.py): the precombine (ordering) field
+        under EVENT_TIME_ORDERING; None under COMMIT_TIME_ORDERING, where the later write wins
+        whatever the field holds."""
+        if self.merge_mode is RecordMergeMode.COMMIT_TIME_ORDERING:
+            return None
+        return self.precombine_field
 
     @property
     def populates_meta_fields(self) -> bool:
@@ -307,6 +341,8 @@ class Table:
     def __init__(self, storage: Storage, config: TableConfig):
         self.storage = storage
         self.config = config
+        #: what identifies the hoodie.properties last read by reload_config (None: unknown)
+        self._properties_key = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -406,19 +442,58 @@ class Table:
         """Re-read ``hoodie.properties`` (another writer may have upgraded the table or given it
         a metadata table since this object was opened); the table object then uses it.
         Locally an unchanged file (same inode, size and mtime: every change replaces it by a
-        rename) is not parsed again."""
+        rename) is not parsed again; on S3 the file is read with its ETag (one GET). Either
+        is remembered, so :meth:`properties_unchanged` can confirm later, under the table
+        lock, that the file is still the one read here."""
+        path = self.storage.path(META_FOLDER, PROPERTIES_FILE)
         key = None
         if self.storage.is_local:
             try:
-                st = os.stat(self.storage.path(META_FOLDER, PROPERTIES_FILE))
+                st = os.stat(path)
                 key = (st.st_ino, st.st_size, st.st_mtime_ns)
             except OSError:
                 key = None
-        if key is not None and key == getattr(self, "_properties_key", None):
-            return self.config
-        self.config = TableConfig(read_properties(self.storage))
+            if key is not None and key == self._properties_key:
+                return self.config
+            props = read_properties(self.storage)
+        elif supports_versioned_writes(self.storage):
+            try:
+                data, key = self.storage.run(path, read_versioned)
+                props, problem = properties_problem(data)
+            except FileNotFoundError:
+                problem = "it is missing"
+            if problem is not None:  # the backup, as Java's reader falls back to it
+                key, props = None, read_properties(self.storage)
+        else:
+            props = read_properties(self.storage)
+        if key is not None and self.storage.is_local:
+            # the file read may have been the backup (the main one unusable): no key then
+            key = key if properties_problem(self.storage.read(path))[1] is None else None
+        self.config = TableConfig(props)
         self._properties_key = key
         return self.config
+
+    @property
+    def properties_version(self):
+        """What identifies the ``hoodie.properties`` :meth:`reload_config` last read; None when
+        unknown (not read yet, read from the backup, or a store that cannot tell)."""
+        return self._properties_key
+
+    def properties_unchanged(self) -> bool:
+        """Whether ``hoodie.properties`` is still the file :meth:`reload_config` last read (not
+        its backup): locally one ``stat``, on S3 one HEAD (its ETag). False when the storage
+        cannot tell, or when the last read fell back to the backup. How a writer confirms under
+        the table lock what it judged before taking it (:mod:`.write_guard`)."""
+        if self._properties_key is None:
+            return False
+        path = self.storage.path(META_FOLDER, PROPERTIES_FILE)
+        if self.storage.is_local:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            return (st.st_ino, st.st_size, st.st_mtime_ns) == self._properties_key
+        return self.storage.run(path, current_version) == self._properties_key
 
     def recover_properties(self) -> None:
         """Finish a properties change a dead writer left (as Java's ``recoverIfNeeded``): with

@@ -322,6 +322,21 @@ def create_requested(table, instant: Instant, data: bytes = b"") -> None:
                                        "the table lock") from None
 
 
+def cache_commit_metadata(table, instant: Instant, data: bytes) -> None:
+    """Put a completed write's metadata (its file's bytes) in the process cache that
+    :meth:`Timeline.commit_metadata` reads: the writer that completed it reads its own commit
+    back at its next write (the schema, conflict candidates), and on an object store that is
+    a request saved each time."""
+    if not instant.is_completed:
+        return
+    path = _timeline_path(table, instant)
+    meta = CommitMetadata.decode(data, path)
+    with _CACHE_LOCK:
+        _META_CACHE[(table.base_uri, path)] = meta
+        if len(_META_CACHE) > _META_CACHE_SIZE:
+            _META_CACHE.popitem(last=False)
+
+
 def transition_to_inflight(table, instant: Instant, data: bytes = b"") -> Instant:
     inflight = Instant(instant.requested_time, instant.action, State.INFLIGHT)
     try:

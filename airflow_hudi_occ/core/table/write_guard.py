@@ -6,15 +6,28 @@ on properties read afresh, at both ends of every instant this project writes (be
 completion of writes, clustering, clean and rollback): the version is one this writer writes
 (upgraded if the writer asks for it, :mod:`.table_version`), no enabled metadata table is
 left behind stale (:mod:`.metadata_table`), and a metadata table this writer keeps is the
-table's own, not another table's copied in (:mod:`.metadata_trust`). It costs one small read
-per instant, and one listing of the metadata table's timeline when the writer keeps it.
+table's own, not another table's copied in (:mod:`.metadata_trust`).
+
+Every storage request made under the table lock costs every writer of the table its latency
+(issue 43: 20 to 50 ms on an object store), so a write transaction splits the check in two:
+:func:`check_before_lock` makes the whole judgement before the lock, reading what it needs and
+changing nothing, and :func:`confirm_under_lock` confirms under the lock, with one request
+(S3: a HEAD of ``hoodie.properties``; locally a ``stat``), that the properties it judged are
+still the table's; only when they are not, or when the judgement found something to change
+(a properties change a dead writer left, a metadata table to remove, an upgrade), does
+:func:`prepare_for_write` run in full under the lock. Why the one request is enough: every
+change these checks look for is a change of ``hoodie.properties`` (Java's upgrade, a metadata
+table enabled or removed: the partitions are listed there), made under the table lock; what is
+not (a metadata folder left without partitions by a Java bootstrap that died) is ignored by
+every reader and judged again by the next write.
 """
 
 from __future__ import annotations
 
 from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guard_metadata_table,
-                                                        judge_metadata_table, maintains_files,
-                                                        metadata_table_state)
+                                                        judge_metadata_table, judged_state,
+                                                        maintains_files, metadata_table_state)
+from airflow_hudi_occ.core.table.merge_mode import check_merge_mode
 from airflow_hudi_occ.core.table.metadata_trust import check_own_metadata_table
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
@@ -34,11 +47,48 @@ def prepare_for_write(table, config, *, files_writer: bool = False,
     table.recover_properties()
     table.reload_config()
     table.require_writable()
+    check_merge_mode(table, config)
     state = guard_metadata_table(table, config, files_writer=files_writer, stats_writer=stats_writer)
     if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
         check_own_metadata_table(table)  # never append to another table's metadata table
     ensure_write_version(table, config.write_table_version, config.auto_upgrade)
     return state
+
+
+def check_before_lock(table, config, *, files_writer: bool = False,
+                      stats_writer: bool = True) -> MetadataTableState | None:
+    """:func:`prepare_for_write`'s judgement before the table lock, changing nothing: the
+    metadata table's state when :func:`prepare_for_write` would change nothing on the table as
+    it is now (confirm it under the lock with :func:`confirm_under_lock`), None when it would
+    change something (the properties read from their backup, a metadata table to remove, an
+    upgrade; the caller then runs :func:`prepare_for_write` under the lock). Raises what
+    :func:`prepare_for_write` raises, before any instant exists."""
+    table.reload_config()
+    table.require_writable()
+    check_merge_mode(table, config)
+    state = judged_state(table, config)
+    if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
+        return None  # a removal: under the lock
+    if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
+        check_own_metadata_table(table)
+    wanted, have = config.write_table_version, table.config.version
+    if wanted is not None and wanted != have:
+        if wanted < have or not config.auto_upgrade:
+            ensure_write_version(table, wanted, config.auto_upgrade)  # raises before any change
+        return None  # an upgrade: under the lock
+    if table.properties_version is None:  # read from the backup, or a store that cannot tell
+        return None
+    return state
+
+
+def confirm_under_lock(table, config, seen: MetadataTableState | None, *, files_writer: bool = False,
+                       stats_writer: bool = True) -> MetadataTableState:
+    """Under the table lock: ``seen`` (from :func:`check_before_lock`) when ``hoodie.properties``
+    is still the file judged then (one request: see the module doc), else
+    :func:`prepare_for_write` in full."""
+    if seen is not None and table.properties_unchanged():
+        return seen
+    return prepare_for_write(table, config, files_writer=files_writer, stats_writer=stats_writer)
 
 
 def check_for_write(table, config, *, files_writer: bool = True, stats_writer: bool = True) -> None:
@@ -47,6 +97,7 @@ def check_for_write(table, config, *, files_writer: bool = True, stats_writer: b
     through the core transaction and keeps the listing and the stats): raises what
     :func:`prepare_for_write` would raise on the table as it is now."""
     table.require_writable()
+    check_merge_mode(table, config)
     state = metadata_table_state(table)
     judge_metadata_table(table, config, state, files_writer=files_writer,  # raises, changes nothing
                          stats_writer=stats_writer)
@@ -59,4 +110,4 @@ def check_for_write(table, config, *, files_writer: bool = True, stats_writer: b
         nine_properties(table.config.properties)  # raises for a payload this writer cannot carry
 
 
-__all__ = ["prepare_for_write", "check_for_write"]
+__all__ = ["prepare_for_write", "check_before_lock", "confirm_under_lock", "check_for_write"]

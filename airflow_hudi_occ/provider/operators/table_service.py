@@ -22,6 +22,7 @@ import json
 import os
 from typing import Any, Sequence
 
+from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.archival import run_archival
 from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
@@ -60,6 +61,8 @@ def _service_outcome(out: dict) -> str:
         return f"archived {len(out.get('archived') or [])}"
     if out.get("service") == "rollback":
         return f"rolled back {len(out.get('rolled_back') or [])}"
+    if out.get("service") == "sync":
+        return f"synced to {out.get('last_commit_time_sync') or '-'}"
     return "done" if _service_instant(out) else "nothing to do"
 
 
@@ -68,7 +71,9 @@ class HudiTableServiceOperator(BaseOperator):
     ``archive`` (old completed instants to the LSM history, Hudi's keep.min/max commits),
     ``cluster`` (planned here under the table lock, executed as a Spark job), or ``compact``
     (merge-on-read only: planned here under the lock when Hudi's trigger says so, executed by
-    the service job; on a copy-on-write table a no-op that says so).
+    the service job; on a copy-on-write table a no-op that says so), or ``sync`` (the table's
+    catalog, as a commit's sync does, from the ``hoodie.datasource.hive_sync.*`` options: the
+    catch-up after a metastore outage, docs/catalog-sync.md).
 
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
@@ -86,7 +91,7 @@ class HudiTableServiceOperator(BaseOperator):
     template_fields: Sequence[str] = ("table_path", "options", "instant")
     template_fields_renderers = {"options": "json"}
     ui_color = "#f0e0ff"
-    SERVICES = ("rollback", "clean", "archive", "cluster", "compact")
+    SERVICES = ("rollback", "clean", "archive", "cluster", "compact", "sync")
     #: the options are checked against this project's keys (a subclass for Java checks none)
     check_option_keys = True
 
@@ -172,6 +177,9 @@ class HudiTableServiceOperator(BaseOperator):
 
     def _archive(self, table, config, options, hook) -> dict:
         return {"service": "archive", **run_archival(table, config).to_json()}
+
+    def _sync(self, table, config, options, hook) -> dict:
+        return {"service": "sync", **sync_table(table, config, force=True).to_json()}
 
     def _cluster(self, table, config, options, hook) -> dict:
         request_id = None if self.instant else self._admit_clustering(table, config, options)

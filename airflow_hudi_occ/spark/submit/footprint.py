@@ -38,12 +38,11 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_hudi_occ.core.concurrency.footprint import BUCKET_PREFIX, EVERY_NEW_KEY, new_key_slot
-from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT
-from airflow_hudi_occ.core.format import partition_path as pp
-from airflow_hudi_occ.core.format.base_file import (KeyProbe, key_part_array, key_range, read_parquet_columns,
-                                                    record_key_array)
-from airflow_hudi_occ.core.format.bucket_index import bucket_config, bucket_id, hash_fields
+from airflow_hudi_occ.core.concurrency.footprint import (EVERY_NEW_KEY, bucket_reach, new_key_slot,
+                                                        partition_index)
+from airflow_hudi_occ.core.config import SMALL_FILE_LIMIT, IndexConfig
+from airflow_hudi_occ.core.format.base_file import KeyProbe, key_range, read_parquet_columns, record_key_array
+from airflow_hudi_occ.core.format.bucket_index import hash_fields
 from airflow_hudi_occ.core.format.storage import open_fs
 from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
@@ -90,26 +89,6 @@ def _read_batch(source: str, fmt: str, columns: list[str], storage_options: dict
     return pa.concat_tables([t.select(columns) for t in tables], promote_options="permissive")
 
 
-def _paths_of(batch: pa.Table, partition_fields: list[str], *, hive_style: bool,
-              url_encode: bool) -> tuple[list[str], pa.Array]:
-    """The distinct partition paths of the batch and, per row, the index of its path."""
-    n = batch.num_rows
-    if not partition_fields:
-        return [""], pa.array([0] * n, pa.int32())
-    cols = [pc.cast(batch.column(f), pa.string()).combine_chunks() for f in partition_fields]
-    tuples = list(zip(*(c.to_pylist() for c in cols)))
-    paths: dict[str, int] = {}
-    index = []
-    seen: dict[tuple, int] = {}
-    for t in tuples:
-        i = seen.get(t)
-        if i is None:
-            path = pp.partition_path(partition_fields, t, hive_style=hive_style, url_encode=url_encode)
-            i = seen[t] = paths.setdefault(path, len(paths))
-        index.append(i)
-    return list(paths), pa.array(index, pa.int32())
-
-
 def batch_partitions(source: str, fmt: str, partition_fields: list[str], *, hive_style: bool,
                      url_encode: bool, storage_options: dict | None = None,
                      max_files: int = MAX_FILES) -> list[str] | None:
@@ -122,7 +101,7 @@ def batch_partitions(source: str, fmt: str, partition_fields: list[str], *, hive
         batch = _read_batch(source, fmt, list(partition_fields), storage_options, max_files)
         if batch is None:
             return None
-        return sorted(_paths_of(batch, list(partition_fields), hive_style=hive_style,
+        return sorted(partition_index(batch, list(partition_fields), hive_style=hive_style,
                                 url_encode=url_encode)[0])
     except Exception as e:  # noqa: BLE001 - unknown is a safe answer; the job reads it properly
         log.info("the partitions of %s are unknown before submission (%s: %s)", source,
@@ -150,33 +129,25 @@ def batch_reach(table: Table, source: str, fmt: str, *, operation: str, options:
     if op not in REACH_OPERATIONS or not cfg.record_key_fields:
         return {}
     try:
-        buckets = bucket_config(options)
-        hashed = hash_fields(options, cfg.record_key_fields) if buckets else []
+        index_config = IndexConfig.from_options(options)
+        buckets = index_config.buckets
+        hashed = hash_fields(index_config, cfg.record_key_fields) if buckets else []
         if buckets is None and (cfg.table_type == MERGE_ON_READ or not cfg.populates_meta_fields):
             return {}
         columns = list(dict.fromkeys([*cfg.partition_fields, *cfg.record_key_fields, *hashed]))
         batch = _read_batch(source, fmt, columns, storage_options, max_files)
         if batch is None or batch.num_rows > max_rows:
             return {}
-        paths, index = _paths_of(batch, list(cfg.partition_fields), hive_style=cfg.hive_style_partitioning,
+        paths, index = partition_index(batch, list(cfg.partition_fields), hive_style=cfg.hive_style_partitioning,
                                  url_encode=cfg.url_encode_partitions)
         if buckets is not None:
-            return _bucket_reach(batch, paths, index, hashed, buckets)
+            return bucket_reach(batch, paths, index, hashed, buckets)
         keys = record_key_array(batch, cfg.record_key_fields)
         return _lookup_reach(table, paths, index, keys, op, SMALL_FILE_LIMIT.get(options), max_stored_keys)
     except Exception as e:  # noqa: BLE001 - no reach is the safe answer (partitions decide)
         log.info("the file groups %s can touch are unknown before submission (%s: %s)", source,
                  type(e).__name__, e)
         return {}
-
-
-def _bucket_reach(batch: pa.Table, paths: list[str], index: pa.Array, hashed: list[str],
-                  buckets: int) -> dict[str, list[str]]:
-    cols = [key_part_array(batch.column(f)).to_pylist() for f in hashed]
-    out: dict[str, set[str]] = {p: set() for p in paths}
-    for i, vals in zip(index.to_pylist(), zip(*cols)):
-        out[paths[i]].add(f"{BUCKET_PREFIX}{bucket_id(vals, buckets):08d}")
-    return {p: sorted(g) for p, g in out.items()}
 
 
 def _lookup_reach(table: Table, paths: list[str], index: pa.Array, keys: pa.Array, op: str,

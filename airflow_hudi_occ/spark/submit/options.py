@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from airflow_hudi_occ.core.commit.write_options import check_write_options
-from airflow_hudi_occ.core.config import (BUCKET_NUM, COMBINE_BEFORE_INSERT, HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,
+from airflow_hudi_occ.core.config import (HIVE_STYLE, INDEX_TYPE, URL_ENCODE, MAX_FILE_SIZE,
                                           POPULATE_META_FIELDS,
                                           OPERATION, OPERATIONS, PARTITION_PATH, PRECOMBINE,
                                           RECORD_KEY, RECORD_SIZE_ESTIMATE, SMALL_FILE_LIMIT,
@@ -88,19 +88,16 @@ class SparkWriteOptions:
             max_file_size=MAX_FILE_SIZE.get(opts),
             small_file_limit=SMALL_FILE_LIMIT.get(opts),
             record_size_estimate=RECORD_SIZE_ESTIMATE.get(opts),
-            index_type=INDEX_TYPE.get(opts),
-            bucket_num=BUCKET_NUM.get(opts),
+            index_type=write_config.index.type,  # the index keys, parsed (and checked) once there
+            bucket_num=write_config.index.num_buckets,
             write_config=write_config,
             options=opts,
-            combine_before_insert=COMBINE_BEFORE_INSERT.get(opts),
+            combine_before_insert=write_config.combine_before_insert,
             populate_meta_fields=POPULATE_META_FIELDS.get(opts),
         )
         if o.max_file_size <= 0 or o.record_size_estimate <= 0:
             raise ConfigError("file and record sizes must be positive", key=MAX_FILE_SIZE.key,
                               value=o.max_file_size)
-        if o.index_type == "BUCKET" and o.bucket_num <= 0:
-            raise ConfigError("the bucket index needs a positive number of buckets",
-                              key=BUCKET_NUM.key, value=o.bucket_num)
         return o
 
     def with_operation(self, operation: str | None) -> "SparkWriteOptions":

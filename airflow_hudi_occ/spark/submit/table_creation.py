@@ -16,6 +16,7 @@ import posixpath
 import re
 
 from airflow_hudi_occ.core.errors import TableNotFoundError
+from airflow_hudi_occ.core.table.merge_mode import creation_properties
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.submit.options import SparkWriteOptions
 
@@ -38,6 +39,7 @@ def open_or_create_table(base_path: str, opts: SparkWriteOptions, storage_option
         extra = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": opts.bucket_num}
     if not opts.populate_meta_fields:
         extra["hoodie.populate.meta.fields"] = "false"
+    extra.update(creation_properties(opts.write_config.merge_mode))
     return Table.create(base_path, opts.table_name or default_table_name(base_path),
                         record_key_fields=opts.record_key_fields,
                         partition_fields=opts.partition_fields,

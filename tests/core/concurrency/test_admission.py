@@ -153,3 +153,61 @@ def test_a_clustering_being_executed_blocks_its_partitions_a_plan_alone_does_not
         assert admission.try_admit(table, req(table, ["b"], owner="o2"), HB).admitted
     finally:
         tx.abort()
+
+
+def test_a_requeued_loser_keeps_its_age_and_goes_before_a_newer_request(tmp_path):
+    """Issue 43, item 4: a loser's claim ages. Its request waits again after a lost attempt with
+    its first look's time, so a batch that asked later and meets it waits behind it."""
+    table = make_table(tmp_path)
+    now = 1_000_000.0
+    loser = req(table, ["a"], owner="loser", now=now)
+    assert admission.try_admit(table, loser, HB, now=now + 1).admitted
+    admission.requeue(table, loser)  # its attempt lost a conflict
+    assert admission.load(table, loser.request_id).state == admission.WAITING
+    newer = req(table, ["a"], owner="newer", now=now + 5)
+    v = admission.try_admit(table, newer, HB, now=now + 6)
+    assert not v.admitted and [(b.what, b.owner) for b in v.blockers] == [("request ahead", "loser")]
+    assert admission.try_admit(table, loser, HB, now=now + 6).admitted
+
+
+def test_wait_admitted_looks_until_nothing_blocks_and_gives_up_at_its_timeout(tmp_path):
+    table = make_table(tmp_path)
+    tx = WriteTransaction(table, cfg(), footprint=["a"])
+    tx.begin()
+    waiter = req(table, ["a"], owner="waiter")
+    clock = [0.0]
+    sleeps = []
+
+    def sleep(s):
+        sleeps.append(s)
+        clock[0] += s
+        if len(sleeps) == 3:
+            tx.abort()  # the live writer ends
+
+    out = admission.wait_admitted(table, waiter, HB, admission.AdmissionWait(poll_s=0.1, max_poll_s=0.3),
+                                  sleep=sleep, clock=lambda: clock[0])
+    assert not out.timed_out and sleeps == [0.1, 0.2, 0.3]  # the poll doubles up to its cap
+    assert out.waited_for and tx.instant_time in out.waited_for[0]
+    admission.withdraw(table, waiter.request_id)
+    blocker = req(table, ["b"], owner="blocker")
+    assert admission.try_admit(table, blocker, HB).admitted
+    late = req(table, ["b"], owner="late")
+    out = admission.wait_admitted(table, late, HB, admission.AdmissionWait(timeout_s=1.0, poll_s=0.5),
+                                  sleep=lambda s: clock.__setitem__(0, clock[0] + s), clock=lambda: clock[0])
+    assert out.timed_out and out.seconds >= 1.0  # then it goes anyway: OCC decides the commit
+
+
+def test_a_reach_of_buckets_never_goes_stale(tmp_path):
+    """Writes completing meanwhile make a reach of file ids stale (its partitions decide), not
+    one of buckets: a key's bucket is a function of the key."""
+    table = make_table(tmp_path)
+    now = 1_000_000.0
+    a = admission.new_request(table, Footprint.of(["a"], owner="A", reach={"a": ["bucket:00000001"]}), now=now)
+    assert admission.try_admit(table, a, HB, now=now).admitted
+    tx = WriteTransaction(table, cfg(), footprint=["z"])
+    tx.begin()
+    tx.commit([])  # a write completed after both reaches were computed
+    b = admission.new_request(table, Footprint.of(["a"], owner="B", reach={"a": ["bucket:00000002"]}), now=now)
+    assert admission.try_admit(table, b, HB, now=now).admitted  # different buckets of one partition
+    c = admission.new_request(table, Footprint.of(["a"], owner="C", reach={"a": ["fileid-1"]}), now=now)
+    assert admission.reach_is_current(a, table.timeline()) and not admission.reach_is_current(c, table.timeline())

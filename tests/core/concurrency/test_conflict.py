@@ -12,14 +12,14 @@ import time
 import fastavro
 import pytest
 
-from airflow_hudi_occ.core.config import HeartbeatConfig
+from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.concurrency.clustering_gate import check_not_in_pending_clustering, pending_clustering_file_groups
 from airflow_hudi_occ.core.concurrency.conflict import (BucketIndexConcurrentFileWritesConflictResolutionStrategy,
                                                         ConflictResolutionStrategy,
                                                         PreferWriterConflictResolutionStrategy,
                                                         SimpleConcurrentFileWritesConflictResolutionStrategy,
                                                         find_conflicts, get_conflict_resolution_strategy,
-                                                        resolve_write_conflicts, strategy_from_options)
+                                                        resolve_write_conflicts, strategy_from_config)
 from airflow_hudi_occ.core.concurrency.operation import ConcurrentOperation
 from airflow_hudi_occ.core.errors import (ConfigError, PendingClusteringConflictError,
                                           RetryableError, UnknownStrategyError, WriteConflictError)
@@ -517,9 +517,9 @@ def test_live_inflight_ingestion_is_judged_by_file_groups_as_hudi_does(table):
     cl = clustering(table, 10, [("p1", "f1")], state=State.INFLIGHT)
     pending_commit(table, 20, [("p1", "f7")])                 # inflight, disjoint
     Heartbeat(table, T(20)).beat()
-    pw = strategy_from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
-                                "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution":
-                                    "true"}, table=table)
+    pw = strategy_from_config(WriteConfig.from_options(
+        {"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
+         "hoodie.clustering.fail.on.pending.ingestion.during.conflict.resolution": "true"}), table=table)
     assert pw.clustering_blocks_on_live_ingestion
     current = clustering_writer(table, cl, [("p1", "f1")])
     assert times(o.instant for o in resolve_write_conflicts(
@@ -617,20 +617,26 @@ def test_unknown_strategy_names_the_value_and_the_choices(name):
         assert valid in e.remedy
 
 
-def test_strategy_from_options(table):
-    assert type(strategy_from_options({})) is SimpleConcurrentFileWritesConflictResolutionStrategy
-    assert type(strategy_from_options({"hoodie.index.type": "BUCKET"})) is \
+def test_strategy_from_config(table):
+    def strategy(options, **kw):
+        return strategy_from_config(WriteConfig.from_options(options), **kw)
+
+    assert type(strategy({})) is SimpleConcurrentFileWritesConflictResolutionStrategy
+    assert type(strategy({"hoodie.index.type": "BUCKET"})) is \
         BucketIndexConcurrentFileWritesConflictResolutionStrategy
-    assert type(strategy_from_options({"hoodie.index.type": "BUCKET",
-                                       "hoodie.write.lock.conflict.resolution.strategy": "simple"})) is \
+    assert type(strategy({"hoodie.index.type": "BUCKET",
+                          "hoodie.write.lock.conflict.resolution.strategy": "simple"})) is \
         SimpleConcurrentFileWritesConflictResolutionStrategy
-    pw = strategy_from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
-                                "hoodie.clustering.fail.on.pending.ingestion": "true"}, table=table)
+    assert type(strategy({"hoodie.index.type": "BUCKET"}, name="simple")) is \
+        SimpleConcurrentFileWritesConflictResolutionStrategy  # a name given overrides the config
+    pw = strategy({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
+                   "hoodie.clustering.fail.on.pending.ingestion": "true"}, table=table)
     assert isinstance(pw, PreferWriterConflictResolutionStrategy)
     assert pw.clustering_blocks_on_live_ingestion and pw.table is table
-    with pytest.raises(ConfigError):
-        strategy_from_options({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
-                               "hoodie.clustering.fail.on.pending.ingestion": "maybe"}, table=table)
+    with pytest.raises(ConfigError) as e:
+        strategy({"hoodie.write.lock.conflict.resolution.strategy": "prefer-writer",
+                  "hoodie.clustering.fail.on.pending.ingestion": "maybe"}, table=table)
+    assert e.value.key == "hoodie.clustering.fail.on.pending.ingestion"
 
 
 # --- merge-on-read (table version 8): deltacommits and compaction ---------------------------

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_hudi_occ.core.config import (ECD_STRATEGY, EarlyConflictConfig, HeartbeatConfig,
+from airflow_hudi_occ.core.config import (ECD_STRATEGY, EarlyConflictConfig, HeartbeatConfig, IndexConfig,
                                           LockConfig, MarkerType, WriteConfig)
 from airflow_hudi_occ.core.concurrency.early_conflict.async_checker import (AsyncTimelineServerBasedDetectionStrategy,
                                                                             BloomAsyncTimelineServerBasedDetectionStrategy)
@@ -712,7 +712,8 @@ def test_create_detector_uses_the_configured_strategy(tmp_path):
     assert isinstance(det, EarlyConflictDetectionStrategy) and det.instant_time == T(1)
 
 
-BUCKET_OPTS = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+#: the bucket index, as its options give it
+BUCKET = IndexConfig.from_options({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"})
 
 
 @pytest.mark.parametrize("strategy, marker_type", [("simple", DIRECT), ("transactional", DIRECT),
@@ -724,7 +725,7 @@ def test_bucket_index_two_first_writers_of_a_bucket_conflict_early(tmp_path, str
     pending(t, T(1))
     write_markers(t, T(1), marker_type, ("p", "00000001-aaaa-0"))
     pending(t, T(2))
-    cfg = config(strategy, marker_type).replace(options=BUCKET_OPTS)
+    cfg = config(strategy, marker_type).replace(index=BUCKET)
     det = create_detector(t, T(2), cfg).start()
     try:
         with pytest.raises(EarlyConflictError) as e:
@@ -754,7 +755,7 @@ def test_bucket_index_commit_conflict_check_sees_the_bucket_a_finished_writer_cr
     t = make_table(tmp_path)
     pending(t, T(1))
     pending(t, T(2))
-    cfg = config("simple", DIRECT, check_commit_conflict=True).replace(options=BUCKET_OPTS)
+    cfg = config("simple", DIRECT, check_commit_conflict=True).replace(index=BUCKET)
     det = create_detector(t, T(2), cfg)  # began while T(1) was still running
     complete_with(t, T(1), T(3), ("p", "00000001-aaaa-0"))  # T(1) created bucket 1, committed
     with pytest.raises(EarlyConflictError, match=r"completed after .* wrote file group\(s\) \[p/00000001-aaaa-0\]"):

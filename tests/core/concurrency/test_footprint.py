@@ -24,7 +24,7 @@ HB = HeartbeatConfig(interval_ms=60_000, tolerable_misses=2)
 
 
 def cfg(**options) -> WriteConfig:
-    return WriteConfig(heartbeat=HB, lock=LockConfig(provider="filesystem"), options=options)
+    return WriteConfig.from_options(options).replace(heartbeat=HB, lock=LockConfig(provider="filesystem"))
 
 
 def make_table(root) -> Table:

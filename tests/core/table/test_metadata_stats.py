@@ -14,7 +14,7 @@ import pytest
 
 from airflow_hudi_occ.core.commit.mor_writer import MergeOnReadWriter
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
-from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.config import MetadataTableConfig, WriteConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
 from airflow_hudi_occ.core.format.column_stats_record import column_stats_key, file_group_index
 from airflow_hudi_occ.core.table.metadata_stats import (clean_stats_blocks, columns_to_index, file_group_ids,
@@ -39,13 +39,15 @@ SCHEMA = schema(("id", "long"), ("tags", {"type": "array", "items": "string"}), 
 
 def test_columns_as_java_chooses_them():
     # bytes and decimals counted under index version 1 too (Java does with an Avro record type)
-    assert columns_to_index(SCHEMA, {}, meta_fields=True) == META + ["id", "p", "amount", "raw", "day", "v"]
-    assert columns_to_index(SCHEMA, {}, meta_fields=False) == ["id", "p", "amount", "raw", "day", "v"]
-    limited = {"hoodie.metadata.index.column.stats.max.columns.to.index": "2"}
+    default = MetadataTableConfig()
+    assert columns_to_index(SCHEMA, default, meta_fields=True) == META + ["id", "p", "amount", "raw", "day", "v"]
+    assert columns_to_index(SCHEMA, default, meta_fields=False) == ["id", "p", "amount", "raw", "day", "v"]
+    limited = MetadataTableConfig.from_options({"hoodie.metadata.index.column.stats.max.columns.to.index": "2"})
     assert columns_to_index(SCHEMA, limited, meta_fields=True) == META + ["id", "p"]
-    listed = {"hoodie.metadata.index.column.stats.column.list": "v, tags,_hoodie_record_key,absent,id"}
+    listed = MetadataTableConfig.from_options(
+        {"hoodie.metadata.index.column.stats.column.list": "v, tags,_hoodie_record_key,absent,id"})
     assert columns_to_index(SCHEMA, listed, meta_fields=True) == META + ["v", "id"]
-    assert columns_to_index(None, {}, meta_fields=True) == META
+    assert columns_to_index(None, default, meta_fields=True) == META
 
 
 def test_the_index_version_from_the_index_definitions_else_the_table_version(tmp_path):
@@ -78,7 +80,7 @@ def test_file_groups_from_storage_and_a_partition_without_any_refused(tmp_path):
 
 def test_a_metadata_table_without_stats_partitions_gets_no_stats_records(tmp_path):
     t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], version=9)
-    assert stats_blocks(t, MetadataTableState(partitions=("files",)), None, {}) == {}
+    assert stats_blocks(t, MetadataTableState(partitions=("files",)), None, MetadataTableConfig()) == {}
 
 
 def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
@@ -92,7 +94,7 @@ def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
     for group in ("0000", "0001"):
         open(os.path.join(folder, f".col-stats-{group}-0_00000000000000001.log.1_0-0-0"), "w").close()
     state = MetadataTableState(partitions=("column_stats", "files"))
-    blocks = clean_stats_blocks(t, state, {"a": ["f1.parquet"]}, {})
+    blocks = clean_stats_blocks(t, state, {"a": ["f1.parquet"]}, MetadataTableConfig())
     records = {k: r for group in blocks.values() for k, r in group.items()}
     columns = META + ["id", "p", "ts", "v"]
     assert set(records) == {column_stats_key("a", "f1.parquet", c) for c in columns}
@@ -100,7 +102,7 @@ def test_a_clean_writes_a_tombstone_per_column_of_each_deleted_file(tmp_path):
         assert all(f"col-stats-000{file_group_index(k, 2)}-0" == group for k in recs)
     stats = [r["ColumnStatsMetadata"] for r in records.values()]
     assert all(s["isDeleted"] and s["fileName"] == "f1.parquet" and s["valueType"] is None for s in stats)  # index v1
-    assert clean_stats_blocks(t, MetadataTableState(partitions=("files",)), {"a": ["f1.parquet"]}, {}) == {}
+    assert clean_stats_blocks(t, MetadataTableState(partitions=("files",)), {"a": ["f1.parquet"]}, MetadataTableConfig()) == {}
 
 
 def test_a_column_stats_record_of_a_log_file_counts_its_records(tmp_path):

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
@@ -18,7 +19,8 @@ from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 JOB = os.environ.get("HUDI_OCC_JAVA_JOB", "write_rows.py")
 TABLE = os.environ.get("HUDI_OCC_JAVA_TABLE", "/tmp/hudi-occ-java-test-table")
 GATE = os.environ.get("HUDI_OCC_JAVA_GATE")
-RETRY = {"conflict_retries": 3, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "yield_to_windows": False}
+RETRY = {"conflict_retries": RetryPolicy(max_conflict_retries=3, base_delay_s=0.2, max_delay_s=1.0),
+         "write_windows": None}
 
 with DAG(dag_id="hudi_occ_test_java_write", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}):

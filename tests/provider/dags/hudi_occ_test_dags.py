@@ -7,7 +7,10 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.provider import examples
+from airflow_hudi_occ.provider.admission import AdmissionSettings
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 
@@ -33,8 +36,7 @@ with DAG(dag_id="hudi_occ_test_retry_after_commit", schedule=None, start_date=da
 
     CrashAfterCommitOperator(
         task_id="upsert", source=make_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir())),
-        table_path=TABLE, options=examples.TABLE_OPTIONS, conflict_retries=8, backoff_base_s=0.5,
-        backoff_max_s=4.0)
+        table_path=TABLE, options=examples.TABLE_OPTIONS, conflict_retries=RetryPolicy(max_conflict_retries=8, base_delay_s=0.5, max_delay_s=4.0))
 
 with DAG(dag_id="hudi_occ_test_long_write", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}) as long_dag:
@@ -46,8 +48,9 @@ with DAG(dag_id="hudi_occ_test_long_write", schedule=None, start_date=datetime(2
     HudiWriteOperator(
         task_id="rewrite", source=make_big_batch(examples.setting("hudi_occ_staging", examples.default_staging_dir())),
         table_path=TABLE, options={**examples.TABLE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "1000"},
-        conflict_retries=0, spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")},
-        application=TEST_JOB)
+        conflict_retries=0, launcher=SparkSubmitLauncher(
+            spark_env={"HUDI_OCC_TEST_COMMIT_BARRIER": os.environ.get("HUDI_OCC_TEST_HOLD", "")},
+            application=TEST_JOB))
 
 with DAG(dag_id="hudi_occ_test_admission", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}) as admission_dag:
@@ -60,8 +63,8 @@ with DAG(dag_id="hudi_occ_test_admission", schedule=None, start_date=datetime(20
                  "hoodie.datasource.write.precombine.field": "ts",
                  "hoodie.write.lock.provider": "filesystem",
                  "hoodie.client.heartbeat.interval_in_ms": "2000"},
-        conflict_retries=0, yield_to_windows=False, admission_poll_s=0.5, admission_timeout_s=300,
-        write_kind=os.environ.get("HUDI_OCC_ADMISSION_KIND", "ingestion"))
+        conflict_retries=0, write_windows=None, admission=AdmissionSettings(
+            poll_s=0.5, timeout_s=300, kind=os.environ.get("HUDI_OCC_ADMISSION_KIND", "ingestion")))
 
 # test_admission_e2e.py: 2 ingestion writers, a backfill and a clustering, started at
 # once on one table (the table and the batches made by the test; the ZooKeeper lock of the
@@ -77,8 +80,8 @@ for _name, _kind in (("ingest_ab", "ingestion"), ("ingest_c", "ingestion"), ("ba
              catchup=False, default_args={"retries": 0}) as _four_dag:
         HudiWriteOperator(
             task_id="write", source=os.path.join(FOUR_SOURCES, f"{_name}.parquet"), table_path=FOUR_TABLE,
-            options=FOUR_OPTIONS, conflict_retries=3, yield_to_windows=False, write_kind=_kind,
-            admission_poll_s=0.5, admission_timeout_s=1500)
+            options=FOUR_OPTIONS, conflict_retries=3, write_windows=None,
+            admission=AdmissionSettings(kind=_kind, poll_s=0.5, timeout_s=1500))
     globals()[f"four_{_name}_dag"] = _four_dag
 
 with DAG(dag_id="hudi_occ_test_four_cluster_a", schedule=None, start_date=datetime(2024, 1, 1),

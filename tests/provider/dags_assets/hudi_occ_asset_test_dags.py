@@ -10,29 +10,32 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.core.job_protocol import EXIT_OK, EXIT_RETRYABLE
 from airflow_hudi_occ.provider.assets import create_asset
+from airflow_hudi_occ.provider.launchers.base import Launched
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 
 BASE = os.environ.get("HUDI_OCC_ASSET_TEST_BASE", "/tmp/hudi-occ-asset-test")
 TABLE = f"{BASE}/table"
 
 
-class AlwaysLosesOperator(HudiWriteOperator):
+class AlwaysLoses(SparkSubmitLauncher):
     """Every attempt is answered as a job that lost a conflict (its instant rolled back)."""
 
-    def _submit(self, run, n):
+    def run_attempt(self, run, n, on_began):
         instant = f"2026010100000{n:04d}"
-        return EXIT_RETRYABLE, {"instant": instant}, {
+        return Launched(EXIT_RETRYABLE, {"instant": instant}, {
             "outcome": "conflict", "instant": instant, "other_instant": "20260101000000000",
-            "file_groups": ["d1/fg-0"], "seconds_discarded": 0.0}, 0.01
+            "file_groups": ["d1/fg-0"], "seconds_discarded": 0.0}, 0.01)
 
 
-class InProcessWriteOperator(HudiWriteOperator):
+class InProcess(SparkSubmitLauncher):
     """Commits its source with the core writer in the task's process instead of a Spark job:
     everything around the job (assets, events, lineage) runs as in production."""
 
-    def _submit(self, run, n):
+    def run_attempt(self, run, n, on_began):
         import pyarrow.parquet as pq
 
         from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
@@ -40,18 +43,18 @@ class InProcessWriteOperator(HudiWriteOperator):
         from airflow_hudi_occ.core.table.table import Table
 
         r = ArrowTableWriter(Table.open(run.table_path), WriteConfig.from_options(run.options)).write(
-            pq.read_table(self.source), self.operation, batch_key=run.batch_key)
-        return EXIT_OK, {"instant": r.instant.requested_time}, {
+            pq.read_table(run.source), run.operation, batch_key=run.batch_key)
+        return Launched(EXIT_OK, {"instant": r.instant.requested_time}, {
             "outcome": "committed", "instant": r.instant.requested_time,
-            "completion_time": r.instant.completion_time}, 0.1
+            "completion_time": r.instant.completion_time}, 0.1)
 
 
-common = dict(source=f"{BASE}/landing/batch.parquet", table_path=TABLE, conflict_retries=1,
-              backoff_base_s=0.01, backoff_max_s=0.02, yield_to_windows=False, hudi_conn_id=None)
+common = dict(source=f"{BASE}/landing/batch.parquet", table_path=TABLE, write_windows=None, hudi_conn_id=None,
+              conflict_retries=RetryPolicy(max_conflict_retries=1, base_delay_s=0.01, max_delay_s=0.02))
 
 with DAG(dag_id="hudi_occ_test_conflicts_exhausted", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}):
-    AlwaysLosesOperator(task_id="upsert", **common)
+    HudiWriteOperator(task_id="upsert", launcher=AlwaysLoses(), **common)
 
 with DAG(dag_id="hudi_occ_test_bad_asset_use", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}):
@@ -60,7 +63,7 @@ with DAG(dag_id="hudi_occ_test_bad_asset_use", schedule=None, start_date=datetim
 
 with DAG(dag_id="hudi_occ_test_templated_table", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}):
-    InProcessWriteOperator(task_id="upsert", source=f"{BASE}/landing/batch.parquet",
-                           table_path="{{ var.value.get('hudi_occ_asset_test_table', '%s/templated') }}" % BASE,
-                           options={"hoodie.write.lock.provider": "filesystem"}, conflict_retries=0,
-                           yield_to_windows=False, hudi_conn_id=None)
+    HudiWriteOperator(task_id="upsert", launcher=InProcess(), source=f"{BASE}/landing/batch.parquet",
+                      table_path="{{ var.value.get('hudi_occ_asset_test_table', '%s/templated') }}" % BASE,
+                      options={"hoodie.write.lock.provider": "filesystem"}, conflict_retries=0,
+                      write_windows=None, hudi_conn_id=None)

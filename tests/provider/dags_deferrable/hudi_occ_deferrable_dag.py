@@ -8,6 +8,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_hudi_occ.provider.launchers.spark_submit import SparkSubmitLauncher
 from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 
@@ -19,4 +20,4 @@ with DAG(dag_id="hudi_occ_test_deferrable", schedule=None, start_date=datetime(2
         options={"hoodie.datasource.write.recordkey.field": "id",
                  "hoodie.datasource.write.partitionpath.field": "p",
                  "hoodie.datasource.write.precombine.field": "ts"},
-        application=TEST_JOB, poll_interval=1.0, yield_to_windows=False)
+        launcher=SparkSubmitLauncher(application=TEST_JOB, poll_interval=1.0), write_windows=None)

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.retry import RetryPolicy
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY, EXTRA_WRITER_ID
 from airflow_hudi_occ.core.table.table import Table
@@ -203,8 +204,8 @@ def test_operator_in_process_java_loses_to_our_core_writer_retries_and_commits(t
         options={k: v for k, v in lock.items() if k not in ("hoodie.write.lock.zookeeper.url",
                                                              "hoodie.write.lock.zookeeper.port")}, spark_conn_id="spark_local", spark_submit=java_setup.spark_submit,
         spark_home=java_setup.spark_home, python=java_setup.python, hudi_bundle=java_setup.hudi_jar,
-        batch_key="java/b1", conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5,
-        yield_to_windows=False)
+        batch_key="java/b1", conflict_retries=RetryPolicy(max_conflict_retries=2, base_delay_s=0.1, max_delay_s=0.5),
+        write_windows=None)
     ti = StubTI()
     out: dict = {}
     th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
@@ -270,7 +271,7 @@ def test_an_abort_signal_ends_the_java_application_and_the_write_is_retried(tmp_
                  "hoodie.client.heartbeat.interval_in_ms": "1000"},
         spark_conn_id="spark_local", spark_submit=java_setup.spark_submit, spark_home=java_setup.spark_home,
         python=java_setup.python, hudi_bundle=java_setup.hudi_jar, batch_key="java/abort",
-        conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5, yield_to_windows=False)
+        conflict_retries=RetryPolicy(max_conflict_retries=2, base_delay_s=0.1, max_delay_s=0.5), write_windows=None)
     ti = StubTI()
     out: dict = {}
     th = threading.Thread(target=lambda: out.update(result=op.execute({"ti": ti})), daemon=True)
@@ -334,8 +335,8 @@ def test_a_deferred_java_attempt_is_decided_from_the_table_and_its_log(tmp_path,
         pa.Table.from_pylist([dict(zip(("id", "p", "ts", "v"), r)) for r in BASE_ROWS], schema=SCHEMA), "insert")
     op = HudiJavaWriteOperator(task_id="java_upsert", application="/jobs/w.py", table_path=path, hudi_conn_id=None,
                                options={"hoodie.metadata.enable": "false"}, deferrable=True, batch_key="java/d1",
-                               conflict_retries=2, backoff_base_s=0.0, backoff_max_s=0.0, instant_wait_s=0.0,
-                               yield_to_windows=False)
+                               conflict_retries=RetryPolicy(max_conflict_retries=2, base_delay_s=0.0, max_delay_s=0.0),
+                               instant_wait_s=0.0, write_windows=None)
     ti = StubTI()
     writer_1 = "airflow:java_ingest.java_upsert.-1:manual__1:try1:attempt1"
     # attempt 1 ended: its log names Hudi's conflict (the lines as Hudi 1.2.0 printed them)
@@ -402,7 +403,7 @@ def test_deferrable_java_write_loses_to_our_writer_and_retries_through_the_trigg
         options={k: v for k, v in lock.items() if k != "hoodie.write.lock.zookeeper.url"},
         spark_conn_id="spark_local", spark_submit=java_setup.spark_submit, spark_home=java_setup.spark_home,
         python=java_setup.python, hudi_bundle=java_setup.hudi_jar, batch_key="java/deferred",
-        conflict_retries=2, backoff_base_s=0.1, backoff_max_s=0.5, yield_to_windows=False,
+        conflict_retries=RetryPolicy(max_conflict_retries=2, base_delay_s=0.1, max_delay_s=0.5), write_windows=None,
         deferrable=True, instant_wait_s=600, poll_interval=0.5)
     ti = StubTI()
     with pytest.raises(TaskDeferred) as d:
@@ -439,6 +440,7 @@ def test_java_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, j
     do not name the table leave it to Java (no table made, no admission)."""
     from airflow_hudi_occ.core.concurrency import admission as core_admission
     from airflow_hudi_occ.core.config import HeartbeatConfig
+    from airflow_hudi_occ.provider.attempt_loop import AttemptLoop
     from airflow_hudi_occ.provider.operators.java_write import HudiJavaWriteOperator
 
     path = str(tmp_path / "new" / "orders")
@@ -450,20 +452,21 @@ def test_java_first_writes_of_a_new_table_are_admitted_one_at_a_time(tmp_path, j
         op = HudiJavaWriteOperator(task_id=task_id, application=str(JOB), table_path=path, hudi_conn_id=None,
                                    options=options, spark_submit=java_setup.spark_submit,
                                    spark_home=java_setup.spark_home, python=java_setup.python,
-                                   hudi_bundle=java_setup.hudi_jar, yield_to_windows=False)
+                                   hudi_bundle=java_setup.hudi_jar, write_windows=None)
         ti = StubTI()
         ti.task_id = task_id
-        return op, op._resolve({"ti": ti})
+        loop = AttemptLoop(op, {"ti": ti})
+        return loop, loop.resolve()
 
     hb = HeartbeatConfig(interval_ms=60_000, tolerable_misses=2)
     unnamed, run0 = first_writer("unnamed", {k: v for k, v in keys.items() if k != "hoodie.table.name"})
-    assert unnamed._batch_request(run0) is None and not (tmp_path / "new").exists()
+    assert unnamed.batch_request(run0) is None and not (tmp_path / "new").exists()
     one, run1 = first_writer("one", keys)
-    table, req1 = one._batch_request(run1)
+    table, req1 = one.batch_request(run1)
     assert (table.name, table.version, table.config.record_key_fields) == ("orders", 9, ["id"])
     assert core_admission.try_admit(table, req1, hb).admitted
     two, run2 = first_writer("two", keys)
-    table2, req2 = two._batch_request(run2)
+    table2, req2 = two.batch_request(run2)
     v = core_admission.try_admit(table2, req2, hb)
     assert not v.admitted and [(b.what, b.ident) for b in v.blockers] == [("admitted request", req1.request_id)]
     core_admission.withdraw(table, req1.request_id)

@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable, ClassVar, Iterable
 
-from airflow_hudi_occ.core.config import CONFLICT_RESOLUTION_STRATEGY, WriteConfig
+from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import EarlyConflictError
 from airflow_hudi_occ.core.format.layout import FileGroupId
 from airflow_hudi_occ.core.concurrency.markers.names import IOType, Marker, file_id_of
@@ -30,13 +30,11 @@ _COMMIT_CONFLICT_REMEDY = ("an instant that completed after this write began alr
 
 def uses_bucket_index(table, config: WriteConfig) -> bool:
     """Whether writes conflict by bucket rather than by fileId: exactly when the commit-time
-    strategy does (``conflict.strategy_from_options``: the bucket strategy, named or implied by
+    strategy does (``WriteConfig.conflict_strategy``: the bucket strategy, named or implied by
     ``hoodie.index.type=BUCKET``), so that an early conflict is never one the commit would
     have let through, nor the reverse."""
-    raw = str(config.options.get(CONFLICT_RESOLUTION_STRATEGY.key) or "").strip().lower()
-    if raw:
-        return raw == "bucket" or raw.endswith("bucketindexconcurrentfilewritesconflictresolutionstrategy")
-    return str(config.options.get("hoodie.index.type", "")).strip().upper() == "BUCKET"
+    name = config.conflict_strategy.strip().lower()
+    return name == "bucket" or name.endswith("bucketindexconcurrentfilewritesconflictresolutionstrategy")
 
 
 class EarlyConflictDetectionStrategy(ABC):

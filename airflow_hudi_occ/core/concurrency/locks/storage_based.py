@@ -16,10 +16,18 @@ Per-key locks (``lock_key``, an extension of ours for per-file-group locks) live
 
 Clocks: a waiter treats a lease as free once its own clock is past ``validUntil`` plus
 500 ms (Hudi's ``CLOCK_DRIFT_BUFFER_MS``); the holder stops trusting its own lease 500 ms
-*before* ``validUntil``, so with clocks within 500 ms of each other there is never a moment
-when both believe they hold it. ``check_held`` also re-reads the file: a lease rewritten by
-someone else (taken over after a stall longer than the validity, say) is a
-:class:`LockLostError` before the commit completes, as with ZooKeeper.
+*before* ``validUntil``, by its wall clock and by its monotonic clock since it last wrote the
+lease (a stall longer than the validity, a VM frozen and its clock stepped back, is caught by
+either), so with clocks within 500 ms of each other there is never a moment when both believe
+they hold it. That is why ``check_held`` answers from what the holder knows, as Hudi's
+``StorageBasedLockProvider`` does (``isLockStillValid`` on its own last lease, no read): a
+storage request under the table lock costs every writer of the table its latency (issue 43),
+and a re-read would prove only what the clocks already prove. A lease rewritten by someone
+else is noticed by the renewer's conditional write (``If-Match`` fails: the loss is reported
+and ``check_held`` raises from then on); a takeover is named by one read on the way out.
+
+Requests: an uncontended acquire of a lease this process released last is one conditional
+write (the version of its release is remembered: no read first); a release is one.
 
 Errors: :class:`ConfigError` for settings Hudi refuses (validity under 10 s or under ten
 renewal intervals) and for a backend without conditional overwrites; storage errors while
@@ -57,6 +65,12 @@ TABLE_LOCK_FILE = "table_lock.json"
 #: Hudi's CLOCK_DRIFT_BUFFER_MS: how far two writers' clocks may disagree
 CLOCK_DRIFT_MS = 500
 MIN_POLL_S = 0.01
+
+#: lease file -> the version of the expired lease this process's last release wrote there: the
+#: next acquire in this process (any provider object: a transaction makes its own) tries it
+#: first, one conditional write and no read, and reads only when someone wrote since
+_RELEASED: dict[str, str] = {}
+_RELEASED_LOCK = threading.Lock()
 MAX_POLL_S = 0.25
 
 
@@ -126,6 +140,8 @@ class StorageBasedLockProvider(LockProvider):
         self._io = threading.Lock()  # one conditional write at a time (renewer vs caller)
         self._version: str | None = None
         self._valid_until_ms = 0
+        #: monotonic time of the last lease write of ours (acquire or renewal)
+        self._written_at = 0.0
         self._stop: threading.Event | None = None
         self._renewer: threading.Thread | None = None
         name = self.lock_path if self.storage.is_local else \
@@ -165,6 +181,10 @@ class StorageBasedLockProvider(LockProvider):
         return lease["expired"] or self._wall_ms() > lease["validUntil"] + CLOCK_DRIFT_MS
 
     def _attempt(self) -> bool:
+        with _RELEASED_LOCK:
+            released = _RELEASED.pop(self.name, None)
+        if released is not None and self._write_lease(released):
+            return True  # the lease we expired last was still ours to take: no read needed
         try:
             lease, raw, version = self._read()
         except OSError as e:  # cannot tell who holds it: not ours, try again later
@@ -176,13 +196,18 @@ class StorageBasedLockProvider(LockProvider):
         if lease is not None and not lease["expired"]:
             log.warning("taking over the lapsed lease %s of %s (valid until %d, now %d)",
                         self.name, lease["owner"], lease["validUntil"], self._wall_ms())
+        return self._write_lease(version)
+
+    def _write_lease(self, version: str | None) -> bool:
+        """Take the lease at ``version`` (None: no file yet); False if someone wrote it first."""
+        written_at = self._monotonic()
         valid_until = self._wall_ms() + self.validity_ms
         try:
             with self._io:
                 self._version = put_if_version(
                     self.storage, self.lock_path,
                     encode_lease(expired=False, valid_until_ms=valid_until, owner=self.owner), version)
-                self._valid_until_ms = valid_until
+                self._valid_until_ms, self._written_at = valid_until, written_at
         except VersionConflictError:
             return False  # another waiter won the same lease
         except OSError as e:
@@ -209,13 +234,14 @@ class StorageBasedLockProvider(LockProvider):
         with self._io:
             if stop.is_set() or self._version is None:
                 return False
+            written_at = self._monotonic()
             valid_until = self._wall_ms() + self.validity_ms
             try:
                 self._version = put_if_version(
                     self.storage, self.lock_path,
                     encode_lease(expired=False, valid_until_ms=valid_until, owner=self.owner),
                     self._version)
-                self._valid_until_ms = valid_until
+                self._valid_until_ms, self._written_at = valid_until, written_at
                 return True
             except VersionConflictError:
                 reason = f"lease {self.lock_path} was rewritten by another writer"
@@ -235,23 +261,26 @@ class StorageBasedLockProvider(LockProvider):
     # -- held --------------------------------------------------------------------------------
 
     def _validity(self) -> str | None:
+        """None while the lease is ours by both clocks (no storage request: see the module
+        doc); else why not, the current owner named by one read."""
         with self._io:
             version, valid_until = self._version, self._valid_until_ms
             if version is None:
                 return "not acquired"
             now = self._wall_ms()
-            if now > valid_until - CLOCK_DRIFT_MS:
-                reason = (f"lease {self.lock_path} ran out at {valid_until} (now {now}): renewals "
-                          "failed, so another writer may have taken it over")
-            else:
-                try:
-                    lease, _raw, current = self._read()
-                except OSError as e:  # cannot prove it is still ours; maybe it is
-                    return f"cannot read {self.lock_path}: {e}"
-                if current == version:
-                    return None
-                reason = (f"lease {self.lock_path} now belongs to "
-                          f"{(lease or {}).get('owner') or 'nobody (deleted)'}")
+            held_ms = int((self._monotonic() - self._written_at) * 1000)
+            if now <= valid_until - CLOCK_DRIFT_MS and held_ms <= self.validity_ms - CLOCK_DRIFT_MS:
+                return None
+            reason = (f"lease {self.lock_path} ran out at {valid_until} (now {now}, "
+                      f"{held_ms} ms since it was last written): renewals failed or stalled, so "
+                      "another writer may have taken it over")
+        try:
+            lease, raw, current = self._read()
+            if current != version:
+                reason += (f"; it now belongs to "
+                           f"{(lease or {}).get('owner') or 'nobody (deleted)'}")
+        except OSError:  # the reason above stands
+            pass
         self._mark_lost(reason)
         return reason
 
@@ -262,9 +291,12 @@ class StorageBasedLockProvider(LockProvider):
             if version is None:
                 return
             try:
-                put_if_version(self.storage, self.lock_path,
-                               encode_lease(expired=True, valid_until_ms=self._valid_until_ms,
-                                            owner=self.owner), version)
+                released = put_if_version(
+                    self.storage, self.lock_path,
+                    encode_lease(expired=True, valid_until_ms=self._valid_until_ms, owner=self.owner),
+                    version)
+                with _RELEASED_LOCK:
+                    _RELEASED[self.name] = released
             except VersionConflictError:
                 # Taken over after our lease lapsed: theirs now, not ours to expire.
                 log.warning("not expiring %s: it was rewritten by another writer", self.name)

@@ -118,8 +118,10 @@ def test_a_released_java_lease_is_free_at_once(tmp_path):
 def test_takeover_is_noticed_by_the_former_holder_before_it_commits(tmp_path):
     """A holder that stalls (no renewal) past the validity is taken over; its check_held must
     fail, and its release must not expire the new holder's lease."""
-    clock = [time.time()]
-    stalled = _provider(tmp_path, wall_clock=lambda: clock[0])
+    clock, ticks = [time.time()], [time.monotonic()]
+    # its wall clock frozen, as a VM's is stepped back after a pause: only the monotonic
+    # clock (the time it really stalled) tells the holder its lease is gone
+    stalled = _provider(tmp_path, wall_clock=lambda: clock[0], monotonic=lambda: ticks[0])
     assert stalled.try_acquire(0)
     stalled._stop.set()  # the renewer is stalled (a long GC pause, a frozen VM)
     lost = []
@@ -128,6 +130,7 @@ def test_takeover_is_noticed_by_the_former_holder_before_it_commits(tmp_path):
            owner=json.loads(_lock_file(tmp_path).read_text())["owner"])  # its lease ran out
     other = _provider(tmp_path)
     assert other.try_acquire(0)
+    ticks[0] += 10  # the stall: the validity (10 s) passed
     with pytest.raises(LockLostError) as e:
         stalled.check_held()
     assert other.owner in str(e.value)
@@ -149,11 +152,43 @@ def test_own_lease_is_not_trusted_past_its_end_even_if_nobody_took_it(tmp_path):
     lock.release()
 
 
-def test_deleted_lease_is_a_lost_lock(tmp_path):
+def test_check_held_reads_nothing_while_both_clocks_say_the_lease_is_ours(tmp_path, monkeypatch):
+    """Hudi's isLockStillValid: the holder's own lease, no request under the table lock."""
     lock = _provider(tmp_path)
     assert lock.try_acquire(0)
+    reads = []
+    monkeypatch.setattr(lock, "_read", lambda: reads.append(1) or (None, None, None))
+    lock.check_held()
+    assert reads == []
+    monkeypatch.undo()
+    lock.release()
+
+
+def test_acquire_after_own_release_is_one_write_and_reads_only_when_someone_wrote(tmp_path, monkeypatch):
+    lock = _provider(tmp_path)
+    assert lock.try_acquire(0)
+    lock.release()
+    reads = []
+    raw_read = lock._read
+    monkeypatch.setattr(lock, "_read", lambda: reads.append(1) or raw_read())
+    assert lock.try_acquire(0)
+    assert reads == []  # the version of its own release was still current
+    lock.release()
+    # another process (Java, say) took it and released it since: the remembered version is stale
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
+    assert lock.try_acquire(0)  # one failed conditional write, a read, then it is taken
+    assert reads == [1] and _lease(tmp_path)["owner"] == lock.owner
+    lock.release()
+
+
+def test_deleted_lease_is_a_lost_lock_at_the_next_renewal(tmp_path):
+    lock = _provider(tmp_path)  # renews every second
+    assert lock.try_acquire(0)
     os.unlink(_lock_file(tmp_path))
-    with pytest.raises(LockLostError, match="nobody"):
+    deadline = time.monotonic() + 5
+    while lock.is_held() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(LockLostError, match="rewritten"):
         lock.check_held()
     lock.release()  # must not raise
 
