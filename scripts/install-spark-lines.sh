@@ -7,8 +7,9 @@
 # constraints.txt pins (its pyspark, py4j and pyspark-client pins dropped: the line's own win).
 # The package itself is not installed there: the smoke runs the checkout's (PYTHONPATH), so a
 # line's venv serves every checkout. Line 4.2 is the project's .venv (scripts/bootstrap.sh).
-# A venv is rebuilt only when its constraints change (a stamp names their hash); a second run
-# only checks. PySpark is an sdist on PyPI for some lines: its first install builds a wheel
+# A venv is rebuilt only when the pin of a package in it changes (its stamp holds the hash of
+# the line's pins and of constraints.txt's lines for the packages installed there, so a pin
+# added to constraints.txt for another extra rebuilds nothing); a second run only checks. PySpark is an sdist on PyPI for some lines: its first install builds a wheel
 # (about 400 MB, a minute or two), which pip's cache then serves.
 # Quiet: one line per step, pip's output in .work/bootstrap.log (scripts/steps.sh).
 set -euo pipefail
@@ -21,6 +22,15 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 lines=("$@")
 [ ${#lines[@]} -gt 0 ] || lines=(3.5 4.0)
+# The hash of what a line's venv was built from: the line's pins, and constraints.txt's pins of
+# the distributions installed in the venv (names normalized as pip does: case, - _ .).
+pins_hash() {  # venv pins-file
+  local names
+  names=$(ls -d "$1"/lib/python*/site-packages/*.dist-info 2>/dev/null | sed 's#.*/##; s/-[^-]*\.dist-info$//' \
+          | tr 'A-Z.-' 'a-z__' | sort -u)
+  { cat "$2"; awk -F'==' -v names="$names" 'BEGIN { n = split(names, a, "\n"); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+        { k = tolower($1); gsub(/[-.]/, "_", k); if (k in want) print }' constraints.txt; } | sha256sum | cut -c1-12
+}
 ready=()  # the lines with nothing to do: one "up to date" line for all of them
 
 for line in "${lines[@]}"; do
@@ -31,10 +41,9 @@ for line in "${lines[@]}"; do
     continue
   fi
   venv="$DIR/$line/venv"
-  want=$(cat constraints.txt "$pins" | sha256sum | cut -c1-12)
-  stamp="$venv/.ready-$want"
+  stamp="$venv/.ready"
   version=$(sed -n 's/^pyspark==//p' "$pins")
-  if [ -f "$stamp" ]; then
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(pins_hash "$venv" "$pins")" ]; then
     ready+=("$line: pyspark $version")
     continue
   fi
@@ -50,7 +59,7 @@ for line in "${lines[@]}"; do
         "pyspark==$version" fsspec fastavro kazoo pyarrow numpy "pandas<3" hudi
   }
   step "Spark $line: pyspark $version venv with the runtime dependencies (pip)" make_venv
-  touch "$stamp"
+  pins_hash "$venv" "$pins" > "$stamp"
 done
 if [ ${#ready[@]} -gt 0 ]; then
   up_to_date "Spark lines" "$(IFS=,; echo "${ready[*]}" | sed 's/,/, /g')"
