@@ -257,6 +257,9 @@ def stop_on_sigterm(spark) -> None:
         return
 
     def interrupt(signum, frame):
+        # once: a second SIGTERM (a process-tree kill signals the group and each process)
+        # must not break into the cancel's wait or the rollback it leads to
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, interrupt)
 

@@ -172,9 +172,12 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
         info, cancel = _watch(th, job, table, instant, poll_s, extra_check, on_progress, progress_every_s)
     except BaseException:
         # this process is being stopped (Ctrl-C, an orchestrator's kill): the job must not run
-        # on without its driver, which a Spark Connect server would let it do
+        # on without its driver, which a Spark Connect server would let it do; and the caller's
+        # rollback must come after its tasks are gone, or a task still writing leaves its file
+        # on the table after the rollback removed the others
         if th.is_alive():
             job.cancel()
+            job.wait_until_idle()
         raise
     th.join()
     if info is None:

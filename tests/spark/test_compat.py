@@ -92,3 +92,12 @@ def test_one_task_per_item_returns_each_items_result_in_order_from_its_own_task(
 def test_a_classic_session_is_not_connect_and_its_parallelism_is_the_contexts(spark):
     assert compat.is_connect(spark) is False
     assert compat.default_parallelism(spark) == spark.sparkContext.defaultParallelism == 2
+
+
+@pytest.mark.parametrize("version, native", [("3.5.5", False), ("4.0.5", False), ("4.1.4", True), ("4.2.0", True)])
+def test_apply_in_arrow_is_pysparks_own_only_where_it_takes_batches(monkeypatch, version, native):
+    """PySpark added the iterator-of-batches form of ``applyInArrow`` in 4.1; 3.5 and 4.0 take
+    the ``mapInArrow`` route (4.0's applyInArrow hands the function a whole ``pa.Table``)."""
+    import pyspark
+    monkeypatch.setattr(pyspark, "__version__", version)
+    assert compat.has_apply_in_arrow() is native
