@@ -24,13 +24,9 @@ import sys
 import threading
 import traceback
 
-OPTS = {"hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.name": "tbl",
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
+from airflow_hudi_occ.testing.tables import SPARK_TEST_OPTIONS
+
+OPTS = SPARK_TEST_OPTIONS
 ECD = {"hoodie.write.concurrency.early.conflict.detection.enable": "true"}
 #: what the smoke writes, in order: (table, operation, first id, end id, ts, v); the caller's model
 STEPS = [("cow", "bulk_insert", 0, 1000, 1, "a"), ("cow", "upsert", 500, 1500, 2, "b"),
