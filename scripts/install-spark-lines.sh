@@ -3,7 +3,8 @@
 #   scripts/install-spark-lines.sh [LINE ...]      LINE: 3.5 4.0 4.1 4.2 (default: 3.5 4.0)
 # into .work/spark-lines/<line>/venv (HUDI_OCC_SPARK_LINES_DIR moves the folder): that line's
 # PySpark at constraints/spark-<line>.txt's version, with this package's runtime dependencies,
-# pandas (Spark's Arrow transfer) and hudi (hudi-rs, the smoke's reader) at the versions
+# pandas (Spark's Arrow transfer), hudi (hudi-rs, the smoke's reader) and the engine suite's
+# test tools (pytest, pytest-timeout, hypothesis) at the versions
 # constraints.txt pins (its pyspark, py4j and pyspark-client pins dropped: the line's own win).
 # The package itself is not installed there: the smoke runs the checkout's (PYTHONPATH), so a
 # line's venv serves every checkout. Line 4.2 is the project's .venv (scripts/bootstrap.sh).
@@ -22,13 +23,19 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 lines=("$@")
 [ ${#lines[@]} -gt 0 ] || lines=(3.5 4.0)
-# The hash of what a line's venv was built from: the line's pins, and constraints.txt's pins of
-# the distributions installed in the venv (names normalized as pip does: case, - _ .).
+# What each line's venv holds besides its pyspark: pyproject's runtime dependencies (fsspec,
+# fastavro, kazoo, pyarrow, numpy), pandas for Spark's Arrow transfer, hudi (hudi-rs) to read
+# back what the smoke wrote, and what the engine's test suite needs to run on the line with
+# --slow (pytest, pytest-timeout, hypothesis)
+PACKAGES="fsspec fastavro kazoo pyarrow numpy pandas<3 hudi pytest pytest-timeout hypothesis"
+# The hash of what a line's venv was built from: the package list, the line's pins, and
+# constraints.txt's pins of the distributions installed in the venv (names normalized as pip
+# does: case, - _ .).
 pins_hash() {  # venv pins-file
   local names
   names=$(ls -d "$1"/lib/python*/site-packages/*.dist-info 2>/dev/null | sed 's#.*/##; s/-[^-]*\.dist-info$//' \
           | tr 'A-Z.-' 'a-z__' | sort -u)
-  { cat "$2"; awk -F'==' -v names="$names" 'BEGIN { n = split(names, a, "\n"); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+  { echo "$PACKAGES"; cat "$2"; awk -F'==' -v names="$names" 'BEGIN { n = split(names, a, "\n"); for (i = 1; i <= n; i++) want[a[i]] = 1 }
         { k = tolower($1); gsub(/[-.]/, "_", k); if (k in want) print }' constraints.txt; } | sha256sum | cut -c1-12
 }
 ready=()  # the lines with nothing to do: one "up to date" line for all of them
@@ -53,10 +60,9 @@ for line in "${lines[@]}"; do
     "$PY" -m venv "$venv"
     "$venv/bin/python" -m pip install --progress-bar off --upgrade pip
     { grep -v -E '^(pyspark|pyspark-client|py4j)==' constraints.txt; cat "$pins"; } > "$DIR/$line/constraints.txt"
-    # pyproject's runtime dependencies (fsspec, fastavro, kazoo, pyarrow, numpy), pandas for
-    # Spark's Arrow transfer, hudi (hudi-rs) to read back what the smoke wrote
+    # shellcheck disable=SC2086 # the list splits into its names
     "$venv/bin/python" -m pip install --progress-bar off -c "$DIR/$line/constraints.txt" \
-        "pyspark==$version" fsspec fastavro kazoo pyarrow numpy "pandas<3" hudi
+        "pyspark==$version" $PACKAGES
   }
   step "Spark $line: pyspark $version venv with the runtime dependencies (pip)" make_venv
   pins_hash "$venv" "$pins" > "$stamp"
