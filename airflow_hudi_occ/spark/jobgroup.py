@@ -73,6 +73,8 @@ PYTHON_KILL_TIMEOUT = "2s"
 #: monitor thread, fixed in Spark), and a margin for the kill itself
 MONITOR_POLL_S = 2.0
 KILL_MARGIN_S = 0.5
+#: how long a stopped driver keeps cancelling its job before it rolls back anyway
+STOP_TIMEOUT_S = 60.0
 
 
 class TaggedJob:
@@ -174,10 +176,14 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
         # this process is being stopped (Ctrl-C, an orchestrator's kill): the job must not run
         # on without its driver, which a Spark Connect server would let it do; and the caller's
         # rollback must come after its tasks are gone, or a task still writing leaves its file
-        # on the table after the rollback removed the others
-        if th.is_alive():
+        # on the table after the rollback removed the others. The cancel is repeated until the
+        # action's thread returns: an action submitted just after the first cancel (the thread
+        # had not sent it yet) carries the tag too, and would otherwise run to its end
+        deadline = time.time() + STOP_TIMEOUT_S
+        while th.is_alive() and time.time() < deadline:
             job.cancel()
-            job.wait_until_idle()
+            th.join(1.0)
+        job.wait_until_idle()
         raise
     th.join()
     if info is None:

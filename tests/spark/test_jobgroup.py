@@ -18,16 +18,17 @@ def test_a_setting_that_is_not_a_time_is_refused(text):
         spark_seconds(text)
 
 
-def test_a_stopped_driver_cancels_its_job_and_waits_for_its_tasks_before_raising(table, monkeypatch):
+def test_a_stopped_driver_cancels_its_job_until_it_ends_and_waits_for_its_tasks_before_raising(table, monkeypatch):
     """SIGTERM turned into KeyboardInterrupt (a Connect client's kill) arrives while the driver
-    watches its job: the job is cancelled AND its tasks waited for before the interruption
-    reaches the caller, whose rollback must come after the last task wrote (a task still
-    running would leave its file on the table)."""
+    watches its job, before the job's thread has sent its action (the first cancel meets
+    nothing): the driver cancels again until the action ends, then waits for its tasks, and
+    only then lets the interruption reach the caller, whose rollback must come after the last
+    task wrote (a task still running would leave its file on the table)."""
     import threading
 
     from airflow_hudi_occ.spark import jobgroup
 
-    calls, release = [], threading.Event()
+    calls, ended = [], threading.Event()
 
     class Handle:
         def __init__(self, spark, name, description):
@@ -44,10 +45,16 @@ def test_a_stopped_driver_cancels_its_job_and_waits_for_its_tasks_before_raising
 
         def cancel(self):
             calls.append("cancel")
+            if calls.count("cancel") == 2:  # the action was sent after the first one
+                ended.set()
 
         def wait_until_idle(self):
             calls.append("wait")
-            release.set()  # the tasks are gone: the action returns
+
+    def action():
+        assert ended.wait(30)
+        calls.append("action ended")
+        raise RuntimeError("cancelled")
 
     def interrupted():
         calls.append("interrupt")
@@ -55,5 +62,5 @@ def test_a_stopped_driver_cancels_its_job_and_waits_for_its_tasks_before_raising
 
     monkeypatch.setattr(jobgroup, "job_handle", Handle)
     with pytest.raises(KeyboardInterrupt):
-        jobgroup.run_watched(None, table, "20261129000000001", lambda: release.wait(10), extra_check=interrupted)
-    assert calls == ["interrupt", "cancel", "wait"]
+        jobgroup.run_watched(None, table, "20261129000000001", action, extra_check=interrupted)
+    assert calls == ["interrupt", "cancel", "cancel", "action ended", "wait"]
