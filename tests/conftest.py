@@ -127,17 +127,6 @@ def zk_server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def spark_connect_server():
-    """One real Spark Connect server (the jar in PySpark's wheel, local[2]) for the session's
-    Connect tests. Its executors run this interpreter without this process's PYTHONPATH, so
-    the engine reaches them only as the client's session artifact (spark/session.py)."""
-    from airflow_hudi_occ.testing.spark_connect import SparkConnectServer
-    server = SparkConnectServer().start()
-    yield server
-    server.stop()
-
-
 def _stop_kazoo_clients() -> None:
     """Stop every kazoo client still running in this process before its server goes. Some
     tests leave one on purpose (a crashed writer's lock stays held until its session ends).

@@ -21,8 +21,20 @@ import pytest
 from airflow_hudi_occ.core.commit import attempt_log
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.provider.launchers.connect import ConnectLauncher
+from airflow_hudi_occ.testing.spark_connect import SparkConnectServer
 from airflow_hudi_occ.testing.spark_line_smoke import OPTS, model as smoke_model
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+
+
+@pytest.fixture(scope="module")
+def spark_connect_server():
+    """One real Spark Connect server (the jar in PySpark's wheel, local[2]) for this file's
+    tests, stopped after them. Its executors run this interpreter without this process's
+    PYTHONPATH, so the engine reaches them only as the client's session artifact
+    (spark/session.py)."""
+    with SparkConnectServer() as server:
+        yield server
 
 #: one Connect client doing a table's life: every result printed as one JSON line
 CLIENT = r"""
@@ -174,6 +186,7 @@ def check_client(steps: dict, out: str, tmp_path, full: bool) -> None:
           f"(job_cancelled={stopped.get('job_cancelled')})")
 
 
+@pytest.mark.slow
 def test_a_connect_client_writes_stops_early_and_retries_as_spark_submit_does(spark_connect_server, tmp_path):
     """A client's life on a Connect server: bulk_insert, a keyed upsert and its re-run
     (already committed, nothing written), an upsert stopped by the abort signal (the
@@ -211,12 +224,12 @@ ECD = {"hoodie.write.concurrency.early.conflict.detection.enable": "true",
 PARTS, ROWS = 32, 40_000  # the loser's write job must outlast the winner's planning
 
 
-def seed_table(path: str) -> None:
+def seed_table(path: str, rows: int = ROWS) -> None:
     from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
     from airflow_hudi_occ.core.config import WriteConfig
     table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts")
-    n = PARTS * ROWS
+    n = PARTS * rows
     ArrowTableWriter(table, WriteConfig.from_options(OPTS)).write(pa.table({
         "id": pa.array(range(n), pa.int64()), "p": pa.array([str(i % PARTS) for i in range(n)]),
         "ts": pa.array([1] * n, pa.int64()), "v": pa.array(["seed"] * n)}), "bulk_insert")
@@ -272,8 +285,10 @@ def first_marker_at(root: str, stop) -> float | None:
 
 
 def race(tmp_path, url: str, loser: str, winner: str) -> dict:
-    """``winner`` begins first and holds; ``loser`` begins after it and starts its write job;
-    then the winner is let go: it plans and writes its markers while the loser's job runs.
+    """``winner`` begins and plans first and holds before it goes inflight (no file group of
+    it declared, no marker); ``loser`` begins after it, passes its checks and starts its write
+    job; then the winner is let go: it goes inflight and writes its markers while the loser's
+    job runs, whatever the machine's load.
     The loser's executors meet the winner's markers and its driver cancels the job (a job
     group on spark-submit, a tag on Connect); the loser exits 75, the winner commits, and the
     loser's retry (attempt 2, a fresh instant) commits. Returns the seconds measured."""
@@ -286,12 +301,12 @@ def race(tmp_path, url: str, loser: str, winner: str) -> dict:
     go = str(tmp_path / f"go-{loser}")
     temp = os.path.join(path, ".hoodie", ".temp")
     w = launch(winner, path, source(str(tmp_path / f"w-{loser}.parquet"), range(0, 4 * PARTS, PARTS), 2, "W"),
-               str(tmp_path / f"w-{loser}.log"), url=url, env_extra={"HUDI_OCC_TEST_HOLD_AFTER_BEGIN": go})
+               str(tmp_path / f"w-{loser}.log"), url=url, env_extra={"HUDI_OCC_TEST_HOLD_AFTER_PLAN": go})
     deadline = time.time() + 300
-    while not os.path.exists(go + ".began"):
+    while not os.path.exists(go + ".planned"):
         assert w.poll() is None and time.time() < deadline, result_of(w)[2][-3000:]
         time.sleep(0.05)
-    w_instant = open(go + ".began").read().strip()
+    w_instant = open(go + ".planned").read().strip()
     l = launch(loser, path, source(str(tmp_path / f"l-{loser}.parquet"), range(PARTS * ROWS), 3, "L"),
                str(tmp_path / f"l-{loser}.log"), url=url, conf=["spark.sql.shuffle.partitions=48"])
     # the loser's first marker: its write job runs; let the winner go
@@ -388,3 +403,104 @@ def test_a_connect_job_stopped_by_sigterm_interrupts_its_server_job_and_rolls_ba
     assert all(bf.instant_time != instant for part in range(PARTS) for bf in list_base_files(table, str(part))), log[-3000:]
     rec = attempt_log.read_record(table, instant)
     assert rec is not None and rec.outcome != attempt_log.RUNNING, (rec, log[-3000:])
+
+
+# -- the write operator on Connect: the same race, the retry by the attempt loop ----------------
+
+
+class RecordingConnectLauncher(ConnectLauncher):
+    """The Connect launcher, keeping each attempt's result line whole (the loop's XCom record
+    keeps part of it; whether the job was cancelled inside its write stage is in the line)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.results: list = []  # shared with the operator's copy of the launcher
+
+    def run_attempt(self, run, n, on_began):
+        got = super().run_attempt(run, n, on_began)
+        self.results.append(got)
+        return got
+
+
+def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_and_retries(
+        spark_connect_server, tmp_path):
+    """The write operator with the Spark Connect launcher (each attempt a client of the real
+    server) against a spark-submit writer on one table. The spark-submit writer begins and
+    plans first and holds before it goes inflight; the operator's attempt 1 begins after it;
+    then the spark-submit writer is let go: it declares its file groups and writes its
+    markers while attempt 1 tags or writes. Attempt 1 is stopped early by them (before its
+    write job by its driver's check, or inside it, its server job interrupted by tag: whichever
+    the machine's load makes it; the slow race test pins the second and measures it), rolls
+    back and exits 75; the attempt loop retries on a fresh instant, which commits after the
+    winner."""
+    import threading
+    import time
+
+    from airflow_hudi_occ.core.commit.retry import RetryPolicy
+    from airflow_hudi_occ.core.format.instant_time import parse_ms
+    from airflow_hudi_occ.provider.admission import AdmissionSettings
+    from airflow_hudi_occ.provider.operators.write import HudiWriteOperator
+    from airflow_hudi_occ.provider.task_keys import XCOM_ATTEMPTS, XCOM_RUNNING
+    from tests.provider.test_write_operator_recovery import StubTI
+
+    rows = 10_000  # the loser's tagging and write job outlast the winner's declaration after its release
+    path = str(tmp_path / "tbl")
+    seed_table(path, rows)
+    go = str(tmp_path / "go")
+    w = launch("submit", path, source(str(tmp_path / "w.parquet"), range(0, 4 * PARTS, PARTS), 2, "W"),
+               str(tmp_path / "w.log"), url=spark_connect_server.url, env_extra={"HUDI_OCC_TEST_HOLD_AFTER_PLAN": go})
+    deadline = time.time() + 300
+    while not os.path.exists(go + ".planned"):
+        assert w.poll() is None and time.time() < deadline, result_of(w)[2][-3000:]
+        time.sleep(0.05)
+    w_instant = open(go + ".planned").read().strip()
+
+    launcher = RecordingConnectLauncher(remote=spark_connect_server.url, spark_connect_conn_id=None,
+                                        spark_conf={"spark.sql.shuffle.partitions": "48"})
+    op = HudiWriteOperator(task_id="upsert", source=source(str(tmp_path / "l.parquet"), range(PARTS * rows), 3, "L"),
+                           table_path=path, hudi_conn_id=None, options={**OPTS, **ECD}, write_windows=None,
+                           admission=AdmissionSettings(on_overlap="go"),  # the race is the point
+                           launcher=launcher,
+                           conflict_retries=RetryPolicy(max_conflict_retries=3, base_delay_s=1.0, max_delay_s=2.0))
+    ti, box = StubTI(), {}
+
+    def run():
+        try:
+            box["out"] = op.execute({"ti": ti})
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            box["error"] = e
+    loser = threading.Thread(target=run, daemon=True)
+    loser.start()
+    while XCOM_RUNNING not in ti.xcom:  # attempt 1 began (its instant requested): let the winner go
+        assert loser.is_alive() and time.time() < deadline, box
+        time.sleep(0.02)
+    l_instant = ti.xcom[XCOM_RUNNING]["instant"]
+    released = time.time()
+    open(go, "w").close()
+    loser.join(timeout=600)
+    code_w, res_w, log_w = result_of(w)
+    assert "out" in box, box
+    assert code_w == 0 and res_w["instant"] == w_instant, log_w[-3000:]
+
+    attempts = ti.xcom[XCOM_ATTEMPTS]
+    first, last = attempts[0], attempts[-1]
+    assert (first["instant"], first["outcome"], first["exit_code"]) == (l_instant, "conflict", 75), attempts
+    assert first["other_instant"] == w_instant and first["error"]["error"] == "EarlyConflictError", first
+    line = launcher.results[0].result
+    stopped_in_job, before_job = line.get("job_cancelled") is True, line["error"].get("stopped_before_job") is True
+    assert stopped_in_job or before_job, line  # stopped early, not at its commit
+    assert box["out"]["outcome"] == "committed" and last["outcome"] == "committed" and last["attempt"] >= 2
+    assert last["instant"] > w_instant
+
+    table = Table.open(path)
+    rec = attempt_log.read_record(table, l_instant)
+    assert rec.outcome == attempt_log.CONFLICT and rec.other_instant == w_instant
+    assert all(bf.instant_time != l_instant for p in range(PARTS) for bf in list_base_files(table, str(p)))
+    got = hudi_read(path).select(["id", "v"])
+    assert got.num_rows == PARTS * rows and set(got.column("v").to_pylist()) == {"L"}
+    stop_ms = parse_ms(rec.rolled_back_by) if rec.rolled_back_by else rec.ended_at_ms
+    print(f"connect loser (write operator) vs spark-submit winner: stopped "
+          f"{'inside its write job' if stopped_in_job else 'before its write job'}, rolled back "
+          f"{round(stop_ms / 1000 - released, 3)} s after the winner's release; "
+          f"tasks_done_at_cancel={line['error'].get('tasks_done_at_cancel')}/{line['error'].get('tasks_total')}, "
+          f"attempts={len(attempts)}")
