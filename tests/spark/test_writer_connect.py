@@ -461,7 +461,7 @@ def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_
                            table_path=path, hudi_conn_id=None, options={**OPTS, **ECD}, write_windows=None,
                            admission=AdmissionSettings(on_overlap="go"),  # the race is the point
                            launcher=launcher,
-                           conflict_retries=RetryPolicy(max_conflict_retries=3, base_delay_s=1.0, max_delay_s=2.0))
+                           conflict_retries=RetryPolicy(max_conflict_retries=5, base_delay_s=2.0, max_delay_s=4.0))
     ti, box = StubTI(), {}
 
     def run():
