@@ -8,6 +8,9 @@
 #   - the same-Spark benchmark's venv (pyspark 3.5 with this package's runtime dependencies)
 #     and Delta Lake for Spark 3.5 in .work/spark35-bench/ (scripts/install-spark35-bench.sh;
 #     only for `scripts/test.sh --slow`, whose smoke test of that bench needs it: about 850 MB);
+#   - one venv per Spark line the engine runs on beside 4.2 (.venv): 3.5 and 4.0 for the
+#     default run's smoke, 4.1 too with --slow, in .work/spark-lines/ (about 500 MB each,
+#     scripts/install-spark-lines.sh);
 #   - Debian's chromium + chromium-driver (the UI page is checked in headless Chromium) and
 #     docker-compose 1.29 (docker-compose.yaml is validated offline with `docker-compose config`);
 #   - a class-data archive of Spark's classes for the test run's JVMs (airflow_hudi_occ/testing/jvm.py);
@@ -70,4 +73,7 @@ fi
 bash scripts/install-java-hudi.sh
 if [ "${HUDI_OCC_SLOW:-}" = "1" ]; then
   bash scripts/install-spark35-bench.sh
+  bash scripts/install-spark-lines.sh 3.5 4.0 4.1   # the smoke on every line (4.2 is .venv)
+else
+  bash scripts/install-spark-lines.sh 3.5 4.0       # the default run's Spark-line smoke
 fi

@@ -101,3 +101,22 @@ def test_the_pinned_dependency_set_installs_on_each_declared_python(python, tmp_
         assert entry, f"{wanted} not on the index"
         assert SpecifierSet(entry[0].get("requires-python") or "").contains(python + ".0"), \
             f"{wanted} requires Python {entry[0].get('requires-python')}, not {python}"
+
+
+def test_each_spark_line_pins_a_pyspark_its_extras_admit():
+    """constraints/spark-<line>.txt (scripts/install-spark-lines.sh) pins the tested PySpark of
+    each line the engine supports: within the ``spark`` extra's range and its own
+    ``spark<line>`` extra's; 4.2's is constraints.txt's own."""
+    from packaging.requirements import Requirement
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def pyspark_range(extra):
+        return next(Requirement(r).specifier for r in extras[extra] if Requirement(r).name == "pyspark")
+    lines = sorted(p.stem.removeprefix("spark-") for p in (ROOT / "constraints").glob("spark-*.txt"))
+    assert lines == ["3.5", "4.0", "4.1", "4.2"]
+    for line in lines:
+        pins = [x.split("==")[1].strip() for x in (ROOT / "constraints" / f"spark-{line}.txt").read_text().splitlines()
+                if x.startswith("pyspark==")]
+        assert len(pins) == 1 and pins[0].startswith(line + "."), (line, pins)
+        assert pyspark_range("spark").contains(pins[0]) and pyspark_range("spark" + line.replace(".", "")).contains(pins[0])
+    assert (ROOT / "constraints" / "spark-4.2.txt").read_text().count(f"pyspark=={_constraints()['pyspark']}") == 1

@@ -172,13 +172,22 @@ class DetachedJob:
 def start_detached(hook, application: str, *, writer_id: str, directory: str | None = None) -> DetachedJob:
     """Start ``hook``'s spark-submit (a :class:`HudiSparkJobHook`) in its own session, output to
     a log file; return the job's record at once."""
+    check_master_reachable(hook.master)  # as the synchronous path: fail now, naming the fix
+    secrets_file = hook.write_job_secrets()
+    return start_command(hook._build_spark_submit_command(application), hook._env or {},
+                         writer_id=writer_id, driver_on_cluster=hook._driver_on_cluster,
+                         secrets_file=secrets_file, directory=directory)
+
+
+def start_command(cmd: list[str], env: dict[str, str], *, writer_id: str, driver_on_cluster: bool = False,
+                  secrets_file: str | None = None, directory: str | None = None) -> DetachedJob:
+    """Start ``cmd`` (a job that prints the engine's BEGIN/RESULT lines: spark-submit, or the
+    engine's entry point as a Spark Connect client) detached in its own session, with ``env``
+    over this process's environment, output to a log file; return the job's record at once."""
     directory = directory or jobs_dir()
     stem = os.path.join(directory, f"{time.strftime('%Y%m%dT%H%M%S')}-{writer_id.replace('/', '_')}")
     log_path, exit_path = stem + ".log", stem + ".exit"
-    check_master_reachable(hook.master)  # as the synchronous path: fail now, naming the fix
-    secrets_file = hook.write_job_secrets()
-    cmd = hook._build_spark_submit_command(application)
-    env = {**os.environ, **(hook._env or {}), "HUDI_OCC_JOB_LOG": log_path, "HUDI_OCC_JOB_EXIT": exit_path}
+    env = {**os.environ, **env, "HUDI_OCC_JOB_LOG": log_path, "HUDI_OCC_JOB_EXIT": exit_path}
     open(log_path, "a").close()
     sp = subprocess.Popen(["/bin/sh", "-c", _WRAPPER, "hudi-occ-job", *cmd], env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -189,7 +198,7 @@ def start_detached(hook, application: str, *, writer_id: str, directory: str | N
         create_time = 0.0
     return DetachedJob(pid=sp.pid, create_time=create_time, host=socket.gethostname(),
                        log_path=log_path, exit_path=exit_path, writer_id=writer_id,
-                       started_at=time.time(), driver_on_cluster=hook._driver_on_cluster,
+                       started_at=time.time(), driver_on_cluster=driver_on_cluster,
                        secrets_file=secrets_file)
 
 

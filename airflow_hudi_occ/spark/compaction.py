@@ -36,6 +36,7 @@ from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.format.layout import base_file_name
 from airflow_hudi_occ.core.table.mor_reader import CompletionTimes
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.compat import task_per_item
 from airflow_hudi_occ.spark.errors import spark_failure
 from airflow_hudi_occ.spark.jobgroup import run_watched
 from airflow_hudi_occ.spark.writer import SparkTableJob
@@ -91,8 +92,8 @@ class SparkCompaction(CompactionWork):
         table, task = self.table, self.task
         ctx = CompactionTaskContext(table.base_uri, self.job.storage_options or {},
                                     dict(self.config.write.options), tx.instant_time)
-        rdd = self.job.spark.sparkContext.parallelize(ops, len(ops)).map(lambda op: task(ctx, op))
-        return run_watched(self.job.spark, table, tx.instant_time, rdd.collect,
+        job = task_per_item(self.job.spark, ops, lambda op: task(ctx, op))
+        return run_watched(self.job.spark, table, tx.instant_time, job,
                            description=f"hudi compact {table.name} {tx.instant_time}")
 
     def failure(self, tx, error) -> Failure:

@@ -16,6 +16,12 @@ Hudi and Delta Lake in one Spark 3.5 session, the Spark that Java Hudi's bundle 
   ``fn(key, batches)`` once per run of equal keys. The difference: there a group's batches
   are buffered before ``fn`` gets them (one file group's rows, a base file's worth), where
   PySpark 4 streams them.
+
+And what a Spark Connect session lacks (it has no SparkContext, hence no RDDs, and no JVM in
+the client): :func:`is_connect` tells the two kinds of session apart, :func:`default_parallelism`
+asks a Connect server for what a SparkContext knows, and :func:`task_per_item` runs one Python
+task per item with DataFrame APIs only (``mapInArrow`` over a range), the same way on every
+line and on both kinds of session.
 """
 
 from __future__ import annotations
@@ -44,9 +50,63 @@ def to_arrow(df) -> pa.Table:
     return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
 
 
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client: no SparkContext, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+#: a Connect session's parallelism, by session id (asked of the server once)
+_PARALLELISM: dict[str, int] = {}
+
+
+def default_parallelism(spark) -> int:
+    """The session's default parallelism (how many tasks a small job of ours gets): the
+    SparkContext's own; on Spark Connect, which has none here, the number of tasks the server
+    gives a range without a partition count (Spark's ``leafNodeDefaultParallelism``, which
+    defaults to the context's parallelism), asked once per session with one tiny job."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    sid = spark.session_id
+    if sid not in _PARALLELISM:
+        def one_row(batches):  # one row per task, however many rows it read
+            import pyarrow as pa
+            for _ in batches:
+                pass
+            yield pa.RecordBatch.from_pydict({"n": [1]}, schema=pa.schema([("n", pa.int64())]))
+        _PARALLELISM[sid] = max(1, spark.range(0, 1 << 16).mapInArrow(one_row, "n long").count())
+    return _PARALLELISM[sid]
+
+
+def task_per_item(spark, items: Sequence, fn: Callable) -> Callable[[], list]:
+    """The action (run it under ``jobgroup.run_watched``) that calls ``fn(item)`` in one Spark
+    task per item and returns the results in the items' order: what
+    ``sc.parallelize(items, len(items)).map(fn).collect()`` did, without an RDD. ``items``
+    and ``fn`` travel in the task's closure; each result comes back pickled."""
+    items = list(items)
+    n = max(1, len(items))
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pickle
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield pa.RecordBatch.from_pydict({"i": [i], "out": [pickle.dumps(fn(items[i]))]},
+                                                 schema=pa.schema([("i", pa.int64()), ("out", pa.binary())]))
+
+    df = spark.range(0, len(items), 1, n).mapInArrow(run, "i long, out binary")
+
+    def action() -> list:
+        import pickle
+        return [pickle.loads(r.out) for r in sorted(df.collect(), key=lambda r: r.i)]
+    return action
+
+
 def has_apply_in_arrow() -> bool:
+    """PySpark's ``applyInArrow`` with the iterator-of-batches form the engine uses (4.1+; 4.0's
+    takes a whole ``pa.Table``, so 4.0 takes the 3.5 route)."""
+    import pyspark
     from pyspark.sql.group import GroupedData
-    return hasattr(GroupedData, "applyInArrow")
+    major, minor = (int(x) for x in pyspark.__version__.split(".")[:2])
+    return hasattr(GroupedData, "applyInArrow") and (major, minor) >= (4, 1)
 
 
 def apply_in_arrow(df, keys: Sequence[str], fn: Callable, schema: str):

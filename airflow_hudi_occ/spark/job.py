@@ -5,6 +5,7 @@
     spark-submit --master local[2] airflow_hudi_occ/spark/job.py --table PATH --operation upsert \
         --source PATH_OR_SQL --source-format parquet|csv|json|sql --option k=v ...
     python -m airflow_hudi_occ.spark.job ...          (the same, with a local session)
+    python -m airflow_hudi_occ.spark.job --remote sc://HOST:15002 ...   (a Spark Connect client)
 
 Exit codes: ``0`` committed (``"outcome"``: ``committed``; ``already_committed`` when the
 ``--batch-key`` is already in a completed instant, named by ``"instant"``, and nothing new was
@@ -67,7 +68,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "of it is searched here, and the commit looks again under the lock")
     p.add_argument("--writer-id", default=None)
     p.add_argument("--master", default=None, help="only when not run by spark-submit (default local[2])")
-    return p.parse_args(argv)
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="a Spark Connect server (default: $SPARK_REMOTE): this process is the "
+                        "client, the data work runs in the server's executors")
+    p.add_argument("--conf", action="append", default=[], metavar="K=V",
+                   help="a Spark setting of the session the job builds (repeatable; with --remote "
+                        "runtime SQL settings only; under spark-submit prefer its own --conf)")
+    args = p.parse_args(argv)
+    args.conf = {k: str(v) for k, v in parse_options(args.conf, "--conf").items()}
+    if args.remote and "token=" in args.remote.lower():
+        p.error("--remote carries a token, which every user of this machine can read on the "
+                "command line: give the URL in $SPARK_REMOTE instead")
+    return args
 
 
 def preflight(args, options: "dict | SparkWriteOptions", storage_options: dict | None = None) -> None:
@@ -195,6 +207,7 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
             on_progress("starting", f"{args.operation} into {args.table}: options, source and "
                                     "table checked; starting Spark")
             spark = _session(args)
+            stop_on_sigterm(spark)
             writer = SparkHudiWriter(spark, args.table, opts, writer_id=args.writer_id,
                                      on_begin=on_begin, on_progress=on_progress,
                                      storage_options=args.storage_options)
@@ -231,9 +244,30 @@ def main(argv=None, *, before_commit=None, on_begin=announce_begin, on_progress=
             pass
 
 
+def stop_on_sigterm(spark) -> None:
+    """A Spark Connect client's SIGTERM (an orchestrator's kill) raises ``KeyboardInterrupt``
+    here, so the running job is interrupted on the server (``jobgroup.run_watched``) and the
+    instant rolled back, rather than the job running on without its driver (a local or
+    spark-submit driver takes its jobs down with it)."""
+    import signal
+    import threading
+
+    from airflow_hudi_occ.spark.compat import is_connect
+    if not is_connect(spark) or threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        # once: a second SIGTERM (a process-tree kill signals the group and each process)
+        # must not break into the cancel's wait or the rollback it leads to
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _session(args):
     from airflow_hudi_occ.spark.session import job_session
-    return job_session(f"hudi-occ {args.operation} {os.path.basename(args.table)}", args.master)
+    return job_session(f"hudi-occ {args.operation} {os.path.basename(args.table)}", args.master,
+                       remote=args.remote, conf=args.conf)
 
 
 if __name__ == "__main__":

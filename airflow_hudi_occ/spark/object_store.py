@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from airflow_hudi_occ.core.format.storage import open_fs
 from airflow_hudi_occ.spark.submit.source import HADOOP_SCHEMES, scheme_of
+from airflow_hudi_occ.spark.compat import default_parallelism
 
 NATIVE_CONF = "spark.hudi_occ.read.native"
 #: fsspec schemes whose Hadoop counterpart a natively configured cluster reads
@@ -158,7 +159,7 @@ def read_files(spark, urls: list[str], fmt: str, storage_options: dict | None, *
                     t = t.append_column(file_column, pa.array([name] * t.num_rows, pa.string()))
                 yield from t.to_batches()
 
-    n = max(1, min(len(urls), spark.sparkContext.defaultParallelism))
+    n = max(1, min(len(urls), default_parallelism(spark)))
     files = spark.createDataFrame([(u,) for u in urls], "url string").repartition(n)
     return files.mapInArrow(read, spark_schema)
 

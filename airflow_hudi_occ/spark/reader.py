@@ -38,6 +38,7 @@ from airflow_hudi_occ.core.table.mor_reader import CompletionTimes, MergeFileSli
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ, Table
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
 from airflow_hudi_occ.core.table.time_travel import check_as_of_readable, check_not_archived
+from airflow_hudi_occ.spark.compat import default_parallelism
 
 
 def _refuse_merge_on_read(table: Table) -> None:
@@ -153,6 +154,6 @@ def read_merged_slices(spark, table: Table, slices: Sequence[MergeFileSlice], sc
                     t = t.append_column(file_column, pa.array([labels[i]] * t.num_rows, pa.string()))
                 yield from t.to_batches()
 
-    n = max(1, min(len(slices), spark.sparkContext.defaultParallelism))
+    n = max(1, min(len(slices), default_parallelism(spark)))
     index = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
     return index.mapInArrow(read, spark_schema)

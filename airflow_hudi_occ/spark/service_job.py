@@ -63,12 +63,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="compact: run the plan as Spark tasks (default) or with Arrow in the driver")
     p.add_argument("--writer-id", default=None)
     p.add_argument("--master", default=None)
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="a Spark Connect server (default: $SPARK_REMOTE)")
     return p.parse_args(argv)
 
 
 def _spark(args):
     from airflow_hudi_occ.spark.session import job_session
-    return job_session(f"hudi-occ {args.service} {os.path.basename(args.table)}", args.master)
+    return job_session(f"hudi-occ {args.service} {os.path.basename(args.table)}", args.master,
+                       remote=args.remote)
 
 
 def run(args, options: dict, *, before_commit=None) -> dict:

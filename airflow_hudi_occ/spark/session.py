@@ -11,6 +11,14 @@ Why these settings:
 - ``spark.task.maxFailures=1`` in local mode (Spark's own default there): a failing write task is
   not retried, and the driver cancels the job on a conflict anyway (see ``writer``).
 - The UI is off: it only costs start-up time and a port per session.
+
+Spark Connect (:func:`connect_session`, or any session made with ``remote("sc://...")``): this
+process is a client; the driver-side steps (the transaction, the timeline, the lock, the
+heartbeat) run here, the data work in the server's executors. A Connect session has no
+SparkContext and no JVM in this process, so everything the engine asks of one goes through
+:func:`is_connect`: the package is shipped as an artifact (``addArtifacts(pyfile=True)``),
+jobs are cancelled by tag (jobgroup.py), the parallelism is asked of the server
+(``compat.default_parallelism``), and only the server's runtime SQL settings can be chosen.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import sys
 from contextlib import contextmanager
 from typing import Mapping
 
+from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.spark.compat import is_connect
 from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
@@ -50,6 +60,38 @@ def local_session(master: str = "local[2]", app_name: str = "airflow_hudi_occ",
     return spark
 
 
+def connect_session(remote: str, app_name: str = "airflow_hudi_occ",
+                    conf: Mapping[str, str] | None = None, *, check_executors: bool = True):
+    """A Spark Connect session on ``remote`` (``sc://host:port/;params``): the project's runtime
+    SQL defaults where ``conf`` chooses nothing (the rest of a Connect server's settings are its
+    own), the package added to the session's Python path on the server, and the one-task check
+    that the server's executors import it (before any instant exists)."""
+    from pyspark.sql import SparkSession
+
+    from pyspark.errors import PySparkRuntimeError
+
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    settings = {**{k: DEFAULT_CONF[k] for k in RUNTIME_CONF_KEYS}, **dict(conf or {})}
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as e:
+        if "SESSION_ALREADY_EXIST" not in str(getattr(e, "getCondition", lambda: "")() or e):
+            raise
+        # PySpark's functions (F.col ...) build Connect or classic columns by a
+        # process-wide switch: one process holds one kind of session
+        raise ConfigError(
+            f"this process runs a classic Spark session already; it cannot also be a Spark "
+            f"Connect client of {remote}", key="remote", value=remote,
+            remedy="run the Connect write in a process of its own (python -m "
+                   "airflow_hudi_occ.spark.job --remote ...), or stop the classic session first") from e
+    _ship_package(spark, None)
+    if check_executors:
+        _report_executors(spark)
+    return spark
+
+
 def submitted_master() -> str | None:
     """The master spark-submit gave this driver; None when not run by spark-submit. Read
     from the JVM's properties before any SparkContext exists, so that the Python settings
@@ -62,14 +104,25 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def job_session(app_name: str, master: str | None = None, *, check_executors: bool = True):
-    """The session of a spark-submit job (or of ``python -m`` with ``--master``): the
-    project's defaults where the submitter chose nothing, the package shipped to executors,
-    and, on a cluster, a one-task check that executors import it (before any instant exists,
-    so an executor that cannot import leaves nothing on the table)."""
+#: Spark's own variable naming a Connect server (``sc://...``) for sessions built without one
+REMOTE_ENV = "SPARK_REMOTE"
+
+
+def job_session(app_name: str, master: str | None = None, *, remote: str | None = None,
+                conf: Mapping[str, str] | None = None, check_executors: bool = True):
+    """The session of a spark-submit job (or of ``python -m`` with ``--master``, or with
+    ``--remote`` / ``$SPARK_REMOTE``: a Spark Connect client): the project's defaults where
+    the submitter chose nothing, the package shipped to executors, and, on a cluster, a
+    one-task check that executors import it (before any instant exists, so an executor that
+    cannot import leaves nothing on the table). ``conf``: Spark settings of the session this
+    builds (a Connect or ``--master`` session; under spark-submit, runtime settings set on
+    the session, the rest belong on spark-submit's own ``--conf``)."""
+    remote = remote or (None if master else os.environ.get(REMOTE_ENV))
+    if remote:
+        return connect_session(remote, app_name, conf, check_executors=check_executors)
     if master or not os.environ.get("SPARK_ENV_LOADED"):
         master = master or "local[2]"
-        spark = local_session(master, app_name)
+        spark = local_session(master, app_name, conf)
     else:
         master = submitted_master()
         ensure_python_env(master)
@@ -83,19 +136,40 @@ def job_session(app_name: str, master: str | None = None, *, check_executors: bo
         for k in RUNTIME_CONF_KEYS:
             if not submitted.contains(k):  # the project's defaults unless the submitter chose
                 spark.conf.set(k, DEFAULT_CONF[k])
+        for k, v in (conf or {}).items():
+            spark.conf.set(k, v)
         _ship_package(spark, master)
-    from airflow_hudi_occ.spark.shipping import check_executors_import
     if check_executors and not is_local_master(master):
-        seen = check_executors_import(spark)
-        print(f"executors import airflow_hudi_occ {seen['version']} from {seen['file']} "
-              f"(Python {seen['python_version']} at {seen['python']})", flush=True)
+        _report_executors(spark)
     return spark
+
+
+def _report_executors(spark) -> None:
+    from airflow_hudi_occ.spark.shipping import check_executors_import
+    seen = check_executors_import(spark)
+    print(f"executors import airflow_hudi_occ {seen['version']} from {seen['file']} "
+          f"(Python {seen['python_version']} at {seen['python']})", flush=True)
+
+
+#: the artifacts already added to a Connect session, by session id: the server keeps a
+#: session's artifacts for its lifetime, and refuses a second file under a name it holds
+_CONNECT_SHIPPED: dict[str, set[str]] = {}
 
 
 def _ship_package(spark, master: str | None) -> None:
     """Add the package zip unless spark-submit's ``--py-files`` already carries one (the
-    hook's does): a hand-written spark-submit to a cluster then works too."""
+    hook's does): a hand-written spark-submit to a cluster then works too. On Spark Connect
+    the zip is a session artifact (``addArtifacts(pyfile=True)``): the server's Python
+    workers of this session get it at the front of their path."""
     from airflow_hudi_occ.spark.submit.package import PACKAGE, PACKAGE_DIR, package_zip
+    if is_connect(spark):
+        if PACKAGE_DIR.is_dir():
+            zipped = str(package_zip())
+            shipped = _CONNECT_SHIPPED.setdefault(spark.session_id, set())
+            if zipped not in shipped:
+                spark.addArtifacts(zipped, pyfile=True)
+                shipped.add(zipped)
+        return
     if is_local_master(master) or not PACKAGE_DIR.is_dir():  # running from a zip already
         return
     shipped = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
@@ -105,8 +179,9 @@ def _ship_package(spark, master: str | None) -> None:
 
 
 def jar_version(spark) -> str:
-    """The Spark version of the running JVM (the jars), to compare with ``pyspark.__version__``."""
-    return spark.sparkContext._jsc.version()
+    """The Spark version of the running JVM (the jars; a Connect session: the server's), to
+    compare with ``pyspark.__version__``."""
+    return spark.version
 
 
 #: the rows of one Arrow batch a write job hands to Python (Spark's default is 10,000); the

@@ -10,6 +10,10 @@ Dependencies with native parts (pyarrow, fastavro, kazoo) cannot travel in a zip
 executors that lack them, ship a packed virtualenv with ``spark.archives`` (docs/deployment.md, "On a
 cluster").
 
+On Spark Connect (spark/session.py) the same zip is a session artifact
+(``addArtifacts(..., pyfile=True)``), and the check below runs the same way on the server's
+executors.
+
 The zip itself (built once per content, cached, renamed into place) is
 :mod:`airflow_hudi_occ.spark.submit.package`, which the submitter uses without pyspark.
 
@@ -29,22 +33,36 @@ from airflow_hudi_occ.spark.submit.package import PACKAGE, package_zip
 EXECUTOR_MODULE = "airflow_hudi_occ.spark.executor"
 
 
+#: the probe's report, one row per task (mapInArrow: the same route on a classic session, on
+#: Spark Connect, which has no RDDs, and on every Spark line)
+PROBE_DDL = ("ok boolean, version string, file string, python string, python_version string, "
+             "error string, missing string")
+
+
 def _probe_for(package: str, module: str):
     """The executor side of the check, as a closure: cloudpickle sends it by value, so an
     executor that cannot import this package can still run it and say why."""
 
-    def probe(_):
+    def probe(batches):
         import importlib
         import sys
+
+        import pyarrow as pa
+        for _ in batches:
+            pass
         try:
             pkg = importlib.import_module(package)
             importlib.import_module(module)
-            yield {"ok": True, "version": getattr(pkg, "__version__", None), "file": pkg.__file__,
-                   "python": sys.executable, "python_version": sys.version.split()[0]}
+            row = {"ok": True, "version": getattr(pkg, "__version__", None), "file": pkg.__file__,
+                   "python": sys.executable, "python_version": sys.version.split()[0],
+                   "error": None, "missing": None}
         except BaseException as e:  # noqa: BLE001 - reported to the driver, not raised there
-            yield {"ok": False, "error": f"{type(e).__name__}: {e}",
+            row = {"ok": False, "version": None, "file": None, "error": f"{type(e).__name__}: {e}",
                    "missing": getattr(e, "name", None), "python": sys.executable,
                    "python_version": sys.version.split()[0]}
+        schema = pa.schema([("ok", pa.bool_())] + [(k, pa.string()) for k in
+                           ("version", "file", "python", "python_version", "error", "missing")])
+        yield pa.RecordBatch.from_pylist([row], schema=schema)
     return probe
 
 
@@ -52,10 +70,11 @@ def check_executors_import(spark, *, tasks: int | None = None) -> dict:
     """Import the engine on executors (one tiny job) and raise
     :class:`EngineNotShippedError` if they cannot, or import another version than the
     driver's. Returns what one executor reported."""
-    sc = spark.sparkContext
-    n = tasks or max(1, min(sc.defaultParallelism, 8))
+    from airflow_hudi_occ.spark.compat import default_parallelism
+    n = tasks or max(1, min(default_parallelism(spark), 8))
     try:
-        reports = sc.parallelize(range(n), n).mapPartitions(_probe_for(PACKAGE, EXECUTOR_MODULE)).collect()
+        rows = spark.range(0, n, 1, n).mapInArrow(_probe_for(PACKAGE, EXECUTOR_MODULE), PROBE_DDL).collect()
+        reports = [r.asDict() for r in rows]
     except Exception as e:  # noqa: BLE001 - the worker could not even start Python
         raise EngineNotShippedError(
             "the executors could not run the import check: " + _first_line(e),

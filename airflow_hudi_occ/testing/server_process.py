@@ -17,20 +17,21 @@ from typing import Callable
 
 
 class ServerProcess:
-    """``args`` run as a child process; :meth:`start` returns once ``ready()`` stops raising
+    """``args`` run as a child process (in ``env``, default this process's environment); :meth:`start` returns once ``ready()`` stops raising
     ``OSError`` (the server answers), and raises ``RuntimeError`` naming ``what`` and the tail of
     its stderr when it exits first or does not answer within ``timeout_s``."""
 
     def __init__(self, args: list[str], *, what: str, ready: Callable[[], object], timeout_s: float,
-                 poll_s: float = 0.1):
-        self.args, self.what, self.ready = args, what, ready
+                 poll_s: float = 0.1, env: dict[str, str] | None = None):
+        self.args, self.what, self.ready, self.env = args, what, ready, env
         self.timeout_s, self.poll_s = timeout_s, poll_s
         self.proc: subprocess.Popen | None = None
         self._stderr = None
 
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                     env=self.env)
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

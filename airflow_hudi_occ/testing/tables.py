@@ -78,6 +78,16 @@ def rows_by_key(t: pa.Table, key: str = "id", columns: list[str] | None = None) 
 
 #: Write options for tests: the file lock, quick lock retries, a small clock-skew wait and a
 #: one-second heartbeat, so contended tests finish fast without changing any semantics.
+#: the Spark tests' keyed table (key ``id``, partition ``p``, ordering ``ts``, name ``tbl``) on
+#: the file lock with fast lock retries and a 2 ms clock-skew wait
+SPARK_TEST_OPTIONS = {"hoodie.datasource.write.recordkey.field": "id",
+                      "hoodie.datasource.write.partitionpath.field": "p",
+                      "hoodie.datasource.write.precombine.field": "ts",
+                      "hoodie.datasource.write.table.name": "tbl",
+                      "hoodie.write.lock.provider": "filesystem",
+                      "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
+                      "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
+
 FAST_WRITE_OPTIONS = {
     "hoodie.write.lock.provider": "filesystem",
     "hoodie.write.lock.wait_time_ms": "2000",

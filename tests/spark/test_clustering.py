@@ -14,16 +14,9 @@ from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.spark.clustering import SparkClusteringExecutor
 from airflow_hudi_occ.core.job_protocol import EXIT_RETRYABLE, last_payload
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
-from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import SPARK_TEST_OPTIONS, hudi_read, rows_by_key
 
-OPTS = {"hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.name": "tbl",
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2",
-        "hoodie.parquet.small.file.limit": "0"}
+OPTS = {**SPARK_TEST_OPTIONS, "hoodie.parquet.small.file.limit": "0"}
 SCHEMA = "id long, p string, ts long, v string"
 
 

@@ -75,3 +75,29 @@ def test_an_upsert_through_the_3_5_route_matches_the_model(spark, tmp_path, monk
     assert res.summary()["updates"] == 100 and res.summary()["inserts"] == 100
     got = {r["id"]: r["v"] for r in hudi_read(path).to_pylist()}
     assert got == {i: ("new" if i >= 300 else "old") for i in range(500)}
+
+
+def test_one_task_per_item_returns_each_items_result_in_order_from_its_own_task(spark):
+    """``task_per_item`` (what ``parallelize(items, n).map(fn)`` did, without an RDD, so it
+    runs on Spark Connect too): one task per item, results in the items' order."""
+    def task(item):
+        from pyspark import TaskContext
+        return (item, TaskContext.get().partitionId())
+    got = compat.task_per_item(spark, ["a", "b", "c", "d", "e"], task)()
+    assert [g[0] for g in got] == ["a", "b", "c", "d", "e"]
+    assert sorted(g[1] for g in got) == [0, 1, 2, 3, 4]  # a task each
+    assert compat.task_per_item(spark, [], task)() == []
+
+
+def test_a_classic_session_is_not_connect_and_its_parallelism_is_the_contexts(spark):
+    assert compat.is_connect(spark) is False
+    assert compat.default_parallelism(spark) == spark.sparkContext.defaultParallelism == 2
+
+
+@pytest.mark.parametrize("version, native", [("3.5.5", False), ("4.0.5", False), ("4.1.4", True), ("4.2.0", True)])
+def test_apply_in_arrow_is_pysparks_own_only_where_it_takes_batches(monkeypatch, version, native):
+    """PySpark added the iterator-of-batches form of ``applyInArrow`` in 4.1; 3.5 and 4.0 take
+    the ``mapInArrow`` route (4.0's applyInArrow hands the function a whole ``pa.Table``)."""
+    import pyspark
+    monkeypatch.setattr(pyspark, "__version__", version)
+    assert compat.has_apply_in_arrow() is native

@@ -16,16 +16,10 @@ from airflow_hudi_occ.core.job_protocol import (BEGIN_PREFIX, EXIT_RETRYABLE, PR
 from airflow_hudi_occ.spark.submit.conf import default_conf, log_conf
 from airflow_hudi_occ.testing.spark_job import PATH as TEST_JOB
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
-from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import SPARK_TEST_OPTIONS, hudi_read, rows_by_key
 
 JOB = TEST_JOB  # the engine's job inside the test harness (commit barrier)
-OPTS = {"hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.name": "tbl",
-        "hoodie.write.lock.provider": "filesystem",
-        "hoodie.write.lock.client.wait_time_ms_between_retry": "50",
-        "hoodie.time.generator.max_expected_clock_skew_ms": "2"}
+OPTS = SPARK_TEST_OPTIONS
 SCHEMA = "id long, p string, ts long, v string"
 
 

@@ -49,7 +49,8 @@ def options(**extra):
     return [a for k, v in {**KEYS, **extra}.items() for a in ("--option", f"{k}={v}")]
 
 
-@pytest.mark.parametrize("case", ["operation", "missing_source", "misspelt_key", "lock_provider", "mor"])
+@pytest.mark.parametrize("case", ["operation", "missing_source", "misspelt_key", "lock_provider", "mor",
+                                  "remote_token", "conf"])
 def test_bad_input_is_refused_before_spark_and_the_table_is_unchanged(case, table, batch, tmp_path):
     args = ["--table", table, "--source", batch, *options()]
     want_code, want_error, words = EXIT_ERROR, "ConfigError", []
@@ -66,6 +67,14 @@ def test_bad_input_is_refused_before_spark_and_the_table_is_unchanged(case, tabl
     elif case == "lock_provider":
         args += options(**{"hoodie.write.lock.provider": "zookeepr"})
         want_error, words = "UnknownLockProviderError", ["'zookeepr'", "did you mean 'zookeeper'"]
+    elif case == "remote_token":  # a Spark Connect token on the command line: readable by all
+        args += ["--remote", "sc://spark.example:15002/;token=s3cr3t"]
+        want_code, want_error = EXIT_USAGE, "UsageError"
+        words = ["--remote carries a token", "$SPARK_REMOTE"]
+    elif case == "conf":
+        args += ["--remote", "sc://127.0.0.1:1", "--conf", "spark.sql.shuffle.partitions"]
+        want_code, want_error = EXIT_USAGE, "UsageError"
+        words = ["--conf expects KEY=VALUE"]
     elif case == "mor":
         args += options(**{"hoodie.datasource.write.table.type": "MERGE_ON_READ",
                            "hoodie.index.type": "BUCKET"})

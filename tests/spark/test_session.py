@@ -76,3 +76,17 @@ def test_task_ids_as_run_gives_the_rows_of_a_driver_side_frame_the_tasks_that_re
             assert ids() == {0, 1}
         assert spark.conf.get(EXCLUDED_RULES_KEY) == "org.apache.spark.sql.catalyst.optimizer.PushDownPredicates"
     assert spark.conf.get(EXCLUDED_RULES_KEY, None) is None
+
+
+def test_a_process_with_a_classic_session_refuses_to_become_a_connect_client(spark):
+    """PySpark's functions build Connect or classic columns by a process-wide switch: the
+    refusal names the way out, and the classic session goes on working."""
+    import pytest
+
+    from airflow_hudi_occ.core.errors import ConfigError
+    from airflow_hudi_occ.spark.session import connect_session
+    with pytest.raises(ConfigError) as e:
+        connect_session("sc://127.0.0.1:1", check_executors=False)
+    assert e.value.key == "remote" and "--remote" in e.value.remedy
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+    assert spark.range(3).count() == 3

@@ -18,18 +18,11 @@ one attempt's job and how to read what it did:
   complete options, once per task run), :meth:`Launcher.create_for_first_write` (a table's
   first write is admitted like any other), :meth:`Launcher.kill`.
 
-A Spark Connect launcher plugs in the same way, with no change to the loop. What it needs:
-the engine's entry point building its session with ``SparkSession.builder.remote(url)`` (a
-``--remote`` argument or ``SPARK_REMOTE``: the engine's side), then a launcher whose
-``run_attempt`` runs ``python -m airflow_hudi_occ.spark.job`` + :func:`job_arguments` + the
-remote URL as a subprocess in its own session (the provider never imports the engine or
-pyspark: the layer rule of docs/architecture.md; the client process is the driver side) and
-reads its ``HUDI_OCC_BEGIN`` / ``HUDI_OCC_RESULT`` lines with
-:class:`~airflow_hudi_occ.provider.spark_jobs.JobOutput`, as :class:`SparkSubmitLauncher`
-does; whose ``start`` runs the same detached (``deferred_job.start_detached`` takes a
-spark-submit hook today: it needs to take a command), so the trigger follows it as it follows a
-client-mode spark-submit; and whose ``kill`` ends the process group (the job itself cancels its
-tagged Spark jobs on an abort signal).
+The Spark Connect launcher (``connect.py``) plugged in the same way, with no change to the
+loop: it runs ``python -m airflow_hudi_occ.spark.job`` + :func:`job_arguments` as a client
+process (``SPARK_REMOTE`` in its environment; the provider never imports the engine or
+pyspark) and reads its lines as :class:`SparkSubmitLauncher` does; detached through
+``deferred_job.start_command``.
 
 Errors: launchers raise :class:`~airflow_hudi_occ.core.errors.HudiOccError` (a
 ``ConfigError`` naming the argument) for what the user must fix; the loop turns it into the

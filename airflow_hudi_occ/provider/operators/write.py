@@ -6,7 +6,7 @@ Java Hudi job) and in ``core``; what only an orchestrator can do around it lives
 loop (``provider/attempt_loop.py``: idempotence by batch key, write windows, admission,
 conflict retries on fresh instants, deferral, the attempt record, the outcome decided from the
 table); how each attempt's job is started is the launcher's (``provider/launchers/``:
-spark-submit by default, a Java Hudi job, or the user's own operator on their platform).
+spark-submit by default, a Java Hudi job, a Spark Connect client, or the user's own operator on their platform).
 
 - **Airflow's retries by error type** (``provider/retry_policy.py``): the task fails with the
   package's own error (the job's, decoded from its result line), and the operator's default
@@ -73,7 +73,9 @@ class HudiWriteOperator(BaseOperator):
     :param launcher: how each attempt's job is started (``provider/launchers/``, templated):
         :class:`~airflow_hudi_occ.provider.launchers.spark_submit.SparkSubmitLauncher` (the
         default: the Spark connection, ``spark_conf``, ``spark_env``, ``application``),
-        :class:`~airflow_hudi_occ.provider.launchers.java.JavaHudiLauncher`, or
+        :class:`~airflow_hudi_occ.provider.launchers.java.JavaHudiLauncher`,
+        :class:`~airflow_hudi_occ.provider.launchers.connect.ConnectLauncher` (the job as a
+        Spark Connect client: a ``spark_connect`` connection or ``remote="sc://..."``), or
         :class:`~airflow_hudi_occ.provider.launchers.external.ExternalLauncher` (your own
         operator runs the job on your platform)
     :param conflict_retries: attempts after a lost conflict, each on a fresh instant: a number,
