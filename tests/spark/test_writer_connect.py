@@ -359,12 +359,16 @@ def race(tmp_path, url: str, loser: str, winner: str) -> dict:
             "tasks_total": res_l["error"].get("tasks_total")}
 
 
-@pytest.mark.parametrize("loser, winner", [("connect", "submit"),
-                                           pytest.param("submit", "connect", marks=pytest.mark.slow)])
+# Both directions with --slow: the race's table (1.28 M rows, so that the loser is still inside
+# its write job when the rival's markers appear) takes about 150 s a direction on 2 cores, over the
+# default run's budget; the default run keeps the Connect launcher's unit tests
+# (tests/provider/launchers/test_connect.py) and the Spark-line smokes.
+@pytest.mark.slow
+@pytest.mark.parametrize("loser, winner", [("connect", "submit"), ("submit", "connect")])
 def test_a_connect_writer_and_a_spark_submit_writer_race_and_the_later_one_stops_early(
         spark_connect_server, tmp_path, loser, winner):
-    """The Connect writer loses to a spark-submit writer (the default run), or a spark-submit
-    writer loses to a Connect writer (--slow); the loser is stopped inside its write job
+    """The Connect writer loses to a spark-submit writer, or a spark-submit writer loses to a
+    Connect writer; the loser is stopped inside its write job
     (cancelled by tag on Connect, by job group on spark-submit) and retried. The seconds from
     the winner's first marker to the loser's cancel and to its rollback are printed."""
     got = race(tmp_path, spark_connect_server.url, loser, winner)
