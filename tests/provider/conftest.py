@@ -2,6 +2,7 @@
 ZooKeeper. They need the Airflow venv (``pip install -e .[test,spark,airflow]``); without
 Airflow they are not collected."""
 
+import atexit
 import importlib.util
 import json
 import os
@@ -16,8 +17,11 @@ import pytest
 if importlib.util.find_spec("airflow") is None:
     collect_ignore_glob = ["test_*.py"]
 else:
-    # Before anything imports airflow: its config is read at import time.
-    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="hudi-occ-airflow-unit-"))
+    # Before anything imports airflow: its config is read at import time. A home made here is
+    # removed when the process ends (each run left one in the temp dir).
+    if "AIRFLOW_HOME" not in os.environ:
+        os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="hudi-occ-airflow-unit-")
+        atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "false")
 
 REPO = Path(__file__).resolve().parents[2]
