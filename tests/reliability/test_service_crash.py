@@ -32,6 +32,13 @@ BASE = {"hoodie.time.generator.max_expected_clock_skew_ms": "1",
         "hoodie.cleaner.commits.retained": "2"}
 
 
+def seed_config(opts: dict) -> WriteConfig:
+    """The setup's writers: a heartbeat of seconds. Only the killed service needs the 0.6 s
+    expiry; a setup write at that expiry was rolled back as expired at load (3 pytest workers on
+    2 cores, a fresh-clone run) before the crash under test began."""
+    return WriteConfig.from_options({**opts, "hoodie.client.heartbeat.interval_in_ms": "5000"})
+
+
 @pytest.fixture
 def opts(zk_server):
     return {**BASE, "hoodie.write.lock.provider": "zookeeper",
@@ -139,7 +146,7 @@ def kill_at(service: str, step: str, table: Table, opts: dict) -> None:
 
 
 def history(table: Table, opts: dict, n: int = 5) -> list[str]:
-    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    w = ArrowTableWriter(table, seed_config(opts))
     w.write(pa.Table.from_pylist([{"id": 100, "p": "b", "ts": 0, "v": "once"}]))
     return [w.write(pa.Table.from_pylist([{"id": k, "p": "a", "ts": i, "v": f"v{i}"} for k in range(3)]))
             .instant.requested_time for i in range(n)]
@@ -178,7 +185,7 @@ def test_clean_killed_part_way_is_completed_by_the_next_clean(tmp_path, opts, st
 @pytest.mark.parametrize("step", ["after_first_file", "before_complete"])
 def test_clustering_killed_part_way_is_redone_by_the_next_run(tmp_path, opts, step):
     table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
-    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    w = ArrowTableWriter(table, seed_config(opts))
     for i in range(4):  # four small file groups in partition a
         w.write(pa.Table.from_pylist([{"id": 10 * i + k, "p": "a", "v": f"v{i}"} for k in range(3)]), "insert")
     before = snapshot(table)
@@ -218,7 +225,7 @@ def test_archival_killed_part_way_is_finished_by_the_next_run(tmp_path, opts, st
     from airflow_hudi_occ.core.table.history import TimelineHistory
     opts = {**opts, **ARCHIVE}
     table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"])
-    w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+    w = ArrowTableWriter(table, seed_config(opts))
     written = []
     if step == "mid_compaction":  # an archival already made one layer-0 file: the next compacts
         for i in range(8):
@@ -272,7 +279,7 @@ def test_compaction_killed_part_way_is_rerun_by_the_next_run(tmp_path, opts, ste
     from airflow_hudi_occ.core.services.compaction import run_compaction, schedule_compaction
     table = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"], partition_fields=["p"],
                          precombine_field="ts", table_type="MERGE_ON_READ")
-    w = MergeOnReadWriter(table, WriteConfig.from_options(opts))
+    w = MergeOnReadWriter(table, seed_config(opts))
     model = {}
     for i in range(3):  # inserts (base files in a and b), then two rounds of upserts (log files)
         rows = [{"id": k, "p": "ab"[k % 2], "ts": i, "v": f"v{i}"} for k in range(6)]
