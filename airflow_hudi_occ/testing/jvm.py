@@ -20,6 +20,8 @@ path differs (another Spark line's spark-submit, the Java Hudi venv) cannot use 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -37,26 +39,27 @@ SPARK_SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 BUILD_TIMEOUT_S = 300.0
 
 
-def spark_home() -> Path:
-    """The Spark of this interpreter's PySpark (pip's PySpark is its own SPARK_HOME)."""
-    import pyspark
-    return Path(pyspark.__file__).resolve().parent
+def spark_home() -> Path | None:
+    """The Spark of this interpreter's PySpark (pip's PySpark is its own SPARK_HOME); None
+    without PySpark. Found, not imported: the tests' conftest asks at import time."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).resolve().parent
 
 
 def archive_path() -> Path | None:
     """Where this venv's archive of Spark's classes is (or would be built); None without a JDK
     or PySpark."""
     java = shutil.which("java")
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    if java is None:
+    home = spark_home()
+    if java is None or home is None:
         return None
     java = os.path.realpath(java)
-    key = f"{spark_home()}|{pyspark.__version__}|{java}|{os.stat(java).st_mtime_ns}"
+    version = importlib.metadata.version("pyspark")
+    key = f"{home}|{version}|{java}|{os.stat(java).st_mtime_ns}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return Path(sys.prefix) / "share" / "airflow_hudi_occ" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return Path(sys.prefix) / "share" / "airflow_hudi_occ" / f"spark-{version}-{digest}.jsa"
 
 
 def spark_submit_opts() -> str:

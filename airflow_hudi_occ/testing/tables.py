@@ -98,6 +98,13 @@ FAST_WRITE_OPTIONS = {
 }
 
 
+#: The heartbeat of a test's set-up writers. A test whose subject needs a sub-second expiry (a
+#: killed writer found dead quickly) gives its other writers this one: a writer whose beat is
+#: starved past its expiry rightly stops itself, and at load (3 pytest workers on 2 cores) a
+#: set-up write at 0.6-0.8 s was rolled back before the case under test began.
+SETUP_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "5000"}
+
+
 def tree_snapshot(path: str | os.PathLike) -> dict[str, str]:
     """Every entry below ``path``: a folder as ``"dir"``, a file as the SHA-256 of its bytes.
     Equal snapshots before and after an operation prove it left the folder byte-for-byte as

@@ -36,6 +36,7 @@ from airflow_hudi_occ.core.services.compaction import run_compaction
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.testing.crash import (COMMITTED_POINTS, LOCK_HELD_POINTS, MOR_POINTS, POINTS,
                                             run_writer)
+from airflow_hudi_occ.testing.tables import SETUP_HEARTBEAT
 
 from .conftest import (ZK_SESSION_MS, all_files, assert_unique_times, files_naming,
                        lock_options, read_rows, wait_until)
@@ -81,10 +82,7 @@ def crash_and_recover(table: Table, options: dict, point: str, *, zk_hosts: str 
     cfg = WriteConfig.from_options(options)
     mor = table.config.table_type == MERGE_ON_READ
     child_rows = MOR_CHILD if mor else CHILD
-    # The seed is not under test: a heartbeat of seconds, so that a machine at load cannot
-    # starve the writer's beat past the matrix's 0.8 s expiry (seen at load 12 on 2 cores: the
-    # seed write was rolled back as expired before the crash under test began).
-    seed_cfg = WriteConfig.from_options({**options, "hoodie.client.heartbeat.interval_in_ms": "5000"})
+    seed_cfg = WriteConfig.from_options({**options, **SETUP_HEARTBEAT})  # the seed is not under test
     _writer(table, seed_cfg).write(pa.Table.from_pylist(SEED))
     before = read_rows(table, storage_options)
     assert before == _as_rows(SEED)

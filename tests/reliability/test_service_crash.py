@@ -25,7 +25,7 @@ from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.services.clustering import execute_clustering, schedule_clustering
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
+from airflow_hudi_occ.testing.tables import SETUP_HEARTBEAT, hudi_read, rows_by_key
 
 BASE = {"hoodie.time.generator.max_expected_clock_skew_ms": "1",
         "hoodie.client.heartbeat.interval_in_ms": "300", "hoodie.client.heartbeat.tolerable.misses": "2",
@@ -33,10 +33,8 @@ BASE = {"hoodie.time.generator.max_expected_clock_skew_ms": "1",
 
 
 def seed_config(opts: dict) -> WriteConfig:
-    """The setup's writers: a heartbeat of seconds. Only the killed service needs the 0.6 s
-    expiry; a setup write at that expiry was rolled back as expired at load (3 pytest workers on
-    2 cores, a fresh-clone run) before the crash under test began."""
-    return WriteConfig.from_options({**opts, "hoodie.client.heartbeat.interval_in_ms": "5000"})
+    """The setup's writers: only the killed service needs the 0.6 s expiry."""
+    return WriteConfig.from_options({**opts, **SETUP_HEARTBEAT})
 
 
 @pytest.fixture
