@@ -63,12 +63,12 @@ else
 fi
 # The test run's spark-submit JVMs map Spark's classes from an archive (airflow_hudi_occ/testing/jvm.py:
 # about a fifth less CPU per job on top of its JVM settings); built once per venv, PySpark and JDK.
-if .venv/bin/python -c "import pyspark" 2>/dev/null; then
-  if .venv/bin/python -c "from airflow_hudi_occ.testing import jvm; import sys; sys.exit(0 if jvm.archive_path().is_file() else 1)"; then
-    up_to_date "Spark class-data archive"
-  else
-    step "Spark class-data archive (.venv/share/airflow_hudi_occ)" .venv/bin/python -m airflow_hudi_occ.testing.jvm
-  fi
+archive=$(.venv/bin/python -c "from airflow_hudi_occ.testing import jvm; p = jvm.archive_path()
+print('absent' if p is None else 'current' if p.is_file() else 'missing')")  # absent: no PySpark or JDK
+if [ "$archive" = current ]; then
+  up_to_date "Spark class-data archive"
+elif [ "$archive" = missing ]; then
+  step "Spark class-data archive (.venv/share/airflow_hudi_occ)" .venv/bin/python -m airflow_hudi_occ.testing.jvm
 fi
 bash scripts/install-java-hudi.sh
 if [ "${HUDI_OCC_SLOW:-}" = "1" ]; then
