@@ -24,8 +24,13 @@ from airflow_hudi_occ.testing.crash import run_writer
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
 
+# The crashed child's heartbeat expires fast so the test need not wait long for it; the jobs
+# under test keep a 3 s expiry (1 s beats, 3 misses): at 0.8 s a busy machine starved the
+# recovering job's own heartbeat, and it rightly stopped itself as expired.
 OPTS = {**FAST_WRITE_OPTIONS, "hoodie.client.heartbeat.interval_in_ms": "400",
         "hoodie.client.heartbeat.tolerable.misses": "2"}
+JOB_OPTS = {**OPTS, "hoodie.client.heartbeat.interval_in_ms": "1000",
+            "hoodie.client.heartbeat.tolerable.misses": "3"}
 ROWS = [{"id": 1, "p": "a", "ts": 1, "value": "x"}, {"id": 2, "p": "b", "ts": 1, "value": "x"}]
 
 
@@ -48,8 +53,8 @@ def test_operator_reports_recommitted_and_already_committed_from_the_job(tmp_pat
                        writer_id="try1")
     assert child.killed, child.stderr[-2000:]
     dead = child.crash["instant"]
-    cfg = WriteConfig.from_options(OPTS)
-    deadline = time.monotonic() + 10
+    cfg = WriteConfig.from_options(JOB_OPTS)  # expired as the recovering job judges it
+    deadline = time.monotonic() + 20
     while not is_expired(table, dead, cfg.heartbeat):
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -58,7 +63,7 @@ def test_operator_reports_recommitted_and_already_committed_from_the_job(tmp_pat
 
     def op():
         return ops.HudiWriteOperator(task_id="upsert", source=src, table_path=table.base_uri,
-                                     options=OPTS, conflict_retries=0, write_windows=None,
+                                     options=JOB_OPTS, conflict_retries=0, write_windows=None,
                                      launcher=SparkSubmitLauncher(
                                          spark_conn_id="spark_local",
                                          spark_env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")}))
