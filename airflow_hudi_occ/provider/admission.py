@@ -178,8 +178,8 @@ def named(table: Table, verdict: admission.Verdict) -> admission.Verdict:
         if b.what == "writer" and b.owner == UNKNOWN_WRITER:
             rec = attempt_log.read_record(table, b.ident)
             labels = rec.labels if rec is not None else {}
-            if labels.get("dag_id") and labels.get("task_id"):
-                b = replace(b, owner=f"{labels['dag_id']}.{labels['task_id']}")
+            if attempt_log.task_label(labels):
+                b = replace(b, owner=attempt_log.task_label(labels))
         out.append(b)
     return admission.Verdict(verdict.admitted, out)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow_hudi_occ.core.catalog.sync import sync_table
-from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION, task_label
 from airflow_hudi_occ.core.commit.retry import RetriesExhaustedError, RetryPolicy, RetryRun, run_with_conflict_retries
 from airflow_hudi_occ.core.commit.transaction import find_committed_batch
 from airflow_hudi_occ.core.concurrency import admission as core_admission
@@ -142,7 +142,7 @@ class WriteRun:
 
     @property
     def owner_label(self) -> str:
-        return f"{self.labels.get('dag_id')}.{self.labels.get('task_id')}"
+        return task_label(self.labels) or f"{self.labels.get('dag_id')}.{self.labels.get('task_id')}"
 
 
 def _exhausted(run: WriteRun, attempts: list) -> RetriesExhaustedError:

@@ -31,5 +31,12 @@ def default_batch_key(context) -> str:
 
 
 def task_owner(labels: dict) -> dict:
-    """The part of the labels that names a DAG run's task (not its try): a write window's owner."""
-    return {k: labels[k] for k in ("dag_id", "run_id", "task_id")}
+    """The part of the labels that names a DAG run's task (not its try): the owner of its
+    admission requests and write windows. A mapped task's index is part of it, so the mapped
+    tasks of one run queue for each other's partitions like any two writers (a write window is
+    shared by the whole DAG run: it compares only the DAG and run)."""
+    owner = {k: labels[k] for k in ("dag_id", "run_id", "task_id")}
+    mi = str(labels.get("map_index", "-1"))
+    if mi not in ("", "-1", "None"):
+        owner["map_index"] = mi
+    return owner

@@ -92,12 +92,34 @@ class AttemptRecord:
         return cls(**known)
 
 
+def task_run_of(labels: dict | None) -> str | None:
+    """The Airflow task run an attempt's labels name (``dag/task/run``, with ``[i]`` for a
+    mapped task's index), or None. The map index is part of it: the mapped tasks of one DAG run
+    are different batches (a year's backfill is 365 writes, not one write retried 364 times)."""
+    lb = labels or {}
+    if not (lb.get("dag_id") and lb.get("task_id") and lb.get("run_id")):
+        return None
+    key = f"{lb['dag_id']}/{lb['task_id']}/{lb['run_id']}"
+    mi = str(lb.get("map_index", "-1"))
+    return key if mi in ("", "-1", "None") else f"{key}[{mi}]"
+
+
+def task_label(labels: dict | None) -> str | None:
+    """An Airflow task for people, ``dag.task`` (``dag.task[i]`` for a mapped task), or None:
+    what admission's waits and blockers name, so two mapped tasks of one run are told apart."""
+    lb = labels or {}
+    if not (lb.get("dag_id") and lb.get("task_id")):
+        return None
+    mi = str(lb.get("map_index", "-1"))
+    return f"{lb['dag_id']}.{lb['task_id']}" + ("" if mi in ("", "-1", "None") else f"[{mi}]")
+
+
 def batch_of(rec: AttemptRecord) -> str | None:
     """Which batch an attempt wrote, so its retries can be found: the Airflow task run, else
     the batch key, else none (a writer id alone does not make two writes one batch)."""
-    lb = rec.labels or {}
-    if lb.get("dag_id") and lb.get("task_id") and lb.get("run_id"):
-        return f"{lb['dag_id']}/{lb['task_id']}/{lb['run_id']}"
+    run = task_run_of(rec.labels)
+    if run is not None:
+        return run
     if rec.batch_key:
         return f"batch {rec.batch_key}"
     return None

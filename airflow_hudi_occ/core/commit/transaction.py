@@ -193,8 +193,7 @@ class WriteTransaction:
         if given is None:
             return None
         labels = self.config.writer_labels
-        owner = (f"{labels['dag_id']}.{labels['task_id']}" if labels.get("dag_id") and labels.get("task_id")
-                 else self.writer_id)
+        owner = attempt_log.task_label(labels) or self.writer_id
         request = labels.get(REQUEST_LABEL) or None  # the admission request that let it go
         if isinstance(given, Footprint):
             return replace(given, owner=given.owner or owner, request=given.request or request)

@@ -86,9 +86,11 @@ def _lane(writer: dict[str, Any], action: str) -> str:
 
 
 def _group_key(writer: dict[str, Any]) -> str | None:
-    """Attempts of one batch: same Airflow task run, else same batch key, else same writer."""
-    if writer.get("dag_id") and writer.get("task_id") and writer.get("run_id"):
-        return f"{writer['dag_id']}/{writer['task_id']}/{writer['run_id']}"
+    """Attempts of one batch: same Airflow task run (a mapped task's index included), else
+    same batch key, else same writer."""
+    run = attempt_log.task_run_of(writer.get("labels"))
+    if run is not None:
+        return run
     if writer.get("batch_key"):
         return f"batch {writer['batch_key']}"
     if writer.get("writer_id"):

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from airflow_hudi_occ.core.catalog.sync import sync_table
 from airflow_hudi_occ.core.commit.archival import run_archival
-from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION
+from airflow_hudi_occ.core.commit.attempt_log import LABELS_OPTION, task_label
 from airflow_hudi_occ.core.commit.rollback import rollback_failed_writes, rollback_instant
 from airflow_hudi_occ.core.concurrency import admission as core_admission
 from airflow_hudi_occ.core.concurrency.footprint import TABLE_SERVICE, Footprint, check_kind
@@ -202,7 +202,7 @@ class HudiTableServiceOperator(BaseOperator):
         parts = sorted({p for g in preview for p, _, _ in g.slices})
         if not parts:
             return None  # the plan under the lock will say so
-        owner = f"{self._labels.get('dag_id')}.{self._labels.get('task_id')}"
+        owner = task_label(self._labels) or f"{self._labels.get('dag_id')}.{self._labels.get('task_id')}"
         req = admission.file_request(table, Footprint(frozenset(parts), owner=owner, kind=self.write_kind),
                                      task_owner(self._labels))
         res = admission.wait_on_worker(table, req, config.heartbeat, settings, self.log)

@@ -17,7 +17,9 @@ from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.errors import WriteConflictError
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.inspection.attempt_history import list_attempts
 from airflow_hudi_occ.core.inspection.timeline_view import build_timeline_view
+from airflow_hudi_occ.core.inspection.trends import build_trends
 from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
@@ -364,3 +366,51 @@ def test_an_attempt_that_waited_says_for_whom_hidden_from_a_reader_of_other_dags
     scoped = build_timeline_view(Table.open(str(tmp_path / "t")), may_read=lambda dag: dag == "ingest")
     [row] = [r for r in scoped["instants"] if r["instant"] == got["retry"]]
     assert row["wait"]["waited_for"] == [f"{got['winner']} (a DAG you may not read) on partitions p0"]
+
+
+def make_mapped_run_table(path: str) -> dict:
+    """One run of a mapped backfill task: three mapped tasks, each into its own day; the
+    second loses to an ingestion write into its day and commits on its retry (attempt 2)."""
+    table = Table.create(path, "mapped", record_key_fields=["id"], partition_fields=["p"],
+                         precombine_field="ts")
+
+    def mapped(i):
+        return ArrowTableWriter(table, _cfg(dag_id="backfill", task_id="rewrite_day", run_id="bf__1",
+                                            try_number="1", map_index=str(i)), writer_id=f"day-{i}")
+
+    out = {"days": []}
+    ArrowTableWriter(table, _cfg(dag_id="seed", task_id="load", run_id="r0", try_number="1")).write(
+        _rows(range(100, 110), "seed", p="d1"))  # one file group in d1 for both to update
+    ingest = ArrowTableWriter(table, _cfg(dag_id="ingest", task_id="upsert", run_id="m1", try_number="1"))
+
+    def ingest_first(tx):
+        out["loser"] = tx.instant_time
+        out["winner"] = ingest.write(_rows(range(100, 102), "ingest", p="d1")).instant.requested_time
+
+    for i in range(3):
+        if i == 1:
+            with pytest.raises(WriteConflictError):
+                mapped(i).write(_rows(range(100, 105), "bf", p="d1"), batch_key="bf/d1", attempt=1,
+                                before_commit=ingest_first)
+            out["retry"] = mapped(i).write(_rows(range(100, 105), "bf", p="d1"), batch_key="bf/d1",
+                                           attempt=2).instant.requested_time
+        else:
+            out["days"].append(mapped(i).write(_rows(range(i * 10, i * 10 + 5), "bf", p=f"d{i}"),
+                                               batch_key=f"bf/d{i}").instant.requested_time)
+    return out
+
+
+def test_the_mapped_tasks_of_one_run_are_not_retries_of_each_other(tmp_path):
+    got = make_mapped_run_table(str(tmp_path / "mapped"))
+    table = Table.open(str(tmp_path / "mapped"))
+    view = build_timeline_view(table)
+    [r] = view["retries"]  # only the mapped task that lost and retried
+    assert r["key"] == "backfill/rewrite_day/bf__1[1]"
+    assert [a["instant"] for a in r["attempts"]] == [got["loser"], got["retry"]]
+    rows = {x["instant"]: x for x in view["instants"]}
+    assert all(rows[d]["retry_of"] is None and rows[d]["retried_by"] is None for d in got["days"])
+    assert rows[got["retry"]]["retry_of"] == got["loser"]
+    attempts = {a["instant"]: a for a in list_attempts(table, table.timeline())["attempts"]}
+    assert [attempts[d]["retry_of"] for d in got["days"]] == [None, None]
+    assert attempts[got["retry"]]["retry_of"] == got["loser"]
+    assert build_trends(table, window="1d")["totals"]["retries"] == 1
