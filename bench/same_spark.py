@@ -40,6 +40,16 @@ Figures (ratio = ours / baseline; target <= 1.0 against Java Hudi, "at or below"
   ``df.write.partitionBy("p").parquet`` of the same rows; ``...virtual_keys.bulk_insert.vs_delta``
   against Delta's write of them, the like-for-like comparison with Delta (target <= 1.0).
 
+Java Hudi's default parquet codec is gzip, this project's snappy (docs/configuration.md): each
+Java figure is at Java's defaults, and ``...vs_java_hudi_same_codec`` gives Java our codec too
+(issue 43, item 6: "same codec, and at its defaults").
+
+Memory: every timed write runs under :class:`PeakMemory`, which samples the resident memory of
+this process's whole tree (the session's JVM, driver and executor in local mode, and the Python
+workers our engine and Delta's merge use) and the JVM heap's peak (its pools' peaks reset
+before the write). Each figure carries ``peak_memory_mb``: per writer, the largest of its timed
+rounds.
+
 Each writer's timeline stages (``planning`` ... ``committing``, the engine's progress lines)
 are timed in every round of ours, so the JSON carries where our time went (``profile``).
 Every table is read back exactly (the row count and every key once) by hudi-rs and by Java
@@ -103,7 +113,9 @@ def load_setup() -> dict:
     return setup
 
 
-def session(setup: dict):
+def session(setup: dict, driver_memory: str | None = None):
+    """One local[2] session with Hudi's and Delta's jars. ``driver_memory`` (the driver is the
+    executor in local mode) for large batches: the project's 2 GB default suits 2 M rows."""
     from airflow_hudi_occ.spark.session import local_session
     conf = {"spark.jars": ",".join([setup["java"]["hudi_jar"], *setup["delta_jars"]]),
             "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
@@ -111,6 +123,8 @@ def session(setup: dict):
             "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
                                     "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+    if driver_memory:
+        conf["spark.driver.memory"] = driver_memory
     return local_session("local[2]", "airflow_hudi_occ-same-spark", conf)
 
 
@@ -143,6 +157,77 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+class PeakMemory:
+    """The peak memory of one write: the resident set of this process's tree (the session's
+    JVM and its Python workers; the bench's own Python is left out) sampled every
+    ``interval`` seconds by a thread, and the JVM heap's peak from its memory pools (reset
+    when the write begins). In local mode the executor is the driver's JVM, so this is the
+    executor's memory."""
+
+    def __init__(self, spark, interval: float = 0.1):
+        import psutil
+        self.spark, self.interval, self.me = spark, interval, psutil.Process()
+        self.peak_rss = 0
+        self._stop = None
+
+    def _pools(self):
+        mf = self.spark._jvm.java.lang.management.ManagementFactory
+        heap = self.spark._jvm.java.lang.management.MemoryType.HEAP
+        return [p for p in mf.getMemoryPoolMXBeans() if p.getType().equals(heap)]
+
+    def _tree_rss(self) -> int:
+        import psutil
+        total = 0
+        for c in self.me.children(recursive=True):
+            try:
+                total += c.memory_info().rss
+            except psutil.Error:
+                pass  # a worker that ended between the listing and the read
+        return total
+
+    def __enter__(self) -> "PeakMemory":
+        import threading
+        for pool in self._pools():
+            pool.resetPeakUsage()
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.is_set():
+                self.peak_rss = max(self.peak_rss, self._tree_rss())
+                self._stop.wait(self.interval)
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_rss = max(self.peak_rss, self._tree_rss())
+        self.peak_heap = sum(p.getPeakUsage().getUsed() for p in self._pools())
+
+    def mb(self) -> dict:
+        return {"tree_rss": round(self.peak_rss / 2**20), "jvm_heap": round(self.peak_heap / 2**20)}
+
+
+class Rounds:
+    """The timed rounds of one section: seconds per writer, and each writer's peak memory (the
+    largest of its rounds)."""
+
+    def __init__(self, spark, writers):
+        self.spark = spark
+        self.runs: dict[str, list[float]] = {k: [] for k in writers}
+        self.memory: dict[str, dict] = {}
+
+    def time(self, writer: str, fn, keep: bool) -> None:
+        with PeakMemory(self.spark) as mem:
+            secs = timed(fn)
+        if keep:
+            self.runs[writer].append(secs)
+            m = mem.mb()
+            old = self.memory.get(writer, {})
+            self.memory[writer] = {k: max(v, old.get(k, 0)) for k, v in m.items()}
 
 
 def median(xs: list[float]) -> float:
@@ -209,6 +294,17 @@ def delta_merge(spark, path: str, up) -> None:
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
 
+#: the codec our writers use by default (core/config: ``hoodie.parquet.compression.codec``)
+OUR_CODEC = "snappy"
+
+
+def java_default_codec(spark) -> str:
+    """The parquet codec Java Hudi writes when none is set, asked of the running bundle."""
+    jvm = spark._jvm
+    return str(jvm.org.apache.hudi.common.config.HoodieStorageConfig.PARQUET_COMPRESSION_CODEC_NAME
+               .defaultValue())
+
+
 def java_default_index(spark) -> str:
     """The index Java Hudi's Spark writer uses when none is set (decided per engine: SIMPLE
     in Hudi 1.x, BLOOM before), asked of the running bundle."""
@@ -223,32 +319,40 @@ def java_default_index(spark) -> str:
 def bench_bulk(spark, work: str, n: int, reps: int, log) -> tuple[list[dict], dict]:
     from bench.spark_write import source_df
     df = source_df(spark, n)
-    runs = {"ours": [], "java": [], "delta": [], "parquet": []}
+    java_codec = java_default_codec(spark)
+    same_codec = {"hoodie.parquet.compression.codec": OUR_CODEC}
+    r = Rounds(spark, ["ours", "java", "java_same_codec", "delta", "parquet"])
     profile = []
     for rep in range(reps + 1):  # round 0: the warm-up
         log(f"bulk_insert of {n} rows, round {rep}")
-        d = {k: os.path.join(work, f"bulk-{k}-{rep}") for k in runs}
+        d = {k: os.path.join(work, f"bulk-{k}-{rep}") for k in r.runs}
         spent = {}
-        t = {"ours": timed(lambda: spent.update(ours_write(spark, d["ours"], df, "bulk_insert"))),
-             "java": timed(lambda: java_write(df, d["java"], "bulk_insert")),
-             "delta": timed(lambda: df.write.format("delta").partitionBy("p").save(d["delta"])),
-             "parquet": timed(lambda: df.write.partitionBy("p").parquet(d["parquet"]))}
+        r.time("ours", lambda: spent.update(ours_write(spark, d["ours"], df, "bulk_insert")), rep > 0)
+        r.time("java", lambda: java_write(df, d["java"], "bulk_insert"), rep > 0)
+        r.time("java_same_codec", lambda: java_write(df, d["java_same_codec"], "bulk_insert", same_codec), rep > 0)
+        r.time("delta", lambda: df.write.format("delta").partitionBy("p").save(d["delta"]), rep > 0)
+        r.time("parquet", lambda: df.write.partitionBy("p").parquet(d["parquet"]), rep > 0)
         if rep:
-            for k, v in t.items():
-                runs[k].append(v)
             profile.append(spent)
         if rep < reps:
             for p in d.values():
                 shutil.rmtree(p, ignore_errors=True)
+    runs = r.runs
     last = {k: os.path.join(work, f"bulk-{k}-{reps}") for k in runs}
     checks = {"ours": check_hudi(spark, last["ours"], n), "java": check_hudi(spark, last["java"], n),
+              "java_same_codec": check_hudi(spark, last["java_same_codec"], n),
               "delta": check_delta(spark, last["delta"], n)}
+    shutil.rmtree(last.pop("java_same_codec"), ignore_errors=True)  # the upsert starts from the others
     files = {k: file_count(p) for k, p in last.items()}
-    common = {"rows": n, "files": files, "reads": checks, "profile_ours_s": profile}
+    common = {"rows": n, "files": files, "reads": checks, "profile_ours_s": profile,
+              "java_default_codec": java_codec, "our_codec": OUR_CODEC, "peak_memory_mb": r.memory}
     what = f"bulk_insert of {n} rows into a new table"
     figs = [figure("same_spark.bulk_insert.vs_java_hudi", f"{what} vs Java Hudi bulk_insert (row writer, "
-                   "same meta columns and file sizing, OCC, no metadata table)", runs["ours"], runs["java"],
-                   "Java Hudi bulk_insert", 1.0, **common),
+                   f"same meta columns and file sizing, OCC, no metadata table; its default codec, {java_codec})",
+                   runs["ours"], runs["java"], "Java Hudi bulk_insert", 1.0, **common),
+            figure("same_spark.bulk_insert.vs_java_hudi_same_codec", f"{what} vs Java Hudi bulk_insert as "
+                   f"above with our codec ({OUR_CODEC})", runs["ours"], runs["java_same_codec"],
+                   f"Java Hudi bulk_insert ({OUR_CODEC})", 1.0, **common),
             figure("same_spark.bulk_insert.vs_delta", f"{what} vs df.write.format('delta')",
                    runs["ours"], runs["delta"], "Delta write", 1.0, **common),
             figure("same_spark.bulk_insert.vs_df_write_parquet", f"{what} vs df.write.partitionBy('p').parquet",
@@ -268,37 +372,44 @@ def bench_upsert(spark, work: str, n: int, reps: int, seeds: dict, log) -> list[
     default_index = java_default_index(spark)
     # the second Java variant: the simple index, or Bloom when the default is already simple
     other = "BLOOM" if default_index == "SIMPLE" else "SIMPLE"
-    runs = {"ours": [], "java_default": [], "java_simple": [], "delta": []}
+    same_codec = {"hoodie.parquet.compression.codec": OUR_CODEC}
+    r = Rounds(spark, ["ours", "java_default", "java_simple", "java_same_codec", "delta"])
     seed_of = {"ours": seeds["ours"], "java_default": seeds["java"], "java_simple": seeds["java"],
-               "delta": seeds["delta"]}
+               "java_same_codec": seeds["java"], "delta": seeds["delta"]}
     profile = []
     for rep in range(reps + 1):
         log(f"upsert of {n_up} rows into {n}, round {rep}")
-        d = {k: os.path.join(work, f"up-{k}-{rep}") for k in runs}
+        d = {k: os.path.join(work, f"up-{k}-{rep}") for k in r.runs}
         for k, p in d.items():
             shutil.copytree(seed_of[k], p)
         spent = {}
-        t = {"ours": timed(lambda: spent.update(ours_write(spark, d["ours"], up, "upsert"))),
-             "java_default": timed(lambda: java_write(up, d["java_default"], "upsert")),
-             "java_simple": timed(lambda: java_write(up, d["java_simple"], "upsert",
-                                                     {"hoodie.index.type": other})),
-             "delta": timed(lambda: delta_merge(spark, d["delta"], up))}
+        r.time("ours", lambda: spent.update(ours_write(spark, d["ours"], up, "upsert")), rep > 0)
+        r.time("java_default", lambda: java_write(up, d["java_default"], "upsert"), rep > 0)
+        r.time("java_simple", lambda: java_write(up, d["java_simple"], "upsert", {"hoodie.index.type": other}),
+               rep > 0)
+        r.time("java_same_codec", lambda: java_write(up, d["java_same_codec"], "upsert", same_codec), rep > 0)
+        r.time("delta", lambda: delta_merge(spark, d["delta"], up), rep > 0)
         if rep:
-            for k, v in t.items():
-                runs[k].append(v)
             profile.append(spent)
         if rep == reps:
-            checks = {k: check_hudi(spark, d[k], n + n_new) for k in ("ours", "java_default", "java_simple")}
+            checks = {k: check_hudi(spark, d[k], n + n_new)
+                      for k in ("ours", "java_default", "java_simple", "java_same_codec")}
             checks["delta"] = check_delta(spark, d["delta"], n + n_new)
         for p in d.values():
             shutil.rmtree(p, ignore_errors=True)
     up.unpersist()
+    runs = r.runs
     common = {"rows": n, "upsert_rows": n_up, "new_rows": n_new, "reads": checks,
-              "java_default_index": default_index, "profile_ours_s": profile}
+              "java_default_index": default_index, "profile_ours_s": profile,
+              "java_default_codec": java_default_codec(spark), "our_codec": OUR_CODEC,
+              "peak_memory_mb": r.memory}
     what = f"upsert of {n_up} rows ({n_new} new) into {n}"
     return [figure("same_spark.upsert.vs_java_hudi_default_index", f"{what} vs Java Hudi upsert, its "
                    f"default index ({default_index})", runs["ours"], runs["java_default"],
                    f"Java Hudi upsert ({default_index})", 1.0, **common),
+            figure("same_spark.upsert.vs_java_hudi_same_codec", f"{what} vs Java Hudi upsert, its default "
+                   f"index, our codec ({OUR_CODEC})", runs["ours"], runs["java_same_codec"],
+                   f"Java Hudi upsert ({default_index}, {OUR_CODEC})", 1.0, **common),
             figure(f"same_spark.upsert.vs_java_hudi_{other.lower()}_index", f"{what} vs Java Hudi "
                    f"upsert, hoodie.index.type={other}", runs["ours"], runs["java_simple"],
                    f"Java Hudi upsert ({other})", 1.0, **common),
@@ -487,11 +598,12 @@ def bench_doomed(spark, work: str, n: int, reps: int, log) -> list[dict]:
 
 # --- main ------------------------------------------------------------------------------------------
 
-def run(rows: int, reps: int, commits: int, only: list[str], base_dir: str, log, save=None) -> dict:
+def run(rows: int, reps: int, commits: int, only: list[str], base_dir: str, log, save=None,
+        driver_memory: str | None = None) -> dict:
     """Every section asked for, in order; ``save(result)`` after each (a long run keeps what
     it measured if a later section fails)."""
     setup = load_setup()
-    spark = session(setup)
+    spark = session(setup, driver_memory)
     log(f"Spark {spark.version}, Java Hudi {setup['java']['hudi_version']}, Delta {setup['delta_version']}")
     work = os.path.join(base_dir, f"same-spark-{os.getpid()}")
     os.makedirs(work)
@@ -502,6 +614,7 @@ def run(rows: int, reps: int, commits: int, only: list[str], base_dir: str, log,
         return {"run": {"spark": spark.version, "java_hudi": setup["java"]["hudi_version"],
                         "delta": setup["delta_version"], "rows": rows, "reps": reps, "commits": commits,
                         "cpus": os.cpu_count(), "load_average": os.getloadavg(),
+                        "driver_memory": spark.conf.get("spark.driver.memory"),
                         "duration_s": round(time.perf_counter() - t0, 1), "sections": only},
                 "figures": figs}
 
@@ -558,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits", type=int, default=200, help="small commits per writer")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated: " + ",".join(SECTIONS))
     ap.add_argument("--json", default=str(ROOT / "bench" / "out" / "same_spark.json"))
+    ap.add_argument("--driver-memory", help="spark.driver.memory of the session (the executor in "
+                    "local mode), e.g. 8g for 10 M rows; default the project's (2g)")
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = ap.parse_args(argv)
     try:
@@ -583,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(result: dict) -> None:
         Path(args.json).write_text(json.dumps(result, indent=1))
-    result = run(args.rows, args.reps, args.commits, only, args.dir or tempfile.gettempdir(), log, save)
+    result = run(args.rows, args.reps, args.commits, only, args.dir or tempfile.gettempdir(), log, save,
+                 args.driver_memory)
     print(format_table(result["figures"]))
     save(result)
     print(f"figures written to {args.json}")

@@ -50,7 +50,8 @@ fetch delta-storage "$DELTA_VERSION" "$DELTA_STORAGE_SHA256"
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV="$DIR/venv"
-stamp="$VENV/.ready-$PYSPARK_VERSION-$(sha256sum constraints.txt | cut -c1-12)"
+PACKAGES="fsspec fastavro kazoo pyarrow numpy pandas<3 hudi psutil"
+stamp="$VENV/.ready-$PYSPARK_VERSION-$( (cat constraints.txt; echo "$PACKAGES") | sha256sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   make_venv() {
     rm -rf "$VENV"
@@ -60,10 +61,10 @@ if [ ! -f "$stamp" ]; then
     grep -v -E '^(pyspark|py4j)==' constraints.txt > "$DIR/constraints-spark35.txt"
     # pyarrow, fastavro, kazoo, fsspec, numpy: pyproject's runtime dependencies; pandas for
     # Spark's Arrow transfer; hudi (hudi-rs) to check what the bench wrote; delta-spark for
-    # DeltaTable.merge (Python files only: its jars are the ones fetched above)
+    # DeltaTable.merge (Python files only: its jars are the ones fetched above); psutil for the
+    # bench's peak memory of the session's process tree
     "$VENV/bin/python" -m pip install --progress-bar off -c "$DIR/constraints-spark35.txt" \
-        "pyspark==$PYSPARK_VERSION" "delta-spark==$DELTA_VERSION" \
-        fsspec fastavro kazoo pyarrow numpy "pandas<3" hudi
+        "pyspark==$PYSPARK_VERSION" "delta-spark==$DELTA_VERSION" $PACKAGES
   }
   step "pyspark $PYSPARK_VERSION venv with the runtime dependencies (pip)" make_venv
   touch "$stamp"

@@ -40,11 +40,13 @@ def test_a_tiny_run_reports_every_figure_from_exact_tables(tmp_path):
     other = "bloom" if next(iter(f for f in doc["figures"] if "java_default_index" in f))[
         "java_default_index"] == "SIMPLE" else "simple"
     assert set(figs) == {
-        "same_spark.bulk_insert.vs_java_hudi", "same_spark.bulk_insert.vs_delta",
+        "same_spark.bulk_insert.vs_java_hudi", "same_spark.bulk_insert.vs_java_hudi_same_codec",
+        "same_spark.upsert.vs_java_hudi_same_codec", "same_spark.bulk_insert.vs_delta",
         "same_spark.bulk_insert.vs_df_write_parquet", "same_spark.bulk_insert.java_hudi_vs_df_write_parquet",
         "same_spark.bulk_insert.delta_vs_df_write_parquet", "same_spark.upsert.vs_java_hudi_default_index",
         f"same_spark.upsert.vs_java_hudi_{other}_index", "same_spark.upsert.vs_delta_merge",
-        "same_spark.virtual_keys.bulk_insert.vs_df_write_parquet",
+        "same_spark.virtual_keys.bulk_insert.vs_df_write_parquet", "same_spark.virtual_keys.bulk_insert.vs_delta",
+        "same_spark.doomed.time_to_stop.vs_java_hudi",
         "same_spark.small_commits.core_vs_java_hudi", "same_spark.small_commits.spark_vs_java_hudi"}
     for f in figs.values():
         assert f["value_ms"] > 0 and f["baseline_ms"] > 0, f["name"]
@@ -56,6 +58,14 @@ def test_a_tiny_run_reports_every_figure_from_exact_tables(tmp_path):
     assert bulk["delta"] == {"delta_rows": rows}
     up = figs["same_spark.upsert.vs_delta_merge"]
     assert set(up["reads"]["ours"].values()) == {rows + up["new_rows"]}
-    assert set(figs["same_spark.virtual_keys.bulk_insert.vs_df_write_parquet"]["reads"].values()) == {rows}
+    virtual = figs["same_spark.virtual_keys.bulk_insert.vs_df_write_parquet"]["reads"]
+    assert set(virtual["ours"].values()) == {rows} and virtual["delta"] == {"delta_rows": rows}
+    # Java at its default codec and at ours, both read back exactly
+    assert bulk["java_same_codec"] == bulk["ours"]
+    assert figs["same_spark.bulk_insert.vs_java_hudi"]["java_default_codec"] == "gzip"
+    # peak memory per writer: the session's process tree, and a JVM heap that really was used
+    for name in ("same_spark.bulk_insert.vs_java_hudi", "same_spark.upsert.vs_delta_merge"):
+        mem = figs[name]["peak_memory_mb"]
+        assert set(mem) >= {"ours", "delta"} and all(m["tree_rss"] >= m["jvm_heap"] > 0 for m in mem.values()), mem
     # the profile: where our time went, stage by stage
     assert {"planning", "writing", "committing"} <= set(figs["same_spark.bulk_insert.vs_java_hudi"]["profile_ours_s"][0])
