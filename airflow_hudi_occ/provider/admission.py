@@ -192,38 +192,38 @@ def wait_on_worker(table: Table, req: admission.AdmissionRequest, heartbeat: Hea
                    settings: AdmissionSettings, log, *, killed: Callable[[], bool] = lambda: False,
                    sleep: Callable[[float], None] = time.sleep,
                    storage_options: dict | None = None) -> WaitResult:
-    """Look until admitted or ``settings.timeout_s`` passed; each new set of blockers is
-    logged ("waiting for <instant> (<dag>.<task>) on partitions ..."). ``fail`` raises at
-    the first look that finds a blocker."""
-    t0 = time.time()
-    res = WaitResult(request_id=req.request_id)
-    last: tuple = ()
-    while True:
+    """Look until admitted or ``settings.timeout_s`` passed (core's one wait,
+    ``admission.wait_admitted``, at a steady ``poll_s``: a worker's look is one task's, not
+    one of 32 library writers'). Before each look the request's reach is refreshed; each new
+    set of blockers is logged ("waiting for <instant> (<dag>.<task>) on partitions ...").
+    ``fail`` raises at the first look that finds a blocker."""
+    last: list[tuple] = [()]
+
+    def judge() -> admission.Verdict:
         refresh_reach(table, req, storage_options)
-        verdict = named(table, admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s))
-        if verdict.admitted:
-            break
+        return named(table, admission.try_admit(table, req, heartbeat, starvation_s=settings.starvation_s))
+
+    def on_blocked(verdict: admission.Verdict, so_far: float) -> None:
         if settings.on_overlap == admission.FAIL:
             admission.withdraw(table, req.request_id)
             raise AdmissionRefusedError(
                 f"on_overlap='fail': live writer(s) share partitions with this batch: "
                 f"{describe(verdict.blockers)}", blockers=[b.describe() for b in verdict.blockers])
         now_blocking = tuple(sorted(b.describe() for b in verdict.blockers))
-        for b in now_blocking:
-            if b not in res.waited_for:
-                res.waited_for.append(b)
-        if now_blocking != last:
+        if now_blocking != last[0]:
             log.info("waiting for %s (%.1f s so far; at most %.0f s)", describe(verdict.blockers),
-                     time.time() - t0, settings.timeout_s)
-            last = now_blocking
-        if time.time() - t0 >= settings.timeout_s or killed():
-            res.timed_out = True
-            log.warning("still waiting for %s after %.1f s: starting anyway (OCC still decides "
-                        "the commit)", describe(verdict.blockers), time.time() - t0)
-            break
-        sleep(settings.poll_s)
-    res.seconds = time.time() - t0
-    if res.waited_for and not res.timed_out:
+                     so_far, settings.timeout_s)
+            last[0] = now_blocking
+
+    wait = admission.AdmissionWait(timeout_s=settings.timeout_s, poll_s=settings.poll_s,
+                                   max_poll_s=settings.poll_s, starvation_s=settings.starvation_s)
+    out = admission.wait_admitted(table, req, heartbeat, wait, sleep=sleep, judge=judge,
+                                  on_blocked=on_blocked, stop=killed)
+    res = WaitResult(out.seconds, out.waited_for, out.timed_out, req.request_id)
+    if res.timed_out:
+        log.warning("still waiting for %s after %.1f s: starting anyway (OCC still decides the "
+                    "commit)", "; ".join(last[0]), res.seconds)
+    elif res.waited_for:
         log.info("admitted after waiting %.1f s for %s", res.seconds, "; ".join(res.waited_for))
     return res
 

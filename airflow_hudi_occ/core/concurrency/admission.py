@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 from airflow_hudi_occ.core.concurrency.footprint import (BUCKET_PREFIX, EVERY_PARTITION, KIND_RANK,
                                                         UNKNOWN_WRITER, Footprint, live_writers, meeting)
@@ -323,19 +323,31 @@ class WaitOutcome:
 
 
 def wait_admitted(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, wait: AdmissionWait, *,
-                  sleep=time.sleep, clock=time.time) -> WaitOutcome:
-    """Look (:func:`try_admit`) until ``req`` is admitted or ``wait.timeout_s`` passed."""
+                  sleep=time.sleep, clock=time.time,
+                  judge: Callable[[], Verdict] | None = None,
+                  on_blocked: Callable[[Verdict, float], None] | None = None,
+                  stop: Callable[[], bool] = lambda: False) -> WaitOutcome:
+    """Look (:func:`try_admit`) until ``req`` is admitted or ``wait.timeout_s`` passed: the one
+    admission wait, for library writers and for the operators' workers.
+
+    ``judge`` replaces the look (a worker refreshes its request's reach first and names the
+    blockers from the attempt log); ``on_blocked(verdict, seconds_so_far)`` sees every look
+    that found blockers, to log them or to raise (``on_overlap='fail'``); ``stop()`` true ends
+    the wait as timed out (a task being killed goes on to its own end)."""
     t0 = clock()
     out = WaitOutcome()
     delay = wait.poll_s
     while True:
-        verdict = try_admit(table, req, heartbeat, starvation_s=wait.starvation_s)
+        verdict = judge() if judge is not None else try_admit(table, req, heartbeat,
+                                                             starvation_s=wait.starvation_s)
         if verdict.admitted:
             break
+        if on_blocked is not None:
+            on_blocked(verdict, clock() - t0)
         for b in verdict.blockers:
             if b.describe() not in out.waited_for:
                 out.waited_for.append(b.describe())
-        if clock() - t0 >= wait.timeout_s:
+        if clock() - t0 >= wait.timeout_s or stop():
             out.timed_out = True
             break
         sleep(delay)
