@@ -21,7 +21,7 @@ from airflow_hudi_occ.core.concurrency import admission
 from airflow_hudi_occ.core.concurrency.footprint import Footprint
 from airflow_hudi_occ.core.config import HeartbeatConfig, WriteConfig
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.provider.admission import AdmissionRefusedError
+from airflow_hudi_occ.provider.admission import AdmissionRefusedError, AdmissionSettings
 from airflow_hudi_occ.provider.operators import table_service as ops
 
 OPTS = {"hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.partitionpath.field": "p",
@@ -82,7 +82,8 @@ def job_seen(monkeypatch):
 
 def _op(table, **kw):
     return ops.HudiTableServiceOperator(task_id="cluster", service="cluster", table_path=table.base_uri,
-                                        hudi_conn_id=None, options=OPTS, admission_poll_s=0.05, **kw)
+                                        hudi_conn_id=None, options=OPTS,
+                                        admission=AdmissionSettings(**{"poll_s": 0.05, "kind": "table_service", **kw}))
 
 
 def test_clustering_waits_for_a_live_writer_on_its_partitions_then_holds_writers_off(tmp_path, job_seen):
@@ -102,7 +103,7 @@ def test_clustering_waits_for_a_live_writer_on_its_partitions_then_holds_writers
     ender = threading.Thread(target=end_overlap_once_waiting)
     ender.start()
     try:
-        out = _op(table, admission_timeout_s=60).execute({"ti": _StubTI(), "outlet_events": _Events()})
+        out = _op(table, timeout_s=60).execute({"ti": _StubTI(), "outlet_events": _Events()})
     finally:
         ender.join()
         disjoint.abort()
@@ -133,7 +134,9 @@ def test_on_overlap_fail_refuses_before_planning(tmp_path, job_seen):
 def test_a_clustering_ranked_as_ingestion_when_the_user_says_so(tmp_path):
     table = _table(tmp_path)
     assert _op(table).write_kind == "table_service"
-    assert _op(table, write_kind="ingestion").write_kind == "ingestion"
+    assert ops.HudiTableServiceOperator(task_id="c", service="cluster", table_path=table.base_uri, hudi_conn_id=None,
+                                        options=OPTS).write_kind == "table_service"  # the default
+    assert _op(table, kind="ingestion").write_kind == "ingestion"
     op = ops.HudiTableServiceOperator(task_id="c", service="cluster", table_path=table.base_uri, hudi_conn_id=None,
                                       options={**OPTS, "hoodie.occ.write.kind": "backfill"})
     assert op.write_kind == "backfill"

@@ -10,14 +10,15 @@ retry policies. A service job killed by a signal is left to the task's own ``ret
 
 Admission (clustering): before planning, the clustering files an admission request for the
 partitions it would cluster, as a write does before spark-submit, and keeps it until its job
-ends. Its kind is ``table_service`` unless the user says otherwise (``write_kind=``, or
-``hoodie.occ.write.kind`` in the task's options): when ingestion and a clustering wait on the
+ends. Its kind is ``table_service`` unless the user says otherwise
+(``admission=AdmissionSettings(kind=...)``, or ``hoodie.occ.write.kind`` in the task's options): when ingestion and a clustering wait on the
 same partitions, ingestion goes first (RFC-22's example); while it runs, writers on its
 partitions wait for it instead of being refused by the clustering gate (docs/concurrency.md).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import Any, Sequence
@@ -36,6 +37,7 @@ from airflow_hudi_occ.core.services.clustering import clustering_config, plan_cl
 from airflow_hudi_occ.core.services.compaction import schedule_compaction
 from airflow_hudi_occ.core.table.table import MERGE_ON_READ
 from airflow_hudi_occ.provider import admission
+from airflow_hudi_occ.provider.admission import AdmissionSettings
 from airflow_hudi_occ.provider.arguments import check_service_arguments
 from airflow_hudi_occ.provider.assets import commit_summary, declare_table_outlet, emit_table_event
 from airflow_hudi_occ.provider.hooks.hudi_occ import HudiOccHook, HudiSparkJobHook
@@ -78,12 +80,13 @@ class HudiTableServiceOperator(BaseOperator):
     Every decision that changes the timeline is taken under the table lock by the service
     itself (core), with the same lock the writers use, taken from the same connection.
 
-    :param on_overlap: clustering's admission before planning: ``wait`` while a live writer or
-        an earlier request shares its partitions (bounded by ``admission_timeout_s``, then it
-        goes anyway), ``go`` at once, ``fail``; default the connection's
-        ``hoodie.occ.admission.on.overlap``, else ``wait``
-    :param write_kind: the clustering's rank among waiting writers: ``table_service`` (default,
-        after ingestion and backfill, RFC-22), or ``ingestion`` / ``backfill`` to rank it as one
+    :param admission: clustering's admission before planning, the write operator's
+        :class:`~airflow_hudi_occ.provider.admission.AdmissionSettings`: ``on_overlap``
+        ``wait`` while a live writer or an earlier request shares its partitions (bounded by
+        ``timeout_s``, then it goes anyway), ``go`` at once, ``fail``; default the
+        connection's ``hoodie.occ.admission.on.overlap``, else ``wait``. ``kind``, the
+        clustering's rank among waiting writers: ``table_service`` (default, after ingestion
+        and backfill, RFC-22), or ``ingestion`` / ``backfill`` to rank it as one
     :param retry_policy: decides Airflow's retries from the error (AIP-105); default
         :class:`~airflow_hudi_occ.provider.retry_policy.HudiRetryPolicy`; ``None``: no policy
     """
@@ -100,21 +103,14 @@ class HudiTableServiceOperator(BaseOperator):
                  hudi_conn_id: str | None = HudiOccHook.default_conn_name,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                  instant: str | None = None, application: str | None = None,
-                 on_overlap: str | None = None, write_kind: str = TABLE_SERVICE,
-                 admission_timeout_s: float | None = None, admission_poll_s: float = 2.0,
-                 admission_starvation_s: float = 600.0,
+                 admission: AdmissionSettings | None = None,
                  retry_policy: Any = DEFAULT_RETRY_POLICY, **kwargs):
         super().__init__(retry_policy=resolve_retry_policy(retry_policy), **kwargs)
         check_service_arguments(self.task_id, service=service, services=self.SERVICES, options=options)
-        if on_overlap is not None and on_overlap not in core_admission.POLICIES:
-            raise ConfigError(f"HudiTableServiceOperator {self.task_id!r}: on_overlap must be one of "
-                              f"{', '.join(core_admission.POLICIES)}, got {on_overlap!r}",
-                              key="on_overlap", value=on_overlap)
-        self.on_overlap = on_overlap
-        self.write_kind = check_kind((options or {}).get(WRITE_KIND.key) or write_kind)
-        self.admission_timeout_s = admission_timeout_s
-        self.admission_poll_s = admission_poll_s
-        self.admission_starvation_s = admission_starvation_s
+        # a copy: a DAG file may share one settings object between tasks
+        self.admission = (copy.copy(admission) if admission is not None
+                          else AdmissionSettings(kind=TABLE_SERVICE))
+        self.write_kind = check_kind((options or {}).get(WRITE_KIND.key) or self.admission.kind)
         self._labels: dict = {}
         self._admission_wait: dict | None = None
         self._request: core_admission.AdmissionRequest | None = None
@@ -193,9 +189,7 @@ class HudiTableServiceOperator(BaseOperator):
         """Wait (bounded) until no live writer or earlier request shares the partitions the
         clustering would plan for; the admitted request's id, withdrawn when the job ends.
         None: nothing to cluster, or ``on_overlap='go'``."""
-        settings = admission.AdmissionSettings.resolve(
-            self.on_overlap, self.admission_timeout_s, options, poll_s=self.admission_poll_s,
-            starvation_s=self.admission_starvation_s)
+        settings = self.admission.resolved(options)
         if settings.on_overlap == core_admission.GO:
             return None
         preview = plan_clustering(table, table.timeline(), clustering_config(config.options))

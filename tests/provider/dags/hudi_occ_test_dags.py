@@ -86,8 +86,9 @@ for _name, _kind in (("ingest_ab", "ingestion"), ("ingest_c", "ingestion"), ("ba
 
 with DAG(dag_id="hudi_occ_test_four_cluster_a", schedule=None, start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}) as four_cluster_dag:
+    from airflow_hudi_occ.provider.admission import AdmissionSettings
     from airflow_hudi_occ.provider.operators.table_service import HudiTableServiceOperator
     HudiTableServiceOperator(
         task_id="cluster", service="cluster", table_path=FOUR_TABLE,
         options={**FOUR_OPTIONS, "hoodie.clustering.plan.strategy.partition.selected": "a"},
-        admission_poll_s=0.5, admission_timeout_s=1500)
+        admission=AdmissionSettings(poll_s=0.5, timeout_s=1500, kind="table_service"))
