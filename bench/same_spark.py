@@ -44,11 +44,11 @@ Java Hudi's default parquet codec is gzip, this project's snappy (docs/configura
 Java figure is at Java's defaults, and ``...vs_java_hudi_same_codec`` gives Java our codec too
 (issue 43, item 6: "same codec, and at its defaults").
 
-Memory: every timed write runs under :class:`PeakMemory`, which samples the resident memory of
-this process's whole tree (the session's JVM, driver and executor in local mode, and the Python
-workers our engine and Delta's merge use) and the JVM heap's peak (its pools' peaks reset
-before the write). Each figure carries ``peak_memory_mb``: per writer, the largest of its timed
-rounds.
+Memory: every timed write runs under :class:`PeakMemory`: the JVM heap's peak (its pools'
+peaks reset before the write; in local mode the JVM is driver and executor), the Python
+workers' resident set (sampled), and the JVM's resident set (the session's peak so far: a JVM
+keeps what it took). Each figure carries ``peak_memory_mb``: per writer, the largest of its
+timed rounds.
 
 Each writer's timeline stages (``planning`` ... ``committing``, the engine's progress lines)
 are timed in every round of ours, so the JSON carries where our time went (``profile``).
@@ -160,16 +160,19 @@ def timed(fn) -> float:
 
 
 class PeakMemory:
-    """The peak memory of one write: the resident set of this process's tree (the session's
-    JVM and its Python workers; the bench's own Python is left out) sampled every
-    ``interval`` seconds by a thread, and the JVM heap's peak from its memory pools (reset
-    when the write begins). In local mode the executor is the driver's JVM, so this is the
-    executor's memory."""
+    """The peak memory of one write, in three parts. ``jvm_heap``: the JVM heap's peak from
+    its memory pools (reset when the write begins), the one per-writer figure of the JVM (in
+    local mode the executor is the driver's JVM). ``python_workers_rss``: the resident set of
+    the session's Python workers (our engine's Arrow tasks, Delta's merge has none), sampled
+    every ``interval`` seconds by a thread. ``jvm_rss``: the JVM process's resident set, for
+    scale only: a JVM does not give memory back, so it is the session's peak so far, not this
+    writer's."""
 
     def __init__(self, spark, interval: float = 0.1):
         import psutil
         self.spark, self.interval, self.me = spark, interval, psutil.Process()
-        self.peak_rss = 0
+        self.peak = {"jvm_rss": 0, "python_workers_rss": 0}
+        self.peak_heap = 0
         self._stop = None
 
     def _pools(self):
@@ -177,15 +180,16 @@ class PeakMemory:
         heap = self.spark._jvm.java.lang.management.MemoryType.HEAP
         return [p for p in mf.getMemoryPoolMXBeans() if p.getType().equals(heap)]
 
-    def _tree_rss(self) -> int:
+    def _sample(self) -> None:
         import psutil
-        total = 0
+        now = {"jvm_rss": 0, "python_workers_rss": 0}
         for c in self.me.children(recursive=True):
             try:
-                total += c.memory_info().rss
+                kind = "jvm_rss" if c.name() == "java" else "python_workers_rss"
+                now[kind] += c.memory_info().rss
             except psutil.Error:
                 pass  # a worker that ended between the listing and the read
-        return total
+        self.peak = {k: max(v, now[k]) for k, v in self.peak.items()}
 
     def __enter__(self) -> "PeakMemory":
         import threading
@@ -195,7 +199,7 @@ class PeakMemory:
 
         def sample():
             while not self._stop.is_set():
-                self.peak_rss = max(self.peak_rss, self._tree_rss())
+                self._sample()
                 self._stop.wait(self.interval)
         self._thread = threading.Thread(target=sample, daemon=True)
         self._thread.start()
@@ -204,11 +208,12 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak_rss = max(self.peak_rss, self._tree_rss())
+        self._sample()
         self.peak_heap = sum(p.getPeakUsage().getUsed() for p in self._pools())
 
     def mb(self) -> dict:
-        return {"tree_rss": round(self.peak_rss / 2**20), "jvm_heap": round(self.peak_heap / 2**20)}
+        return {"jvm_heap": round(self.peak_heap / 2**20),
+                **{k: round(v / 2**20) for k, v in self.peak.items()}}
 
 
 class Rounds:

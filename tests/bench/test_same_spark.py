@@ -63,9 +63,11 @@ def test_a_tiny_run_reports_every_figure_from_exact_tables(tmp_path):
     # Java at its default codec and at ours, both read back exactly
     assert bulk["java_same_codec"] == bulk["ours"]
     assert figs["same_spark.bulk_insert.vs_java_hudi"]["java_default_codec"] == "gzip"
-    # peak memory per writer: the session's process tree, and a JVM heap that really was used
+    # peak memory per writer: a JVM heap that really was used, within the JVM's resident set
     for name in ("same_spark.bulk_insert.vs_java_hudi", "same_spark.upsert.vs_delta_merge"):
         mem = figs[name]["peak_memory_mb"]
-        assert set(mem) >= {"ours", "delta"} and all(m["tree_rss"] >= m["jvm_heap"] > 0 for m in mem.values()), mem
+        assert set(mem) >= {"ours", "delta"} and all(m["jvm_rss"] >= m["jvm_heap"] > 0 for m in mem.values()), mem
+    # our engine's Arrow tasks run in Python workers: they were seen
+    assert figs["same_spark.bulk_insert.vs_java_hudi"]["peak_memory_mb"]["ours"]["python_workers_rss"] > 0
     # the profile: where our time went, stage by stage
     assert {"planning", "writing", "committing"} <= set(figs["same_spark.bulk_insert.vs_java_hudi"]["profile_ours_s"][0])
