@@ -83,6 +83,32 @@ def test_abort_signal_before_the_task_leaves_no_marker_and_no_file(tmp_path):
     tx.abort(reason="test")
 
 
+def test_a_task_that_outlives_its_instants_rollback_removes_the_file_it_made(tmp_path):
+    """A cancelled task's Python worker may finish its file after the driver rolled the instant
+    back and cleared the signal (Spark 4 closes a cancelled task's socket instead of killing
+    its worker): the task sees its instant gone from the timeline and removes its file."""
+    path = str(tmp_path / "tbl")
+    table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=[])
+    tx = WriteTransaction(table, WriteConfig.from_options(OPTS), operation_type="BULK_INSERT")
+    tx.begin()
+    tx.start_inflight(planned_file_groups=[("", "fg-3")])
+    ctx = TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
+                      instant=tx.instant_time, mode="create", user_columns=["id", "v"],
+                      target_schema=SCHEMA, precombine=None)
+
+    def batches():
+        # the driver rolls back (and clears the signal) while the task reads its rows
+        tx.abort(reason="the driver was stopped")
+        assert abort_signal.abort_reason(table, tx.instant_time) is None
+        yield pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array(["x"]), pa.array(["1"])],
+                                         names=["id", "v", KEY])
+
+    out = write_file_group(ctx, "", "fg-3", batches()).to_pylist()
+    assert out[0]["stopped"] == "WriteAbortedError" and out[0]["path"] is None
+    assert list_base_files(Table.open(path), "") == []
+    assert Table.open(path).timeline().get(tx.instant_time) is None
+
+
 WATCH = r"""
 import os, sys, time
 from airflow_hudi_occ.core.table.table import Table
