@@ -67,25 +67,26 @@ def connect_session(remote: str, app_name: str = "airflow_hudi_occ",
     own), the package added to the session's Python path on the server, and the one-task check
     that the server's executors import it (before any instant exists)."""
     from pyspark.sql import SparkSession
-
-    from pyspark.errors import PySparkRuntimeError
-
-    builder = SparkSession.builder.remote(remote).appName(app_name)
-    settings = {**{k: DEFAULT_CONF[k] for k in RUNTIME_CONF_KEYS}, **dict(conf or {})}
-    for k, v in settings.items():
-        builder = builder.config(k, v)
     try:
-        spark = builder.getOrCreate()
-    except PySparkRuntimeError as e:
-        if "SESSION_ALREADY_EXIST" not in str(getattr(e, "getCondition", lambda: "")() or e):
-            raise
-        # PySpark's functions (F.col ...) build Connect or classic columns by a
-        # process-wide switch: one process holds one kind of session
+        from pyspark import SparkContext
+    except ImportError:  # PySpark's thin client (pyspark-client): no classic session here
+        SparkContext = None
+
+    # PySpark's functions (F.col ...) build Connect or classic columns by a process-wide
+    # switch: one process holds one kind of session. Asked before the builder, which on some
+    # lines first wants the Connect client's packages (4.0 without grpcio) and on others
+    # refuses only at getOrCreate (SESSION_ALREADY_EXIST)
+    if SparkContext is not None and SparkContext._active_spark_context is not None:
         raise ConfigError(
             f"this process runs a classic Spark session already; it cannot also be a Spark "
             f"Connect client of {remote}", key="remote", value=remote,
             remedy="run the Connect write in a process of its own (python -m "
-                   "airflow_hudi_occ.spark.job --remote ...), or stop the classic session first") from e
+                   "airflow_hudi_occ.spark.job --remote ...), or stop the classic session first")
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    settings = {**{k: DEFAULT_CONF[k] for k in RUNTIME_CONF_KEYS}, **dict(conf or {})}
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     _ship_package(spark, None)
     if check_executors:
         _report_executors(spark)
