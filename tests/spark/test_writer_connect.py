@@ -424,7 +424,7 @@ class RecordingConnectLauncher(ConnectLauncher):
         return got
 
 
-@pytest.mark.slow  # fails at 15:29 on 2026-11-29: attempt 1 lost at its commit (WriteConflictError), not early
+@pytest.mark.slow  # about 50 s on 2 shared cores, beside a Connect server
 def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_and_retries(
         spark_connect_server, tmp_path):
     """The write operator with the Spark Connect launcher (each attempt a client of the real
