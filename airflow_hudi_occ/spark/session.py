@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Mapping
 
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.spark.compat import is_connect
+from airflow_hudi_occ.spark.compat import bounds_arrow_batch_bytes, is_connect
 from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
@@ -244,5 +244,11 @@ def arrow_batches(spark, rows: int):
     2 M-row bulk_insert, 131,072 against Spark's 10,000 measured 3.26 s against 3.87 s in one
     interleaved A/B (8 of 9 rounds faster) and no difference in another. Spark reads the value
     when the job is planned, so it is set only around the action; a job another thread of this
-    session plans meanwhile sees it too, which changes its batch size, never its result."""
+    session plans meanwhile sees it too, which changes its batch size, never its result.
+
+    On Spark 3.5 the session's row count is kept: that line has no byte bound per batch
+    (``spark.sql.execution.arrow.maxBytesPerBatch`` came with 4.0), so 131,072 rows of 1 MB
+    would make one batch of 128 GB."""
+    if not bounds_arrow_batch_bytes(spark):
+        return nullcontext()
     return session_conf(spark, ARROW_BATCH_KEY, str(rows))
