@@ -8,7 +8,9 @@ CLI. The contract an orchestrator relies on:
   diagnosis that says the write would abort;
 - ``HUDI_OCC_BEGIN {...}`` as soon as the instant is requested (instant, attempt, writer id,
   pid), so a watcher can follow the write before it ends;
-- exactly one ``HUDI_OCC_RESULT {...}`` line last, whatever happened, usage errors included.
+- exactly one ``HUDI_OCC_RESULT {...}`` line last, whatever happened, usage errors included;
+- SIGTERM to a Spark Connect client: it cancels its job on the server and rolls the instant
+  back within :func:`stop_grace_s`, which is what its launcher waits before SIGKILL.
 
 Between them a write job reports its progress for people, one plain line per step
 (``hudi-occ <stage>: <text>``, :func:`emit_progress`): planning, tagging, the early conflict
@@ -33,9 +35,29 @@ EXIT_USAGE = 2
 EXIT_WOULD_ABORT = 3
 EXIT_RETRYABLE = 75  # EX_TEMPFAIL (sysexits.h): "temporary failure, try again later"
 
+#: The stop of a Spark Connect job (spark/jobgroup.py), in seconds: how long it keeps
+#: cancelling until its action returns (normally well under a second), how often Spark's Python
+#: runner looks whether its task was interrupted (``PythonRunner``'s monitor, fixed in Spark),
+#: Spark's default ``spark.python.task.killTimeout``, a margin for the kill, and a bound for
+#: the rollback after them (a few timeline files, the markers' files, the attempt record)
+STOP_CANCEL_S = 20.0
+MONITOR_POLL_S = 2.0
+PYTHON_KILL_TIMEOUT_S = 2.0
+KILL_MARGIN_S = 0.5
+STOP_ROLLBACK_S = 10.0
+
 RESULT_PREFIX = "HUDI_OCC_RESULT "
 BEGIN_PREFIX = "HUDI_OCC_BEGIN "
 PROGRESS_PREFIX = "hudi-occ "
+
+
+def stop_grace_s(python_kill_timeout_s: float = PYTHON_KILL_TIMEOUT_S) -> float:
+    """The longest a Spark Connect job stopped by SIGTERM takes to roll back: its cancel, the
+    wait for the cancelled tasks' Python workers (``python_kill_timeout_s``: the server's
+    ``spark.python.task.killTimeout``) and the rollback. Its launcher sends SIGKILL only after
+    it: an earlier kill cuts the rollback short and leaves the instant to the next writer's
+    lazy rollback once its heartbeat expired."""
+    return STOP_CANCEL_S + MONITOR_POLL_S + python_kill_timeout_s + KILL_MARGIN_S + STOP_ROLLBACK_S
 
 
 def emit(prefix: str, payload: dict, stream: TextIO | None = None) -> None:

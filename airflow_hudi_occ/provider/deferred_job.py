@@ -85,6 +85,9 @@ class DetachedJob:
     instant: str | None = None
     secrets_file: str | None = None
     extra: dict = field(default_factory=dict)
+    #: seconds :meth:`kill` leaves the job after SIGTERM (its launcher's: a Spark Connect
+    #: client rolls back in that time, a spark-submit driver's JVM takes its job down at once)
+    kill_grace_s: float = 5.0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -157,14 +160,18 @@ class DetachedJob:
     def result(self) -> dict | None:
         return self._log_payload(RESULT_PREFIX)
 
-    def kill(self, grace_s: float = 5.0) -> list[int]:
+    def kill(self, grace_s: float | None = None) -> list[int]:
         """SIGTERM the job's process group (and descendants that left it), SIGKILL what outlives
-        ``grace_s``; the pids that were running. The instant stays pending, for the next
-        writer's lazy rollback once its heartbeat expired."""
+        ``grace_s`` (default: the job's own :attr:`kill_grace_s`, which its launcher sets to
+        the time the job needs to stop: for a Spark Connect client its cancel, the wait for
+        the cancelled tasks and its rollback, ``job_protocol.stop_grace_s``; a shorter grace
+        would cut that rollback short); the pids that were running. A job killed before it
+        rolled back leaves its instant pending, for the next writer's lazy rollback once its
+        heartbeat expired."""
         root = self._process()
         if root is None:
             return []
-        pids = kill_session_tree(root, grace_s)
+        pids = kill_session_tree(root, self.kill_grace_s if grace_s is None else grace_s)
         remove_quietly(self.secrets_file)
         return pids
 
@@ -180,10 +187,12 @@ def start_detached(hook, application: str, *, writer_id: str, directory: str | N
 
 
 def start_command(cmd: list[str], env: dict[str, str], *, writer_id: str, driver_on_cluster: bool = False,
-                  secrets_file: str | None = None, directory: str | None = None) -> DetachedJob:
+                  secrets_file: str | None = None, directory: str | None = None,
+                  kill_grace_s: float = 5.0) -> DetachedJob:
     """Start ``cmd`` (a job that prints the engine's BEGIN/RESULT lines: spark-submit, or the
     engine's entry point as a Spark Connect client) detached in its own session, with ``env``
-    over this process's environment, output to a log file; return the job's record at once."""
+    over this process's environment, output to a log file; return the job's record at once
+    (``kill_grace_s``: see :attr:`DetachedJob.kill_grace_s`)."""
     directory = directory or jobs_dir()
     stem = os.path.join(directory, f"{time.strftime('%Y%m%dT%H%M%S')}-{writer_id.replace('/', '_')}")
     log_path, exit_path = stem + ".log", stem + ".exit"
@@ -199,7 +208,7 @@ def start_command(cmd: list[str], env: dict[str, str], *, writer_id: str, driver
     return DetachedJob(pid=sp.pid, create_time=create_time, host=socket.gethostname(),
                        log_path=log_path, exit_path=exit_path, writer_id=writer_id,
                        started_at=time.time(), driver_on_cluster=driver_on_cluster,
-                       secrets_file=secrets_file)
+                       secrets_file=secrets_file, kill_grace_s=kill_grace_s)
 
 
 def external_job(writer_id: str, directory: str | None = None) -> DetachedJob:

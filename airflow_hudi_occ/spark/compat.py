@@ -100,6 +100,13 @@ def task_per_item(spark, items: Sequence, fn: Callable) -> Callable[[], list]:
     return action
 
 
+def bounds_arrow_batch_bytes(spark) -> bool:
+    """Whether the session's Spark also bounds an Arrow batch's bytes
+    (``spark.sql.execution.arrow.maxBytesPerBatch``, Spark 4.0+); 3.5 bounds it by its row
+    count only. The server's version on Spark Connect, the JVM's otherwise."""
+    return int(str(spark.version).split(".")[0]) >= 4
+
+
 def has_apply_in_arrow() -> bool:
     """PySpark's ``applyInArrow`` with the iterator-of-batches form the engine uses (4.1+; 4.0's
     takes a whole ``pa.Table``, so 4.0 takes the 3.5 route)."""

@@ -18,7 +18,9 @@ On Spark Connect there is no SparkContext in the client: the job is tagged inste
 tag; the write stage's progress comes from the server's execution progress (a progress
 handler), and as the server's task list cannot be read from the client, the wait for a
 cancelled job's tasks is the time by which Spark has killed their Python workers (its
-monitor's poll plus ``spark.python.task.killTimeout``), see :class:`TaggedJob`.
+monitor's poll plus ``spark.python.task.killTimeout``), see :class:`TaggedJob`. A stopped
+driver (SIGTERM, Ctrl-C) raises the instant's abort signal before it cancels, so a task Spark
+cancels without killing its worker stops at its next check.
 
 Errors: :class:`JobAborted` carries the signal's content (the executor's error as a dict)
 plus ``job_cancelled`` (the driver cancelled the job while it ran) and the write stage's task
@@ -35,6 +37,7 @@ import uuid
 from typing import Any, Callable
 
 from airflow_hudi_occ.core.concurrency import abort_signal
+from airflow_hudi_occ.core.job_protocol import KILL_MARGIN_S, MONITOR_POLL_S, PYTHON_KILL_TIMEOUT_S, STOP_CANCEL_S
 
 
 class JobAborted(Exception):
@@ -64,17 +67,6 @@ class JobGroup:
 
     def wait_until_idle(self) -> None:
         wait_until_idle(self.sc, self.name)
-
-
-#: Spark's default for ``spark.python.task.killTimeout`` (how long a cancelled task's Python
-#: worker may run on before Spark kills it)
-PYTHON_KILL_TIMEOUT = "2s"
-#: how often Spark's Python runner looks whether its task was interrupted (``PythonRunner``'s
-#: monitor thread, fixed in Spark), and a margin for the kill itself
-MONITOR_POLL_S = 2.0
-KILL_MARGIN_S = 0.5
-#: how long a stopped driver keeps cancelling its job before it rolls back anyway
-STOP_TIMEOUT_S = 60.0
 
 
 class TaggedJob:
@@ -117,15 +109,18 @@ class TaggedJob:
         """After an interrupt, the time by which Spark has ended every cancelled task's Python
         worker, from the moment of it: each task's monitor thread looks for the interruption
         every :data:`MONITOR_POLL_S`, then gives the worker the kill timeout before it kills
-        it. So nothing of the job writes after the caller's rollback (measured on a real
-        server: workers sleeping in a task were gone 2.5 s after the interrupt)."""
+        it (measured on a real server: workers sleeping in a task were gone 2.5 s after the
+        interrupt). A worker busy in a file group may outlive the wait (its JVM task ended by the
+        interrupt, Spark only closes its socket): the file it then makes is removed by the task
+        itself (``abort_signal.remove_if_aborted``), or by the caller's sweep after its
+        rollback."""
         if self.interrupted_at is None:
             return
         try:
-            wait = spark_seconds(self.spark.conf.get("spark.python.task.killTimeout", None)
-                                 or PYTHON_KILL_TIMEOUT)
+            text = self.spark.conf.get("spark.python.task.killTimeout", None)
+            wait = spark_seconds(text) if text else PYTHON_KILL_TIMEOUT_S
         except Exception:  # noqa: BLE001 - a server that does not say: Spark's default
-            wait = spark_seconds(PYTHON_KILL_TIMEOUT)
+            wait = PYTHON_KILL_TIMEOUT_S
         time.sleep(max(0.0, self.interrupted_at + MONITOR_POLL_S + wait + KILL_MARGIN_S - time.time()))
 
 
@@ -178,8 +173,16 @@ def run_watched(spark, table, instant: str, action: Callable[[], Any], *, poll_s
         # rollback must come after its tasks are gone, or a task still writing leaves its file
         # on the table after the rollback removed the others. The cancel is repeated until the
         # action's thread returns: an action submitted just after the first cancel (the thread
-        # had not sent it yet) carries the tag too, and would otherwise run to its end
-        deadline = time.time() + STOP_TIMEOUT_S
+        # had not sent it yet) carries the tag too, and would otherwise run to its end. The
+        # signal goes up first: a task Spark cancels but does not kill (Spark 4 closes a
+        # cancelled task's socket; its Python worker, busy in a file group, runs on) stops at its
+        # next check, and a file it creates meanwhile is removed by its writer (executor.py,
+        # abort_signal.remove_if_aborted)
+        try:
+            abort_signal.raise_abort(table, instant, "the driver was stopped", source="spark-driver")
+        except Exception:  # noqa: BLE001 - storage unreachable: the cancel still goes out
+            pass
+        deadline = time.time() + STOP_CANCEL_S
         while th.is_alive() and time.time() < deadline:
             job.cancel()
             th.join(1.0)

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Mapping
 
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.spark.compat import is_connect
+from airflow_hudi_occ.spark.compat import bounds_arrow_batch_bytes, is_connect
 from airflow_hudi_occ.spark.submit.conf import (DEFAULT_CONF, DEFAULT_LOG_LEVEL, LOG_LEVEL_KEY,
                                                 RUNTIME_CONF_KEYS, default_conf)
 from airflow_hudi_occ.spark.submit.master import is_local_master
@@ -67,25 +67,26 @@ def connect_session(remote: str, app_name: str = "airflow_hudi_occ",
     own), the package added to the session's Python path on the server, and the one-task check
     that the server's executors import it (before any instant exists)."""
     from pyspark.sql import SparkSession
-
-    from pyspark.errors import PySparkRuntimeError
-
-    builder = SparkSession.builder.remote(remote).appName(app_name)
-    settings = {**{k: DEFAULT_CONF[k] for k in RUNTIME_CONF_KEYS}, **dict(conf or {})}
-    for k, v in settings.items():
-        builder = builder.config(k, v)
     try:
-        spark = builder.getOrCreate()
-    except PySparkRuntimeError as e:
-        if "SESSION_ALREADY_EXIST" not in str(getattr(e, "getCondition", lambda: "")() or e):
-            raise
-        # PySpark's functions (F.col ...) build Connect or classic columns by a
-        # process-wide switch: one process holds one kind of session
+        from pyspark import SparkContext
+    except ImportError:  # PySpark's thin client (pyspark-client): no classic session here
+        SparkContext = None
+
+    # PySpark's functions (F.col ...) build Connect or classic columns by a process-wide
+    # switch: one process holds one kind of session. Asked before the builder, which on some
+    # lines first wants the Connect client's packages (4.0 without grpcio) and on others
+    # refuses only at getOrCreate (SESSION_ALREADY_EXIST)
+    if SparkContext is not None and SparkContext._active_spark_context is not None:
         raise ConfigError(
             f"this process runs a classic Spark session already; it cannot also be a Spark "
             f"Connect client of {remote}", key="remote", value=remote,
             remedy="run the Connect write in a process of its own (python -m "
-                   "airflow_hudi_occ.spark.job --remote ...), or stop the classic session first") from e
+                   "airflow_hudi_occ.spark.job --remote ...), or stop the classic session first")
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    settings = {**{k: DEFAULT_CONF[k] for k in RUNTIME_CONF_KEYS}, **dict(conf or {})}
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     _ship_package(spark, None)
     if check_executors:
         _report_executors(spark)
@@ -243,5 +244,11 @@ def arrow_batches(spark, rows: int):
     2 M-row bulk_insert, 131,072 against Spark's 10,000 measured 3.26 s against 3.87 s in one
     interleaved A/B (8 of 9 rounds faster) and no difference in another. Spark reads the value
     when the job is planned, so it is set only around the action; a job another thread of this
-    session plans meanwhile sees it too, which changes its batch size, never its result."""
+    session plans meanwhile sees it too, which changes its batch size, never its result.
+
+    On Spark 3.5 the session's row count is kept: that line has no byte bound per batch
+    (``spark.sql.execution.arrow.maxBytesPerBatch`` came with 4.0), so 131,072 rows of 1 MB
+    would make one batch of 128 GB."""
+    if not bounds_arrow_batch_bytes(spark):
+        return nullcontext()
     return session_conf(spark, ARROW_BATCH_KEY, str(rows))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from airflow_hudi_occ.core.format.storage import Storage
+
 
 #: the Java-written fixture tables, vendored in the repository so that a clone alone passes its
 #: tests (small zips from hudi-rs's test data: tests/fixtures/java-hudi-tables/README.md)
@@ -121,3 +123,28 @@ def tree_snapshot(path: str | os.PathLike) -> dict[str, str]:
             full = os.path.join(dirpath, f)
             out[os.path.relpath(full, root)] = hashlib.sha256(Path(full).read_bytes()).hexdigest()
     return out
+
+
+class ListCalls:
+    """Every listing the storage layer makes (any backend, the metadata table's own included),
+    counted around :class:`Storage`'s two list primitives (patched with pytest's
+    ``monkeypatch``, so undone after the test). What a reader costs in listings is asserted
+    with it by the core, Spark and Java-interop tests alike."""
+
+    def __init__(self, monkeypatch):
+        self.paths: list[str] = []
+        for name in ("list_names", "walk_files"):
+            original = getattr(Storage, name)
+
+            def counted(storage, path, _original=original):
+                self.paths.append(path)
+                return _original(storage, path)
+            monkeypatch.setattr(Storage, name, counted)
+
+    def of_data(self, table) -> list[str]:
+        """The listings outside ``.hoodie/``: the table's root and its partition folders."""
+        meta = table.storage.path(".hoodie")
+        return [p for p in self.paths if not p.startswith(meta)]
+
+    def clear(self) -> None:
+        self.paths.clear()

@@ -17,7 +17,8 @@ from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.mor_reader import read_incremental, read_optimized, read_snapshot
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.testing.java_hudi import Read, Write
-from tests.core.table.test_file_listing import STORAGE, ListCalls
+from airflow_hudi_occ.testing.tables import ListCalls
+from tests.core.table.test_file_listing import STORAGE
 
 KEYS = dict(record_key="id", partition_fields="p", ordering_field="ts", table_name="t")
 

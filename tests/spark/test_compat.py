@@ -99,5 +99,17 @@ def test_apply_in_arrow_is_pysparks_own_only_where_it_takes_batches(monkeypatch,
     """PySpark added the iterator-of-batches form of ``applyInArrow`` in 4.1; 3.5 and 4.0 take
     the ``mapInArrow`` route (4.0's applyInArrow hands the function a whole ``pa.Table``)."""
     import pyspark
+    from pyspark.sql.group import GroupedData
+    if native and not hasattr(GroupedData, "applyInArrow"):
+        pytest.skip(f"PySpark {pyspark.__version__} has no GroupedData.applyInArrow at all: "
+                    "the version gate is tested on the 4.x lines")
     monkeypatch.setattr(pyspark, "__version__", version)
     assert compat.has_apply_in_arrow() is native
+
+
+@pytest.mark.parametrize("version, bounded", [("3.5.5", False), ("4.0.5", True), ("4.2.0", True)])
+def test_an_arrow_batch_is_bounded_by_its_bytes_from_spark_4(version, bounded):
+    """spark.sql.execution.arrow.maxBytesPerBatch came with Spark 4.0: on 3.5 a batch's only
+    bound is its row count (session.arrow_batches keeps it there)."""
+    from types import SimpleNamespace
+    assert compat.bounds_arrow_batch_bytes(SimpleNamespace(version=version)) is bounded

@@ -25,15 +25,21 @@ RAISE = ("import sys; from airflow_hudi_occ.core.table.table import Table; "
          "raise_abort(Table.open(sys.argv[1]), sys.argv[2], 'sensor: doomed', source='test')")
 
 
-def test_abort_signal_from_another_process_stops_a_file_between_batches(tmp_path):
+def inflight_task(tmp_path, file_id: str):
+    """(table path, table, its inflight bulk_insert transaction, the context of a task writing
+    the new file group ``file_id`` of it)."""
     path = str(tmp_path / "tbl")
     table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=[])
     tx = WriteTransaction(table, WriteConfig.from_options(OPTS), operation_type="BULK_INSERT")
     tx.begin()
-    tx.start_inflight(planned_file_groups=[("", "fg-1")])
-    ctx = TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
-                      instant=tx.instant_time, mode="create", user_columns=["id", "v"],
-                      target_schema=SCHEMA, precombine=None)
+    tx.start_inflight(planned_file_groups=[("", file_id)])
+    return path, table, tx, TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
+                                        instant=tx.instant_time, mode="create", user_columns=["id", "v"],
+                                        target_schema=SCHEMA, precombine=None)
+
+
+def test_abort_signal_from_another_process_stops_a_file_between_batches(tmp_path):
+    path, table, tx, ctx = inflight_task(tmp_path, "fg-1")
     total, signal_at = 200, 3
     seen = []
 
@@ -60,15 +66,8 @@ def test_abort_signal_from_another_process_stops_a_file_between_batches(tmp_path
 
 
 def test_abort_signal_before_the_task_leaves_no_marker_and_no_file(tmp_path):
-    path = str(tmp_path / "tbl")
-    table = Table.create(path, "tbl", record_key_fields=["id"], partition_fields=[])
-    tx = WriteTransaction(table, WriteConfig.from_options(OPTS), operation_type="BULK_INSERT")
-    tx.begin()
-    tx.start_inflight(planned_file_groups=[("", "fg-2")])
+    path, table, tx, ctx = inflight_task(tmp_path, "fg-2")
     abort_signal.raise_abort(table, tx.instant_time, "doomed", source="test")
-    ctx = TaskContext(base_uri=table.base_uri, storage_options={}, options=OPTS,
-                      instant=tx.instant_time, mode="create", user_columns=["id", "v"],
-                      target_schema=SCHEMA, precombine=None)
     consumed = []
 
     def batches():
@@ -81,6 +80,25 @@ def test_abort_signal_before_the_task_leaves_no_marker_and_no_file(tmp_path):
     assert consumed == []  # not even the first batch was pulled
     assert tx.markers.data_files() == [] and list_base_files(table, "") == []
     tx.abort(reason="test")
+
+
+def test_a_task_that_outlives_its_instants_rollback_removes_the_file_it_made(tmp_path):
+    """A cancelled task's Python worker may finish its file after the driver rolled the instant
+    back and cleared the signal (Spark 4 closes a cancelled task's socket instead of killing
+    its worker): the task sees its instant gone from the timeline and removes its file."""
+    path, table, tx, ctx = inflight_task(tmp_path, "fg-3")
+
+    def batches():
+        # the driver rolls back (and clears the signal) while the task reads its rows
+        tx.abort(reason="the driver was stopped")
+        assert abort_signal.abort_reason(table, tx.instant_time) is None
+        yield pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array(["x"]), pa.array(["1"])],
+                                         names=["id", "v", KEY])
+
+    out = write_file_group(ctx, "", "fg-3", batches()).to_pylist()
+    assert out[0]["stopped"] == "WriteAbortedError" and out[0]["path"] is None
+    assert list_base_files(Table.open(path), "") == []
+    assert Table.open(path).timeline().get(tx.instant_time) is None
 
 
 WATCH = r"""

@@ -23,12 +23,14 @@ def test_a_stopped_driver_cancels_its_job_until_it_ends_and_waits_for_its_tasks_
     watches its job, before the job's thread has sent its action (the first cancel meets
     nothing): the driver cancels again until the action ends, then waits for its tasks, and
     only then lets the interruption reach the caller, whose rollback must come after the last
-    task wrote (a task still running would leave its file on the table)."""
+    task wrote (a task still running would leave its file on the table). The instant's abort
+    signal is up before the first cancel, so tasks Spark does not kill stop at their next check."""
     import threading
 
+    from airflow_hudi_occ.core.concurrency import abort_signal
     from airflow_hudi_occ.spark import jobgroup
 
-    calls, ended = [], threading.Event()
+    calls, ended, signalled = [], threading.Event(), []
 
     class Handle:
         def __init__(self, spark, name, description):
@@ -45,6 +47,7 @@ def test_a_stopped_driver_cancels_its_job_until_it_ends_and_waits_for_its_tasks_
 
         def cancel(self):
             calls.append("cancel")
+            signalled.append(abort_signal.abort_reason(table, "20261129000000001"))
             if calls.count("cancel") == 2:  # the action was sent after the first one
                 ended.set()
 
@@ -64,3 +67,4 @@ def test_a_stopped_driver_cancels_its_job_until_it_ends_and_waits_for_its_tasks_
     with pytest.raises(KeyboardInterrupt):
         jobgroup.run_watched(None, table, "20261129000000001", action, extra_check=interrupted)
     assert calls == ["interrupt", "cancel", "cancel", "action ended", "wait"]
+    assert signalled[0] is not None and signalled[0]["source"] == "spark-driver", signalled

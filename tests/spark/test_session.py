@@ -24,10 +24,14 @@ def test_executors_run_the_project_interpreter(spark):
     assert found == {os.environ.get("PYSPARK_PYTHON", sys.executable)}
 
 
-def test_a_job_run_in_arrow_batches_gets_batches_of_that_size_and_the_session_its_value_back(spark):
+def test_a_job_run_in_arrow_batches_gets_batches_of_that_size_and_the_session_its_value_back(spark, monkeypatch):
     """The size reaches the Python worker of the action run inside the block (Spark reads it
-    when the job is planned), and the session's own setting is back afterwards."""
+    when the job is planned), and the session's own setting is back afterwards. The mechanism
+    on every line: on 3.5 arrow_batches does not use it (see the byte-bound tests below)."""
     import pyarrow as pa
+
+    from airflow_hudi_occ.spark import session
+    monkeypatch.setattr(session, "bounds_arrow_batch_bytes", lambda s: True)
 
     def sizes(batches):
         for b in batches:
@@ -45,6 +49,11 @@ def test_wide_rows_in_arrow_batches_stay_within_sparks_byte_bound(spark):
     """arrow_batches raises the row count only: Spark's byte bound per batch still applies, so
     a batch of wide rows is cut by its size (here 1 MB rows, an 8 MB bound)."""
     import pyarrow as pa
+    import pytest
+
+    from airflow_hudi_occ.spark.compat import bounds_arrow_batch_bytes
+    if not bounds_arrow_batch_bytes(spark):  # the next test: arrow_batches keeps the row count there
+        pytest.skip(f"Spark {spark.version} has no spark.sql.execution.arrow.maxBytesPerBatch (4.0+)")
 
     def sizes(batches):
         for b in batches:
@@ -54,6 +63,20 @@ def test_wide_rows_in_arrow_batches_stay_within_sparks_byte_bound(spark):
         got = [r.n for r in spark.range(0, 40, numPartitions=1).selectExpr(
             "repeat('x', 1000000) as v").mapInArrow(sizes, "n long").collect()]
     assert sum(got) == 40 and max(got) <= 9
+
+
+def test_without_a_byte_bound_per_batch_arrow_batches_keeps_the_sessions_row_count(spark, monkeypatch):
+    """Spark 3.5 bounds an Arrow batch by its row count only: there arrow_batches leaves the
+    session's count as it is, so wide rows cannot make one huge batch."""
+    from airflow_hudi_occ.spark import session
+    before = spark.conf.get(ARROW_BATCH_KEY, None)
+    monkeypatch.setattr(session, "bounds_arrow_batch_bytes", lambda s: False)
+    with session.arrow_batches(spark, 131_072):
+        assert spark.conf.get(ARROW_BATCH_KEY, None) == before
+    monkeypatch.setattr(session, "bounds_arrow_batch_bytes", lambda s: True)
+    with session.arrow_batches(spark, 131_072):
+        assert spark.conf.get(ARROW_BATCH_KEY) == "131072"
+    assert spark.conf.get(ARROW_BATCH_KEY, None) == before
 
 
 def test_task_ids_as_run_gives_the_rows_of_a_driver_side_frame_the_tasks_that_read_them(spark):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from airflow_hudi_occ.core.errors import ConfigError
 from airflow_hudi_occ.core.format.schema import SchemaError
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.spark.compat import to_arrow
 from airflow_hudi_occ.spark.reader import read_snapshot
 from airflow_hudi_occ.spark.writer import SparkHudiWriter
 from airflow_hudi_occ.testing.tables import hudi_read, rows_by_key
@@ -75,7 +76,7 @@ class Model:
 
 def check_spark_reader(spark, path, model):
     """The project's own Spark reader must agree with the model as well."""
-    got = read_snapshot(spark, path).toArrow()
+    got = to_arrow(read_snapshot(spark, path))
     if not model.rows:
         assert got.num_rows == 0
         return

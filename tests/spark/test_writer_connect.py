@@ -424,20 +424,23 @@ class RecordingConnectLauncher(ConnectLauncher):
         return got
 
 
-@pytest.mark.slow  # fails at 15:29 on 2026-11-29: attempt 1 lost at its commit (WriteConflictError), not early
+@pytest.mark.slow  # about 50 s on 2 shared cores, beside a Connect server
 def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_and_retries(
         spark_connect_server, tmp_path):
     """The write operator with the Spark Connect launcher (each attempt a client of the real
     server) against a spark-submit writer on one table. The spark-submit writer begins and
     plans first and holds before it goes inflight; the operator's attempt 1 begins after it;
     then the spark-submit writer is let go: it declares its file groups and writes its
-    markers while attempt 1 tags or writes. Attempt 1 is stopped early by them (before its
+    markers while attempt 1 tags or writes, and holds before its commit until attempt 1 has
+    ended (a live writer, as a long write would be). Attempt 1 is stopped early by them (before its
     write job by its driver's check, or inside it, its server job interrupted by tag: whichever
     the machine's load makes it; the slow race test pins the second and measures it), rolls
     back and exits 75; the attempt loop retries on a fresh instant, which commits after the
     winner."""
     import threading
     import time
+
+    from airflow.sdk.execution_time.context import OutletEventAccessors
 
     from airflow_hudi_occ.core.commit.retry import RetryPolicy
     from airflow_hudi_occ.core.format.instant_time import parse_ms
@@ -449,9 +452,15 @@ def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_
     rows = 10_000  # the loser's tagging and write job outlast the winner's declaration after its release
     path = str(tmp_path / "tbl")
     seed_table(path, rows)
-    go = str(tmp_path / "go")
+    go, barrier = str(tmp_path / "go"), tmp_path / "barrier"
+    # The winner also holds before its commit until attempt 1 has ended: a live writer's markers
+    # are what stops a later one early, and a winner let run to its commit (4 rows: about a
+    # second after its release) was gone from the live writers before attempt 1 (a Connect
+    # client, its tagging on the server) looked, so attempt 1 lost at its commit instead. Were
+    # attempt 1 not stopped early, it would now commit first and the winner lose at its commit.
     w = launch("submit", path, source(str(tmp_path / "w.parquet"), range(0, 4 * PARTS, PARTS), 2, "W"),
-               str(tmp_path / "w.log"), url=spark_connect_server.url, env_extra={"HUDI_OCC_TEST_HOLD_AFTER_PLAN": go})
+               str(tmp_path / "w.log"), url=spark_connect_server.url,
+               env_extra={"HUDI_OCC_TEST_HOLD_AFTER_PLAN": go, "HUDI_OCC_TEST_COMMIT_BARRIER": f"{barrier}:2"})
     deadline = time.time() + 300
     while not os.path.exists(go + ".planned"):
         assert w.poll() is None and time.time() < deadline, result_of(w)[2][-3000:]
@@ -469,7 +478,9 @@ def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_
 
     def run():
         try:
-            box["out"] = op.execute({"ti": ti})
+            # what Airflow's context gives the task for its asset events (the operator fills the
+            # table's event; without it each commit logged a warning with a traceback)
+            box["out"] = op.execute({"ti": ti, "outlet_events": OutletEventAccessors()})
         except BaseException as e:  # noqa: BLE001 - asserted below
             box["error"] = e
     loser = threading.Thread(target=run, daemon=True)
@@ -480,6 +491,11 @@ def test_the_write_operator_on_connect_loses_a_race_to_spark_submit_stops_early_
     l_instant = ti.xcom[XCOM_RUNNING]["instant"]
     released = time.time()
     open(go, "w").close()
+    while not launcher.results:  # attempt 1 ended: let the winner commit
+        assert loser.is_alive() and time.time() < deadline + 300, box
+        time.sleep(0.05)
+    barrier.mkdir(exist_ok=True)
+    (barrier / "attempt-1-ended").touch()
     loser.join(timeout=600)
     code_w, res_w, log_w = result_of(w)
     assert "out" in box, box

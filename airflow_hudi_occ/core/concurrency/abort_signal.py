@@ -86,13 +86,26 @@ def check_abort(table, instant_time: str) -> None:
 
 
 def remove_if_aborted(table, instant_time: str, path: str, rel: str) -> None:
-    """Called right after a file is created: if the write was aborted meanwhile, remove the
-    file and stop. Closes the race with a driver that cancelled and rolled back while the file
-    was written (its rollback listed the files before this one existed)."""
+    """Called right after a file is created: if the write was aborted meanwhile (its signal is
+    up) or rolled back (its instant has left the timeline), remove the file and stop.
+
+    Closes the race with a driver that cancelled and rolled back while the file was written:
+    its rollback listed the files before this one existed, and it clears the signal once done,
+    while a cancelled task may still be running then (Spark 4 ends a cancelled task by closing
+    its Python worker's socket, not by killing the worker, which finishes the file in hand: a
+    Spark Connect client stopped by SIGTERM saw one appear 0.3 s after its rollback). A file
+    made before the instant left the timeline is in the listing of the driver's sweep after
+    its rollback (``spark.writer.sweep_failed_base_files``); one made after is seen here. One
+    timeline listing per file written."""
     if abort_reason(table, instant_time) is not None:
-        table.storage.delete(path)
-        raise _from_signal(WriteAbortedError(f"write {instant_time} aborted while writing {rel}",
-                                             instant=instant_time, reason="aborted"))
+        why = "aborted"
+    elif table.timeline().get(instant_time) is None:
+        why = "rolled back"
+    else:
+        return
+    table.storage.delete(path)
+    raise _from_signal(WriteAbortedError(f"write {instant_time} {why} while writing {rel}",
+                                         instant=instant_time, reason=why))
 
 
 def clear_abort(table, instant_time: str) -> None:

@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 import psutil
 
 from airflow_hudi_occ.core.errors import ConfigError
+from airflow_hudi_occ.core.job_protocol import stop_grace_s
 from airflow_hudi_occ.core.job_secrets import (SECRETS_FILE_ENV, JobSecrets, remove_quietly,
                                                split_secret_options, write_secrets_file)
 from airflow_hudi_occ.provider import admission, deferred_job
@@ -64,8 +65,12 @@ class ConnectLauncher(Launcher):
         a Connect client cannot set the server's static ones)
     :param python: the interpreter that runs the client (default: the worker's); it needs the
         package and PySpark's Connect client (``airflow-hudi-occ[connect]``)
-    :param kill_grace_s: seconds ``on_kill`` leaves the job, after SIGTERM, to interrupt its
-        server-side job and roll back, before SIGKILL
+    :param kill_grace_s: seconds ``on_kill`` (and the trigger's kill of a deferred attempt)
+        leaves the job, after SIGTERM, to interrupt its server-side job and roll back, before
+        SIGKILL; default: the bound of that stop (``job_protocol.stop_grace_s``: its cancel,
+        the wait for the cancelled tasks' Python workers at Spark's default
+        ``spark.python.task.killTimeout`` of 2 s, and the rollback; 34.5 s). A server with a
+        longer kill timeout (its own setting: a client cannot change it) needs that much more.
     :param poll_interval: seconds between the trigger's looks at a deferred job
     :param instant_wait_s: how long the worker waits for a deferred attempt's instant
     """
@@ -74,7 +79,7 @@ class ConnectLauncher(Launcher):
 
     def __init__(self, *, spark_connect_conn_id: str | None = "spark_connect_default",
                  remote: str | None = None, spark_conf: dict[str, Any] | None = None,
-                 python: str | None = None, kill_grace_s: float = 30.0, poll_interval: float = 5.0,
+                 python: str | None = None, kill_grace_s: float | None = None, poll_interval: float = 5.0,
                  instant_wait_s: float = 60.0):
         super().__init__(poll_interval=poll_interval, instant_wait_s=instant_wait_s)
         self.spark_connect_conn_id = spark_connect_conn_id
@@ -83,6 +88,10 @@ class ConnectLauncher(Launcher):
         self.python = python
         self.kill_grace_s = kill_grace_s
         self.proc: subprocess.Popen | None = None
+
+    def stop_grace_s(self) -> float:
+        """``kill_grace_s``, or the bound of the job's own stop (see the class)."""
+        return stop_grace_s() if self.kill_grace_s is None else float(self.kill_grace_s)
 
     def url(self) -> str:
         """The server's URL: ``remote``, else the connection's; registered with the masker."""
@@ -160,13 +169,13 @@ class ConnectLauncher(Launcher):
         cmd, secrets = self.command(run, n, ["--writer-id", wid])
         secrets_file = write_secrets_file(secrets) if secrets else None
         return deferred_job.start_command(cmd, self.env(secrets_file), writer_id=wid,
-                                          secrets_file=secrets_file), {}
+                                          secrets_file=secrets_file, kill_grace_s=self.stop_grace_s()), {}
 
     def kill(self) -> None:
         super().kill()
         if self.proc is not None and self.proc.poll() is None:
             try:
-                pids = kill_session_tree(psutil.Process(self.proc.pid), self.kill_grace_s)
+                pids = kill_session_tree(psutil.Process(self.proc.pid), self.stop_grace_s())
             except psutil.NoSuchProcess:
                 pids = []
             self.log.info("stopped the Spark Connect client: %s", pids)

@@ -23,35 +23,12 @@ from airflow_hudi_occ.core.table.file_system_view import FileSystemView
 from airflow_hudi_occ.core.table.metadata_listing import read_metadata_listing
 from airflow_hudi_occ.core.table.metadata_table import INFLIGHT_PARTITIONS_KEY, PARTITIONS_KEY
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.tables import java_fixture
+from airflow_hudi_occ.testing.tables import ListCalls, java_fixture
 
 V9 = "v9_txns_simple_overwrite"
 #: the fixture's commits: two upserts, then an insert_overwrite (a replacecommit)
 FIRST, LAST = "20260403183955124", "20260403184001282"
 STORAGE = {"hoodie.metadata.enable": "false"}
-
-
-class ListCalls:
-    """Every listing the storage layer makes (any backend, the metadata table's own included),
-    counted around :class:`Storage`'s two list primitives."""
-
-    def __init__(self, monkeypatch):
-        self.paths: list[str] = []
-        for name in ("list_names", "walk_files"):
-            original = getattr(Storage, name)
-
-            def counted(storage, path, _original=original):
-                self.paths.append(path)
-                return _original(storage, path)
-            monkeypatch.setattr(Storage, name, counted)
-
-    def of_data(self, table: Table) -> list[str]:
-        """The listings outside ``.hoodie/``: the table's root and its partition folders."""
-        meta = table.storage.path(".hoodie")
-        return [p for p in self.paths if not p.startswith(meta)]
-
-    def clear(self) -> None:
-        self.paths.clear()
 
 
 def by_key(t: pa.Table) -> pa.Table:

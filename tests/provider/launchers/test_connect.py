@@ -90,3 +90,48 @@ def test_a_server_that_does_not_answer_is_refused_before_a_first_write(tmp_path)
         port = s.getsockname()[1]
     with pytest.raises(ConfigError, match=f"127.0.0.1:{port}"):
         ConnectLauncher(remote=f"sc://127.0.0.1:{port}", spark_connect_conn_id=None).check_reachable(write_run(tmp_path))
+
+
+#: a stand-in client that, on SIGTERM, takes 1.5 s to "roll back" and then says so
+STOPPER = """#!{python}
+import os, signal, sys, time
+def stop(signum, frame):
+    time.sleep(1.5)
+    open(os.environ["FAKE_ROLLED_BACK"], "w").close()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stop)
+open(os.environ["FAKE_READY"], "w").close()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("grace, rolled_back", [(0.3, False), (6.0, True)])
+def test_a_deferred_client_is_given_its_launchers_grace_to_roll_back_before_sigkill(
+        tmp_path, monkeypatch, grace, rolled_back):
+    """The deferred attempt's record (what the trigger gets, as JSON) carries the launcher's
+    grace, and its kill leaves the client that long after SIGTERM: enough, and its rollback
+    ends; too little, and SIGKILL cuts it short. By default the grace is the bound of the
+    job's own stop (job_protocol.stop_grace_s), not a fixed few seconds."""
+    import time
+
+    from airflow_hudi_occ.core.job_protocol import stop_grace_s
+    from airflow_hudi_occ.provider.deferred_job import DetachedJob
+
+    assert ConnectLauncher(remote=URL, spark_connect_conn_id=None).stop_grace_s() == stop_grace_s() > 30
+    fake = tmp_path / "python"
+    fake.write_text(STOPPER.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    ready, done = tmp_path / "ready", tmp_path / "rolled-back"
+    monkeypatch.setenv("FAKE_READY", str(ready))
+    monkeypatch.setenv("FAKE_ROLLED_BACK", str(done))
+    monkeypatch.setenv("HUDI_OCC_JOBS_DIR", str(tmp_path / "jobs"))
+    launcher = ConnectLauncher(remote=URL, python=str(fake), spark_connect_conn_id=None, kill_grace_s=grace)
+    started, _ = launcher.start(write_run(tmp_path), 1)
+    job = DetachedJob.from_json(json.loads(json.dumps(started.to_json())))
+    assert job.kill_grace_s == grace
+    deadline = time.time() + 30
+    while not ready.exists():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert job.kill()
+    assert done.exists() is rolled_back
