@@ -33,6 +33,7 @@ was rolled back and there is nothing to do.
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 import os
 import socket
 import threading
@@ -416,6 +417,7 @@ class WriteTransaction:
                                                   is_table_service=self.is_table_service)
         # Stage 3a: a writer that others may consider dead must not complete.
         self.heartbeat.check_alive()
+        self._read_before_lock(metadata)
         lm = self.lock_manager
         try:
             return self._complete_under_lock(lm, metadata, current)
@@ -425,8 +427,24 @@ class WriteTransaction:
                               f"{e.committed_instant}", error=e)
             raise
 
+    def _read_before_lock(self, metadata: CommitMetadata) -> None:
+        """What the metadata table's records of this commit need from the storage, read before
+        the lock (issue 43): the new files' footers, the written partitions' other files, the
+        metadata table's listing, its index versions and file groups. Under the lock the same
+        computation (``stats_blocks``) finds them in the process's caches and reads only what
+        changed meanwhile; its result is the one written. A refusal (a column type the stats
+        cannot record) comes here, before the lock."""
+        seen = self._guard_seen
+        if seen is not None and maintains_files(seen, self.config, files_writer=True):
+            stats_blocks(self.table, seen, metadata, self.config.metadata, timeline=self.table.timeline(),
+                         instant_time=self.instant_time)
+
     def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
-        with lm.locked():
+        # Under the lock each timeline is listed once (the data table's here, the metadata
+        # table's when its deltacommit is written) and kept for the rest of the hold, with this
+        # process's own changes (Table.timeline_pinned; timeline.PinnedTimeline says why no
+        # other process changes what the steps below read while the lock is held).
+        with lm.locked(), self.table.timeline_pinned(), ExitStack() as pinned:
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:
@@ -456,6 +474,8 @@ class WriteTransaction:
             mdt = confirm_under_lock(self.table, self.config, self._guard_seen, files_writer=True)
             floor = timeline.latest_time()
             maintained = maintains_files(mdt, self.config, files_writer=True)
+            if maintained and (mdt_table := self.table.metadata_table()) is not None:
+                pinned.enter_context(mdt_table.timeline_pinned())
             if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).

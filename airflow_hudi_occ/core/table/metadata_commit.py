@@ -78,7 +78,8 @@ def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, complet
     (core/commit/recovery.py) and a service re-runs a plan: a deltacommit a dead attempt
     completed is returned as it is (the same action wrote it), and one it left pending is
     finished, the log files it wrote kept (each created whole or not at all)."""
-    mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    mdt = table.metadata_table() or Table.open(posixpath.join(table.base_uri, METADATA_FOLDER),
+                                               table.storage.storage_options)
     current = mdt.timeline().get(instant_time)
     if current is not None and current.is_completed:
         return current
@@ -114,10 +115,7 @@ def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat]
 def open_metadata_table(table) -> Table | None:
     """The metadata table of ``table`` as a table of its own, or None when there is none with a
     ``hoodie.properties`` (a removal's leftover folder: no reader uses it)."""
-    root = posixpath.join(METADATA_FOLDER, ".hoodie", "hoodie.properties")
-    if not table.storage.exists(table.storage.path(root)):
-        return None
-    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    return table.metadata_table()
 
 
 def _files_of_deltacommit(mdt: Table, instant_time: str) -> dict[str, list[str]]:

@@ -74,7 +74,11 @@ _MB = 1024 * 1024
 
 
 def open_metadata_table(table) -> Table:
-    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    """``table``'s metadata table (:meth:`~airflow_hudi_occ.core.table.table.Table.metadata_table`,
+    opened once per version of the data table's properties); opened as it is when it has no
+    properties file (which raises, as a service on a metadata table without one should)."""
+    return table.metadata_table() or Table.open(posixpath.join(table.base_uri, METADATA_FOLDER),
+                                                table.storage.storage_options)
 
 
 def metadata_partitions(mdt) -> list[str]:
@@ -95,22 +99,26 @@ class MetadataFileSlice:
     logs: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
-def latest_file_slices(mdt, completed: dict[str, str], partitions=None) -> list[MetadataFileSlice]:
+def latest_file_slices(mdt, completed: dict[str, str], partitions=None, *,
+                       names: dict[str, list[str]] | None = None) -> list[MetadataFileSlice]:
     """Every file group's latest slice on ``mdt`` (in ``partitions``; None: all) given its
     completed instants (``requested -> completion``): the latest base file whose instant
     completed, and the log files of completed deltacommits that completed after that instant
-    (Hudi 1.x places a log in the slice whose base instant precedes the log's completion)."""
+    (Hudi 1.x places a log in the slice whose base instant precedes the log's completion).
+    ``names``: a partition's folder listed already (else it is listed here)."""
     out = []
     for partition in (metadata_partitions(mdt) if partitions is None else sorted(partitions)):
         groups: dict[str, MetadataFileSlice] = {}
-        names = mdt.storage.list_names(mdt.storage.path(partition))
-        for name in names:
+        listed = (names or {}).get(partition)
+        if listed is None:
+            listed = mdt.storage.list_names(mdt.storage.path(partition))
+        for name in listed:
             m = BASE_FILE_RE.match(name)
             if m and m["instant"] in completed:
                 fs = groups.setdefault(m["file_id"], MetadataFileSlice(partition, m["file_id"]))
                 if fs.base_instant is None or m["instant"] > fs.base_instant:
                     fs.base_name, fs.base_instant = name, m["instant"]
-        for name in names:
+        for name in listed:
             lf = LogFileName.parse(name)
             if lf is None or lf.instant_time not in completed:
                 continue
