@@ -70,7 +70,8 @@ from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.format.files_change import FilesChange
-from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, stage_metadata_logs,
+                                                        write_metadata_deltacommit)
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
@@ -189,6 +190,8 @@ class WriteTransaction:
         #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
         #: None: judge again in full under the completion's lock
         self._guard_seen = None
+        #: the metadata table's log files written before the completion's lock
+        self._staged_logs: dict = {}
 
     def _own_footprint(self, given) -> Footprint | None:
         if given is None:
@@ -436,8 +439,12 @@ class WriteTransaction:
         cannot record) comes here, before the lock."""
         seen = self._guard_seen
         if seen is not None and maintains_files(seen, self.config, files_writer=True):
-            stats_blocks(self.table, seen, metadata, self.config.metadata, timeline=self.table.timeline(),
-                         instant_time=self.instant_time)
+            blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
+            blocks.update(stats_blocks(self.table, seen, metadata, self.config.metadata,
+                                       timeline=self.table.timeline(), instant_time=self.instant_time))
+            # its log files too: under the lock only the ones whose records moved meanwhile
+            # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
+            self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
 
     def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
         # Under the lock each timeline is listed once (the data table's here, the metadata
@@ -476,6 +483,8 @@ class WriteTransaction:
             maintained = maintains_files(mdt, self.config, files_writer=True)
             if maintained and (mdt_table := self.table.metadata_table()) is not None:
                 pinned.enter_context(mdt_table.timeline_pinned())
+            elif self._staged_logs:  # no longer kept (a Java writer changed the properties)
+                discard_staged_logs(self.table, self.instant_time, self._staged_logs)
             if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).
@@ -491,7 +500,7 @@ class WriteTransaction:
                                            instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
-                                                      self._time.new_time(floor=floor))
+                                                      self._time.new_time(floor=floor), staged=self._staged_logs)
                 floor = max(floor or "", done_mdt.completion_time or "")
             completion_time = self._time.new_time(floor=floor)
             # The lock must still be ours at the moment of completion (a ZooKeeper session can
