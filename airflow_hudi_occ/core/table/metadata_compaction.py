@@ -181,12 +181,16 @@ def plan_metadata_compaction(mdt, timeline, instant_time: str, partitions=None) 
     storage = mdt.storage
     ops = []
     wanted = [p for p in (metadata_partitions(mdt) if partitions is None else partitions) if compactable(p)]
-    for fs in latest_file_slices(mdt, completed, wanted):
+    # one listing per partition with the sizes the plan's metrics need (it runs under the
+    # table lock: a HEAD per log file was 40 requests at every compaction)
+    sizes = {p: storage.list_sizes(storage.path(p)) for p in wanted}
+    for fs in latest_file_slices(mdt, completed, wanted, names={p: list(v) for p, v in sizes.items()}):
         logs = [entry for entry in fs.logs if entry[0] < instant_time]
         if not logs:
             continue
-        log_size = sum(storage.size(storage.path(fs.partition, name)) for *_, name in logs)
-        base_size = storage.size(storage.path(fs.partition, fs.base_name)) if fs.base_name else 0
+        here = sizes[fs.partition]
+        log_size = sum(here[name] for *_, name in logs)
+        base_size = here[fs.base_name] if fs.base_name else 0
         read_mb, write_mb = float((base_size + log_size) // _MB), float(base_size // _MB)
         ops.append(CompactionOperation(
             fs.partition, fs.file_id, fs.base_instant or logs[0][1], fs.base_name, [name for *_, name in logs],
