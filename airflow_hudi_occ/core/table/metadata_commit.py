@@ -50,6 +50,7 @@ from airflow_hudi_occ.core.format.metadata import CommitMetadata, RollbackMetada
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.metadata_record import files_records, hfile_data_block
+from airflow_hudi_occ.core.table.metadata_compaction import remember_written
 from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
@@ -95,10 +96,12 @@ def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> dict[tuple[
         if not records:
             continue
         data = encode_blocks([hfile_data_block(instant_time, records)])
+        path = mdt.storage.path(partition, _log_name(file_id, instant_time))
         try:
-            mdt.storage.create_if_absent(mdt.storage.path(partition, _log_name(file_id, instant_time)), data)
+            mdt.storage.create_if_absent(path, data)
         except FileExistsError:
             continue
+        remember_written(path, data)
         staged[(partition, file_id)] = (dict(records), len(data))
     return staged
 
@@ -152,6 +155,7 @@ def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, complet
             data = encode_blocks([hfile_data_block(instant_time, records)])
             try:
                 mdt.storage.create_if_absent(path, data)
+                remember_written(path, data)
             except FileExistsError:
                 data = mdt.storage.read(path)  # a dead attempt's, whole
             size = len(data)

@@ -45,7 +45,9 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -216,6 +218,29 @@ class _Merged:
     log_size: int
 
 
+#: the bytes of metadata-table log files this process wrote, by path: a log file is written once
+#: under a name of its own (metadata_commit), so a compaction of this process's logs merges them
+#: without reading them back under the lock (bounded, oldest out)
+_WRITTEN: "OrderedDict[str, bytes]" = OrderedDict()
+_WRITTEN_MAX = 256
+_WRITTEN_LOCK = threading.Lock()
+
+
+def remember_written(path: str, data: bytes) -> None:
+    """``data`` is what this process wrote at ``path`` (see :data:`_WRITTEN`)."""
+    with _WRITTEN_LOCK:
+        _WRITTEN[path] = data
+        _WRITTEN.move_to_end(path)
+        while len(_WRITTEN) > _WRITTEN_MAX:
+            _WRITTEN.popitem(last=False)
+
+
+def _read_log(storage, path: str) -> bytes:
+    with _WRITTEN_LOCK:
+        data = _WRITTEN.get(path)
+    return data if data is not None else storage.read(path)
+
+
 def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Merged:
     storage = mdt.storage
     base: dict[str, dict] = {}
@@ -231,7 +256,7 @@ def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Me
     records = blocks = size = 0
     for name in op.delta_file_names:
         path = storage.path(op.partition_path, name)
-        data = storage.read(path)
+        data = _read_log(storage, path)
         size += len(data)
         try:
             decoded = decode_blocks(data, allow_truncated_tail=True)
@@ -259,12 +284,14 @@ def base_file_name(file_id: str, instant_time: str) -> str:
     return f"{file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
 
 
-def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed: dict[str, str]) -> WriteStat:
+def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed: dict[str, str], *,
+                      rerun: bool = True) -> WriteStat:
     """Write one file group's new base file (any earlier attempt's base file of this instant
-    deleted first, as Java's rollback of an inflight compaction does); its write stat."""
+    deleted first, as Java's rollback of an inflight compaction does; ``rerun=False``: the plan
+    was just made, no attempt before this one, nothing to look for); its write stat."""
     storage = mdt.storage
     t0 = time.time()
-    for name in storage.list_names(storage.path(op.partition_path)):
+    for name in storage.list_names(storage.path(op.partition_path)) if rerun else ():
         m = BASE_FILE_RE.match(name)
         if m and m["file_id"] == op.file_id and m["instant"] == instant_time:
             storage.delete(storage.path(op.partition_path, name))
@@ -283,13 +310,15 @@ def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed
                                  "totalLogSizeCompacted": merged.log_size})
 
 
-def run_compaction(mdt, instant_time: str, plan: CompactionPlan, completion_time: Callable[[], str]) -> Instant:
+def run_compaction(mdt, instant_time: str, plan: CompactionPlan, completion_time: Callable[[], str], *,
+                   rerun: bool = True) -> Instant:
     """Execute ``plan`` (requested already) and complete the compaction; the caller holds the
-    data table's lock. Returns the completed instant."""
+    data table's lock. Returns the completed instant. ``rerun=False``: the plan was requested
+    by the caller just before (no earlier attempt's files to look for)."""
     requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
     inflight = transition_to_inflight(mdt, requested)  # empty, as Java's
     completed = completed_times(mdt.timeline())
-    stats = [execute_operation(mdt, instant_time, op, completed) for op in plan.operations]
+    stats = [execute_operation(mdt, instant_time, op, completed, rerun=rerun) for op in plan.operations]
     meta = CommitMetadata.from_stats(stats, operation_type=COMPACT, extra_metadata={"schema": schema_json()})
     meta.compacted = True
     done = complete(mdt, inflight, completion_time(), meta.encode())
@@ -326,7 +355,7 @@ def compact_if_needed(table, mdt, max_delta_commits: int, new_time: Callable[[],
     if not plan.operations:
         return None
     create_requested(mdt, Instant(instant_time, Action.COMPACTION, State.REQUESTED), plan.encode())
-    run_compaction(mdt, instant_time, plan, new_time)
+    run_compaction(mdt, instant_time, plan, new_time, rerun=False)
     return instant_time
 
 
@@ -341,4 +370,4 @@ __all__ = ["open_metadata_table", "metadata_partitions", "MetadataFileSlice", "l
            "deltacommits_since_compaction", "compaction_instant_time", "plan_metadata_compaction",
            "execute_operation", "run_compaction", "finish_pending_compactions", "compact_if_needed",
            "latest_compaction_time", "DEFAULT_MAX_DELTA_COMMITS", "base_file_name", "BASE_FILE_RE",
-           "completed_times", "compactable", "PARTITION_RECORD_TYPES"]
+           "completed_times", "compactable", "PARTITION_RECORD_TYPES", "remember_written"]
