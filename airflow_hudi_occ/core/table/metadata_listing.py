@@ -172,12 +172,17 @@ def _folder_names(storage, folder: str, completed: dict[str, str]) -> list[str]:
     if hit is not None and hit[0] == key:
         return hit[1]
     names = storage.list_names(folder)
-    with _CACHE_LOCK:
-        _NAMES[folder] = (key, names)
-        _NAMES.move_to_end(folder)
-        while len(_NAMES) > _CACHE_MAX:
-            _NAMES.popitem(last=False)
+    _keep(_NAMES, folder, (key, names))
     return names
+
+
+def _keep(cache: OrderedDict, key, value) -> None:
+    """Put ``value`` in a bounded cache of this module (the oldest out past ``_CACHE_MAX``)."""
+    with _CACHE_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _CACHE_MAX:
+            cache.popitem(last=False)
 
 
 def _decoded(storage, path: str, *, base: bool) -> list[tuple[str | None, list[tuple[str, dict]]]]:
@@ -201,10 +206,7 @@ def _decoded(storage, path: str, *, base: bool) -> list[tuple[str | None, list[t
                 continue
             hf = read_hfile(block.content, path=path)
             out.append((block.instant_time, _records(hf, block.header.get(HeaderKey.SCHEMA), path)))
-    with _CACHE_LOCK:
-        _DECODED[path] = out
-        while len(_DECODED) > _CACHE_MAX:
-            _DECODED.popitem(last=False)
+    _keep(_DECODED, path, out)
     return out
 
 
