@@ -15,7 +15,10 @@ write a deltacommit on the metadata table's own timeline at the *same instant ti
    records;
 3. the completed deltacommit, its Avro commit metadata naming every log file written;
 
-and only then the data instant completes (a later completion time). That is Java's order, and
+and only then the data instant completes (a later completion time). A write transaction writes
+the log files of step 2 before it takes the lock (:func:`stage_metadata_logs`, issue 43: no
+instant names them yet, so no reader takes them) and steps 1, 3 and the data completion under
+it, keeping the staged files whose records still hold. That is Java's order, and
 the reason it is safe: Java's metadata reader only takes records of instants completed on the
 data table, so a writer killed between 3 and the data completion leaves records no reader uses.
 
