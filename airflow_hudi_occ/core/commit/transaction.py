@@ -9,11 +9,15 @@
     create_marker() ...    per data file: abort signal? early conflict check, then the marker
        |                   (the engine writes the file after the marker exists)
     commit(stats)          with a batch key: stage the complete commit (pre-commit, see
-       |                   recovery.py) -> own heartbeat alive? -> table lock -> reload
-       |                   timeline -> still pending, not being rolled back? -> batch key
-       |                   already committed? -> conflict resolution -> lock still held? ->
-       |                   completed file (create-if-absent) -> release lock -> delete markers
-       |                   and the staged commit -> stop heartbeat
+       |                   recovery.py) -> own heartbeat alive? -> a metadata table kept: its
+       |                   records computed and its log files written (before the lock) ->
+       |                   table lock -> reload timeline (kept for the hold) -> still pending,
+       |                   not being rolled back? -> batch key already committed? -> conflict
+       |                   resolution -> the metadata table's deltacommit (requested,
+       |                   inflight, completed; a log file whose records moved written again)
+       |                   -> lock still held? -> completed file (create-if-absent) -> the
+       |                   metadata table's services -> release lock -> delete markers and
+       |                   the staged commit -> stop heartbeat
     abort()                stop heartbeat, roll the instant back from its markers
 
     take_over(staged)      recovery: adopt a dead writer's staged instant under the lock (fresh
@@ -33,12 +37,12 @@ was rolled back and there is nothing to do.
 from __future__ import annotations
 
 import logging
-from contextlib import ExitStack
 import os
 import socket
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable, Mapping
