@@ -302,6 +302,14 @@ def archive_metadata_table(table, mdt, config: ArchivalConfig, lm) -> ArchivalRe
     table's latest compaction (the slices after it are what readers merge)."""
     mdt_cfg = ArchivalConfig(config.min_commits + 1, config.max_commits + 1, True, config.beyond_savepoint,
                              config.compaction_batch_size, config.compaction_max_bytes, config.write)
+    mdt_timeline = mdt.timeline()
+    writes = sum(1 for i in mdt_timeline if i.is_completed and i.action in _WRITE_ACTIONS)
+    if writes <= mdt_cfg.max_commits:
+        # Nothing to archive (plan_archival's first rule), so nothing is read: this runs under
+        # the lock after every commit. What an interrupted archival left (instants both in the
+        # history and active, which readers take once) is finished by the next archival that
+        # runs, before it plans (_archive_locked).
+        return ArchivalResult(active_writes_before=writes)
     data = table.timeline()
     bounds = []
     firsts = [i for i in data if i.action in _WRITE_ACTIONS or i.action is Action.CLUSTERING]
@@ -309,7 +317,6 @@ def archive_metadata_table(table, mdt, config: ArchivalConfig, lm) -> ArchivalRe
     candidates = [x.requested_time for x in (firsts[:1] + pending[:1])]
     if candidates:
         bounds.append((min(candidates), "the data table's earliest active write or pending instant"))
-    mdt_timeline = mdt.timeline()
     latest = latest_compaction_time(mdt_timeline)
     bounds.append((latest or "0", f"the metadata table's latest compaction {latest}" if latest
                    else "no compaction yet on the metadata table"))

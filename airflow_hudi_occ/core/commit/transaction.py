@@ -9,11 +9,15 @@
     create_marker() ...    per data file: abort signal? early conflict check, then the marker
        |                   (the engine writes the file after the marker exists)
     commit(stats)          with a batch key: stage the complete commit (pre-commit, see
-       |                   recovery.py) -> own heartbeat alive? -> table lock -> reload
-       |                   timeline -> still pending, not being rolled back? -> batch key
-       |                   already committed? -> conflict resolution -> lock still held? ->
-       |                   completed file (create-if-absent) -> release lock -> delete markers
-       |                   and the staged commit -> stop heartbeat
+       |                   recovery.py) -> own heartbeat alive? -> a metadata table kept: its
+       |                   records computed and its log files written (before the lock) ->
+       |                   table lock -> reload timeline (kept for the hold) -> still pending,
+       |                   not being rolled back? -> batch key already committed? -> conflict
+       |                   resolution -> the metadata table's deltacommit (requested,
+       |                   inflight, completed; a log file whose records moved written again)
+       |                   -> lock still held? -> completed file (create-if-absent) -> the
+       |                   metadata table's services -> release lock -> delete markers and
+       |                   the staged commit -> stop heartbeat
     abort()                stop heartbeat, roll the instant back from its markers
 
     take_over(staged)      recovery: adopt a dead writer's staged instant under the lock (fresh
@@ -38,6 +42,7 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable, Mapping
@@ -69,7 +74,8 @@ from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.format.files_change import FilesChange
-from airflow_hudi_occ.core.table.metadata_commit import files_block, write_metadata_deltacommit
+from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, stage_metadata_logs,
+                                                        write_metadata_deltacommit)
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
@@ -188,6 +194,8 @@ class WriteTransaction:
         #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
         #: None: judge again in full under the completion's lock
         self._guard_seen = None
+        #: the metadata table's log files written before the completion's lock
+        self._staged_logs: dict = {}
 
     def _own_footprint(self, given) -> Footprint | None:
         if given is None:
@@ -415,6 +423,7 @@ class WriteTransaction:
                                                   is_table_service=self.is_table_service)
         # Stage 3a: a writer that others may consider dead must not complete.
         self.heartbeat.check_alive()
+        self._read_before_lock(metadata)
         lm = self.lock_manager
         try:
             return self._complete_under_lock(lm, metadata, current)
@@ -424,8 +433,28 @@ class WriteTransaction:
                               f"{e.committed_instant}", error=e)
             raise
 
+    def _read_before_lock(self, metadata: CommitMetadata) -> None:
+        """What the metadata table's records of this commit need from the storage, read before
+        the lock (issue 43): the new files' footers, the written partitions' other files, the
+        metadata table's listing, its index versions and file groups. Under the lock the same
+        computation (``stats_blocks``) finds them in the process's caches and reads only what
+        changed meanwhile; its result is the one written. A refusal (a column type the stats
+        cannot record) comes here, before the lock."""
+        seen = self._guard_seen
+        if seen is not None and maintains_files(seen, self.config, files_writer=True):
+            blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
+            blocks.update(stats_blocks(self.table, seen, metadata, self.config.metadata,
+                                       timeline=self.table.timeline(), instant_time=self.instant_time))
+            # its log files too: under the lock only the ones whose records moved meanwhile
+            # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
+            self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
+
     def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
-        with lm.locked():
+        # Under the lock each timeline is listed once (the data table's here, the metadata
+        # table's when its deltacommit is written) and kept for the rest of the hold, with this
+        # process's own changes (Table.timeline_pinned; timeline.PinnedTimeline says why no
+        # other process changes what the steps below read while the lock is held).
+        with lm.locked(), self.table.timeline_pinned(), ExitStack() as pinned:
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:
@@ -455,6 +484,10 @@ class WriteTransaction:
             mdt = confirm_under_lock(self.table, self.config, self._guard_seen, files_writer=True)
             floor = timeline.latest_time()
             maintained = maintains_files(mdt, self.config, files_writer=True)
+            if maintained and (mdt_table := self.table.metadata_table()) is not None:
+                pinned.enter_context(mdt_table.timeline_pinned())
+            elif self._staged_logs:  # no longer kept (a Java writer changed the properties)
+                discard_staged_logs(self.table, self.instant_time, self._staged_logs)
             if maintained:
                 # Java's order: the metadata table's deltacommit completes first; its records
                 # count for readers only once the data instant completes (metadata_commit.py).
@@ -470,7 +503,7 @@ class WriteTransaction:
                                            instant_time=self.instant_time))
                 lm.check_held()
                 done_mdt = write_metadata_deltacommit(self.table, self.instant_time, blocks,
-                                                      self._time.new_time(floor=floor))
+                                                      self._time.new_time(floor=floor), staged=self._staged_logs)
                 floor = max(floor or "", done_mdt.completion_time or "")
             completion_time = self._time.new_time(floor=floor)
             # The lock must still be ours at the moment of completion (a ZooKeeper session can

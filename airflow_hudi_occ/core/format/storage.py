@@ -393,6 +393,24 @@ class Storage:
         return out
 
     @_boundary
+    def list_sizes(self, path: str) -> dict[str, int]:
+        """The files directly under ``path`` by name, with their sizes, in one listing (an
+        object store's listing carries them: no HEAD per file); a missing directory is empty."""
+        if self.is_local:
+            try:
+                with os.scandir(path) as it:
+                    return {e.name: e.stat().st_size for e in it if e.is_file()}
+            except (FileNotFoundError, NotADirectoryError):
+                return {}
+        try:
+            entries = self.fs.ls(path, detail=True, refresh=True) if self.protocol != "memory" \
+                else self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {posixpath.basename(e["name"].rstrip("/")): int(e.get("size") or 0)
+                for e in entries if e.get("type") != "directory" and posixpath.basename(e["name"].rstrip("/"))}
+
+    @_boundary
     def list_dirs(self, path: str) -> list[str]:
         if self.is_local:
             try:

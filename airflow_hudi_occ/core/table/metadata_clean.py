@@ -65,6 +65,8 @@ def retention(config: CleanConfig) -> tuple[CleanPolicy, int]:
 def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
     completed = {i.requested_time: i.completion_time or "" for i in timeline.completed()}
     pending = {i.requested_time for i in timeline.pending()}
+    first = next(iter(timeline), None)
+    active_from = first.requested_time if first is not None else None
     groups: dict[str, dict[str, _Slice]] = {}
     names = mdt.storage.list_names(mdt.storage.path(partition))
     for name in names:
@@ -78,7 +80,11 @@ def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
         if lf is None or lf.file_id not in groups:
             continue
         slices = groups[lf.file_id]
-        is_pending = lf.instant_time in pending
+        # a log of an instant not on the timeline but newer than its start was staged by a
+        # writer before its lock (metadata_commit.stage_metadata_logs): pending, as Java's
+        # file group takes a log without a completion time
+        is_pending = lf.instant_time in pending or (
+            lf.instant_time not in completed and active_from is not None and lf.instant_time > active_from)
         # an active deltacommit's log goes by its completion time; one whose instant is gone
         # from the active timeline (archived) by its instant, which is old; a pending one
         # stays with the newest slice and keeps it

@@ -15,7 +15,10 @@ write a deltacommit on the metadata table's own timeline at the *same instant ti
    records;
 3. the completed deltacommit, its Avro commit metadata naming every log file written;
 
-and only then the data instant completes (a later completion time). That is Java's order, and
+and only then the data instant completes (a later completion time). A write transaction writes
+the log files of step 2 before it takes the lock (:func:`stage_metadata_logs`, issue 43: no
+instant names them yet, so no reader takes them) and steps 1, 3 and the data completion under
+it, keeping the staged files whose records still hold. That is Java's order, and
 the reason it is safe: Java's metadata reader only takes records of instants completed on the
 data table, so a writer killed between 3 and the data completion leaves records no reader uses.
 
@@ -50,6 +53,7 @@ from airflow_hudi_occ.core.format.metadata import CommitMetadata, RollbackMetada
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.metadata_record import files_records, hfile_data_block
+from airflow_hudi_occ.core.table.metadata_compaction import remember_written
 from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
@@ -68,17 +72,70 @@ def files_block(change: FilesChange) -> dict[tuple[str, str], dict[str, dict]]:
     return {(FILES_PARTITION, FILES_FILE_ID): files_records(change)}
 
 
-def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, completion_time: str) -> Instant:
+#: log files written before the lock (:func:`stage_metadata_logs`): ``(metadata partition, file
+#: id) -> (the records written, the file's size)``
+Staged = Mapping[tuple[str, str], tuple[Mapping[str, dict], int]]
+
+
+def _log_name(file_id: str, instant_time: str) -> str:
+    return LogFileName(file_id, instant_time, 1, WRITE_TOKEN).name
+
+
+def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> dict[tuple[str, str], tuple[dict, int]]:
+    """Write the log files of the deltacommit ``instant_time`` before the table lock (issue 43:
+    they were four requests of every commit's hold): the records of ``blocks`` as computed
+    before the lock. No instant of the metadata table names them yet, so nobody reads them:
+    readers (ours, Java's log scanner) take the blocks of completed instants only, and a
+    metadata table's clean keeps a log whose instant is not on its timeline with the newest
+    slice (Java's file-group rule for a pending instant; :mod:`.metadata_clean`).
+    :func:`write_metadata_deltacommit` then, under the lock, keeps each file whose records are
+    still the ones to write and replaces the others. A file already there (a dead attempt of
+    the same instant, re-committed) is left to it, as before. Returns what was staged."""
+    mdt = table.metadata_table()
+    staged: dict[tuple[str, str], tuple[dict, int]] = {}
+    if mdt is None:
+        return staged
+    for (partition, file_id), records in sorted(blocks.items()):
+        if not records:
+            continue
+        data = encode_blocks([hfile_data_block(instant_time, records)])
+        path = mdt.storage.path(partition, _log_name(file_id, instant_time))
+        try:
+            mdt.storage.create_if_absent(path, data)
+        except FileExistsError:
+            continue
+        remember_written(path, data)
+        staged[(partition, file_id)] = (dict(records), len(data))
+    return staged
+
+
+def discard_staged_logs(table, instant_time: str, staged: Staged) -> None:
+    """Delete log files staged for ``instant_time`` that will not be part of its deltacommit
+    (the commit failed, or the metadata table is no longer kept)."""
+    mdt = table.metadata_table()
+    if mdt is None or not staged:
+        return
+    mdt.storage.delete_many([mdt.storage.path(p, _log_name(f, instant_time)) for p, f in staged])
+
+
+def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, completion_time: str,
+                               staged: Staged | None = None) -> Instant:
     """Write and complete the metadata table's deltacommit ``instant_time``: one log file with
     one HFile data block per ``(metadata partition, file id)`` in ``blocks``. The caller holds
     the table lock and completes the data instant afterwards, at a later completion time.
-    Returns the completed metadata-table instant.
+    Returns the completed metadata-table instant. ``staged``: the log files
+    :func:`stage_metadata_logs` wrote before the lock; one whose records equal the block's is
+    kept as it is (no request), one that differs (a commit into the same partition completed
+    meanwhile: its partition stats moved) is deleted and written again, and one no block wants
+    is deleted.
 
     Idempotent for one instant, because a staged batch is re-committed after its writer died
     (core/commit/recovery.py) and a service re-runs a plan: a deltacommit a dead attempt
     completed is returned as it is (the same action wrote it), and one it left pending is
     finished, the log files it wrote kept (each created whole or not at all)."""
-    mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    mdt = table.metadata_table() or Table.open(posixpath.join(table.base_uri, METADATA_FOLDER),
+                                               table.storage.storage_options)
+    left = dict(staged or {})
     current = mdt.timeline().get(instant_time)
     if current is not None and current.is_completed:
         return current
@@ -90,17 +147,27 @@ def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, complet
     for (partition, file_id), records in sorted(blocks.items()):
         if not records:
             continue  # nothing for that file group: no log file (an HFile holds at least one key)
-        name = LogFileName(file_id, instant_time, 1, WRITE_TOKEN).name
-        data = encode_blocks([hfile_data_block(instant_time, records)])
-        try:
-            mdt.storage.create_if_absent(mdt.storage.path(partition, name), data)
-        except FileExistsError:
-            data = mdt.storage.read(mdt.storage.path(partition, name))  # a dead attempt's, whole
+        name = _log_name(file_id, instant_time)
+        path = mdt.storage.path(partition, name)
+        kept = left.pop((partition, file_id), None)
+        if kept is not None and kept[0] == records:
+            size = kept[1]
+        else:
+            if kept is not None:
+                mdt.storage.delete(path)  # staged with records that are no longer the ones
+            data = encode_blocks([hfile_data_block(instant_time, records)])
+            try:
+                mdt.storage.create_if_absent(path, data)
+                remember_written(path, data)
+            except FileExistsError:
+                data = mdt.storage.read(path)  # a dead attempt's, whole
+            size = len(data)
         stats.append(WriteStat(file_id=file_id, path=f"{partition}/{name}", partition_path=partition,
                                prev_commit=instant_time, num_writes=len(records),
-                               num_update_writes=len(records), file_size_in_bytes=len(data),
-                               total_write_bytes=len(data), base_file="", log_files=[name], log_version=1,
+                               num_update_writes=len(records), file_size_in_bytes=size,
+                               total_write_bytes=size, base_file="", log_files=[name], log_version=1,
                                log_offset=0))
+    discard_staged_logs(table, instant_time, left)
     meta = CommitMetadata.from_stats(stats, operation_type="UPSERT_PREPPED")
     return complete(mdt, inflight, completion_time, meta.encode())
 
@@ -114,10 +181,7 @@ def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat]
 def open_metadata_table(table) -> Table | None:
     """The metadata table of ``table`` as a table of its own, or None when there is none with a
     ``hoodie.properties`` (a removal's leftover folder: no reader uses it)."""
-    root = posixpath.join(METADATA_FOLDER, ".hoodie", "hoodie.properties")
-    if not table.storage.exists(table.storage.path(root)):
-        return None
-    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    return table.metadata_table()
 
 
 def _files_of_deltacommit(mdt: Table, instant_time: str) -> dict[str, list[str]]:
@@ -159,6 +223,13 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
     if rb is None:
         target = timeline.get(instant_time)
         if target is None:
+            # no deltacommit: only log files a writer staged before its lock, if any
+            # (stage_metadata_logs), named by the instant and never read: deleted. Not for an
+            # instant older than the timeline's start (its deltacommit may be archived)
+            first = next(iter(timeline), None)
+            if first is not None and instant_time > first.requested_time:
+                staged = _files_of_deltacommit(mdt, instant_time)
+                mdt.storage.delete_many([mdt.storage.path(f) for files in staged.values() for f in files])
             return None
         plan = RollbackPlan(instant_time, target.action.value, _files_of_deltacommit(mdt, instant_time))
         rb = Instant(rollback_time, Action.ROLLBACK, State.REQUESTED)
@@ -188,5 +259,6 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
     return complete(mdt, rb, done_at, meta.encode())
 
 
-__all__ = ["Blocks", "files_block", "write_metadata_deltacommit",
+__all__ = ["Blocks", "Staged", "files_block", "write_metadata_deltacommit", "stage_metadata_logs",
+           "discard_staged_logs",
            "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]

@@ -45,7 +45,9 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -74,7 +76,11 @@ _MB = 1024 * 1024
 
 
 def open_metadata_table(table) -> Table:
-    return Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), table.storage.storage_options)
+    """``table``'s metadata table (:meth:`~airflow_hudi_occ.core.table.table.Table.metadata_table`,
+    opened once per version of the data table's properties); opened as it is when it has no
+    properties file (which raises, as a service on a metadata table without one should)."""
+    return table.metadata_table() or Table.open(posixpath.join(table.base_uri, METADATA_FOLDER),
+                                                table.storage.storage_options)
 
 
 def metadata_partitions(mdt) -> list[str]:
@@ -95,22 +101,26 @@ class MetadataFileSlice:
     logs: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
-def latest_file_slices(mdt, completed: dict[str, str], partitions=None) -> list[MetadataFileSlice]:
+def latest_file_slices(mdt, completed: dict[str, str], partitions=None, *,
+                       names: dict[str, list[str]] | None = None) -> list[MetadataFileSlice]:
     """Every file group's latest slice on ``mdt`` (in ``partitions``; None: all) given its
     completed instants (``requested -> completion``): the latest base file whose instant
     completed, and the log files of completed deltacommits that completed after that instant
-    (Hudi 1.x places a log in the slice whose base instant precedes the log's completion)."""
+    (Hudi 1.x places a log in the slice whose base instant precedes the log's completion).
+    ``names``: a partition's folder listed already (else it is listed here)."""
     out = []
     for partition in (metadata_partitions(mdt) if partitions is None else sorted(partitions)):
         groups: dict[str, MetadataFileSlice] = {}
-        names = mdt.storage.list_names(mdt.storage.path(partition))
-        for name in names:
+        listed = (names or {}).get(partition)
+        if listed is None:
+            listed = mdt.storage.list_names(mdt.storage.path(partition))
+        for name in listed:
             m = BASE_FILE_RE.match(name)
             if m and m["instant"] in completed:
                 fs = groups.setdefault(m["file_id"], MetadataFileSlice(partition, m["file_id"]))
                 if fs.base_instant is None or m["instant"] > fs.base_instant:
                     fs.base_name, fs.base_instant = name, m["instant"]
-        for name in names:
+        for name in listed:
             lf = LogFileName.parse(name)
             if lf is None or lf.instant_time not in completed:
                 continue
@@ -173,12 +183,16 @@ def plan_metadata_compaction(mdt, timeline, instant_time: str, partitions=None) 
     storage = mdt.storage
     ops = []
     wanted = [p for p in (metadata_partitions(mdt) if partitions is None else partitions) if compactable(p)]
-    for fs in latest_file_slices(mdt, completed, wanted):
+    # one listing per partition with the sizes the plan's metrics need (it runs under the
+    # table lock: a HEAD per log file was 40 requests at every compaction)
+    sizes = {p: storage.list_sizes(storage.path(p)) for p in wanted}
+    for fs in latest_file_slices(mdt, completed, wanted, names={p: list(v) for p, v in sizes.items()}):
         logs = [entry for entry in fs.logs if entry[0] < instant_time]
         if not logs:
             continue
-        log_size = sum(storage.size(storage.path(fs.partition, name)) for *_, name in logs)
-        base_size = storage.size(storage.path(fs.partition, fs.base_name)) if fs.base_name else 0
+        here = sizes[fs.partition]
+        log_size = sum(here[name] for *_, name in logs)
+        base_size = here[fs.base_name] if fs.base_name else 0
         read_mb, write_mb = float((base_size + log_size) // _MB), float(base_size // _MB)
         ops.append(CompactionOperation(
             fs.partition, fs.file_id, fs.base_instant or logs[0][1], fs.base_name, [name for *_, name in logs],
@@ -204,6 +218,29 @@ class _Merged:
     log_size: int
 
 
+#: the bytes of metadata-table log files this process wrote, by path: a log file is written once
+#: under a name of its own (metadata_commit), so a compaction of this process's logs merges them
+#: without reading them back under the lock (bounded, oldest out)
+_WRITTEN: "OrderedDict[str, bytes]" = OrderedDict()
+_WRITTEN_MAX = 256
+_WRITTEN_LOCK = threading.Lock()
+
+
+def remember_written(path: str, data: bytes) -> None:
+    """``data`` is what this process wrote at ``path`` (see :data:`_WRITTEN`)."""
+    with _WRITTEN_LOCK:
+        _WRITTEN[path] = data
+        _WRITTEN.move_to_end(path)
+        while len(_WRITTEN) > _WRITTEN_MAX:
+            _WRITTEN.popitem(last=False)
+
+
+def _read_log(storage, path: str) -> bytes:
+    with _WRITTEN_LOCK:
+        data = _WRITTEN.get(path)
+    return data if data is not None else storage.read(path)
+
+
 def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Merged:
     storage = mdt.storage
     base: dict[str, dict] = {}
@@ -219,7 +256,7 @@ def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Me
     records = blocks = size = 0
     for name in op.delta_file_names:
         path = storage.path(op.partition_path, name)
-        data = storage.read(path)
+        data = _read_log(storage, path)
         size += len(data)
         try:
             decoded = decode_blocks(data, allow_truncated_tail=True)
@@ -247,12 +284,14 @@ def base_file_name(file_id: str, instant_time: str) -> str:
     return f"{file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
 
 
-def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed: dict[str, str]) -> WriteStat:
+def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed: dict[str, str], *,
+                      rerun: bool = True) -> WriteStat:
     """Write one file group's new base file (any earlier attempt's base file of this instant
-    deleted first, as Java's rollback of an inflight compaction does); its write stat."""
+    deleted first, as Java's rollback of an inflight compaction does; ``rerun=False``: the plan
+    was just made, no attempt before this one, nothing to look for); its write stat."""
     storage = mdt.storage
     t0 = time.time()
-    for name in storage.list_names(storage.path(op.partition_path)):
+    for name in storage.list_names(storage.path(op.partition_path)) if rerun else ():
         m = BASE_FILE_RE.match(name)
         if m and m["file_id"] == op.file_id and m["instant"] == instant_time:
             storage.delete(storage.path(op.partition_path, name))
@@ -271,13 +310,15 @@ def execute_operation(mdt, instant_time: str, op: CompactionOperation, completed
                                  "totalLogSizeCompacted": merged.log_size})
 
 
-def run_compaction(mdt, instant_time: str, plan: CompactionPlan, completion_time: Callable[[], str]) -> Instant:
+def run_compaction(mdt, instant_time: str, plan: CompactionPlan, completion_time: Callable[[], str], *,
+                   rerun: bool = True) -> Instant:
     """Execute ``plan`` (requested already) and complete the compaction; the caller holds the
-    data table's lock. Returns the completed instant."""
+    data table's lock. Returns the completed instant. ``rerun=False``: the plan was requested
+    by the caller just before (no earlier attempt's files to look for)."""
     requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
     inflight = transition_to_inflight(mdt, requested)  # empty, as Java's
     completed = completed_times(mdt.timeline())
-    stats = [execute_operation(mdt, instant_time, op, completed) for op in plan.operations]
+    stats = [execute_operation(mdt, instant_time, op, completed, rerun=rerun) for op in plan.operations]
     meta = CommitMetadata.from_stats(stats, operation_type=COMPACT, extra_metadata={"schema": schema_json()})
     meta.compacted = True
     done = complete(mdt, inflight, completion_time(), meta.encode())
@@ -314,7 +355,7 @@ def compact_if_needed(table, mdt, max_delta_commits: int, new_time: Callable[[],
     if not plan.operations:
         return None
     create_requested(mdt, Instant(instant_time, Action.COMPACTION, State.REQUESTED), plan.encode())
-    run_compaction(mdt, instant_time, plan, new_time)
+    run_compaction(mdt, instant_time, plan, new_time, rerun=False)
     return instant_time
 
 
@@ -329,4 +370,4 @@ __all__ = ["open_metadata_table", "metadata_partitions", "MetadataFileSlice", "l
            "deltacommits_since_compaction", "compaction_instant_time", "plan_metadata_compaction",
            "execute_operation", "run_compaction", "finish_pending_compactions", "compact_if_needed",
            "latest_compaction_time", "DEFAULT_MAX_DELTA_COMMITS", "base_file_name", "BASE_FILE_RE",
-           "completed_times", "compactable", "PARTITION_RECORD_TYPES"]
+           "completed_times", "compactable", "PARTITION_RECORD_TYPES", "remember_written"]

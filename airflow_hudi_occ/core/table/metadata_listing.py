@@ -32,6 +32,8 @@ Unreadable files raise :class:`~airflow_hudi_occ.core.errors.CorruptMetadataErro
 from __future__ import annotations
 
 import posixpath
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -108,41 +110,104 @@ def read_metadata_listing(table, trusted: Callable[[str], bool] | None = None, *
     storage = table.storage
     folder = storage.path(METADATA_FOLDER, FILES_PARTITION)
     listing = MetadataListing()
-    if not storage.list_names(folder):
-        return listing
     if mdt is None:
-        mdt = Table.open(posixpath.join(table.base_uri, METADATA_FOLDER), storage.storage_options)
+        mdt = table.metadata_table()
+        if mdt is None:
+            return listing
     completed = completed_times(mdt_timeline if mdt_timeline is not None else mdt.timeline())
-    slices = [s for s in latest_file_slices(mdt, completed, [FILES_PARTITION]) if s.file_id == FILES_FILE_ID]
+    try:
+        return _read_listing(storage, mdt, folder, completed, trusted, _folder_names(storage, folder, completed))
+    except FileNotFoundError:
+        # a file the kept folder listing named is gone, which Hudi's protocol never does to the
+        # latest slice without changing the timeline (a person deleted it): list again
+        with _CACHE_LOCK:
+            _NAMES.pop(folder, None)
+        return _read_listing(storage, mdt, folder, completed, trusted, _folder_names(storage, folder, completed))
+
+
+def _read_listing(storage, mdt, folder: str, completed: dict[str, str], trusted, names: list[str]) -> MetadataListing:
+    listing = MetadataListing()
+    if not names:
+        return listing
+    slices = [s for s in latest_file_slices(mdt, completed, [FILES_PARTITION], names={FILES_PARTITION: names})
+              if s.file_id == FILES_FILE_ID]
     if not slices:
         return listing
     fs = slices[0]
     if fs.base_name:
-        path = posixpath.join(folder, fs.base_name)
-        hf = read_hfile(storage.read(path), path=path)
-        schema = hf.file_info.get("schema")
-        for key, record in _records(hf, schema.decode() if schema else None, path):
+        for key, record in _decoded(storage, posixpath.join(folder, fs.base_name), base=True)[0][1]:
             listing.apply(key, record)
         listing.instants.append(fs.base_instant)
     for _completion, _instant, _version, name in fs.logs:
-        path = posixpath.join(folder, name)
+        for block_instant, records in _decoded(storage, posixpath.join(folder, name), base=False):
+            if block_instant not in completed:
+                continue
+            if trusted is not None and not trusted(block_instant):
+                continue
+            for key, record in records:
+                listing.apply(key, record)
+            if block_instant not in listing.instants:
+                listing.instants.append(block_instant)
+    return listing
+
+
+#: the ``files`` folder's names by folder, with the metadata table's completed instants they
+#: were listed under: while those are the same, the files a listing reads are the same (a
+#: deltacommit, a compaction, a clean or a rollback that changes them completes an instant or
+#: removes one), so the folder is not listed again (issue 43: it was listed under the lock)
+_NAMES: "OrderedDict[str, tuple[frozenset, list[str]]]" = OrderedDict()
+#: decoded files by path: ``[(instant, records)]`` (a base file: one entry, its base instant
+#: None). A base file or a log file of Hudi 1.x is written once under a name that carries its
+#: instant and never changes (a new version or token is a new name), and only files of
+#: completed instants are read, so a path's records hold for the process (bounded, oldest out)
+_DECODED: "OrderedDict[str, list[tuple[str | None, list[tuple[str, dict]]]]]" = OrderedDict()
+_CACHE_MAX = 512
+_CACHE_LOCK = threading.Lock()
+
+
+def _folder_names(storage, folder: str, completed: dict[str, str]) -> list[str]:
+    key = frozenset(completed.items())
+    with _CACHE_LOCK:
+        hit = _NAMES.get(folder)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    names = storage.list_names(folder)
+    _keep(_NAMES, folder, (key, names))
+    return names
+
+
+def _keep(cache: OrderedDict, key, value) -> None:
+    """Put ``value`` in a bounded cache of this module (the oldest out past ``_CACHE_MAX``)."""
+    with _CACHE_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _CACHE_MAX:
+            cache.popitem(last=False)
+
+
+def _decoded(storage, path: str, *, base: bool) -> list[tuple[str | None, list[tuple[str, dict]]]]:
+    with _CACHE_LOCK:
+        hit = _DECODED.get(path)
+    if hit is not None:
+        return hit
+    if base:
+        hf = read_hfile(storage.read(path), path=path)
+        schema = hf.file_info.get("schema")
+        out: list = [(None, _records(hf, schema.decode() if schema else None, path))]
+    else:
         try:
             blocks = decode_blocks(storage.read(path), allow_truncated_tail=True)
         except LogFormatError as e:
             raise CorruptMetadataError(f"{path}: {e}", path=path,
                                        remedy="let Java Hudi rebuild the metadata table") from e
+        out = []
         for block in blocks:
-            block_instant = block.instant_time
-            if block.block_type is not BlockType.HFILE_DATA or block_instant not in completed:
-                continue
-            if trusted is not None and not trusted(block_instant):
+            if block.block_type is not BlockType.HFILE_DATA:
                 continue
             hf = read_hfile(block.content, path=path)
-            for key, record in _records(hf, block.header.get(HeaderKey.SCHEMA), path):
-                listing.apply(key, record)
-            if block_instant not in listing.instants:
-                listing.instants.append(block_instant)
-    return listing
+            out.append((block.instant_time, _records(hf, block.header.get(HeaderKey.SCHEMA), path)))
+    _keep(_DECODED, path, out)
+    return out
 
 
 __all__ = ["MetadataListing", "read_metadata_listing", "FILES_FILE_ID"]

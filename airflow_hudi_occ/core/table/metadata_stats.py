@@ -132,7 +132,12 @@ def _supported(kind: str, version: int) -> bool:
 
 
 def index_version(table, mdt_partition: str) -> int:
-    """The partition's index version (the module doc): 1 or 2."""
+    """The partition's index version (the module doc): 1 or 2; read once per version of the
+    table's properties (``Table.derived``: Java changes the index definitions with them)."""
+    return table.derived(f"index_version:{mdt_partition}", lambda: _index_version(table, mdt_partition))
+
+
+def _index_version(table, mdt_partition: str) -> int:
     rel = table.config.properties.get(INDEX_DEFS_KEY)
     if rel:
         try:
@@ -147,7 +152,13 @@ def index_version(table, mdt_partition: str) -> int:
 
 
 def file_group_ids(table, mdt_partition: str) -> list[str]:
-    """The metadata partition's file groups on storage (base HFiles and log files), sorted."""
+    """The metadata partition's file groups on storage (base HFiles and log files), sorted;
+    listed once per version of the table's properties (``Table.derived``: a partition gets
+    its file groups when it is initialised, which Java records in the properties)."""
+    return table.derived(f"file_group_ids:{mdt_partition}", lambda: _file_group_ids(table, mdt_partition))
+
+
+def _file_group_ids(table, mdt_partition: str) -> list[str]:
     folder = table.storage.path(METADATA_FOLDER, mdt_partition)
     prefix = FILE_ID_PREFIXES[mdt_partition]
     ids = set()

@@ -19,8 +19,9 @@ import logging
 import os
 import posixpath
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from airflow_hudi_occ.core.errors import (CorruptMetadataError, TableExistsError,
                                           TableLocationNotADirectoryError,
@@ -33,8 +34,8 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.format.versioned import current_version, read_versioned, supports_versioned_writes
 from airflow_hudi_occ.core.config import PAYLOAD_MERGE_MODES, RecordMergeMode
 from airflow_hudi_occ.core.errors import ConfigError
-from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
-from airflow_hudi_occ.core.table.timeline import Timeline
+from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, metadata_table_state
+from airflow_hudi_occ.core.table.timeline import PinnedTimeline, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,10 @@ class Table:
         self.config = config
         #: what identifies the hoodie.properties last read by reload_config (None: unknown)
         self._properties_key = None
+        #: the timeline kept for a critical section (timeline_pinned), else None
+        self._pinned: PinnedTimeline | None = None
+        #: values derived from hoodie.properties, for the properties version in [0] (derived)
+        self._derived: tuple[Any, dict[str, Any]] = (None, {})
 
     # -- construction ------------------------------------------------------------------------
 
@@ -550,6 +555,8 @@ class Table:
                            render_properties(new).encode("utf-8"))
         self.storage.delete(backup)
         self.config = TableConfig(new)
+        self._properties_key = None  # changed here: what was read before is no longer the file
+        self._derived = (None, {})
         return self.config
 
     # -- paths -------------------------------------------------------------------------------
@@ -574,8 +581,64 @@ class Table:
         return self.storage.path(META_FOLDER)
 
     def timeline(self):
-        """A freshly loaded timeline (see :mod:`.timeline`)."""
+        """A freshly loaded timeline (see :mod:`.timeline`), or inside :meth:`timeline_pinned`
+        the one listed when the section began with this process's own changes since."""
+        if self._pinned is not None:
+            return self._pinned.snapshot()
         return Timeline.load(self)
+
+    @contextmanager
+    def timeline_pinned(self):
+        """List the timeline once for a critical section: inside it :meth:`timeline` answers
+        without a request. Only for a timeline no other process changes during the section:
+        the metadata table's, under the data table's lock (:class:`~.timeline.PinnedTimeline`
+        says why). Nested sections share the outer one's listing."""
+        if self._pinned is not None:
+            yield self
+            return
+        self._pinned = PinnedTimeline(self)
+        try:
+            yield self
+        finally:
+            self._pinned = None
+
+    def note_timeline_file(self, name: str, present: bool) -> None:
+        """This process wrote (``present``) or deleted a file of the timeline folder: a pinned
+        timeline takes it in (the writers of :mod:`.timeline` call this)."""
+        if self._pinned is not None:
+            self._pinned.note(name, present)
+
+    def metadata_table(self) -> "Table | None":
+        """The metadata table (``.hoodie/metadata``) as a table of its own, None when it has no
+        ``hoodie.properties`` (a removal's leftover folder: no reader uses it). Opened once per
+        version of this table's ``hoodie.properties`` as :meth:`reload_config` read it (the
+        metadata table is created, removed or upgraded only with a change of that file: the
+        partitions and the version are listed there), so a commit that keeps it reads its
+        properties once, not at every step; opened afresh when that version is unknown."""
+        def build():
+            root = posixpath.join(METADATA_FOLDER, ".hoodie", PROPERTIES_FILE)
+            if not self.storage.exists(self.storage.path(root)):
+                return None
+            return Table.open(posixpath.join(self.base_uri, METADATA_FOLDER), self.storage.storage_options)
+        return self.derived("metadata_table", build)
+
+    def derived(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()``, kept under ``name`` while ``hoodie.properties`` is the version
+        :meth:`reload_config` last read: for what changes only with that file (the metadata
+        table, its partitions' file groups, the index definitions: Java creates, removes,
+        rebuilds and upgrades them together with a change of the properties, under the lock).
+        A writer confirms that version under the lock at every commit (:mod:`.write_guard`),
+        so what is kept here is read once, outside the lock. Built every time while the
+        version is unknown."""
+        key = self._properties_key
+        if key is None:
+            return build()
+        if self._derived[0] != key:
+            self._derived = (key, {})
+        kept = self._derived[1]
+        if name not in kept:
+            kept[name] = build()
+        return kept[name]
 
     def write_partition_metadata(self, partition: str, instant_time: str) -> None:
         """``<partition>/.hoodie_partition_metadata``, which Hudi uses to find partitions."""

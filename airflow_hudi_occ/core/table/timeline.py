@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -72,6 +73,34 @@ class _LoadedTimeline:
         self.sorted_entries: list[TimelineEntry] = []
         self.pending: set[str] = set()
         self.max_completion: str | None = None
+
+    @staticmethod
+    @contextmanager
+    def listed(table):
+        """The process's state of ``table``'s timeline, refreshed by one listing, held (its
+        lock) while the caller reads it: a snapshot is of this listing, not another thread's."""
+        folder = table.timeline_dir
+        names = set(table.storage.list_names(folder))
+        key = (table.base_uri, folder)
+        with _LOADED_LOCK:
+            state = _LOADED.get(key)
+            if state is None:
+                state = _LOADED[key] = _LoadedTimeline()
+        with state.lock:
+            state.refresh(names)
+            yield state
+
+    def copy(self) -> "_LoadedTimeline":
+        """A private copy (the caller holds this state's lock)."""
+        other = _LoadedTimeline()
+        other.names = set(self.names)
+        other.names_by_time = {t: list(v) for t, v in self.names_by_time.items()}
+        other.entries = dict(self.entries)
+        other.times = list(self.times)
+        other.sorted_entries = list(self.sorted_entries)
+        other.pending = set(self.pending)
+        other.max_completion = self.max_completion
+        return other
 
     def refresh(self, names: set[str]) -> None:
         added = names - self.names
@@ -145,19 +174,15 @@ class Timeline:
 
     @classmethod
     def load(cls, table) -> "Timeline":
-        folder = table.timeline_dir
-        names = set(table.storage.list_names(folder))
-        key = (table.base_uri, folder)
-        with _LOADED_LOCK:
-            state = _LOADED.get(key)
-            if state is None:
-                state = _LOADED[key] = _LoadedTimeline()
-        with state.lock:
-            state.refresh(names)
-            # Copies of references only: later refreshes must not change this snapshot.
-            return cls(table, list(state.sorted_entries), times=list(state.times),
-                       by_time=dict(state.entries), pending=set(state.pending),
-                       max_completion=state.max_completion)
+        with _LoadedTimeline.listed(table) as state:
+            return cls._of(table, state)
+
+    @classmethod
+    def _of(cls, table, state: _LoadedTimeline) -> "Timeline":
+        # Copies of references only: later refreshes must not change this snapshot.
+        return cls(table, list(state.sorted_entries), times=list(state.times),
+                   by_time=dict(state.entries), pending=set(state.pending),
+                   max_completion=state.max_completion)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -303,6 +328,37 @@ class Timeline:
                  "state": i.state.value, "completion_time": i.completion_time} for i in self]
 
 
+class PinnedTimeline:
+    """One listing of a timeline folder kept for a critical section, and the files this
+    process writes or deletes there since (:meth:`note`), so that every step inside the section
+    sees the timeline without listing it again.
+
+    Why that is true: the section runs under the data table's lock. The metadata table's
+    timeline is changed by every writer (ours and Java's) only under that lock (a metadata
+    table is written by the data table's writer, inside its commit), so nothing but this
+    process changes it while the section lasts, and this process says what it does. On the
+    data table's own timeline instants are created, completed and removed only under the lock
+    too; another writer may move its pending instant from requested to inflight meanwhile,
+    which none of the steps after a commit's conflict check looks at (they ask which instants
+    exist and which are completed). Used by
+    :meth:`~airflow_hudi_occ.core.table.table.Table.timeline_pinned` (issue 43: a commit that
+    keeps the metadata table listed the two timelines eleven times under the lock)."""
+
+    def __init__(self, table):
+        self.table = table
+        with _LoadedTimeline.listed(table) as state:
+            self._state = state.copy()
+
+    def snapshot(self) -> Timeline:
+        return Timeline._of(self.table, self._state)
+
+    def note(self, name: str, present: bool) -> None:
+        """A file of the timeline folder written (``present``) or deleted by this process."""
+        names = set(self._state.names)
+        names.add(name) if present else names.discard(name)
+        self._state.refresh(names)
+
+
 # --- writing the state machine ---------------------------------------------------------------
 
 
@@ -315,6 +371,7 @@ def create_requested(table, instant: Instant, data: bytes = b"") -> None:
     req = Instant(instant.requested_time, instant.action, State.REQUESTED)
     try:
         table.storage.create_if_absent(_timeline_path(table, req), data)
+        table.note_timeline_file(req.file_name(table.config.layout_version), True)
     except FileExistsError:
         raise InstantStateError(f"instant {instant.requested_time} already exists on the timeline",
                                 instant=instant.requested_time,
@@ -341,6 +398,7 @@ def transition_to_inflight(table, instant: Instant, data: bytes = b"") -> Instan
     inflight = Instant(instant.requested_time, instant.action, State.INFLIGHT)
     try:
         table.storage.create_if_absent(_timeline_path(table, inflight), data, durable=False)
+        table.note_timeline_file(inflight.file_name(table.config.layout_version), True)
     except FileExistsError:
         pass  # a retried transition: inflight is only a marker of progress
     return inflight
@@ -356,7 +414,7 @@ def complete(table, instant: Instant, completion_time: str, data: bytes,
     """
     done = instant.to(State.COMPLETED, completion_time)
     if timeline is None:
-        timeline = Timeline.load(table)
+        timeline = table.timeline()
     current = timeline.get(instant.requested_time)
     if current is not None and current.is_completed:
         raise InstantStateError(f"instant {instant.requested_time} is already completed",
@@ -366,6 +424,7 @@ def complete(table, instant: Instant, completion_time: str, data: bytes,
     except FileExistsError:
         raise InstantStateError(f"instant {instant.requested_time} is already completed",
                                 instant=instant.requested_time) from None
+    table.note_timeline_file(done.file_name(table.config.layout_version), True)
     return done
 
 
@@ -378,6 +437,7 @@ def delete_pending_files(table, requested_time: str, names: Iterable[str]) -> No
         if inst is None or inst.requested_time != requested_time or inst.is_completed:
             continue
         table.storage.delete(table.storage.path(table.config.timeline_folder, n))
+        table.note_timeline_file(n, False)
 
 
 def pending_rollback_for(timeline, instant_time: str) -> Instant | None:

@@ -8,6 +8,13 @@ figures here are what the code reaches, so a change that puts a request back und
 of the loopback S3 server (``testing/latency_proxy.py``: each request with its arrival time),
 the lock's hold windows by the lock manager the writer is given; a request is under the lock
 when it arrived inside a hold window.
+
+With the metadata table kept (our default, on a table Java gave one: Java 1.2's v9 fixture with
+``files``, ``column_stats`` and ``partition_stats``), the same commit also writes the metadata
+table's deltacommit under the lock, as Java's writer does: 10 requests under the lock then, the
+4 above the 6 being its timeline's listing and its requested, inflight and completed instant
+files (docs/benchmarks.md, "One writer with the metadata table kept", says why each stays); its
+log files are written before the lock, and everything it reads is read before the lock.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
+from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.storage import Storage
+from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
+from airflow_hudi_occ.testing.tables import java_fixture
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
 from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.config import WriteConfig
@@ -32,6 +43,10 @@ UNDER_LOCK_TARGET = 6
 #: what a single-row upsert into an existing partition makes in all today (issue 43 asks for
 #: 15: docs/benchmarks.md "Scale" says where the other requests go and why they stay)
 TOTAL_REACHED = 27
+#: with the metadata table kept: under the lock (the 6, then the metadata table's timeline
+#: listed and its deltacommit's requested, inflight and completed files) and in all
+MDT_UNDER_LOCK_REACHED = 10
+MDT_TOTAL_REACHED = 43
 
 
 class HoldTimes(LockManager):
@@ -106,3 +121,83 @@ def test_a_single_row_commit_makes_six_requests_under_the_lock():
 def test_request_counts_hold_at_20_ms_a_request():
     """The bench's setting (bench/scale.py): 20 ms a request, 10 commits after 2 warm-up."""
     _check(measure_commits(delay_ms=20, commits=10))
+
+
+# --- with the metadata table kept ---------------------------------------------------------------
+
+V9 = "v9_txns_simple_overwrite"
+
+
+def _fixture_row(schema: pa.Schema, i: int) -> pa.Table:
+    row = {**{n: None for n in schema.names}, "txn_id": f"R{i}", "region": "p0", "txn_ts": 1,
+           "txn_metadata": f"c{i}"}
+    return pa.Table.from_pylist([row], schema=schema)
+
+
+def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1) -> list[dict]:
+    """Single-row upserts into Java's v9 fixture on S3, its metadata table kept (``files``,
+    ``column_stats``, ``partition_stats``: Java 1.2's defaults), storage lock; per commit as
+    :func:`measure_commits`, and whether it compacted the metadata table."""
+    path = java_fixture(V9, tmp_path / "fixture")
+    local = Table.open(str(path))
+    local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
+    data = read_table(local)
+    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
+    out = []
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
+        s3.create_bucket("tables")
+        options = proxy.storage_options(s3.storage_options)
+        Storage("s3://tables/mdt", options).fs.put(str(path) + "/", "tables/mdt", recursive=True)
+        table = Table.open("s3://tables/mdt", storage_options=options)
+        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
+        lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                           storage=table.storage), config.lock)
+        writer = ArrowTableWriter(table, config, writer_id="requests-mdt", lock_manager=lock)
+        mdt = Table.open("s3://tables/mdt/.hoodie/metadata", storage_options=options)
+
+        def compactions() -> int:
+            return sum(1 for i in mdt.timeline().completed() if i.action is Action.COMMIT)
+
+        proxy.set_delay(delay_ms)
+        for i in range(warmup + commits):
+            before = compactions()
+            proxy.events(reset=True)
+            lock.holds.clear()
+            writer.write(_fixture_row(schema, i), "upsert")
+            events = proxy.events(reset=True)
+            compacted = compactions() > before
+            if i < warmup:
+                continue
+            per_hold = [[e for e in events if a <= e["t"] <= b] for a, b in lock.holds]
+            out.append({"requests": len(events), "holds": len(lock.holds), "compacted": compacted,
+                        "under_lock": sum(len(h) for h in per_hold),
+                        "per_hold": [Counter(e["kind"] for e in h) for h in per_hold]})
+        proxy.set_delay(0)
+        assert hudi_read_s3(table.base_uri, options).num_rows == data.num_rows + warmup + commits
+    return out
+
+
+def _check_mdt(rows: list[dict]) -> None:
+    assert statistics.median(r["under_lock"] for r in rows) <= MDT_UNDER_LOCK_REACHED, rows
+    plain = [r for r in rows if not r["compacted"]]
+    assert plain, rows
+    for r in plain:
+        assert r["holds"] == 2, r
+        begin, completion = r["per_hold"]
+        assert begin == {"list": 1, "put.if_none_match": 1, "put": 1}, r
+        # the data table's timeline and the metadata table's, hoodie.properties confirmed,
+        # the deltacommit's requested, inflight and completed files, the completed instant
+        assert completion == {"list": 2, "head": 1, "put.if_none_match": 4}, r
+        assert r["requests"] <= MDT_TOTAL_REACHED, r
+
+
+def test_with_the_metadata_table_kept_a_commit_makes_ten_requests_under_the_lock(tmp_path):
+    """Java's fixture is 8 deltacommits past its metadata table's last compaction: the warm-up
+    and 3 commits meet one compaction (every 10), which these do not count."""
+    _check_mdt(measure_mdt_commits(tmp_path, delay_ms=0, commits=3))
+
+
+@pytest.mark.slow
+def test_with_the_metadata_table_kept_request_counts_hold_at_20_ms_a_request(tmp_path):
+    """bench.scale --mdt's setting: 20 ms a request, 10 commits after 2 warm-up."""
+    _check_mdt(measure_mdt_commits(tmp_path, delay_ms=20, commits=10, warmup=2))

@@ -136,3 +136,49 @@ def test_one_deltacommit_writes_a_log_file_per_file_group_and_lists_each(tmp_pat
     gone = FilesChange(partitions_deleted=("zz",))
     write_metadata_deltacommit(table, "20990101000000200", files_block(gone), "20990101000000300")
     assert "zz" not in read_metadata_listing(Table.open(str(path))).partitions
+
+
+def test_log_files_staged_before_the_lock_are_kept_replaced_or_deleted(tmp_path):
+    """A commit writes its deltacommit's log files before the lock (issue 43): nobody reads
+    them before the deltacommit completes; under the lock a file whose records are still the
+    ones is kept as written, one whose records moved is replaced, one no longer wanted deleted;
+    a rollback of an instant the metadata table never had deletes what was staged for it."""
+    from airflow_hudi_occ.core.format.files_change import FilesChange
+    from airflow_hudi_occ.core.table.metadata_clean import _file_groups
+    from airflow_hudi_occ.core.table.metadata_commit import (files_block, rollback_metadata_deltacommit,
+                                                             stage_metadata_logs, write_metadata_deltacommit)
+    path = files_only_v9(tmp_path)
+    table = Table.open(str(path))
+    before = read_metadata_listing(table)
+    t = "20990101000000000"
+    files = path / ".hoodie" / "metadata" / "files"
+    staged_change = files_block(FilesChange(added={"zz": {"a.parquet": 7}}, partitions_added=("zz",)))
+    other = {"k1": files_block(FilesChange(added={"q": {"b.parquet": 1}}))[("files", "files-0000-0")]["q"]}
+    staged = stage_metadata_logs(table, t, {**staged_change, ("column_stats", "col-stats-0000-0"): other})
+    log = files / f".files-0000-0_{t}.log.1_0-0-0"
+    stats_log = path / ".hoodie" / "metadata" / "column_stats" / f".col-stats-0000-0_{t}.log.1_0-0-0"
+    assert log.exists() and stats_log.exists() and len(staged) == 2
+    # written, not yet read: the listing is what it was
+    assert read_metadata_listing(Table.open(str(path))).files == before.files
+    # a metadata clean takes it as pending (the newest slice), as Java's file group does
+    mdt = Table.open(str(path / ".hoodie" / "metadata"))
+    groups = _file_groups(mdt, "files", mdt.timeline())
+    assert any(log.name in s.files and s.pending for s in groups["files-0000-0"])
+
+    kept_bytes = log.read_bytes()
+    write_metadata_deltacommit(table, t, staged_change, "20990101000000100", staged=staged)
+    assert log.read_bytes() == kept_bytes  # the same records: kept as staged
+    assert not stats_log.exists()  # no longer wanted: deleted
+    assert read_metadata_listing(Table.open(str(path))).files["zz"] == {"a.parquet": 7}
+
+    t2 = "20990101000000200"
+    staged = stage_metadata_logs(table, t2, files_block(FilesChange(added={"zz": {"b.parquet": 1}})))
+    moved = files_block(FilesChange(added={"zz": {"c.parquet": 3}}))  # what is true under the lock
+    write_metadata_deltacommit(table, t2, moved, "20990101000000300", staged=staged)
+    after = read_metadata_listing(Table.open(str(path)))
+    assert after.files["zz"] == {"a.parquet": 7, "c.parquet": 3}  # the staged b.parquet is not
+
+    t3 = "20990101000000400"
+    stage_metadata_logs(table, t3, files_block(FilesChange(added={"zz": {"d.parquet": 1}})))
+    assert rollback_metadata_deltacommit(table, t3, "20990101000000500", "20990101000000600") is None
+    assert not (files / f".files-0000-0_{t3}.log.1_0-0-0").exists()
