@@ -80,20 +80,21 @@ def test_two_dag_runs_sync_through_the_operators_with_an_overwrite_a_clean_and_a
     Table.create(path, name, record_key_fields=["id"], partition_fields=["p"], precombine_field="ts",
                  table_type=table_type)
     uri = hive_metastore.uri
+    sources = tmp_path / "sources"
+    sources.mkdir()
     env = {"HUDI_OCC_SYNC_TABLE": path, "HUDI_OCC_SYNC_TYPE": table_type, "HUDI_OCC_SYNC_URI": uri,
-           APPLICATION_ENV: TEST_JOB}
+           "HUDI_OCC_SYNC_SOURCES": str(sources), APPLICATION_ENV: TEST_JOB}
+    airflow_env.airflow("dags", "reserialize", env=env, timeout=300)
     model: dict[int, tuple] = {}
     seen: list[dict] = []  # what the test saw, step by step (printed at the end for the record)
 
-    def run(step: str, runs, extra: dict | None = None):
+    def run(step: str, runs):
         """Start the step's DAG runs at once; the writers commit only once both have begun."""
         procs = []
         for dag, rows in runs:
-            e = {**env, **(extra or {})}
+            e = dict(env)
             if rows is not None:
-                src = str(tmp_path / f"{step}-{dag}.parquet")
-                pq.write_table(batch([r[:3] for r in rows], v=[r[3] for r in rows]), src)
-                e["HUDI_OCC_SYNC_SOURCE"] = src
+                pq.write_table(batch([r[:3] for r in rows], v=[r[3] for r in rows]), str(sources / f"{dag}.parquet"))
             if len(runs) > 1:
                 e["HUDI_OCC_TEST_COMMIT_BARRIER"] = f"{tmp_path / ('barrier-' + step)}:{len(runs)}:begin"
             procs.append(airflow_env.dags_test(f"hudi_occ_test_sync_{dag}", f"sync-{name}-{step}-{dag}", env=e))
@@ -137,13 +138,13 @@ def test_two_dag_runs_sync_through_the_operators_with_an_overwrite_a_clean_and_a
         before = {i.requested_time for i in completed_writes(path)}
         hive_metastore.stop()
         try:
-            procs = run(step, runs, {"HUDI_OCC_SYNC_RETRY_DELAY_S": "60"})
+            procs = run(step, runs)
             deadline = time.monotonic() + 600
             failed: dict[int, str] = {}
             while time.monotonic() < deadline and len(failed) < len(procs):
                 for k, p in enumerate(procs):
                     p.log.seek(0)
-                    m = re.search(r"CatalogUnavailableError[^\n]*", p.log.read())
+                    m = re.search(r"core\.errors\.CatalogUnavailableError: [^\n]*", p.log.read())
                     if m:
                         failed[k] = m.group(0)
                     assert p.poll() is None or k in failed, finish(p)[-4000:]

@@ -1,7 +1,9 @@
 """DAGs of test_catalog_sync_e2e.py: a Hudi user's writers with Hudi's own catalog-sync keys
 pointing at the test Hive Metastore. The table, its type, the metastore, the source of each run
-and the retry delay come from the environment of each ``airflow dags test`` process (read when
-the file is parsed), so one test drives a copy-on-write and a merge-on-read table alike."""
+of each DAG come from the environment (read when the file is parsed: the test reserializes the
+DAGs with it before starting runs at once, whose first parse would otherwise insert the table's
+asset twice), so one test drives a copy-on-write and a merge-on-read table alike. Each DAG's
+batch is ``$HUDI_OCC_SYNC_SOURCES/<name>.parquet``, written by the test before each run."""
 
 from __future__ import annotations
 
@@ -30,15 +32,17 @@ SYNC_OPTIONS = {
     "hoodie.datasource.hive_sync.database": "e2e",
     "hoodie.occ.meta.sync.timeout.ms": "3000",
 }
-SYNC_ARGS = {"retries": int(os.environ.get("HUDI_OCC_SYNC_RETRIES", "1")),
-             "retry_delay": timedelta(seconds=float(os.environ.get("HUDI_OCC_SYNC_RETRY_DELAY_S", "5")))}
+SYNC_SOURCES = os.environ.get("HUDI_OCC_SYNC_SOURCES", "/nonexistent")
+#: a sync that failed (the metastore down) is retried by Airflow a minute later: the test brings
+#: the metastore back within that minute
+SYNC_ARGS = {"retries": 1, "retry_delay": timedelta(seconds=60)}
 
 for _name, _kind, _operation in (("ingestion", "ingestion", "upsert"), ("backfill", "backfill", "upsert"),
                                  ("overwrite", "ingestion", "insert_overwrite")):
     with DAG(dag_id=f"hudi_occ_test_sync_{_name}", schedule=None, start_date=datetime(2024, 1, 1),
              catchup=False, default_args=SYNC_ARGS) as _dag:
         HudiWriteOperator(
-            task_id="write", source=os.environ.get("HUDI_OCC_SYNC_SOURCE", "/nonexistent"),
+            task_id="write", source=os.path.join(SYNC_SOURCES, f"{_name}.parquet"),
             operation=_operation, table_path=SYNC_TABLE, options=SYNC_OPTIONS, conflict_retries=3,
             write_windows=None, admission=AdmissionSettings(kind=_kind, on_overlap="go"))
     globals()[f"sync_{_name}_dag"] = _dag
