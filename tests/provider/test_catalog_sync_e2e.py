@@ -2,8 +2,9 @@
 user's ingestion and backfill DAGs (``tests/provider/dags/hudi_occ_sync_test_dags.py``:
 HudiWriteOperator and its Spark job, ``hoodie.datasource.meta.sync.enable`` and the
 ``hive_sync`` keys pointing at a real Hive Metastore) run as two ``airflow dags test`` processes
-at once, then an ``insert_overwrite`` run and a clean (HudiTableServiceOperator), then both
-writers again with the metastore stopped. After each step Spark SQL with Hive support reads
+at once, then an ``insert_overwrite`` run (copy-on-write; on merge-on-read the Spark engine
+refuses it before any instant, and the test checks that) and a clean (HudiTableServiceOperator),
+then both writers again with the metastore stopped. After each step Spark SQL with Hive support reads
 the catalog's tables (merge-on-read: ``_ro``, ``_rt`` and the plain name) equal to the model;
 ``last_commit_time_sync`` is read every 50 ms throughout and never moves backwards; while the
 metastore is down the commits land and each task fails its sync naming its committed instant,
@@ -123,6 +124,17 @@ def test_two_dag_runs_sync_through_the_operators_with_an_overwrite_a_clean_and_a
 
     with SyncTimes(uri, DB, names) as watch:
         for step, runs in STEPS[:3]:
+            if step == "overwrite" and table_type == "MERGE_ON_READ":
+                # the Spark engine writes no insert_overwrite to merge-on-read tables yet: a
+                # refusal before any instant, the table and the catalog untouched
+                before = Table.open(path).timeline().instants
+                [p] = run(step, runs)
+                log = finish(p)
+                assert p.returncode != 0 and "ConfigError: operation 'insert_overwrite' is not written to " \
+                    "merge-on-read tables yet" in log, log[-4000:]
+                assert Table.open(path).timeline().instants == before
+                judge("overwrite refused")
+                continue
             procs = run(step, runs)
             logs = [finish(p) for p in procs]
             for p, log in zip(procs, logs):
