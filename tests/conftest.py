@@ -114,6 +114,19 @@ def hive_metastore(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_sql(hive_metastore, tmp_path_factory):
+    """Java Hudi's Spark with Hive support through the test metastore, one JVM for the session:
+    the judge of catalog sync (Spark SQL reading ``db.t``, ``_ro``, ``_rt`` through Hudi's
+    relation; tests/interop/test_java_catalog_sync.py, tests/provider/test_catalog_sync_e2e.py)."""
+    from airflow_hudi_occ.testing.java_hudi import JavaHudi
+    java = JavaHudi(tmp_path_factory.mktemp("java-hive"), keep_jvm=True, spark_conf={
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": hive_metastore.uri})
+    yield java
+    java.close()
+
+
 @pytest.fixture
 def moto_glue(monkeypatch):
     """moto's AWS Glue in this process (no AWS): the Glue catalog sync's target in tests."""

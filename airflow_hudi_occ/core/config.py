@@ -768,7 +768,9 @@ PARQUET_COMPRESSION_CODEC = ConfigProperty(
         "zstd or uncompressed")
 PARQUET_BLOCK_SIZE = ConfigProperty(
     "hoodie.parquet.block.size", None, _positive_bytes,
-    doc="bytes a row group may hold (Hudi: 125829120); unset, a row group per written chunk")
+    doc="a row group closes where Java's parquet-mr closes it for this many buffered bytes (open pages "
+        "in plain encoding, closed pages written; core/format/row_groups; Hudi: 125829120); unset, a "
+        "row group per written chunk")
 PARQUET_PAGE_SIZE = ConfigProperty(
     "hoodie.parquet.page.size", None, _positive_bytes,
     doc="bytes of a data page (Hudi's and pyarrow's default: 1048576)")

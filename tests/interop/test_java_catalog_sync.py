@@ -7,7 +7,6 @@ stopped mid-run (docs/catalog-sync.md). Slow: JVMs."""
 from __future__ import annotations
 
 import multiprocessing
-import threading
 import time
 
 import pyarrow as pa
@@ -24,40 +23,19 @@ from airflow_hudi_occ.core.format.instant import Action
 from airflow_hudi_occ.core.services.clean import run_clean
 from airflow_hudi_occ.core.table.mor_reader import read_optimized
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.java_hudi import JavaHudi, Service, Sql, Write
+from airflow_hudi_occ.testing.java_hudi import Write
 from airflow_hudi_occ.testing.tables import FAST_WRITE_OPTIONS
-from tests.core.catalog.rows import batch
+from tests.core.catalog.rows import SyncTimes, batch, rows_of, sql_rows
 
 pytestmark = pytest.mark.slow
 
 COLS = ["id", "p", "ts"]
 
 
-@pytest.fixture(scope="module")
-def spark_sql(hive_metastore, tmp_path_factory):
-    """Java Hudi's Spark with Hive support through the test metastore, one JVM for the module."""
-    java = JavaHudi(tmp_path_factory.mktemp("java-hive"), keep_jvm=True, spark_conf={
-        "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.hive.metastore.uris": hive_metastore.uri})
-    yield java
-    java.close()
-
-
-
 def sync_opts(uri: str, db: str, **more) -> dict:
     return {**FAST_WRITE_OPTIONS, "hoodie.datasource.hive_sync.enable": "true",
             "hoodie.datasource.hive_sync.metastore.uris": uri, "hoodie.datasource.hive_sync.database": db,
             "hoodie.occ.meta.sync.timeout.ms": "5000", **more}
-
-
-def rows_of(t: pa.Table, cols) -> list[tuple]:
-    d = t.select(cols).to_pylist()
-    return sorted(tuple(r[c] for c in cols) for r in d)
-
-
-def sql_rows(java, db: str, name: str, cols) -> list[tuple]:
-    [res] = java.run(Sql(f"select {', '.join(cols)} from {db}.{name}", refresh=[f"{db}.{name}"]))
-    return rows_of(res.rows, cols)
 
 
 STEPS = [
@@ -171,46 +149,30 @@ def test_two_writer_processes_and_a_metastore_outage(hive_metastore, spark_sql, 
     commits = 12
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    seen: list[str] = []
-    stop = threading.Event()
-
-    def watch():
-        while not stop.is_set():
-            try:
-                with HiveMetastore(uri, timeout_ms=1000) as c:
-                    t = c.get_table("race", "race")
-                    if t is not None and LAST_COMMIT_TIME_SYNC in t.params:
-                        seen.append(t.params[LAST_COMMIT_TIME_SYNC])
-            except CatalogSyncError:
-                pass  # stopped
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     procs = [ctx.Process(target=_writer_process, args=(table.base_uri, uri, n, commits, out)) for n in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        # let a few commits sync, then stop the metastore while the writers go on
-        deadline = time.monotonic() + 120
-        while len(seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        hive_metastore.stop()
-        time.sleep(3)
-        hive_metastore.start()
+    watch = SyncTimes(uri, "race", ["race"])
+    with watch:
         for p in procs:
-            p.join(timeout=300)
-        results = dict(out.get(timeout=10) for _ in procs)
-    finally:
-        stop.set()
-        watcher.join()
-        if not hive_metastore.running:
+            p.start()
+        try:
+            # let a few commits sync, then stop the metastore while the writers go on
+            deadline = time.monotonic() + 120
+            while len(watch.seen["race"]) < 3 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            hive_metastore.stop()
+            time.sleep(3)
             hive_metastore.start()
+            for p in procs:
+                p.join(timeout=300)
+            results = dict(out.get(timeout=10) for _ in procs)
+        finally:
+            if not hive_metastore.running:
+                hive_metastore.start()
     assert all(p.exitcode == 0 for p in procs)
     assert sum(results.values()) >= 1, "no sync failed while the metastore was down"
     done = [i for i in table.timeline().completed() if i.action is Action.COMMIT]
     assert len(done) == 2 * commits  # every commit landed
-    assert seen == sorted(seen)
+    assert not watch.moved_back()
     rep = sync_table(table, WriteConfig.from_options(sync_opts(uri, "race")))
     with HiveMetastore(uri) as c:
         parts = sorted("/".join(p.values) for p in c.partitions("race", "race"))

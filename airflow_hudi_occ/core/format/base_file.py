@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from airflow_hudi_occ.core.config import ParquetConfig
 from airflow_hudi_occ.core.errors import CorruptDataFileError, InvalidOrderingValueError, InvalidRecordKeyError
 from airflow_hudi_occ.core.format.layout import META_COLUMNS
+from airflow_hudi_occ.core.format.row_groups import ParquetMrRowGroups, plain_sizes
 
 
 def new_file_id(bucket: int | None = None) -> str:
@@ -468,53 +469,68 @@ def parquet_write_options(table: pa.Table | pa.Schema, parquet: ParquetConfig | 
     return opts
 
 
-#: rows of a file's first chunk written aside to learn its bytes per row, for the block size
+#: rows of a file's first chunk written aside to learn each column's compression, for the block size
 BLOCK_SAMPLE_ROWS = 8192
 
 
+def page_ratios(sample: pa.Table, opts: dict) -> dict[str, float]:
+    """Per column, the bytes its data pages take written (encoded, compressed, dictionary
+    page left out) per byte of its values in plain encoding: ``sample`` written once aside with
+    the file's options ``opts``."""
+    buf = io.BytesIO()
+    pq.write_table(sample, buf, **{k: v for k, v in opts.items() if k != "store_schema"})
+    meta = pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata
+    written: dict[str, int] = {}
+    for g in range(meta.num_row_groups):
+        for j in range(meta.num_columns):
+            c = meta.row_group(g).column(j)
+            name = c.path_in_schema.split(".")[0]
+            pages = c.total_compressed_size
+            if c.has_dictionary_page and c.dictionary_page_offset is not None:
+                pages -= max(c.data_page_offset - c.dictionary_page_offset, 0)
+            written[name] = written.get(name, 0) + pages
+    out = {}
+    for name in sample.column_names:
+        plain = float(plain_sizes(sample.column(name)).sum())
+        out[name] = written.get(name, 0) / plain if plain else 0.0
+    return out
+
+
 class _BoundedRowGroups:
-    """A parquet writer whose ``write_table`` splits a table into row groups of about the block
-    size (what :func:`parquet_writer` yields when ``hoodie.parquet.block.size`` is set).
+    """A parquet writer whose ``write_table`` closes row groups where Java Hudi's parquet-mr
+    closes them for ``hoodie.parquet.block.size`` (what :func:`parquet_writer` yields when it is
+    set; ``core/format/row_groups``: parquet-mr counts its open pages' plain bytes and its
+    closed pages' written bytes against the block, not the bytes a group takes written). The
+    compression of closed pages is measured on the file's first rows (:data:`BLOCK_SAMPLE_ROWS`)
+    written once aside with the file's options."""
 
-    parquet-mr closes a row group once the bytes it buffered reach the block size, and those
-    are the column chunks as written (encoded and compressed) but for the page being filled.
-    So the rows a group takes come from the written size of a row: the file's first rows
-    (:data:`BLOCK_SAMPLE_ROWS`) are written once aside with the file's options and measured."""
-
-    def __init__(self, writer: pq.ParquetWriter, block_size: int, opts: dict):
-        self.writer, self.block_size, self.opts = writer, block_size, opts
-        self.rows: int | None = None
+    def __init__(self, writer: pq.ParquetWriter, parquet: ParquetConfig, opts: dict):
+        self.writer, self.parquet, self.opts = writer, parquet, opts
+        self.groups: ParquetMrRowGroups | None = None
         self.pending: pa.Table | None = None
 
-    def _rows(self, table: pa.Table) -> int:
-        if self.rows is None:
-            sample = table.slice(0, BLOCK_SAMPLE_ROWS)
-            buf = io.BytesIO()
-            opts = {k: v for k, v in self.opts.items() if k != "store_schema"}
-            pq.write_table(sample, buf, **opts)
-            # the footer and page headers are a small part of a sample of thousands of rows
-            per_row = max(buf.tell() / max(sample.num_rows, 1), 1e-3)
-            self.rows = max(1, int(self.block_size / per_row))
-        return self.rows
-
     def write_table(self, table: pa.Table) -> None:
-        """Whole row groups now; the rows short of one wait for the next chunk (or
-        :meth:`flush`), so chunk boundaries make no small row groups."""
+        """Every row group closed by these rows now, each as one row group; the rows of the
+        group still open wait for the next chunk (or :meth:`flush`), so chunk boundaries make
+        no row group of their own."""
         if table.num_rows == 0:
             if self.pending is None:
                 self.pending = table
             return
-        rows = self._rows(table)
+        if self.groups is None:
+            self.groups = ParquetMrRowGroups(self.parquet.block_size, self.parquet.page_size,
+                                             page_ratios(table.slice(0, BLOCK_SAMPLE_ROWS), self.opts))
         if self.pending is not None and self.pending.num_rows:
             table = pa.concat_tables([self.pending, table])
-        whole = table.num_rows // rows * rows
-        if whole:
-            self.writer.write_table(table.slice(0, whole), row_group_size=rows)
-        self.pending = table.slice(whole)
+        start = 0
+        for rows in self.groups.close_points(table):
+            self.writer.write_table(table.slice(start, rows), row_group_size=rows)
+            start += rows
+        self.pending = table.slice(start)
 
     def flush(self) -> None:
         if self.pending is not None:
-            self.writer.write_table(self.pending)
+            self.writer.write_table(self.pending, row_group_size=max(self.pending.num_rows, 1))
             self.pending = None
 
 
@@ -531,7 +547,7 @@ def parquet_writer(sink, schema: pa.Schema, sample: pa.Table | None = None,
         opts["store_schema"] = False
     with pq.ParquetWriter(sink, schema, **opts) as pw:
         if parquet is not None and parquet.block_size is not None:
-            bounded = _BoundedRowGroups(pw, parquet.block_size, opts)
+            bounded = _BoundedRowGroups(pw, parquet, opts)
             yield bounded
             bounded.flush()
         else:
