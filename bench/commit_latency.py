@@ -45,7 +45,7 @@ from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.format.metadata import CommitMetadata, WriteStat
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.core.table.timeline import Timeline
+from airflow_hudi_occ.core.table.timeline import PinnedTimeline, Timeline
 from airflow_hudi_occ.core.commit.transaction import WriteTransaction
 
 from .common import Figure, work_dir
@@ -71,6 +71,10 @@ PHASES = [
     ("lock_release", LockManager, "release", False),
     ("cleanup", WriteTransaction, "_cleanup_after_commit", False),
 ]
+
+#: more functions timed under a phase of PHASES (no figure of their own): the commit lists
+#: its timeline once under the lock as a pinned timeline (Table.timeline_pinned)
+ALSO_TIMED = [("timeline_load", PinnedTimeline, "__init__")]
 
 
 def sizes(quick: bool) -> tuple[int, int]:
@@ -124,7 +128,7 @@ class PhaseTimer:
 
     @contextmanager
     def installed(self):
-        for phase, owner, attr, _ in PHASES:
+        for phase, owner, attr in [(p, o, a) for p, o, a, _ in PHASES] + ALSO_TIMED:
             raw = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
             self._saved.append((owner, attr, raw))
             if isinstance(raw, classmethod):

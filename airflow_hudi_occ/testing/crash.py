@@ -45,7 +45,8 @@ Inside the metadata table's deltacommit that a write (a copy-on-write commit, a 
 deltacommit) writes with ``hoodie.occ.metadata.files.maintain=true``
 (core/table/metadata_commit.py), in commit(), table lock HELD, the data instant inflight::
 
-    mdt_files_after_log          the metadata table's log file written, its deltacommit pending
+    mdt_files_after_log          the metadata table's log file written (staged before the lock:
+                                 no metadata-table instant names it yet)
     mdt_files_after_deltacommit  the metadata table's deltacommit completed, the data instant not
 
 The metadata table's steps of a clean and of a rollback (the child runs ``action="clean"`` or
@@ -154,8 +155,8 @@ def _crash_after_metadata_deltacommit(module, point: str) -> None:
     completed the metadata table's deltacommit (before the data action completes)."""
     orig = module.write_metadata_deltacommit
 
-    def write_metadata_deltacommit(table, instant_time, blocks, completion_time):
-        out = orig(table, instant_time, blocks, completion_time)
+    def write_metadata_deltacommit(table, instant_time, blocks, completion_time, *args, **kw):
+        out = orig(table, instant_time, blocks, completion_time, *args, **kw)
         maybe_crash(point, instant=instant_time)
         return out
     module.write_metadata_deltacommit = write_metadata_deltacommit

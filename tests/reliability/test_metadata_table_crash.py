@@ -88,9 +88,15 @@ def test_kill_inside_the_metadata_tables_deltacommit(tmp_path, point):
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == ids  # nothing exposed, nothing lost
     assert dead in {i.requested_time for i in table.timeline().pending()}
     mdt = Table.open(str(path / ".hoodie" / "metadata")).timeline().get(dead)
-    assert mdt is not None and mdt.is_completed == (point == "mdt_files_after_deltacommit")
+    if point == "mdt_files_after_log":
+        # the log file is staged before the lock (metadata_commit.stage_metadata_logs): no
+        # metadata-table instant names it yet, so no reader can take its records
+        assert mdt is None
+    else:
+        assert mdt is not None and mdt.is_completed
 
-    age_lock_file(str(path / ".hoodie" / "lock"), 120)
+    if point != "mdt_files_after_log":  # staged before the lock: the dead writer held none
+        age_lock_file(str(path / ".hoodie" / "lock"), 120)
     nxt = pa.Table.from_pylist([_row(schema, "NEXT")], schema=schema)
     ArrowTableWriter(table, WriteConfig.from_options(opts)).write(nxt)
     assert sorted(hudi_read(str(path)).column("txn_id").to_pylist()) == sorted(ids + ["NEXT"])
