@@ -26,6 +26,7 @@ import resource
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pyarrow as pa
 
@@ -71,15 +72,29 @@ class PhaseTimer:
                     timer.windows.append((label, t0, time.time()))
         return timed
 
-    def install(self) -> None:
+    def install(self) -> list[tuple[object, str, object]]:
+        """Wrap every phase's function; returns ``(owner, name, original)`` of each."""
         import importlib
+        saved = []
         for label, module, attr in PHASES:
             owner = importlib.import_module(module)
             name = attr
             if "." in attr:
                 cls, name = attr.split(".")
                 owner = getattr(owner, cls)
+            saved.append((owner, name, getattr(owner, name)))
             setattr(owner, name, self.wrap(label, getattr(owner, name)))
+        return saved
+
+    @contextmanager
+    def installed(self):
+        """Wrapped while inside (a bench process that goes on to measure other things)."""
+        saved = self.install()
+        try:
+            yield self
+        finally:
+            for owner, name, original in reversed(saved):
+                setattr(owner, name, original)
 
 
 def split_holds(holds: list[tuple[float, float]], windows: list[tuple[str, float, float]]) -> dict:

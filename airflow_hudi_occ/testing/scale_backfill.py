@@ -289,6 +289,7 @@ def render_page(af, table: str, workdir: Path) -> dict:
 
 def run(args) -> int:
     from airflow_hudi_occ.testing.airflow_standalone import AirflowStandalone, standalone_env
+    from airflow_hudi_occ.testing.jvm import spark_submit_opts
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.postgres import PostgresServer
     from airflow_hudi_occ.testing.s3 import S3Server
@@ -320,6 +321,9 @@ def run(args) -> int:
         env = dict(os.environ)
         env.update(standalone_env(home, port, database_url=db_url, parallelism=args.parallelism + 4))
         env.update(settings.env())
+        jvm = os.environ.get("SPARK_SUBMIT_OPTS") or ("" if args.default_jvm else spark_submit_opts())
+        if jvm:
+            env["SPARK_SUBMIT_OPTS"] = jvm
         env.update({
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",  # the ingestion DAG's runs every minute
@@ -340,6 +344,7 @@ def run(args) -> int:
                                log_path=work / "airflow-standalone.log", password="scale-admin")
         _say(f"scale backfill: {args.days} days, {args.parallelism} at a time, {args.rows_per_day} rows a day, "
              f"{args.latency_ms:g} ms a storage request; work in {work}",
+             f"spark-submit JVM options: {jvm or 'the JDK defaults'}",
              f"PostgreSQL {pg.bin.parent.name} on 127.0.0.1:{pg.port}; S3 {s3.endpoint} behind the proxy "
              f"{proxy.endpoint}; starting airflow standalone (LocalExecutor) ...")
         af.start(timeout_s=600)
@@ -393,14 +398,15 @@ def run(args) -> int:
         summary = [
             "=" * 78,
             f"scale backfill summary ({args.days} days, {args.parallelism} at a time, {args.latency_ms:g} ms a "
-            f"request; PostgreSQL, LocalExecutor, Spark local[1] a task, storage lock)",
+            f"request; PostgreSQL, LocalExecutor, Spark local[1] a task, storage lock; JVM "
+            f"{'defaults' if not jvm else 'start-up ' + ' '.join(o for o in jvm.split() if 'Archive' not in o)})",
             f"  makespan: backfill with ingestion every minute {mixed_s:.0f} s; alone "
             + (f"{alone_s:.0f} s (mixed / alone {mixed_s / alone_s:.2f}x)" if alone_s else "not run"),
             f"  ingestion runs beside it: {ingest_ok}/{len(ingest_runs)} succeeded",
             f"  attempts {att['attempts']}, commits {att['commits']}, lost attempts {att['lost']}"
             + "".join(f" [{r['instant']} {r['dag_id']}.{r['task_id']} {r['outcome']}]" for r in att["lost_rows"][:5]),
             f"  admission waits: {waits}",
-            f"  partitions exact: " + ", ".join(f"{k} {e}/{t}" for k, (e, t) in _figs.items()),
+            "  partitions exact: " + ", ".join(f"{k} {e}/{t}" for k, (e, t) in _figs.items()),
             f"  timeline page ({att['attempts']} attempts): Gantt drawn in {page['loaded_s']:.1f} s, trends in "
             f"{page['trends_s']:.1f} s, {page['bars']} bars; {page['png']}",
             f"  storage requests through the proxy: {sum(counts.values())} "
@@ -434,6 +440,10 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=6 * 3600.0, help="seconds each phase may take")
     ap.add_argument("--no-alone", action="store_true", help="skip the backfill-alone run (no makespan ratio)")
     ap.add_argument("--port", type=int, default=0, help="the Airflow API's port on 127.0.0.1 (default: free)")
+    ap.add_argument("--default-jvm", action="store_true",
+                    help="start each task's spark-submit JVM with the JDK's defaults, not the tests' cheaper "
+                         "start-up (C1 only, serial GC, the class-data archive when built: about half the "
+                         "CPU of a short job; SPARK_SUBMIT_OPTS of your own always wins)")
     args = ap.parse_args(argv)
     if args.days < 1 or args.parallelism < 1 or args.rows_per_day < 1:
         ap.error("--days, --parallelism and --rows-per-day must be at least 1")
