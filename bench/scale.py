@@ -123,7 +123,11 @@ class RequestTracer:
         self.holds: list[tuple[float, float]] = []
         self.acquires: list[tuple[float, float]] = []
         self.releases: list[tuple[float, float]] = []
+        #: CPU seconds of this process during each hold: a hold far longer than its CPU and its
+        #: requests waited for a core
+        self.hold_cpu: list[float] = []
         self._held_since: float | None = None
+        self._cpu_since = 0.0
         self._lock = threading.Lock()
 
     @contextmanager
@@ -151,11 +155,13 @@ class RequestTracer:
             finally:  # a timed-out wait is a wait too
                 tracer.acquires.append((t0, time.time()))
             tracer._held_since = tracer.acquires[-1][1]
+            tracer._cpu_since = time.process_time()
 
         def release(self_):
             t0 = time.time()
             if tracer._held_since is not None:
                 tracer.holds.append((tracer._held_since, t0))
+                tracer.hold_cpu.append(time.process_time() - tracer._cpu_since)
                 tracer._held_since = None
             try:
                 raw_release(self_)
@@ -174,7 +180,7 @@ class RequestTracer:
                 setattr(owner, attr, raw)
 
     def reset(self) -> None:
-        self.calls, self.holds, self.acquires, self.releases = [], [], [], []
+        self.calls, self.holds, self.acquires, self.releases, self.hold_cpu = [], [], [], [], []
 
     def attribute(self, event: dict) -> str:
         """The code path of the innermost storage call whose window holds the event's arrival."""
@@ -707,7 +713,8 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
            "store_probe_ms_p50": _r(1000 * (percentile(probe.seconds, 50) or 0), 2),
            "store_probe_ms_p99": _r(1000 * (percentile(probe.seconds, 99) or 0), 2),
            "peak_rss_mb_max": max((r["peak_rss_mb"] for r in results), default=None),
-           "peak_rss_mb_p50": percentile([r["peak_rss_mb"] for r in results], 50)}
+           "peak_rss_mb_p50": percentile([r["peak_rss_mb"] for r in results], 50),
+           "cpu_s_per_commit": _r(sum(r.get("cpu_s", 0.0) for r in results) / max(1, len(ok)))}
     if pt.engine == "ours":
         under, holds, split = [], [], Counter()
         for c in ok:
@@ -720,6 +727,7 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
             "lock_timeouts": sum(c["lock_timeouts"] for c in commits),
             "requests_under_lock_p50": percentile(under, 50), "requests_under_lock_max": max(under, default=None),
             "lock_hold_s_mean": _r(sum(holds) / n, 4), "lock_hold_s_p50": _r(percentile(holds, 50), 4),
+            "lock_hold_cpu_s_mean": _r(sum(c.get("hold_cpu_s", 0.0) for c in ok) / n, 4),
             "lock_hold_split_s_mean": {k: round(v / n, 4) for k, v in split.most_common()},
             "lock_wait_s_p50": _r(percentile([c["lock_wait_s"] for c in ok], 50)),
             "lock_wait_s_p99": _r(percentile([c["lock_wait_s"] for c in ok], 99)),
@@ -859,7 +867,7 @@ def multi_figures(multi: dict, store: dict | None = None) -> list[Figure]:
 def summary_table(multi: dict, store_ceiling_rps: float | None = None) -> str:
     """The scale table (markdown), every point of the run: what docs/benchmarks.md shows."""
     head = ("| writers | ms | variant | commits | commits/s | p50 / p99 s | vs delta-rs: commits/s, p99 "
-            "| lock hold s (mean) | hold split s: MDT write / MDT services / timeline / other "
+            "| lock hold s (mean) | CPU s a commit (in the hold) | hold split s: MDT write / MDT services / timeline / other "
             "| requests/commit (under lock p50) | conflicts | lock timeouts | admission wait p50 / max s "
             "| peak RSS MiB | store req/s (probe p99 ms) | exact |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -878,11 +886,12 @@ def summary_table(multi: dict, store_ceiling_rps: float | None = None) -> str:
             mdt_s = sum(v for k, v in sp.items() if k.startswith("metadata-table services"))
             tl = sp.get("timeline read", 0.0)
             other = r["lock_hold_s_mean"] - mdt_w - mdt_s - tl
-            lock = (f"{r['lock_hold_s_mean']:.2f} | {mdt_w:.2f} / {mdt_s:.2f} / {tl:.2f} / {other:.2f} | "
+            cpu = f"{r.get('cpu_s_per_commit') or 0:.2f} ({r.get('lock_hold_cpu_s_mean') or 0:.2f})"
+            lock = (f"{r['lock_hold_s_mean']:.2f} | {cpu} | {mdt_w:.2f} / {mdt_s:.2f} / {tl:.2f} / {other:.2f} | "
                     f"{r['requests_per_commit']:.0f} ({r['requests_under_lock_p50']}) | {r['conflicts']} | "
                     f"{r['lock_timeouts']} | {r['admission_wait_s_p50']} / {r['admission_wait_s_max']}")
         else:
-            lock = f"– | – | {r['requests_per_commit']:.0f} (–) | {r['conflicts']} | – | –"
+            lock = f"– | {r.get('cpu_s_per_commit') or 0:.2f} | – | {r['requests_per_commit']:.0f} (–) | {r['conflicts']} | – | –"
         rows.append(f"| {r['writers']} | {r['delay_ms']} | {r['variant']} | {r['commits']}"
                     f"{' (' + str(r['failed_commits']) + ' failed)' if r['failed_commits'] else ''} | "
                     f"{r['commits_per_s']:.2f} | {r['p50_s']} / {r['p99_s']} | {vs} | {lock} | "

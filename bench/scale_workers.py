@@ -208,7 +208,8 @@ def run_ours(spec: dict, go) -> dict:
             "conflicts": sum(1 for a in run.attempts if a.outcome == "conflict") - timeouts,
             "lock_timeouts": timeouts, "admission_wait_s": sum(waits),
             "lock_wait_s": sum(b - a for a, b in tracer.acquires),
-            "holds": list(tracer.holds), "hold_split_s": split_holds(tracer.holds, phases.windows)})
+            "holds": list(tracer.holds), "hold_cpu_s": sum(tracer.hold_cpu),
+            "hold_split_s": split_holds(tracer.holds, phases.windows)})
     return {"commits": commits}
 
 
@@ -288,12 +289,16 @@ def main(argv: list[str]) -> int:
             open(f"{spec['start']}.ready.{spec['worker']}", "w").close()
             while not os.path.exists(spec["start"]):
                 time.sleep(0.005)
+        cpu0 = time.process_time()
         try:
             out = (run_ours if engine == "ours" else run_delta)(spec, go)
         except Exception as e:  # noqa: BLE001 - the point reports it
             out = {"commits": [], "failed": f"{type(e).__name__}: {str(e)[:500]}"}
         out["worker"] = spec["worker"]
         out["peak_rss_mb"] = round(vm_peak_mb(), 1)
+        # every thread of the process (delta-rs's Rust threads too): what one commit costs the
+        # machine's cores, which on a 2-core machine with 32 writers bounds the table as well
+        out["cpu_s"] = round(time.process_time() - cpu0, 3)
         print(RESULT + json.dumps(out), flush=True)
     return 0
 
