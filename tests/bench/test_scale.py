@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bench.scale import (Point, figure_names, multi_figures, multi_points, percentile, summary_table,
-                         write_svg)
+from bench.scale import (Point, figure_names, multi_figures, multi_points, percentile, point_of,
+                         summary_table, write_svg)
 from bench.scale_partitions import figure_names as partition_figure_names
 from bench.scale_workers import row, split_holds
 
@@ -99,3 +99,10 @@ def test_a_skipped_point_makes_no_figure_and_is_named_in_the_table():
     multi = {pt.label: {"label": pt.label, "skipped": "time budget of 600 s spent"}}
     assert multi_figures(multi) == []
     assert "skipped: time budget" in summary_table(multi)
+
+
+def test_a_label_names_its_point_back():
+    for pt in multi_points(quick=False):
+        assert point_of(pt.label) == pt
+    with pytest.raises(SystemExit, match="unknown variant"):
+        point_of("8w.20ms.dynamo")

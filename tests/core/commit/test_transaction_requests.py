@@ -19,7 +19,11 @@ log files are written before the lock, and everything it reads is read before th
 
 from __future__ import annotations
 
+import base64
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -134,10 +138,31 @@ def _fixture_row(schema: pa.Schema, i: int) -> pa.Table:
     return pa.Table.from_pylist([row], schema=schema)
 
 
-def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1) -> list[dict]:
+#: a rival writer in its own process (its own caches, as another task's): ``k`` single-row
+#: upserts into partition ``pB`` of the table, then exit
+RIVAL = """
+import base64, json, sys
+import pyarrow as pa
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table.table import Table
+options, k, first, schema_b64 = json.loads(sys.stdin.read())
+schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema_b64)))
+writer = ArrowTableWriter(Table.open("s3://tables/mdt", storage_options=options),
+                          WriteConfig.from_options({"hoodie.write.lock.provider": "storage"}), writer_id="rival")
+for i in range(first, first + k):
+    row = {**{n: None for n in schema.names}, "txn_id": f"B{i}", "region": "pB", "txn_ts": 1, "txn_metadata": "b"}
+    writer.write(pa.Table.from_pylist([row], schema=schema), "upsert")
+"""
+
+
+def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, *,
+                        rival_commits: int = 0) -> list[dict]:
     """Single-row upserts into Java's v9 fixture on S3, its metadata table kept (``files``,
     ``column_stats``, ``partition_stats``: Java 1.2's defaults), storage lock; per commit as
-    :func:`measure_commits`, and whether it compacted the metadata table."""
+    :func:`measure_commits`, and whether it or a rival compacted the metadata table.
+    ``rival_commits``: between each commit's begin and its completion, a rival process commits
+    this many times (contention: what the completion must read of what others did)."""
     path = java_fixture(V9, tmp_path / "fixture")
     local = Table.open(str(path))
     local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
@@ -152,11 +177,26 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1) 
         config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
         lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
                                            storage=table.storage), config.lock)
-        writer = ArrowTableWriter(table, config, writer_id="requests-mdt", lock_manager=lock)
         mdt = Table.open("s3://tables/mdt/.hoodie/metadata", storage_options=options)
 
         def compactions() -> int:
             return sum(1 for i in mdt.timeline().completed() if i.action is Action.COMMIT)
+
+        rivals = {"acquires": 0, "done": 0}
+        if rival_commits:
+            schema_b64 = base64.b64encode(schema.serialize().to_pybytes()).decode()
+            direct = s3.storage_options
+
+            class WithRival(HoldTimes):
+                def acquire(self) -> None:
+                    rivals["acquires"] += 1
+                    if rivals["acquires"] % 2 == 0:  # each write's second hold: its completion
+                        subprocess.run([sys.executable, "-c", RIVAL], check=True, timeout=300, text=True,
+                                       input=json.dumps([direct, rival_commits, rivals["done"], schema_b64]))
+                        rivals["done"] += rival_commits
+                    super().acquire()
+            lock = WithRival(lock.provider, config.lock)
+        writer = ArrowTableWriter(table, config, writer_id="requests-mdt", lock_manager=lock)
 
         proxy.set_delay(delay_ms)
         for i in range(warmup + commits):
@@ -173,7 +213,7 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1) 
                         "under_lock": sum(len(h) for h in per_hold),
                         "per_hold": [Counter(e["kind"] for e in h) for h in per_hold]})
         proxy.set_delay(0)
-        assert hudi_read_s3(table.base_uri, options).num_rows == data.num_rows + warmup + commits
+        assert hudi_read_s3(table.base_uri, options).num_rows == data.num_rows + warmup + commits + rivals["done"]
     return out
 
 
@@ -201,3 +241,20 @@ def test_with_the_metadata_table_kept_a_commit_makes_ten_requests_under_the_lock
 def test_with_the_metadata_table_kept_request_counts_hold_at_20_ms_a_request(tmp_path):
     """bench.scale --mdt's setting: 20 ms a request, 10 commits after 2 warm-up."""
     _check_mdt(measure_mdt_commits(tmp_path, delay_ms=20, commits=10, warmup=2))
+
+
+def test_under_contention_each_rival_commit_costs_two_reads_under_the_lock(tmp_path):
+    """Between this writer's begin and its completion a rival process commits twice (another
+    partition, no conflict). The completion must read what the rivals did: each rival commit's
+    metadata (the conflict check) and its log in the metadata table's ``files`` partition (the
+    partition stats, from the written partitions' latest files), and the ``files`` folder
+    listed once more. That is what grows the holds of the scale bench with the writer count
+    (docs/benchmarks.md, "Scale: many writers"): this holds it at two a rival commit."""
+    k = 2
+    rows = measure_mdt_commits(tmp_path, delay_ms=0, commits=3, rival_commits=k)
+    plain = [r for r in rows if not r["compacted"]]
+    assert plain, rows
+    for r in plain:
+        begin, completion = r["per_hold"]
+        assert begin == {"list": 1, "put.if_none_match": 1, "put": 1}, r
+        assert completion == {"list": 3, "head": 1, "put.if_none_match": 4, "get": 2 * k}, r
