@@ -29,6 +29,17 @@ and ``check_held`` raises from then on); a takeover is named by one read on the 
 Requests: an uncontended acquire of a lease this process released last is one conditional
 write (the version of its release is remembered: no read first); a release is one.
 
+Waiting: a waiter reads the lease at 10 ms, then twice as long after each read up to
+``hoodie.write.lock.wait_time_ms_between_retry`` (1 s, the interval Hudi's provider sleeps
+between its reads), each pause jittered by a quarter either way so that waiters do not read in
+step. Every read is a request every other writer of the table pays for at the store: at 32
+writers on the scale bench a 250 ms cap made waiters read about 120 times a second, more than
+the store answered without queueing, so the holder's own requests queued behind them and each
+hold grew (docs/benchmarks.md, "Scale"). A waiter that has waited longer reads more often (its
+cap divided by ``1 + waited / 10 s``, down to 100 ms), so the writers that have waited longest
+are the likeliest to find a released lease first: the lease has no queue, and without aging the
+p99 writer waited past the lock's bound.
+
 Errors: :class:`ConfigError` for settings Hudi refuses (validity under 10 s or under ten
 renewal intervals) and for a backend without conditional overwrites; storage errors while
 waiting are reported as the reason of the failed attempt (``last_failure``), not raised.
@@ -38,6 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from typing import Callable
@@ -71,7 +83,12 @@ MIN_POLL_S = 0.01
 #: first, one conditional write and no read, and reads only when someone wrote since
 _RELEASED: dict[str, str] = {}
 _RELEASED_LOCK = threading.Lock()
-MAX_POLL_S = 0.25
+#: the fastest an aged waiter reads the lease (see the module doc, "Waiting")
+AGED_POLL_S = 0.1
+#: waiting this long halves a waiter's pause between reads (twice as long: a third, ...)
+AGING_S = 10.0
+#: each pause is its nominal length times a factor in this range
+JITTER = (0.75, 1.25)
 
 
 def lock_file_name(lock_key: str | None) -> str:
@@ -137,6 +154,11 @@ class StorageBasedLockProvider(LockProvider):
         self._wall_ms = lambda: int(wall_clock() * 1000)
         self._monotonic = monotonic
         self._sleep = sleep
+        #: the longest pause between two reads of a held lease (Hudi's 1 s by default)
+        self.poll_cap_s = max(MIN_POLL_S, config.wait_time_ms_between_retry / 1000.0)
+        #: monotonic time this provider began to wait for the lease (None: not waiting); kept
+        #: across the manager's attempts, so the aging counts the whole wait
+        self._waiting_since: float | None = None
         self._io = threading.Lock()  # one conditional write at a time (renewer vs caller)
         self._version: str | None = None
         self._valid_until_ms = 0
@@ -151,17 +173,27 @@ class StorageBasedLockProvider(LockProvider):
     # -- acquire -----------------------------------------------------------------------------
 
     def _try_acquire(self, timeout_s: float) -> bool:
-        deadline = self._monotonic() + timeout_s
+        now = self._monotonic()
+        deadline = now + timeout_s
+        if self._waiting_since is None:
+            self._waiting_since = now
         delay = MIN_POLL_S
         while True:
             if self._attempt():
+                self._waiting_since = None
                 self._start_renewer()
                 return True
-            remaining = deadline - self._monotonic()
+            now = self._monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 return False
-            self._sleep(min(delay, remaining))
-            delay = min(delay * 2, MAX_POLL_S)
+            self._sleep(min(delay * random.uniform(*JITTER), remaining))
+            delay = min(delay * 2, self.poll_cap(now - self._waiting_since))
+
+    def poll_cap(self, waited_s: float) -> float:
+        """The longest pause between reads after waiting ``waited_s`` (see "Waiting" above)."""
+        aged = self.poll_cap_s / (1.0 + max(0.0, waited_s) / AGING_S)
+        return max(min(AGED_POLL_S, self.poll_cap_s), aged)
 
     def _read(self) -> tuple[dict | None, bytes | None, str | None]:
         """(lease, raw bytes, version); all None when there is no lock file."""

@@ -18,7 +18,10 @@ from airflow_hudi_occ.core.config import LockConfig
 from airflow_hudi_occ.core.errors import ConfigError, LockLostError
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider, resolve_provider_class
 from airflow_hudi_occ.core.concurrency.locks.storage_based import (
+    AGED_POLL_S,
     CLOCK_DRIFT_MS,
+    JITTER,
+    MIN_POLL_S,
     StorageBasedLockProvider,
 )
 from airflow_hudi_occ.core.format.storage import Storage
@@ -244,3 +247,70 @@ def test_local_compare_and_swap_lets_exactly_one_of_many_threads_win(tmp_path):
     assert len(wins) == 1 and store.read(path) == f"v{wins[0]}".encode()
     with pytest.raises(VersionConflictError):
         put_if_version(store, path, b"late", None)
+
+
+class _Clock:
+    """A monotonic clock that only the provider's sleeps move, and the pauses they asked for."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.pauses: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.pauses.append(s)
+        self.now += s
+
+
+def _held_by_java(tmp_path):
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 600_000)
+
+
+def test_a_waiter_reads_a_held_lease_as_often_as_hudi_does_and_no_more(tmp_path):
+    """Each read is a request all writers of the table pay for at the store (issue 43): the
+    pauses grow from 10 ms to Hudi's 1 s (``hoodie.write.lock.wait_time_ms_between_retry``),
+    jittered a quarter either way; 20 s of waiting is about 20 reads, not 80 (a 250 ms cap)."""
+    _held_by_java(tmp_path)
+    clock = _Clock()
+    lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
+    assert lock.poll_cap_s == 1.0
+    assert not lock.try_acquire(5.0)
+    assert MIN_POLL_S * JITTER[0] <= clock.pauses[0] <= MIN_POLL_S * JITTER[1]
+    assert max(clock.pauses) <= 1.0 * JITTER[1]
+    assert 0.45 < max(clock.pauses[:-1])  # it did reach the cap's range in 5 s
+    reads_in_first_5s = len(clock.pauses)
+    assert 8 <= reads_in_first_5s <= 16, clock.pauses
+
+
+def test_the_longer_a_waiter_has_waited_the_more_often_it_reads(tmp_path):
+    """The lease has no queue: aging is what lets the writer that has waited longest find it
+    free first. The wait counts across the manager's attempts (one provider, several calls)."""
+    _held_by_java(tmp_path)
+    clock = _Clock()
+    lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
+    assert lock.poll_cap(0) == 1.0
+    assert lock.poll_cap(10) == pytest.approx(0.5)
+    assert lock.poll_cap(1_000) == AGED_POLL_S
+    assert not lock.try_acquire(20.0)
+    clock.pauses.clear()
+    assert not lock.try_acquire(10.0)  # the manager's next attempt: 20 s into the wait
+    assert max(clock.pauses[:-1]) <= lock.poll_cap(20.0) * JITTER[1]
+    assert len(clock.pauses) >= 25  # about three reads a second, not one
+    # taken: the next wait starts afresh
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
+    assert lock.try_acquire(0)
+    lock.release()
+    _held_by_java(tmp_path)
+    clock.pauses.clear()
+    assert not lock.try_acquire(3.0)
+    assert max(clock.pauses[:-1]) > lock.poll_cap(20.0) * JITTER[1]  # young again: up to 1 s
+
+
+def test_the_cap_is_hudis_setting(tmp_path):
+    lock = _provider(tmp_path, _config(wait_time_ms_between_retry=200))
+    assert lock.poll_cap_s == 0.2
+    assert lock.poll_cap(1_000) == AGED_POLL_S
+    fast = _provider(tmp_path, _config(wait_time_ms_between_retry=50))
+    assert fast.poll_cap(1_000) == 0.05  # never slower than asked
