@@ -325,8 +325,10 @@ LOCK_CLIENT_NUM_RETRIES = ConfigProperty("hoodie.write.lock.client.num_retries",
 LOCK_CLIENT_WAIT_BETWEEN_RETRY_MS = ConfigProperty(
     "hoodie.write.lock.client.wait_time_ms_between_retry", 2_000, parse_int, doc="Hudi: 5000")
 LOCK_NUM_RETRIES = ConfigProperty("hoodie.write.lock.num_retries", 15, parse_int)
-LOCK_WAIT_BETWEEN_RETRY_MS = ConfigProperty("hoodie.write.lock.wait_time_ms_between_retry", 1_000,
-                                            parse_int)
+LOCK_WAIT_BETWEEN_RETRY_MS = ConfigProperty(
+    "hoodie.write.lock.wait_time_ms_between_retry", 1_000, parse_int,
+    doc="storage lock: the longest pause between a waiter's reads of a held lease (Hudi's provider "
+        "reads every 1 s); a waiter that has waited longer reads more often")
 LOCK_MAX_WAIT_BETWEEN_RETRY_MS = ConfigProperty("hoodie.write.lock.max_wait_time_ms_between_retry",
                                                 16_000, parse_int)
 ZK_URL = ConfigProperty("hoodie.write.lock.zookeeper.url", "", str)
