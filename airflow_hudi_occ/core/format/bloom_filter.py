@@ -27,6 +27,8 @@ import math
 import struct
 from typing import Iterable
 
+import numpy as np
+
 TYPE_CODE = "DYNAMIC_V0"
 #: what Java's metadata table uses (HoodieStorageConfig's bloom defaults for its HFiles)
 NUM_ENTRIES = 10_000
@@ -74,6 +76,69 @@ def murmur_hash(data: bytes, seed: int) -> int:
     return _int32(h)
 
 
+def _signed(h: np.ndarray) -> np.ndarray:
+    """uint32 hash values as Java's signed ints (int64 array)."""
+    v = h.astype(np.int64)
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+def _by_length(keys: list[bytes]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """``(length, indexes, bytes as a len(indexes) x length uint8 array)`` per key length."""
+    by_len: dict[int, list[int]] = {}
+    for i, k in enumerate(keys):
+        by_len.setdefault(len(k), []).append(i)
+    return [(length, np.asarray(idx), np.frombuffer(b"".join(keys[i] for i in idx), dtype=np.uint8)
+             .reshape(len(idx), length)) for length, idx in by_len.items()]
+
+
+def murmur_hash_many(keys: list[bytes], seeds: np.ndarray, *, groups=None) -> np.ndarray:
+    """:func:`murmur_hash` of every key with its seed (``seeds``: Java ints, int64 array), at
+    once: the keys are grouped by length (``groups``: :func:`_by_length`'s, when the caller
+    hashes the same keys again), each group hashed with numpy's wrapping uint32 arithmetic. A
+    metadata-table compaction adds every record key of the new base file to the filter, 30
+    hashes each: on 1,000 partitions that was 28 s of the compaction's 43 s, all of it under the
+    table lock. Signed ints in, signed ints out (int64 arrays)."""
+    out = np.empty(len(keys), dtype=np.int64)
+    m = np.uint32(_M)
+    for length, ix, raw in (groups if groups is not None else _by_length(keys)):
+        h = (seeds[ix] & _MASK).astype(np.uint32) ^ np.uint32(length & _MASK)
+        n4 = length >> 2
+        if n4:
+            blocks = np.ascontiguousarray(raw[:, :n4 * 4]).view("<u4").astype(np.uint32)
+            for j in range(n4):
+                k = blocks[:, j] * m
+                k ^= k >> np.uint32(24)
+                k *= m
+                h *= m
+                h ^= k
+        left = length - (n4 << 2)
+        if left:
+            tail = raw[:, length - left:].view(np.int8).astype(np.int64)  # Java's (int) byte
+            if left >= 3:
+                h ^= ((tail[:, -3] << 16) & _MASK).astype(np.uint32)
+            if left >= 2:
+                h ^= ((tail[:, -2] << 8) & _MASK).astype(np.uint32)
+            h ^= (tail[:, -1] & _MASK).astype(np.uint32)
+            h *= m
+        h ^= h >> np.uint32(13)
+        h *= m
+        h ^= h >> np.uint32(15)
+        out[ix] = _signed(h)
+    return out
+
+
+def positions_many(keys: list[bytes], num_hashes: int, vector_size: int) -> np.ndarray:
+    """Every key's bit positions (``len(keys) x num_hashes``), as :func:`_positions` gives one
+    key's."""
+    seeds = np.zeros(len(keys), dtype=np.int64)
+    out = np.empty((len(keys), num_hashes), dtype=np.int64)
+    groups = _by_length(keys)
+    for j in range(num_hashes):
+        seeds = murmur_hash_many(keys, seeds, groups=groups)
+        out[:, j] = np.abs(np.fmod(seeds, vector_size))  # C's and Java's %: the dividend's sign
+    return out
+
+
 def _positions(key: bytes, num_hashes: int, vector_size: int) -> list[int]:
     out, seed = [], 0
     for _ in range(num_hashes):
@@ -117,6 +182,24 @@ class DynamicBloomFilter:
             row[pos >> 3] |= 1 << (pos & 7)
         self.current += 1
 
+    def add_many(self, keys: Iterable[str]) -> None:
+        """:meth:`add` of each key in turn (the same rows, counts and bits), hashed at once."""
+        keys = list(keys)
+        if not keys:
+            return
+        positions = positions_many([k.encode("utf-8") for k in keys], self.num_hashes, self.vector_size)
+        rows_of = []
+        for _ in keys:  # each key's row, with the counters moving as add moves them
+            rows_of.append(id(self._active_row()))
+            self.current += 1
+        by_id = {id(r): r for r in self.rows}
+        rows_of = np.asarray(rows_of)
+        for rid, row in by_id.items():
+            pos = positions[rows_of == rid].ravel()
+            if pos.size:
+                arr = np.frombuffer(row, dtype=np.uint8)  # a writable view of the bytearray
+                np.bitwise_or.at(arr, pos >> 3, (1 << (pos & 7)).astype(np.uint8))
+
     def might_contain(self, key: str) -> bool:
         positions = _positions(key.encode("utf-8"), self.num_hashes, self.vector_size)
         return any(all(row[p >> 3] & (1 << (p & 7)) for p in positions) for row in self.rows)
@@ -135,9 +218,9 @@ class DynamicBloomFilter:
 
 def bloom_filter_of(keys: Iterable[str]) -> DynamicBloomFilter:
     f = DynamicBloomFilter()
-    for k in keys:
-        f.add(k)
+    f.add_many(keys)
     return f
 
 
-__all__ = ["DynamicBloomFilter", "bloom_filter_of", "murmur_hash", "TYPE_CODE"]
+__all__ = ["DynamicBloomFilter", "bloom_filter_of", "murmur_hash", "murmur_hash_many", "positions_many",
+           "TYPE_CODE"]

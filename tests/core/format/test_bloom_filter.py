@@ -38,3 +38,36 @@ def test_murmur_tail_bytes_are_sign_extended_as_java_does():
     # the same 3-byte tail with and without the high bit must differ (Java's (int) byte cast)
     assert murmur_hash(b"\x01\x02\x03", 0) != murmur_hash(b"\x81\x02\x03", 0)
     assert -2 ** 31 <= murmur_hash(b"abcdefg\xff", 7) < 2 ** 31
+
+
+def _keys(n: int) -> list[str]:
+    import random
+    rng = random.Random(43)
+    alphabet = "abcxyz0189-_/é€\u00ff"  # one to three UTF-8 bytes a character: every tail length
+    return [f"{i}:" + "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 23))) for i in range(n)]
+
+
+def test_hashing_many_keys_at_once_gives_each_keys_hash():
+    """The metadata-table compaction hashes every key of its new base file at once
+    (``murmur_hash_many``); each must be what the one-key Hadoop hash gives, tails and signs
+    included, for any seed."""
+    import numpy as np
+
+    from airflow_hudi_occ.core.format.bloom_filter import murmur_hash_many
+    keys = [k.encode("utf-8") for k in _keys(500)] + [b"", b"\xff", b"\x80\x81", b"\xfe\xfd\xfc"]
+    for seeds in ([0] * len(keys), [(-1) ** i * (i * 7919 + 123456789) % (1 << 31) for i in range(len(keys))]):
+        got = murmur_hash_many(keys, np.asarray(seeds, dtype=np.int64))
+        assert got.tolist() == [murmur_hash(k, s) for k, s in zip(keys, seeds)]
+
+
+def test_adding_many_keys_at_once_makes_the_filter_adding_them_one_by_one_makes():
+    """Same bits, same rows, same counts: a filter small enough to fill its rows and wrap
+    around them (as one past 100,000 keys does) serializes to the same bytes."""
+    keys = _keys(75)
+    one, many = DynamicBloomFilter(num_entries=10, max_entries=40), DynamicBloomFilter(num_entries=10, max_entries=40)
+    for k in keys:
+        one.add(k)
+    many.add_many(keys)
+    assert many.serialize() == one.serialize()
+    assert bloom_filter_of(keys[:5]).serialize() != DynamicBloomFilter().serialize()
+    assert all(many.might_contain(k) for k in keys)
