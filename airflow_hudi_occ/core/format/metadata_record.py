@@ -115,6 +115,60 @@ def decode_record(data: bytes, writer_schema: str | None = None) -> dict[str, An
                                       return_record_name_override=True)
 
 
+def _varint_end(data: bytes, at: int) -> tuple[int, int]:
+    """The zig-zag varint (Avro's int and long) at ``at``: ``(value, offset after it)``."""
+    shift = raw = 0
+    while True:
+        b = data[at]
+        at += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+        shift += 7
+
+
+def _optional_string_end(data: bytes, at: int) -> int:
+    """The offset after a ``["null", "string"]`` value at ``at``."""
+    branch, at = _varint_end(data, at)
+    if branch == 0:
+        return at
+    if branch != 1:
+        raise ValueError(f"union branch {branch} of a [null, string] field")
+    length, at = _varint_end(data, at)
+    if length < 0 or at + length > len(data):
+        raise ValueError(f"a string of {length} bytes at {at} runs past the record ({len(data)} bytes)")
+    return at + length
+
+
+def _zigzag(n: int) -> bytes:
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while True:
+        if z < 0x80:
+            out.append(z)
+            return bytes(out)
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+
+
+def with_file_name(encoded: bytes, file_name: str | None) -> bytes:
+    """A record encoded with this module's schema, its ``_hoodie_file_name`` set to
+    ``file_name`` and every other byte as it was: what decoding it, setting the field and
+    encoding it again gives (the first five fields are Hudi's optional meta strings), at a
+    fraction of the cost. A compaction rewrites every record of the base file with the new
+    file's name, and most of them are otherwise untouched (``test_metadata_record.py`` checks
+    both ways agree)."""
+    at = 0
+    for _ in range(4):
+        at = _optional_string_end(encoded, at)
+    end = _optional_string_end(encoded, at)
+    if file_name is None:
+        field = b"\x00"
+    else:
+        raw = file_name.encode("utf-8")
+        field = b"\x02" + _zigzag(len(raw)) + raw
+    return encoded[:at] + field + encoded[end:]
+
+
 def hfile_data_block(instant_time: str, records: Mapping[str, Mapping[str, Any]], *,
                      create_time_ms: int | None = None) -> LogBlock:
     """The log block of one deltacommit: ``records`` by HFile key (see the module doc), in an
@@ -178,9 +232,16 @@ def merge_records(older: Mapping[str, Any] | None, newer: Mapping[str, Any]) -> 
     return MERGERS[kind](older, newer)
 
 
-def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
+def _stamped(record: Mapping[str, Any] | bytes, file_name: str | None) -> bytes:
+    if isinstance(record, bytes):
+        return with_file_name(record, file_name)
+    return encode_record({**record, "_hoodie_file_name": file_name})
+
+
+def base_file_hfile(records: Mapping[str, Mapping[str, Any] | bytes], file_name: str, *,
                     create_time_ms: int | None = None, stamp_file_name: bool = True) -> bytes:
-    """A metadata-table base HFile of ``records`` (by key), as Java's ``HoodieAvroHFileWriter``
+    """A metadata-table base HFile of ``records`` (by key; a record is a dict, or ``bytes``
+    already encoded with this module's schema), as Java's ``HoodieAvroHFileWriter``
     writes one at a compaction: each record's ``_hoodie_file_name`` is the file's own name (the
     only meta field Java fills in there; its initialisation's bulk insert leaves it null:
     ``stamp_file_name=False``), keys sorted, the ``DYNAMIC_V0`` bloom filter of the
@@ -189,8 +250,8 @@ def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
     keys = sorted(records)
     if not keys:
         raise ValueError("a metadata-table base file needs at least one record")
-    entries = {k: encode_record({**records[k], "_hoodie_file_name": file_name if stamp_file_name else None})
-               for k in keys}
+    stamp = file_name if stamp_file_name else None
+    entries = {k: _stamped(records[k], stamp) for k in keys}
     info = {"schema": schema_json().encode(), "bloomFilterTypeCode": BLOOM_TYPE_CODE.encode(),
             "minRecordKey": keys[0].encode(), "maxRecordKey": keys[-1].encode()}
     return write_hfile(entries, meta={"bloomFilter": bloom_filter_of(keys).serialize()}, file_info=info,
@@ -200,4 +261,5 @@ def base_file_hfile(records: Mapping[str, Mapping[str, Any]], file_name: str, *,
 __all__ = ["merge_records", "MERGERS", "base_file_hfile", "BASE_FILE_BLOCK_SIZE", "ALL_PARTITIONS_KEY",
            "NON_PARTITIONED_KEY", "TYPE_PARTITION_LIST", "TYPE_FILE_LIST", "schema_json",
            "partition_key", "partition_list_record", "files_record", "files_records", "encode_record", "decode_record",
+           "with_file_name",
            "hfile_data_block"]

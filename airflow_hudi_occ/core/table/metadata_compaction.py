@@ -209,7 +209,7 @@ def _corrupt(path: str, e: Exception) -> CorruptMetadataError:
 
 @dataclass
 class _Merged:
-    records: dict[str, dict]
+    records: dict[str, dict | bytes]  # bytes: a base record no log changed, still encoded
     inserts: int
     updates: int
     log_records: int
@@ -243,16 +243,24 @@ def _read_log(storage, path: str) -> bytes:
 
 def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Merged:
     storage = mdt.storage
-    base: dict[str, dict] = {}
+    base: dict[str, dict | bytes] = {}
+    base_path = None
     if op.data_file_name:
-        path = storage.path(op.partition_path, op.data_file_name)
-        hf = read_hfile(storage.read(path), path=path)
+        base_path = storage.path(op.partition_path, op.data_file_name)
+        hf = read_hfile(storage.read(base_path), path=base_path)
         writer = hf.file_info.get("schema")
-        try:
-            base = {k: decode_record(v, writer.decode() if writer else None) for k, v in hf.entries}
-        except (ValueError, EOFError, TypeError, KeyError) as e:
-            raise _corrupt(path, e) from e
-    delta: dict[str, dict] = {}
+        writer = writer.decode() if writer else None
+        if writer is None or writer == schema_json():
+            # kept encoded: a record no log block changes goes to the new base file as it was,
+            # only its file name restamped (most of a compaction's records, and its time)
+            base = dict(hf.entries)
+        else:  # another schema (an older Java's): decoded, to be encoded in ours
+            try:
+                base = {k: decode_record(v, writer) for k, v in hf.entries}
+            except (ValueError, EOFError, TypeError, KeyError) as e:
+                raise _corrupt(base_path, e) from e
+    delta: dict[str, dict | bytes] = {}
+    ours = schema_json()
     records = blocks = size = 0
     for name in op.delta_file_names:
         path = storage.path(op.partition_path, name)
@@ -267,15 +275,33 @@ def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Me
                 continue
             blocks += 1
             hf = read_hfile(block.content, path=path)
+            schema = block.header.get(HeaderKey.SCHEMA)
             try:
                 for key, value in hf.entries:
-                    delta[key] = merge_records(delta.get(key), decode_record(value, block.header.get(HeaderKey.SCHEMA)))
                     records += 1
+                    prev = delta.get(key)
+                    if prev is None and (schema is None or schema == ours):
+                        delta[key] = value  # kept encoded until another block names the key
+                        continue
+                    if isinstance(prev, bytes):
+                        prev = decode_record(prev)
+                    delta[key] = merge_records(prev, decode_record(value, schema))
             except (ValueError, EOFError, TypeError, KeyError) as e:
                 raise _corrupt(path, e) from e
     merged = dict(base)
     for key, rec in delta.items():
-        merged[key] = merge_records(base.get(key), rec)
+        older = base.get(key)
+        if older is None:
+            merged[key] = rec
+            continue
+        try:
+            if isinstance(older, bytes):
+                older = decode_record(older)
+            if isinstance(rec, bytes):
+                rec = decode_record(rec)
+        except (ValueError, EOFError, TypeError, KeyError) as e:
+            raise _corrupt(base_path, e) from e
+        merged[key] = merge_records(older, rec)
     inserts = sum(1 for k in delta if k not in base)
     return _Merged(merged, inserts, len(delta) - inserts, records, blocks, len(delta), size)
 

@@ -91,3 +91,23 @@ def test_a_base_file_of_javas_records_has_javas_data_and_bloom_blocks():
     assert mine.file_info == theirs.file_info
     same = {magic: a == b for (magic, a), (_, b) in zip(blocks(ours), blocks(java)) if magic != hfile.ROOT_INDEX_MAGIC}
     assert same == {hfile.DATA_MAGIC: True, hfile.META_MAGIC: True, hfile.FILE_INFO_MAGIC: same[hfile.FILE_INFO_MAGIC]}
+
+
+def test_restamping_an_encoded_records_file_name_is_decoding_stamping_and_encoding_it():
+    """A compaction restamps every base record with its new file's name; the ones no log
+    changed are restamped in their bytes (``with_file_name``), which must be what decoding,
+    setting the field and encoding again gives: on Java's records (files partition, its base
+    file and its log blocks) and on names of any length (the length is a varint), and back to
+    no name."""
+    from airflow_hudi_occ.core.format.metadata_record import with_file_name
+    from tests.core.format.test_hfile import java_hfiles
+    encoded = [v for data in java_hfiles().values() for _, v in read_hfile(data).entries]
+    encoded += [encode_record(r) for _, block in java_log_blocks()
+                for r in (decode_record(v) for _, v in read_hfile(block.content).entries)]
+    assert len(encoded) > 5
+    for name in ("files-0000-0_0-0-0_20261129.hfile", "x" * 200, "é" * 70, None):
+        for v in encoded:
+            want = encode_record({**decode_record(v), "_hoodie_file_name": name})
+            assert with_file_name(v, name) == want
+            assert with_file_name(with_file_name(v, name), None) == encode_record(
+                {**decode_record(v), "_hoodie_file_name": None})
