@@ -119,8 +119,9 @@ def _safe(run_id: str) -> str:
 
 
 def stage_backfill(staging: str, run_id: str, days: int, rows_per_day: int) -> list[dict]:
-    """One batch per day (every key of the day, a full rewrite); the mapped tasks' arguments:
-    ``[{"source": path, "partitions": [day]}, ...]``."""
+    """One batch per day (every key of the day, a full rewrite); the mapped tasks' arguments
+    (``HudiWriteOperator`` keyword arguments: ``[{"source": ".../<day>.parquet"}, ...]``; the
+    operator's admission reads the batch's partitions from the source itself)."""
     ts = time.time_ns()
     rnd = random.Random(int(hashlib.sha256(run_id.encode()).hexdigest()[:12], 16))
     out = []
@@ -128,7 +129,7 @@ def stage_backfill(staging: str, run_id: str, days: int, rows_per_day: int) -> l
         rows = [{"id": i * rows_per_day + j, "day": day(i), "ts": ts, "v": f"backfill:{run_id}",
                  "amount": rnd.randint(1, 999)} for j in range(rows_per_day)]
         path = _write(rows, os.path.join(staging, "backfill", _safe(run_id), f"{day(i)}.parquet"))
-        out.append({"source": path, "partitions": [day(i)]})
+        out.append({"source": path})
     return out
 
 
