@@ -181,7 +181,19 @@ class AirflowStandalone:
         return self._token
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
-        status, raw = self.http(method, path, body)
+        """One API call. A GET that gets no answer in time is asked again, up to
+        :data:`GET_TRIES` times: on a machine busy with 16 Spark tasks starting at once the API
+        server answered a poll after more than 30 s, and a harness that gave up on that poll
+        took the whole 90-day run down with it."""
+        for attempt in range(1, GET_TRIES + 1):
+            try:
+                status, raw = self.http(method, path, body)
+                break
+            except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
+                if method != "GET" or attempt == GET_TRIES:
+                    raise RuntimeError(f"{method} {path}: no answer from the Airflow API at {self.base_url} "
+                                       f"({type(e).__name__}: {e}; {attempt} tries)") from e
+                time.sleep(5)
         if status >= 300:
             raise RuntimeError(f"{method} {path} answered {status}: {raw[:1000]!r}")
         return json.loads(raw) if raw else {}
@@ -230,6 +242,10 @@ class AirflowStandalone:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         tis = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
         return {t["task_id"]: t["state"] for t in tis}
+
+
+#: how many times :meth:`AirflowStandalone.api` asks a GET that got no answer (30 s each)
+GET_TRIES = 4
 
 
 def survivors(pids) -> list[int]:

@@ -37,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -448,6 +449,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.days < 1 or args.parallelism < 1 or args.rows_per_day < 1:
         ap.error("--days, --parallelism and --rows-per-day must be at least 1")
+    # stopped (kill, timeout): leave through run()'s clean-up, which stops Airflow, its Spark
+    # tasks, the store and PostgreSQL (a plain SIGTERM would leave them running)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return run(args)
 
 
