@@ -23,6 +23,7 @@ from typing import Iterable, Iterator
 
 from airflow_hudi_occ.core.errors import CorruptMetadataError, InstantStateError
 from airflow_hudi_occ.core.format.instant import Action, Instant, State, parse_file_name
+from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.format.metadata import (CommitMetadata, CompactionPlan, RequestedReplaceMetadata,
                                                    RollbackPlan)
 
@@ -155,6 +156,18 @@ _LOADED: dict[tuple[str, str], _LoadedTimeline] = {}
 _LOADED_LOCK = threading.Lock()
 
 
+def _archived_metadata(table, instant: Instant) -> CommitMetadata | None:
+    """The metadata of a completed write that archival moved to the history after this
+    timeline was listed (another writer's archival, under the table lock, while this process
+    read outside it: a 90-day scale backfill's mapped tasks met it in their already-committed
+    check). Archival writes the history before it deletes the active files, so a completed
+    instant gone from the folder is either there or truly lost (None: corrupt)."""
+    for inst, meta in TimelineHistory(table).completed_writes():
+        if inst.requested_time == instant.requested_time:
+            return meta
+    return None
+
+
 class Timeline:
     def __init__(self, table, entries: list[TimelineEntry], *, times: list[str] | None = None,
                  by_time: dict[str, TimelineEntry] | None = None, pending: Iterable[str] | None = None,
@@ -267,6 +280,9 @@ class Timeline:
             data = self.table.storage.read(path)
         except FileNotFoundError:
             if instant.is_completed:
+                archived = _archived_metadata(self.table, instant)
+                if archived is not None:
+                    return archived
                 raise CorruptMetadataError(f"completed instant {instant} vanished from the timeline",
                                            path=path, base_path=self.table.base_uri) from None
             return CommitMetadata()

@@ -249,3 +249,54 @@ def test_automatic_off_then_cli_archive(tmp_path, capsys):
     assert cli_main(["show", str(tmp_path / "t"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["history"]["instants"] == 6
     assert rows_by_key(hudi_read(str(tmp_path / "t")), columns=["id"]) == {i: {"id": i} for i in range(10)}
+
+
+#: another writer, in its own process (so this one has read none of its commit metadata):
+#: ``argv``: table path, options (JSON), first id, how many commits, then whether to archive
+OTHER_WRITER = """
+import json, sys
+import pyarrow as pa
+from airflow_hudi_occ.core.commit.archival import run_archival
+from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
+from airflow_hudi_occ.core.config import WriteConfig
+from airflow_hudi_occ.core.table.table import Table
+path, opts, first, n, archive = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+table = Table.open(path)
+w = ArrowTableWriter(table, WriteConfig.from_options(opts))
+for i in range(first, first + n):
+    w.write(pa.Table.from_pylist([{"id": i, "p": f"p{i % 5}", "v": f"v{i}"}]), "upsert", batch_key=f"batch-{i}")
+if archive == "archive":
+    assert run_archival(table, WriteConfig.from_options(opts)).archived
+"""
+
+
+def _other_writer(tmp_path, opts, first, n, archive):
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", OTHER_WRITER, str(tmp_path / "t"), json.dumps(opts), str(first), str(n),
+                    archive], check=True, timeout=300)
+
+
+def test_a_timeline_listed_before_another_writers_archival_still_reads_what_it_archived(tmp_path):
+    """A reader outside the lock lists the active timeline; another writer's archival then moves
+    the oldest instants to the history and deletes their files; the reader asks for the metadata
+    of one of them. That is archival, not corruption: the metadata comes from the history. (A
+    90-day scale backfill's mapped tasks met it in their already-committed check and failed
+    with "completed instant ... vanished from the timeline".)"""
+    from airflow_hudi_occ.core.commit.transaction import find_committed_batch
+    from airflow_hudi_occ.core.format.metadata import EXTRA_BATCH_KEY
+    _table(tmp_path)
+    manual = {**SMALL, "hoodie.archive.automatic": "false"}
+    _other_writer(tmp_path, manual, 0, 10, "no")
+    table = Table.open(str(tmp_path / "t"))
+    listed = table.timeline()
+    first = listed.completed_writes()[0]
+    _other_writer(tmp_path, manual, 10, 1, "archive")
+    assert first.requested_time in TimelineHistory(table).instant_times()
+    assert not os.path.exists(listed.file_path(first))  # gone from the active timeline
+    meta = listed.commit_metadata(first)
+    assert meta.extra_metadata.get(EXTRA_BATCH_KEY) == "batch-0"
+    assert [s.partition_path for s in meta.write_stats()] == ["p0"]
+    # the already-committed check over that listing finds the archived batch
+    found = find_committed_batch(table, "batch-0", timeline=listed)
+    assert found is not None and found.requested_time == first.requested_time
