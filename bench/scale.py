@@ -148,10 +148,10 @@ class RequestTracer:
                 with tracer._lock:
                     tracer.calls.append((t0, time.time(), where))
 
-        def acquire(self_):
+        def acquire(self_, while_waiting=None):
             t0 = time.time()
             try:
-                raw_acquire(self_)
+                raw_acquire(self_, while_waiting)
             finally:  # a timed-out wait is a wait too
                 tracer.acquires.append((t0, time.time()))
             tracer._held_since = tracer.acquires[-1][1]

@@ -194,6 +194,8 @@ class WriteTransaction:
         #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
         #: None: judge again in full under the completion's lock
         self._guard_seen = None
+        #: the completed instants _read_landed last read the metadata of (None: not yet)
+        self._landed_seen: frozenset[str] | None = None
         #: the metadata table's log files written before the completion's lock
         self._staged_logs: dict = {}
 
@@ -423,7 +425,7 @@ class WriteTransaction:
                                                   is_table_service=self.is_table_service)
         # Stage 3a: a writer that others may consider dead must not complete.
         self.heartbeat.check_alive()
-        self._read_before_lock(metadata)
+        self._read_before_lock(metadata, current)
         lm = self.lock_manager
         try:
             return self._complete_under_lock(lm, metadata, current)
@@ -433,28 +435,68 @@ class WriteTransaction:
                               f"{e.committed_instant}", error=e)
             raise
 
-    def _read_before_lock(self, metadata: CommitMetadata) -> None:
-        """What the metadata table's records of this commit need from the storage, read before
-        the lock (issue 43): the new files' footers, the written partitions' other files, the
-        metadata table's listing, its index versions and file groups. Under the lock the same
-        computation (``stats_blocks``) finds them in the process's caches and reads only what
-        changed meanwhile; its result is the one written. A refusal (a column type the stats
-        cannot record) comes here, before the lock."""
+    def _read_before_lock(self, metadata: CommitMetadata, current) -> None:
+        """What the completion needs from the storage, read before the lock (issue 43): the
+        metadata of the commits that landed since this transaction began (the batch check and
+        the conflict check read them; a completed instant's metadata is immutable, cached per
+        process) and, with the metadata table kept, for its records the new files' footers, the written
+        partitions' other files, the metadata table's listing, its index versions and file
+        groups. Under the lock the same computations find them in the process's caches and read
+        only what changed meanwhile; their results are the ones written. A refusal (a column
+        type the stats cannot record) comes here, before the lock."""
         seen = self._guard_seen
         if seen is not None and maintains_files(seen, self.config, files_writer=True):
+            # (without a metadata table nothing here lists the timeline: a listing only for
+            # the conflict check would cost a single writer a request it never needs)
+            timeline = Timeline.load(self.table)
+            self._read_landed(timeline, current)
             blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
             blocks.update(stats_blocks(self.table, seen, metadata, self.config.metadata,
-                                       timeline=self.table.timeline(), instant_time=self.instant_time))
+                                       timeline=timeline, instant_time=self.instant_time))
             # its log files too: under the lock only the ones whose records moved meanwhile
             # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
             self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
+
+    def _read_while_waiting(self, metadata: CommitMetadata, current) -> None:
+        """The reads of :meth:`_read_before_lock` again for the commits that landed since, run
+        by the lock manager while another writer holds the lock (``while_waiting``): at 32
+        writers the completion otherwise read two files of every commit of its wait under the
+        lock. A listing that finds no newly completed instant stops there."""
+        timeline = Timeline.load(self.table)
+        if self._completed_names(timeline) == self._landed_seen:
+            return
+        self._read_landed(timeline, current)
+        seen = self._guard_seen
+        if seen is not None and maintains_files(seen, self.config, files_writer=True):
+            stats_blocks(self.table, seen, metadata, self.config.metadata, timeline=timeline,
+                         instant_time=self.instant_time)
+
+    @staticmethod
+    def _completed_names(timeline: Timeline) -> frozenset[str]:
+        return frozenset(i.requested_time for i in timeline.completed())
+
+    def _read_landed(self, timeline: Timeline, current) -> None:
+        """The metadata of the completed writes the completion will read: every one when the
+        batch has a key (find_committed_batch), else the conflict candidates."""
+        completed = [i for i in timeline.completed() if i.is_write]
+        if self.batch_key is None:
+            wanted = {i.requested_time for i in self._strategy.candidate_instants(
+                timeline, current, self.snapshot.last_completed, self.snapshot.pending_at_start)}
+            completed = [i for i in completed if i.requested_time in wanted]
+        for inst in completed:
+            timeline.commit_metadata(inst)
+        self._landed_seen = self._completed_names(timeline)
 
     def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
         # Under the lock each timeline is listed once (the data table's here, the metadata
         # table's when its deltacommit is written) and kept for the rest of the hold, with this
         # process's own changes (Table.timeline_pinned; timeline.PinnedTimeline says why no
-        # other process changes what the steps below read while the lock is held).
-        with lm.locked(), self.table.timeline_pinned(), ExitStack() as pinned:
+        # other process changes what the steps below read while the lock is held). While
+        # another writer holds it, what lands meanwhile is read (_read_while_waiting).
+        def while_waiting() -> None:
+            self._read_while_waiting(metadata, current)
+
+        with lm.locked(while_waiting=while_waiting), self.table.timeline_pinned(), ExitStack() as pinned:
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import threading
 from collections import OrderedDict
 from typing import Iterable, Mapping
 
@@ -181,25 +182,40 @@ def _file_group_ids(table, mdt_partition: str) -> list[str]:
 #: and is never rewritten, so its footer's stats hold for the process (bounded, oldest out)
 _RANGES: OrderedDict[tuple[str, tuple[str, ...]], list[ColumnRange]] = OrderedDict()
 _RANGES_MAX = 100_000
+#: the commit reads ahead in a thread while it waits for the lock (transaction.py)
+_RANGES_LOCK = threading.Lock()
 
 
 def _file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRange]:
     """One base file's ranges of ``columns``, from its footer (cached, see :data:`_RANGES`)."""
     path = table.storage.path(relative)
     key = (path, tuple(columns))
-    if key in _RANGES:
-        _RANGES.move_to_end(key)
-        return _RANGES[key]
+    hit = _cached_ranges(key)
+    if hit is not None:
+        return hit
     if table.storage.is_local:
         footer = pq.read_metadata(path)
     else:
         with table.storage.fs.open(path, "rb") as f:
             footer = pq.ParquetFile(f).metadata
     found = ranges_from_parquet(footer, posixpath.basename(relative), columns, where=relative)
-    _RANGES[key] = found
-    while len(_RANGES) > _RANGES_MAX:
-        _RANGES.popitem(last=False)
+    _keep_ranges(key, found)
     return found
+
+
+def _cached_ranges(key) -> list[ColumnRange] | None:
+    with _RANGES_LOCK:
+        hit = _RANGES.get(key)
+        if hit is not None:
+            _RANGES.move_to_end(key)
+        return hit
+
+
+def _keep_ranges(key, found: list[ColumnRange]) -> None:
+    with _RANGES_LOCK:
+        _RANGES[key] = found
+        while len(_RANGES) > _RANGES_MAX:
+            _RANGES.popitem(last=False)
 
 
 def _spread(table, mdt_partition: str, records: Mapping[str, dict]) -> dict[tuple[str, str], dict[str, dict]]:
@@ -239,9 +255,9 @@ def log_file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRang
     rewritten: cached as footers are)."""
     path = table.storage.path(relative)
     key = (path, tuple(columns))
-    if key in _RANGES:
-        _RANGES.move_to_end(key)
-        return _RANGES[key]
+    hit = _cached_ranges(key)
+    if hit is not None:
+        return hit
     name = posixpath.basename(relative)
     records: list[dict] = []
     types: dict[str, tuple[str, tuple[int, int] | None]] = {}
@@ -272,9 +288,7 @@ def log_file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRang
             high = max(present, key=log_record_order) if present else None
             found.append(ColumnRange(name, c, vtype, low, high, len(values) - len(present), len(values), 0, 0,
                                      decimal))
-    _RANGES[key] = found
-    while len(_RANGES) > _RANGES_MAX:
-        _RANGES.popitem(last=False)
+    _keep_ranges(key, found)
     return found
 
 

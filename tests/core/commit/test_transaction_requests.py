@@ -24,6 +24,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -36,6 +37,7 @@ from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
 from airflow_hudi_occ.testing.tables import java_fixture
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider
+from airflow_hudi_occ.core.concurrency.locks import base as lock_base
 from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
@@ -62,8 +64,8 @@ class HoldTimes(LockManager):
         self.holds: list[tuple[float, float]] = []
         self._since = None
 
-    def acquire(self) -> None:
-        super().acquire()
+    def acquire(self, while_waiting=None) -> None:
+        super().acquire(while_waiting)
         self._since = time.time()
 
     def release(self) -> None:
@@ -157,12 +159,14 @@ for i in range(first, first + k):
 
 
 def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, *,
-                        rival_commits: int = 0) -> list[dict]:
+                        rival_commits: int = 0, blocked_s: float = 0.0) -> list[dict]:
     """Single-row upserts into Java's v9 fixture on S3, its metadata table kept (``files``,
     ``column_stats``, ``partition_stats``: Java 1.2's defaults), storage lock; per commit as
     :func:`measure_commits`, and whether it or a rival compacted the metadata table.
     ``rival_commits``: between each commit's begin and its completion, a rival process commits
-    this many times (contention: what the completion must read of what others did)."""
+    this many times (contention: what the completion must read of what others did);
+    ``blocked_s``: then another contender holds the lock this long, so the completion waits
+    (and reads ahead while it waits)."""
     path = java_fixture(V9, tmp_path / "fixture")
     local = Table.open(str(path))
     local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
@@ -187,14 +191,20 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, 
             schema_b64 = base64.b64encode(schema.serialize().to_pybytes()).decode()
             direct = s3.storage_options
 
+            blocker = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                        storage=table.storage)
+
             class WithRival(HoldTimes):
-                def acquire(self) -> None:
+                def acquire(self, while_waiting=None) -> None:
                     rivals["acquires"] += 1
                     if rivals["acquires"] % 2 == 0:  # each write's second hold: its completion
                         subprocess.run([sys.executable, "-c", RIVAL], check=True, timeout=300, text=True,
                                        input=json.dumps([direct, rival_commits, rivals["done"], schema_b64]))
                         rivals["done"] += rival_commits
-                    super().acquire()
+                        if blocked_s:
+                            assert blocker.try_acquire(10)
+                            threading.Timer(blocked_s, blocker.release).start()
+                    super().acquire(while_waiting)
             lock = WithRival(lock.provider, config.lock)
         writer = ArrowTableWriter(table, config, writer_id="requests-mdt", lock_manager=lock)
 
@@ -258,3 +268,18 @@ def test_under_contention_each_rival_commit_costs_two_reads_under_the_lock(tmp_p
         begin, completion = r["per_hold"]
         assert begin == {"list": 1, "put.if_none_match": 1, "put": 1}, r
         assert completion == {"list": 3, "head": 1, "put.if_none_match": 4, "get": 2 * k}, r
+
+
+def test_what_lands_while_a_commit_waits_for_the_lock_is_read_before_it_holds_it(tmp_path, monkeypatch):
+    """As above, but after the rivals commit another contender holds the lock for 3 s, so the
+    completion waits, as it does behind the other writers of a busy table. While it waits it
+    reads what the rivals did (LockManager's ``while_waiting``, every 0.3 s here), so under the
+    lock it reads nothing of theirs: the hold is the one of a commit with no rival."""
+    monkeypatch.setattr(lock_base, "WAIT_WORK_INTERVAL_S", 0.3)
+    rows = measure_mdt_commits(tmp_path, delay_ms=0, commits=2, rival_commits=2, blocked_s=3.0)
+    plain = [r for r in rows if not r["compacted"]]
+    assert plain, rows
+    for r in plain:
+        begin, completion = r["per_hold"]
+        assert begin == {"list": 1, "put.if_none_match": 1, "put": 1}, r
+        assert completion == {"list": 2, "head": 1, "put.if_none_match": 4}, r

@@ -16,6 +16,16 @@ Every wait is bounded and said out loud: :class:`LockManager` logs once when it 
 waiting (what for, who holds it, how long it will wait at most), then at most every
 :data:`WAIT_LOG_INTERVAL_S`, not on every poll.
 
+A wait need not be idle. On an object store every request made under the lock is paid by
+every other writer, and what a commit reads there grows with the commits that land while it
+waits (their metadata, their metadata-table logs: issue 43). ``locked(while_waiting=fn)``
+runs ``fn`` in a thread of its own while the lock is held by someone else, first after
+:data:`WAIT_WORK_INTERVAL_S` and then as often, so the caller can read those into its caches
+and find them there once it holds the lock. The work only reads and only fills caches of
+immutable things; it stops when the wait ends (a call under way finishes on its own, its
+result unused), and its failures are logged, never raised: it saves requests, it decides
+nothing.
+
 Errors: :class:`LockReentryError` (acquire while held), :class:`LockNotHeldError` (release or
 check without an acquire), :class:`LockLostError` (held but no longer valid),
 :class:`LockAcquireTimeoutError` from :class:`LockManager` when every attempt failed because
@@ -33,6 +43,7 @@ import abc
 import contextlib
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -59,6 +70,11 @@ LostListener = Callable[["LockProvider", str], None]
 WAIT_LOG_INTERVAL_S = 30.0
 #: attempts in a row on which the lock service did not answer before the manager gives up
 UNREACHABLE_ATTEMPTS = 2
+#: how often ``while_waiting`` runs during a wait (jittered by a quarter, so waiters that
+#: began together do not read together): at 20-50 ms a request a call that finds nothing new
+#: costs one listing; the longer the pause, the more of the commits landing meanwhile are left
+#: to read under the lock (docs/benchmarks.md, "Scale")
+WAIT_WORK_INTERVAL_S = 3.0
 
 
 def make_owner_id() -> str:
@@ -308,6 +324,8 @@ class LockManager:
         self.max_attempts = max(0, int(config.client_num_retries)) + 1
         self.attempts_used = 0
         self.waited_s = 0.0
+        #: calls of the last acquire's ``while_waiting`` that finished before the lock was ours
+        self.wait_work_done = 0
 
     @property
     def name(self) -> str:
@@ -327,7 +345,9 @@ class LockManager:
             return "an unknown holder"
         return holder.describe() if holder is not None else "nobody any more"
 
-    def acquire(self) -> None:
+    def acquire(self, while_waiting: Callable[[], None] | None = None) -> None:
+        """Take the lock (Hudi's retry loop); ``while_waiting``: work for the wait (see the
+        module's docstring), run in a thread from the first time the lock is found held."""
         wait_s = max(0, self.config.wait_time_ms) / 1000.0
         between_s = max(0, self.config.client_wait_time_ms_between_retry) / 1000.0
         start = self._clock()
@@ -350,8 +370,15 @@ class LockManager:
                          self._holder_text())
             logged_at.append(now)
 
+        work = _WaitWork(while_waiting, self.name) if while_waiting is not None else None
+
+        def on_busy() -> None:
+            report_wait()
+            if work is not None:
+                work.start()
+
         unreachable_in_a_row = 0
-        self.provider.on_busy = report_wait
+        self.provider.on_busy = on_busy
         try:
             for attempt in range(1, self.max_attempts + 1):
                 self.attempts_used = attempt
@@ -374,6 +401,8 @@ class LockManager:
                     self._sleep(between_s)
         finally:
             self.provider.on_busy = None
+            if work is not None:
+                self.wait_work_done = work.stop()
         self.waited_s = self._clock() - start
         try:
             holder = self.provider.holder()
@@ -413,9 +442,10 @@ class LockManager:
         self.provider.add_lost_listener(callback)
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator["LockManager"]:
-        """Hold the lock for the block; release it even when the block fails."""
-        self.acquire()
+    def locked(self, while_waiting: Callable[[], None] | None = None) -> Iterator["LockManager"]:
+        """Hold the lock for the block; release it even when the block fails. ``while_waiting``:
+        see :meth:`acquire`."""
+        self.acquire(while_waiting) if while_waiting is not None else self.acquire()
         try:
             yield self
         except BaseException:
@@ -429,6 +459,41 @@ class LockManager:
 
     def close(self) -> None:
         self.provider.close()
+
+
+class _WaitWork:
+    """``while_waiting`` run in a daemon thread every :data:`WAIT_WORK_INTERVAL_S` (jittered)
+    from :meth:`start` until :meth:`stop`; a failed call is logged and the next one tried."""
+
+    def __init__(self, fn: Callable[[], None], lock_name: str, interval_s: float | None = None):
+        self._fn = fn
+        self._lock_name = lock_name
+        self._interval_s = WAIT_WORK_INTERVAL_S if interval_s is None else interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._done = 0
+
+    def start(self) -> None:
+        if self._thread is not None or self._stop.is_set():
+            return
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"lock-wait-work-{self._lock_name}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s * random.uniform(0.75, 1.25)):
+            try:
+                self._fn()
+            except Exception as e:  # noqa: BLE001 - it only saves requests; the holder reads what it lacks
+                log.debug("work while waiting for lock %s failed (the commit reads it under the lock): %s",
+                          self._lock_name, e)
+                continue
+            if not self._stop.is_set():
+                self._done += 1
+
+    def stop(self) -> int:
+        """Stop before the next call (one under way finishes on its own); how many finished."""
+        self._stop.set()
+        return self._done
 
 
 __all__ = ["LockHolder", "LockProvider", "LockManager", "LostListener", "encode_lock_key", "make_owner_id",

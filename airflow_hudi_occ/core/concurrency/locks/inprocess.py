@@ -57,10 +57,10 @@ class InProcessLockProvider(LockProvider):
         self._slot = _slot(self.base_path, self.lock_key)
 
     def _try_acquire(self, timeout_s: float) -> bool:
-        if timeout_s > 0:
+        got = self._slot.lock.acquire(blocking=False)
+        if not got and timeout_s > 0:
+            self._busy()  # held: the manager logs the wait and starts its work for it
             got = self._slot.lock.acquire(timeout=timeout_s)
-        else:
-            got = self._slot.lock.acquire(blocking=False)
         if got:
             self._slot.owner = self.owner
         return got

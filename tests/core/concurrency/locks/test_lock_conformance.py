@@ -29,6 +29,7 @@ from airflow_hudi_occ.core.errors import (
     UnknownLockProviderError,
 )
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider, resolve_provider_class
+from airflow_hudi_occ.core.concurrency.locks import base as lock_base
 from airflow_hudi_occ.core.concurrency.locks.base import LockManager, LockProvider
 from airflow_hudi_occ.core.concurrency.locks.filesystem import FileSystemBasedLockProvider
 from airflow_hudi_occ.core.concurrency.locks.inprocess import InProcessLockProvider
@@ -277,6 +278,39 @@ def test_manager_retries_until_the_holder_lets_go(make_provider):
         manager.check_held()
     assert slept == [1.0]
     assert not waiter.is_held()
+
+
+def test_work_while_waiting_runs_only_during_the_wait(make_provider, monkeypatch):
+    """``locked(while_waiting=...)``: the work runs in its own thread while another writer
+    holds the lock, again every interval, a failing call does not stop it or the wait, and
+    nothing runs once the lock is ours (the commit reads ahead while it waits: issue 43)."""
+    monkeypatch.setattr(lock_base, "WAIT_WORK_INTERVAL_S", 0.05)
+    holder, waiter = make_provider(), make_provider()
+    manager = LockManager(waiter, dataclasses.replace(_manager_config(make_provider.config), wait_time_ms=20_000))
+    calls: list[tuple[float, bool]] = []
+
+    def work():
+        calls.append((time.monotonic(), waiter.is_held()))
+        if len(calls) == 2:
+            raise OSError("a read failed")  # logged; the next call still comes
+
+    with manager.locked(while_waiting=work):  # free: no wait, no work
+        pass
+    assert calls == []
+    assert holder.try_acquire(5)
+    releaser = threading.Timer(1.0, holder.release)
+    releaser.start()
+    try:
+        with manager.locked(while_waiting=work):
+            got_at = time.monotonic()
+            time.sleep(0.4)  # a call under way may end now; no new one starts
+    finally:
+        releaser.join()
+    before = [t for t, _ in calls if t < got_at]
+    assert len(before) >= 3, calls  # every ~50 ms for ~1 s
+    assert not any(held for t, held in calls if t < got_at), "work ran while the waiter held the lock"
+    assert len(calls) - len(before) <= 1, calls  # at most one woke as the wait ended
+    assert 2 <= manager.wait_work_done < len(before), (manager.wait_work_done, calls)
 
 
 def test_locked_releases_when_the_block_fails(make_provider):
