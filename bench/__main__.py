@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from .common import exit_on_sigterm
 from .runner import BENCHMARKS, format_table, run_all, write_json
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "results.json")
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                          "else the system temp dir)")
     ap.add_argument("-q", "--silent", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     only = [n.strip() for arg in (args.only or []) for n in arg.split(",") if n.strip()] or None
 
     # The library warns about every early conflict it finds and kazoo about every dropped

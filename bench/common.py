@@ -18,7 +18,9 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -91,6 +93,13 @@ class Samples:
     def summary(self) -> dict[str, float]:
         return {"n": len(self.seconds), "median_ms": round(self.median_ms, 6),
                 "min_ms": round(self.min_ms, 6), "p90_ms": round(self.p90_ms, 6)}
+
+
+def exit_on_sigterm() -> None:
+    """A bench stopped with SIGTERM (kill, a timeout) leaves through its context managers, so
+    the S3 servers, proxies and writer processes it started stop with it (a plain SIGTERM
+    would leave them running)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def sample(fn: Callable[[], Any], *, n: int, warmup: int = 3,

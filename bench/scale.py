@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from .common import Figure
+from .common import Figure, exit_on_sigterm
 
 NAME = "scale"
 DELAY_MS = 20
@@ -1055,6 +1055,7 @@ def main(argv: list[str] | None = None) -> int:
                          "8w.50ms.storage.overlap, 32w.20ms.delta, comma-separated), each with the full run's "
                          "commits per writer and no time budget; prints the scale table")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     if args.points:
         points = [point_of(label) for label in args.points.split(",")]
         multi = run_multi(points, lambda m: print(m, flush=True))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .common import Figure
+from .common import Figure, exit_on_sigterm
 
 SIZES = (1_000, 10_000)
 QUICK_SIZES = (10, 100)
@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
     ap.add_argument("--json", default=None, help="write every figure here")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="scale-partitions-") as workdir, S3Server() as s3, \
             LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket(BUCKET)
