@@ -477,11 +477,14 @@ class WriteTransaction:
 
     def _read_landed(self, timeline: Timeline, current) -> None:
         """The metadata of the completed writes the completion will read: every one when the
-        batch has a key (find_committed_batch), else the conflict candidates."""
+        batch has a key (find_committed_batch), else the conflict candidates (none when
+        concurrent deltacommits do not resolve conflicts: NBCC)."""
         completed = [i for i in timeline.completed() if i.is_write]
         if self.batch_key is None:
-            wanted = {i.requested_time for i in self._strategy.candidate_instants(
-                timeline, current, self.snapshot.last_completed, self.snapshot.pending_at_start)}
+            wanted = set()
+            if nbcc.resolves_conflicts(self.config, self.operation_type, is_table_service=self.is_table_service):
+                wanted = {i.requested_time for i in self._strategy.candidate_instants(
+                    timeline, current, self.snapshot.last_completed, self.snapshot.pending_at_start)}
             completed = [i for i in completed if i.requested_time in wanted]
         for inst in completed:
             timeline.commit_metadata(inst)
