@@ -330,6 +330,15 @@ def run(args) -> int:
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",  # the ingestion DAG's runs every minute
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(args.parallelism + 2),
+            # 16 Spark tasks on a small machine: a task's parse of the DAG file and its calls to
+            # Airflow's execution API wait for a core, not for a fault. At Airflow's defaults
+            # (30 s, 5 s) a 90-day run at 16 at a time on 2 cores failed mapped tasks with "Dag
+            # not found during start up" (the parse timed out) and "API_SERVER_ERROR ...
+            # ReadTimeout", none for the table's sake. What a platform team gives a busy worker:
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "300",
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(users),
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
