@@ -411,6 +411,33 @@ class Storage:
                 for e in entries if e.get("type") != "directory" and posixpath.basename(e["name"].rstrip("/"))}
 
     @_boundary
+    def list_mtimes(self, path: str) -> dict[str, float]:
+        """The files directly under ``path`` by name, with their modification times (epoch
+        seconds), in one listing; a missing directory is empty."""
+        if self.is_local:
+            try:
+                with os.scandir(path) as it:
+                    return {e.name: e.stat().st_mtime for e in it if e.is_file()}
+            except (FileNotFoundError, NotADirectoryError):
+                return {}
+        try:
+            entries = self.fs.ls(path, detail=True, refresh=True) if self.protocol != "memory" \
+                else self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for e in entries:
+            name = posixpath.basename(e["name"].rstrip("/"))
+            if e.get("type") == "directory" or not name:
+                continue
+            for key in ("mtime", "LastModified", "last_modified", "created"):
+                v = e.get(key)
+                if v is not None:
+                    out[name] = v.timestamp() if hasattr(v, "timestamp") else float(v)
+                    break
+        return out
+
+    @_boundary
     def list_dirs(self, path: str) -> list[str]:
         if self.is_local:
             try:

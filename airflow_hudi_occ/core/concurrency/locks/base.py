@@ -201,6 +201,10 @@ class LockProvider(abc.ABC):
         owner = self.current_owner()
         return None if owner is None else LockHolder.from_owner(self.provider_name, owner)
 
+    def end_wait(self) -> None:
+        """The manager gave up waiting (every attempt failed): forget what the wait kept (a
+        place in a line). Providers that keep nothing between attempts need not override."""
+
     def _busy(self) -> None:
         """Providers call this when an attempt finds the lock held and starts waiting."""
         callback = self.on_busy
@@ -403,6 +407,7 @@ class LockManager:
             self.provider.on_busy = None
             if work is not None:
                 self.wait_work_done = work.stop()
+        self.provider.end_wait()
         self.waited_s = self._clock() - start
         try:
             holder = self.provider.holder()
@@ -419,6 +424,7 @@ class LockManager:
         raise err
 
     def _raise_unreachable(self, start: float, endpoint: str, cause: str) -> None:
+        self.provider.end_wait()
         self.waited_s = self._clock() - start
         err = LockServiceUnreachableError(
             f"lock service unreachable: {cause} (lock {self.name}; {self.attempts_used} "

@@ -29,16 +29,20 @@ and ``check_held`` raises from then on); a takeover is named by one read on the 
 Requests: an uncontended acquire of a lease this process released last is one conditional
 write (the version of its release is remembered: no read first); a release is one.
 
-Waiting: a waiter reads the lease at 10 ms, then twice as long after each read up to
-``hoodie.write.lock.wait_time_ms_between_retry`` (1 s, the interval Hudi's provider sleeps
-between its reads), each pause jittered by a quarter either way so that waiters do not read in
-step. Every read is a request every other writer of the table pays for at the store: at 32
-writers on the scale bench a 250 ms cap made waiters read about 120 times a second, more than
-the store answered without queueing, so the holder's own requests queued behind them and each
-hold grew (docs/benchmarks.md, "Scale"). A waiter that has waited longer reads more often (its
-cap divided by ``1 + waited / 10 s``, down to 100 ms), so the writers that have waited longest
-are the likeliest to find a released lease first: the lease has no queue, and without aging the
-p99 writer waited past the lock's bound.
+Waiting: a writer that finds the lease held joins a waiting line beside it
+(``waiting_line.py``: a ticket per waiter, oldest first). The first waiter reads the lease at
+10 ms, then twice as long after each read up to :data:`FRONT_POLL_S` (it takes the lease
+next; each pause is a gap in which nobody holds the lock); the second reads it every
+``hoodie.write.lock.wait_time_ms_between_retry`` (1 s, Hudi's pause between reads), to take a
+lease the first leaves free for ``HANDOFF_S``; the others read nothing but the line, every
+``LISTING_S``. Pauses are jittered by a quarter either way. Why: every read is a request every
+other writer of the table pays for at the store and in CPU. At 32 writers on the scale bench
+each waiter read the lease, and those that had waited longest more often (the lease has no
+queue: without favouring them the p99 writer waited past the lock's bound), so waiters made
+290 of a commit's 351 requests and the holder's own requests queued behind them
+(docs/benchmarks.md, "Scale"). When the store refuses a ticket the waiter reads the lease as
+Hudi's provider does, from 10 ms up to the 1 s cap, more often the longer it has waited (the cap
+divided by ``1 + waited / 10 s``, down to 100 ms).
 
 Errors: :class:`ConfigError` for settings Hudi refuses (validity under 10 s or under ten
 renewal intervals) and for a backend without conditional overwrites; storage errors while
@@ -69,6 +73,7 @@ from airflow_hudi_occ.core.format.versioned import (
     supports_versioned_writes,
 )
 from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
+from airflow_hudi_occ.core.concurrency.locks.waiting_line import HANDOFF_S, LISTING_S, WaitingLine
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,9 @@ AGED_POLL_S = 0.1
 AGING_S = 10.0
 #: each pause is its nominal length times a factor in this range
 JITTER = (0.75, 1.25)
+#: the longest pause of the first waiter in the line between its reads of the lease: it is
+#: the one that takes the lease next, and every pause is a gap in which nobody holds the lock
+FRONT_POLL_S = 0.2
 
 
 def lock_file_name(lock_key: str | None) -> str:
@@ -159,6 +167,13 @@ class StorageBasedLockProvider(LockProvider):
         #: monotonic time this provider began to wait for the lease (None: not waiting); kept
         #: across the manager's attempts, so the aging counts the whole wait
         self._waiting_since: float | None = None
+        #: this waiter's ticket in the line (None: not waiting, or the store refused one)
+        self._line: WaitingLine | None = None
+        self._line_refused = False
+        #: the lease's owner at the last read that found it held; when a second waiter first
+        #: found it free
+        self._holder_seen: str | None = None
+        self._free_seen_at: float | None = None
         self._io = threading.Lock()  # one conditional write at a time (renewer vs caller)
         self._version: str | None = None
         self._valid_until_ms = 0
@@ -179,16 +194,70 @@ class StorageBasedLockProvider(LockProvider):
             self._waiting_since = now
         delay = MIN_POLL_S
         while True:
-            if self._attempt():
+            if self._reads_lease() and self._attempt():
                 self._waiting_since = None
+                self._leave_line(in_background=True)
                 self._start_renewer()
                 return True
             now = self._monotonic()
             remaining = deadline - now
             if remaining <= 0:
                 return False
-            self._sleep(min(delay * random.uniform(*JITTER), remaining))
-            delay = min(delay * 2, self.poll_cap(now - self._waiting_since))
+            pause = self._line_step()
+            if pause is None:  # no line (the store refused a ticket): Hudi's way, with aging
+                pause = delay
+                delay = min(delay * 2, self.poll_cap(now - self._waiting_since))
+            elif pause == FRONT_POLL_S:
+                pause = delay
+                delay = min(delay * 2, FRONT_POLL_S)
+            self._sleep(min(pause * random.uniform(*JITTER), remaining))
+
+    # -- the waiting line (waiting_line.py) ---------------------------------------------------
+
+    def _reads_lease(self) -> bool:
+        """The first two in the line read the lease (the second: to take a lease the first
+        leaves free); the others only list the line."""
+        return self._line is None or self._line.ahead <= 1
+
+    def _line_step(self) -> float | None:
+        """Join the line after the first failed attempt, list it when due, keep the ticket
+        alive; the pause before the next step (None: no line, wait as Hudi does)."""
+        if self._line is None:
+            if self._line_refused:
+                return None
+            line = WaitingLine(self.storage, self.lock_path, self.owner,
+                               wall_clock=lambda: self._wall_ms() / 1000.0, monotonic=self._monotonic)
+            try:
+                line.join()
+            except OSError as e:
+                log.info("cannot join the waiting line of %s (%s): waiting by reading the lease", self.name, e)
+                self._line_refused = True
+                return None
+            self._line = line
+        try:
+            if self._line.due():
+                self._line.refresh(self._holder_seen)
+            self._line.keep_alive()
+        except OSError as e:  # the line orders, it does not decide: wait on what we know
+            self.last_failure = f"cannot list the waiting line {self._line.folder}: {e}"
+        if self._line.ahead >= 2:
+            self._busy()  # the manager's "still waiting" lines
+        return FRONT_POLL_S if self._line.ahead == 0 else self.poll_cap_s if self._line.ahead == 1 else LISTING_S
+
+    def _leave_line(self, *, in_background: bool = False) -> None:
+        line, self._line = self._line, None
+        self._free_seen_at = None
+        if line is None or line.ticket is None:
+            return
+        if in_background:  # not a request on the holder's way: it holds the lock now
+            threading.Thread(target=line.leave, daemon=True, name="storage-lock-leave-line").start()
+        else:
+            line.leave()
+
+    def end_wait(self) -> None:
+        """The manager gave up: leave the line, and the next wait starts afresh."""
+        self._waiting_since = None
+        self._leave_line()
 
     def poll_cap(self, waited_s: float) -> float:
         """The longest pause between reads after waiting ``waited_s`` (see "Waiting" above)."""
@@ -223,8 +292,17 @@ class StorageBasedLockProvider(LockProvider):
             self.last_failure = f"cannot read {self.lock_path}: {e}"
             return False
         if not self._free(lease, raw):
+            self._holder_seen = lease["owner"] if lease else None
+            self._free_seen_at = None
             self._busy()  # held: the manager logs the wait (once, then every 30 s)
             return False
+        if self._line is not None and self._line.ahead > 0:
+            # free, but another waiter is ahead: its turn, unless it leaves the lease free
+            now = self._monotonic()
+            if self._free_seen_at is None:
+                self._free_seen_at = now
+            if now - self._free_seen_at < HANDOFF_S:
+                return False
         if lease is not None and not lease["expired"]:
             log.warning("taking over the lapsed lease %s of %s (valid until %d, now %d)",
                         self.name, lease["owner"], lease["validUntil"], self._wall_ms())
@@ -350,6 +428,7 @@ class StorageBasedLockProvider(LockProvider):
     def close(self) -> None:
         super().close()
         self._stop_renewer()
+        self._leave_line()
 
 
 __all__ = ["StorageBasedLockProvider", "decode_lease", "encode_lease", "lock_file_name",

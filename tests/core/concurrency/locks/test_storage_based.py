@@ -7,6 +7,7 @@ the lock file's history and a SIGKILLed holder are in tests/reliability/test_sto
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -15,15 +16,18 @@ import time
 import pytest
 
 from airflow_hudi_occ.core.config import LockConfig
-from airflow_hudi_occ.core.errors import ConfigError, LockLostError
+from airflow_hudi_occ.core.errors import ConfigError, LockAcquireTimeoutError, LockLostError
 from airflow_hudi_occ.core.concurrency.locks import get_lock_provider, resolve_provider_class
+from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.concurrency.locks.storage_based import (
     AGED_POLL_S,
     CLOCK_DRIFT_MS,
+    FRONT_POLL_S,
     JITTER,
     MIN_POLL_S,
     StorageBasedLockProvider,
 )
+from airflow_hudi_occ.core.concurrency.locks.waiting_line import HANDOFF_S, LISTING_S, STALE_S, WaitingLine, ticket_token
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.format.versioned import VersionConflictError, put_if_version, read_versioned
 
@@ -268,32 +272,146 @@ def _held_by_java(tmp_path):
     _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 600_000)
 
 
-def test_a_waiter_reads_a_held_lease_as_often_as_hudi_does_and_no_more(tmp_path):
-    """Each read is a request all writers of the table pay for at the store (issue 43): the
-    pauses grow from 10 ms to Hudi's 1 s (``hoodie.write.lock.wait_time_ms_between_retry``),
-    jittered a quarter either way; 20 s of waiting is about 20 reads, not 80 (a 250 ms cap)."""
+def _line_folder(tmp_path):
+    return _lock_file(tmp_path).parent / "table_lock.json.line"
+
+
+def _counting_reads(lock) -> list[int]:
+    count = [0]
+    read = lock._read
+
+    def counted():
+        count[0] += 1
+        return read()
+    lock._read = counted
+    return count
+
+
+def test_a_lone_waiter_takes_a_ticket_and_reads_the_lease_every_200_ms_at_most(tmp_path):
+    """The first in the line takes the lease next: its pauses grow from 10 ms to FRONT_POLL_S
+    (each pause is a gap in which nobody holds the lock). Its ticket is a file of the line
+    beside the lease, gone once it has the lock."""
+    _held_by_java(tmp_path)
+    clock = _Clock()
+    lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
+    assert not lock.try_acquire(5.0)
+    assert MIN_POLL_S * JITTER[0] <= clock.pauses[0] <= MIN_POLL_S * JITTER[1]
+    assert max(clock.pauses) <= FRONT_POLL_S * JITTER[1]
+    assert 20 <= len(clock.pauses) <= 45, clock.pauses
+    tickets = os.listdir(_line_folder(tmp_path))
+    assert len(tickets) == 1 and tickets[0].endswith("-" + ticket_token(lock.owner)), tickets
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
+    assert lock.try_acquire(1.0)
+    _wait_until(lambda: not os.listdir(_line_folder(tmp_path)))
+    lock.release()
+
+
+def _wait_until(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_only_the_first_two_waiters_read_the_lease_and_they_take_it_in_their_order(tmp_path):
+    """Issue 43: at 32 writers the waiters' reads of the lease were most of the store's load.
+    In the line the third and later waiters read nothing but the line every LISTING_S; a free
+    lease is the first waiter's, and the second takes it only if the first leaves it free for
+    HANDOFF_S; nobody further back takes it."""
+    _held_by_java(tmp_path)
+    clocks = [_Clock() for _ in range(3)]
+    a, b, c = (_provider(tmp_path, monotonic=k.monotonic, sleep=k.sleep) for k in clocks)
+    reads = [_counting_reads(x) for x in (a, b, c)]
+    for x in (a, b, c):  # they join in this order
+        assert not x.try_acquire(0.05)
+        time.sleep(0.002)
+    for x, k in zip((a, b, c), clocks):
+        k.pauses.clear()
+    before = [r[0] for r in reads]
+    assert not a.try_acquire(4.0) and not b.try_acquire(4.0) and not c.try_acquire(10.0)
+    got = [r[0] - n for r, n in zip(reads, before)]
+    assert got[0] >= 15, got  # the first: every 200 ms at most
+    assert 2 <= got[1] <= 6, got  # the second: every second
+    assert got[2] == 0, got  # the third: only the line
+    assert max(clocks[2].pauses) >= LISTING_S * JITTER[0]
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)  # Java let go
+    assert not c.try_acquire(5.0)  # free, but two are ahead
+    assert not b.try_acquire(HANDOFF_S / 2)  # free, the first's turn
+    assert a.try_acquire(1.0)
+    _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == 2)
+    a.release()
+    assert b.try_acquire(3.0)  # the first is gone: the second is first now
+    b.release()
+    assert c.try_acquire(3.0)
+    c.release()
+    _wait_until(lambda: not os.listdir(_line_folder(tmp_path)))
+
+
+def test_a_free_lease_the_first_waiter_leaves_untaken_goes_to_the_next_after_the_handoff(tmp_path):
+    _held_by_java(tmp_path)
+    clocks = [_Clock(), _Clock()]
+    a, b = (_provider(tmp_path, monotonic=k.monotonic, sleep=k.sleep) for k in clocks)
+    assert not a.try_acquire(0.05)
+    time.sleep(0.002)
+    assert not b.try_acquire(0.05)
+    _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
+    # a stalls (its ticket alive, it reads nothing): b waits HANDOFF_S, then takes it
+    since = clocks[1].now
+    assert b.try_acquire(HANDOFF_S + 2.0)
+    assert HANDOFF_S <= clocks[1].now - since <= HANDOFF_S + 1.5
+    b.release()
+    a.end_wait()
+
+
+def test_a_stale_ticket_does_not_hold_up_the_line_and_is_deleted(tmp_path):
+    """A waiter that died without leaving: its ticket is not refreshed, and after STALE_S it is
+    no one's (the next waiter to list the line deletes it)."""
+    _held_by_java(tmp_path)
+    folder = _line_folder(tmp_path)
+    folder.mkdir(parents=True)
+    dead = folder / f"{int(time.time() * 1000) - 120_000:013d}-{ticket_token('dead-writer')}"
+    dead.write_bytes(b"")
+    old = time.time() - STALE_S - 5
+    os.utime(dead, (old, old))
+    clock = _Clock()
+    lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
+    assert not lock.try_acquire(1.0)
+    assert lock._line.ahead == 0
+    assert not dead.exists()
+    lock.end_wait()
+    assert not os.listdir(folder)  # the manager gave up: it left the line
+
+
+def test_a_manager_that_gives_up_leaves_the_line(tmp_path):
+    _held_by_java(tmp_path)
+    lock = _provider(tmp_path)
+    manager = LockManager(lock, dataclasses.replace(_config(), wait_time_ms=300, client_num_retries=1,
+                                                    client_wait_time_ms_between_retry=100))
+    with pytest.raises(LockAcquireTimeoutError):
+        manager.acquire()
+    assert not os.listdir(_line_folder(tmp_path))
+
+
+def test_without_a_line_the_longer_a_waiter_has_waited_the_more_often_it_reads(tmp_path, monkeypatch):
+    """When the store refuses a ticket a waiter waits as Hudi's provider does, pauses growing
+    from 10 ms to Hudi's 1 s (``hoodie.write.lock.wait_time_ms_between_retry``), and, the lease
+    having no queue, more often the longer it has waited, so the writer that has waited longest
+    is the likeliest to find it free first. The wait counts across the manager's attempts."""
+    def refuse(self):
+        raise PermissionError("no writes here")
+    monkeypatch.setattr(WaitingLine, "join", refuse)
     _held_by_java(tmp_path)
     clock = _Clock()
     lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
     assert lock.poll_cap_s == 1.0
     assert not lock.try_acquire(5.0)
-    assert MIN_POLL_S * JITTER[0] <= clock.pauses[0] <= MIN_POLL_S * JITTER[1]
     assert max(clock.pauses) <= 1.0 * JITTER[1]
     assert 0.45 < max(clock.pauses[:-1])  # it did reach the cap's range in 5 s
-    reads_in_first_5s = len(clock.pauses)
-    assert 8 <= reads_in_first_5s <= 16, clock.pauses
-
-
-def test_the_longer_a_waiter_has_waited_the_more_often_it_reads(tmp_path):
-    """The lease has no queue: aging is what lets the writer that has waited longest find it
-    free first. The wait counts across the manager's attempts (one provider, several calls)."""
-    _held_by_java(tmp_path)
-    clock = _Clock()
-    lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
+    assert 8 <= len(clock.pauses) <= 16, clock.pauses
     assert lock.poll_cap(0) == 1.0
     assert lock.poll_cap(10) == pytest.approx(0.5)
     assert lock.poll_cap(1_000) == AGED_POLL_S
-    assert not lock.try_acquire(20.0)
+    assert not lock.try_acquire(15.0)
     clock.pauses.clear()
     assert not lock.try_acquire(10.0)  # the manager's next attempt: 20 s into the wait
     assert max(clock.pauses[:-1]) <= lock.poll_cap(20.0) * JITTER[1]
