@@ -39,7 +39,7 @@ lease the first leaves free for ``HANDOFF_S``; the others read nothing but the l
 other writer of the table pays for at the store and in CPU. At 32 writers on the scale bench
 each waiter read the lease, and those that had waited longest more often (the lease has no
 queue: without favouring them the p99 writer waited past the lock's bound), so waiters made
-290 of a commit's 351 requests and the holder's own requests queued behind them
+about 185 of a commit's 351 requests and the holder's own requests queued behind them
 (docs/benchmarks.md, "Scale"). When the store refuses a ticket the waiter reads the lease as
 Hudi's provider does, from 10 ms up to the 1 s cap, more often the longer it has waited (the cap
 divided by ``1 + waited / 10 s``, down to 100 ms).

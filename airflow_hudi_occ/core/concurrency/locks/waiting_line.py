@@ -3,8 +3,8 @@
 Why: RFC-91's lease has no queue. Every waiter reads the lease and whoever reads it free first
 takes it, so at 32 writers the unlucky ones waited past the lock's bound (lock timeouts), and
 making long waiters read more often to favour them (aging) made every waiter read several
-times a second: at 32 writers on the scale bench 290 of a commit's 351 requests were waiters
-reading the lease, and every request costs the store and the writer's CPU what the holder then
+times a second: at 32 writers on the scale bench about 185 of a commit's 351 requests were
+waiters reading the lease, and every request costs the store and the writer's CPU what the holder then
 waits for (docs/benchmarks.md, "Scale"). With a line only the first two waiters read the lease;
 the others list the line every :data:`LISTING_S` to learn when they move up.
 
