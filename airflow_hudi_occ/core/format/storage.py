@@ -396,28 +396,16 @@ class Storage:
     def list_sizes(self, path: str) -> dict[str, int]:
         """The files directly under ``path`` by name, with their sizes, in one listing (an
         object store's listing carries them: no HEAD per file); a missing directory is empty."""
-        if self.is_local:
-            try:
-                with os.scandir(path) as it:
-                    return {e.name: e.stat().st_size for e in it if e.is_file()}
-            except (FileNotFoundError, NotADirectoryError):
-                return {}
-        try:
-            entries = self.fs.ls(path, detail=True, refresh=True) if self.protocol != "memory" \
-                else self.fs.ls(path, detail=True)
-        except FileNotFoundError:
-            return {}
-        return {posixpath.basename(e["name"].rstrip("/")): int(e.get("size") or 0)
-                for e in entries if e.get("type") != "directory" and posixpath.basename(e["name"].rstrip("/"))}
+        return {name: int(e.get("size") or 0) for name, e in self._file_entries(path).items()}
 
-    @_boundary
-    def list_mtimes(self, path: str) -> dict[str, float]:
-        """The files directly under ``path`` by name, with their modification times (epoch
-        seconds), in one listing; a missing directory is empty."""
+    def _file_entries(self, path: str) -> dict[str, dict]:
+        """The files directly under ``path`` by name, with what one listing says of each
+        (``size``, a modification time; a local file: its ``stat``)."""
         if self.is_local:
             try:
                 with os.scandir(path) as it:
-                    return {e.name: e.stat().st_mtime for e in it if e.is_file()}
+                    return {e.name: {"size": st.st_size, "mtime": st.st_mtime}
+                            for e in it if e.is_file() for st in (e.stat(),)}
             except (FileNotFoundError, NotADirectoryError):
                 return {}
         try:
@@ -428,8 +416,16 @@ class Storage:
         out = {}
         for e in entries:
             name = posixpath.basename(e["name"].rstrip("/"))
-            if e.get("type") == "directory" or not name:
-                continue
+            if name and e.get("type") != "directory":
+                out[name] = e
+        return out
+
+    @_boundary
+    def list_mtimes(self, path: str) -> dict[str, float]:
+        """The files directly under ``path`` by name, with their modification times (epoch
+        seconds), in one listing; a missing directory is empty."""
+        out = {}
+        for name, e in self._file_entries(path).items():
             for key in ("mtime", "LastModified", "last_modified", "created"):
                 v = e.get(key)
                 if v is not None:

@@ -1,5 +1,6 @@
 """create-if-absent, implemented truthfully per backend (or refused)."""
 
+import contextlib
 import multiprocessing as mp
 import os
 import socket
@@ -239,3 +240,27 @@ def test_base_paths_people_can_see_are_taken(tmp_path):
     for name in ("my table", "t", "tàble", "t.v2"):
         Table.create(str(tmp_path / name), "t", record_key_fields=["k"])
         assert Table.open(str(tmp_path / name) + "/").config.name == "t"
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_one_listing_gives_each_files_size_and_modification_time(tmp_path, where):
+    """``list_sizes`` and ``list_mtimes``: files only (no folders), a missing folder is empty;
+    on S3 the times are the store's (one-second resolution), near our clock."""
+    from airflow_hudi_occ.testing.s3 import S3Server
+    with contextlib.ExitStack() as stack:
+        if where == "local":
+            storage = Storage(str(tmp_path / "t"))
+        else:
+            s3 = stack.enter_context(S3Server())
+            s3.create_bucket("listed")
+            storage = Storage("s3://listed/t", s3.storage_options)
+        folder = storage.path("f")
+        storage.write(storage.path("f", "a"), b"12345")
+        storage.write(storage.path("f", "sub", "c"), b"1")
+        before = time.time()
+        storage.write(storage.path("f", "b"), b"")
+        assert storage.list_sizes(folder) == {"a": 5, "b": 0}
+        times = storage.list_mtimes(folder)
+        assert set(times) == {"a", "b"}
+        assert before - 2 <= times["b"] <= time.time() + 2
+        assert storage.list_sizes(storage.path("none")) == storage.list_mtimes(storage.path("none")) == {}
