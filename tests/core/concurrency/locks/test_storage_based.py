@@ -331,7 +331,7 @@ def test_only_the_first_two_waiters_read_the_lease_and_they_take_it_in_their_ord
     assert not a.try_acquire(4.0) and not b.try_acquire(4.0) and not c.try_acquire(10.0)
     got = [r[0] - n for r, n in zip(reads, before)]
     assert got[0] >= 15, got  # the first: every 200 ms at most
-    assert 2 <= got[1] <= 6, got  # the second: every second
+    assert 2 <= got[1] <= 7, got  # the second: every second (3 to 5.3 pauses in 4 s, jittered)
     assert got[2] == 0, got  # the third: only the line
     assert max(clocks[2].pauses) >= LISTING_S * JITTER[0]
     _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)  # Java let go
