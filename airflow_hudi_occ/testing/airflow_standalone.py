@@ -50,7 +50,8 @@ class AirflowStandalone:
         self.user = user
         self._password = password
         self.proc: subprocess.Popen | None = None
-        self.seen_pids: set[int] = set()
+        #: every process seen, with its start time (a pid is reused within an hour of tasks)
+        self.seen_pids: dict[int, float] = {}
         self._log = None
         self._token: str | None = None
 
@@ -119,7 +120,7 @@ class AirflowStandalone:
                 out = [root] + root.children(recursive=True)
             except psutil.NoSuchProcess:
                 pass
-        self.seen_pids.update(p.pid for p in out)
+        remember(self.seen_pids, out)
         return out
 
     def stop(self, grace_s: float = 30.0) -> None:
@@ -248,12 +249,25 @@ class AirflowStandalone:
 GET_TRIES = 4
 
 
-def survivors(pids) -> list[int]:
-    """Those of ``pids`` still running (a zombie is over: only its parent has not reaped it)."""
-    out = []
-    for pid in pids:
+def remember(seen: dict[int, float], processes) -> None:
+    """Add ``processes`` to ``seen`` (pid -> start time), for :func:`survivors`."""
+    for p in processes:
         try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            seen.setdefault(p.pid, p.create_time())
+        except psutil.NoSuchProcess:
+            pass
+
+
+def survivors(seen: dict[int, float]) -> list[int]:
+    """The processes of ``seen`` (pid -> start time) still running: a zombie is over (only its
+    parent has not reaped it), and a pid that now names a process started later is another
+    process (a 90-day backfill's run starts thousands; one of its pids came back as a kernel
+    thread)."""
+    out = []
+    for pid, started in seen.items():
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - started) < 1.0 and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(pid)
         except psutil.NoSuchProcess:
             pass
@@ -285,4 +299,4 @@ def standalone_env(home: str | os.PathLike, port: int, *, database_url: str | No
     return env
 
 
-__all__ = ["AirflowStandalone", "GENERATED_PASSWORDS", "TERMINAL", "standalone_env", "survivors"]
+__all__ = ["AirflowStandalone", "GENERATED_PASSWORDS", "TERMINAL", "standalone_env", "survivors", "remember"]

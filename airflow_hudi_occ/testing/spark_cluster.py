@@ -31,6 +31,8 @@ from pathlib import Path
 
 import psutil
 
+from airflow_hudi_occ.testing.airflow_standalone import remember, survivors
+
 
 def spark_home() -> str:
     import pyspark
@@ -93,7 +95,7 @@ class SparkStandaloneCluster:
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self._procs: list[subprocess.Popen] = []
         self._logs: list = []
-        self.seen_pids: set[int] = set()
+        self.seen_pids: dict[int, float] = {}
 
     def __enter__(self):
         self.start()
@@ -159,7 +161,7 @@ class SparkStandaloneCluster:
                 out += [root] + root.children(recursive=True)
             except psutil.NoSuchProcess:
                 pass
-        self.seen_pids.update(q.pid for q in out)
+        remember(self.seen_pids, out)
         return out
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -189,8 +191,7 @@ class SparkStandaloneCluster:
 
     def survivors(self) -> list[int]:
         """Pids ever seen in the cluster that still run (none after :meth:`stop`)."""
-        return [pid for pid in self.seen_pids if psutil.pid_exists(pid)
-                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        return survivors(self.seen_pids)
 
     def log_tail(self, n: int = 4000) -> str:
         out = []

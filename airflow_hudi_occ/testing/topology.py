@@ -80,7 +80,7 @@ class Topology:
         self.spark: SparkStandaloneCluster | None = None
         self.airflow: AirflowStandalone | None = None
         self.api_port = free_port()
-        self.seen_pids: set[int] = set()
+        self.seen_pids: dict[int, float] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 

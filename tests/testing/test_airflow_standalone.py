@@ -27,3 +27,24 @@ def test_runs_pages_through_every_run(tmp_path, monkeypatch):
     af = AirflowStandalone(tmp_path, {}, 8080, bin_dir="/nonexistent", log_path=tmp_path / "log")
     monkeypatch.setattr(af, "api", api)
     assert af.runs("ingest") == runs and asked == [0, 100, 200]
+
+
+def test_a_survivor_is_a_process_seen_that_still_runs_not_a_later_one_with_its_pid():
+    """A 90-day backfill starts thousands of processes; one of their pids came back as a kernel
+    thread and the run was reported as leaving a process behind. A process is known by its pid
+    and its start time."""
+    import subprocess
+
+    import psutil
+
+    from airflow_hudi_occ.testing.airflow_standalone import remember, survivors
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        seen: dict[int, float] = {}
+        remember(seen, [psutil.Process(child.pid)])
+        assert survivors(seen) == [child.pid]
+        assert survivors({child.pid: seen[child.pid] - 60}) == []  # the pid names a later process
+    finally:
+        child.kill()
+        child.wait()
+    assert survivors(seen) == []
