@@ -327,7 +327,8 @@ def _row_for_instant(tl, inst: Instant, rec, rolled_back_by, now_ms) -> dict[str
 
 
 def _row_for_gone_attempt(rec, rolled_back_by: str | None, tl) -> dict[str, Any]:
-    """An attempt whose instant is no longer on the timeline (rolled back after it lost)."""
+    """An attempt whose instant is no longer on the active timeline: archived after it
+    committed (its record says so and no rollback names it), or rolled back."""
     writer = _writer(rec)
     start = _ms(rec.instant) or rec.started_at_ms or None
     if rec.ended_at_ms:
@@ -336,10 +337,13 @@ def _row_for_gone_attempt(rec, rolled_back_by: str | None, tl) -> dict[str, Any]
         end, end_kind = _ms(rolled_back_by), "rolled_back"
     else:
         end, end_kind = start, "unknown"
-    # Committed once (since rolled back or archived), or never finished (its writer died and
-    # only a begin record is left): either way the instant is gone.
-    outcome = rec.outcome if rec.outcome in _ENDED else "rolled_back"
-    row = _base_row(rec.instant, rec.action, "gone", start, end, end_kind, outcome, writer,
+    # Committed and archived: committed still (a 90-day backfill drew most of its commits as
+    # rolled back before this). Committed and since rolled back (a restore), or never finished
+    # (its writer died and only a begin record is left): the instant is gone.
+    state, outcome = "gone", rec.outcome if rec.outcome in _ENDED else "rolled_back"
+    if rec.outcome == attempt_log.COMMITTED and not rolled_back_by:
+        state, outcome = "archived", "committed"
+    row = _base_row(rec.instant, rec.action, state, start, end, end_kind, outcome, writer,
                     on_timeline=False)
     row.update(operation=rec.operation or None, completion_time=rec.completion_time,
                file_groups=list(rec.file_groups), rolled_back=[], rolled_back_by=rolled_back_by)

@@ -354,6 +354,22 @@ def test_a_gone_attempt_names_its_rollback_after_the_timeline_forgot_it(tmp_path
     assert rows[got["loser"]]["rolled_back_by"] == rb.requested_time
 
 
+def test_a_commit_archival_took_off_the_timeline_is_still_drawn_committed(tmp_path):
+    """Archival moves committed instants to the history; their attempt records still say they
+    committed, and the page must not draw them as rolled back (it drew most of a 90-day
+    backfill so)."""
+    got = make_contended_table(str(tmp_path / "events"))
+    table = Table.open(str(tmp_path / "events"))
+    winner = got["winner"]
+    assert attempt_log.read_record(table, winner).outcome == attempt_log.COMMITTED
+    for name in table.timeline().files_of(winner):  # as archival leaves it
+        table.storage.delete(table.storage.path(table.config.timeline_folder, name))
+    rows = {r["instant"]: r for r in build_timeline_view(table)["instants"]}
+    row = rows[winner]
+    assert (row["outcome"], row["state"], row["on_timeline"]) == ("committed", "archived", False)
+    assert rows[got["loser"]]["outcome"] != "committed"
+
+
 def test_an_attempt_that_waited_says_for_whom_hidden_from_a_reader_of_other_dags(tmp_path):
     got = make_contended_table(str(tmp_path / "t"))
     view = build_timeline_view(Table.open(str(tmp_path / "t")))
