@@ -294,6 +294,8 @@ class StorageBasedLockProvider(LockProvider):
         if not self._free(lease, raw):
             self._holder_seen = lease["owner"] if lease else None
             self._free_seen_at = None
+            if self._line is not None and self._holder_seen:
+                self._line.holder_seen(self._holder_seen)
             self._busy()  # held: the manager logs the wait (once, then every 30 s)
             return False
         if self._line is not None and self._line.ahead > 0:

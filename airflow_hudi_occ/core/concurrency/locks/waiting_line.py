@@ -73,8 +73,9 @@ class WaitingLine:
         self.ticket: str | None = None
         self._touched_at = 0.0
         self._listed_at: float | None = None
-        #: live waiters ahead at the last listing
+        #: live waiters ahead at the last listing, and their tokens, nearest first
         self.ahead = 0
+        self.ahead_tokens: list[str] = []
 
     @property
     def path(self) -> str | None:
@@ -101,20 +102,28 @@ class WaitingLine:
         tickets = self.storage.list_mtimes(self.folder)
         now = self._wall()
         skip = ticket_token(holder) if holder else None
-        ahead = 0
-        for name, mtime in tickets.items():
+        ahead = []
+        for name in sorted(tickets, reverse=True):
             if name >= self.ticket:
                 continue
-            if now - mtime > STALE_S:
+            if now - tickets[name] > STALE_S:
                 self._drop(name)
             elif skip is None or not name.endswith("-" + skip):
-                ahead += 1
+                ahead.append(name.rsplit("-", 1)[-1])
         if self.ticket not in tickets:  # deleted as stale while we stalled: back, same place
             self.storage.create_if_absent(self.path, b"", durable=False)
             self._touched_at = self._monotonic()
         self._listed_at = self._monotonic()
-        self.ahead = ahead
-        return ahead
+        self.ahead, self.ahead_tokens = len(ahead), ahead
+        return self.ahead
+
+    def holder_seen(self, holder: str) -> None:
+        """The lease is held by ``holder``: if that is the waiter just ahead, it got the lock and
+        we have moved up, known without listing the line (the second waiter reads the lease:
+        this is how it learns it is first as soon as the first takes the lock)."""
+        if self.ahead_tokens and self.ahead_tokens[0] == ticket_token(holder):
+            self.ahead_tokens = self.ahead_tokens[1:]
+            self.ahead = len(self.ahead_tokens)
 
     def keep_alive(self) -> None:
         if self.ticket is not None and self._monotonic() - self._touched_at >= TOUCH_S:

@@ -339,6 +339,8 @@ def test_only_the_first_two_waiters_read_the_lease_and_they_take_it_in_their_ord
     assert not b.try_acquire(HANDOFF_S / 2)  # free, the first's turn
     assert a.try_acquire(1.0)
     _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == 2)
+    assert not b.try_acquire(0.5)  # it reads the lease: held by the one that was ahead
+    assert b._line.ahead == 0  # so it is first now
     a.release()
     assert b.try_acquire(3.0)  # the first is gone: the second is first now
     b.release()
