@@ -195,8 +195,9 @@ class StorageBasedLockProvider(LockProvider):
         delay = MIN_POLL_S
         while True:
             if self._reads_lease() and self._attempt():
+                # the ticket goes at release, not now: a request now would be one more in the
+                # hold of every commit that waited (the others know the holder's ticket)
                 self._waiting_since = None
-                self._leave_line(in_background=True)
                 self._start_renewer()
                 return True
             now = self._monotonic()
@@ -249,7 +250,7 @@ class StorageBasedLockProvider(LockProvider):
         self._free_seen_at = None
         if line is None or line.ticket is None:
             return
-        if in_background:  # not a request on the holder's way: it holds the lock now
+        if in_background:  # not a request on the writer's way: it goes on with its commit
             threading.Thread(target=line.leave, daemon=True, name="storage-lock-leave-line").start()
         else:
             line.leave()
@@ -412,6 +413,7 @@ class StorageBasedLockProvider(LockProvider):
             except VersionConflictError:
                 # Taken over after our lease lapsed: theirs now, not ours to expire.
                 log.warning("not expiring %s: it was rewritten by another writer", self.name)
+        self._leave_line(in_background=True)
 
     def _mark_lost(self, reason: str) -> None:
         if self._stop is not None:

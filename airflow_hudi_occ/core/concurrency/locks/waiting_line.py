@@ -25,8 +25,10 @@ who *tries*):
 - Writers that know nothing of the line (Java's provider, older versions of ours) still take a
   free lease when they read it free: they jump the line, nothing more.
 
-A waiter leaves the line when it gets the lock or gives up; a provider that cannot write its
-ticket waits as before, reading the lease (``storage_based``'s "Waiting").
+A waiter leaves the line when it releases the lock it got (not when it gets it: that would be
+one more request inside every contended hold; the others know the holder's ticket by the
+lease's owner) or when it gives up; a provider that cannot write its ticket waits as before,
+reading the lease (``storage_based``'s "Waiting").
 """
 
 from __future__ import annotations

@@ -290,7 +290,7 @@ def _counting_reads(lock) -> list[int]:
 def test_a_lone_waiter_takes_a_ticket_and_reads_the_lease_every_200_ms_at_most(tmp_path):
     """The first in the line takes the lease next: its pauses grow from 10 ms to FRONT_POLL_S
     (each pause is a gap in which nobody holds the lock). Its ticket is a file of the line
-    beside the lease, gone once it has the lock."""
+    beside the lease, gone once it has released the lock."""
     _held_by_java(tmp_path)
     clock = _Clock()
     lock = _provider(tmp_path, monotonic=clock.monotonic, sleep=clock.sleep)
@@ -302,8 +302,8 @@ def test_a_lone_waiter_takes_a_ticket_and_reads_the_lease_every_200_ms_at_most(t
     assert len(tickets) == 1 and tickets[0].endswith("-" + ticket_token(lock.owner)), tickets
     _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)
     assert lock.try_acquire(1.0)
-    _wait_until(lambda: not os.listdir(_line_folder(tmp_path)))
     lock.release()
+    _wait_until(lambda: not os.listdir(_line_folder(tmp_path)))
 
 
 def _wait_until(cond, timeout=10.0):
@@ -338,10 +338,11 @@ def test_only_the_first_two_waiters_read_the_lease_and_they_take_it_in_their_ord
     assert not c.try_acquire(5.0)  # free, but two are ahead
     assert not b.try_acquire(HANDOFF_S / 2)  # free, the first's turn
     assert a.try_acquire(1.0)
-    _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == 2)
     assert not b.try_acquire(0.5)  # it reads the lease: held by the one that was ahead
     assert b._line.ahead == 0  # so it is first now
+    assert len(os.listdir(_line_folder(tmp_path))) == 3  # a's ticket goes when it releases
     a.release()
+    _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == 2)
     assert b.try_acquire(3.0)  # the first is gone: the second is first now
     b.release()
     assert c.try_acquire(3.0)
