@@ -194,7 +194,7 @@ class WriteTransaction:
         #: the metadata table's state as judged before begin's lock (write_guard.check_before_lock);
         #: None: judge again in full under the completion's lock
         self._guard_seen = None
-        #: the completed instants _read_landed last read the metadata of (None: not yet)
+        #: the completed instants _read_ahead last read for (None: not yet)
         self._landed_seen: frozenset[str] | None = None
         #: the metadata table's log files written before the completion's lock
         self._staged_logs: dict = {}
@@ -425,7 +425,7 @@ class WriteTransaction:
                                                   is_table_service=self.is_table_service)
         # Stage 3a: a writer that others may consider dead must not complete.
         self.heartbeat.check_alive()
-        self._read_before_lock(metadata, current)
+        self._read_ahead(metadata, current)
         lm = self.lock_manager
         try:
             return self._complete_under_lock(lm, metadata, current)
@@ -435,45 +435,41 @@ class WriteTransaction:
                               f"{e.committed_instant}", error=e)
             raise
 
-    def _read_before_lock(self, metadata: CommitMetadata, current) -> None:
-        """What the completion needs from the storage, read before the lock (issue 43): the
-        metadata of the commits that landed since this transaction began (the batch check and
-        the conflict check read them; a completed instant's metadata is immutable, cached per
-        process) and, with the metadata table kept, for its records the new files' footers, the written
-        partitions' other files, the metadata table's listing, its index versions and file
-        groups. Under the lock the same computations find them in the process's caches and read
-        only what changed meanwhile; their results are the ones written. A refusal (a column
-        type the stats cannot record) comes here, before the lock."""
-        seen = self._guard_seen
-        if seen is not None and maintains_files(seen, self.config, files_writer=True):
-            # (without a metadata table nothing here lists the timeline: a listing only for
-            # the conflict check would cost a single writer a request it never needs)
-            timeline = Timeline.load(self.table)
-            self._read_landed(timeline, current)
-            blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
-            blocks.update(stats_blocks(self.table, seen, metadata, self.config.metadata,
-                                       timeline=timeline, instant_time=self.instant_time))
-            # its log files too: under the lock only the ones whose records moved meanwhile
-            # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
-            self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
+    def _read_ahead(self, metadata: CommitMetadata, current, *, waiting: bool = False) -> None:
+        """What the completion needs from the storage, read before it holds the lock (issue 43):
+        the metadata of the commits that landed since this transaction began (the batch check
+        and the conflict check read them; a completed instant's metadata is immutable, cached
+        per process) and, with the metadata table kept, for its records the new files' footers,
+        the written partitions' other files, the metadata table's listing, its index versions
+        and file groups. Under the lock the same computations find them in the process's caches
+        and read only what changed meanwhile; their results are the ones written.
 
-    def _read_while_waiting(self, metadata: CommitMetadata, current) -> None:
-        """The reads of :meth:`_read_before_lock` again for the commits that landed since, run
-        by the lock manager while another writer holds the lock (``while_waiting``): at 32
-        writers the completion otherwise read two files of every commit of its wait under the
-        lock. A listing that finds no newly completed instant stops there."""
+        Run once before the lock (``waiting=False``: it also stages the metadata table's log
+        files, and a refusal, a column type the stats cannot record, comes here), then by the
+        lock manager while another writer holds the lock (``waiting=True``, ``while_waiting``:
+        at 32 writers the completion otherwise read two files of every commit of its wait under
+        the lock); a listing that finds no newly completed instant stops there. Without a
+        metadata table nothing before the lock lists the timeline: a listing only for the
+        conflict check would cost a single writer a request it never needs."""
+        seen = self._guard_seen
+        maintained = seen is not None and maintains_files(seen, self.config, files_writer=True)
+        if not (maintained or waiting):
+            return
         timeline = Timeline.load(self.table)
-        if self._completed_names(timeline) == self._landed_seen:
+        landed = frozenset(i.requested_time for i in timeline.completed())
+        if waiting and landed == self._landed_seen:
             return
         self._read_landed(timeline, current)
-        seen = self._guard_seen
-        if seen is not None and maintains_files(seen, self.config, files_writer=True):
-            stats_blocks(self.table, seen, metadata, self.config.metadata, timeline=timeline,
-                         instant_time=self.instant_time)
-
-    @staticmethod
-    def _completed_names(timeline: Timeline) -> frozenset[str]:
-        return frozenset(i.requested_time for i in timeline.completed())
+        self._landed_seen = landed
+        if maintained:
+            stats = stats_blocks(self.table, seen, metadata, self.config.metadata, timeline=timeline,
+                                 instant_time=self.instant_time)
+            if not waiting:
+                blocks = files_block(FilesChange.of_write_stats(metadata.write_stats()))
+                blocks.update(stats)
+                # its log files too: under the lock only the ones whose records moved meanwhile
+                # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
+                self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
 
     def _read_landed(self, timeline: Timeline, current) -> None:
         """The metadata of the completed writes the completion will read: every one when the
@@ -488,16 +484,15 @@ class WriteTransaction:
             completed = [i for i in completed if i.requested_time in wanted]
         for inst in completed:
             timeline.commit_metadata(inst)
-        self._landed_seen = self._completed_names(timeline)
 
     def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
         # Under the lock each timeline is listed once (the data table's here, the metadata
         # table's when its deltacommit is written) and kept for the rest of the hold, with this
         # process's own changes (Table.timeline_pinned; timeline.PinnedTimeline says why no
         # other process changes what the steps below read while the lock is held). While
-        # another writer holds it, what lands meanwhile is read (_read_while_waiting).
+        # another writer holds it, what lands meanwhile is read (_read_ahead).
         def while_waiting() -> None:
-            self._read_while_waiting(metadata, current)
+            self._read_ahead(metadata, current, waiting=True)
 
         with lm.locked(while_waiting=while_waiting), self.table.timeline_pinned(), ExitStack() as pinned:
             timeline = self.table.timeline()

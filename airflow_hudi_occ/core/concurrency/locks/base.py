@@ -451,7 +451,7 @@ class LockManager:
     def locked(self, while_waiting: Callable[[], None] | None = None) -> Iterator["LockManager"]:
         """Hold the lock for the block; release it even when the block fails. ``while_waiting``:
         see :meth:`acquire`."""
-        self.acquire(while_waiting) if while_waiting is not None else self.acquire()
+        self.acquire(while_waiting)
         try:
             yield self
         except BaseException:
@@ -471,10 +471,9 @@ class _WaitWork:
     """``while_waiting`` run in a daemon thread every :data:`WAIT_WORK_INTERVAL_S` (jittered)
     from :meth:`start` until :meth:`stop`; a failed call is logged and the next one tried."""
 
-    def __init__(self, fn: Callable[[], None], lock_name: str, interval_s: float | None = None):
+    def __init__(self, fn: Callable[[], None], lock_name: str):
         self._fn = fn
         self._lock_name = lock_name
-        self._interval_s = WAIT_WORK_INTERVAL_S if interval_s is None else interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._done = 0
@@ -486,7 +485,7 @@ class _WaitWork:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s * random.uniform(0.75, 1.25)):
+        while not self._stop.wait(WAIT_WORK_INTERVAL_S * random.uniform(0.75, 1.25)):
             try:
                 self._fn()
             except Exception as e:  # noqa: BLE001 - it only saves requests; the holder reads what it lacks

@@ -204,14 +204,15 @@ class StorageBasedLockProvider(LockProvider):
             remaining = deadline - now
             if remaining <= 0:
                 return False
-            pause = self._line_step()
-            if pause is None:  # no line (the store refused a ticket): Hudi's way, with aging
-                pause = delay
-                delay = min(delay * 2, self.poll_cap(now - self._waiting_since))
-            elif pause == FRONT_POLL_S:
-                pause = delay
-                delay = min(delay * 2, FRONT_POLL_S)
+            cap = self._line_step()
+            if cap is None:  # no line (the store refused a ticket): Hudi's way, with aging
+                cap = self.poll_cap(now - self._waiting_since)
+            # the one that takes the lease next reads soon after its first try, those behind
+            # it at their steady pace
+            ramps = self._line is None or self._line.ahead == 0
+            pause = min(delay, cap) if ramps else cap
             self._sleep(min(pause * random.uniform(*JITTER), remaining))
+            delay = min(pause * 2, cap)
 
     # -- the waiting line (waiting_line.py) ---------------------------------------------------
 
@@ -222,7 +223,8 @@ class StorageBasedLockProvider(LockProvider):
 
     def _line_step(self) -> float | None:
         """Join the line after the first failed attempt, list it when due, keep the ticket
-        alive; the pause before the next step (None: no line, wait as Hudi does)."""
+        alive; the longest pause before the next step for this place in the line (None: no
+        line, wait as Hudi does)."""
         if self._line is None:
             if self._line_refused:
                 return None

@@ -75,9 +75,13 @@ class WaitingLine:
         self.ticket: str | None = None
         self._touched_at = 0.0
         self._listed_at: float | None = None
-        #: live waiters ahead at the last listing, and their tokens, nearest first
-        self.ahead = 0
+        #: the tokens of the live waiters ahead at the last listing, nearest first
         self.ahead_tokens: list[str] = []
+
+    @property
+    def ahead(self) -> int:
+        """How many live waiters are ahead (as of the last listing and holder seen)."""
+        return len(self.ahead_tokens)
 
     @property
     def path(self) -> str | None:
@@ -116,7 +120,7 @@ class WaitingLine:
             self.storage.create_if_absent(self.path, b"", durable=False)
             self._touched_at = self._monotonic()
         self._listed_at = self._monotonic()
-        self.ahead, self.ahead_tokens = len(ahead), ahead
+        self.ahead_tokens = ahead
         return self.ahead
 
     def holder_seen(self, holder: str) -> None:
@@ -125,7 +129,6 @@ class WaitingLine:
         this is how it learns it is first as soon as the first takes the lock)."""
         if self.ahead_tokens and self.ahead_tokens[0] == ticket_token(holder):
             self.ahead_tokens = self.ahead_tokens[1:]
-            self.ahead = len(self.ahead_tokens)
 
     def keep_alive(self) -> None:
         if self.ticket is not None and self._monotonic() - self._touched_at >= TOUCH_S:
