@@ -9,6 +9,7 @@ index, the uuid with its first 8 characters replaced by the zero-padded bucket n
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import decimal
 import functools
@@ -574,17 +575,22 @@ def write_parquet_chunks(storage, relative_path: str, chunks: Iterable[pa.Table]
     storage.makedirs(posixpath.dirname(path))
     size = [0]
 
+    written = [None]
+
     def write(f):
         with parquet_writer(f, first.schema, sample=first, parquet=parquet) as pw:
             pw.write_table(first)
             for chunk in it:
                 pw.write_table(chunk)
         size[0] = f.tell()
+        written[0] = pw.writer if isinstance(pw, _BoundedRowGroups) else pw
     try:
         storage.create_if_absent(path, write)
     except FileExistsError:
         raise FileExistsError(f"base file {relative_path} already exists; a base file is written "
                               "once per (fileId, write token, instant)") from None
+    if not storage.is_local:  # a local footer is read back as cheaply
+        _remember_footer(path, written[0])
     return size[0]
 
 
@@ -679,6 +685,50 @@ def read_parquet_columns(storage, relative_path: str, columns: list[str]) -> pa.
     return pq.read_table(io.BytesIO(storage.read(path)), columns=columns)
 
 
+#: bytes a footer is read with from a base file's end, in one ranged GET (pyarrow's own first
+#: read of a footer is 64 KiB); a footer longer than that is read as pyarrow reads it
+FOOTER_TAIL_BYTES = 64 * 1024
+#: path -> footer of the base files this process wrote last (see :func:`read_footer`)
+_FOOTERS: "collections.OrderedDict[str, pq.FileMetaData]" = collections.OrderedDict()
+_FOOTERS_MAX = 256
+_FOOTERS_LOCK = threading.Lock()
+
+
+def _remember_footer(path: str, writer) -> None:
+    """Keep the footer a closed parquet writer wrote for ``path`` (pyarrow's writer knows it),
+    so that the commit's own reads of it (the metadata table's column stats, the next tagging of
+    the file group) do not fetch it back: two requests a commit on an object store."""
+    try:
+        meta = writer.writer.metadata  # pq.ParquetWriter -> its pyarrow._parquet writer
+    except AttributeError:  # another pyarrow: the footer is read back when asked
+        return
+    with _FOOTERS_LOCK:
+        _FOOTERS[path] = meta
+        while len(_FOOTERS) > _FOOTERS_MAX:
+            _FOOTERS.popitem(last=False)
+
+
+def read_footer(storage, path: str) -> pq.FileMetaData:
+    """The parquet footer of the base file at ``path`` (a full path of ``storage``): the one
+    this process wrote there, else read locally by pyarrow, else on an object store with one
+    ranged GET of the file's last :data:`FOOTER_TAIL_BYTES` (opening the file as a file would
+    first ask its size: a HEAD, then the GET). A base file's name is never reused (its instant
+    time and write token are in it), so a footer kept by path stays that file's."""
+    with _FOOTERS_LOCK:
+        hit = _FOOTERS.get(path)
+    if hit is not None:
+        return hit
+    if storage.is_local:
+        return pq.read_metadata(path)
+    tail = storage.read_tail(path, FOOTER_TAIL_BYTES)
+    # the footer: ... <metadata> <4-byte little-endian length> "PAR1"; the tail is read as a
+    # whole file of its own, which is all a footer read needs (offsets in it are not followed)
+    if len(tail) >= 8 and tail[-4:] == b"PAR1" and int.from_bytes(tail[-8:-4], "little") + 8 <= len(tail):
+        return pq.read_metadata(pa.BufferReader(tail))
+    with storage.fs.open(path, "rb") as f:  # a longer footer, or not parquet (pyarrow says why)
+        return pq.ParquetFile(f).metadata
+
+
 #: (path, column) -> (min, max) or None; see :func:`key_range`
 _KEY_RANGES: dict[tuple[str, str], tuple | None] = {}
 _KEY_RANGES_MAX = 200_000
@@ -696,12 +746,7 @@ def key_range(storage, relative_path: str, column: str) -> tuple | None:
     cache_key = (storage.path(relative_path), column)
     if cache_key in _KEY_RANGES:
         return _KEY_RANGES[cache_key]
-    path = cache_key[0]
-    if storage.is_local:
-        meta = pq.read_metadata(path)
-    else:
-        with storage.fs.open(path, "rb") as f:
-            meta = pq.ParquetFile(f).metadata
+    meta = read_footer(storage, cache_key[0])
     names = meta.schema.names
     found: tuple | None = None
     if column in names and meta.num_row_groups > 0:

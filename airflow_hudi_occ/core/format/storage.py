@@ -392,6 +392,19 @@ class Storage:
         return self.fs.cat_file(path)
 
     @_boundary
+    def read_tail(self, path: str, nbytes: int) -> bytes:
+        """The last ``nbytes`` of a file (all of it when shorter) in one request: a suffix
+        range (``Range: bytes=-N``) needs no size first, where opening the file would HEAD it
+        (a parquet footer's read: ``base_file.read_footer``)."""
+        if self.is_local:
+            with open(path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - nbytes))
+                return f.read()
+        if self.protocol in ("s3", "s3a"):
+            return self.fs.cat_file(path, start=-nbytes, max_concurrency=1)
+        return self.fs.cat_file(path, start=-nbytes)
+
+    @_boundary
     def run(self, path: str, primitive, *args):
         """``primitive(self, path, *args)`` behind this store's error boundary: for the
         primitives other modules build on the store (``format/versioned``'s reads), so a store

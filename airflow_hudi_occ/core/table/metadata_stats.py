@@ -62,10 +62,9 @@ import threading
 from collections import OrderedDict
 from typing import Iterable, Mapping
 
-import pyarrow.parquet as pq
-
 from airflow_hudi_occ.core.config import MetadataTableConfig
 from airflow_hudi_occ.core.errors import MetadataTableEnabledError, UnsupportedColumnStatsTypeError
+from airflow_hudi_occ.core.format.base_file import read_footer
 from airflow_hudi_occ.core.format.column_stats_record import (COLUMN_STATS_PARTITION, FILE_ID_PREFIXES,
                                                               META_COLUMNS, META_COLUMNS_INDEXED,
                                                               PARTITION_STATS_PARTITION, V1_DECIMAL_PRECISION,
@@ -193,11 +192,7 @@ def _file_ranges(table, relative: str, columns: list[str]) -> list[ColumnRange]:
     hit = _cached_ranges(key)
     if hit is not None:
         return hit
-    if table.storage.is_local:
-        footer = pq.read_metadata(path)
-    else:
-        with table.storage.fs.open(path, "rb") as f:
-            footer = pq.ParquetFile(f).metadata
+    footer = read_footer(table.storage, path)
     found = ranges_from_parquet(footer, posixpath.basename(relative), columns, where=relative)
     _keep_ranges(key, found)
     return found

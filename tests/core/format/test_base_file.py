@@ -308,3 +308,35 @@ def test_timestamp_keys_are_spelled_as_java_does():
     for t in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
         keys = base_file.record_key_array(pa.table({"k": pa.array([ts], t)}), ["k"])
         assert keys.to_pylist() == ["1704164645123456"]
+
+
+# -- footers on an object store (issue 43: requests per commit) ---------------------------------
+
+def test_a_footer_on_an_object_store_is_one_ranged_get_and_none_for_a_file_this_process_wrote(monkeypatch):
+    """Counted by the latency proxy: a footer written here is not fetched back; another's is
+    read with one GET of the file's end (no HEAD for its size); a footer longer than that
+    tail, and bytes that are not parquet, are read (and refused) as pyarrow reads them."""
+    from airflow_hudi_occ.core.errors import CorruptDataFileError
+    from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
+    from airflow_hudi_occ.testing.s3 import S3Server
+    data = pa.table({"id": pa.array([3, 1, 2], pa.int64()), "v": ["a", "b", "c"]})
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
+        s3.create_bucket("footers")
+        storage = Storage("s3://footers/t", proxy.storage_options(s3.storage_options))
+        write_parquet(storage, "p/mine.parquet", data)
+        proxy.events(reset=True)
+        assert key_range(storage, "p/mine.parquet", "id") == (1, 3)
+        assert proxy.events(reset=True) == []
+        written = pq.read_metadata(pa.BufferReader(storage.read(storage.path("p/mine.parquet"))))
+
+        monkeypatch.setattr(base_file, "_FOOTERS", type(base_file._FOOTERS)())  # another process
+        proxy.events(reset=True)
+        assert base_file.read_footer(storage, storage.path("p/mine.parquet")).equals(written)
+        assert [e["kind"] for e in proxy.events(reset=True)] == ["get"]
+
+        monkeypatch.setattr(base_file, "FOOTER_TAIL_BYTES", 16)  # the footer is longer than that
+        assert base_file.read_footer(storage, storage.path("p/mine.parquet")).equals(written)
+
+        storage.write(storage.path("p/garbage.parquet"), b"not parquet, but long enough PAR1")
+        with pytest.raises(CorruptDataFileError):
+            key_range(storage, "p/garbage.parquet", "id")
