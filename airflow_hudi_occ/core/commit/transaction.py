@@ -96,6 +96,10 @@ class Snapshot:
     last_completed: Instant | None
     pending_at_start: frozenset[str]
     completed_at_start: frozenset[str]
+    #: the timeline these were read from, listed under begin's lock: what the write's planner
+    #: reads (its view then agrees with the conflict candidates, and costs no listing of its
+    #: own, issue 43); None where no such listing was made (a take-over, a scheduled instant)
+    timeline: Timeline | None = None
 
 
 #: CommitResult.outcome values
@@ -275,15 +279,27 @@ class WriteTransaction:
             timeline = self.table.timeline()
             t = self._time.new_time(floor=timeline.latest_time())
             inst = Instant(t, self.action, State.REQUESTED)
-            create_requested(self.table, inst, requested_data)
             # The heartbeat starts before the lock is released, so no one can see this instant
-            # pending without a live heartbeat and roll it back.
-            self.heartbeat = Heartbeat(self.table, t, self.config.heartbeat).start()
+            # pending without a live heartbeat and roll it back (whoever judges heartbeats does
+            # so under the lock). Its first beat and the requested file are written at once:
+            # two requests the table waits for, neither needs the other (issue 43).
+            heartbeat = Heartbeat(self.table, t, self.config.heartbeat)
+            try:
+                self.table.storage.concurrently([lambda: create_requested(self.table, inst, requested_data),
+                                                 heartbeat.start])
+            except FileExistsError:  # <t> is another instant's: so is its heartbeat
+                heartbeat.stop(delete=False)
+                raise
+            except BaseException:
+                heartbeat.stop(delete=True)  # no instant of ours: no heartbeat of ours either
+                raise
+            self.heartbeat = heartbeat
         self.instant = inst
         self.snapshot = Snapshot(
             last_completed=timeline.last_completed_write(),
             pending_at_start=frozenset(i.requested_time for i in timeline.pending()),
             completed_at_start=frozenset(i.requested_time for i in timeline.completed()),
+            timeline=timeline,
         )
         self.state = TransactionState.REQUESTED
         self.started_at = time.time()
@@ -494,7 +510,18 @@ class WriteTransaction:
         def while_waiting() -> None:
             self._read_ahead(metadata, current, waiting=True)
 
-        with lm.locked(while_waiting=while_waiting), self.table.timeline_pinned(), ExitStack() as pinned:
+        seen = self._guard_seen
+        mdt_kept = (self.table.metadata_table()
+                    if seen is not None and maintains_files(seen, self.config, files_writer=True) else None)
+        with lm.locked(while_waiting=while_waiting), ExitStack() as pinned:
+            # The hold's three reads at once (issue 43: each is a request the whole table waits
+            # for): the data timeline, hoodie.properties unchanged since begin (write_guard.py),
+            # and the metadata table's timeline, when it was kept at begin (if a Java writer
+            # changed the properties meanwhile, that listing goes unused).
+            _, unchanged, _ = self.table.storage.concurrently([
+                lambda: pinned.enter_context(self.table.timeline_pinned()),
+                lambda: seen is not None and self.table.properties_unchanged(),
+                lambda: mdt_kept is not None and pinned.enter_context(mdt_kept.timeline_pinned())])
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:
@@ -521,7 +548,7 @@ class WriteTransaction:
                     pending_at_start=set(self.snapshot.pending_at_start))
             # a Java writer may have upgraded the table or enabled its metadata table meanwhile:
             # what begin judged, confirmed by one request (write_guard.py)
-            mdt = confirm_under_lock(self.table, self.config, self._guard_seen, files_writer=True)
+            mdt = confirm_under_lock(self.table, self.config, seen, files_writer=True, unchanged=unchanged)
             floor = timeline.latest_time()
             maintained = maintains_files(mdt, self.config, files_writer=True)
             if maintained and (mdt_table := self.table.metadata_table()) is not None:
@@ -557,12 +584,11 @@ class WriteTransaction:
         self.instant = done
         self.state = TransactionState.COMPLETED
         cache_commit_metadata(self.table, done, encoded)
-        self._cleanup_after_commit()
         rec = self._attempt_record()
         rec.completion_time = completion_time
         if self.recovered_from is not None:
             rec.message = "re-committed staged instant (its files were written by the dead writer)"
-        attempt_log.write_record(self.table, rec)
+        self._cleanup_after_commit(lambda: attempt_log.write_record(self.table, rec))
         log.info("committed %s at %s%s", done.requested_time, completion_time,
                  " (re-committed)" if self.recovered_from is not None else "")
         self._archive_after_commit(lm, timeline)
@@ -591,20 +617,25 @@ class WriteTransaction:
             log.warning("archival after commit %s failed (the commit stands; the next commit or "
                         "`hudi-occ archive` retries): %s", self.instant_time, e)
 
-    def _cleanup_after_commit(self) -> None:
-        try:
-            if self._markers is not None or self.table.storage.exists(
-                    self.table.storage.path(".hoodie", ".temp", self.instant_time)):
-                self.markers.delete_all()
-            if self.staged is not None or self.recovered_from is not None:
-                delete_staged(self.table, self.instant_time)
-        finally:
-            # the heartbeat and any abort signal in one request (a batch delete on S3)
-            gone = [abort_signal.abort_path(self.table, self.instant_time)]
-            if self.heartbeat is not None:
-                self.heartbeat.stop(delete=False)
-                gone.append(heartbeat_path(self.table, self.instant_time))
-            self.table.storage.delete_many(gone)
+    def _cleanup_after_commit(self, *also) -> None:
+        """What the completed instant leaves goes: its markers (and a staged commit's files),
+        its heartbeat and any abort signal (one batch delete on S3); ``also`` runs beside them
+        (the attempt record). Concurrently: each is a request or two, none needs another's
+        answer, and on an object store each waits on the network (issue 43). Every step runs
+        whatever another does."""
+        gone = [abort_signal.abort_path(self.table, self.instant_time)]
+        if self.heartbeat is not None:
+            self.heartbeat.stop(delete=False)
+            gone.append(heartbeat_path(self.table, self.instant_time))
+        self.table.storage.concurrently([self._delete_markers,
+                                         lambda: self.table.storage.delete_many(gone), *also])
+
+    def _delete_markers(self) -> None:
+        if self._markers is not None or self.table.storage.exists(
+                self.table.storage.path(".hoodie", ".temp", self.instant_time)):
+            self.markers.delete_all()
+        if self.staged is not None or self.recovered_from is not None:
+            delete_staged(self.table, self.instant_time)
 
     # -- abort -----------------------------------------------------------------------------------
 

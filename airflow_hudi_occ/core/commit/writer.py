@@ -552,7 +552,7 @@ class CopyOnWriteEngine(WriteEngine):
         # tagging small batches on one thread: handing them out costs more than it saves
         threads = self.writer.threads if self.data.num_rows >= PARALLEL_MIN_ROWS else 1
         # the snapshot this write reads, listed for the partitions it touches only
-        view = FileSystemView(self.table, partitions=[p for p, _ in groups])
+        view = FileSystemView(self.table, tx.snapshot.timeline, partitions=[p for p, _ in groups])
         work, replaced = self.writer.tag(view, self.data, self.operation, groups, threads)
         touched = [(w.partition, w.file_id) for w in work if w.prev is not None]
         touched += [(p, f) for p, ids in replaced.items() for f in ids]

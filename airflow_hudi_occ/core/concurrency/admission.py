@@ -170,11 +170,12 @@ def load(table, request_id: str) -> AdmissionRequest | None:
     return FOLDER.load(table, request_id)
 
 
-def requests(table, *, now: float | None = None) -> list[AdmissionRequest]:
-    """The live requests (dead ones are ignored, and deleted by whoever sees them)."""
+def requests(table, *, now: float | None = None, known: AdmissionRequest | None = None) -> list[AdmissionRequest]:
+    """The live requests (dead ones are ignored, and deleted by whoever sees them); ``known``:
+    the caller's own, not read back (``RequestFolder.all``)."""
     now = time.time() if now is None else now
     out = []
-    for r in FOLDER.all(table):
+    for r in FOLDER.all(table, known=known):
         if r.alive(now):
             out.append(r)
         else:
@@ -257,9 +258,11 @@ def live_blockers(table, footprint: Footprint, heartbeat: HeartbeatConfig, *,
 def blockers(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: float | None = None,
              starvation_s: float = 600.0, others: list[AdmissionRequest] | None = None) -> list[Blocker]:
     now = time.time() if now is None else now
-    tl = table.timeline()
+    if others is None:
+        tl, others = _look(table, req, now)
+    else:
+        tl = table.timeline()
     mine = req.footprint_on(tl)
-    others = others if others is not None else requests(table, now=now)
     out = live_blockers(table, mine, heartbeat, now=now, others=others, timeline=tl)
     me = req.order(now, starvation_s)
     for r in others:
@@ -273,6 +276,14 @@ def blockers(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: f
         elif r.order(now, starvation_s) < me:
             out.append(Blocker("request ahead", r.request_id, r.owner, tuple(shared)))
     return out
+
+
+def _look(table, req: AdmissionRequest, now: float) -> tuple:
+    """``(timeline, live requests)`` read together: two listings that do not depend on each
+    other, overlapping on an object store (a lone writer's admission was 9 requests one after
+    the other, issue 43); ``req`` is taken as this process last saved it."""
+    tl, others = table.storage.concurrently([table.timeline, lambda: requests(table, now=now, known=req)])
+    return tl, others
 
 
 def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: float | None = None,
@@ -289,10 +300,10 @@ def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: 
         return Verdict(False, why)
     req.state, req.admitted_at = ADMITTED, now
     save(table, req)
-    tl = table.timeline()
+    tl, others = _look(table, req, now)
     mine = req.footprint_on(tl)
     rivals = [Blocker("admitted request", r.request_id, r.owner, tuple(meeting(mine, r.footprint_on(tl))))
-              for r in requests(table, now=now)
+              for r in others
               if r.request_id != req.request_id and r.state == ADMITTED and not req.same_owner(r)
               and not r.instant and meeting(mine, r.footprint_on(tl))]
     if rivals:  # admitted at the same moment as another: back to waiting, look again

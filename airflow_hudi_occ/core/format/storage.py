@@ -702,6 +702,45 @@ class Storage:
         for p in paths:
             self.delete(p)
 
+    def concurrently(self, calls: Iterable) -> list:
+        """``[call() for call in calls]``, the calls overlapping on an object store: each is a
+        request or two that waits 20 to 50 ms on the network, and none needs another's answer
+        (the staged logs of a commit, the clean-up after it). Every call runs whatever the
+        others do; the first error is raised once all have finished. Locally one after the
+        other (a local call does not wait on the network). A thread per call, not a pool: a
+        call may itself run calls concurrently without waiting for a free worker."""
+        calls = list(calls)
+        if self.is_local or len(calls) <= 1:
+            out, error = [], None
+            for call in calls:
+                try:
+                    out.append(call())
+                except BaseException as e:  # noqa: BLE001 - raised after the others ran
+                    error = error or e
+                    out.append(None)
+            if error is not None:
+                raise error
+            return out
+        results: list = [None] * len(calls)
+        errors: list = [None] * len(calls)
+
+        def run(i: int) -> None:
+            try:
+                results[i] = calls[i]()
+            except BaseException as e:  # noqa: BLE001 - raised below, in the caller's thread
+                errors[i] = e
+        threads = [threading.Thread(target=run, args=(i,), name="hudi-occ-io", daemon=True)
+                   for i in range(1, len(calls))]
+        for t in threads:
+            t.start()
+        run(0)  # the first on this thread
+        for t in threads:
+            t.join()
+        error = next((e for e in errors if e is not None), None)
+        if error is not None:
+            raise error
+        return results
+
 
 def local_tmp_copy(path: str, data, *, fsync: bool) -> str:
     """``data`` in a hidden temporary file beside ``path`` (same directory: same file system,

@@ -95,18 +95,20 @@ def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> dict[tuple[
     staged: dict[tuple[str, str], tuple[dict, int]] = {}
     if mdt is None:
         return staged
-    for (partition, file_id), records in sorted(blocks.items()):
-        if not records:
-            continue
+
+    def stage(group, records) -> None:
         data = encode_blocks([hfile_data_block(instant_time, records)])
-        path = mdt.storage.path(partition, _log_name(file_id, instant_time))
+        path = mdt.storage.path(group[0], _log_name(group[1], instant_time))
         try:
             mdt.storage.create_if_absent(path, data)
         except FileExistsError:
-            continue
+            return
         remember_written(path, data)
-        staged[(partition, file_id)] = (dict(records), len(data))
-    return staged
+        staged[group] = (dict(records), len(data))
+    # one file per file group, each a PUT of its own: they overlap on an object store
+    mdt.storage.concurrently([lambda g=g, r=r: stage(g, r)
+                              for g, r in sorted(blocks.items()) if r])
+    return dict(sorted(staged.items()))
 
 
 def discard_staged_logs(table, instant_time: str, staged: Staged) -> None:

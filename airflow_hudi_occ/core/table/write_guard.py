@@ -82,11 +82,12 @@ def check_before_lock(table, config, *, files_writer: bool = False,
 
 
 def confirm_under_lock(table, config, seen: MetadataTableState | None, *, files_writer: bool = False,
-                       stats_writer: bool = True) -> MetadataTableState:
+                       stats_writer: bool = True, unchanged: bool | None = None) -> MetadataTableState:
     """Under the table lock: ``seen`` (from :func:`check_before_lock`) when ``hoodie.properties``
     is still the file judged then (one request: see the module doc), else
-    :func:`prepare_for_write` in full."""
-    if seen is not None and table.properties_unchanged():
+    :func:`prepare_for_write` in full. ``unchanged``: that request's answer, when the caller
+    asked it under the same hold already (beside its other reads)."""
+    if seen is not None and (table.properties_unchanged() if unchanged is None else unchanged):
         return seen
     return prepare_for_write(table, config, files_writer=files_writer, stats_writer=stats_writer)
 

@@ -289,3 +289,22 @@ def test_an_s3_client_parses_listing_times_with_the_quick_parser():
         assert before - 2 <= storage.list_mtimes(storage.path("f"))["a"] <= time.time() + 2
         # botocore makes a parser per answer from its endpoint's factory
         assert storage.fs.s3._endpoint._response_parser_factory._defaults["timestamp_parser"] is s3_timestamp
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_concurrently_runs_every_call_and_raises_the_first_error_after_all(tmp_path, where):
+    """``Storage.concurrently``: results in the calls' order; a failing call does not stop the
+    others (the clean-up after a commit deletes the heartbeat whatever the markers do); on an
+    object store the calls overlap (here: each waits for all the others to have started)."""
+    storage = Storage(str(tmp_path / "t") if where == "local" else f"memory://{tmp_path.name}/t")
+    ran = []
+    assert storage.concurrently([lambda i=i: i * 2 for i in range(4)]) == [0, 2, 4, 6]
+
+    def boom():
+        raise FileNotFoundError("first")
+    with pytest.raises(FileNotFoundError, match="first"):
+        storage.concurrently([boom, lambda: ran.append("second"), lambda: ran.append("third")])
+    assert sorted(ran) == ["second", "third"]
+    if where == "memory":  # not local: each call on its own thread, all at once
+        started = threading.Barrier(3, timeout=10)
+        assert storage.concurrently([lambda i=i: (started.wait(), i)[1] for i in range(3)]) == [0, 1, 2]
