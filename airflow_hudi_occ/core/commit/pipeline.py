@@ -69,18 +69,19 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, str], None]
 
 
-def table_schema(table: Table) -> str | None:
-    """The schema the table's last completed write recorded (None: no write yet)."""
-    tl = table.timeline()
+def table_schema(table: Table, timeline=None) -> str | None:
+    """The schema the table's last completed write recorded (None: no write yet), on
+    ``timeline`` (listed now when not given)."""
+    tl = timeline if timeline is not None else table.timeline()
     last = tl.last_completed_write()
     return tl.commit_metadata(last).schema if last is not None else None
 
 
-def commit_schema(table: Table, operation: str, batch_schema: str) -> str:
+def commit_schema(table: Table, operation: str, batch_schema: str, timeline=None) -> str:
     """The schema a commit records: the last completed write's, evolved by the batch's
     (``format/schema.evolve``); a delete's batch holds keys only, so it keeps the last one
-    (its own only on an empty table)."""
-    old = table_schema(table)
+    (its own only on an empty table). ``timeline``: as :func:`table_schema`'s."""
+    old = table_schema(table, timeline)
     if operation == "delete":
         return old or batch_schema
     return evolve(old, batch_schema)
@@ -344,11 +345,14 @@ class WritePipeline:
         batch_schema = engine.prepare()
         check_sync_client(engine.config)  # the config is the engine's once prepared (Spark)
         require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
+        # one listing for the schema and begin's check of the metadata table's instants (it
+        # starts from a data timeline listed before the metadata table's: write_guard.py)
+        seen = engine.table.timeline()
         if engine.operation != "delete" and engine.config.reconcile_schema:
-            table_json = table_schema(engine.table)
+            table_json = table_schema(engine.table, seen)
             if table_json:
                 batch_schema = engine.reconcile(table_json)
-        schema_json = commit_schema(engine.table, engine.operation, batch_schema)
+        schema_json = commit_schema(engine.table, engine.operation, batch_schema, seen)
         engine.check_batch(schema_json)
         self.schema_json = schema_json
         tx = self.tx = WriteTransaction(
@@ -357,7 +361,7 @@ class WritePipeline:
             checkpoint=checkpoint, batch_key=batch_key, lock_manager=self.lock_manager,
             time_generator=self.time_generator, on_begin=self.on_begin,
             footprint=engine.footprint())
-        tx.begin()
+        tx.begin(timeline=seen)
         self.say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
         try:
             engine.check_before_plan(tx)

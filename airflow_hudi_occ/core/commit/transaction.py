@@ -255,7 +255,12 @@ class WriteTransaction:
             get_detection_strategy(self.config.early_conflict.strategy, self.config)
         _ = self.lock_manager
 
-    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None) -> str:
+    def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None, *,
+              timeline: Timeline | None = None) -> str:
+        """Create the requested instant under the lock, with its heartbeat and "running"
+        record. ``timeline``: the data timeline the caller listed just before (the pipeline's,
+        for the commit's schema): the check of the metadata table before the lock starts from it
+        rather than listing it again (``write_guard.check_before_lock``)."""
         if self.state is not TransactionState.NEW:
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
@@ -272,7 +277,7 @@ class WriteTransaction:
         # keeps the metadata table's listing when it may, see commit), refusals before any
         # instant exists; under the lock only what must be there: the timeline (the new time's
         # floor, the snapshot), the requested file and the heartbeat (write_guard.py).
-        self._guard_seen = check_before_lock(self.table, self.config, files_writer=True)
+        self._guard_seen = check_before_lock(self.table, self.config, files_writer=True, timeline=timeline)
         with self.lock_manager.locked():
             if self._guard_seen is None:  # something to change first (a removal, an upgrade)
                 prepare_for_write(self.table, self.config, files_writer=True)

@@ -56,13 +56,15 @@ def prepare_for_write(table, config, *, files_writer: bool = False,
 
 
 def check_before_lock(table, config, *, files_writer: bool = False,
-                      stats_writer: bool = True) -> MetadataTableState | None:
+                      stats_writer: bool = True, timeline=None) -> MetadataTableState | None:
     """:func:`prepare_for_write`'s judgement before the table lock, changing nothing: the
     metadata table's state when :func:`prepare_for_write` would change nothing on the table as
     it is now (confirm it under the lock with :func:`confirm_under_lock`), None when it would
     change something (the properties read from their backup, a metadata table to remove, an
     upgrade; the caller then runs :func:`prepare_for_write` under the lock). Raises what
-    :func:`prepare_for_write` raises, before any instant exists."""
+    :func:`prepare_for_write` raises, before any instant exists. ``timeline``: a data timeline
+    listed before this call, which the check of the metadata table's instants starts from
+    (``metadata_trust.foreign_instants``: an instant it lacks is looked up on a fresh listing)."""
     table.reload_config()
     table.require_writable()
     check_merge_mode(table, config)
@@ -70,7 +72,7 @@ def check_before_lock(table, config, *, files_writer: bool = False,
     if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
         return None  # a removal: under the lock
     if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
-        check_own_metadata_table(table)
+        check_own_metadata_table(table, timeline)
     wanted, have = config.write_table_version, table.config.version
     if wanted is not None and wanted != have:
         if wanted < have or not config.auto_upgrade:
