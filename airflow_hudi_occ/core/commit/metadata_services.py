@@ -11,7 +11,9 @@ completed and still under the table lock (:mod:`~airflow_hudi_occ.core.commit.tr
 1. :func:`~airflow_hudi_occ.core.table.metadata_compaction.finish_pending_compactions`;
 2. :func:`~airflow_hudi_occ.core.table.metadata_clean.clean_if_needed` (Java cleans only when
    the latest compaction has at least three completed instants after it);
-3. :func:`~airflow_hudi_occ.core.table.metadata_compaction.compact_if_needed`;
+3. :func:`~airflow_hudi_occ.core.table.metadata_compaction.compact_if_needed`, put off while
+   other writers wait for the lock (``LockManager.others_waiting``), up to twice Java's trigger:
+   its hold is the longest of the table (issue 43), so it runs when nobody queues behind it;
 4. :func:`~airflow_hudi_occ.core.commit.archival.archive_metadata_table`.
 
 The data commit is done when this runs, so a failure here is logged, never raised: the
@@ -57,7 +59,8 @@ def run_metadata_table_services(table, config, lock_manager, new_time: Callable[
     lock_manager.check_held()
     result.cleaned = clean_if_needed(mdt, service_config(CleanConfig, config), new_time)
     lock_manager.check_held()
-    result.compacted = compact_if_needed(table, mdt, config.metadata.compact_max_delta_commits, new_time)
+    result.compacted = compact_if_needed(table, mdt, config.metadata.compact_max_delta_commits, new_time,
+                                         defer=lambda: (lock_manager.others_waiting() or 0) > 0)
     lock_manager.check_held()
     result.archived = archive_metadata_table(table, mdt, archival_config(config), lock_manager).archived
     return result

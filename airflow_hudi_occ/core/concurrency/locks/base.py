@@ -201,6 +201,13 @@ class LockProvider(abc.ABC):
         owner = self.current_owner()
         return None if owner is None else LockHolder.from_owner(self.provider_name, owner)
 
+    def waiting(self) -> int | None:
+        """How many other writers wait for this lock now, or None when this provider cannot
+        tell. Asked by the holder, to put off work that can wait while others queue behind it
+        (the metadata table's compaction, ``core/commit/metadata_services``); it may cost a
+        request."""
+        return None
+
     def end_wait(self) -> None:
         """The manager gave up waiting (every attempt failed): forget what the wait kept (a
         place in a line). Providers that keep nothing between attempts need not override."""
@@ -434,6 +441,15 @@ class LockManager:
         err.waited_s = round(self.waited_s, 3)
         err.requested_by = self.provider.owner
         raise err
+
+    def others_waiting(self) -> int | None:
+        """The provider's :meth:`LockProvider.waiting`; None when it cannot tell or the
+        question fails (what asks only puts work off, it must not fail the holder)."""
+        try:
+            return self.provider.waiting()
+        except Exception as e:  # noqa: BLE001 - a hint, never a failure of the holder
+            log.debug("could not count the waiters of %s: %s", self.name, e)
+            return None
 
     def release(self) -> None:
         self.provider.release()

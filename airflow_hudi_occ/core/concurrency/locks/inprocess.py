@@ -18,11 +18,12 @@ from airflow_hudi_occ.core.concurrency.locks.base import LockProvider
 
 
 class _Slot:
-    __slots__ = ("lock", "owner")
+    __slots__ = ("lock", "owner", "waiters")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.owner: str | None = None
+        self.waiters = 0  # threads blocked in _try_acquire (read without a lock: a hint)
 
 
 _REGISTRY: dict[tuple[str, str], _Slot] = {}
@@ -60,7 +61,13 @@ class InProcessLockProvider(LockProvider):
         got = self._slot.lock.acquire(blocking=False)
         if not got and timeout_s > 0:
             self._busy()  # held: the manager logs the wait and starts its work for it
-            got = self._slot.lock.acquire(timeout=timeout_s)
+            with _REGISTRY_LOCK:
+                self._slot.waiters += 1
+            try:
+                got = self._slot.lock.acquire(timeout=timeout_s)
+            finally:
+                with _REGISTRY_LOCK:
+                    self._slot.waiters -= 1
         if got:
             self._slot.owner = self.owner
         return got
@@ -74,3 +81,6 @@ class InProcessLockProvider(LockProvider):
 
     def current_owner(self) -> str | None:
         return self._slot.owner
+
+    def waiting(self) -> int | None:
+        return self._slot.waiters

@@ -73,7 +73,7 @@ from airflow_hudi_occ.core.format.versioned import (
     supports_versioned_writes,
 )
 from airflow_hudi_occ.core.concurrency.locks.base import LockProvider, encode_lock_key
-from airflow_hudi_occ.core.concurrency.locks.waiting_line import HANDOFF_S, LISTING_S, WaitingLine
+from airflow_hudi_occ.core.concurrency.locks.waiting_line import HANDOFF_S, LISTING_S, WaitingLine, waiters
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,11 @@ class StorageBasedLockProvider(LockProvider):
             threading.Thread(target=line.leave, daemon=True, name="storage-lock-leave-line").start()
         else:
             line.leave()
+
+    def waiting(self) -> int | None:
+        """The live tickets in the waiting line but ours (one listing); waiters in their first
+        attempt, and Java's provider (it takes no ticket), are not seen."""
+        return waiters(self.storage, self.lock_path, self.owner)
 
     def end_wait(self) -> None:
         """The manager gave up: leave the line, and the next wait starts afresh."""

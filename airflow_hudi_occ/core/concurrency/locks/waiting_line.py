@@ -151,5 +151,15 @@ class WaitingLine:
             pass
 
 
-__all__ = ["WaitingLine", "ticket_token", "LINE_SUFFIX", "TOUCH_S", "STALE_S", "LISTING_S", "FRONT_LISTING_S",
+def waiters(storage: Storage, lease_path: str, owner: str, *, now: float | None = None) -> int:
+    """How many live tickets other than ``owner``'s are in the line of ``lease_path`` (one
+    listing): the holder asks, to put off work while others wait. A waiter that has not taken
+    a ticket yet (its first attempt) is not counted."""
+    now = time.time() if now is None else now
+    mine = "-" + ticket_token(owner)
+    tickets = storage.list_mtimes(lease_path + LINE_SUFFIX)
+    return sum(1 for name, mtime in tickets.items() if not name.endswith(mine) and now - mtime <= STALE_S)
+
+
+__all__ = ["WaitingLine", "waiters", "ticket_token", "LINE_SUFFIX", "TOUCH_S", "STALE_S", "LISTING_S", "FRONT_LISTING_S",
            "HANDOFF_S"]

@@ -496,15 +496,16 @@ class ZookeeperBasedLockProvider(LockProvider):
             except (KazooException, KazooTimeoutError):
                 log.debug("could not remove empty lock parent %s", self.lock_path, exc_info=True)
 
-    def _first_contender(self) -> tuple[str, object] | None:
-        """The data and stat of the lowest-sequence node under the lock path (the holder)."""
+    def _contenders(self) -> list[tuple[str, str]] | None:
+        """``(sequence, node)`` of every contender under the lock path (Curator's and kazoo's
+        nodes), lowest first: the holder, then the waiters; None when not connected."""
         client = self._client
         if client is None or not self._connected.is_set():
             return None
         try:
             children = client.get_children_async(self.lock_path).get(timeout=self.connection_timeout_s)
         except NoNodeError:
-            return None
+            return []
         contenders = []
         for child in children:
             for name in CuratorCompatibleLock._EXCLUDE_NAMES:
@@ -513,9 +514,20 @@ class ZookeeperBasedLockProvider(LockProvider):
                 if len(seq) == 10 and seq.isdigit():
                     contenders.append((seq, child))
                     break
+        return sorted(contenders)
+
+    def waiting(self) -> int | None:
+        """The contenders after the holder (one ``getChildren``), Java's as well as ours."""
+        contenders = self._contenders()
+        return None if contenders is None else max(0, len(contenders) - 1)
+
+    def _first_contender(self) -> tuple[str, object] | None:
+        """The data and stat of the lowest-sequence node under the lock path (the holder)."""
+        contenders = self._contenders()
         if not contenders:
             return None
-        first = min(contenders)[1]
+        client = self._client
+        first = contenders[0][1]
         try:
             data, stat = client.get_async(f"{self.lock_path}/{first}").get(timeout=self.connection_timeout_s)
         except NoNodeError:

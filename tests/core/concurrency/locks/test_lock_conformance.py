@@ -423,3 +423,33 @@ class CountingProvider(InProcessLockProvider):
     def _release(self):
         self.calls.append("release")
         super()._release()
+
+
+def test_the_holder_counts_the_writers_waiting_behind_it(make_provider):
+    """``waiting()``: the writers blocked on the lock now, the holder not counted, or None where
+    the provider cannot tell (the file-system lock); what puts the metadata table's compaction
+    off while others queue (issue 43)."""
+    holder = make_provider()
+    assert holder.try_acquire(5)
+    if make_provider.kind == "filesystem":
+        assert holder.waiting() is None
+        holder.release()
+        return
+    assert holder.waiting() == 0
+    waiters = [make_provider() for _ in range(2)]
+    threads = [threading.Thread(target=lambda w=w: w.try_acquire(30) and w.release()) for w in waiters]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 15
+    while holder.waiting() != 2:
+        assert time.monotonic() < deadline, f"the holder sees {holder.waiting()} waiters, not 2"
+        time.sleep(0.05)
+    holder.release()
+    for t in threads:
+        t.join(40)
+    assert holder.try_acquire(5)
+    deadline = time.monotonic() + 15
+    while holder.waiting() != 0:  # a waiter's place in a line may go a moment after its release
+        assert time.monotonic() < deadline, f"{holder.waiting()} waiters left after all went"
+        time.sleep(0.05)
+    holder.release()
