@@ -307,9 +307,9 @@ def install(point: str | None = None) -> str | None:
     elif point == "after_completed":
         orig_cleanup = WT._cleanup_after_commit
 
-        def _cleanup_after_commit(self):
+        def _cleanup_after_commit(self, *also):
             maybe_crash("after_completed", completion_time=self.instant.completion_time)
-            return orig_cleanup(self)
+            return orig_cleanup(self, *also)
         WT._cleanup_after_commit = _cleanup_after_commit
 
     elif point in ("mdt_after_backup", "mdt_after_properties"):
