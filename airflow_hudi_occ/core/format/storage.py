@@ -710,17 +710,6 @@ class Storage:
         other (a local call does not wait on the network). A thread per call, not a pool: a
         call may itself run calls concurrently without waiting for a free worker."""
         calls = list(calls)
-        if self.is_local or len(calls) <= 1:
-            out, error = [], None
-            for call in calls:
-                try:
-                    out.append(call())
-                except BaseException as e:  # noqa: BLE001 - raised after the others ran
-                    error = error or e
-                    out.append(None)
-            if error is not None:
-                raise error
-            return out
         results: list = [None] * len(calls)
         errors: list = [None] * len(calls)
 
@@ -729,11 +718,13 @@ class Storage:
                 results[i] = calls[i]()
             except BaseException as e:  # noqa: BLE001 - raised below, in the caller's thread
                 errors[i] = e
+        overlap = not self.is_local and len(calls) > 1
         threads = [threading.Thread(target=run, args=(i,), name="hudi-occ-io", daemon=True)
-                   for i in range(1, len(calls))]
+                   for i in range(1, len(calls))] if overlap else []
         for t in threads:
             t.start()
-        run(0)  # the first on this thread
+        for i in range(len(calls) if not overlap else 1):  # the first (locally: all) on this thread
+            run(i)
         for t in threads:
             t.join()
         error = next((e for e in errors if e is not None), None)
