@@ -473,7 +473,7 @@ class WriteTransaction:
         metadata table nothing before the lock lists the timeline: a listing only for the
         conflict check would cost a single writer a request it never needs."""
         seen = self._guard_seen
-        maintained = seen is not None and maintains_files(seen, self.config, files_writer=True)
+        maintained = self._kept_at_begin()
         if not (maintained or waiting):
             return
         timeline = Timeline.load(self.table)
@@ -491,6 +491,12 @@ class WriteTransaction:
                 # its log files too: under the lock only the ones whose records moved meanwhile
                 # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
                 self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
+
+    def _kept_at_begin(self) -> bool:
+        """Does this commit keep the metadata table, as judged before begin's lock (confirmed
+        under the completion's)?"""
+        seen = self._guard_seen
+        return seen is not None and maintains_files(seen, self.config, files_writer=True)
 
     def _read_landed(self, timeline: Timeline, current) -> None:
         """The metadata of the completed writes the completion will read: every one when the
@@ -516,8 +522,7 @@ class WriteTransaction:
             self._read_ahead(metadata, current, waiting=True)
 
         seen = self._guard_seen
-        mdt_kept = (self.table.metadata_table()
-                    if seen is not None and maintains_files(seen, self.config, files_writer=True) else None)
+        mdt_kept = self.table.metadata_table() if self._kept_at_begin() else None
         with lm.locked(while_waiting=while_waiting), ExitStack() as pinned:
             # The hold's three reads at once (issue 43: each is a request the whole table waits
             # for): the data timeline, hoodie.properties unchanged since begin (write_guard.py),
