@@ -51,7 +51,8 @@ DELAY_MS = 20
 BUCKET = "tables"
 #: the files whose frames are "the storage layer": a request is named by the frame that entered it
 STORAGE_FILES = (os.path.join("core", "format", "storage.py"),
-                 os.path.join("core", "format", "versioned.py"))
+                 os.path.join("core", "format", "versioned.py"),
+                 os.path.join("core", "format", "object_store.py"))
 PACKAGE_DIR = "airflow_hudi_occ" + os.sep
 
 
@@ -111,8 +112,8 @@ def code_path(frame) -> str:
 class RequestTracer:
     """Records every storage call's time window with its code path, and the lock's hold windows.
 
-    Wraps ``fsspec.asyn.sync`` (and s3fs's reference to it: every blocking s3fs call goes
-    through it) and ``LockManager.acquire`` / ``release`` in this process while installed;
+    Wraps ``ObjectStore._call`` (every request of ``format/object_store``) and
+    ``fsspec.asyn.sync`` (and s3fs's reference to it: every blocking s3fs call goes through it) and ``LockManager.acquire`` / ``release`` in this process while installed;
     ``trace_calls=False`` wraps only the lock (the writer processes of the multi-writer points,
     where walking frames on every storage call would cost CPU the 2 cores do not have).
     """
@@ -135,6 +136,7 @@ class RequestTracer:
         import fsspec.asyn
         import s3fs.core
         from airflow_hudi_occ.core.concurrency.locks.base import LockManager
+        from airflow_hudi_occ.core.format.object_store import ObjectStore
         tracer = self
         raw_sync = fsspec.asyn.sync
         raw_acquire, raw_release = LockManager.acquire, LockManager.release
@@ -169,9 +171,22 @@ class RequestTracer:
                 tracer.releases.append((t0, time.time()))
 
         saved = [(LockManager, "acquire", raw_acquire), (LockManager, "release", raw_release)]
+        raw_call = ObjectStore._call
+
+        def call(self_, path, fn, *args, **kwargs):
+            where = code_path(sys._getframe(1))
+            t0 = time.time()
+            try:
+                return raw_call(self_, path, fn, *args, **kwargs)
+            finally:
+                with tracer._lock:
+                    tracer.calls.append((t0, time.time(), where))
+
         if self.trace_calls:
-            saved += [(fsspec.asyn, "sync", raw_sync), (s3fs.core, "sync", s3fs.core.sync)]
+            saved += [(fsspec.asyn, "sync", raw_sync), (s3fs.core, "sync", s3fs.core.sync),
+                      (ObjectStore, "_call", raw_call)]
             fsspec.asyn.sync = s3fs.core.sync = sync
+            ObjectStore._call = call
         LockManager.acquire, LockManager.release = acquire, release
         try:
             yield self

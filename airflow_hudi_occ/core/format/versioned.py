@@ -146,6 +146,8 @@ def _s3_precondition_failed(e: BaseException | None) -> bool:
 
 
 def _s3_get(storage: Storage, path: str) -> tuple[bytes, str]:
+    if storage.objects is not None:
+        return storage.objects.get_versioned(path)
     from fsspec.asyn import sync
 
     fs = storage.fs
@@ -164,6 +166,11 @@ def _s3_get(storage: Storage, path: str) -> tuple[bytes, str]:
 
 
 def _s3_head(storage: Storage, path: str) -> str | None:
+    if storage.objects is not None:
+        try:
+            return storage.objects.head(path)["e_tag"]
+        except FileNotFoundError:
+            return None
     from fsspec.asyn import sync
 
     fs = storage.fs
@@ -179,6 +186,12 @@ def _s3_head(storage: Storage, path: str) -> str | None:
 
 
 def _s3_put(storage: Storage, path: str, data: bytes, version: str | None) -> str:
+    if storage.objects is not None:
+        try:
+            return storage.objects.put(path, data, mode="create" if version is None else None,
+                                       if_version=version)
+        except (FileExistsError, FileNotFoundError) as e:  # lost the race; or If-Match on a deleted key
+            raise VersionConflictError(path) from e
     from fsspec.asyn import sync
 
     fs = storage.fs

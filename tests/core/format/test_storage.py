@@ -12,6 +12,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_hudi_occ.core.errors import ConfigError, StorageError, StorageUnavailableError
+from airflow_hudi_occ.core.format.object_store import ObjectStore
 from airflow_hudi_occ.core.format.storage import S3_CLIENT_DEFAULTS, S3FS_RETRIES, Storage
 from airflow_hudi_occ.testing.unreachable import refusing_port, silent_listener
 
@@ -100,6 +101,21 @@ def _s3(endpoint: str, **options) -> Storage:
     return Storage("s3://bucket/t", {"endpoint_url": endpoint, "key": "k", "secret": "s", **options})
 
 
+@pytest.fixture(params=["obstore", "s3fs"])
+def s3_client(request, monkeypatch):
+    """Each S3 test runs with either client sending the requests: obstore
+    (``format/object_store``, where the options allow) and s3fs (options only botocore
+    takes, or obstore not installed)."""
+    if request.param == "s3fs":
+        monkeypatch.setattr(ObjectStore, "for_s3", classmethod(lambda cls, options: None))
+    return request.param
+
+
+#: what each client names a refused connection and a silent store
+_REFUSED = {"obstore": "ConnectionRefusedByStoreError", "s3fs": "EndpointConnectionError"}
+_SILENT = {"obstore": "StoreTimeoutError", "s3fs": "ReadTimeoutError"}
+
+
 def test_s3_gets_bounded_client_timeouts_that_the_user_may_override():
     storage = _s3(_refusing_endpoint())
     assert storage.fs.config_kwargs == S3_CLIENT_DEFAULTS and storage.fs.retries == S3FS_RETRIES
@@ -132,14 +148,15 @@ def test_a_storage_option_the_backend_does_not_take_is_named():
     assert exc.value.remedy.startswith("did you mean 'endpoint_url'?")
 
 
-def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
+def test_a_refusing_endpoint_is_storage_unavailable_naming_it(s3_client):
     endpoint = _refusing_endpoint()
     storage = _s3(endpoint)
+    assert (storage.objects is not None) == (s3_client == "obstore")
     start = time.monotonic()
     with pytest.raises(StorageUnavailableError) as exc:
         storage.read(storage.path(".hoodie", "hoodie.properties"))
     assert time.monotonic() - start < 30
-    assert exc.value.endpoint == endpoint and exc.value.cause == "EndpointConnectionError"
+    assert exc.value.endpoint == endpoint and exc.value.cause == _REFUSED[s3_client]
     assert isinstance(exc.value, ConnectionError), "callers treating storage OSErrors as transient still do"
     assert f"the s3 store at {endpoint} did not answer (bucket/t/.hoodie/hoodie.properties)" in str(exc.value)
     with pytest.raises(StorageUnavailableError):  # writes go through the same boundary
@@ -149,16 +166,17 @@ def test_a_refusing_endpoint_is_storage_unavailable_naming_it():
 @pytest.mark.slow  # 42 s; the default run proves the same path with a 1 s read timeout
 # (tests/cli/test_app.py::test_a_silent_store_fails_within_its_read_timeout) and that the
 # defaults reach botocore (test_s3_gets_bounded_client_timeouts_that_the_user_may_override)
-def test_a_silent_endpoint_fails_within_the_default_bound(silent_endpoint):
+def test_a_silent_endpoint_fails_within_the_default_bound(silent_endpoint, s3_client):
     """The defaults, not a test-sized timeout: 2 s3fs tries x 2 botocore attempts x 10 s read
-    timeout, about 42 s measured (botocore's and s3fs's own defaults: 415 s)."""
+    timeout, about 42 s measured (botocore's and s3fs's own defaults: 415 s); obstore: 2
+    attempts of a 20 s request."""
     storage = _s3(silent_endpoint)
     start = time.monotonic()
     with pytest.raises(StorageUnavailableError) as exc:
         storage.exists(storage.path(".hoodie", "hoodie.properties"))
     took = time.monotonic() - start
     assert took < 60, f"took {took:.0f}s"
-    assert exc.value.endpoint == silent_endpoint and exc.value.cause == "ReadTimeoutError"
+    assert exc.value.endpoint == silent_endpoint and exc.value.cause == _SILENT[s3_client]
 
 
 def test_a_local_error_is_not_mistaken_for_an_unanswering_store(tmp_path):
@@ -166,7 +184,7 @@ def test_a_local_error_is_not_mistaken_for_an_unanswering_store(tmp_path):
         Storage(str(tmp_path)).read(str(tmp_path / "missing"))
 
 
-def test_an_answer_that_is_not_http_is_storage_unavailable_too():
+def test_an_answer_that_is_not_http_is_storage_unavailable_too(s3_client):
     """A store (or proxy) that answers garbage: a misbehaving store, not a bug of ours."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -242,8 +260,8 @@ def test_base_paths_people_can_see_are_taken(tmp_path):
         assert Table.open(str(tmp_path / name) + "/").config.name == "t"
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
-def test_one_listing_gives_each_files_size_and_modification_time(tmp_path, where):
+@pytest.mark.parametrize("where", ["local", "s3", "s3.s3fs"])
+def test_one_listing_gives_each_files_size_and_modification_time(tmp_path, where, monkeypatch):
     """``list_sizes`` and ``list_mtimes``: files only (no folders), a missing folder is empty;
     on S3 the times are the store's (one-second resolution), near our clock."""
     from airflow_hudi_occ.testing.s3 import S3Server
@@ -251,9 +269,12 @@ def test_one_listing_gives_each_files_size_and_modification_time(tmp_path, where
         if where == "local":
             storage = Storage(str(tmp_path / "t"))
         else:
+            if where == "s3.s3fs":
+                monkeypatch.setattr(ObjectStore, "for_s3", classmethod(lambda cls, options: None))
             s3 = stack.enter_context(S3Server())
             s3.create_bucket("listed")
             storage = Storage("s3://listed/t", s3.storage_options)
+            assert (storage.objects is None) == (where == "s3.s3fs")
         folder = storage.path("f")
         storage.write(storage.path("f", "a"), b"12345")
         storage.write(storage.path("f", "sub", "c"), b"1")
