@@ -30,6 +30,12 @@ store that accepts and never answers fails within about 42 s, as with s3fs. obje
 a whole request, not botocore's gap between bytes: a file read whole (a base file, a log file)
 must arrive within it, about 2 GB at 100 MB/s; raise ``config_kwargs.read_timeout`` for more.
 
+A process forked after it used obstore cannot use it (its runtime's threads stay in the
+parent, and the child's first request waits for them forever: measured, obstore 0.12): such a
+child sends its requests through s3fs (:func:`usable`, ``Storage.objects``), which fsspec
+makes safe after a fork. Processes started fresh (spawn, subprocess, Spark's workers) use
+obstore.
+
 Errors, as fsspec raises them so the callers need no second vocabulary: a missing key is
 ``FileNotFoundError``; a conditional PUT that lost (412, or 409 for a concurrent conditional
 write) ``FileExistsError``; a store that refused our credentials ``PermissionError``; a store
@@ -58,6 +64,24 @@ _CONFIG_KWARGS = frozenset({"connect_timeout", "read_timeout", "retries", "max_p
 #: what object_store says when no answer came (refused, reset, timed out)
 _NO_ANSWER = ("error sending request", "timed out", "timeout", "connection closed", "connection reset",
               "connection refused", "broken pipe", "incomplete message")
+
+
+#: whether this process started obstore's runtime, and whether it was forked from one that had
+_runtime = {"started": False, "inherited": False}
+
+
+def _forked() -> None:
+    if _runtime["started"]:
+        _runtime["inherited"] = True
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def usable() -> bool:
+    """Whether this process may send requests through obstore (not a fork of a process that
+    did: module docstring)."""
+    return not _runtime["inherited"]
 
 
 class NoAnswerError(ConnectionError):
@@ -186,6 +210,8 @@ class ObjectStore:
             import obstore  # noqa: F401 - the optional client
         except ImportError:
             return None
+        if not usable():
+            return None
         config = s3_client_config(fs_options)
         return cls(config) if config is not None else None
 
@@ -197,6 +223,7 @@ class ObjectStore:
             with self._lock:
                 store = self._stores.get(bucket)
                 if store is None:
+                    _runtime["started"] = True
                     store = self._stores[bucket] = S3Store(bucket, **self._config)
         return store, key
 
@@ -301,4 +328,5 @@ class ObjectStore:
             self._call(group[0], lambda s, _k: obstore.delete(s, keys if len(keys) > 1 else keys[0]))
 
 
-__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "StoreTimeoutError", "ObjectStore", "s3_client_config"]
+__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "ObjectStore",
+           "StoreTimeoutError", "s3_client_config", "usable"]

@@ -55,6 +55,7 @@ from fsspec.core import url_to_fs
 
 from airflow_hudi_occ.core.config import closest_key
 from airflow_hudi_occ.core.format.object_store import ObjectStore
+from airflow_hudi_occ.core.format.object_store import usable as object_store_usable
 from airflow_hudi_occ.core.errors import (ConfigError, InvalidTablePathError, StorageError, StorageFullError,
                                          StorageUnavailableError, UnsafePathError)
 
@@ -302,12 +303,18 @@ class Storage:
         self.is_local = self.protocol in ("file", "local")
         self._no_conditional_writes = False
         self.assume_locked_creates = assume_locked_creates or declared
-        #: the S3 client that sends this table's requests (``format/object_store``: a tenth of
-        #: botocore's CPU per request), or None: s3fs sends them (another store, obstore not
-        #: installed, or an option only botocore takes)
-        self.objects: ObjectStore | None = (
+        self._objects: ObjectStore | None = (
             ObjectStore.for_s3(with_s3_defaults(fsspec_options(self.storage_options)))
             if self.protocol in ("s3", "s3a") else None)
+
+    @property
+    def objects(self) -> ObjectStore | None:
+        """The S3 client that sends this table's requests (``format/object_store``: a tenth of
+        botocore's CPU a request), or None: s3fs sends them (another store, obstore not
+        installed, an option only botocore takes, or a process forked from one that used it)."""
+        if self._objects is not None and not object_store_usable():
+            self._objects = None
+        return self._objects
 
     @property
     def atomic_creates(self) -> bool:

@@ -329,3 +329,32 @@ def test_concurrently_runs_every_call_and_raises_the_first_error_after_all(tmp_p
     if where == "memory":  # not local: each call on its own thread, all at once
         started = threading.Barrier(3, timeout=10)
         assert storage.concurrently([lambda i=i: (started.wait(), i)[1] for i in range(3)]) == [0, 1, 2]
+
+
+def _read_in_fork(storage_options, path, out):
+    storage = Storage("s3://forked/t", storage_options)
+    out.put((storage.objects is None, storage.read(storage.path(path))))
+
+
+def test_a_process_forked_after_obstore_was_used_sends_through_s3fs():
+    """obstore's runtime does not survive a fork: a child's first request through it waits
+    forever (measured with obstore 0.12). A child of a process that used it sends through
+    s3fs instead, and reads what the parent wrote."""
+    import multiprocessing
+    from airflow_hudi_occ.testing.s3 import S3Server
+    with S3Server() as s3:
+        s3.create_bucket("forked")
+        parent = Storage("s3://forked/t", s3.storage_options)
+        assert parent.objects is not None
+        parent.write(parent.path("p"), b"from the parent")
+        ctx = multiprocessing.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=_read_in_fork, args=(s3.storage_options, "p", out))
+        child.start()
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+            pytest.fail("the forked child's request never returned")
+        assert child.exitcode == 0
+        assert out.get(timeout=5) == (True, b"from the parent")
+        assert parent.objects is not None, "the parent keeps its client"
