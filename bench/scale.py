@@ -206,6 +206,30 @@ class RequestTracer:
         return best[1] if best else "unattributed (another thread or process)"
 
 
+def handoffs(commits: list[dict]) -> list[float]:
+    """The gaps between consecutive lock holds of all writers of a point, where the next hold's
+    writer had been waiting since before the previous hold ended (its acquire's window): how
+    long the lock lay free with a writer waiting for it."""
+    windows = sorted((a, b, c.get("waits", [])) for c in commits for a, b in c["holds"])
+    out = []
+    for (a0, b0, _w0), (a1, _b1, waits1) in zip(windows, windows[1:]):
+        waited_from = [w0 for w0, w1 in waits1 if abs(w1 - a1) < 0.05]  # the acquire that ended in it
+        if a1 >= b0 and waited_from and waited_from[0] < b0:
+            out.append(a1 - b0)
+    return out
+
+
+def union_length(windows: list[tuple[float, float]]) -> float:
+    """The time covered by at least one of ``windows``."""
+    total, end = 0.0, None
+    for a, b in sorted(windows):
+        if end is None or a > end:
+            total, end = total + (b - a), b
+        elif b > end:
+            total, end = total + (b - end), b
+    return total
+
+
 def split_by_window(events: list[dict], windows: list[tuple[float, float]]) -> list[dict]:
     return [e for e in events if any(a <= e["t"] <= b for a, b in windows)]
 
@@ -765,7 +789,14 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
             "lock_wait_s_p99": _r(percentile([c["lock_wait_s"] for c in ok], 99)),
             "admission_wait_s_p50": _r(percentile([c["admission_wait_s"] for c in ok], 50)),
             "admission_wait_s_max": _r(max((c["admission_wait_s"] for c in ok), default=None)),
-            "table_time_locked_share": _r(sum(holds) / wall, 3)})
+            "table_time_locked_share": _r(sum(holds) / wall, 3),
+            # from one hold's end to the next hold's start, between two holds with a writer
+            # waiting (its wait began before the gap): the time the lock took to change hands
+            "lock_handoff_s_p50": _r(percentile(handoffs(ok), 50), 4),
+            "lock_handoff_s_mean": _r(sum(handoffs(ok)) / max(1, len(handoffs(ok))), 4),
+            "lock_handoff_share": _r(sum(handoffs(ok)) / wall, 3),
+            **({"raw_commits": ok} if os.environ.get("HUDI_OCC_BENCH_RAW") else {}),
+            "lock_demand_share": _r(union_length([w for c in ok for w in [*c["holds"], *c.get("waits", [])]]) / wall, 3)})
         got = hudi_read_s3(uri, s3.storage_options)
         ids = sorted(k for k in got.column("txn_id").to_pylist() if k not in fixture[2])
         expected = {f"K{key_of(r['worker'], i)}" for r in results

@@ -207,7 +207,7 @@ def run_ours(spec: dict, go) -> dict:
             "t0": t0, "t1": t1, "error": error, "attempts": len(run.attempts),
             "conflicts": sum(1 for a in run.attempts if a.outcome == "conflict") - timeouts,
             "lock_timeouts": timeouts, "admission_wait_s": sum(waits),
-            "lock_wait_s": sum(b - a for a, b in tracer.acquires),
+            "lock_wait_s": sum(b - a for a, b in tracer.acquires), "waits": list(tracer.acquires),
             "holds": list(tracer.holds), "hold_cpu_s": sum(tracer.hold_cpu),
             "hold_split_s": split_holds(tracer.holds, phases.windows)})
     return {"commits": commits}

@@ -127,8 +127,8 @@ class WaitingLine:
         """The lease is held by ``holder``: if that is the waiter just ahead, it got the lock and
         we have moved up, known without listing the line (the second waiter reads the lease:
         this is how it learns it is first as soon as the first takes the lock)."""
-        if self.ahead_tokens and self.ahead_tokens[0] == ticket_token(holder):
-            self.ahead_tokens = self.ahead_tokens[1:]
+        token = ticket_token(holder)
+        self.ahead_tokens = [t for t in self.ahead_tokens if t != token]
 
     def keep_alive(self) -> None:
         if self.ticket is not None and self._monotonic() - self._touched_at >= TOUCH_S:

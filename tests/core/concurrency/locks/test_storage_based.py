@@ -25,6 +25,8 @@ from airflow_hudi_occ.core.concurrency.locks.storage_based import (
     FRONT_POLL_S,
     JITTER,
     MIN_POLL_S,
+    NEAR_POLL_S,
+    READERS_AHEAD,
     StorageBasedLockProvider,
 )
 from airflow_hudi_occ.core.concurrency.locks.waiting_line import HANDOFF_S, LISTING_S, STALE_S, WaitingLine, ticket_token
@@ -313,40 +315,50 @@ def _wait_until(cond, timeout=10.0):
         time.sleep(0.02)
 
 
-def test_only_the_first_two_waiters_read_the_lease_and_they_take_it_in_their_order(tmp_path):
+def test_the_waiters_near_the_front_read_the_lease_the_rest_the_line_and_they_take_it_in_order(tmp_path):
     """Issue 43: at 32 writers the waiters' reads of the lease were most of the store's load.
-    In the line the third and later waiters read nothing but the line every LISTING_S; a free
-    lease is the first waiter's, and the second takes it only if the first leaves it free for
-    HANDOFF_S; nobody further back takes it."""
+    In the line the first two read the lease every FRONT_POLL_S at most, the next ones up to
+    READERS_AHEAD waiters back every NEAR_POLL_S (so each learns from the lease's owner that
+    one ahead took the lock, and moves up without listing: with only two readers the line ran
+    dry between turns, and the lock lay free a third of the time at 8 writers), the rest read
+    nothing but the line every LISTING_S. A free lease is the first waiter's; the next takes
+    it only if the first leaves it free for HANDOFF_S; nobody further back takes it."""
     _held_by_java(tmp_path)
-    clocks = [_Clock() for _ in range(3)]
-    a, b, c = (_provider(tmp_path, monotonic=k.monotonic, sleep=k.sleep) for k in clocks)
-    reads = [_counting_reads(x) for x in (a, b, c)]
-    for x in (a, b, c):  # they join in this order
+    n = READERS_AHEAD + 2
+    clocks = [_Clock() for _ in range(n)]
+    waiters = [_provider(tmp_path, monotonic=k.monotonic, sleep=k.sleep) for k in clocks]
+    reads = [_counting_reads(x) for x in waiters]
+    for x in waiters:  # they join in this order
         assert not x.try_acquire(0.05)
         time.sleep(0.002)
-    for x, k in zip((a, b, c), clocks):
+    for k in clocks:
         k.pauses.clear()
     before = [r[0] for r in reads]
-    assert not a.try_acquire(4.0) and not b.try_acquire(4.0) and not c.try_acquire(10.0)
-    got = [r[0] - n for r, n in zip(reads, before)]
-    assert got[0] >= 15, got  # the first: every 200 ms at most
-    assert 2 <= got[1] <= 7, got  # the second: every second (3 to 5.3 pauses in 4 s, jittered)
-    assert got[2] == 0, got  # the third: only the line
-    assert max(clocks[2].pauses) >= LISTING_S * JITTER[0]
+    for x in waiters[:-1]:
+        assert not x.try_acquire(4.0)
+    assert not waiters[-1].try_acquire(10.0)
+    got = [r[0] - b for r, b in zip(reads, before)]
+    assert got[0] >= 15 and got[1] >= 15, got  # the first two: every 200 ms at most
+    for near in got[2:-1]:  # every 500 ms, jittered: 6.4 to 10.7 pauses in 4 s
+        assert 5 <= near <= 12, got
+    assert got[-1] == 0, got  # the last: only the line
+    assert max(clocks[-1].pauses) >= LISTING_S * JITTER[0]
+    assert max(clocks[2].pauses) <= NEAR_POLL_S * JITTER[1]
+    a, b, c = waiters[:3]
     _plant(tmp_path, valid_until_ms=int(time.time() * 1000) + 60_000, expired=True)  # Java let go
-    assert not c.try_acquire(5.0)  # free, but two are ahead
+    assert not c.try_acquire(HANDOFF_S * 1.5)  # free, but two are ahead: its turn after two handoffs
     assert not b.try_acquire(HANDOFF_S / 2)  # free, the first's turn
     assert a.try_acquire(1.0)
     assert not b.try_acquire(0.5)  # it reads the lease: held by the one that was ahead
     assert b._line.ahead == 0  # so it is first now
-    assert len(os.listdir(_line_folder(tmp_path))) == 3  # a's ticket goes when it releases
+    assert not c.try_acquire(0.6)  # and the third, two back, moved up the same way
+    assert c._line.ahead == 1
+    assert len(os.listdir(_line_folder(tmp_path))) == n  # a's ticket goes when it releases
     a.release()
-    _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == 2)
-    assert b.try_acquire(3.0)  # the first is gone: the second is first now
-    b.release()
-    assert c.try_acquire(3.0)
-    c.release()
+    _wait_until(lambda: len(os.listdir(_line_folder(tmp_path))) == n - 1)
+    for x in waiters[1:]:  # each in its turn
+        assert x.try_acquire(3.0 if x is not waiters[-1] else 6.0)
+        x.release()
     _wait_until(lambda: not os.listdir(_line_folder(tmp_path)))
 
 
