@@ -109,14 +109,14 @@ def listing_point(uri: str, options: dict, proxy) -> dict:
 
 
 def size_point(n: int, s3, proxy, workdir: str, delay_ms: int, log, *, commits: int = COMMITS,
-               warmup: int = WARMUP) -> dict:
+               warmup: int = WARMUP, pad_keys: int = 0) -> dict:
     """One size: the table prepared at 0 ms, then its commits and its listing at ``delay_ms``."""
     from airflow_hudi_occ.core.commit.writer import ArrowTableWriter
     from airflow_hudi_occ.core.config import WriteConfig
     from airflow_hudi_occ.core.format.storage import Storage
     from airflow_hudi_occ.core.table.table import Table
     from airflow_hudi_occ.testing.s3 import hudi_read_s3
-    from .scale import BUCKET, RequestTracer, _per_commit
+    from .scale import RequestTracer, _per_commit
     from airflow_hudi_occ.core.table.file_listing import SOURCE_METADATA_TABLE
     from .scale_workers import PhaseTimer, split_holds
 
@@ -125,9 +125,15 @@ def size_point(n: int, s3, proxy, workdir: str, delay_ms: int, log, *, commits: 
     prep_s = time.perf_counter() - t0
     proxy.set_delay(0)
     options = proxy.storage_options(s3.storage_options)
-    uri = f"s3://{BUCKET}/partitions_{n}"
+    # a bucket of its own (moto lists a folder by walking every key of its bucket: the other
+    # size's table would slow this one's listings), with ``pad_keys`` unrelated keys beside it
+    bucket = f"partitions-{n}" + (f"-pad{pad_keys}" if pad_keys else "")
+    s3.create_bucket(bucket)
+    if pad_keys:
+        pad_bucket(s3, bucket, pad_keys)
+    uri = f"s3://{bucket}/partitions_{n}"
     t0 = time.perf_counter()
-    Storage(uri, s3.storage_options).fs.put(path + "/", f"{BUCKET}/partitions_{n}", recursive=True)
+    Storage(uri, s3.storage_options).fs.put(path + "/", f"{bucket}/partitions_{n}", recursive=True)
     log(f"scale: {n} partitions written in {prep_s:.0f} s on local disk, copied to the store in "
         f"{time.perf_counter() - t0:.0f} s")
     writer = ArrowTableWriter(Table.open(uri, storage_options=options), WriteConfig.from_options(
@@ -184,11 +190,23 @@ def sizes_of(quick: bool) -> tuple[int, ...]:
     return QUICK_SIZES if quick else SIZES
 
 
-def run_sizes(s3, proxy, workdir: str, delay_ms: int, sizes, log) -> tuple[list[Figure], dict]:
+def pad_bucket(s3, bucket: str, keys: int) -> None:
+    """``keys`` empty objects under ``padding/`` in ``bucket``: what moto's listings cost beside
+    another table's keys (``--pad-keys``)."""
+    from concurrent.futures import ThreadPoolExecutor
+    import boto3
+    from airflow_hudi_occ.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY
+    client = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key=SECRET_KEY, region_name=REGION)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: client.put_object(Bucket=bucket, Key=f"padding/{i:06d}", Body=b""), range(keys)))
+
+
+def run_sizes(s3, proxy, workdir: str, delay_ms: int, sizes, log, pad_keys: int = 0) -> tuple[list[Figure], dict]:
     """Each size measured in turn (one table at a time on the store), then the figures."""
     got = {}
     for n in sizes:
-        got[n] = size_point(n, s3, proxy, workdir, delay_ms, log)
+        got[n] = size_point(n, s3, proxy, workdir, delay_ms, log, pad_keys=pad_keys)
         p = got[n]
         log(f"scale: {n} partitions, {delay_ms} ms: commit p50 {p['seconds_p50']} s, {p['requests_p50']} "
             f"requests ({p['under_lock_p50']} under the lock, held {p['lock_hold_s_p50']} s); compaction held "
@@ -231,18 +249,19 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
     from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
     from airflow_hudi_occ.testing.s3 import S3Server
-    from .scale import BUCKET, DELAY_MS
+    from .scale import DELAY_MS
     ap = argparse.ArgumentParser(prog="python -m bench.scale_partitions", description=main.__doc__)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--delay-ms", type=int, default=DELAY_MS)
     ap.add_argument("--json", default=None, help="write every figure here")
+    ap.add_argument("--pad-keys", type=int, default=0,
+                    help="this many unrelated keys in each table's bucket (moto's listings walk the bucket)")
     args = ap.parse_args(argv)
     exit_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="scale-partitions-") as workdir, S3Server() as s3, \
             LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
-        s3.create_bucket(BUCKET)
         figures, got = run_sizes(s3, proxy, workdir, args.delay_ms, [int(x) for x in args.sizes.split(",")],
-                                 lambda m: print(m, flush=True))
+                                 lambda m: print(m, flush=True), pad_keys=args.pad_keys)
     for f in figures:
         print(f"{f.name}: {f.value:.0f} {f.unit} vs {f.baseline_value:.0f} ({f.ratio:.2f}x, {f.verdict})")
     if args.json:

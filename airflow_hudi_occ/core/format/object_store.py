@@ -62,7 +62,8 @@ _CLIENT_KWARGS = frozenset({"endpoint_url", "region_name", "aws_access_key_id", 
 _CONFIG_KWARGS = frozenset({"connect_timeout", "read_timeout", "retries", "max_pool_connections",
                             "region_name", "s3"})
 #: what object_store says when no answer came (refused, reset, timed out)
-_NO_ANSWER = ("error sending request", "timed out", "timeout", "connection closed", "connection reset",
+#: (not "timeout": every message's debug text names its ``retry_timeout``)
+_NO_ANSWER = ("error sending request", "timed out", "connection closed", "connection reset",
               "connection refused", "broken pipe", "incomplete message")
 
 
@@ -173,7 +174,8 @@ def _translated(e: BaseException, path: str) -> BaseException:
     if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
         return FileExistsError(errno.EEXIST, f"{path}: the conditional write's condition did not hold "
                                              "(PreconditionFailed)")
-    if isinstance(e, (ox.PermissionDeniedError, ox.UnauthenticatedError)):
+    if isinstance(e, (ox.PermissionDeniedError, ox.UnauthenticatedError)) or (
+            isinstance(e, ox.GenericError) and ("status code: 403" in text or "status code: 401" in text)):
         return PermissionError(errno.EACCES, f"{path}: {text.splitlines()[0]}")
     if isinstance(e, ox.NotSupportedError) or " 501 " in text or "NotImplemented" in text:
         return OSError(errno.ENOSYS, f"{path}: NotImplemented: {text.splitlines()[0]}")

@@ -107,3 +107,20 @@ def test_every_request_a_table_makes_goes_through_obstore_and_reads_back(tmp_pat
         assert s.list_names(s.path("p")) == ["sub"]
         s.delete_dir(s.path("p"))
         assert s.walk_files(s.path("p")) == [] and not s.exists(s.path("p"))
+
+
+def test_a_store_refusing_our_credentials_is_a_storage_error_naming_it_not_an_unanswering_store():
+    """A LIST answered 403 comes from obstore as a generic error whose debug text names its
+    retry timeout: it must read as refused credentials, not as a store that did not answer."""
+    from airflow_hudi_occ.core.errors import StorageError, StorageUnavailableError
+    from airflow_hudi_occ.testing.s3 import S3Server
+    with S3Server(check_credentials=True) as server:
+        server.create_bucket("creds")
+        storage = Storage("s3://creds/t", {**server.storage_options, "key": "not-ours"})
+        assert storage.objects is not None
+        with pytest.raises(StorageError) as exc:
+            storage.check_access()
+        assert not isinstance(exc.value, StorageUnavailableError)
+        assert f"the s3 store at {server.endpoint} refused access to s3://creds/t" in exc.value.message
+        with pytest.raises(PermissionError):
+            storage.read(storage.path("x"))
