@@ -42,7 +42,8 @@ write) ``FileExistsError``; a store that refused our credentials ``PermissionErr
 that did not answer :class:`NoAnswerError`, one whose answer was not HTTP
 :class:`GarbledAnswerError` (``Storage``'s boundary makes either a ``StorageUnavailableError``
 naming the endpoint); a store that does not implement a conditional
-PUT (501) ``OSError(ENOSYS)``.
+PUT (501) ``OSError(ENOSYS)``; any other answer the store gave (a 503 after the retries)
+``OSError(EIO)`` naming it.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def s3_client_config(fs_options: dict[str, Any], environ=os.environ) -> dict[str
     return out
 
 
-def _translated(e: BaseException, path: str) -> BaseException:
+def as_fsspec_error(e: BaseException, path: str) -> BaseException:
     """An obstore error as the exception fsspec would raise for it (module docstring)."""
     from obstore import exceptions as ox
     text = str(e)
@@ -192,7 +193,9 @@ def _translated(e: BaseException, path: str) -> BaseException:
         return StoreTimeoutError(f"{path}: no answer within the request's time ({first})")
     if any(s in lowered for s in _NO_ANSWER):
         return NoAnswerError(f"{path}: {first}")
-    return e
+    # anything else the store answered (a 500 or 503 after the retries): an OSError, as s3fs
+    # raises, so callers that take a storage OSError as "cannot tell now" still do
+    return OSError(errno.EIO, f"{path}: {first}")
 
 
 class ObjectStore:
@@ -236,7 +239,7 @@ class ObjectStore:
         try:
             return fn(store, key, *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - translated, or raised as it came
-            translated = _translated(e, path)
+            translated = as_fsspec_error(e, path)
             if translated is e:
                 raise
             raise translated from e
@@ -330,5 +333,5 @@ class ObjectStore:
             self._call(group[0], lambda s, _k: obstore.delete(s, keys if len(keys) > 1 else keys[0]))
 
 
-__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "ObjectStore",
+__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "ObjectStore", "as_fsspec_error",
            "StoreTimeoutError", "s3_client_config", "usable"]

@@ -124,3 +124,23 @@ def test_a_store_refusing_our_credentials_is_a_storage_error_naming_it_not_an_un
         assert f"the s3 store at {server.endpoint} refused access to s3://creds/t" in exc.value.message
         with pytest.raises(PermissionError):
             storage.read(storage.path("x"))
+
+
+@pytest.mark.parametrize("message, raised", [
+    ("Generic S3 error: Error performing PUT http://h/b/k in 3ms - Server returned non-2xx status code: "
+     "503 Service Unavailable: <Code>SlowDown</Code>\n\nDebug source:\nretry_timeout: 10s", OSError),
+    ("Generic S3 error: Error performing list request: Server returned non-2xx status code: 403 Forbidden: "
+     "<Code>InvalidAccessKeyId</Code>\n\nDebug source:\nretry_timeout: 180s", PermissionError),
+    ("Generic S3 error: Error performing GET http://h/b/k - HTTP error: error sending request\n\nDebug "
+     "source:\nkind: Timeout,\nsource: TimedOut", ConnectionError),
+], ids=["503", "403", "timeout"])
+def test_what_the_store_answered_is_raised_as_fsspec_would(message, raised):
+    """Every failure of a request is an OSError of the kind fsspec raises: callers that take a
+    storage OSError as "cannot tell now" (a lock's validity check, a best-effort delete) keep
+    doing so; a 503 is not mistaken for a store that did not answer, nor a 403."""
+    from obstore import exceptions as ox
+    from airflow_hudi_occ.core.format.object_store import NoAnswerError, as_fsspec_error
+    got = as_fsspec_error(ox.GenericError(message), "b/k")
+    assert type(got) is raised or isinstance(got, raised)
+    assert isinstance(got, OSError) and "b/k" in str(got)
+    assert isinstance(got, NoAnswerError) == (raised is ConnectionError)
