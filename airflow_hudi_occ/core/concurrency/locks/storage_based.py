@@ -227,8 +227,9 @@ class StorageBasedLockProvider(LockProvider):
     # -- the waiting line (waiting_line.py) ---------------------------------------------------
 
     def _reads_lease(self) -> bool:
-        """The first two in the line read the lease (the second: to take a lease the first
-        leaves free); the others only list the line."""
+        """The first :data:`READERS_AHEAD` + 1 in the line read the lease (the first to take
+        it; the others to move up when it names one ahead, and to take a lease left free
+        too long); the others only list the line."""
         return self._line is None or self._line.ahead <= READERS_AHEAD
 
     def _line_step(self) -> float | None:

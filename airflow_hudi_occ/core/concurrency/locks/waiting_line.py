@@ -124,9 +124,9 @@ class WaitingLine:
         return self.ahead
 
     def holder_seen(self, holder: str) -> None:
-        """The lease is held by ``holder``: if that is the waiter just ahead, it got the lock and
-        we have moved up, known without listing the line (the second waiter reads the lease:
-        this is how it learns it is first as soon as the first takes the lock)."""
+        """The lease is held by ``holder``: if that is a waiter ahead of us, it got the lock and
+        we have moved up, known without listing the line (the waiters near the front read the
+        lease: this is how each learns it moved up as soon as one ahead takes the lock)."""
         token = ticket_token(holder)
         self.ahead_tokens = [t for t in self.ahead_tokens if t != token]
 
