@@ -112,8 +112,9 @@ def code_path(frame) -> str:
 class RequestTracer:
     """Records every storage call's time window with its code path, and the lock's hold windows.
 
-    Wraps ``ObjectStore._call`` (every request of ``format/object_store``) and
-    ``fsspec.asyn.sync`` (and s3fs's reference to it: every blocking s3fs call goes through it) and ``LockManager.acquire`` / ``release`` in this process while installed;
+    Wraps ``ObjectStore._call`` (every request of ``format/object_store``), ``fsspec.asyn.sync``
+    (and s3fs's reference to it: every blocking s3fs call goes through it) and
+    ``LockManager.acquire`` / ``release`` in this process while installed;
     ``trace_calls=False`` wraps only the lock (the writer processes of the multi-writer points,
     where walking frames on every storage call would cost CPU the 2 cores do not have).
     """
@@ -141,14 +142,18 @@ class RequestTracer:
         raw_sync = fsspec.asyn.sync
         raw_acquire, raw_release = LockManager.acquire, LockManager.release
 
-        def sync(loop, func, *args, **kwargs):
-            where = code_path(sys._getframe(1))
-            t0 = time.time()
-            try:
-                return raw_sync(loop, func, *args, **kwargs)
-            finally:
-                with tracer._lock:
-                    tracer.calls.append((t0, time.time(), where))
+        def traced(raw):
+            """``raw`` recording each call's window and its caller's code path (s3fs's blocking
+            calls, obstore's requests: every storage request of this process)."""
+            def call(*args, **kwargs):
+                where = code_path(sys._getframe(1))
+                t0 = time.time()
+                try:
+                    return raw(*args, **kwargs)
+                finally:
+                    with tracer._lock:
+                        tracer.calls.append((t0, time.time(), where))
+            return call
 
         def acquire(self_, while_waiting=None):
             t0 = time.time()
@@ -172,21 +177,11 @@ class RequestTracer:
 
         saved = [(LockManager, "acquire", raw_acquire), (LockManager, "release", raw_release)]
         raw_call = ObjectStore._call
-
-        def call(self_, path, fn, *args, **kwargs):
-            where = code_path(sys._getframe(1))
-            t0 = time.time()
-            try:
-                return raw_call(self_, path, fn, *args, **kwargs)
-            finally:
-                with tracer._lock:
-                    tracer.calls.append((t0, time.time(), where))
-
         if self.trace_calls:
             saved += [(fsspec.asyn, "sync", raw_sync), (s3fs.core, "sync", s3fs.core.sync),
                       (ObjectStore, "_call", raw_call)]
-            fsspec.asyn.sync = s3fs.core.sync = sync
-            ObjectStore._call = call
+            fsspec.asyn.sync = s3fs.core.sync = traced(raw_sync)
+            ObjectStore._call = traced(raw_call)
         LockManager.acquire, LockManager.release = acquire, release
         try:
             yield self
@@ -777,6 +772,7 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
            "peak_rss_mb_p50": percentile([r["peak_rss_mb"] for r in results], 50),
            "cpu_s_per_commit": _r(sum(r.get("cpu_s", 0.0) for r in results) / max(1, len(ok)))}
     if pt.engine == "ours":
+        gaps = handoffs(ok)
         under, holds, split = [], [], Counter()
         for c in ok:
             mine = by_who.get(f"w{c['worker']}", [])
@@ -797,9 +793,9 @@ def run_point(pt: Point, pool: WriterPool, s3, proxy, zk_hosts: str | None, work
             "table_time_locked_share": _r(sum(holds) / wall, 3),
             # from one hold's end to the next hold's start, between two holds with a writer
             # waiting (its wait began before the gap): the time the lock took to change hands
-            "lock_handoff_s_p50": _r(percentile(handoffs(ok), 50), 4),
-            "lock_handoff_s_mean": _r(sum(handoffs(ok)) / max(1, len(handoffs(ok))), 4),
-            "lock_handoff_share": _r(sum(handoffs(ok)) / wall, 3),
+            "lock_handoff_s_p50": _r(percentile(gaps, 50), 4),
+            "lock_handoff_s_mean": _r(sum(gaps) / max(1, len(gaps)), 4),
+            "lock_handoff_share": _r(sum(gaps) / wall, 3),
             **({"raw_commits": ok} if os.environ.get("HUDI_OCC_BENCH_RAW") else {}),
             "lock_demand_share": _r(union_length([w for c in ok for w in [*c["holds"], *c.get("waits", [])]]) / wall, 3)})
         got = hudi_read_s3(uri, s3.storage_options)

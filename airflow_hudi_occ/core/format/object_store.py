@@ -170,21 +170,21 @@ def as_fsspec_error(e: BaseException, path: str) -> BaseException:
     """An obstore error as the exception fsspec would raise for it (module docstring)."""
     from obstore import exceptions as ox
     text = str(e)
-    if isinstance(e, FileNotFoundError) or isinstance(e, ox.NotFoundError):
+    first = text.splitlines()[0] if text else type(e).__name__
+    if isinstance(e, (FileNotFoundError, ox.NotFoundError)):
         return FileNotFoundError(errno.ENOENT, f"no such key: {path}")
     if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
         return FileExistsError(errno.EEXIST, f"{path}: the conditional write's condition did not hold "
                                              "(PreconditionFailed)")
     if isinstance(e, (ox.PermissionDeniedError, ox.UnauthenticatedError)) or (
             isinstance(e, ox.GenericError) and ("status code: 403" in text or "status code: 401" in text)):
-        return PermissionError(errno.EACCES, f"{path}: {text.splitlines()[0]}")
+        return PermissionError(errno.EACCES, f"{path}: {first}")
     if isinstance(e, ox.NotSupportedError) or " 501 " in text or "NotImplemented" in text:
-        return OSError(errno.ENOSYS, f"{path}: NotImplemented: {text.splitlines()[0]}")
-    lowered = text.lower()
+        return OSError(errno.ENOSYS, f"{path}: NotImplemented: {first}")
     if not isinstance(e, ox.GenericError):
         return e
+    lowered = text.lower()
     compact = "".join(lowered.split())
-    first = text.splitlines()[0]
     if "hyper::error(parse(" in compact:
         return GarbledAnswerError(f"{path}: the answer was not HTTP ({first})")
     if "connectionrefused" in compact:
