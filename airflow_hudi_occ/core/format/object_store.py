@@ -51,6 +51,7 @@ from __future__ import annotations
 import datetime
 import errno
 import os
+import re
 import threading
 from typing import Any, Iterable
 
@@ -166,20 +167,33 @@ def s3_client_config(fs_options: dict[str, Any], environ=os.environ) -> dict[str
     return out
 
 
+_STATUS = re.compile(r"status code: (\d{3})\b")
+
+
+def answered_status(text: str) -> int | None:
+    """The HTTP status an obstore error says the store answered, or None. Read from its own
+    words ("status code: 501"), never from any three digits in the text: the same text names
+    the request's elapsed time ("in 103.412756ms") and its key, where a 412 or a 501 may
+    stand for anything."""
+    found = _STATUS.search(text)
+    return int(found.group(1)) if found else None
+
+
 def as_fsspec_error(e: BaseException, path: str) -> BaseException:
     """An obstore error as the exception fsspec would raise for it (module docstring)."""
     from obstore import exceptions as ox
     text = str(e)
     first = text.splitlines()[0] if text else type(e).__name__
+    status = answered_status(text)
     if isinstance(e, (FileNotFoundError, ox.NotFoundError)):
         return FileNotFoundError(errno.ENOENT, f"no such key: {path}")
     if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
         return FileExistsError(errno.EEXIST, f"{path}: the conditional write's condition did not hold "
                                              "(PreconditionFailed)")
     if isinstance(e, (ox.PermissionDeniedError, ox.UnauthenticatedError)) or (
-            isinstance(e, ox.GenericError) and ("status code: 403" in text or "status code: 401" in text)):
+            isinstance(e, ox.GenericError) and status in (401, 403)):
         return PermissionError(errno.EACCES, f"{path}: {first}")
-    if isinstance(e, ox.NotSupportedError) or " 501 " in text or "NotImplemented" in text:
+    if isinstance(e, ox.NotSupportedError) or status == 501 or "<Code>NotImplemented</Code>" in text:
         return OSError(errno.ENOSYS, f"{path}: NotImplemented: {first}")
     if not isinstance(e, ox.GenericError):
         return e
@@ -333,5 +347,6 @@ class ObjectStore:
             self._call(group[0], lambda s, _k: obstore.delete(s, keys if len(keys) > 1 else keys[0]))
 
 
-__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "ObjectStore", "as_fsspec_error",
+__all__ = ["ConnectionRefusedByStoreError", "GarbledAnswerError", "NoAnswerError", "ObjectStore", "answered_status",
+           "as_fsspec_error",
            "StoreTimeoutError", "s3_client_config", "usable"]

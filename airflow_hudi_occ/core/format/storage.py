@@ -54,7 +54,7 @@ from typing import Any, Iterable, Mapping
 from fsspec.core import url_to_fs
 
 from airflow_hudi_occ.core.config import closest_key
-from airflow_hudi_occ.core.format.object_store import ObjectStore
+from airflow_hudi_occ.core.format.object_store import ObjectStore, answered_status
 from airflow_hudi_occ.core.format.object_store import usable as object_store_usable
 from airflow_hudi_occ.core.errors import (ConfigError, InvalidTablePathError, StorageError, StorageFullError,
                                          StorageUnavailableError, UnsafePathError)
@@ -646,7 +646,10 @@ class Storage:
                     remedy="upgrade s3fs to 2024.12 or newer") from e
             except OSError as e:
                 msg = str(e)
-                if "PreconditionFailed" in msg or "412" in msg or "ConditionalRequestConflict" in msg:
+                # by the store's own words: a bare "412" may be the request's elapsed time
+                # ("in 103.412756ms") or a partition's name
+                if ("PreconditionFailed" in msg or "ConditionalRequestConflict" in msg
+                        or answered_status(msg) == 412):
                     raise FileExistsError(path) from e
                 if not (e.errno == errno.ENOSYS or "NotImplemented" in msg
                         or "not implemented" in msg):

@@ -1,6 +1,7 @@
 """Which S3 options obstore is told, and when s3fs keeps every request (format/object_store)."""
 
 import datetime
+import errno
 
 import pytest
 
@@ -133,7 +134,11 @@ def test_a_store_refusing_our_credentials_is_a_storage_error_naming_it_not_an_un
      "<Code>InvalidAccessKeyId</Code>\n\nDebug source:\nretry_timeout: 180s", PermissionError),
     ("Generic S3 error: Error performing GET http://h/b/k - HTTP error: error sending request\n\nDebug "
      "source:\nkind: Timeout,\nsource: TimedOut", ConnectionError),
-], ids=["503", "403", "timeout"])
+    ("Generic S3 error: Error performing PUT http://h/b/k in 103.412756ms, after 1 retries - Server returned "
+     "non-2xx status code: 501 Not Implemented: <Code>NotImplemented</Code>", OSError),
+    ("Generic S3 error: Error performing GET http://h/b/501/k in 3ms - Server returned non-2xx status code: "
+     "500 Internal Server Error", OSError),
+], ids=["503", "403", "timeout", "501-in-412ms", "500-under-501"])
 def test_what_the_store_answered_is_raised_as_fsspec_would(message, raised):
     """Every failure of a request is an OSError of the kind fsspec raises: callers that take a
     storage OSError as "cannot tell now" (a lock's validity check, a best-effort delete) keep
@@ -144,3 +149,6 @@ def test_what_the_store_answered_is_raised_as_fsspec_would(message, raised):
     assert type(got) is raised or isinstance(got, raised)
     assert isinstance(got, OSError) and "b/k" in str(got)
     assert isinstance(got, NoAnswerError) == (raised is ConnectionError)
+    # the status is the store's word for it, not any three digits of the text
+    assert (got.errno == errno.ENOSYS) == ("status code: 501" in message)
+    assert not isinstance(got, FileExistsError)

@@ -83,6 +83,44 @@ def test_backend_without_conditional_writes_is_refused():
         locked.create_if_absent(locked.path("x.commit"), b"again")
 
 
+@pytest.mark.parametrize("key", ["x.commit", "412/x.commit"], ids=["key", "partition-412"])
+def test_an_s3_store_without_conditional_writes_is_refused_whatever_digits_its_answer_holds(
+        s3_client, key, monkeypatch):
+    """A store answering If-None-Match with 501 is refused naming the store, never taken for
+    "the file exists" (a 412) because the answer's text holds a 412: obstore names the
+    request's elapsed time ("in 103.412756ms", which once made a CI run read a 501 as a lost
+    race), and a key may lie in a partition called 412. Declared, the create goes on."""
+    import obstore
+    from obstore import exceptions as ox
+    from airflow_hudi_occ.testing.s3 import S3Server
+    real_put = obstore.put
+
+    def put_answered_in_412ms(*args, **kwargs):
+        try:
+            return real_put(*args, **kwargs)
+        except ox.GenericError as e:
+            text = str(e)
+            assert "status code: 501" in text  # the store's own refusal, reworded only in its time
+            raise ox.GenericError(text.replace(" in ", " in 103.412756ms, not ", 1)) from e
+
+    monkeypatch.setattr(obstore, "put", put_answered_in_412ms)
+    with S3Server(conditional_writes=False) as server:
+        server.create_bucket("lake")
+        s = Storage("s3://lake/t", server.storage_options)
+        with pytest.raises(StorageError) as e:
+            s.create_if_absent(s.path(key), b"data")
+        assert not isinstance(e.value, FileExistsError)
+        assert "does not support conditional writes" in e.value.message and "501" in e.value.message
+        assert "assume_locked_creates" in e.value.remedy
+        assert s.walk_files(s.path()) == []
+        locked = Storage("s3://lake/t", {**server.storage_options, "assume_locked_creates": True})
+        locked.create_if_absent(locked.path(key), b"data")
+        assert s.read(s.path(key)) == b"data"
+        with pytest.raises(FileExistsError):
+            locked.create_if_absent(locked.path(key), b"again")
+        assert s.read(s.path(key)) == b"data"
+
+
 # -- object stores that refuse or never answer ---------------------------------------------------
 
 
