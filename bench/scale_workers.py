@@ -26,6 +26,7 @@ import resource
 import sys
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -156,7 +157,9 @@ def instruments() -> dict:
             finally:
                 waits.append(time.time() - t0)
         admission.wait_admitted = timed_wait  # run_admitted calls it through the module
-        tracer = RequestTracer(trace_calls=False)
+        # HUDI_OCC_BENCH_TRACE_CALLS=1: each commit also names the code path of every storage
+        # call made in its holds (a diagnosis; the walk of frames costs CPU, so not by default)
+        tracer = RequestTracer(trace_calls=bool(os.environ.get("HUDI_OCC_BENCH_TRACE_CALLS")))
         _INSTRUMENTS.update(phases=phases, waits=waits, tracer=tracer, installed=tracer.installed())
         _INSTRUMENTS["installed"].__enter__()  # for the life of the process
     return _INSTRUMENTS
@@ -210,6 +213,9 @@ def run_ours(spec: dict, go) -> dict:
             "lock_wait_s": sum(b - a for a, b in tracer.acquires), "waits": list(tracer.acquires),
             "holds": list(tracer.holds), "hold_cpu_s": sum(tracer.hold_cpu),
             "hold_split_s": split_holds(tracer.holds, phases.windows)})
+        if tracer.trace_calls:
+            commits[-1]["calls_in_holds"] = dict(Counter(
+                where for a, _b, where in tracer.calls if any(h0 <= a <= h1 for h0, h1 in tracer.holds)))
     return {"commits": commits}
 
 

@@ -49,7 +49,7 @@ from airflow_hudi_occ.core.format.metadata import CleanerPlan
 from airflow_hudi_occ.core.table.file_system_view import list_base_files
 from airflow_hudi_occ.core.table.history import ArchivedInstant, TimelineHistory
 from airflow_hudi_occ.core.table.metadata_compaction import latest_compaction_time, open_metadata_table
-from airflow_hudi_occ.core.table.metadata_table import metadata_table_state
+from airflow_hudi_occ.core.table.metadata_table import declared_state
 from airflow_hudi_occ.core.concurrency.locks import table_lock_manager
 from airflow_hudi_occ.core.table.write_guard import prepare_for_write
 
@@ -113,7 +113,7 @@ def metadata_table_bound(table, timeline) -> tuple[str, str] | None:
     table's first compaction, and no write completed after its latest compaction (a compacted
     base file stands for the data timeline up to its instant; what came later is still read
     from the metadata table's logs, whose deltacommits the data timeline must still confirm)."""
-    if not metadata_table_state(table).enabled:
+    if not declared_state(table).enabled:
         return None
     mdt_timeline = open_metadata_table(table).timeline()
     latest = latest_compaction_time(mdt_timeline)
@@ -326,20 +326,55 @@ def archive_metadata_table(table, mdt, config: ArchivalConfig, lm) -> ArchivalRe
                   if latest and (i.is_pending or (i.completion_time or "") > latest)]
     if straddling:
         bounds.append((min(straddling), "a metadata-table instant completed after its latest compaction"))
+    held = _held_back(mdt, mdt_timeline, mdt_cfg, tuple(bounds))
+    if held is not None:
+        # The timeline is the one this hold listed (pinned: only lock holders change it), so
+        # the plan is the one _archive_locked would make: nothing goes, and the history (two
+        # reads) is not read. Leftovers of an interrupted archival wait for the next archival
+        # that moves something, which finishes them before it plans.
+        return held
     return _archive_locked(mdt, mdt_cfg, lm, extra_bounds=tuple(bounds))
+
+
+def _held_back(table, timeline, cfg: ArchivalConfig,
+               extra_bounds: tuple[tuple[str, str], ...]) -> ArchivalResult | None:
+    """An :class:`ArchivalResult` saying why nothing of ``timeline`` may be archived (its
+    boundary), or None when something may."""
+    chosen, boundary, reason = plan_archival(table, timeline, cfg, extra_bounds)
+    if chosen:
+        return None
+    writes = sum(1 for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS)
+    return ArchivalResult(boundary=boundary, boundary_reason=reason, active_writes_before=writes)
 
 
 def archive_if_needed(table, timeline, config: ArchivalConfig | WriteConfig | Mapping[str, Any] | None,
                       *, lock_manager=None) -> ArchivalResult | None:
     """After a commit (``hoodie.archive.automatic``): archive only when the timeline the commit
-    already loaded holds more completed writes than ``hoodie.keep.max.commits``; otherwise no
-    lock is taken and nothing is read."""
+    already loaded holds more completed writes than ``hoodie.keep.max.commits`` and lets
+    something go; otherwise no lock is taken (None when nothing is due; the result naming the
+    boundary when something is due but held back).
+
+    Why plan before the lock: on a table with a metadata table, nothing completed after its
+    latest compaction may be archived, and the compaction comes every
+    ``hoodie.metadata.compact.max.delta.commits`` (put off while writers wait). So for most of
+    those commits the keep limit is passed and nothing may go; taking the lock to find that
+    out was a third hold of the table lock on a third of the commits at 8 writers (issue 43:
+    about 1 s each, every writer waiting). Planning on the commit's own timeline (listed under
+    its completion hold) and a listing of the metadata table's timeline, both a little old by
+    now, can only hold back more than a fresh look: whatever it misses, the next commit's
+    check sees."""
     cfg = archival_config(config)
     if not cfg.automatic:
         return None
     writes = sum(1 for i in timeline if i.is_completed and i.action in _WRITE_ACTIONS)
     if writes <= cfg.max_commits:
         return None
+    held = metadata_table_bound(table, timeline)
+    held_back = _held_back(table, timeline, cfg, (held,) if held else ())
+    if held_back is not None:
+        log.debug("archival of %s due but held back at %s (%s): the lock is not taken",
+                  table.base_uri, held_back.boundary, held_back.boundary_reason)
+        return held_back
     return run_archival(table, cfg, lock_manager=lock_manager)
 
 

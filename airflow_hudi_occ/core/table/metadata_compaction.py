@@ -60,7 +60,7 @@ from airflow_hudi_occ.core.format.metadata import CommitMetadata, CompactionOper
 # imported for its merge rule of column and partition stats records, registered in MERGERS
 from airflow_hudi_occ.core.format import column_stats_record  # noqa: F401
 from airflow_hudi_occ.core.format.metadata_record import MERGERS, base_file_hfile, decode_record, merge_records, schema_json
-from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, metadata_table_state
+from airflow_hudi_occ.core.table.metadata_table import METADATA_FOLDER, declared_state
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import complete, create_requested, transition_to_inflight
 
@@ -400,7 +400,7 @@ def compact_if_needed(table, mdt, max_delta_commits: int, new_time: Callable[[],
     if any(i.requested_time == instant_time for i in timeline.completed()):
         log.info("the metadata table already has a compaction at %s", instant_time)
         return None
-    plan = plan_metadata_compaction(mdt, timeline, instant_time, metadata_table_state(table).partitions)
+    plan = plan_metadata_compaction(mdt, timeline, instant_time, declared_state(table).partitions)
     if not plan.operations:
         return None
     create_requested(mdt, Instant(instant_time, Action.COMPACTION, State.REQUESTED), plan.encode())

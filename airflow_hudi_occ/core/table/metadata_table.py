@@ -118,14 +118,22 @@ def metadata_table_state(table) -> MetadataTableState:
                               table.storage.exists(table.storage.path(METADATA_FOLDER)))
 
 
+def declared_state(table) -> MetadataTableState:
+    """What the table object's ``hoodie.properties`` say, without looking for the folder
+    (``folder_exists`` None): all a caller needs that asks only whether the metadata table is
+    enabled or which partitions it has (no request; the ``exists`` call is two on S3, and
+    several such callers run under the table lock)."""
+    props = table.config.properties
+    return MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)), None)
+
+
 def judged_state(table, config) -> MetadataTableState:
     """:func:`metadata_table_state` for :func:`judge_metadata_table` alone, without the
     ``exists`` call (two requests on S3) where the judgement cannot depend on the folder: its
     existence matters only on a table whose properties list no metadata partition, to a writer
     with ``hoodie.metadata.enable=false`` (which removes a leftover folder); elsewhere
     ``folder_exists`` is None (not looked for)."""
-    props = table.config.properties
-    state = MetadataTableState(_csv(props.get(PARTITIONS_KEY)), _csv(props.get(INFLIGHT_PARTITIONS_KEY)), None)
+    state = declared_state(table)
     if state.enabled or config.metadata.enable:
         return state
     return metadata_table_state(table)
@@ -284,7 +292,7 @@ def guard_metadata_table(table, config, *, files_writer: bool = False,
     return state
 
 
-__all__ = ["MetadataTableState", "metadata_table_state", "judged_state", "remove_metadata_table",
+__all__ = ["MetadataTableState", "metadata_table_state", "declared_state", "judged_state", "remove_metadata_table",
            "unmaintained_partitions", "maintains_files", "judge_metadata_table", "guard_metadata_table",
            "UNMAINTAINED_HINTS", "MAINTAINED_PARTITIONS", "FILES_PARTITION", "METADATA_FOLDER", "PARTITIONS_KEY",
            "INFLIGHT_PARTITIONS_KEY"]

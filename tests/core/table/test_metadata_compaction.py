@@ -125,6 +125,51 @@ def test_data_table_archival_waits_for_the_metadata_tables_compaction(tmp_path, 
     assert read_metadata_listing(Table.open(str(path))).files == storage_listing(path)
 
 
+def test_a_commit_whose_archival_the_metadata_table_holds_back_takes_no_third_lock(
+        tmp_path, fast_options, monkeypatch):
+    """Past the keep limit, automatic archival is due after every commit, but while the
+    metadata table has not compacted nothing may go: the commit finds that out from its own
+    timeline, without taking the table lock a third time (issue 43: at 8 writers that hold came
+    on a third of the commits, about 1 s each, every writer waiting). Once the metadata table's
+    compaction lets old writes go, the commit takes the lock and archives them."""
+    from airflow_hudi_occ.core.concurrency.locks.base import LockManager
+    path = files_only_v9(tmp_path)
+    before = hudi_read(str(path))
+    holds = []
+    raw_acquire = LockManager.acquire
+
+    def counted(self, *args, **kwargs):
+        holds.append(1)
+        return raw_acquire(self, *args, **kwargs)
+
+    monkeypatch.setattr(LockManager, "acquire", counted)
+
+    def holds_of_one_write(opts, i):
+        holds.clear()
+        _write_one(path, opts, i, before)
+        return len(holds)
+
+    keep = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "4", "hoodie.clean.commits.retained": "2"}
+    opts = {**fast_options, **MAINTAIN, **keep, "hoodie.metadata.compact.max.delta.commits": "50"}
+    plain = holds_of_one_write({**opts, "hoodie.archive.automatic": "false"}, 0)
+    active = lambda: [i.requested_time for i in Table.open(str(path)).timeline().completed()]  # noqa: E731
+    for i in range(1, 6):  # past the keep limit of 4, with no compaction of the metadata table
+        assert holds_of_one_write(opts, i) == plain
+    assert len(active()) > 4  # due all along, and nothing archived
+    due = len(active())
+    opts["hoodie.metadata.compact.max.delta.commits"] = "2"
+    # compacts the metadata table after its commit, so nothing completed after the compaction
+    # holds archival back: the commit takes the lock once more and old writes go
+    assert holds_of_one_write(opts, 6) == plain + 1 and len(active()) < due
+    expected = set(before.column("txn_id").to_pylist()) | {f"N{i}" for i in range(7)}
+    assert set(hudi_read(str(path)).column("txn_id").to_pylist()) == expected
+
+
+def _write_one(path, options, i, before):
+    ArrowTableWriter(Table.open(str(path)), WriteConfig.from_options(options)).write(
+        _v9_rows(before, [(f"N{i}", "us")]))
+
+
 @pytest.mark.slow
 def test_clean_and_archival_of_the_metadata_table_at_javas_defaults(tmp_path, fast_options):
     """Enough commits for the metadata table's clean (KEEP_LATEST_COMMITS, 20 retained, from the
