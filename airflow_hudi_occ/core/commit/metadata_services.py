@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 from airflow_hudi_occ.core.commit.archival import archival_config, archive_metadata_table
 from airflow_hudi_occ.core.config import CleanConfig, service_config
@@ -48,16 +48,19 @@ class MetadataServicesResult:
                 "archived": self.archived}
 
 
-def run_metadata_table_services(table, config, lock_manager, new_time: Callable[[], str]) -> MetadataServicesResult:
+def run_metadata_table_services(table, config, lock_manager, new_time: Callable[[], str],
+                                data_times: Collection[str] | None = None) -> MetadataServicesResult:
     """Steps 1-4 of the module doc on ``table``'s metadata table; the caller holds the table
     lock (``lock_manager``) and has completed its data instant. ``new_time()`` gives instant
-    times above everything on both timelines (the transaction's generator)."""
+    times above everything on both timelines (the transaction's generator); ``data_times``
+    the data table's instant times the caller listed in this hold (the clean is then planned
+    only when :func:`~airflow_hudi_occ.core.table.metadata_clean.may_clean` allows)."""
     mdt = open_metadata_table(table)
     result = MetadataServicesResult()
     lock_manager.check_held()
     result.finished = finish_pending_compactions(mdt, new_time)
     lock_manager.check_held()
-    result.cleaned = clean_if_needed(mdt, service_config(CleanConfig, config), new_time)
+    result.cleaned = clean_if_needed(mdt, service_config(CleanConfig, config), new_time, data_times)
     lock_manager.check_held()
     result.compacted = compact_if_needed(table, mdt, config.metadata.compact_max_delta_commits, new_time,
                                          defer=lambda: (lock_manager.others_waiting() or 0) > 0)

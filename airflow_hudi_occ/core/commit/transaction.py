@@ -590,7 +590,8 @@ class WriteTransaction:
             done = complete(self.table, self.instant, completion_time, encoded, timeline=timeline)
             attempts = getattr(lm, "attempts_used", 0)
             if maintained:
-                self._metadata_table_services(lm, completion_time)
+                self._metadata_table_services(lm, completion_time,
+                                              {i.requested_time for i in timeline} | {self.instant_time})
         self.instant = done
         self.state = TransactionState.COMPLETED
         cache_commit_metadata(self.table, done, encoded)
@@ -605,14 +606,14 @@ class WriteTransaction:
         return CommitResult(done, metadata, attempts,
                             [op.instant.requested_time for op in checked or []])
 
-    def _metadata_table_services(self, lm, completion_time: str) -> None:
+    def _metadata_table_services(self, lm, completion_time: str, data_times: set[str]) -> None:
         """The metadata table's compaction, clean and archival after a commit that wrote its
         deltacommit (:mod:`~airflow_hudi_occ.core.commit.metadata_services`), under the same
         lock, as Java's writer runs them. The commit is done: a failure is logged, never raised
         (each step is crash-safe; the next commit runs them again)."""
         try:
             run_metadata_table_services(self.table, self.config, lm,
-                                        lambda: self._time.new_time(floor=completion_time))
+                                        lambda: self._time.new_time(floor=completion_time), data_times)
         except Exception as e:  # noqa: BLE001 - the write succeeded
             log.warning("the metadata table's services after commit %s failed (the commit stands; "
                         "the next commit runs them again): %s", self.instant_time, e)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 from airflow_hudi_occ.core.config import CleanConfig, CleanPolicy
 from airflow_hudi_occ.core.format.instant import Action, Instant, State
@@ -123,6 +123,41 @@ def plan_clean(mdt, timeline, config: CleanConfig) -> CleanerPlan | None:
                        last, to_delete)
 
 
+#: actions of the metadata table's timeline that never write a base file
+_NO_BASE_FILES = frozenset({Action.CLEAN, Action.ROLLBACK, Action.SAVEPOINT})
+
+
+def may_clean(timeline, config: CleanConfig, data_times: Collection[str]) -> bool:
+    """Whether :func:`plan_clean` could find anything to delete, from the metadata table's
+    timeline alone: False means it would list every metadata partition and plan nothing.
+
+    Why: past the gate, the clean is planned after every commit, and the plan lists each
+    metadata partition (four requests under the table lock on S3, for every writer of the
+    table, issue 43), while old slices appear only with compactions: most of those plans find
+    nothing. A file slice begins with a base file, and the plan takes only base files of
+    instants on this timeline; the metadata table writes base files in its compactions and in
+    the deltacommits that initialise a partition (their times are not the data table's), never
+    in the deltacommit of a data commit (``data_times``: the data table's instant times this
+    commit knows; a deltacommit not among them counts as one that may have written base files).
+    So the slices of every file group have base times among those instants, and the plan's
+    rules need (``KEEP_LATEST_COMMITS``) two slices older than the earliest commit retained
+    that are not their group's newest, or (``KEEP_LATEST_FILE_VERSIONS``) more slices than
+    the versions kept. Were a base file ever written by a data commit's deltacommit, the cost
+    of reading it wrong is a clean put off, not a file lost."""
+    policy, keep = retention(config)
+    bases = sorted(i.requested_time for i in timeline if i.action not in _NO_BASE_FILES
+                   and not (i.action is Action.DELTA_COMMIT and i.requested_time in data_times))
+    if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+        return len(bases) > keep
+    writes = [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    if len(writes) <= keep:
+        return False
+    earliest = writes[len(writes) - keep].requested_time
+    older = [b for b in bases if b < earliest]
+    # every group's newest slice stays; when even the newest base is older, it is one of them
+    return len(older) >= (3 if bases and bases[-1] < earliest else 2)
+
+
 def _execute(mdt, inst_time: str, plan: CleanerPlan, completion_time: Callable[[], str]) -> None:
     t0 = time.time()
     inflight = transition_to_inflight(mdt, Instant(inst_time, Action.CLEAN, State.REQUESTED))
@@ -133,10 +168,12 @@ def _execute(mdt, inst_time: str, plan: CleanerPlan, completion_time: Callable[[
     complete(mdt, inflight, completion_time(), meta.encode())
 
 
-def clean_if_needed(mdt, config: CleanConfig, new_time: Callable[[], str]) -> str | None:
+def clean_if_needed(mdt, config: CleanConfig, new_time: Callable[[], str],
+                    data_times: Collection[str] | None = None) -> str | None:
     """Finish a pending clean of the metadata table, then clean when the gate allows it and
     something is to go (``config``: the data table's clean config); the clean's instant, or
-    None. The caller holds the table lock."""
+    None. The caller holds the table lock. ``data_times``: the data table's instant times the
+    caller knows; given, a clean that :func:`may_clean` rules out is not planned (no listing)."""
     timeline = mdt.timeline()
     for inst in [i for i in timeline.pending() if i.action is Action.CLEAN]:
         path = timeline.file_path(Instant(inst.requested_time, Action.CLEAN, State.REQUESTED))
@@ -145,6 +182,8 @@ def clean_if_needed(mdt, config: CleanConfig, new_time: Callable[[], str]) -> st
     compactions = [i for i in timeline.completed() if i.action is Action.COMMIT]
     if compactions and sum(1 for i in timeline.completed()
                            if i.requested_time > compactions[-1].requested_time) < INSTANTS_AFTER_COMPACTION:
+        return None
+    if data_times is not None and not may_clean(timeline, config, data_times):
         return None
     plan = plan_clean(mdt, timeline, config)
     if plan is None:
@@ -155,4 +194,4 @@ def clean_if_needed(mdt, config: CleanConfig, new_time: Callable[[], str]) -> st
     return t
 
 
-__all__ = ["plan_clean", "clean_if_needed", "retention"]
+__all__ = ["plan_clean", "may_clean", "clean_if_needed", "retention"]
