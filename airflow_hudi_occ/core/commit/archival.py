@@ -216,9 +216,13 @@ def _to_archived(table, timeline, inst: Instant) -> ArchivedInstant:
 
 
 def _delete_archived(table, timeline, instants: list[Instant]) -> None:
-    """Pending-state files first, then completed files in ascending order (Hudi's order)."""
+    """Pending-state files first, then completed files in ascending order (Hudi's order).
+    Leftover marker folders are found by one listing of ``.hoodie/.temp`` rather than an
+    ``exists`` per archived instant (two requests each on S3, under the table lock)."""
     folder = table.config.timeline_folder
     completed_files: list[str] = []
+    temp = table.storage.path(".hoodie", ".temp")
+    with_markers = set(table.storage.list_names(temp))
     for inst in instants:
         for n in timeline.files_of(inst.requested_time):
             p = parse_file_name(n)
@@ -226,9 +230,8 @@ def _delete_archived(table, timeline, instants: list[Instant]) -> None:
                 completed_files.append(n)
             else:
                 table.storage.delete(table.storage.path(folder, n))
-        markers = table.storage.path(".hoodie", ".temp", inst.requested_time)
-        if table.storage.exists(markers):
-            table.storage.delete_dir(markers)
+        if inst.requested_time in with_markers:
+            table.storage.delete_dir(table.storage.path(".hoodie", ".temp", inst.requested_time))
     for n in sorted(completed_files):
         table.storage.delete(table.storage.path(folder, n))
 

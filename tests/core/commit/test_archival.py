@@ -76,6 +76,24 @@ def test_automatic_archival_keeps_bounds_and_every_reader_reads_every_row(tmp_pa
     assert rows_by_key(read_table(t), columns=["id", "p", "v"]) == expected
 
 
+def test_marker_folders_left_by_archived_instants_go_and_the_others_stay(tmp_path):
+    """A writer that died leaves its markers (``.hoodie/.temp/<instant>``); archival deletes
+    those of the instants it archives, found by one listing, and leaves the rest."""
+    t = _table(tmp_path)
+    opts = {**SMALL, "hoodie.archive.automatic": "false"}
+    for i in range(8):
+        _write(t, opts, i)
+    times = [i.requested_time for i in t.timeline().completed_writes()]
+    temp = tmp_path / "t" / ".hoodie" / ".temp"
+    for when in (times[0], times[1], times[-1]):
+        (temp / when).mkdir(parents=True, exist_ok=True)
+        (temp / when / f"p0/f_{when}.parquet.marker.CREATE").parent.mkdir(parents=True)
+        (temp / when / f"p0/f_{when}.parquet.marker.CREATE").write_text("")
+    result = run_archival(t, opts)
+    assert times[0] in result.archived and times[1] in result.archived and times[-1] not in result.archived
+    assert sorted(os.listdir(temp)) == [times[-1]]
+
+
 def test_history_layout_is_hudis(tmp_path):
     t = _table(tmp_path)
     for i in range(9):

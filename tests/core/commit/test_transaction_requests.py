@@ -201,9 +201,26 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, 
                         subprocess.run([sys.executable, "-c", RIVAL], check=True, timeout=300, text=True,
                                        input=json.dumps([direct, rival_commits, rivals["done"], schema_b64]))
                         rivals["done"] += rival_commits
-                        if blocked_s:
+                        if blocked_s and while_waiting is not None:
                             assert blocker.try_acquire(10)
-                            threading.Timer(blocked_s, blocker.release).start()
+                            read_ahead = threading.Event()
+
+                            def release_after() -> None:
+                                # at least blocked_s, and until one read-ahead of the waiter
+                                # has finished (bounded: one that never runs fails the test's
+                                # counts, not its time), so a slow machine cannot end the wait
+                                # before the read-ahead had its chance
+                                time.sleep(blocked_s)
+                                read_ahead.wait(60)
+                                blocker.release()
+
+                            def reading(work=while_waiting) -> None:
+                                try:
+                                    work()
+                                finally:
+                                    read_ahead.set()
+                            threading.Thread(target=release_after, daemon=True).start()
+                            while_waiting = reading
                     super().acquire(while_waiting)
             lock = WithRival(lock.provider, config.lock)
         writer = ArrowTableWriter(table, config, writer_id="requests-mdt", lock_manager=lock)
