@@ -96,15 +96,24 @@ def _file_groups(mdt, partition: str, timeline) -> dict[str, list[_Slice]]:
     return {fid: [s for _, s in sorted(sl.items(), reverse=True)] for fid, sl in groups.items()}
 
 
+def _writes(timeline) -> list[Instant]:
+    return [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+
+
+def _earliest_retained(writes: list[Instant], keep: int) -> Instant | None:
+    """The earliest commit ``KEEP_LATEST_COMMITS`` retains, None while it retains them all."""
+    return writes[len(writes) - keep] if len(writes) > keep else None
+
+
 def plan_clean(mdt, timeline, config: CleanConfig) -> CleanerPlan | None:
     """The clean Java would plan on the metadata table now (see the module doc), or None."""
     policy, keep = retention(config)
-    writes = [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    writes = _writes(timeline)
     earliest: Instant | None = None
     if policy is CleanPolicy.KEEP_LATEST_COMMITS:
-        if len(writes) <= keep:
+        earliest = _earliest_retained(writes, keep)
+        if earliest is None:
             return None
-        earliest = writes[len(writes) - keep]
     to_delete: dict[str, list[str]] = {}
     for partition in metadata_partitions(mdt):
         for _fid, slices in _file_groups(mdt, partition, timeline).items():
@@ -149,10 +158,10 @@ def may_clean(timeline, config: CleanConfig, data_times: Collection[str]) -> boo
                    and not (i.action is Action.DELTA_COMMIT and i.requested_time in data_times))
     if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         return len(bases) > keep
-    writes = [i for i in timeline.completed() if i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
-    if len(writes) <= keep:
+    retained = _earliest_retained(_writes(timeline), keep)
+    if retained is None:
         return False
-    earliest = writes[len(writes) - keep].requested_time
+    earliest = retained.requested_time
     older = [b for b in bases if b < earliest]
     # every group's newest slice stays; when even the newest base is older, it is one of them
     return len(older) >= (3 if bases and bases[-1] < earliest else 2)
