@@ -771,27 +771,56 @@ class Storage:
         other (a local call does not wait on the network). A thread per call, not a pool: a
         call may itself run calls concurrently without waiting for a free worker."""
         calls = list(calls)
-        results: list = [None] * len(calls)
-        errors: list = [None] * len(calls)
-
-        def run(i: int) -> None:
-            try:
-                results[i] = calls[i]()
-            except BaseException as e:  # noqa: BLE001 - raised below, in the caller's thread
-                errors[i] = e
         overlap = not self.is_local and len(calls) > 1
-        threads = [threading.Thread(target=run, args=(i,), name="hudi-occ-io", daemon=True)
-                   for i in range(1, len(calls))] if overlap else []
-        for t in threads:
-            t.start()
-        for i in range(len(calls) if not overlap else 1):  # the first (locally: all) on this thread
-            run(i)
-        for t in threads:
-            t.join()
-        error = next((e for e in errors if e is not None), None)
+        if not overlap:
+            started = [Started(call, background=False) for call in calls]
+        else:  # the first on this thread, once the others are under way
+            started = [Started(call) for call in calls[1:]]
+            started.insert(0, Started(calls[0], background=False))
+        error = next((e for e in (s.error() for s in started) if e is not None), None)
         if error is not None:
             raise error
-        return results
+        return [s.result() for s in started]
+
+    def ahead(self, call) -> "Started":
+        """``call`` started now, its answer taken later (:meth:`Started.result`): a request
+        whose answer is needed only after other work, sent before that work (on an object
+        store, in a thread of its own; locally it runs here and now)."""
+        return Started(call, background=not self.is_local)
+
+
+class Started:
+    """A call under way (:meth:`Storage.ahead`, :meth:`Storage.concurrently`): in a daemon
+    thread of its own, or already finished on the caller's thread (``background=False``)."""
+
+    def __init__(self, call, *, background: bool = True):
+        self._value = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, args=(call,), name="hudi-occ-io", daemon=True)
+            self._thread.start()
+        else:
+            self._run(call)
+
+    def _run(self, call) -> None:
+        try:
+            self._value = call()
+        except BaseException as e:  # noqa: BLE001 - raised by result(), in the caller's thread
+            self._error = e
+
+    def error(self) -> BaseException | None:
+        """Wait for the call; what it raised, if anything."""
+        if self._thread is not None:
+            self._thread.join()
+        return self._error
+
+    def result(self):
+        """Wait for the call; its answer, or what it raised."""
+        error = self.error()
+        if error is not None:
+            raise error
+        return self._value
 
 
 def local_tmp_copy(path: str, data, *, fsync: bool) -> str:
@@ -842,5 +871,5 @@ def delete_planned_files(storage, files_by_partition, *, with_temp_copies: bool 
     return deleted, failed
 
 
-__all__ = ["Storage", "fsspec_options", "open_fs", "with_s3_defaults", "ASSUME_LOCKED_CREATES", "S3_CLIENT_DEFAULTS",
+__all__ = ["Storage", "Started", "fsspec_options", "open_fs", "with_s3_defaults", "ASSUME_LOCKED_CREATES", "S3_CLIENT_DEFAULTS",
            "S3FS_RETRIES"]

@@ -369,6 +369,28 @@ def test_concurrently_runs_every_call_and_raises_the_first_error_after_all(tmp_p
         assert storage.concurrently([lambda i=i: (started.wait(), i)[1] for i in range(3)]) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_call_started_ahead_answers_later_and_raises_where_it_is_taken(tmp_path, where):
+    """``Storage.ahead``: on an object store the call runs while the caller goes on (here it
+    finishes only once the caller has moved on: it waits for an event set after ``ahead``
+    returned); locally it has run by the time ``ahead`` returns. Its error is raised by
+    ``result()``, on the caller's thread, not when it happened."""
+    storage = Storage(str(tmp_path / "t") if where == "local" else f"memory://{tmp_path.name}/t")
+    went_on = threading.Event()
+    if where == "memory":  # it can finish only after the caller went on
+        started = storage.ahead(lambda: went_on.wait(10))
+    else:  # it has run before the caller goes on
+        started = storage.ahead(went_on.is_set)
+    went_on.set()
+    assert started.result() is (where == "memory")
+
+    def boom():
+        raise FileNotFoundError("the call's own error")
+    failed = storage.ahead(boom)
+    with pytest.raises(FileNotFoundError, match="the call's own error"):
+        failed.result()
+
+
 def _read_in_fork(storage_options, path, out):
     storage = Storage("s3://forked/t", storage_options)
     out.put((storage.objects is None, storage.read(storage.path(path))))
