@@ -401,7 +401,9 @@ def write_marked(tx: WriteTransaction, items: list, mark: Callable, write: Calla
                  threads: int) -> list[WriteStat]:
     """Every item's marker first (each passes the early conflict check), in order, then the
     data files, several at a time (parquet encoding and compression release the GIL): a
-    rollback finds every file this write may have begun from its markers."""
+    rollback finds every file this write may have begun from its markers. Every marker of the
+    instant is made here, in this process (``tx.markers_made_here``)."""
+    tx.markers_made_here = tx.recovered_from is None
     names = [mark(tx, item) for item in items]
     return map_bounded(lambda pair: write(tx, *pair), list(zip(items, names)), threads)
 

@@ -42,7 +42,7 @@ import socket
 import threading
 import time
 import uuid
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable, Mapping
@@ -80,7 +80,7 @@ from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
 from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, cache_commit_metadata, complete, create_requested,
-                                                  pending_rollback_for, transition_to_inflight)
+                                                  listed_ahead, pending_rollback_for, transition_to_inflight)
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,12 @@ class WriteTransaction:
         self._guard_seen = None
         #: the completed instants _read_ahead last read for (None: not yet)
         self._landed_seen: frozenset[str] | None = None
+        #: begin's "running" record on its way (_running_recorded)
+        self._running_record = None
+        #: every marker of this instant was made through this transaction's markers, in this
+        #: process (the core writer's write_marked; not so where Spark executors make theirs, or
+        #: for a re-commit of a dead writer's instant): the clean-up deletes them by name
+        self.markers_made_here = False
         #: the metadata table's log files written before the completion's lock
         self._staged_logs: dict = {}
 
@@ -308,10 +314,12 @@ class WriteTransaction:
         )
         self.state = TransactionState.REQUESTED
         self.started_at = time.time()
-        # A "running" record names the writer (DAG, task) while it works; its end overwrites it.
+        # A "running" record names the writer (DAG, task) while it works; its end overwrites it
+        # (after this write has landed: _running_recorded). Sent while the writer goes on: it
+        # is bookkeeping, a round trip a commit on an object store need not wait for (issue 43).
         rec = self._attempt_record()
         rec.outcome = attempt_log.RUNNING
-        attempt_log.write_record(self.table, rec)
+        self._running_record = self.table.storage.ahead(lambda: attempt_log.write_record(self.table, rec))
         log.info("began %s %s (writer %s, attempt %d)", self.action.value, t, self.writer_id, self.attempt)
         if self.on_begin is not None:
             self.on_begin(self)
@@ -439,14 +447,18 @@ class WriteTransaction:
         if self.state is not TransactionState.INFLIGHT:
             raise InstantStateError(f"cannot commit a transaction that is {self.state}",
                                     instant=self.instant_time)
+        self._running_recorded()
         if recovered_from is not None:
             self.recovered_from = recovered_from
         current = ConcurrentOperation.for_current(self.instant, self.operation_type,
                                                   metadata.mutated_file_groups(),
                                                   is_table_service=self.is_table_service)
-        # Stage 3a: a writer that others may consider dead must not complete.
-        self.heartbeat.check_alive()
-        self._read_ahead(metadata, current)
+        # Stage 3a: a writer that others may consider dead must not complete. Its heartbeat
+        # is read while the read-ahead's timelines are listed (one round trip, not three)
+        maintained = self._kept_at_begin()
+        with listed_ahead(self.table, self.table.metadata_table()) if maintained else nullcontext():
+            self.heartbeat.check_alive()
+            self._read_ahead(metadata, current)
         lm = self.lock_manager
         try:
             return self._complete_under_lock(lm, metadata, current)
@@ -638,17 +650,29 @@ class WriteTransaction:
         if self.heartbeat is not None:
             self.heartbeat.stop(delete=False)
             gone.append(heartbeat_path(self.table, self.instant_time))
-        self.table.storage.concurrently([self._delete_markers,
+        # markers this process made, every one of the instant's, go by name in the same batch
+        # (their folder is not listed: one round trip fewer after each commit on an object store)
+        made = (self._markers.made_paths() if self.markers_made_here and self._markers is not None
+                and not self.table.storage.is_local else None)
+        gone += made or []
+        self.table.storage.concurrently([lambda: self._delete_markers(listed=made is None),
                                          lambda: self.table.storage.delete_many(gone), *also])
 
-    def _delete_markers(self) -> None:
-        if self._markers is not None or self.table.storage.exists(
-                self.table.storage.path(".hoodie", ".temp", self.instant_time)):
+    def _delete_markers(self, *, listed: bool = True) -> None:
+        if listed and (self._markers is not None or self.table.storage.exists(
+                self.table.storage.path(".hoodie", ".temp", self.instant_time))):
             self.markers.delete_all()
         if self.staged is not None or self.recovered_from is not None:
             delete_staged(self.table, self.instant_time)
 
     # -- abort -----------------------------------------------------------------------------------
+
+    def _running_recorded(self) -> None:
+        """Wait for begin's "running" record to land, before the attempt's end is recorded
+        over it (or read back by a rollback of this attempt)."""
+        started, self._running_record = self._running_record, None
+        if started is not None:
+            started.result()  # write_record logs its own failure: it never raises
 
     def _attempt_record(self) -> "attempt_log.AttemptRecord":
         return attempt_log.AttemptRecord(
@@ -666,6 +690,7 @@ class WriteTransaction:
         if self.state in (TransactionState.COMPLETED, TransactionState.ABORTED, TransactionState.NEW):
             self.state = TransactionState.ABORTED if self.state is TransactionState.NEW else self.state
             return
+        self._running_recorded()
         rec = attempt_log.record_from_error(self._attempt_record(), error)
         rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
         try:

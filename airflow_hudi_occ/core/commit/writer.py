@@ -428,9 +428,11 @@ class ArrowTableWriter:
         name = base_file_name(w.file_id, write_token(0, 0, tx.attempt), tx.instant_time)
         if before_file:
             before_file(tx, w.partition, w.file_id)
-        tx.create_marker(w.partition, name, "MERGE" if w.prev is not None else "CREATE")
-        if w.partition:
-            self.table.write_partition_metadata(w.partition, tx.instant_time)
+        # the partition's metadata file beside the marker: neither needs the other, both come
+        # before the data file (one round trip on an object store, not two: issue 43)
+        self.table.storage.concurrently(
+            [lambda: tx.create_marker(w.partition, name, "MERGE" if w.prev is not None else "CREATE"),
+             lambda: w.partition and self.table.write_partition_metadata(w.partition, tx.instant_time)])
         return name
 
     def write_base_file(self, tx: WriteTransaction, data: pa.Table, w: FileGroupWork, name: str, *,

@@ -622,6 +622,16 @@ class Table:
             return Table.open(posixpath.join(self.base_uri, METADATA_FOLDER), self.storage.storage_options)
         return self.derived("metadata_table", build)
 
+    def kept(self, name: str) -> Any:
+        """What :meth:`derived` keeps under ``name`` for the version of ``hoodie.properties``
+        read last, None when nothing is (never built, or that version is unknown). Reads
+        nothing: for a request to start before the properties are read again (its answer is
+        used only if the version did not change)."""
+        key = self._properties_key
+        if key is None or self._derived[0] != key:
+            return None
+        return self._derived[1].get(name)
+
     def derived(self, name: str, build: Callable[[], Any]) -> Any:
         """``build()``, kept under ``name`` while ``hoodie.properties`` is the version
         :meth:`reload_config` last read: for what changes only with that file (the metadata

@@ -29,6 +29,7 @@ from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guar
                                                         maintains_files, metadata_table_state)
 from airflow_hudi_occ.core.table.merge_mode import check_merge_mode
 from airflow_hudi_occ.core.table.metadata_trust import check_own_metadata_table
+from airflow_hudi_occ.core.table.timeline import listed_ahead
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
 
@@ -65,14 +66,20 @@ def check_before_lock(table, config, *, files_writer: bool = False,
     :func:`prepare_for_write` raises, before any instant exists. ``timeline``: a data timeline
     listed before this call, which the check of the metadata table's instants starts from
     (``metadata_trust.foreign_instants``: an instant it lacks is looked up on a fresh listing)."""
-    table.reload_config()
-    table.require_writable()
-    check_merge_mode(table, config)
-    state = judged_state(table, config)
-    if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
-        return None  # a removal: under the lock
-    if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
-        check_own_metadata_table(table, timeline)
+    # the metadata table's timeline, which the check of its instants lists, listed while the
+    # properties are read (issue 43: two round trips in a row before every commit's lock);
+    # only when this writer kept it at its last commit, so a writer that does not keep it
+    # makes no request for it
+    kept = table.kept("metadata_table") if files_writer and config.metadata.enable else None
+    with listed_ahead(kept):
+        table.reload_config()
+        table.require_writable()
+        check_merge_mode(table, config)
+        state = judged_state(table, config)
+        if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
+            return None  # a removal: under the lock
+        if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
+            check_own_metadata_table(table, timeline)
     wanted, have = config.write_table_version, table.config.version
     if wanted is not None and wanted != have:
         if wanted < have or not config.auto_upgrade:

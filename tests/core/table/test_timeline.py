@@ -89,3 +89,33 @@ def test_garbage_commit_is_a_typed_error():
         CommitMetadata.decode(b"{not json", "x.commit")
     with pytest.raises(CorruptMetadataError):
         CommitMetadata.decode(b"[1,2]", "x.commit")
+
+
+def test_inside_listed_ahead_the_first_load_takes_the_listing_made_as_it_began(tmp_path):
+    """``listed_ahead``: the first load of a table's timeline in the section is the listing
+    started when the section began (an instant created since is not in it), the next load lists
+    afresh; a listing the section did not take is dropped at its end, and a nested section does
+    not list again what the outer one started."""
+    from airflow_hudi_occ.core.format.instant import Instant
+    from airflow_hudi_occ.core.table.timeline import Timeline, create_requested, listed_ahead
+    t = Table.create(str(tmp_path / "t"), "t", record_key_fields=["id"])
+    calls = []
+    raw = t.storage.list_names
+
+    def counted(folder):
+        calls.append(folder)
+        return raw(folder)
+    t.storage.list_names = counted
+    with listed_ahead(t, None):
+        assert len(calls) == 1  # started as the section began (locally: at once)
+        create_requested(t, Instant("20260101000000000", Action.COMMIT, State.REQUESTED))
+        with listed_ahead(t):
+            assert len(calls) == 1
+            assert Timeline.load(t).get("20260101000000000") is None
+            assert len(calls) == 1  # the started listing, taken
+        assert Timeline.load(t).get("20260101000000000") is not None
+        assert len(calls) == 2
+    with listed_ahead(t):
+        create_requested(t, Instant("20260101000000001", Action.COMMIT, State.REQUESTED))
+    assert Timeline.load(t).get("20260101000000001") is not None  # not the dropped listing
+    assert len(calls) == 4

@@ -51,6 +51,9 @@ class WriteMarkers(ABC):
         self.instant_time = instant_time
         self.storage = table.storage
         self.dir = marker_dir(table, instant_time)
+        #: the marker files this object created (or found there already when it created them)
+        self._made: list[str] = []
+        self._made_lock = threading.Lock()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -88,6 +91,13 @@ class WriteMarkers(ABC):
     def exists(self) -> bool:
         return self.storage.exists(self.dir)
 
+    def made_paths(self) -> list[str] | None:
+        """The files this object created in the folder, for a caller that knows it made every
+        marker of the instant (the core writer, :func:`~airflow_hudi_occ.core.commit.pipeline.write_marked`)
+        to delete them by name, without listing the folder; None where the layout cannot tell
+        (a batched folder is shared by every writer of the instant)."""
+        return None
+
     def delete_all(self) -> None:
         """Remove the instant's marker folder (after completion, or after a rollback)."""
         self.storage.delete_dir(self.dir)
@@ -106,11 +116,18 @@ class DirectWriteMarkers(WriteMarkers):
 
     def create(self, partition: str, data_file_name: str, io_type: IOType | str) -> Marker:
         marker = new_marker(partition, data_file_name, io_type)
+        path = self._path(marker)
         try:
-            self.storage.create_if_absent(self._path(marker), b"")
+            self.storage.create_if_absent(path, b"")
         except FileExistsError:
             pass  # already there: markers are idempotent (a retried task, a second call)
+        with self._made_lock:
+            self._made.append(path)
         return marker
+
+    def made_paths(self) -> list[str] | None:
+        with self._made_lock:
+            return list(self._made)
 
     def all_markers(self) -> list[Marker]:
         out = []
