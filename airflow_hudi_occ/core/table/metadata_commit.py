@@ -53,8 +53,8 @@ from airflow_hudi_occ.core.format.metadata import CommitMetadata, RollbackMetada
 from airflow_hudi_occ.core.format.storage import delete_planned_files
 from airflow_hudi_occ.core.format.files_change import FilesChange
 from airflow_hudi_occ.core.format.metadata_record import files_records, hfile_data_block
-from airflow_hudi_occ.core.table.metadata_compaction import remember_written
-from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID
+from airflow_hudi_occ.core.table.metadata_compaction import completed_times, remember_written
+from airflow_hudi_occ.core.table.metadata_listing import FILES_FILE_ID, note_own_deltacommit
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.table.timeline import (complete, create_requested, delete_pending_files,
@@ -138,9 +138,11 @@ def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, complet
     mdt = table.metadata_table() or Table.open(posixpath.join(table.base_uri, METADATA_FOLDER),
                                                table.storage.storage_options)
     left = dict(staged or {})
-    current = mdt.timeline().get(instant_time)
+    timeline = mdt.timeline()
+    current = timeline.get(instant_time)
     if current is not None and current.is_completed:
         return current
+    before = completed_times(timeline)
     requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
     if current is None:
         create_requested(mdt, requested)
@@ -171,7 +173,10 @@ def write_metadata_deltacommit(table, instant_time: str, blocks: Blocks, complet
                                log_offset=0))
     discard_staged_logs(table, instant_time, left)
     meta = CommitMetadata.from_stats(stats, operation_type="UPSERT_PREPPED")
-    return complete(mdt, inflight, completion_time, meta.encode())
+    done = complete(mdt, inflight, completion_time, meta.encode())
+    note_own_deltacommit(table, before, instant_time, done.completion_time or completion_time,
+                         [s.log_files[0] for s in stats if s.partition_path == FILES_PARTITION])
+    return done
 
 
 def write_files_deltacommit(table, instant_time: str, stats: Iterable[WriteStat], completion_time: str) -> Instant:

@@ -220,7 +220,8 @@ class _Merged:
 
 #: the bytes of metadata-table log files this process wrote, by path: a log file is written once
 #: under a name of its own (metadata_commit), so a compaction of this process's logs merges them
-#: without reading them back under the lock (bounded, oldest out)
+#: without reading them back under the lock, and this process's next listing of the metadata
+#: table reads its own last log from here (bounded, oldest out)
 _WRITTEN: "OrderedDict[str, bytes]" = OrderedDict()
 _WRITTEN_MAX = 256
 _WRITTEN_LOCK = threading.Lock()
@@ -235,7 +236,8 @@ def remember_written(path: str, data: bytes) -> None:
             _WRITTEN.popitem(last=False)
 
 
-def _read_log(storage, path: str) -> bytes:
+def read_log(storage, path: str) -> bytes:
+    """The bytes of the log file at ``path``: what this process wrote there, or the store's."""
     with _WRITTEN_LOCK:
         data = _WRITTEN.get(path)
     return data if data is not None else storage.read(path)
@@ -249,7 +251,7 @@ def _merge_slice(mdt, op: CompactionOperation, completed: dict[str, str]) -> _Me
     # the slice's files fetched at once (it runs under the table lock: one request after the
     # other, a slice of ten logs was ten round trips every writer of the table waited for)
     fetched = storage.concurrently(([lambda: storage.read(base_path)] if base_path else [])
-                                   + [lambda p=p: _read_log(storage, p) for p in log_paths])
+                                   + [lambda p=p: read_log(storage, p) for p in log_paths])
     base_data = fetched.pop(0) if base_path else None
     if base_path:
         hf = read_hfile(base_data, path=base_path)

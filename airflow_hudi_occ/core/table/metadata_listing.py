@@ -42,7 +42,7 @@ from airflow_hudi_occ.core.format.hfile import HFile, read_hfile
 from airflow_hudi_occ.core.format.log_file import BlockType, HeaderKey, LogFormatError, decode_blocks
 from airflow_hudi_occ.core.format.metadata_record import (ALL_PARTITIONS_KEY, NON_PARTITIONED_KEY,
                                                           TYPE_FILE_LIST, TYPE_PARTITION_LIST, decode_record)
-from airflow_hudi_occ.core.table.metadata_compaction import completed_times, latest_file_slices
+from airflow_hudi_occ.core.table.metadata_compaction import completed_times, latest_file_slices, read_log
 from airflow_hudi_occ.core.table.metadata_table import FILES_PARTITION, METADATA_FOLDER
 from airflow_hudi_occ.core.table.table import Table
 
@@ -176,6 +176,24 @@ def _folder_names(storage, folder: str, completed: dict[str, str]) -> list[str]:
     return names
 
 
+def note_own_deltacommit(table, before: dict[str, str], instant_time: str, completion_time: str,
+                         names: list[str]) -> None:
+    """This process completed the metadata table's deltacommit ``instant_time`` of ``table``,
+    under the table lock, on a metadata timeline whose completed instants were ``before``, with
+    the log files ``names`` in the ``files`` partition. A kept folder listing for ``before``
+    holds for the timeline after it with these names added (no other writer changes the
+    metadata table while the lock is held: ``timeline.PinnedTimeline``), so this process's next
+    listing does not list the folder again unless another commit came between (issue 43: a
+    single writer's tagging listed it at every commit)."""
+    folder = table.storage.path(METADATA_FOLDER, FILES_PARTITION)
+    with _CACHE_LOCK:
+        hit = _NAMES.get(folder)
+    if hit is None or hit[0] != frozenset(before.items()):
+        return
+    after = frozenset({**before, instant_time: completion_time}.items())
+    _keep(_NAMES, folder, (after, sorted(set(hit[1]) | set(names))))
+
+
 def _keep(cache: OrderedDict, key, value) -> None:
     """Put ``value`` in a bounded cache of this module (the oldest out past ``_CACHE_MAX``)."""
     with _CACHE_LOCK:
@@ -196,7 +214,7 @@ def _decoded(storage, path: str, *, base: bool) -> list[tuple[str | None, list[t
         out: list = [(None, _records(hf, schema.decode() if schema else None, path))]
     else:
         try:
-            blocks = decode_blocks(storage.read(path), allow_truncated_tail=True)
+            blocks = decode_blocks(read_log(storage, path), allow_truncated_tail=True)
         except LogFormatError as e:
             raise CorruptMetadataError(f"{path}: {e}", path=path,
                                        remedy="let Java Hudi rebuild the metadata table") from e
@@ -210,4 +228,4 @@ def _decoded(storage, path: str, *, base: bool) -> list[tuple[str | None, list[t
     return out
 
 
-__all__ = ["MetadataListing", "read_metadata_listing", "FILES_FILE_ID"]
+__all__ = ["MetadataListing", "read_metadata_listing", "note_own_deltacommit", "FILES_FILE_ID"]
