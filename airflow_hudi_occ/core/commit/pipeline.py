@@ -237,6 +237,10 @@ class WriteEngine(ABC):
     config: WriteConfig
     #: the lower-case operation (``upsert``, ``insert``, ...)
     operation: str
+    #: every marker of the write is made in this process, by :func:`write_marked` (the core
+    #: engines; Spark's executors make their own): the transaction then deletes them by name
+    #: after the commit and reads the abort signal while it goes inflight (issue 43)
+    marks_here: bool = False
 
     @property
     @abstractmethod
@@ -368,6 +372,7 @@ class WritePipeline:
             plan = engine.plan(tx)
             # Refused before any data file exists: a pending clustering would drop the update.
             check_write_against_pending_clustering(plan.timeline, plan.touched, tx.instant, engine.config)
+            tx.markers_made_here = engine.marks_here
             tx.start_inflight(planned_file_groups=plan.planned)
             engine.check_before_write(tx, plan)
             self.stats = stats = engine.write_files(tx, plan, schema_json)
@@ -401,9 +406,7 @@ def write_marked(tx: WriteTransaction, items: list, mark: Callable, write: Calla
                  threads: int) -> list[WriteStat]:
     """Every item's marker first (each passes the early conflict check), in order, then the
     data files, several at a time (parquet encoding and compression release the GIL): a
-    rollback finds every file this write may have begun from its markers. Every marker of the
-    instant is made here, in this process (``tx.markers_made_here``)."""
-    tx.markers_made_here = tx.recovered_from is None
+    rollback finds every file this write may have begun from its markers."""
     names = [mark(tx, item) for item in items]
     return map_bounded(lambda pair: write(tx, *pair), list(zip(items, names)), threads)
 

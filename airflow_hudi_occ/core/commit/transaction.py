@@ -202,10 +202,13 @@ class WriteTransaction:
         self._landed_seen: frozenset[str] | None = None
         #: begin's "running" record on its way (_running_recorded)
         self._running_record = None
-        #: every marker of this instant was made through this transaction's markers, in this
-        #: process (the core writer's write_marked; not so where Spark executors make theirs, or
-        #: for a re-commit of a dead writer's instant): the clean-up deletes them by name
+        #: every marker of this instant is made through this transaction's markers, in this
+        #: process (the core engines, ``WriteEngine.marks_here``; not where Spark executors make
+        #: theirs, or for a re-commit of a dead writer's instant): the clean-up deletes them by
+        #: name, and the abort signal is read while the instant goes inflight
         self.markers_made_here = False
+        #: the abort signal read while going inflight, for the first marker's check
+        self._abort_read = None
         #: the metadata table's log files written before the completion's lock
         self._staged_logs: dict = {}
 
@@ -379,6 +382,11 @@ class WriteTransaction:
             planned = [WriteStat(file_id=f, path="", partition_path=p)
                        for p, f in sorted(set(planned_file_groups))]
             data = CommitMetadata.from_stats(planned, operation_type=self.operation_type).encode()
+        if self.markers_made_here:
+            # the first marker's abort check (create_marker) reads the signal while the
+            # inflight file is written: one round trip before the first marker, not two
+            self._abort_read = self.table.storage.ahead(
+                lambda: abort_signal.abort_reason(self.table, self.instant_time))
         self.instant = transition_to_inflight(self.table, self.instant, data)
         self.state = TransactionState.INFLIGHT
 
@@ -393,7 +401,8 @@ class WriteTransaction:
         io = io_type if isinstance(io_type, IOType) else IOType[str(io_type).upper()]
         if self.state is TransactionState.REQUESTED:
             self.start_inflight()
-        abort_signal.check_abort(self.table, self.instant_time)
+        started, self._abort_read = self._abort_read, None
+        abort_signal.check_abort(self.table, self.instant_time, read=started)
         det = self.detector
         if det is not None:
             return det.create_marker(self.markers, partition, data_file_name, io)
@@ -535,7 +544,23 @@ class WriteTransaction:
 
         seen = self._guard_seen
         mdt_kept = self.table.metadata_table() if self._kept_at_begin() else None
-        with lm.locked(while_waiting=while_waiting), ExitStack() as pinned:
+        # the clean-up after the commit is sent beside the release, once the release has begun
+        # (the block adds it once done): the hold ends first, the clean-up waits for no answer
+        beside_release: list = []
+
+        def release_with(release) -> None:
+            begun = threading.Event()
+
+            def releasing() -> None:
+                begun.set()
+                release()
+            started = self.table.storage.ahead(releasing)
+            begun.wait()
+            try:
+                self.table.storage.concurrently(beside_release)
+            finally:
+                started.result()
+        with lm.locked(while_waiting=while_waiting, release_with=release_with), ExitStack() as pinned:
             # The hold's three reads at once (issue 43: each is a request the whole table waits
             # for): the data timeline, hoodie.properties unchanged since begin (write_guard.py),
             # and the metadata table's timeline, when it was kept at begin (if a Java writer
@@ -604,14 +629,15 @@ class WriteTransaction:
             if maintained:
                 self._metadata_table_services(lm, completion_time,
                                               {i.requested_time for i in timeline} | {self.instant_time})
-        self.instant = done
-        self.state = TransactionState.COMPLETED
-        cache_commit_metadata(self.table, done, encoded)
-        rec = self._attempt_record()
-        rec.completion_time = completion_time
-        if self.recovered_from is not None:
-            rec.message = "re-committed staged instant (its files were written by the dead writer)"
-        self._cleanup_after_commit(lambda: attempt_log.write_record(self.table, rec))
+            self.instant = done
+            self.state = TransactionState.COMPLETED
+            cache_commit_metadata(self.table, done, encoded)
+            rec = self._attempt_record()
+            rec.completion_time = completion_time
+            if self.recovered_from is not None:
+                rec.message = "re-committed staged instant (its files were written by the dead writer)"
+            beside_release.append(lambda: self._cleanup_after_commit(
+                lambda: attempt_log.write_record(self.table, rec)))
         log.info("committed %s at %s%s", done.requested_time, completion_time,
                  " (re-committed)" if self.recovered_from is not None else "")
         self._archive_after_commit(lm, timeline)

@@ -492,6 +492,8 @@ class CopyOnWriteEngine(WriteEngine):
     (simple or bucket index), then one parquet base file per touched file group, every
     marker before any data file."""
 
+    marks_here = True
+
     def __init__(self, writer: ArrowTableWriter, data: pa.Table, operation: str, before_file=None):
         op = operation.lower()
         if op not in self.operations():

@@ -78,9 +78,11 @@ def raised_by_signal(err: BaseException) -> bool:
     return getattr(err, "from_signal", False)
 
 
-def check_abort(table, instant_time: str) -> None:
-    """Raise the signal's error (:func:`error_for`), marked as :func:`raised_by_signal`."""
-    info = abort_reason(table, instant_time)
+def check_abort(table, instant_time: str, *, read=None) -> None:
+    """Raise the signal's error (:func:`error_for`), marked as :func:`raised_by_signal`.
+    ``read``: an :func:`abort_reason` started earlier (``Storage.ahead``), taken instead of
+    reading the signal again."""
+    info = read.result() if read is not None else abort_reason(table, instant_time)
     if info is not None:
         raise _from_signal(error_for(instant_time, info))
 
