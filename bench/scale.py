@@ -75,6 +75,7 @@ def figure_names(quick: bool = False) -> list[str]:
             multi.append(f"{base}.{pt.variant}.ms_per_commit.vs_storage")
     from .scale_partitions import figure_names as partition_figures
     return multi + ["scale.1w.commit.vs_deltalake", "scale.1w.requests.vs_deltalake",
+                    "scale.1w.round_trips.vs_deltalake",
                     "scale.1w.requests_under_lock.vs_target", "scale.store.capacity_used",
                     "scale.proxy.overhead"] + partition_figures(quick)
 
@@ -314,7 +315,10 @@ def our_writer(s3, proxy):
     return table, writer, options
 
 
-def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
+def _per_commit(proxy, tracer: RequestTracer, commit, delay_ms: float = 0) -> dict:
+    """One commit's requests (counted and named by the proxy and the tracer); ``delay_ms``: the
+    proxy's delay, for the round trips the commit waited for one after another."""
+    from airflow_hudi_occ.testing.latency_proxy import round_trips
     proxy.events(reset=True)
     tracer.reset()
     t0 = time.perf_counter()
@@ -322,7 +326,7 @@ def _per_commit(proxy, tracer: RequestTracer, commit) -> dict:
     elapsed = time.perf_counter() - t0
     events = proxy.events(reset=True)
     under = split_by_window(events, tracer.holds)
-    return {"seconds": elapsed, "requests": len(events),
+    return {"seconds": elapsed, "requests": len(events), "round_trips": round_trips(events, delay_ms),
             "by_kind": Counter(e["kind"] for e in events),
             "under_lock": len(under), "under_lock_by_kind": Counter(e["kind"] for e in under),
             "under_lock_per_hold": [len(split_by_window(events, [h])) for h in tracer.holds],
@@ -372,9 +376,9 @@ def run(ctx) -> list[Figure]:
                 f"{DELAY_MS} ms a request")
         with tracer.installed():
             for i in range(sz["warmup"] + sz["commits"]):
-                a = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"))
+                a = _per_commit(proxy, tracer, lambda: writer.write(_row(i), "upsert"), DELAY_MS)
                 b = _per_commit(proxy, tracer, lambda: write_deltalake(
-                    delta_uri, _row(i), mode="append", partition_by=["p"], storage_options=dopts))
+                    delta_uri, _row(i), mode="append", partition_by=["p"], storage_options=dopts), DELAY_MS)
                 if i >= sz["warmup"]:
                     ours.append(a)
                     theirs.append(b)
@@ -430,6 +434,11 @@ def run(ctx) -> list[Figure]:
         Figure("scale.1w.requests.vs_deltalake", NAME,
                "storage requests per single-row commit: core writer vs delta-rs",
                med(ours, "requests"), "requests", "delta-rs append", med(theirs, "requests"),
+               target=1.0),
+        Figure("scale.1w.round_trips.vs_deltalake", NAME,
+               "round trips a single-row commit waits for one after another (requests sent "
+               "together count once): core writer vs delta-rs",
+               med(ours, "round_trips"), "round trips", "delta-rs append", med(theirs, "round_trips"),
                target=1.0),
         Figure("scale.1w.requests_under_lock.vs_target", NAME,
                "storage requests made while the table lock is held, per commit (p50), against "
@@ -1057,7 +1066,7 @@ def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int
         tracer = RequestTracer()
         with tracer.installed():
             for i in range(warmup + commits):
-                r = _per_commit(proxy, tracer, lambda: writer.write(batch(i), "upsert"))
+                r = _per_commit(proxy, tracer, lambda: writer.write(batch(i), "upsert"), delay_ms)
                 if i >= warmup:
                     ours.append(r)
         proxy.set_delay(0)
@@ -1076,7 +1085,8 @@ def single_writer_point(commits: int = 10, delay_ms: int = DELAY_MS, warmup: int
         under_paths.update(r["under_lock_by_path"])
     return {"delay_ms": delay_ms, "commits": commits, "metadata_table": mdt,
             "seconds_p50": round(med("seconds"), 3),
-            "requests_p50": med("requests"), "under_lock_p50": med("under_lock"),
+            "requests_p50": med("requests"), "round_trips_p50": med("round_trips"),
+            "under_lock_p50": med("under_lock"),
             "under_lock_per_hold": [r["under_lock_per_hold"] for r in ours],
             "lock_hold_s_p50": round(med("hold_s"), 4), "acquire_requests_p50": med("acquire"),
             "release_requests_p50": med("release"),
@@ -1115,7 +1125,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    print(json.dumps({k: out[k] for k in ("delay_ms", "seconds_p50", "requests_p50", "under_lock_p50",
+    print(json.dumps({k: out[k] for k in ("delay_ms", "seconds_p50", "requests_p50", "round_trips_p50",
+                                          "under_lock_p50",
                                           "lock_hold_s_p50", "acquire_requests_p50",
                                           "release_requests_p50")}))
     return 0

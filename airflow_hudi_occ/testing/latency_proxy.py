@@ -109,6 +109,20 @@ def events_between(events: list[dict], start: float, end: float) -> Counter:
     return Counter(e["kind"] for e in events if start <= e["t"] <= end)
 
 
+def round_trips(events: list[dict], delay_ms: float) -> int:
+    """How many round trips the requests of ``events`` took one after another: arrivals
+    grouped in waves, a request arriving within half a delay of its wave's first joining it
+    (a request sent only after an answer arrives a full delay after the one answered).
+    Meaningful where the delay is far above the time a thread takes to send: requests sent
+    together then arrive within it (issue 43: a single writer's commit is as long as its
+    round trips in a row, not its requests)."""
+    waves, first = 0, None
+    for e in sorted(events, key=lambda e: e["t"]):
+        if first is None or (e["t"] - first) * 1000 >= delay_ms / 2:
+            waves, first = waves + 1, e["t"]
+    return waves
+
+
 # --- the proxy process ---------------------------------------------------------------------------
 
 

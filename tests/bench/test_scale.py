@@ -72,7 +72,7 @@ def test_a_run_makes_exactly_the_figures_it_declares_and_the_table_and_plot_show
         multi[pt.label] = _result(pt, 0.5 if pt.engine == "ours" else 2.0, 4.0 if pt.engine == "ours" else 1.0)
     figs = multi_figures(multi)
     names = [f.name for f in figs]
-    single = {"scale.1w.commit.vs_deltalake", "scale.1w.requests.vs_deltalake",
+    single = {"scale.1w.commit.vs_deltalake", "scale.1w.requests.vs_deltalake", "scale.1w.round_trips.vs_deltalake",
               "scale.1w.requests_under_lock.vs_target", "scale.store.capacity_used", "scale.proxy.overhead"}
     assert set(names) == set(figure_names(quick=False)) - single - set(partition_figure_names(quick=False))
     by = {f.name: f for f in figs}

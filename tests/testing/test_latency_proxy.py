@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from airflow_hudi_occ.testing.latency_proxy import LatencyProxy, events_between, request_kind
+from airflow_hudi_occ.testing.latency_proxy import LatencyProxy, events_between, request_kind, round_trips
 from airflow_hudi_occ.testing.s3 import S3Server
 
 DELAY_MS = 50
@@ -123,3 +123,14 @@ def test_events_name_the_access_key_that_signed_each_request(stack):
 def test_request_signer(authorization, signer):
     from airflow_hudi_occ.testing.latency_proxy import request_signer
     assert request_signer({"authorization": authorization} if authorization else {}) == signer
+
+
+def test_requests_sent_together_are_one_round_trip_and_requests_sent_after_an_answer_another():
+    """At 200 ms a request: two requests sent together (arrivals 1 ms apart), then one sent
+    after their answers (a delay later), then two more together: three round trips in a row,
+    whatever order the arrivals are listed in."""
+    at = [0.0, 0.001, 0.205, 0.41, 0.4105]
+    events = [{"t": 1000.0 + t, "kind": "get"} for t in reversed(at)]
+    assert round_trips(events, 200) == 3
+    assert round_trips(events, 0.5) == 5  # a delay shorter than the spread: each its own
+    assert round_trips([], 200) == 0

@@ -41,7 +41,7 @@ from airflow_hudi_occ.core.concurrency.locks import base as lock_base
 from airflow_hudi_occ.core.concurrency.locks.base import LockManager
 from airflow_hudi_occ.core.config import WriteConfig
 from airflow_hudi_occ.core.table.table import Table
-from airflow_hudi_occ.testing.latency_proxy import LatencyProxy
+from airflow_hudi_occ.testing.latency_proxy import LatencyProxy, round_trips
 from airflow_hudi_occ.testing.s3 import S3Server, hudi_read_s3
 
 #: issue 43's target: storage requests under the table lock per commit (p50)
@@ -79,18 +79,6 @@ class HoldTimes(LockManager):
     def release(self) -> None:
         self.holds.append((self._since, time.time()))
         super().release()
-
-
-def round_trips(events: list[dict], delay_ms: int) -> int:
-    """How many round trips the requests of ``events`` took one after another: arrivals
-    grouped in waves, a request arriving within half a delay of its wave's first joining it
-    (each wave waited for the one before: a request sent after an answer arrives a full delay
-    later). Only meaningful for a delay far above the time a thread takes to send."""
-    waves, first = 0, None
-    for e in sorted(events, key=lambda e: e["t"]):
-        if first is None or (e["t"] - first) * 1000 >= delay_ms / 2:
-            waves, first = waves + 1, e["t"]
-    return waves
 
 
 def _row(i: int) -> pa.Table:
