@@ -139,7 +139,7 @@ def run_admitted(table, footprint: Footprint, fn: Callable[[int, str], Any],
     policy = policy or RetryPolicy()
     heartbeat = heartbeat or HeartbeatConfig()
     wait = wait or admission.AdmissionWait()
-    req = admission.new_request(table, footprint)
+    req = admission.new_request(table, footprint, with_first_look=True)
 
     def attempt(n: int) -> Any:
         if n > 1:

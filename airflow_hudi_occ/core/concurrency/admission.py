@@ -82,6 +82,9 @@ class AdmissionRequest:
     reach_source: dict = field(default_factory=dict)
     #: the instant the admitted write began (set by :func:`link`): it blocks as that instant
     instant: str | None = None
+    #: (not a field: never written) False for a request :func:`new_request` did not file yet:
+    #: its first look (:func:`try_admit`) files it while it reads the others
+    filed = True
 
     @property
     def footprint(self) -> Footprint:
@@ -192,8 +195,14 @@ def withdraw(table, request_id: str) -> None:
 def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
                 ttl_s: float = 120.0, admitted_ttl_s: float = 900.0,
                 now: float | None = None, reach_as_of: str | None = None,
-                reach_source: dict | None = None) -> AdmissionRequest:
-    """File a waiting request for ``footprint`` (announced before it is ever judged)."""
+                reach_source: dict | None = None, with_first_look: bool = False) -> AdmissionRequest:
+    """File a waiting request for ``footprint`` (announced before it is ever judged).
+    ``with_first_look``: filed by the first :func:`try_admit` instead, in the same round trip
+    as its look (a lone library writer's admission was four round trips in a row: issue 43).
+    Filing first is not what makes admission safe: a writer that misses a request filed while
+    it looked can at worst be admitted before it, which the order allows for a request it never
+    saw; two writers admitted at once are caught by step 3's second look, which comes after the
+    "admitted" file is written."""
     now = time.time() if now is None else now
     req = AdmissionRequest(FOLDER.new_id(now),
                            None if footprint.partitions is None else sorted(footprint.partitions),
@@ -201,7 +210,10 @@ def new_request(table, footprint: Footprint, *, owner_key: dict | None = None,
                            now, now, WAITING, None, ttl_s, admitted_ttl_s,
                            {p: sorted(g) for p, g in sorted(footprint.reach.items())},
                            reach_as_of, dict(reach_source or {}))
-    save(table, req)
+    if with_first_look:
+        req.filed = False
+    else:
+        save(table, req)
     return req
 
 
@@ -294,10 +306,17 @@ def try_admit(table, req: AdmissionRequest, heartbeat: HeartbeatConfig, *, now: 
     req.refreshed_at = now
     if req.state == ADMITTED:
         return Verdict(True)
-    why = blockers(table, req, heartbeat, now=now, starvation_s=starvation_s)
-    if why:
-        save(table, req)
-        return Verdict(False, why)
+    if not req.filed:  # its first look: filed (waiting) while the others are read
+        req.filed = True
+        _, why = table.storage.concurrently([
+            lambda: save(table, req), lambda: blockers(table, req, heartbeat, now=now, starvation_s=starvation_s)])
+        if why:
+            return Verdict(False, why)
+    else:
+        why = blockers(table, req, heartbeat, now=now, starvation_s=starvation_s)
+        if why:
+            save(table, req)
+            return Verdict(False, why)
     req.state, req.admitted_at = ADMITTED, now
     save(table, req)
     tl, others = _look(table, req, now)

@@ -211,3 +211,24 @@ def test_a_reach_of_buckets_never_goes_stale(tmp_path):
     assert admission.try_admit(table, b, HB, now=now).admitted  # different buckets of one partition
     c = admission.new_request(table, Footprint.of(["a"], owner="C", reach={"a": ["fileid-1"]}), now=now)
     assert admission.reach_is_current(a, table.timeline()) and not admission.reach_is_current(c, table.timeline())
+
+
+def test_a_request_filed_with_its_first_look_is_judged_as_one_filed_before_it(tmp_path):
+    """``new_request(with_first_look=True)`` (a library writer's, issue 43: one round trip
+    fewer): nothing is on storage until the first look, which files the request while it reads
+    the others; blocked, it waits filed like any other, and is admitted once free."""
+    table = make_table(tmp_path)
+    first = req(table, ["a"], owner="A")
+    assert admission.try_admit(table, first, HB).admitted
+    later = admission.new_request(table, Footprint.of(["a"], owner="B"),
+                                  owner_key={"dag_id": "B", "run_id": "r1", "task_id": "w"}, with_first_look=True)
+    assert admission.load(table, later.request_id) is None  # not filed before its look
+    v = admission.try_admit(table, later, HB)
+    assert not v.admitted and [(b.what, b.ident) for b in v.blockers] == [("admitted request", first.request_id)]
+    assert admission.load(table, later.request_id).state == admission.WAITING  # filed by the look
+    admission.withdraw(table, first.request_id)
+    assert admission.try_admit(table, later, HB).admitted
+    assert admission.load(table, later.request_id).state == admission.ADMITTED
+    alone = admission.new_request(table, Footprint.of(["z"], owner="C"), with_first_look=True)
+    assert admission.try_admit(table, alone, HB).admitted  # nothing meets it: admitted at its first look
+    assert admission.load(table, alone.request_id).state == admission.ADMITTED
