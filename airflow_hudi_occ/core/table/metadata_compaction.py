@@ -184,8 +184,10 @@ def plan_metadata_compaction(mdt, timeline, instant_time: str, partitions=None) 
     ops = []
     wanted = [p for p in (metadata_partitions(mdt) if partitions is None else partitions) if compactable(p)]
     # one listing per partition with the sizes the plan's metrics need (it runs under the
-    # table lock: a HEAD per log file was 40 requests at every compaction)
-    sizes = {p: storage.list_sizes(storage.path(p)) for p in wanted}
+    # table lock: a HEAD per log file was 40 requests at every compaction), all at once (one
+    # after the other they were a round trip per partition the whole table waited for)
+    sizes = dict(zip(wanted, storage.concurrently([lambda p=p: storage.list_sizes(storage.path(p))
+                                                   for p in wanted])))
     for fs in latest_file_slices(mdt, completed, wanted, names={p: list(v) for p, v in sizes.items()}):
         logs = [entry for entry in fs.logs if entry[0] < instant_time]
         if not logs:
