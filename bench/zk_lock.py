@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 from kazoo.recipe.lock import Lock
 
 from airflow_hudi_occ.core.config import LockConfig
@@ -54,9 +55,13 @@ def run(ctx) -> list[Figure]:
         ctx.log(f"zk_lock: starting ZooKeeper in {root}")
         server.start()
         managers: list[LockManager] = []
-        client = KazooClient(hosts=server.hosts, timeout=10.0)
+        # the bare client's first handshake with a just-started server on a loaded machine
+        # (the test suite's workers, their JVMs) once took longer than 10 s and failed the run:
+        # a few tries, and at most 30 s to connect (a session, not the figures, is waited for)
+        client = KazooClient(hosts=server.hosts, timeout=10.0,
+                             connection_retry=KazooRetry(max_tries=5, delay=0.5, ignore_expire=False))
         try:
-            client.start(timeout=10)
+            client.start(timeout=30)
             bare_path = "/bench/bare/bench_table"
             client.ensure_path(bare_path)
 
