@@ -549,13 +549,7 @@ class WriteTransaction:
         beside_release: list = []
 
         def release_with(release) -> None:
-            begun = threading.Event()
-
-            def releasing() -> None:
-                begun.set()
-                release()
-            started = self.table.storage.ahead(releasing)
-            begun.wait()
+            started = self.table.storage.ahead(release)  # begun before the clean-up is sent
             try:
                 self.table.storage.concurrently(beside_release)
             finally:

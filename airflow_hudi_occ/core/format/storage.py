@@ -791,19 +791,25 @@ class Storage:
 
 class Started:
     """A call under way (:meth:`Storage.ahead`, :meth:`Storage.concurrently`): in a daemon
-    thread of its own, or already finished on the caller's thread (``background=False``)."""
+    thread of its own, begun by the time the constructor returns (so what the caller does next
+    comes after it: a lock's release before the clean-up sent beside it), or already finished
+    on the caller's thread (``background=False``)."""
 
     def __init__(self, call, *, background: bool = True):
         self._value = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         if background:
-            self._thread = threading.Thread(target=self._run, args=(call,), name="hudi-occ-io", daemon=True)
+            begun = threading.Event()
+            self._thread = threading.Thread(target=self._run, args=(call, begun), name="hudi-occ-io", daemon=True)
             self._thread.start()
+            begun.wait()
         else:
             self._run(call)
 
-    def _run(self, call) -> None:
+    def _run(self, call, begun: threading.Event | None = None) -> None:
+        if begun is not None:
+            begun.set()
         try:
             self._value = call()
         except BaseException as e:  # noqa: BLE001 - raised by result(), in the caller's thread

@@ -625,8 +625,8 @@ class Table:
     def kept(self, name: str) -> Any:
         """What :meth:`derived` keeps under ``name`` for the version of ``hoodie.properties``
         read last, None when nothing is (never built, or that version is unknown). Reads
-        nothing: for a request to start before the properties are read again (its answer is
-        used only if the version did not change)."""
+        nothing: for a request to start before the properties are read again (a listing of
+        the kept metadata table's timeline, taken by path by whichever object loads it next)."""
         key = self._properties_key
         if key is None or self._derived[0] != key:
             return None
