@@ -62,6 +62,7 @@ from airflow_hudi_occ.core.format.metadata import WriteStat
 from airflow_hudi_occ.core.format.schema import evolve
 from airflow_hudi_occ.core.table.merge_mode import require_implemented
 from airflow_hudi_occ.core.table.table import Table
+from airflow_hudi_occ.core.table.write_guard import look_before_begin
 
 log = logging.getLogger(__name__)
 
@@ -349,9 +350,10 @@ class WritePipeline:
         batch_schema = engine.prepare()
         check_sync_client(engine.config)  # the config is the engine's once prepared (Spark)
         require_implemented(engine.table)  # a merge this project does not implement (CUSTOM)
-        # one listing for the schema and begin's check of the metadata table's instants (it
-        # starts from a data timeline listed before the metadata table's: write_guard.py)
-        seen = engine.table.timeline()
+        # one listing for the schema and begin's check of the metadata table's instants, made
+        # while the table's properties are read (write_guard.look_before_begin)
+        look = look_before_begin(engine.table, engine.config)
+        seen = look.timeline
         if engine.operation != "delete" and engine.config.reconcile_schema:
             table_json = table_schema(engine.table, seen)
             if table_json:
@@ -365,7 +367,7 @@ class WritePipeline:
             checkpoint=checkpoint, batch_key=batch_key, lock_manager=self.lock_manager,
             time_generator=self.time_generator, on_begin=self.on_begin,
             footprint=engine.footprint())
-        tx.begin(timeline=seen)
+        tx.begin(look=look)
         self.say("begin", f"instant {tx.instant_time} requested (attempt {attempt})")
         try:
             engine.check_before_plan(tx)

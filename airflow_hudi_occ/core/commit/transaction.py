@@ -42,10 +42,10 @@ import socket
 import threading
 import time
 import uuid
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from airflow_hudi_occ.core.concurrency import abort_signal, nbcc
 
@@ -70,15 +70,16 @@ from airflow_hudi_occ.core.format.layout import file_group_names
 from airflow_hudi_occ.core.format.instant_time import InstantTimeGenerator, process_generator
 from airflow_hudi_occ.core.format.metadata import (EXTRA_ATTEMPT, EXTRA_BATCH_KEY, EXTRA_CHECKPOINT, EXTRA_SCHEMA,
                        EXTRA_WRITER_ID, CommitMetadata, RequestedReplaceMetadata, WriteStat)
+from airflow_hudi_occ.core.format.storage import Started
 from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.format.files_change import FilesChange
-from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, stage_metadata_logs,
+from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, metadata_logs_to_stage,
                                                         write_metadata_deltacommit)
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
-from airflow_hudi_occ.core.table.write_guard import check_before_lock, confirm_under_lock, prepare_for_write
+from airflow_hudi_occ.core.table.write_guard import Look, check_before_lock, confirm_under_lock, prepare_for_write
 from airflow_hudi_occ.core.table.timeline import (Timeline, cache_commit_metadata, complete, create_requested,
                                                   listed_ahead, pending_rollback_for, transition_to_inflight)
 
@@ -202,6 +203,8 @@ class WriteTransaction:
         self._landed_seen: frozenset[str] | None = None
         #: begin's "running" record on its way (_running_recorded)
         self._running_record = None
+        #: begin's release on its way (_begin_released)
+        self._begin_release = None
         #: every marker of this instant is made through this transaction's markers, in this
         #: process (the core engines, ``WriteEngine.marks_here``; not where Spark executors make
         #: theirs, or for a re-commit of a dead writer's instant): the clean-up deletes them by
@@ -265,11 +268,11 @@ class WriteTransaction:
         _ = self.lock_manager
 
     def begin(self, requested_data: bytes = b"", plan: RequestedReplaceMetadata | None = None, *,
-              timeline: Timeline | None = None) -> str:
+              look: Look | None = None) -> str:
         """Create the requested instant under the lock, with its heartbeat and "running"
-        record. ``timeline``: the data timeline the caller listed just before (the pipeline's,
-        for the commit's schema): the check of the metadata table before the lock starts from it
-        rather than listing it again (``write_guard.check_before_lock``)."""
+        record. ``look``: the table as the caller judged it just before
+        (``write_guard.look_before_begin``, whose timeline the pipeline's schema checks used);
+        without it the table is judged here (``write_guard.check_before_lock``)."""
         if self.state is not TransactionState.NEW:
             raise InstantStateError(f"transaction already {self.state}", remedy="start a new one")
         self.table.require_writable()
@@ -286,8 +289,9 @@ class WriteTransaction:
         # keeps the metadata table's listing when it may, see commit), refusals before any
         # instant exists; under the lock only what must be there: the timeline (the new time's
         # floor, the snapshot), the requested file and the heartbeat (write_guard.py).
-        self._guard_seen = check_before_lock(self.table, self.config, files_writer=True, timeline=timeline)
-        with self.lock_manager.locked():
+        self._guard_seen = look.state if look is not None else \
+            check_before_lock(self.table, self.config, files_writer=True)
+        with self.lock_manager.locked(release_with=self._release_while_planning):
             if self._guard_seen is None:  # something to change first (a removal, an upgrade)
                 prepare_for_write(self.table, self.config, files_writer=True)
             timeline = self.table.timeline()
@@ -375,6 +379,7 @@ class WriteTransaction:
         profile does), so a table service committing meanwhile can see this write's footprint."""
         if self.state is not TransactionState.REQUESTED:
             raise InstantStateError(f"cannot go inflight from {self.state}", instant=self.instant_time)
+        self._begin_released()
         if data is None and self.footprint is not None:
             self.footprint = self.footprint.refined(planned_file_groups)
             data = self.footprint.encode(self.operation_type)
@@ -465,19 +470,37 @@ class WriteTransaction:
         # Stage 3a: a writer that others may consider dead must not complete. Its heartbeat
         # is read while the read-ahead's timelines are listed (one round trip, not three)
         maintained = self._kept_at_begin()
-        with listed_ahead(self.table, self.table.metadata_table()) if maintained else nullcontext():
-            self.heartbeat.check_alive()
-            self._read_ahead(metadata, current)
+        if maintained:
+            with listed_ahead(self.table, self.table.metadata_table()):
+                self.heartbeat.check_alive()
+                last = self._read_ahead(metadata, current)
+        else:
+            last = self.heartbeat.check_alive
+        # The last request before the lock (the metadata table's log files, or without them the
+        # heartbeat's read) goes out with the lock's request when that is a request to the same
+        # store (the storage lock): one round trip, not two, for a writer that finds the lock
+        # free (issue 43). The hold takes its answer before it reads anything; every way out of
+        # here waits for it, so nothing of this write is sent after a failure returns (the
+        # rollback that follows finds every log file).
         lm = self.lock_manager
+        if getattr(lm, "acquired_on_table_storage", False):
+            sent = self.table.storage.ahead(last or (lambda: None))
+        else:
+            if last is not None:
+                last()
+            sent = Started(lambda: None, background=False)
         try:
-            return self._complete_under_lock(lm, metadata, current)
+            return self._complete_under_lock(lm, metadata, current, sent)
         except BatchAlreadyCommittedError as e:
             # Outside the lock (rollback takes it): this attempt's files must go.
             self.abort(reason=f"batch {self.batch_key!r} already committed as "
                               f"{e.committed_instant}", error=e)
             raise
+        finally:
+            sent.error()
 
-    def _read_ahead(self, metadata: CommitMetadata, current, *, waiting: bool = False) -> None:
+    def _read_ahead(self, metadata: CommitMetadata, current, *,
+                    waiting: bool = False) -> Callable[[], None] | None:
         """What the completion needs from the storage, read before it holds the lock (issue 43):
         the metadata of the commits that landed since this transaction began (the batch check
         and the conflict check read them; a completed instant's metadata is immutable, cached
@@ -486,9 +509,10 @@ class WriteTransaction:
         and file groups. Under the lock the same computations find them in the process's caches
         and read only what changed meanwhile; their results are the ones written.
 
-        Run once before the lock (``waiting=False``: it also stages the metadata table's log
-        files, and a refusal, a column type the stats cannot record, comes here), then by the
-        lock manager while another writer holds the lock (``waiting=True``, ``while_waiting``:
+        Run once before the lock (``waiting=False``: it returns the staging of the metadata
+        table's log files, sent with the lock's request; a refusal, a column type the stats
+        cannot record, comes here), then by the lock manager while another writer holds the
+        lock (``waiting=True``, ``while_waiting``:
         at 32 writers the completion otherwise read two files of every commit of its wait under
         the lock); a listing that finds no newly completed instant stops there. Without a
         metadata table nothing before the lock lists the timeline: a listing only for the
@@ -496,11 +520,11 @@ class WriteTransaction:
         seen = self._guard_seen
         maintained = self._kept_at_begin()
         if not (maintained or waiting):
-            return
+            return None
         timeline = Timeline.load(self.table)
         landed = frozenset(i.requested_time for i in timeline.completed())
         if waiting and landed == self._landed_seen:
-            return
+            return None
         self._read_landed(timeline, current)
         self._landed_seen = landed
         if maintained:
@@ -511,7 +535,12 @@ class WriteTransaction:
                 blocks.update(stats)
                 # its log files too: under the lock only the ones whose records moved meanwhile
                 # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
-                self._staged_logs = stage_metadata_logs(self.table, self.instant_time, blocks)
+                write = metadata_logs_to_stage(self.table, self.instant_time, blocks)
+
+                def stage() -> None:
+                    self._staged_logs = write()
+                return stage
+        return None
 
     def _kept_at_begin(self) -> bool:
         """Does this commit keep the metadata table, as judged before begin's lock (confirmed
@@ -533,13 +562,14 @@ class WriteTransaction:
         for inst in completed:
             timeline.commit_metadata(inst)
 
-    def _complete_under_lock(self, lm, metadata: CommitMetadata, current) -> CommitResult:
+    def _complete_under_lock(self, lm, metadata: CommitMetadata, current, sent) -> CommitResult:
         # Under the lock each timeline is listed once (the data table's here, the metadata
         # table's when its deltacommit is written) and kept for the rest of the hold, with this
         # process's own changes (Table.timeline_pinned; timeline.PinnedTimeline says why no
         # other process changes what the steps below read while the lock is held). While
         # another writer holds it, what lands meanwhile is read (_read_ahead).
         def while_waiting() -> None:
+            sent.error()  # after what went with the lock's request (its failure: raised in the hold)
             self._read_ahead(metadata, current, waiting=True)
 
         seen = self._guard_seen
@@ -563,6 +593,7 @@ class WriteTransaction:
                 lambda: pinned.enter_context(self.table.timeline_pinned()),
                 lambda: seen is not None and self.table.properties_unchanged(),
                 lambda: mdt_kept is not None and pinned.enter_context(mdt_kept.timeline_pinned())])
+            sent.result()  # the heartbeat alive, the staged log files written
             timeline = self.table.timeline()
             now = timeline.get(self.instant_time)
             if now is None or now.is_completed:
@@ -687,6 +718,22 @@ class WriteTransaction:
 
     # -- abort -----------------------------------------------------------------------------------
 
+    def _release_while_planning(self, release) -> None:
+        """Begin's hold ends: its release is sent and the writer goes on to plan (which lists
+        the timeline) without waiting for the answer; :meth:`_begin_released` takes it before the
+        instant goes inflight. Why: on an object store the release is a round trip a single
+        writer's commit waited for, and nothing the plan reads needs it (issue 43). The lock is
+        still this provider's until the answer: another acquire by it waits for the release
+        (``LockProvider.release`` holds its state lock throughout)."""
+        self._begin_release = self.table.storage.ahead(release)
+
+    def _begin_released(self) -> None:
+        """Wait for begin's release; its failure (the lease still ours on the store, a lock
+        service that did not answer) is raised here, before anything of the write exists."""
+        started, self._begin_release = self._begin_release, None
+        if started is not None:
+            started.result()
+
     def _running_recorded(self) -> None:
         """Wait for begin's "running" record to land, before the attempt's end is recorded
         over it (or read back by a rollback of this attempt)."""
@@ -710,6 +757,10 @@ class WriteTransaction:
         if self.state in (TransactionState.COMPLETED, TransactionState.ABORTED, TransactionState.NEW):
             self.state = TransactionState.ABORTED if self.state is TransactionState.NEW else self.state
             return
+        try:
+            self._begin_released()
+        except Exception as e:  # noqa: BLE001 - the rollback below takes the lock again and says more
+            log.warning("releasing the lock after begin of %s failed: %s", self.instant_time, e)
         self._running_recorded()
         rec = attempt_log.record_from_error(self._attempt_record(), error)
         rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
@@ -741,6 +792,10 @@ class WriteTransaction:
             attempt_log.write_record(self.table, rec)
 
     def close(self) -> None:
+        try:
+            self._begin_released()
+        except Exception as e:  # noqa: BLE001 - closing: the lease lapses, ZooKeeper's node goes with the session
+            log.warning("releasing the lock after begin of %s failed: %s", self.instant_time, e)
         try:
             self._lock_manager and getattr(self._lock_manager, "close", lambda: None)()
         except HudiOccError:  # pragma: no cover

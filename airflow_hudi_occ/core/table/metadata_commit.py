@@ -81,7 +81,7 @@ def _log_name(file_id: str, instant_time: str) -> str:
     return LogFileName(file_id, instant_time, 1, WRITE_TOKEN).name
 
 
-def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> dict[tuple[str, str], tuple[dict, int]]:
+def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> Staged:
     """Write the log files of the deltacommit ``instant_time`` before the table lock (issue 43:
     they were four requests of every commit's hold): the records of ``blocks`` as computed
     before the lock. No instant of the metadata table names them yet, so nobody reads them:
@@ -91,24 +91,34 @@ def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> dict[tuple[
     :func:`write_metadata_deltacommit` then, under the lock, keeps each file whose records are
     still the ones to write and replaces the others. A file already there (a dead attempt of
     the same instant, re-committed) is left to it, as before. Returns what was staged."""
-    mdt = table.metadata_table()
-    staged: dict[tuple[str, str], tuple[dict, int]] = {}
-    if mdt is None:
-        return staged
+    return metadata_logs_to_stage(table, instant_time, blocks)()
 
-    def stage(group, records) -> None:
-        data = encode_blocks([hfile_data_block(instant_time, records)])
-        path = mdt.storage.path(group[0], _log_name(group[1], instant_time))
-        try:
-            mdt.storage.create_if_absent(path, data)
-        except FileExistsError:
-            return
-        remember_written(path, data)
-        staged[group] = (dict(records), len(data))
-    # one file per file group, each a PUT of its own: they overlap on an object store
-    mdt.storage.concurrently([lambda g=g, r=r: stage(g, r)
-                              for g, r in sorted(blocks.items()) if r])
-    return dict(sorted(staged.items()))
+
+def metadata_logs_to_stage(table, instant_time: str, blocks: Blocks) -> Callable[[], Staged]:
+    """:func:`stage_metadata_logs` in two steps: the files encoded now, written (their requests
+    sent at once) by the call returned. Why: a commit sends them with its request for the lock,
+    and encoding them then would send them after that request was answered, inside the hold."""
+    mdt = table.metadata_table()
+    if mdt is None:
+        return lambda: {}
+    files = [(group, mdt.storage.path(group[0], _log_name(group[1], instant_time)),
+              encode_blocks([hfile_data_block(instant_time, records)]), records)
+             for group, records in sorted(blocks.items()) if records]
+
+    def write() -> Staged:
+        staged: dict[tuple[str, str], tuple[dict, int]] = {}
+
+        def stage(group, path, data, records) -> None:
+            try:
+                mdt.storage.create_if_absent(path, data)
+            except FileExistsError:
+                return
+            remember_written(path, data)
+            staged[group] = (dict(records), len(data))
+        # one file per file group, each a PUT of its own: they overlap on an object store
+        mdt.storage.concurrently([lambda f=f: stage(*f) for f in files])
+        return dict(sorted(staged.items()))
+    return write
 
 
 def discard_staged_logs(table, instant_time: str, staged: Staged) -> None:
@@ -266,6 +276,6 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
     return complete(mdt, rb, done_at, meta.encode())
 
 
-__all__ = ["Blocks", "Staged", "files_block", "write_metadata_deltacommit", "stage_metadata_logs",
+__all__ = ["Blocks", "Staged", "files_block", "write_metadata_deltacommit", "stage_metadata_logs", "metadata_logs_to_stage",
            "discard_staged_logs",
            "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]

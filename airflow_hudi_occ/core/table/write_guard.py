@@ -24,12 +24,15 @@ every reader and judged again by the next write.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from airflow_hudi_occ.core.table.metadata_table import (MetadataTableState, guard_metadata_table,
                                                         judge_metadata_table, judged_state,
                                                         maintains_files, metadata_table_state)
 from airflow_hudi_occ.core.table.merge_mode import check_merge_mode
 from airflow_hudi_occ.core.table.metadata_trust import check_own_metadata_table
-from airflow_hudi_occ.core.table.timeline import listed_ahead
+from airflow_hudi_occ.core.table.timeline import Timeline, listed_ahead
 from airflow_hudi_occ.core.table.table_version import ensure_write_version, nine_properties
 
 
@@ -56,16 +59,18 @@ def prepare_for_write(table, config, *, files_writer: bool = False,
     return state
 
 
-def check_before_lock(table, config, *, files_writer: bool = False,
-                      stats_writer: bool = True, timeline=None) -> MetadataTableState | None:
+def check_before_lock(table, config, *, files_writer: bool = False, stats_writer: bool = True,
+                      timeline: Callable[[], Timeline] | None = None) -> MetadataTableState | None:
     """:func:`prepare_for_write`'s judgement before the table lock, changing nothing: the
     metadata table's state when :func:`prepare_for_write` would change nothing on the table as
     it is now (confirm it under the lock with :func:`confirm_under_lock`), None when it would
     change something (the properties read from their backup, a metadata table to remove, an
     upgrade; the caller then runs :func:`prepare_for_write` under the lock). Raises what
-    :func:`prepare_for_write` raises, before any instant exists. ``timeline``: a data timeline
-    listed before this call, which the check of the metadata table's instants starts from
-    (``metadata_trust.foreign_instants``: an instant it lacks is looked up on a fresh listing)."""
+    :func:`prepare_for_write` raises, before any instant exists. ``timeline``: gives a data
+    timeline (a listing the caller started as this call began: it is waited for only if the
+    metadata table's instants are checked), which that check starts from
+    (``metadata_trust.foreign_instants``: an instant it lacks is looked up on a fresh listing,
+    so the order of the two listings does not matter)."""
     # the metadata table's timeline, which the check of its instants lists, listed while the
     # properties are read (issue 43: two round trips in a row before every commit's lock);
     # only when this writer kept it at its last commit, so a writer that does not keep it
@@ -79,7 +84,7 @@ def check_before_lock(table, config, *, files_writer: bool = False,
         if judge_metadata_table(table, config, state, files_writer=files_writer, stats_writer=stats_writer):
             return None  # a removal: under the lock
         if maintains_files(state, config, files_writer=files_writer, stats_writer=stats_writer):
-            check_own_metadata_table(table, timeline)
+            check_own_metadata_table(table, timeline() if timeline is not None else None)
     wanted, have = config.write_table_version, table.config.version
     if wanted is not None and wanted != have:
         if wanted < have or not config.auto_upgrade:
@@ -88,6 +93,25 @@ def check_before_lock(table, config, *, files_writer: bool = False,
     if table.properties_version is None:  # read from the backup, or a store that cannot tell
         return None
     return state
+
+
+@dataclass(frozen=True)
+class Look:
+    """A writer's judgement before begin's lock (:func:`check_before_lock`, ``files_writer``)
+    with the data timeline listed meanwhile."""
+    state: MetadataTableState | None
+    timeline: Timeline
+
+
+def look_before_begin(table, config) -> Look:
+    """:func:`check_before_lock` for a writer of files, with the data timeline listed at the same
+    time, for what the writer checks before it begins (its schema) and for the check of the
+    metadata table's instants. Why: on an object store the listing, ``hoodie.properties`` and
+    the metadata table's timeline are round trips that need none of each other's answers; a
+    single writer's commit waited for the listing before the other two (issue 43)."""
+    listing = table.storage.ahead(table.timeline)
+    state = check_before_lock(table, config, files_writer=True, timeline=listing.result)
+    return Look(state, listing.result())
 
 
 def confirm_under_lock(table, config, seen: MetadataTableState | None, *, files_writer: bool = False,
@@ -120,4 +144,4 @@ def check_for_write(table, config, *, files_writer: bool = True, stats_writer: b
         nine_properties(table.config.properties)  # raises for a payload this writer cannot carry
 
 
-__all__ = ["prepare_for_write", "check_before_lock", "confirm_under_lock", "check_for_write"]
+__all__ = ["prepare_for_write", "check_before_lock", "look_before_begin", "Look", "confirm_under_lock", "check_for_write"]

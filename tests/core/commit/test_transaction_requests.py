@@ -32,7 +32,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_hudi_occ.core.commit.writer import ArrowTableWriter, read_table
-from airflow_hudi_occ.core.format.instant import Action
+from airflow_hudi_occ.core.format.instant import Action, State
 from airflow_hudi_occ.core.format.storage import Storage
 from airflow_hudi_occ.core.table.metadata_table import PARTITIONS_KEY
 from airflow_hudi_occ.testing.tables import java_fixture
@@ -56,10 +56,10 @@ MDT_TOTAL_REACHED = 35
 #: round trips a commit waits for one after another (requests that need none of each other's
 #: answers are sent together: docs/benchmarks.md, "Round trips in a row"), without and with the
 #: metadata table kept
-ROUND_TRIPS_REACHED = 15
-MDT_ROUND_TRIPS_REACHED = 19
+ROUND_TRIPS_REACHED = 12
+MDT_ROUND_TRIPS_REACHED = 16
 #: ... on the commit that also compacts the metadata table (its plan's listings at once)
-MDT_COMPACTING_ROUND_TRIPS_REACHED = 26
+MDT_COMPACTING_ROUND_TRIPS_REACHED = 23
 #: the proxy's delay when round trips are counted: long enough that requests sent together
 #: arrive well within half of it of each other on a loaded machine
 ROUND_TRIP_DELAY_MS = 200
@@ -144,9 +144,12 @@ def test_a_commit_sends_at_once_the_requests_that_need_no_other_answer(tmp_path)
     metadata table's timeline before begin, the abort signal and the inflight file, the
     partition's metadata file and the marker, the attempt's "running" record, the release and
     the clean-up after the commit; the markers folder was listed before its deletion, and the
-    metadata table's listing read back what this process had just written. At 200 ms a
-    request: 15 round trips in a row without a metadata table (20 before), 19 with it kept (29
-    before), on commits that do not compact it; 26 on the one that does (28 before)."""
+    metadata table's listing read back what this process had just written; the data timeline
+    was listed before the properties were read, begin's release was waited for before the
+    write planned, and the last request before the completion's lock (the heartbeat, or the
+    metadata table's log files) before the lock's. At 200 ms a request: 12 round trips in a row
+    without a metadata table (20, then 15 before), 16 with it kept (29, then 19), on commits
+    that do not compact it; 23 on the one that does (28, then 26)."""
     rows = measure_commits(delay_ms=ROUND_TRIP_DELAY_MS, commits=1, warmup=1)
     assert rows and all(r["round_trips"] <= ROUND_TRIPS_REACHED for r in rows), rows
     assert all(r["requests"] <= TOTAL_REACHED for r in rows), rows
@@ -155,8 +158,7 @@ def test_a_commit_sends_at_once_the_requests_that_need_no_other_answer(tmp_path)
     assert mdt and all(r["round_trips"] <= MDT_ROUND_TRIPS_REACHED for r in mdt), rows
     assert all(r["requests"] <= MDT_TOTAL_REACHED for r in mdt), rows
     # Java's fixture is 8 deltacommits past its metadata table's last compaction: the warm-up
-    # is the 9th, the second measured commit the 10th, which compacts (28 round trips before
-    # its plan listed the partitions at once)
+    # is the 9th, the second measured commit the 10th, which compacts
     compacting = [r for r in rows if r["compacted"]]
     assert compacting and all(r["round_trips"] <= MDT_COMPACTING_ROUND_TRIPS_REACHED for r in compacting), rows
 
@@ -299,8 +301,11 @@ def _check_mdt(rows: list[dict]) -> None:
 
 def test_with_the_metadata_table_kept_a_commit_makes_ten_requests_under_the_lock(tmp_path):
     """Java's fixture is 8 deltacommits past its metadata table's last compaction: the warm-up
-    and 3 commits meet one compaction (every 10), which these do not count."""
-    _check_mdt(measure_mdt_commits(tmp_path, delay_ms=0, commits=3))
+    and 3 commits meet one compaction (every 10), which these do not count. At 20 ms a request,
+    as on the bench: the log files go out with the lock's request, and with no delay at all the
+    lock's one request is answered before the store has taken the four (the hold then waits for
+    them, as it would on a store that answers faster than the writer sends)."""
+    _check_mdt(measure_mdt_commits(tmp_path, delay_ms=20, commits=3))
 
 
 @pytest.mark.slow
@@ -339,3 +344,135 @@ def test_what_lands_while_a_commit_waits_for_the_lock_is_read_before_it_holds_it
         begin, completion = r["per_hold"]
         assert begin == {"list": 1, "put.if_none_match": 1, "put": 1}, r
         assert completion == {"list": 2, "head": 1, "put.if_none_match": 4}, r
+
+
+# --- what goes out beside the lock's own requests -----------------------------------------------
+
+
+def _mdt_table_on_s3(tmp_path, s3, proxy) -> tuple[Table, pa.Schema]:
+    """Java's v9 fixture with its metadata table kept, on the proxied store."""
+    path = java_fixture(V9, tmp_path / "fixture")
+    local = Table.open(str(path))
+    local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
+    data = read_table(local)
+    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
+    options = proxy.storage_options(s3.storage_options)
+    Storage("s3://tables/mdt", options).fs.put(str(path) + "/", "tables/mdt", recursive=True)
+    return Table.open("s3://tables/mdt", storage_options=options), schema
+
+
+def test_a_commit_that_cannot_take_the_lock_sends_nothing_after_it_fails(tmp_path, monkeypatch):
+    """The metadata table's log files go out with the completion's request for the lock (one
+    round trip, not two). When the lock cannot be had, the failure must not return before they
+    have landed: the rollback that follows (now or by another writer) lists what to delete, and
+    a log file landing after it would be left behind. The lock refuses at once here (a seam: a
+    real one refuses only after a wait the logs would outlast), while each request takes
+    300 ms: the logs are all there when the failure reaches the abort."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.errors import LockAcquireTimeoutError, LockError
+
+    class RefusesTheCompletion(LockManager):
+        def __init__(self, provider, config):
+            super().__init__(provider, config)
+            self.acquires = 0
+
+        def acquire(self, while_waiting=None) -> None:
+            self.acquires += 1
+            if self.acquires > 1:  # begin's goes through; the completion's and the rollback's not
+                raise LockAcquireTimeoutError("refused by the test", lock=self.name)
+            super().acquire(while_waiting)
+
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
+        s3.create_bucket("tables")
+        table, schema = _mdt_table_on_s3(tmp_path, s3, proxy)
+        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
+        lock = RefusesTheCompletion(get_lock_provider(config.lock, base_path=table.base_uri,
+                                                      table_name=table.name, storage=table.storage), config.lock)
+        writer = ArrowTableWriter(table, config, writer_id="refused", lock_manager=lock)
+        mdt_files = table.storage.path(".hoodie", "metadata")
+
+        def logs() -> set[str]:
+            return {p for p in table.storage.walk_files(mdt_files) if ".log." in p and "/.hoodie/" not in p[len(mdt_files):]}
+
+        before = logs()
+        at_failure: list[set[str]] = []
+        abort = WriteTransaction.abort
+
+        def listed_first(tx, **kwargs):
+            # what is on the store as the failure reaches the writer's abort, listed at once
+            # (a request still in the proxy waits out its 300 ms; this listing does not)
+            proxy.set_delay(0)
+            at_failure.append(logs())
+            return abort(tx, **kwargs)
+        monkeypatch.setattr(WriteTransaction, "abort", listed_first)
+        proxy.set_delay(300)
+        with pytest.raises(LockError):
+            writer.write(_fixture_row(schema, 0), "upsert")
+        proxy.set_delay(0)
+        instant = sorted(i.requested_time for i in table.timeline().pending())[-1]
+        staged = {p for p in logs() - before if instant in p}
+        assert staged, (instant, sorted(logs() - before))  # staged before the lock, as designed
+        assert at_failure and staged <= at_failure[0], (sorted(staged), sorted(at_failure))
+
+
+def test_a_commit_whose_heartbeat_lapsed_is_refused_under_the_lock_it_took_meanwhile():
+    """The heartbeat's read goes out with the completion's request for the lock. A writer that
+    others may take for dead still never completes: the refusal comes in the hold, before it
+    reads anything, and the lock is given back."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+    from airflow_hudi_occ.core.errors import HeartbeatExpiredError
+
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=50) as proxy:
+        s3.create_bucket("tables")
+        options = proxy.storage_options(s3.storage_options)
+        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
+                             storage_options=options)
+        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
+        lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                           storage=table.storage), config.lock)
+        tx = WriteTransaction(table, config, lock_manager=lock)
+        tx.begin()
+        tx.start_inflight()
+        tx.heartbeat.lapsed = True  # as when its beats failed for longer than the expiry
+        with pytest.raises(HeartbeatExpiredError):
+            tx.commit([])
+        assert len(lock.holds) == 2 and not lock.provider.is_held()
+        assert table.timeline().get(tx.instant_time).is_pending
+        other = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                  storage=table.storage)
+        assert other.try_acquire(0)  # given back: taken at once
+        other.release()
+        tx.heartbeat.stop(delete=False)
+
+
+def test_a_release_of_begin_that_failed_is_raised_before_the_instant_goes_inflight():
+    """Begin's release is sent and the writer plans without waiting for its answer; a release
+    that failed (the lease still the writer's on the store) is raised before the inflight
+    file, so the write goes no further."""
+    from airflow_hudi_occ.core.commit.transaction import WriteTransaction
+
+    class ReleaseFails(LockManager):
+        failed = False
+
+        def release(self) -> None:
+            if not self.failed:  # begin's; the rollback's goes through
+                self.failed = True
+                raise OSError("the store refused the release (test)")
+            super().release()
+
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=50) as proxy:
+        s3.create_bucket("tables")
+        options = proxy.storage_options(s3.storage_options)
+        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
+                             storage_options=options)
+        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
+        lock = ReleaseFails(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
+                                              storage=table.storage), config.lock)
+        tx = WriteTransaction(table, config, lock_manager=lock)
+        tx.begin()  # returns with the release on its way
+        with pytest.raises(OSError, match="refused the release"):
+            tx.start_inflight()
+        assert table.timeline().get(tx.instant_time).state is State.REQUESTED
+        lock.provider.release()
+        tx.abort()
+        assert table.timeline().get(tx.instant_time) is None

@@ -156,6 +156,11 @@ class LockProvider(abc.ABC):
     provider_name: str = ""
     #: whether another process can see who holds the lock (False: the in-process lock)
     visible_to_other_processes: bool = True
+    #: whether taking the lock is a request to the table's own storage (the storage lock's
+    #: lease): a writer then sends its last request before the lock with it, both costing the
+    #: same round trip; with a lock answered faster (ZooKeeper, a local file) that request
+    #: would only be waited for inside the hold
+    acquired_on_table_storage: bool = False
 
     def __init__(self, *, name: str, owner: str | None = None):
         self.name = name
@@ -341,6 +346,10 @@ class LockManager:
     @property
     def name(self) -> str:
         return self.provider.name
+
+    @property
+    def acquired_on_table_storage(self) -> bool:
+        return self.provider.acquired_on_table_storage
 
     @property
     def bound_s(self) -> float:

@@ -151,6 +151,7 @@ def check_storage_lock_settings(config: LockConfig) -> None:
 
 class StorageBasedLockProvider(LockProvider):
     provider_name = "storage"
+    acquired_on_table_storage = True
 
     def __init__(self, config: LockConfig, *, base_path: str, table_name: str = "",
                  storage: Storage | None = None, lock_key: str | None = None,
