@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pytest
@@ -83,6 +84,25 @@ class HoldTimes(LockManager):
         super().release()
 
 
+@contextmanager
+def plain_table_on_s3(delay_ms: int, manager=None):
+    """A new table (no metadata table) on the loopback S3 server behind the latency proxy, its
+    storage lock under ``manager`` (a :class:`LockManager` class; :class:`HoldTimes` if None):
+    ``(proxy, table, its storage options, config, lock manager)``."""
+    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
+        s3.create_bucket("tables")
+        options = proxy.storage_options(s3.storage_options)
+        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
+                             storage_options=options)
+        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
+        lock = (manager or HoldTimes)(storage_lock(table, config), config.lock)
+        yield proxy, table, options, config, lock
+
+
+def storage_lock(table: Table, config: WriteConfig):
+    return get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name, storage=table.storage)
+
+
 def _row(i: int) -> pa.Table:
     return pa.table({"id": pa.array([i], pa.int64()), "p": pa.array(["p0"]), "v": pa.array([f"v{i}"])})
 
@@ -91,14 +111,7 @@ def measure_commits(delay_ms: int, commits: int, warmup: int = 2) -> list[dict]:
     """Single-row upserts of new keys into one partition on the storage lock (RFC-91),
     metadata table as by default; per commit: requests in all, under the lock, per hold."""
     out = []
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=delay_ms) as proxy:
-        s3.create_bucket("tables")
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
-                             storage_options=options)
-        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
-        lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                           storage=table.storage), config.lock)
+    with plain_table_on_s3(delay_ms) as (proxy, table, options, config, lock):
         writer = ArrowTableWriter(table, config, writer_id="requests", lock_manager=lock)
         for i in range(warmup + commits):
             proxy.events(reset=True)
@@ -198,6 +211,19 @@ for i in range(first, first + k):
 """
 
 
+def mdt_table_on_s3(tmp_path, s3, proxy) -> tuple[Table, pa.Schema, int]:
+    """Java's v9 fixture with its metadata table kept, copied to the proxied store: the table,
+    its schema without the meta columns, its rows."""
+    path = java_fixture(V9, tmp_path / "fixture")
+    local = Table.open(str(path))
+    local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
+    data = read_table(local)
+    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
+    options = proxy.storage_options(s3.storage_options)
+    Storage("s3://tables/mdt", options).fs.put(str(path) + "/", "tables/mdt", recursive=True)
+    return Table.open("s3://tables/mdt", storage_options=options), schema, data.num_rows
+
+
 def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, *,
                         rival_commits: int = 0, blocked_s: float = 0.0) -> list[dict]:
     """Single-row upserts into Java's v9 fixture on S3, its metadata table kept (``files``,
@@ -207,20 +233,13 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, 
     this many times (contention: what the completion must read of what others did);
     ``blocked_s``: then another contender holds the lock this long, so the completion waits
     (and reads ahead while it waits)."""
-    path = java_fixture(V9, tmp_path / "fixture")
-    local = Table.open(str(path))
-    local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
-    data = read_table(local)
-    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
     out = []
     with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket("tables")
+        table, schema, fixture_rows = mdt_table_on_s3(tmp_path, s3, proxy)
         options = proxy.storage_options(s3.storage_options)
-        Storage("s3://tables/mdt", options).fs.put(str(path) + "/", "tables/mdt", recursive=True)
-        table = Table.open("s3://tables/mdt", storage_options=options)
         config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
-        lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                           storage=table.storage), config.lock)
+        lock = HoldTimes(storage_lock(table, config), config.lock)
         mdt = Table.open("s3://tables/mdt/.hoodie/metadata", storage_options=options)
 
         def compactions() -> int:
@@ -231,8 +250,7 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, 
             schema_b64 = base64.b64encode(schema.serialize().to_pybytes()).decode()
             direct = s3.storage_options
 
-            blocker = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                        storage=table.storage)
+            blocker = storage_lock(table, config)
 
             class WithRival(HoldTimes):
                 def acquire(self, while_waiting=None) -> None:
@@ -281,7 +299,7 @@ def measure_mdt_commits(tmp_path, delay_ms: int, commits: int, warmup: int = 1, 
                         "under_lock": sum(len(h) for h in per_hold),
                         "per_hold": [Counter(e["kind"] for e in h) for h in per_hold]})
         proxy.set_delay(0)
-        assert hudi_read_s3(table.base_uri, options).num_rows == data.num_rows + warmup + commits + rivals["done"]
+        assert hudi_read_s3(table.base_uri, options).num_rows == fixture_rows + warmup + commits + rivals["done"]
     return out
 
 
@@ -349,18 +367,6 @@ def test_what_lands_while_a_commit_waits_for_the_lock_is_read_before_it_holds_it
 # --- what goes out beside the lock's own requests -----------------------------------------------
 
 
-def _mdt_table_on_s3(tmp_path, s3, proxy) -> tuple[Table, pa.Schema]:
-    """Java's v9 fixture with its metadata table kept, on the proxied store."""
-    path = java_fixture(V9, tmp_path / "fixture")
-    local = Table.open(str(path))
-    local.update_properties({PARTITIONS_KEY: "files,column_stats,partition_stats"})
-    data = read_table(local)
-    schema = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie_")]).schema
-    options = proxy.storage_options(s3.storage_options)
-    Storage("s3://tables/mdt", options).fs.put(str(path) + "/", "tables/mdt", recursive=True)
-    return Table.open("s3://tables/mdt", storage_options=options), schema
-
-
 def test_a_commit_that_cannot_take_the_lock_sends_nothing_after_it_fails(tmp_path, monkeypatch):
     """The metadata table's log files go out with the completion's request for the lock (one
     round trip, not two). When the lock cannot be had, the failure must not return before they
@@ -384,10 +390,9 @@ def test_a_commit_that_cannot_take_the_lock_sends_nothing_after_it_fails(tmp_pat
 
     with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=0) as proxy:
         s3.create_bucket("tables")
-        table, schema = _mdt_table_on_s3(tmp_path, s3, proxy)
+        table, schema, _ = mdt_table_on_s3(tmp_path, s3, proxy)
         config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
-        lock = RefusesTheCompletion(get_lock_provider(config.lock, base_path=table.base_uri,
-                                                      table_name=table.name, storage=table.storage), config.lock)
+        lock = RefusesTheCompletion(storage_lock(table, config), config.lock)
         writer = ArrowTableWriter(table, config, writer_id="refused", lock_manager=lock)
         mdt_files = table.storage.path(".hoodie", "metadata")
 
@@ -422,14 +427,7 @@ def test_a_commit_whose_heartbeat_lapsed_is_refused_under_the_lock_it_took_meanw
     from airflow_hudi_occ.core.commit.transaction import WriteTransaction
     from airflow_hudi_occ.core.errors import HeartbeatExpiredError
 
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=50) as proxy:
-        s3.create_bucket("tables")
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
-                             storage_options=options)
-        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
-        lock = HoldTimes(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                           storage=table.storage), config.lock)
+    with plain_table_on_s3(50) as (_, table, _, config, lock):
         tx = WriteTransaction(table, config, lock_manager=lock)
         tx.begin()
         tx.start_inflight()
@@ -438,8 +436,7 @@ def test_a_commit_whose_heartbeat_lapsed_is_refused_under_the_lock_it_took_meanw
             tx.commit([])
         assert len(lock.holds) == 2 and not lock.provider.is_held()
         assert table.timeline().get(tx.instant_time).is_pending
-        other = get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                  storage=table.storage)
+        other = storage_lock(table, config)
         assert other.try_acquire(0)  # given back: taken at once
         other.release()
         tx.heartbeat.stop(delete=False)
@@ -460,14 +457,7 @@ def test_a_release_of_begin_that_failed_is_raised_before_the_instant_goes_inflig
                 raise OSError("the store refused the release (test)")
             super().release()
 
-    with S3Server() as s3, LatencyProxy(s3.endpoint, delay_ms=50) as proxy:
-        s3.create_bucket("tables")
-        options = proxy.storage_options(s3.storage_options)
-        table = Table.create("s3://tables/t", "t", record_key_fields=["id"], partition_fields=["p"],
-                             storage_options=options)
-        config = WriteConfig.from_options({"hoodie.write.lock.provider": "storage"})
-        lock = ReleaseFails(get_lock_provider(config.lock, base_path=table.base_uri, table_name=table.name,
-                                              storage=table.storage), config.lock)
+    with plain_table_on_s3(50, ReleaseFails) as (_, table, _, config, lock):
         tx = WriteTransaction(table, config, lock_manager=lock)
         tx.begin()  # returns with the release on its way
         with pytest.raises(OSError, match="refused the release"):
