@@ -75,7 +75,7 @@ from airflow_hudi_occ.core.table.history import TimelineHistory
 from airflow_hudi_occ.core.table.table import Table
 from airflow_hudi_occ.core.commit.metadata_services import run_metadata_table_services
 from airflow_hudi_occ.core.format.files_change import FilesChange
-from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, metadata_logs_to_stage,
+from airflow_hudi_occ.core.table.metadata_commit import (discard_staged_logs, files_block, stage_metadata_logs,
                                                         write_metadata_deltacommit)
 from airflow_hudi_occ.core.table.metadata_stats import stats_blocks
 from airflow_hudi_occ.core.table.metadata_table import maintains_files
@@ -535,7 +535,7 @@ class WriteTransaction:
                 blocks.update(stats)
                 # its log files too: under the lock only the ones whose records moved meanwhile
                 # are written again (metadata_commit.stage_metadata_logs says why no one reads them)
-                write = metadata_logs_to_stage(self.table, self.instant_time, blocks)
+                write = stage_metadata_logs(self.table, self.instant_time, blocks)
 
                 def stage() -> None:
                     self._staged_logs = write()

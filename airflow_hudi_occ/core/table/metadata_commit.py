@@ -81,23 +81,18 @@ def _log_name(file_id: str, instant_time: str) -> str:
     return LogFileName(file_id, instant_time, 1, WRITE_TOKEN).name
 
 
-def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> Staged:
-    """Write the log files of the deltacommit ``instant_time`` before the table lock (issue 43:
-    they were four requests of every commit's hold): the records of ``blocks`` as computed
-    before the lock. No instant of the metadata table names them yet, so nobody reads them:
-    readers (ours, Java's log scanner) take the blocks of completed instants only, and a
-    metadata table's clean keeps a log whose instant is not on its timeline with the newest
-    slice (Java's file-group rule for a pending instant; :mod:`.metadata_clean`).
-    :func:`write_metadata_deltacommit` then, under the lock, keeps each file whose records are
-    still the ones to write and replaces the others. A file already there (a dead attempt of
-    the same instant, re-committed) is left to it, as before. Returns what was staged."""
-    return metadata_logs_to_stage(table, instant_time, blocks)()
-
-
-def metadata_logs_to_stage(table, instant_time: str, blocks: Blocks) -> Callable[[], Staged]:
-    """:func:`stage_metadata_logs` in two steps: the files encoded now, written (their requests
-    sent at once) by the call returned. Why: a commit sends them with its request for the lock,
-    and encoding them then would send them after that request was answered, inside the hold."""
+def stage_metadata_logs(table, instant_time: str, blocks: Blocks) -> Callable[[], Staged]:
+    """The log files of the deltacommit ``instant_time``, to write before the table lock (issue
+    43: they were four requests of every commit's hold): the records of ``blocks`` as computed
+    before the lock, encoded now; the call returned writes them (their requests sent at once)
+    and returns what was staged. Two steps because a commit sends them with its request for the
+    lock: encoded only then, they would leave after that request was answered, inside the hold.
+    No instant of the metadata table names them yet, so nobody reads them: readers (ours, Java's
+    log scanner) take the blocks of completed instants only, and a metadata table's clean keeps
+    a log whose instant is not on its timeline with the newest slice (Java's file-group rule for
+    a pending instant; :mod:`.metadata_clean`). :func:`write_metadata_deltacommit` then, under
+    the lock, keeps each file whose records are still the ones to write and replaces the others.
+    A file already there (a dead attempt of the same instant, re-committed) is left to it."""
     mdt = table.metadata_table()
     if mdt is None:
         return lambda: {}
@@ -276,6 +271,6 @@ def rollback_metadata_deltacommit(table, instant_time: str, rollback_time: str,
     return complete(mdt, rb, done_at, meta.encode())
 
 
-__all__ = ["Blocks", "Staged", "files_block", "write_metadata_deltacommit", "stage_metadata_logs", "metadata_logs_to_stage",
+__all__ = ["Blocks", "Staged", "files_block", "write_metadata_deltacommit", "stage_metadata_logs",
            "discard_staged_logs",
            "write_files_deltacommit", "rollback_metadata_deltacommit", "open_metadata_table", "WRITE_TOKEN"]

@@ -154,7 +154,7 @@ def test_log_files_staged_before_the_lock_are_kept_replaced_or_deleted(tmp_path)
     files = path / ".hoodie" / "metadata" / "files"
     staged_change = files_block(FilesChange(added={"zz": {"a.parquet": 7}}, partitions_added=("zz",)))
     other = {"k1": files_block(FilesChange(added={"q": {"b.parquet": 1}}))[("files", "files-0000-0")]["q"]}
-    staged = stage_metadata_logs(table, t, {**staged_change, ("column_stats", "col-stats-0000-0"): other})
+    staged = stage_metadata_logs(table, t, {**staged_change, ("column_stats", "col-stats-0000-0"): other})()
     log = files / f".files-0000-0_{t}.log.1_0-0-0"
     stats_log = path / ".hoodie" / "metadata" / "column_stats" / f".col-stats-0000-0_{t}.log.1_0-0-0"
     assert log.exists() and stats_log.exists() and len(staged) == 2
@@ -172,13 +172,13 @@ def test_log_files_staged_before_the_lock_are_kept_replaced_or_deleted(tmp_path)
     assert read_metadata_listing(Table.open(str(path))).files["zz"] == {"a.parquet": 7}
 
     t2 = "20990101000000200"
-    staged = stage_metadata_logs(table, t2, files_block(FilesChange(added={"zz": {"b.parquet": 1}})))
+    staged = stage_metadata_logs(table, t2, files_block(FilesChange(added={"zz": {"b.parquet": 1}})))()
     moved = files_block(FilesChange(added={"zz": {"c.parquet": 3}}))  # what is true under the lock
     write_metadata_deltacommit(table, t2, moved, "20990101000000300", staged=staged)
     after = read_metadata_listing(Table.open(str(path)))
     assert after.files["zz"] == {"a.parquet": 7, "c.parquet": 3}  # the staged b.parquet is not
 
     t3 = "20990101000000400"
-    stage_metadata_logs(table, t3, files_block(FilesChange(added={"zz": {"d.parquet": 1}})))
+    stage_metadata_logs(table, t3, files_block(FilesChange(added={"zz": {"d.parquet": 1}})))()
     assert rollback_metadata_deltacommit(table, t3, "20990101000000500", "20990101000000600") is None
     assert not (files / f".files-0000-0_{t3}.log.1_0-0-0").exists()
