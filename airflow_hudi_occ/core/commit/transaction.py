@@ -727,12 +727,18 @@ class WriteTransaction:
         (``LockProvider.release`` holds its state lock throughout)."""
         self._begin_release = self.table.storage.ahead(release)
 
-    def _begin_released(self) -> None:
+    def _begin_released(self, *, raising: bool = True) -> None:
         """Wait for begin's release; its failure (the lease still ours on the store, a lock
-        service that did not answer) is raised here, before anything of the write exists."""
+        service that did not answer) is raised here, before anything of the write exists.
+        ``raising=False`` (an abort, a close: the lease lapses, ZooKeeper's node goes with the
+        session, a rollback takes the lock again and says more): logged instead."""
         started, self._begin_release = self._begin_release, None
-        if started is not None:
-            started.result()
+        error = started.error() if started is not None else None
+        if error is None:
+            return
+        if raising:
+            raise error
+        log.warning("releasing the lock after begin of %s failed: %s", self.instant_time, error)
 
     def _running_recorded(self) -> None:
         """Wait for begin's "running" record to land, before the attempt's end is recorded
@@ -757,10 +763,7 @@ class WriteTransaction:
         if self.state in (TransactionState.COMPLETED, TransactionState.ABORTED, TransactionState.NEW):
             self.state = TransactionState.ABORTED if self.state is TransactionState.NEW else self.state
             return
-        try:
-            self._begin_released()
-        except Exception as e:  # noqa: BLE001 - the rollback below takes the lock again and says more
-            log.warning("releasing the lock after begin of %s failed: %s", self.instant_time, e)
+        self._begin_released(raising=False)
         self._running_recorded()
         rec = attempt_log.record_from_error(self._attempt_record(), error)
         rec.seconds_discarded = round(time.time() - self.started_at, 3) if self.started_at else 0.0
@@ -792,10 +795,7 @@ class WriteTransaction:
             attempt_log.write_record(self.table, rec)
 
     def close(self) -> None:
-        try:
-            self._begin_released()
-        except Exception as e:  # noqa: BLE001 - closing: the lease lapses, ZooKeeper's node goes with the session
-            log.warning("releasing the lock after begin of %s failed: %s", self.instant_time, e)
+        self._begin_released(raising=False)
         try:
             self._lock_manager and getattr(self._lock_manager, "close", lambda: None)()
         except HudiOccError:  # pragma: no cover
